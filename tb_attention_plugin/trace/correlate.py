@@ -1,0 +1,215 @@
+"""Link the records of one trace: GPU work -> launch -> CPU op stack -> modules, and
+backward ops -> the forward op they differentiate.
+
+* Nesting: on each CPU thread, ranges (ops, annotations, kept Python frames, launches) are
+  nested by time; ``parent`` is the innermost range that contains a range.
+* GPU activity -> launch: the runtime/driver call with the same correlation id. A GPU activity
+  with no launch record falls back to the CPU op with its External id.
+* Backward -> forward: an ``autograd::engine::evaluate_function: XBackward0`` range is a
+  *backward root*; its forward op is found through the ``fwdbwd`` flow that ends on it (or on
+  the node op just inside it), else through the autograd sequence number. Everything nested in
+  a backward root inherits that forward op's context.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .records import LAUNCH, OP, Trace
+
+BACKWARD_PREFIX = "autograd::engine::evaluate_function:"
+
+
+@dataclass
+class Links:
+    parent: np.ndarray          # range -> innermost enclosing range on its thread, or -1
+    op_ancestor: np.ndarray     # range -> nearest enclosing OP range, or -1
+    backward_root: np.ndarray   # range -> enclosing backward root (itself if it is one), or -1
+    forward_of: np.ndarray      # backward root -> the forward op it differentiates, or -1
+    gpu_launch: np.ndarray      # GPU activity -> launch range, or -1
+    gpu_parent: np.ndarray      # GPU activity -> innermost CPU range around its launch, or -1
+    gpu_op: np.ndarray          # GPU activity -> innermost CPU op that launched it, or -1
+    child_start: np.ndarray     # CSR of children in time order: children of r are
+    child_index: np.ndarray     #   child_index[child_start[r]:child_start[r+1]]
+    roots: np.ndarray           # ranges with no parent, in time order
+
+    def children(self, r: int) -> np.ndarray:
+        return self.child_index[self.child_start[r]:self.child_start[r + 1]]
+
+    def ancestors(self, r: int):
+        """r's ancestors, innermost first."""
+        p = self.parent[r]
+        while p >= 0:
+            yield int(p)
+            p = self.parent[p]
+
+
+def _nest(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    R = trace.ranges
+    n = len(R["kind"])
+    parent = np.full(n, -1, dtype=np.int64)
+    op_anc = np.full(n, -1, dtype=np.int64)
+    broot = np.full(n, -1, dtype=np.int64)
+    if n == 0:
+        return parent, op_anc, broot, np.zeros(0, dtype=np.int64)
+    ts = R["ts_ns"]
+    end = ts + R["dur_ns"]
+    # Sort by thread, start, longest first, file order: parents precede their children.
+    order = np.lexsort((np.arange(n), -R["dur_ns"], ts, R["thread"]))
+    thread_s = R["thread"][order]
+    kind = R["kind"]
+    names = trace.strings
+    is_bwd_root = np.zeros(len(names), dtype=bool)
+    for i, s in enumerate(names):
+        if s.startswith(BACKWARD_PREFIX):
+            is_bwd_root[i] = True
+    bwd_flag = is_bwd_root[R["name"]] & (kind == OP)
+    order_l = order.tolist()
+    end_l = end.tolist()
+    kind_l = kind.tolist()
+    bwd_l = bwd_flag.tolist()
+    thread_l = thread_s.tolist()
+    par = [-1] * n
+    opa = [-1] * n
+    bro = [-1] * n
+    stack: list[int] = []
+    cur_thread = None
+    for pos, i in enumerate(order_l):
+        th = thread_l[pos]
+        if th != cur_thread:
+            stack = []
+            cur_thread = th
+        e = end_l[i]
+        while stack and end_l[stack[-1]] < e:
+            stack.pop()
+        if stack:
+            p = stack[-1]
+            par[i] = p
+            opa[i] = p if kind_l[p] == OP else opa[p]
+            bro[i] = bro[p]
+        if bwd_l[i] and bro[i] < 0:
+            bro[i] = i
+        stack.append(i)
+    parent[:] = par
+    op_anc[:] = opa
+    broot[:] = bro
+    return parent, op_anc, broot, order
+
+
+def _children_csr(parent: np.ndarray, ts: np.ndarray):
+    n = len(parent)
+    order = np.lexsort((np.arange(n), ts, parent))
+    sorted_parent = parent[order]
+    start = np.searchsorted(sorted_parent, np.arange(n + 1), side="left")
+    roots = order[sorted_parent < 0]
+    return start.astype(np.int64), order.astype(np.int64), roots
+
+
+def _lookup(keys: np.ndarray, values: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """values[j] where keys[j] == query (first match), else -1; keys < 0 never match."""
+    out = np.full(len(queries), -1, dtype=np.int64)
+    ok = keys >= 0
+    keys, values = keys[ok], values[ok]
+    if not len(keys) or not len(queries):
+        return out
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    pos = np.searchsorted(sk, queries)
+    pos_c = np.minimum(pos, len(sk) - 1)
+    hit = (sk[pos_c] == queries) & (queries >= 0)
+    out[hit] = values[order[pos_c[hit]]]
+    return out
+
+
+def _link_backward(trace: Trace, parent: np.ndarray, broot: np.ndarray) -> np.ndarray:
+    """forward_of[root] for every backward root range."""
+    R = trace.ranges
+    n = len(parent)
+    fwd = np.full(n, -1, dtype=np.int64)
+    roots = np.flatnonzero(broot == np.arange(n))
+    if not len(roots):
+        return fwd
+    kind, seq, thread, ts = R["kind"], R["seq"], R["thread"], R["ts_ns"]
+    # Forward candidates: ops with a sequence number outside any backward subtree.
+    is_fwd = (kind == OP) & (seq >= 0) & (broot < 0)
+
+    F = trace.flows
+    if len(F["id"]):
+        # Bind flow ends to ranges that start exactly at the flow's timestamp on its thread.
+        key_r = thread.astype(np.int64) * (1 << 40) + ts
+        starts = F["start"] == 1
+        # forward side: the innermost forward-candidate op starting there
+        cand = np.flatnonzero(is_fwd)
+        depth = _depth(parent)
+        # prefer deeper ops: sort candidates by (key, depth desc)
+        c_order = cand[np.lexsort((-depth[cand], key_r[cand]))]
+        ck = key_r[c_order]
+        fkey = F["thread"].astype(np.int64) * (1 << 40) + F["ts_ns"]
+        pos = np.searchsorted(ck, fkey)
+        pos_c = np.minimum(pos, max(len(ck) - 1, 0))
+        s_hit = starts & (len(ck) > 0) & (ck[pos_c] == fkey) if len(ck) else np.zeros(len(fkey), bool)
+        s_op = np.where(s_hit, c_order[pos_c] if len(ck) else -1, -1)
+        # backward side: the range starting there, mapped to its backward root
+        all_order = np.argsort(key_r, kind="stable")
+        ak = key_r[all_order]
+        pos2 = np.searchsorted(ak, fkey)
+        pos2_c = np.minimum(pos2, max(len(ak) - 1, 0))
+        f_hit = (~starts) & (ak[pos2_c] == fkey)
+        f_root = np.where(f_hit, broot[all_order[pos2_c]], -1)
+        # pair by flow id
+        s_ids, s_ops = F["id"][starts & (s_op >= 0)], s_op[starts & (s_op >= 0)]
+        f_ids, f_roots = F["id"][f_hit & (f_root >= 0)], f_root[f_hit & (f_root >= 0)]
+        matched = _lookup(s_ids, s_ops, f_ids)
+        ok = matched >= 0
+        fwd[f_roots[ok]] = matched[ok]
+
+    # Fallback: sequence numbers (the root's own, or its node op's just inside it).
+    todo = roots[fwd[roots] < 0]
+    if len(todo):
+        root_seq = seq[todo].copy()
+        missing = root_seq < 0
+        if missing.any():
+            inner = np.flatnonzero((broot >= 0) & (seq >= 0) & (kind == OP))
+            inner_seq = _lookup(broot[inner], seq[inner], todo[missing])
+            root_seq[missing] = inner_seq
+        cand = np.flatnonzero(is_fwd)
+        depth = _depth(parent)
+        # for each sequence number keep the deepest forward op
+        c_order = cand[np.lexsort((-depth[cand], seq[cand]))]
+        fwd[todo] = _lookup(seq[c_order], c_order, root_seq)
+    return fwd
+
+
+def _depth(parent: np.ndarray) -> np.ndarray:
+    depth = np.zeros(len(parent), dtype=np.int64)
+    anc = parent.copy()
+    active = anc >= 0
+    while active.any():
+        depth[active] += 1
+        anc[active] = parent[anc[active]]
+        active = anc >= 0
+    return depth
+
+
+def link(trace: Trace) -> Links:
+    R, G = trace.ranges, trace.gpu
+    parent, op_anc, broot, _ = _nest(trace)
+    child_start, child_index, roots = _children_csr(parent, R["ts_ns"])
+    forward_of = _link_backward(trace, parent, broot)
+
+    launch_idx = np.flatnonzero(R["kind"] == LAUNCH)
+    gpu_launch = _lookup(R["corr"][launch_idx], launch_idx, G["corr"])
+    gpu_parent = np.where(gpu_launch >= 0, parent[np.maximum(gpu_launch, 0)], -1)
+    gpu_op = np.where(gpu_launch >= 0, op_anc[np.maximum(gpu_launch, 0)], -1)
+    # No launch record (or a launch outside any op): fall back to the External id.
+    need = gpu_op < 0
+    if need.any():
+        op_idx = np.flatnonzero(R["kind"] == OP)
+        by_ext = _lookup(R["ext"][op_idx], op_idx, G["ext"][need])
+        gpu_op[need] = by_ext
+        gp = gpu_parent[need]
+        gpu_parent[need] = np.where(gp < 0, by_ext, gp)
+    return Links(parent=parent, op_ancestor=op_anc, backward_root=broot, forward_of=forward_of,
+                 gpu_launch=gpu_launch, gpu_parent=gpu_parent, gpu_op=gpu_op,
+                 child_start=child_start, child_index=child_index, roots=roots)

@@ -1,0 +1,443 @@
+"""Stream a Chrome/Kineto trace file into chunks of decoded events, in bounded memory.
+
+Accepts ``.json`` and gzip (sniffed by magic, not by name), a top-level object holding
+``traceEvents`` (with any other keys before or after it) or a bare list of events.
+
+The file is never held whole: it is decompressed block by block, cut at event boundaries and
+each chunk is decoded by msgspec into :class:`~.events.Event` structs. A boundary is a ``}``,
+``,``, ``{`` sequence; one that falls inside a string makes the chunk fail to decode, and we
+retry with an earlier boundary, then fall back to scanning a single event exactly. Errors are
+:class:`TraceReadError` with a one-line message; a stream that ends early raises
+:class:`TraceTruncated` after every complete event before the cut has been delivered.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import zlib
+from typing import Any, Callable, Optional
+
+import msgspec
+
+from .events import Event
+
+try:  # ISA-L inflates about 3x faster than zlib; optional.
+    from isal import isal_zlib as _zlib
+except ImportError:  # pragma: no cover - exercised where isal is absent
+    _zlib = zlib
+
+BLOCK = 4 << 20            # bytes read (and inflated) per step
+CHUNK_TARGET = 8 << 20     # bytes of events decoded per msgspec call
+MAX_EVENT_BYTES = 64 << 20  # one event, or one non-event top-level value, larger than this is refused
+DEFAULT_MAX_BYTES = int(os.environ.get("TB_ATTENTION_MAX_BYTES", 16 << 30))
+
+_WS = b" \t\r\n"
+_WS_RE = re.compile(rb"[ \t\r\n]*")
+_STRING_RE = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+_STRUCT_RE = re.compile(rb'["\[\]{}]')
+_EVENT_LIST = msgspec.json.Decoder(list[Event])
+
+
+class TraceReadError(ValueError):
+    """The file is not a readable trace. ``str(err)`` is one line meant for the user."""
+
+
+class TraceTruncated(TraceReadError):
+    """The file ends in the middle of the trace (still being written, or cut off)."""
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+class ByteSource:
+    """Decompressed bytes of a file, one block at a time, with a cap on the total."""
+
+    def __init__(self, path: str, max_bytes: int = DEFAULT_MAX_BYTES):
+        self.path = path
+        self.max_bytes = max_bytes
+        try:
+            self._f = open(path, "rb")
+        except IsADirectoryError:
+            raise TraceReadError("is a directory, not a trace file") from None
+        except OSError as e:
+            raise TraceReadError(f"cannot open: {e.strerror or e}") from None
+        self.gzip = self._f.read(2) == b"\x1f\x8b"
+        self._f.seek(0)
+        self._inflate = _zlib.decompressobj(31) if self.gzip else None
+        self._pending = b""  # compressed input not yet consumed
+        self.total = 0
+        self.eof = False
+        self.truncated = False
+
+    def close(self) -> None:
+        self._f.close()
+
+    def read(self) -> bytes:
+        if self.eof:
+            return b""
+        if not self.gzip:
+            out = self._f.read(BLOCK)
+            if not out:
+                self.eof = True
+        else:
+            out = self._read_gzip()
+        self.total += len(out)
+        if self.total > self.max_bytes:
+            raise TraceReadError(
+                f"decompressed size exceeds the limit of {_fmt_bytes(self.max_bytes)} "
+                "(raise it with --max-bytes or TB_ATTENTION_MAX_BYTES)")
+        return out
+
+    def _read_gzip(self) -> bytes:
+        while True:
+            if self._inflate.eof:
+                # A gzip member ended; what follows is another member or trailing junk.
+                rest = self._inflate.unused_data + self._pending
+                if not rest:
+                    rest = self._f.read(BLOCK)
+                if rest[:2] != b"\x1f\x8b":
+                    self.eof = True
+                    return b""
+                self._inflate = _zlib.decompressobj(31)
+                self._pending = rest
+            if not self._pending:
+                self._pending = self._f.read(BLOCK)
+                if not self._pending:
+                    self.eof = True
+                    self.truncated = True
+                    return b""
+            try:
+                out = self._inflate.decompress(self._pending, BLOCK)
+            except Exception as e:  # zlib.error, or isal's equivalent
+                raise TraceReadError(f"corrupt gzip data: {e}") from None
+            self._pending = self._inflate.unconsumed_tail
+            if out:
+                return out
+
+
+def _finite(x: Any) -> Optional[float]:
+    if isinstance(x, bool):
+        return None
+    if isinstance(x, (int, float)):
+        x = float(x)
+        return x if math.isfinite(x) else None
+    if isinstance(x, str):
+        try:
+            v = float(x)
+        except ValueError:
+            return None
+        return v if math.isfinite(v) else None
+    return None
+
+
+def _scalar(x: Any):
+    if isinstance(x, bool):
+        return int(x)
+    if isinstance(x, int) or isinstance(x, str) or x is None:
+        return x
+    if isinstance(x, float) and math.isfinite(x):
+        return int(x)
+    return None
+
+
+def _text(x: Any) -> Optional[str]:
+    if isinstance(x, str):
+        return x
+    if x is None:
+        return None
+    return str(x)
+
+
+def _lenient_events(items: Any, stats: dict) -> list[Event]:
+    """Turn untyped decoded JSON into Events, coercing what can be coerced honestly."""
+    out = []
+    if not isinstance(items, list):
+        return out
+    for it in items:
+        if not isinstance(it, dict):
+            stats["skipped"] = stats.get("skipped", 0) + 1
+            continue
+        args = it.get("args")
+        try:
+            raw_args = msgspec.Raw(msgspec.json.encode(args)) if isinstance(args, dict) else msgspec.Raw()
+        except (TypeError, ValueError, OverflowError):
+            raw_args = msgspec.Raw()
+        out.append(Event(
+            ph=_text(it.get("ph")), cat=_text(it.get("cat")), name=_text(it.get("name")),
+            pid=_scalar(it.get("pid")), tid=_scalar(it.get("tid")),
+            ts=_finite(it.get("ts")), dur=_finite(it.get("dur")), id=_scalar(it.get("id")),
+            s=_text(it.get("s")), args=raw_args))
+    stats["coerced_chunks"] = stats.get("coerced_chunks", 0) + 1
+    return out
+
+
+def _nan_safe_loads(text: str):
+    # json accepts NaN/Infinity; it recurses, so nesting is bounded by the caller's size cap
+    # and by RecursionError, which we map to a decode failure.
+    return json.loads(text)
+
+
+def decode_events(chunk: bytes, stats: dict) -> Optional[list[Event]]:
+    """Decode ``{..},{..}`` (no brackets). None if it is not a whole number of events."""
+    data = b"[" + chunk + b"]"
+    try:
+        return _EVENT_LIST.decode(data)
+    except msgspec.ValidationError:
+        pass
+    except msgspec.DecodeError:
+        pass
+    # Slow, tolerant path: wrong field types, NaN/Infinity, invalid UTF-8, huge integers.
+    try:
+        items = msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        try:
+            items = _nan_safe_loads(data.decode("utf-8", errors="replace"))
+        except (ValueError, RecursionError):
+            return None
+        stats["repaired"] = stats.get("repaired", 0) + 1
+    return _lenient_events(items, stats)
+
+
+class TraceParser:
+    """Pull-parser over the top-level JSON value; calls ``on_events(list[Event])`` per chunk."""
+
+    def __init__(self, src: ByteSource):
+        self.src = src
+        self.buf = b""
+        self.pos = 0
+        self.offset = 0  # absolute position of buf[0] in the decompressed stream
+        self.meta: dict[str, Any] = {}
+        self.stats: dict[str, int] = {}
+        self.events_seen = 0
+
+    # -- buffer handling -------------------------------------------------------------------
+    def _fill(self) -> bool:
+        data = self.src.read()
+        if not data:
+            return False
+        self.offset += self.pos
+        self.buf = self.buf[self.pos:] + data
+        self.pos = 0
+        return True
+
+    def _where(self) -> str:
+        return f"byte {self.offset + self.pos}"
+
+    def _peek(self) -> Optional[int]:
+        """Skip whitespace and return the next byte (None at the end of the stream)."""
+        while True:
+            self.pos = _WS_RE.match(self.buf, self.pos).end()
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self._fill():
+                return None
+
+    def _end_of_stream(self, what: str):
+        if self.events_seen or self.src.truncated:
+            raise TraceTruncated(f"file ends early ({what}); it may still be being written")
+        if self.src.total == 0:
+            raise TraceReadError("file is empty")
+        raise TraceReadError(f"not a complete JSON trace (ends {what})")
+
+    def _string(self) -> str:
+        while True:
+            m = _STRING_RE.match(self.buf, self.pos)
+            if m:
+                break
+            if len(self.buf) - self.pos > MAX_EVENT_BYTES:
+                raise TraceReadError(f"a string longer than {_fmt_bytes(MAX_EVENT_BYTES)} at {self._where()}")
+            if not self._fill():
+                self._end_of_stream("inside a string")
+        self.pos = m.end()
+        try:
+            return msgspec.json.decode(m.group())
+        except msgspec.DecodeError:
+            return m.group()[1:-1].decode("utf-8", errors="replace")
+
+    def _value_end(self) -> int:
+        """Index just past the JSON value starting at ``pos`` (reads more as needed)."""
+        i = self.pos
+        depth = 0
+        while True:
+            buf = self.buf
+            if i - self.pos > MAX_EVENT_BYTES:
+                raise TraceReadError(
+                    f"one value is larger than {_fmt_bytes(MAX_EVENT_BYTES)} at {self._where()}")
+            if depth == 0 and i == self.pos and i < len(buf) and buf[i] not in b'"[{':
+                # A literal (number, true, null...): it ends at a delimiter.
+                m = re.compile(rb"[^,\]\}\s]*").match(buf, i)
+                if m.end() < len(buf) or self.src.eof:
+                    return m.end()
+            else:
+                m = _STRUCT_RE.search(buf, i)
+                if m:
+                    c = buf[m.start()]
+                    if c == 0x22:  # '"'
+                        s = _STRING_RE.match(buf, m.start())
+                        if s:
+                            i = s.end()
+                            if depth == 0:
+                                return i
+                            continue
+                    elif c in b"[{":
+                        depth += 1
+                        i = m.end()
+                        continue
+                    else:
+                        depth -= 1
+                        i = m.end()
+                        if depth <= 0:
+                            return i
+                        continue
+            rel = i - self.pos
+            if not self._fill():
+                self._end_of_stream("inside an event")
+            i = self.pos + rel
+
+    def _last_split(self, start: int, limit: int) -> Optional[int]:
+        """Index of the ``}`` of the last ``}`` ws ``,`` ws ``{`` in buf[start:limit]."""
+        buf = self.buf
+        j = limit
+        while True:
+            k = buf.rfind(b"{", start + 1, j)
+            if k < 0:
+                return None
+            i = k - 1
+            while i > start and buf[i] in _WS:
+                i -= 1
+            if buf[i] == 0x2C:  # ','
+                i -= 1
+                while i > start and buf[i] in _WS:
+                    i -= 1
+                if buf[i] == 0x7D:  # '}'
+                    return i
+            j = k
+
+    # -- grammar -------------------------------------------------------------------------------
+    def parse(self, on_events: Callable[[list[Event]], None]) -> dict[str, Any]:
+        c = self._peek()
+        if c is None:
+            self._end_of_stream("before any data")
+        if c == 0x5B:  # '[' bare list of events
+            self.pos += 1
+            self._events(on_events)
+            return self.meta
+        if c != 0x7B:
+            raise TraceReadError("not a JSON trace (it does not start with '{' or '[')")
+        self.pos += 1
+        saw_events = False
+        while True:
+            c = self._peek()
+            if c is None:
+                self._end_of_stream("before the closing '}'")
+            if c == 0x7D:
+                self.pos += 1
+                break
+            if c == 0x2C:
+                self.pos += 1
+                continue
+            if c != 0x22:
+                raise TraceReadError(f"malformed JSON at {self._where()} (expected a key)")
+            key = self._string()
+            if self._peek() != 0x3A:
+                raise TraceReadError(f"malformed JSON at {self._where()} (expected ':')")
+            self.pos += 1
+            c = self._peek()
+            if c is None:
+                self._end_of_stream("after a key")
+            if key == "traceEvents":
+                if c != 0x5B:
+                    raise TraceReadError('"traceEvents" is not a list')
+                self.pos += 1
+                self._events(on_events)
+                saw_events = True
+            else:
+                end = self._value_end()
+                raw = self.buf[self.pos:end]
+                self.pos = end
+                try:
+                    self.meta[key] = msgspec.json.decode(raw)
+                except msgspec.DecodeError:
+                    try:
+                        self.meta[key] = json.loads(raw.decode("utf-8", errors="replace"))
+                    except (ValueError, RecursionError):
+                        self.stats["bad_metadata"] = self.stats.get("bad_metadata", 0) + 1
+        if not saw_events:
+            raise TraceReadError('no "traceEvents" list: this JSON is not a Chrome/Kineto trace')
+        return self.meta
+
+    def _emit(self, events: list[Event], on_events) -> None:
+        self.events_seen += len(events)
+        on_events(events)
+
+    def _events(self, on_events) -> None:
+        while True:
+            c = self._peek()
+            if c is None:
+                self._end_of_stream("inside traceEvents")
+            if c == 0x5D:  # ']'
+                self.pos += 1
+                return
+            if c == 0x2C:
+                self.pos += 1
+                continue
+            if c != 0x7B:
+                # Not an event object (a number, a string...): skip the value, count it.
+                end = self._value_end()
+                self.pos = end
+                self.stats["skipped"] = self.stats.get("skipped", 0) + 1
+                continue
+            while len(self.buf) - self.pos < CHUNK_TARGET and self._fill():
+                pass
+            limit = len(self.buf)
+            for _ in range(4):
+                end = self._last_split(self.pos, limit)
+                if end is None:
+                    break
+                events = decode_events(self.buf[self.pos:end + 1], self.stats)
+                if events is not None:
+                    self._emit(events, on_events)
+                    self.pos = end + 1
+                    break
+                limit = end
+            else:
+                end = None
+            if end is not None and self.pos == end + 1:
+                continue
+            # Slow path: exactly one event.
+            end = self._value_end()
+            events = decode_events(self.buf[self.pos:end], self.stats)
+            if events is None:
+                raise TraceReadError(f"malformed event at {self._where()}")
+            self._emit(events, on_events)
+            self.pos = end
+
+
+def read_trace(path: str, on_events: Callable[[list[Event]], None],
+               max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[dict, dict]:
+    """Parse ``path``; returns (top-level metadata, reader stats)."""
+    src = ByteSource(path, max_bytes)
+    try:
+        p = TraceParser(src)
+        try:
+            meta = p.parse(on_events)
+            if src.truncated:
+                raise TraceTruncated("gzip stream ends early; it may still be being written")
+        except TraceTruncated as e:
+            e.meta, e.stats = p.meta, p.stats
+            raise
+        except RecursionError:
+            raise TraceReadError("JSON nested too deeply") from None
+        except MemoryError:
+            raise TraceReadError("out of memory while reading") from None
+        p.stats["bytes"] = src.total
+        return meta, p.stats
+    finally:
+        src.close()

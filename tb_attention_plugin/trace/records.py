@@ -1,0 +1,557 @@
+"""Compact, columnar records of one trace: what the analysis needs and nothing more.
+
+Events stream in from :mod:`.reader` and are appended into typed ``array`` columns (8 bytes a
+value instead of a Python object each), then frozen into numpy arrays. Strings (op, kernel and
+module names) are interned once. Input shapes are interned as *signatures*: the raw JSON of
+``Input Dims``/``Input type``/``Input Strides``/``Concrete Inputs``, decoded only for the ops the
+cost model actually looks at. Both Kineto schemas are mapped to one vocabulary here:
+
+* CPU ranges (``Range*`` kinds): ``cpu_op``/``Operator``, ``user_annotation``, the kept
+  ``python_function`` events (``nn.Module: ...`` and functions named like attention/rotary),
+  and the runtime/driver launches (``cuda_runtime``, ``cuda_driver``, ``Runtime``).
+* GPU activities: ``kernel``/``Kernel``, ``gpu_memcpy``/``Memcpy``, ``gpu_memset``/``Memset``.
+* ``fwdbwd`` flows, ``[memory]`` instant events, ``gpu_user_annotation`` ranges, CUPTI
+  ``cuda_profiler_range`` counter events, thread names.
+"""
+from __future__ import annotations
+
+import re
+from array import array
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import msgspec
+import numpy as np
+
+from .events import Event, ExternalArgs, GpuArgs, LaunchArgs, MemoryArgs, OpArgs
+from .reader import DEFAULT_MAX_BYTES, TraceReadError, TraceTruncated, read_trace
+
+# CPU range kinds
+OP, ANNOTATION, MODULE, PYFUNC, LAUNCH = 0, 1, 2, 3, 4
+RANGE_KIND_NAMES = ("op", "annotation", "module", "python", "launch")
+# GPU activity kinds
+KERNEL, MEMCPY, MEMSET = 0, 1, 2
+GPU_KIND_NAMES = ("kernel", "memcpy", "memset")
+
+_RANGE_CATS = {
+    "cpu_op": OP, "operator": OP, "user_annotation": ANNOTATION,
+    "python_function": PYFUNC, "python": PYFUNC,
+    "cuda_runtime": LAUNCH, "cuda_driver": LAUNCH, "runtime": LAUNCH,
+}
+_GPU_CATS = {
+    "kernel": KERNEL, "gpu_memcpy": MEMCPY, "memcpy": MEMCPY, "gpu_memset": MEMSET, "memset": MEMSET,
+}
+# Python frames worth keeping besides nn.Module ones: they scope attention and rotary code.
+DEFAULT_KEEP_PYTHON = r"(?i)attention|attn|rotary|rope\b|apply_rotary|sdpa|flash"
+
+_NONE = -1
+_decode_op_args = msgspec.json.Decoder(OpArgs).decode
+_decode_launch_args = msgspec.json.Decoder(LaunchArgs).decode
+_decode_gpu_args = msgspec.json.Decoder(GpuArgs).decode
+_decode_mem_args = msgspec.json.Decoder(MemoryArgs).decode
+_decode_ext_args = msgspec.json.Decoder(ExternalArgs).decode
+_decode_any = msgspec.json.Decoder().decode
+
+
+def _lenient(raw: msgspec.Raw, typ):
+    """Decode ``args`` into ``typ``; on a type mismatch keep the fields that do fit."""
+    try:
+        d = _decode_any(raw)
+    except msgspec.DecodeError:
+        return typ()
+    if not isinstance(d, dict):
+        return typ()
+    out = typ()
+    enc = msgspec.json.encode
+    for key, value in d.items():
+        try:
+            part = msgspec.json.decode(enc({key: value}), type=typ)
+        except (msgspec.ValidationError, msgspec.DecodeError, TypeError, OverflowError):
+            continue
+        for f in typ.__struct_fields__:
+            v = getattr(part, f)
+            if v is not None and v != msgspec.Raw():
+                setattr(out, f, v)
+    return out
+
+
+def _args(raw, decode, typ):
+    if not raw:
+        return typ()
+    try:
+        return decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return _lenient(raw, typ)
+
+
+def _int(x, default=_NONE) -> int:
+    if x is None or isinstance(x, bool):
+        return default
+    if isinstance(x, int):
+        return x if -(1 << 63) <= x < (1 << 63) else default
+    if isinstance(x, str):
+        try:
+            v = int(x, 0)
+        except ValueError:
+            m = re.search(r"-?\d+", x)
+            if not m:
+                return default
+            v = int(m.group())
+        return v if -(1 << 63) <= v < (1 << 63) else default
+    return default
+
+
+class _Interner:
+    def __init__(self):
+        self.items: list = []
+        self.index: dict = {}
+
+    def __call__(self, s) -> int:
+        i = self.index.get(s)
+        if i is None:
+            i = self.index[s] = len(self.items)
+            self.items.append(s)
+        return i
+
+
+@dataclass
+class Signature:
+    """Raw JSON of an op's recorded inputs; decoded lazily by :mod:`..roofline.cost`."""
+    dims: bytes
+    types: bytes
+    strides: bytes
+    concrete: bytes
+    _decoded: Optional[tuple] = None
+
+    def decoded(self) -> tuple[list, list, list, list]:
+        if self._decoded is None:
+            def dec(b):
+                if not b:
+                    return []
+                try:
+                    v = msgspec.json.decode(b)
+                except msgspec.DecodeError:
+                    return []
+                return v if isinstance(v, list) else []
+            self._decoded = (dec(self.dims), dec(self.types), dec(self.strides), dec(self.concrete))
+        return self._decoded
+
+
+@dataclass
+class Trace:
+    """Everything read from one file. Columns are numpy arrays of equal length per table."""
+    path: str
+    meta: dict
+    strings: list[str]
+    ranges: dict[str, np.ndarray]
+    gpu: dict[str, np.ndarray]
+    flows: dict[str, np.ndarray]
+    memory: dict[str, np.ndarray]
+    gpu_annotations: dict[str, np.ndarray]
+    signatures: list[Signature]
+    counters: list[dict]
+    thread_names: dict[tuple, str]
+    threads: list[tuple]          # thread index -> (pid, tid) as written in the trace
+    base_us: float                # every *_ns column is nanoseconds after this timestamp
+    stats: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def n_ranges(self) -> int:
+        return len(self.ranges["kind"])
+
+    @property
+    def n_gpu(self) -> int:
+        return len(self.gpu["kind"])
+
+    def name(self, i: int) -> str:
+        return self.strings[i]
+
+
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _clean_int(v, default=_NONE):
+    if v is None or isinstance(v, bool) or not isinstance(v, int):
+        return _int(v, default)
+    return v if _I64_MIN <= v <= _I64_MAX else default
+
+
+def _col_q(values: list) -> array:
+    """int64 column; values that are missing or out of range become -1."""
+    try:
+        return array("q", values)
+    except (OverflowError, TypeError):
+        return array("q", [_clean_int(v) for v in values])
+
+
+def _col_l(values: list, default=0) -> array:
+    try:
+        return array("l", values)
+    except (OverflowError, TypeError):
+        return array("l", [v if isinstance(v, int) and not isinstance(v, bool)
+                           and -(1 << 31) <= v < (1 << 31) else default for v in values])
+
+
+def _col_d(values: list, default=float("nan")) -> array:
+    try:
+        return array("d", values)
+    except TypeError:
+        return array("d", [v if isinstance(v, float) else default for v in values])
+
+
+def _first(a, b):
+    return a if a is not None else (b if b is not None else _NONE)
+
+
+def _decode_batch(raws: list, decoder: msgspec.json.Decoder, typ) -> list:
+    """Decode many ``args`` at once (one msgspec call); per item, tolerantly, on failure."""
+    if not raws:
+        return []
+    try:
+        return decoder.decode(b"[" + b",".join([r if r else b"{}" for r in raws]) + b"]")
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return [_args(r, _SINGLE_DECODERS[typ], typ) for r in raws]
+
+
+_BATCH = {t: msgspec.json.Decoder(list[t]) for t in (OpArgs, LaunchArgs, GpuArgs, MemoryArgs, ExternalArgs)}
+_SINGLE_DECODERS = {OpArgs: _decode_op_args, LaunchArgs: _decode_launch_args, GpuArgs: _decode_gpu_args,
+                    MemoryArgs: _decode_mem_args, ExternalArgs: _decode_ext_args}
+
+_RANGE_COLS = dict(kind="b", name="l", thread="l", ts="d", dur="d", ext="q", corr="q", seq="q",
+                   fwd_tid="q", sig="l")
+_GPU_COLS = dict(kind="b", name="l", device="l", stream="q", ts="d", dur="d", corr="q", ext="q",
+                 grid_x="l", grid_y="l", grid_z="l", block_x="l", block_y="l", block_z="l",
+                 registers="l", shared_memory="q", blocks_per_sm="d", warps_per_sm="d",
+                 occupancy="d", bytes="q", pid="q", tid="q")
+_FLOW_COLS = dict(start="b", id="q", thread="l", ts="d")
+_MEMORY_COLS = dict(ts="d", thread="l", addr="q", bytes="q", total_allocated="q",
+                    total_reserved="q", device_type="l", device_id="l")
+_GPU_ANN_COLS = dict(name="l", device="l", stream="q", ts="d", dur="d", ext="q")
+
+# Bucket codes for the dispatch loop (range kinds first, then the rest).
+_B_GPU, _B_GPU_ANN, _B_COUNTER, _B_SKIP = 10, 11, 12, 13
+
+
+class _Table:
+    def __init__(self, spec: dict[str, str]):
+        self.cols = {k: array(t) for k, t in spec.items()}
+
+    def extend(self, **cols: array) -> None:
+        for k, a in cols.items():
+            self.cols[k].extend(a)
+
+    def freeze(self) -> dict[str, np.ndarray]:
+        return {k: (np.frombuffer(a, dtype=a.typecode).copy() if len(a) else np.zeros(0, dtype=a.typecode))
+                for k, a in self.cols.items()}
+
+
+class TraceBuilder:
+    """Receives event chunks from the reader and fills the columns.
+
+    Each chunk is first split into buckets by category in one tight loop; each bucket is then
+    turned into columns with list comprehensions and one batched msgspec call for its ``args``.
+    """
+
+    def __init__(self, keep_python: str = DEFAULT_KEEP_PYTHON):
+        self.strings = _Interner()
+        self.sigs = _Interner()
+        self.threads = _Interner()
+        self.keep_py = re.compile(keep_python)
+        self._py_kind: dict[str, int] = {}   # python frame name -> MODULE / PYFUNC / -1 (drop)
+        self._cat_bucket: dict = {}
+        self.ranges = _Table(_RANGE_COLS)
+        self.gpu = _Table(_GPU_COLS)
+        self.flows = _Table(_FLOW_COLS)
+        self.memory = _Table(_MEMORY_COLS)
+        self.gpu_ann = _Table(_GPU_ANN_COLS)
+        self.counters: list[dict] = []
+        self.thread_names: dict[tuple, str] = {}
+        self.counts = {"events": 0, "python_dropped": 0, "no_ts": 0, "negative_dur": 0, "other": 0}
+
+    def _bucket_of(self, cat) -> int:
+        b = self._cat_bucket.get(cat)
+        if b is None:
+            c = cat.lower() if isinstance(cat, str) else ""
+            if c in _RANGE_CATS:
+                b = _RANGE_CATS[c]
+            elif c in _GPU_CATS:
+                b = _B_GPU
+            elif c == "gpu_user_annotation":
+                b = _B_GPU_ANN
+            elif c == "cuda_profiler_range":
+                b = _B_COUNTER
+            else:
+                b = _B_SKIP
+            self._cat_bucket[cat] = b
+        return b
+
+    def add(self, events: list[Event]) -> None:
+        self.counts["events"] += len(events)
+        buckets: dict[int, list] = {OP: [], ANNOTATION: [], PYFUNC: [], LAUNCH: [], _B_GPU: [],
+                                    _B_GPU_ANN: [], _B_COUNTER: [], _B_SKIP: []}
+        flows, instants, metas = [], [], []
+        bucket_of = self._cat_bucket.get
+        slow = self._bucket_of
+        for e in events:
+            ph = e.ph
+            if ph == "X":
+                b = bucket_of(e.cat)
+                if b is None:
+                    b = slow(e.cat)
+                buckets[b].append(e)
+            elif ph == "s" or ph == "f" or ph == "t":
+                if e.cat == "fwdbwd":
+                    flows.append(e)
+            elif ph == "i" or ph == "I":
+                if e.name == "[memory]":
+                    instants.append(e)
+            elif ph == "M":
+                metas.append(e)
+        self.counts["other"] += len(buckets[_B_SKIP])
+        for kind in (OP, ANNOTATION, LAUNCH):
+            if buckets[kind]:
+                self._add_ranges(kind, buckets[kind])
+        if buckets[PYFUNC]:
+            self._add_python(buckets[PYFUNC])
+        if buckets[_B_GPU]:
+            self._add_gpu(buckets[_B_GPU])
+        if buckets[_B_GPU_ANN]:
+            self._add_gpu_annotations(buckets[_B_GPU_ANN])
+        for e in buckets[_B_COUNTER]:
+            self._add_counter(e)
+        if flows:
+            self._add_flows(flows)
+        if instants:
+            self._add_memory(instants)
+        for e in metas:
+            self._add_meta(e)
+
+    def _timed(self, evs: list[Event]) -> list[Event]:
+        ts = [e.ts for e in evs]
+        if None in ts:
+            kept = [e for e in evs if e.ts is not None]
+            self.counts["no_ts"] += len(evs) - len(kept)
+            return kept
+        return evs
+
+    def _durations(self, evs: list[Event]) -> array:
+        durs = [e.dur for e in evs]
+        if None in durs or min(durs) < 0:
+            neg = sum(1 for d in durs if d is not None and d < 0)
+            self.counts["negative_dur"] += neg
+            durs = [d if d is not None and d >= 0 else 0.0 for d in durs]
+        return array("d", durs)
+
+    def _intern_threads(self, evs: list[Event]) -> array:
+        index = self.threads.index
+        keys = [(e.pid, e.tid) for e in evs]
+        for k in set(keys).difference(index):
+            self.threads(k)
+        return array("l", [index[k] for k in keys])
+
+    def _intern_names(self, names: list) -> array:
+        index = self.strings.index
+        for n in set(names).difference(index):
+            self.strings(n)
+        return array("l", [index[n] for n in names])
+
+    def _add_python(self, evs: list[Event]) -> None:
+        kinds = self._py_kind
+        keep = self.keep_py.search
+        for name in {e.name for e in evs}.difference(kinds):
+            if not isinstance(name, str):
+                kinds[name] = -1
+            elif name.startswith("nn.Module"):
+                kinds[name] = MODULE
+            elif keep(name):
+                kinds[name] = PYFUNC
+            else:
+                kinds[name] = -1
+        modules = [e for e in evs if kinds[e.name] == MODULE]
+        funcs = [e for e in evs if kinds[e.name] == PYFUNC]
+        self.counts["python_dropped"] += len(evs) - len(modules) - len(funcs)
+        if modules:
+            self._add_ranges(MODULE, modules)
+        if funcs:
+            self._add_ranges(PYFUNC, funcs)
+
+    def _add_ranges(self, kind: int, evs: list[Event]) -> None:
+        evs = self._timed(evs)
+        n = len(evs)
+        if not n:
+            return
+        none = array("q", [_NONE]) * n
+        cols = dict(kind=array("b", [kind]) * n,
+                    name=self._intern_names([e.name or "" for e in evs]),
+                    thread=self._intern_threads(evs),
+                    ts=array("d", [e.ts for e in evs]),
+                    dur=self._durations(evs))
+        if kind == OP:
+            args = _decode_batch([e.args for e in evs], _BATCH[OpArgs], OpArgs)
+            cols["ext"] = _col_q([_first(a.external_id, a.external_id_v1) for a in args])
+            cols["corr"] = none
+            cols["seq"] = _col_q([_first(a.seq, None) for a in args])
+            cols["fwd_tid"] = _col_q([_first(a.fwd_tid, None) for a in args])
+            sig = self.sigs
+            cols["sig"] = array("l", [sig(b"%b\x00%b\x00%b\x00%b" % (a.dims, a.types, a.strides, a.concrete))
+                                      if a.dims else _NONE for a in args])
+        elif kind == LAUNCH:
+            args = _decode_batch([e.args for e in evs], _BATCH[LaunchArgs], LaunchArgs)
+            cols["ext"] = _col_q([_first(a.external_id, a.external_id_v1) for a in args])
+            cols["corr"] = _col_q([_first(a.correlation, None) for a in args])
+            cols["seq"] = cols["fwd_tid"] = none
+            cols["sig"] = array("l", [_NONE]) * n
+        elif kind == ANNOTATION:
+            args = _decode_batch([e.args for e in evs], _BATCH[ExternalArgs], ExternalArgs)
+            cols["ext"] = _col_q([_first(a.external_id, a.external_id_v1) for a in args])
+            cols["corr"] = cols["seq"] = cols["fwd_tid"] = none
+            cols["sig"] = array("l", [_NONE]) * n
+        else:
+            cols["ext"] = cols["corr"] = cols["seq"] = cols["fwd_tid"] = none
+            cols["sig"] = array("l", [_NONE]) * n
+        self.ranges.extend(**cols)
+
+    def _add_gpu(self, evs: list[Event]) -> None:
+        evs = self._timed(evs)
+        if not evs:
+            return
+        gpu_kind = {}
+        for cat in {e.cat for e in evs}:
+            gpu_kind[cat] = _GPU_CATS[cat.lower()]
+        args = _decode_batch([e.args for e in evs], _BATCH[GpuArgs], GpuArgs)
+        grids = [a.grid if a.grid and len(a.grid) == 3 else (0, 0, 0) for a in args]
+        blocks = [a.block if a.block and len(a.block) == 3 else (0, 0, 0) for a in args]
+        nan = float("nan")
+        self.gpu.extend(
+            kind=array("b", [gpu_kind[e.cat] for e in evs]),
+            name=self._intern_names([e.name or "" for e in evs]),
+            device=_col_l([a.device if a.device is not None else _int(e.pid, 0) for a, e in zip(args, evs)]),
+            stream=_col_q([_int(a.stream) if a.stream is not None else _int(e.tid) for a, e in zip(args, evs)]),
+            ts=array("d", [e.ts for e in evs]),
+            dur=self._durations(evs),
+            corr=_col_q([_first(a.correlation, None) for a in args]),
+            ext=_col_q([_first(a.external_id, a.external_id_v1) for a in args]),
+            grid_x=_col_l([g[0] for g in grids]), grid_y=_col_l([g[1] for g in grids]),
+            grid_z=_col_l([g[2] for g in grids]),
+            block_x=_col_l([b[0] for b in blocks]), block_y=_col_l([b[1] for b in blocks]),
+            block_z=_col_l([b[2] for b in blocks]),
+            registers=_col_l([a.registers or 0 for a in args]),
+            shared_memory=_col_q([a.shared_memory or 0 for a in args]),
+            blocks_per_sm=_col_d([a.blocks_per_sm if a.blocks_per_sm is not None else nan for a in args]),
+            warps_per_sm=_col_d([a.warps_per_sm if a.warps_per_sm is not None else nan for a in args]),
+            occupancy=_col_d([a.occupancy if a.occupancy is not None else nan for a in args]),
+            bytes=_col_q([_first(a.bytes, None) for a in args]),
+            pid=_col_q([_int(e.pid) for e in evs]),
+            tid=_col_q([_int(e.tid) for e in evs]),
+        )
+
+    def _add_gpu_annotations(self, evs: list[Event]) -> None:
+        evs = self._timed(evs)
+        args = _decode_batch([e.args for e in evs], _BATCH[ExternalArgs], ExternalArgs)
+        self.gpu_ann.extend(
+            name=self._intern_names([e.name or "" for e in evs]),
+            device=_col_l([_int(a.device if a.device is not None else e.pid, 0) for a, e in zip(args, evs)]),
+            stream=_col_q([_int(a.stream) if a.stream is not None else _int(e.tid) for a, e in zip(args, evs)]),
+            ts=array("d", [e.ts for e in evs]),
+            dur=self._durations(evs),
+            ext=_col_q([_first(a.external_id, a.external_id_v1) for a in args]),
+        )
+
+    def _add_flows(self, evs: list[Event]) -> None:
+        evs = self._timed(evs)
+        self.flows.extend(
+            start=array("b", [1 if e.ph == "s" else 0 for e in evs]),
+            id=_col_q([_int(e.id) for e in evs]),
+            thread=self._intern_threads(evs),
+            ts=array("d", [e.ts for e in evs]),
+        )
+
+    def _add_memory(self, evs: list[Event]) -> None:
+        evs = self._timed(evs)
+        args = _decode_batch([e.args for e in evs], _BATCH[MemoryArgs], MemoryArgs)
+        self.memory.extend(
+            ts=array("d", [e.ts for e in evs]),
+            thread=self._intern_threads(evs),
+            addr=_col_q([a.addr or 0 for a in args]),
+            bytes=_col_q([a.nbytes or 0 for a in args]),
+            total_allocated=_col_q([_first(a.total_allocated, None) for a in args]),
+            total_reserved=_col_q([_first(a.total_reserved, None) for a in args]),
+            device_type=_col_l([_first(a.device_type, None) for a in args], _NONE),
+            device_id=_col_l([_first(a.device_id, None) for a in args], _NONE),
+        )
+
+    def _add_counter(self, e: Event) -> None:
+        if len(self.counters) >= 1_000_000:
+            return
+        try:
+            a = _decode_any(e.args) if e.args else {}
+        except msgspec.DecodeError:
+            a = {}
+        if isinstance(a, dict):
+            self.counters.append({"name": e.name or "", "ts": e.ts, "dur": e.dur,
+                                  "metrics": {k: v for k, v in a.items()
+                                              if isinstance(v, (int, float)) and not isinstance(v, bool)}})
+
+    def _add_meta(self, e: Event) -> None:
+        if e.name == "thread_name" and e.args:
+            try:
+                a = _decode_any(e.args)
+            except msgspec.DecodeError:
+                return
+            if isinstance(a, dict) and isinstance(a.get("name"), str):
+                self.thread_names[(e.pid, e.tid)] = a["name"]
+
+    def finish(self, path: str, meta: dict, stats: dict) -> Trace:
+        ranges = self.ranges.freeze()
+        gpu = self.gpu.freeze()
+        flows = self.flows.freeze()
+        memory = self.memory.freeze()
+        gpu_ann = self.gpu_ann.freeze()
+        # All times become integer nanoseconds after the earliest timestamp: exact ordering and
+        # containment tests, and no float64 precision loss on epoch-based microsecond clocks.
+        starts = [t["ts"] for t in (ranges, gpu, flows, memory, gpu_ann) if len(t["ts"])]
+        base = float(min(a.min() for a in starts)) if starts else 0.0
+        for t in (ranges, gpu, gpu_ann):
+            t["ts_ns"] = np.rint((t["ts"] - base) * 1000.0).astype(np.int64)
+            t["dur_ns"] = np.rint(t["dur"] * 1000.0).astype(np.int64)
+        for t in (flows, memory):
+            t["ts_ns"] = np.rint((t["ts"] - base) * 1000.0).astype(np.int64)
+        sigs = [Signature(*k.split(b"\x00")) for k in self.sigs.items]
+        st = dict(stats)
+        st.update(self.counts)
+        return Trace(path=path, meta=meta, strings=self.strings.items, ranges=ranges, gpu=gpu,
+                     flows=flows, memory=memory, gpu_annotations=gpu_ann, signatures=sigs,
+                     counters=self.counters, thread_names=self.thread_names,
+                     threads=self.threads.items, base_us=base, stats=st)
+
+
+def load_trace(path: str, max_bytes: int = DEFAULT_MAX_BYTES,
+               keep_python: str = DEFAULT_KEEP_PYTHON, salvage: bool = True) -> Trace:
+    """Read ``path`` into a :class:`Trace`.
+
+    A file that ends early keeps the events read before the cut (``salvage``) and says so in
+    ``warnings``; with ``salvage=False`` it raises :class:`TraceTruncated`.
+    """
+    builder = TraceBuilder(keep_python)
+    truncated = None
+    try:
+        meta, stats = read_trace(path, builder.add, max_bytes=max_bytes)
+    except TraceTruncated as e:
+        if not salvage or builder.counts["events"] == 0:
+            raise
+        truncated = str(e)
+        meta, stats = getattr(e, "meta", {}), dict(getattr(e, "stats", {}), truncated=True)
+    trace = builder.finish(path, meta if isinstance(meta, dict) else {}, stats)
+    if truncated:
+        trace.warnings.append(
+            f"the file is truncated ({truncated}); analysed the {builder.counts['events']} "
+            "events before the cut")
+    skipped = stats.get("skipped", 0)
+    if skipped:
+        trace.warnings.append(f"{skipped} entries of traceEvents were not event objects and were skipped")
+    if stats.get("coerced_chunks"):
+        trace.warnings.append("some events had fields of unexpected types; they were coerced or dropped")
+    if builder.counts["negative_dur"]:
+        trace.warnings.append(f"{builder.counts['negative_dur']} events had a negative duration (treated as 0)")
+    return trace
