@@ -260,6 +260,7 @@ class TraceBuilder:
         self.keep_py = re.compile(keep_python)
         self._py_kind: dict[str, int] = {}   # python frame name -> MODULE / PYFUNC / -1 (drop)
         self._cat_bucket: dict = {}
+        self.categories: set[str] = set()
         self.ranges = _Table(_RANGE_COLS)
         self.gpu = _Table(_GPU_COLS)
         self.flows = _Table(_FLOW_COLS)
@@ -272,6 +273,8 @@ class TraceBuilder:
     def _bucket_of(self, cat) -> int:
         b = self._cat_bucket.get(cat)
         if b is None:
+            if isinstance(cat, str) and len(self._cat_bucket) < 1000:
+                self.categories.add(cat)
             c = cat.lower() if isinstance(cat, str) else ""
             if c in _RANGE_CATS:
                 b = _RANGE_CATS[c]
@@ -520,6 +523,7 @@ class TraceBuilder:
         sigs = [Signature(*k.split(b"\x00")) for k in self.sigs.items]
         st = dict(stats)
         st.update(self.counts)
+        st["categories"] = set(self.categories)
         return Trace(path=path, meta=meta, strings=self.strings.items, ranges=ranges, gpu=gpu,
                      flows=flows, memory=memory, gpu_annotations=gpu_ann, signatures=sigs,
                      counters=self.counters, thread_names=self.thread_names,

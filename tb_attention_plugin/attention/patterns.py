@@ -1,0 +1,138 @@
+"""Names that identify attention: modules, functions, ops, kernels, and the phase vocabulary.
+
+Everything here is a pattern over names that PyTorch, Hugging Face and the kernel libraries
+produce; nothing is tied to one model. The module pattern is configurable (``--module-pattern``).
+"""
+from __future__ import annotations
+
+import re
+
+PHASES = ("qkv_proj", "qk_matmul", "scale", "mask", "softmax", "dropout", "pv_matmul", "out_proj",
+          "fused_attention", "rotary", "layout", "other")
+PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
+# Core attention: the part that a fused kernel replaces (projections and layout are apart).
+CORE_PHASES = frozenset({"qk_matmul", "scale", "mask", "softmax", "dropout", "pv_matmul", "fused_attention"})
+UNFUSED_CORE_PHASES = CORE_PHASES - {"fused_attention"}
+PHASE_LABELS = {
+    "qkv_proj": "QKV projection", "qk_matmul": "QK^T matmul", "scale": "scale", "mask": "mask",
+    "softmax": "softmax", "dropout": "dropout", "pv_matmul": "PV matmul", "out_proj": "output projection",
+    "fused_attention": "fused attention", "rotary": "rotary embedding", "layout": "layout / copies",
+    "other": "other (in attention scope)",
+}
+
+# nn.Module class names (from "nn.Module: LlamaAttention_0") that scope attention.
+DEFAULT_MODULE_PATTERN = r"(?i)attention|attn|\bmha\b"
+# record_function / user annotation names that scope attention.
+DEFAULT_ANNOTATION_PATTERN = r"(?i)attention|attn|sdpa|\bmha\b|flash"
+# Python functions (with_stack=True) that are attention implementations.
+ATTENTION_FUNCTION = re.compile(
+    r"(?i)(scaled_dot_product_attention|multi_head_attention_forward|eager_attention_forward|"
+    r"sdpa_attention_forward|flash_attention_forward|flex_attention|_attn\b|attention_forward)")
+ROTARY_NAME = re.compile(r"(?i)rotary|\brope\b|apply_rotary|rotate_half")
+
+# Ops that *are* attention (any part of the SDPA family, forward or backward).
+SDPA_OP = re.compile(
+    r"^aten::(scaled_dot_product_attention|_scaled_dot_product_\w+|_flash_attention_\w+|"
+    r"_efficient_attention_\w+|_cudnn_attention_\w+|_native_multi_head_attention|_fused_sdp_choice|"
+    r"_triton_multi_head_attention|_masked_softmax|flex_attention\w*)$"
+    r"|^(flash_attn|flash_attn_\d|xformers|xformers_flash|fa3|torch_flash|vllm|sglang|mha)::\w*(attn|attention|fwd|bwd|mha)\w*$"
+    r"|^(FlashAttnFunc|FlashAttnQKVPackedFunc|FlashAttnVarlenFunc|MemoryEfficientAttention\w*)\b")
+# SDPA-family ops whose own kernels compute the whole attention (no per-phase children).
+FUSED_OP = re.compile(
+    r"^aten::(_scaled_dot_product_(flash|efficient|cudnn|fused)_attention\w*|_flash_attention_\w+|"
+    r"_efficient_attention_\w+|_cudnn_attention_\w+|_scaled_dot_product_flash_attention_for_cpu\w*|flex_attention\w*)$"
+    r"|^(flash_attn|flash_attn_\d|xformers|xformers_flash|fa3|torch_flash|vllm|sglang|mha)::"
+    r"|^(FlashAttnFunc|FlashAttnQKVPackedFunc|FlashAttnVarlenFunc|MemoryEfficientAttention\w*)\b")
+# Composite ops: their children carry the work (math backend, nn.MultiheadAttention fast path).
+TRANSPARENT_OP = re.compile(
+    r"^aten::(scaled_dot_product_attention|_scaled_dot_product_attention_math|_native_multi_head_attention|"
+    r"_triton_multi_head_attention|matmul_backward)$")
+
+# Kernels that are attention by name alone (used when nothing on the CPU side scopes them).
+ATTENTION_KERNEL = re.compile(
+    r"flash_fwd|flash_bwd|pytorch_flash::|flash::|fmha|Fmha|AttentionKernel|AttentionBackwardKernel|"
+    r"attention_kernel|_sdpa_|native_sdpa|sdpa_|cudnn_generated_fort_native_sdpa|flash_attn|xformers|"
+    r"flex_attention|fused_attention|paged_attention|decode_attention|mha_fwd|mha_bwd|attn_fwd|attn_bwd|"
+    r"flash_decoding")
+# Triton kernels produced by Inductor: triton_<kind>_fused_<op>_<op>..._<n>
+TRITON_KERNEL = re.compile(r"^triton_(poi|red|per|tem|mm|bmm|for|tma)_\w*?fused_?(?P<ops>\w*?)_?\d*$")
+
+# Op names (without "aten::") by role, used to classify units inside an attention scope.
+PROJ_OPS = frozenset({"linear", "addmm", "addmv", "_transform_bias_rescale_qkv", "_addmm_activation",
+                      "conv1d", "_scaled_mm"})
+BATCHED_MM_OPS = frozenset({"bmm", "baddbmm"})
+AMBIGUOUS_MM_OPS = frozenset({"matmul", "mm", "einsum", "mv", "dot", "tensordot"})
+SOFTMAX_OPS = frozenset({"softmax", "_softmax", "_safe_softmax", "_masked_softmax", "special_softmax"})
+DROPOUT_OPS = frozenset({"dropout", "native_dropout", "feature_dropout", "alpha_dropout",
+                         "feature_alpha_dropout", "_fused_dropout", "dropout_"})
+SCALE_OPS = frozenset({"div", "div_", "mul", "mul_", "true_divide", "true_divide_", "multiply", "divide"})
+MASK_OPS = frozenset({"masked_fill", "masked_fill_", "where", "add", "add_", "sub", "sub_", "triu", "tril",
+                      "triu_", "tril_", "ones", "ones_like", "full", "full_like", "zeros", "zeros_like",
+                      "fill_", "zero_", "logical_not", "logical_and", "logical_or", "eq", "ne", "lt", "le",
+                      "gt", "ge", "isneginf", "any", "all", "arange", "_safe_softmax_mask", "bitwise_not",
+                      "minimum", "maximum", "clamp", "clamp_min"})
+ROTARY_OPS = frozenset({"neg", "sin", "cos", "cat", "mul", "add", "sub", "slice", "narrow", "chunk",
+                        "stack", "polar", "view_as_complex", "view_as_real", "_to_copy", "to", "unsqueeze"})
+ROTARY_MARKERS = frozenset({"neg", "sin", "cos", "view_as_complex", "polar"})
+LAYOUT_OPS = frozenset({"copy_", "contiguous", "clone", "_to_copy", "to", "transpose", "permute", "cat",
+                        "stack", "view", "reshape", "expand", "expand_as", "repeat", "repeat_interleave",
+                        "index_select", "_unsafe_view", "split", "split_with_sizes", "chunk", "unbind",
+                        "narrow", "slice", "select", "flatten", "unflatten", "unsqueeze", "squeeze", "t",
+                        "as_strided", "empty", "empty_like", "new_empty", "empty_strided", "_reshape_alias",
+                        "detach", "alias", "index", "gather", "type_as", "movedim", "swapaxes", "lift_fresh",
+                        "_local_scalar_dense", "item", "resize_", "set_", "index_put_", "index_copy_",
+                        "scatter", "scatter_", "_unsafe_index", "index_copy", "pad", "constant_pad_nd"})
+# Ops that only move data; their kernels inside matmul / projection / softmax units are 'layout'.
+COPY_OPS = frozenset({"copy_", "clone", "contiguous", "_to_copy", "cat", "stack", "index_select",
+                      "repeat_interleave", "repeat", "_unsafe_index", "gather"})
+COPY_REFINED_PHASES = ("qkv_proj", "out_proj", "qk_matmul", "pv_matmul", "softmax", "scale")
+LINEAR_MODULE = re.compile(r"(?i)linear|conv1d|^dense")
+DROPOUT_MODULE = re.compile(r"(?i)dropout")
+SOFTMAX_MODULE = re.compile(r"(?i)^softmax")
+LOG_SOFTMAX = re.compile(r"log_softmax")
+
+
+def module_class(name: str) -> str:
+    """'nn.Module: LlamaAttention_0' -> 'LlamaAttention'."""
+    cls = name.split(":", 1)[1].strip() if ":" in name else name
+    return re.sub(r"_\d+$", "", cls)
+
+
+def python_function(name: str) -> str:
+    """'path/file.py(12): apply_rotary_pos_emb' -> 'apply_rotary_pos_emb'."""
+    return name.rsplit(": ", 1)[-1] if ": " in name else name
+
+
+def short_op(name: str) -> str:
+    return name[6:] if name.startswith("aten::") else name
+
+
+def triton_ops(kernel_name: str) -> list[str]:
+    """Op names fused into an Inductor Triton kernel name, e.g. ['_softmax', 'div', 'masked_fill']."""
+    m = TRITON_KERNEL.match(kernel_name)
+    if not m:
+        return []
+    body = kernel_name.split("fused", 1)[1] if "fused" in kernel_name else ""
+    body = re.sub(r"_\d+$", "", body)
+    tokens = [t for t in re.split(r"_(?=_?[a-z])", body.strip("_")) if t]
+    return tokens
+
+
+def triton_phase(kernel_name: str) -> str | None:
+    """Phase of an Inductor kernel from the ops in its name, or None if it says nothing."""
+    if not kernel_name.startswith("triton_"):
+        return None
+    low = kernel_name.lower()
+    if "flex_attention" in low or "sdpa" in low or "attention" in low:
+        return "fused_attention"
+    if "log_softmax" in low or "nll_loss" in low or "cross_entropy" in low:
+        return None
+    if "softmax" in low:
+        return "softmax"
+    if "dropout" in low or "bernoulli" in low or "_rand" in low:
+        return "dropout"
+    if "masked_fill" in low or "where" in low:
+        return "mask"
+    if low.startswith(("triton_tem_fused_bmm", "triton_tem_fused_baddbmm")):
+        return "matmul"
+    return None

@@ -1,0 +1,481 @@
+"""Which GPU work belongs to attention, in which phase and direction.
+
+1. **Scopes.** A CPU range opens an attention *instance* when it is an attention module
+   (``nn.Module: *Attention*``), an attention function (``eager_attention_forward``...), a
+   ``record_function`` range named like attention, or an SDPA-family op. The outermost one wins;
+   everything nested inside belongs to that instance.
+2. **Pattern.** Without any scope (no stack, no annotation), an eager ``matmul -> softmax ->
+   matmul`` sequence among sibling ops is recognised as an instance of its own.
+3. **Phases.** An instance is cut into *units* in call order: projection modules/ops, matmuls,
+   softmax, dropout, elementwise ops, layout ops, fused SDPA ops, rotary functions. A small state
+   machine (before QK^T / after QK^T / after softmax / after PV) names each unit's phase, so the
+   same ``aten::mul`` is ``scale`` between QK^T and softmax and ``rotary`` before QK^T.
+4. **Backward.** A backward root (``evaluate_function: XBackward0``) takes the instance and phase
+   of the forward op it differentiates; ops of the SDPA family are attention on their own too.
+5. **Kernels.** A GPU activity takes the instance and phase of the innermost CPU range around its
+   launch. Kernels with no CPU scope are attention when their name says so (FlashAttention,
+   cuDNN/CUTLASS fMHA, xformers, Inductor's fused softmax...).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from ..trace.correlate import Links
+from ..trace.records import ANNOTATION, LAUNCH, MODULE, OP, PYFUNC, Trace
+from ..trace.shapes import parse_args
+from . import patterns as P
+
+SOURCES = ("module", "function", "annotation", "sdpa_op", "pattern", "kernel_name", "gpu_annotation")
+_SRC = {s: i for i, s in enumerate(SOURCES)}
+
+
+@dataclass
+class Tagging:
+    """Per CPU range and per GPU activity: instance (-1 = not attention), phase and source codes."""
+    range_instance: np.ndarray
+    range_phase: np.ndarray
+    range_source: np.ndarray
+    gpu_instance: np.ndarray
+    gpu_phase: np.ndarray
+    gpu_source: np.ndarray
+    gpu_backward: np.ndarray      # bool
+    instances: dict[int, dict]    # instance id -> {"name", "source"}
+
+    def phase_name(self, code: int) -> Optional[str]:
+        return P.PHASES[code] if code >= 0 else None
+
+
+class _Ctx:
+    def __init__(self, trace: Trace, links: Links, module_re, annotation_re):
+        self.t = trace
+        self.L = links
+        R = trace.ranges
+        self.kind = R["kind"]
+        self.name_id = R["name"]
+        self.sig = R["sig"]
+        self.strings = trace.strings
+        self.module_re = module_re
+        self.annotation_re = annotation_re
+        self._args_cache: dict[int, list] = {}
+
+    def name(self, r: int) -> str:
+        return self.strings[self.name_id[r]]
+
+    def args(self, r: int):
+        s = int(self.sig[r])
+        if s < 0:
+            return None
+        a = self._args_cache.get(s)
+        if a is None:
+            a = self._args_cache[s] = parse_args(self.t.signatures[s])
+        return a
+
+
+def _root_source(ctx: _Ctx, kinds: np.ndarray, names: list[str]) -> np.ndarray:
+    """Per range: the tag source code if the range opens an attention scope, else -1."""
+    n = len(kinds)
+    src = np.full(n, -1, dtype=np.int8)
+    # Decide once per distinct (kind, name).
+    pairs = kinds.astype(np.int64) * (1 << 32) + ctx.name_id.astype(np.int64)
+    uniq, inverse = np.unique(pairs, return_inverse=True)
+    codes = np.full(len(uniq), -1, dtype=np.int8)
+    for j, key in enumerate(uniq.tolist()):
+        k, nid = key >> 32, key & 0xFFFFFFFF
+        nm = names[nid]
+        c = -1
+        if k == MODULE:
+            if ctx.module_re.search(P.module_class(nm)):
+                c = _SRC["module"]
+        elif k == PYFUNC:
+            if P.ATTENTION_FUNCTION.search(P.python_function(nm)):
+                c = _SRC["function"]
+        elif k == ANNOTATION:
+            if ctx.annotation_re.search(nm) and not nm.startswith("ProfilerStep"):
+                c = _SRC["annotation"]
+        elif k == OP:
+            if P.SDPA_OP.search(nm):
+                c = _SRC["sdpa_op"]
+        codes[j] = c
+    src[:] = codes[inverse]
+    return src
+
+
+def _propagate(order: np.ndarray, parent: np.ndarray, own: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """inst[r] = outermost ancestor-or-self with own >= 0, for ranges where mask is True."""
+    inst = np.full(len(parent), -1, dtype=np.int64)
+    par = parent.tolist()
+    own_l = own.tolist()
+    out = inst.tolist()
+    m = mask.tolist()
+    for r in order.tolist():
+        if not m[r]:
+            continue
+        p = par[r]
+        if p >= 0 and out[p] >= 0:
+            out[r] = out[p]
+        elif own_l[r] >= 0:
+            out[r] = r
+    return np.asarray(out, dtype=np.int64)
+
+
+# -- units and phases ------------------------------------------------------------------------
+class _Unit:
+    __slots__ = ("range", "cat", "op", "fixed_phase", "ranges")
+
+    def __init__(self, r: int, cat: str, op: str = "", fixed_phase: Optional[str] = None):
+        self.range = r
+        self.cat = cat          # proj | mm | softmax | dropout | scale | mask | layout | fused | rotary | other
+        self.op = op
+        self.fixed_phase = fixed_phase
+
+
+def _first_descendant_op(ctx: _Ctx, r: int, wanted: frozenset) -> Optional[str]:
+    stack = list(ctx.L.children(r))
+    while stack:
+        c = int(stack.pop(0))
+        if ctx.kind[c] == OP:
+            nm = P.short_op(ctx.name(c))
+            if nm in wanted:
+                return nm
+        stack.extend(int(x) for x in ctx.L.children(c))
+    return None
+
+
+def _op_unit(ctx: _Ctx, r: int) -> _Unit:
+    name = ctx.name(r)
+    op = P.short_op(name)
+    if P.FUSED_OP.search(name):
+        return _Unit(r, "fused", op)
+    if op in P.PROJ_OPS:
+        return _Unit(r, "proj", op)
+    if op in P.BATCHED_MM_OPS:
+        return _Unit(r, "mm", op)
+    if op in P.AMBIGUOUS_MM_OPS:
+        inner = _first_descendant_op(ctx, r, frozenset({"bmm", "baddbmm", "mm", "addmm"}))
+        if inner in ("bmm", "baddbmm"):
+            return _Unit(r, "mm", op)
+        args = ctx.args(r)
+        if args:
+            tens = [a for a in args if a.is_tensor]
+            if len(tens) >= 2 and len(tens[1].shape) == 2 and len(tens[0].shape) >= 2 and op != "mm":
+                return _Unit(r, "proj?", op)
+            if len(tens) >= 2 and len(tens[0].shape) >= 3 and len(tens[1].shape) >= 3:
+                return _Unit(r, "mm", op)
+        return _Unit(r, "mm?", op)
+    if op in P.SOFTMAX_OPS and not P.LOG_SOFTMAX.search(op):
+        return _Unit(r, "softmax", op)
+    if op in P.DROPOUT_OPS:
+        return _Unit(r, "dropout", op)
+    if op in P.SCALE_OPS:
+        return _Unit(r, "scale", op)
+    if op in P.MASK_OPS:
+        return _Unit(r, "mask", op)
+    if op in P.LAYOUT_OPS:
+        return _Unit(r, "layout", op)
+    if op in P.ROTARY_MARKERS:
+        return _Unit(r, "rotary?", op)
+    return _Unit(r, "other", op)
+
+
+def _units(ctx: _Ctx, root: int) -> list[_Unit]:
+    """Units of an instance rooted at a range, in call order."""
+    out: list[_Unit] = []
+
+    def visit(r: int, top: bool):
+        k = ctx.kind[r]
+        name = ctx.name(r)
+        if k == MODULE and not top:
+            cls = P.module_class(name)
+            if P.LINEAR_MODULE.search(cls):
+                out.append(_Unit(r, "proj", cls))
+                return
+            if P.ROTARY_NAME.search(cls):
+                out.append(_Unit(r, "rotary", cls, "rotary"))
+                return
+            if P.DROPOUT_MODULE.search(cls):
+                out.append(_Unit(r, "dropout", cls))
+                return
+            if P.SOFTMAX_MODULE.search(cls):
+                out.append(_Unit(r, "softmax", cls))
+                return
+        elif k == PYFUNC and not top:
+            if P.ROTARY_NAME.search(P.python_function(name)):
+                out.append(_Unit(r, "rotary", P.python_function(name), "rotary"))
+                return
+        elif k == OP:
+            if not P.TRANSPARENT_OP.search(name) or len(ctx.L.children(r)) == 0:
+                out.append(_op_unit(ctx, r))
+                return
+        elif k == LAUNCH:
+            out.append(_Unit(r, "launch", name))
+            return
+        for c in ctx.L.children(r):
+            visit(int(c), False)
+
+    visit(root, True)
+    return out
+
+
+def _resolve_ambiguous(units: list[_Unit]) -> None:
+    """mm?/proj?: a matmul is core attention when a softmax follows it before the next matmul
+    (QK^T) or follows a softmax/dropout since the previous matmul (PV); else a projection."""
+    mm_like = {"mm", "mm?", "proj", "proj?", "fused"}
+    for i, u in enumerate(units):
+        if u.cat not in ("mm?", "proj?"):
+            continue
+        nxt = next((v.cat for v in units[i + 1:] if v.cat in mm_like | {"softmax"}), None)
+        prv = next((v.cat for v in reversed(units[:i]) if v.cat in mm_like | {"softmax", "dropout"}), None)
+        if nxt == "softmax" or prv in ("softmax", "dropout"):
+            u.cat = "mm"
+        else:
+            u.cat = "proj"
+
+
+def _assign_phases(units: list[_Unit]) -> list[str]:
+    _resolve_ambiguous(units)
+    # Rotary without a named function: neg/sin/cos between the projections and QK^T.
+    first_core = next((i for i, u in enumerate(units) if u.cat in ("mm", "softmax", "fused")), len(units))
+    last_proj = max((i for i, u in enumerate(units[:first_core]) if u.cat == "proj"), default=-1)
+    rotary_mode = any(u.cat == "rotary?" for u in units[last_proj + 1:first_core])
+    stage = 0   # 0 before QK^T, 1 after QK^T, 2 after softmax, 3 after PV / fused
+    phases = []
+    for i, u in enumerate(units):
+        c = u.cat
+        if u.fixed_phase:
+            ph = u.fixed_phase
+        elif c == "proj":
+            ph = "qkv_proj" if stage == 0 else ("out_proj" if stage == 3 else "other")
+        elif c == "mm":
+            if stage in (1, 2):
+                ph, stage = "pv_matmul", 3
+            else:
+                ph, stage = "qk_matmul", 1
+        elif c == "fused":
+            ph, stage = "fused_attention", 3
+        elif c == "softmax":
+            ph, stage = "softmax", 2
+        elif c == "dropout":
+            ph = "dropout" if stage == 2 else "other"
+        elif c == "scale":
+            if stage == 0 and rotary_mode and last_proj < i < first_core and u.op.startswith("mul"):
+                ph = "rotary"
+            else:
+                ph = "scale" if stage <= 1 else "other"
+        elif c == "mask":
+            if stage == 0 and rotary_mode and last_proj < i < first_core and u.op in ("add", "add_", "sub"):
+                ph = "rotary"
+            else:
+                ph = "mask" if stage <= 1 else ("mask" if stage == 2 and u.op.startswith("masked_fill") else "other")
+        elif c == "rotary?":
+            ph = "rotary" if stage == 0 else "other"
+        elif c == "layout":
+            if stage == 0 and rotary_mode and last_proj < i < first_core and u.op in ("cat", "slice", "narrow", "chunk"):
+                ph = "rotary"
+            else:
+                ph = "layout"
+        elif c == "launch":
+            tp = P.triton_phase(u.op)
+            if tp == "matmul":
+                ph, stage = ("pv_matmul", 3) if stage in (1, 2) else ("qk_matmul", 1)
+            elif tp:
+                ph = tp
+                if tp == "softmax":
+                    stage = 2
+                elif tp == "fused_attention":
+                    stage = 3
+            else:
+                ph = "other"
+        else:
+            ph = "other"
+        phases.append(ph)
+    return phases
+
+
+def _fill_subtree(ctx: _Ctx, r: int, phase_code: int, out: np.ndarray) -> None:
+    stack = [r]
+    while stack:
+        x = stack.pop()
+        out[x] = phase_code
+        stack.extend(int(c) for c in ctx.L.children(x))
+
+
+def _pattern_instances(ctx: _Ctx, inst: np.ndarray, broot: np.ndarray) -> list[list[int]]:
+    """Unscoped eager attention: sibling ops matmul -> (scale/mask/layout)* -> softmax ->
+    (dropout/layout/mask)* -> matmul. Returns the unit ranges of each match."""
+    R = ctx.t.ranges
+    n = len(ctx.kind)
+    names = ctx.strings
+    soft_ids = {i for i, s in enumerate(names) if P.short_op(s) in P.SOFTMAX_OPS}
+    if not soft_ids:
+        return []
+    cand = [r for r in np.flatnonzero(np.isin(ctx.name_id, list(soft_ids)) & (ctx.kind == OP)
+                                      & (inst < 0) & (broot < 0)).tolist()]
+    found, used = [], set()
+    parent = ctx.L.parent
+    for r in cand:
+        top = r
+        while parent[top] >= 0 and ctx.kind[parent[top]] == OP:
+            top = int(parent[top])
+        if top in used:
+            continue
+        p = int(parent[top])
+        if p >= 0:
+            sib = [int(c) for c in ctx.L.children(p) if ctx.kind[c] == OP]
+        else:
+            th = R["thread"][top]
+            roots = ctx.L.roots
+            sib = [int(c) for c in roots[(R["thread"][roots] == th) & (ctx.kind[roots] == OP)]]
+        if top not in sib:
+            continue
+        i = sib.index(top)
+        qk = pv = None
+        for j in range(i - 1, max(-1, i - 9), -1):
+            u = _op_unit(ctx, sib[j])
+            if u.cat in ("mm", "mm?"):
+                qk = j
+                break
+            if u.cat not in ("scale", "mask", "layout", "other"):
+                break
+        for j in range(i + 1, min(len(sib), i + 9)):
+            u = _op_unit(ctx, sib[j])
+            if u.cat in ("mm", "mm?"):
+                pv = j
+                break
+            if u.cat not in ("dropout", "layout", "mask", "scale", "other"):
+                break
+        if qk is None or pv is None:
+            continue
+        group = sib[qk:pv + 1]
+        if any(inst[g] >= 0 or g in used for g in group):
+            continue
+        used.update(group)
+        found.append(group)
+    return found
+
+
+def tag(trace: Trace, links: Links, module_pattern: str = P.DEFAULT_MODULE_PATTERN,
+        annotation_pattern: str = P.DEFAULT_ANNOTATION_PATTERN) -> Tagging:
+    ctx = _Ctx(trace, links, re.compile(module_pattern), re.compile(annotation_pattern))
+    R, G = trace.ranges, trace.gpu
+    n = len(R["kind"])
+    kinds = R["kind"]
+    broot = links.backward_root
+    own = _root_source(ctx, kinds, trace.strings)
+    # Topological order: parents before children, on every thread.
+    order = np.lexsort((np.arange(n), -R["dur_ns"], R["ts_ns"], R["thread"]))
+
+    # 1. forward scopes; ops of the SDPA family open scopes in backward subtrees too
+    inst = _propagate(order, links.parent, own, broot < 0)
+    source = np.full(n, -1, dtype=np.int8)
+    ok = inst >= 0
+    source[ok] = own[inst[ok]]
+    instances: dict[int, dict] = {}
+    for root in np.unique(inst[ok]).tolist():
+        instances[root] = {"name": ctx.name(root), "source": SOURCES[own[root]]}
+
+    phase = np.full(n, -1, dtype=np.int8)
+    # 2. pattern instances (no scope at all)
+    groups = _pattern_instances(ctx, inst, broot)
+    # 3. phases, forward side
+    for root in instances:
+        units = _units(ctx, root)
+        for u, ph in zip(units, _assign_phases(units)):
+            _fill_subtree(ctx, u.range, P.PHASE_INDEX[ph], phase)
+    for group in groups:
+        gid = group[0]
+        units = [_op_unit(ctx, g) for g in group]
+        instances[gid] = {"name": "matmul-softmax-matmul at " + ctx.name(gid), "source": "pattern"}
+        for u, ph in zip(units, _assign_phases(units)):
+            stack = [u.range]
+            while stack:
+                x = stack.pop()
+                inst[x] = gid
+                source[x] = _SRC["pattern"]
+                phase[x] = P.PHASE_INDEX[ph]
+                stack.extend(int(c) for c in links.children(x))
+
+    # 4. backward: inherit from the forward op; SDPA-family ops stand on their own
+    fwd = links.forward_of
+    par = links.parent.tolist()
+    inst_l, phase_l, source_l = inst.tolist(), phase.tolist(), source.tolist()
+    own_l, broot_l, fwd_l = own.tolist(), broot.tolist(), fwd.tolist()
+    fused_phase = P.PHASE_INDEX["fused_attention"]
+    for r in order.tolist():
+        if broot_l[r] < 0:
+            continue
+        if broot_l[r] == r:
+            f = fwd_l[r]
+            if f >= 0 and inst_l[f] >= 0:
+                inst_l[r], phase_l[r], source_l[r] = inst_l[f], phase_l[f], source_l[f]
+                continue
+        else:
+            p = par[r]
+            if p >= 0 and inst_l[p] >= 0:
+                inst_l[r], phase_l[r], source_l[r] = inst_l[p], phase_l[p], source_l[p]
+                continue
+        if own_l[r] == _SRC["sdpa_op"]:
+            inst_l[r], source_l[r] = r, own_l[r]
+            nm = ctx.name(r)
+            phase_l[r] = fused_phase if P.FUSED_OP.search(nm) or not P.TRANSPARENT_OP.search(nm) else -1
+            instances.setdefault(r, {"name": nm, "source": "sdpa_op"})
+    inst = np.asarray(inst_l, dtype=np.int64)
+    phase = np.asarray(phase_l, dtype=np.int8)
+    source = np.asarray(source_l, dtype=np.int8)
+
+    # 5. GPU activities
+    gp = links.gpu_parent
+    has = gp >= 0
+    g_inst = np.where(has, inst[np.maximum(gp, 0)], -1)
+    g_phase = np.where(has, phase[np.maximum(gp, 0)], -1).astype(np.int8)
+    g_src = np.where(has, source[np.maximum(gp, 0)], -1).astype(np.int8)
+    g_bwd = np.where(has, broot[np.maximum(gp, 0)] >= 0, False)
+    # a launch on an autograd thread outside any evaluate_function is still backward
+    # kernels in scope whose phase is unknown: use the kernel name, else "other"
+    names = trace.strings
+    gname = G["name"]
+    other = P.PHASE_INDEX["other"]
+    for k in np.flatnonzero((g_inst >= 0) & (g_phase < 0)).tolist():
+        tp = P.triton_phase(names[gname[k]])
+        if P.ATTENTION_KERNEL.search(names[gname[k]]):
+            g_phase[k] = fused_phase
+        elif tp and tp != "matmul":
+            g_phase[k] = P.PHASE_INDEX[tp]
+        else:
+            g_phase[k] = other
+    # copies launched inside a matmul, projection or softmax unit (non-contiguous inputs,
+    # autocast casts, .float() around softmax) are data movement: report them as layout
+    copy_ids = {i for i, s in enumerate(names) if P.short_op(s) in P.COPY_OPS}
+    if copy_ids:
+        gop = links.gpu_op
+        refine = {P.PHASE_INDEX[p] for p in P.COPY_REFINED_PHASES}
+        layout = P.PHASE_INDEX["layout"]
+        cand = np.flatnonzero((g_inst >= 0) & (gop >= 0))
+        for k in cand.tolist():
+            if int(g_phase[k]) in refine and int(R["name"][gop[k]]) in copy_ids:
+                g_phase[k] = layout
+    # unscoped kernels that are attention by name
+    uniq = np.unique(gname[g_inst < 0]).tolist()
+    by_name = {}
+    for nid in uniq:
+        nm = names[nid]
+        if P.ATTENTION_KERNEL.search(nm):
+            by_name[nid] = fused_phase
+        else:
+            tp = P.triton_phase(nm)
+            if tp in ("softmax", "fused_attention"):
+                by_name[nid] = P.PHASE_INDEX[tp]
+    if by_name:
+        for k in np.flatnonzero(g_inst < 0).tolist():
+            ph = by_name.get(int(gname[k]))
+            if ph is not None:
+                key = n + k   # kernel-only instances: ids past the range indices
+                g_inst[k] = key
+                g_phase[k] = ph
+                g_src[k] = _SRC["kernel_name"]
+                instances[key] = {"name": names[gname[k]], "source": "kernel_name"}
+    return Tagging(range_instance=inst, range_phase=phase, range_source=source, gpu_instance=g_inst,
+                   gpu_phase=g_phase, gpu_source=g_src, gpu_backward=g_bwd.astype(bool), instances=instances)

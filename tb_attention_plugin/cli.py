@@ -1,0 +1,173 @@
+"""``tb-attention``: the analysis from the command line, for scripts and CI.
+
+Exit codes: 0 every input analysed; 2 some input could not be read (the good ones are still
+reported; one ``error: <file>: <problem>`` line per bad file on stderr, never a traceback).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Optional
+
+import msgspec
+
+from . import __version__
+from .analyze import analyze_path, expand_paths
+from .attention import patterns as P
+from .cache import ReportCache
+from .formats import render_csv, render_text
+from .report import Options, envelope
+from .roofline import devices as D
+from .trace.reader import DEFAULT_MAX_BYTES
+
+EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _size(text: str) -> int:
+    t = text.strip().upper()
+    mult = 1
+    for suffix, m in (("KIB", 1 << 10), ("MIB", 1 << 20), ("GIB", 1 << 30), ("TIB", 1 << 40),
+                      ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40)):
+        if t.endswith(suffix):
+            mult, t = m, t[: -len(suffix)]
+            break
+    try:
+        return int(float(t) * mult)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 4G, 512M)") from None
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("analysis")
+    g.add_argument("--peaks", metavar="SPEC",
+                   help="device peaks for an unknown GPU or to override: a JSON file, or "
+                        "'bf16=312,fp32=19.5,memory=1.5' (TFLOP/s and TB/s)")
+    g.add_argument("--peak-basis", choices=("measured", "datasheet"), default="measured",
+                   help="use measured peaks where the table has them (default) or datasheet peaks")
+    g.add_argument("--module-pattern", default=P.DEFAULT_MODULE_PATTERN,
+                   help="regex on nn.Module class names that scope attention (default: %(default)s)")
+    g.add_argument("--annotation-pattern", default=P.DEFAULT_ANNOTATION_PATTERN,
+                   help="regex on record_function names that scope attention (default: %(default)s)")
+    g.add_argument("--step", help="analyse one profiler step only (e.g. 3 or ProfilerStep#3)")
+    g.add_argument("--max-bytes", type=_size, default=DEFAULT_MAX_BYTES,
+                   help="refuse traces that decompress to more than this (default 16G)")
+    g.add_argument("--no-cache", action="store_true", help="do not read or write the report cache")
+    g.add_argument("--cache-dir", help="report cache directory (default ~/.cache/tb-attention)")
+
+
+def _options(a) -> Options:
+    import re
+    for flag, pat in (("--module-pattern", a.module_pattern), ("--annotation-pattern", a.annotation_pattern)):
+        try:
+            re.compile(pat)
+        except re.error as e:
+            raise SystemExit(_fail(f"error: {flag}: invalid regex: {e}"))
+    try:
+        user = D.load_user_peaks(a.peaks)
+    except (ValueError, OSError) as e:
+        raise SystemExit(_fail(f"error: --peaks: {e}"))
+    return Options(module_pattern=a.module_pattern, annotation_pattern=a.annotation_pattern,
+                   peak_basis=a.peak_basis, user_peaks=user, step=a.step)
+
+
+def _fail(msg: str) -> int:
+    print(msg, file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _reports(a, paths: list[str]) -> tuple[list[dict], list[dict]]:
+    opt = _options(a)
+    cache = None if a.no_cache else ReportCache(a.cache_dir)
+    ok, bad = [], []
+    files = list(expand_paths(paths))
+    if not files:
+        bad.append({"path": ", ".join(paths), "status": "error", "error": "no trace files found"})
+    for f, _explicit in files:
+        rep = analyze_path(f, opt, a.max_bytes, cache)
+        (ok if rep.get("status") == "ok" else bad).append(rep)
+    return ok, bad
+
+
+def _emit(text: str, output: Optional[str]) -> None:
+    if output and output != "-":
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+
+
+def cmd_analyze(a) -> int:
+    ok, bad = _reports(a, a.paths)
+    for b in bad:
+        print(f"error: {b['path']}: {_one_line(b['error'])}", file=sys.stderr)
+    if a.format == "json":
+        data = envelope(ok + bad)
+        text = msgspec.json.format(msgspec.json.encode(data), indent=1 if a.pretty else 0).decode() + "\n"
+    elif a.format == "csv":
+        text = render_csv(ok)
+    else:
+        text = render_text(ok, markdown=a.format == "markdown", top=a.top)
+    _emit(text, a.output)
+    return EXIT_BAD_INPUT if bad else EXIT_OK
+
+
+def cmd_devices(a) -> int:
+    rows = D.table()
+    if a.format == "json":
+        sys.stdout.write(msgspec.json.encode(rows).decode() + "\n")
+        return EXIT_OK
+    for e in rows:
+        fl = ", ".join(f"{k} {v / 1e12:g}" for k, v in e["flops"].items())
+        print(f"{e['label']}: {fl} TFLOP/s; memory {e['memory_bandwidth'] / 1e12:g} TB/s  [{e['source']}]")
+        if e.get("measured"):
+            m = e["measured"]
+            fl = ", ".join(f"{k} {v / 1e12:g}" for k, v in m["flops"].items())
+            print(f"    measured: {fl} TFLOP/s; memory {m['memory_bandwidth'] / 1e12:g} TB/s  [{m['source']}]")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tb-attention",
+                                description="Where attention spends GPU time in PyTorch profiler traces.")
+    p.add_argument("--version", action="version", version=f"tb-attention {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    an = sub.add_parser("analyze", help="analyse traces (files or directories)",
+                        description="Analyse torch.profiler traces: attention kernels, phases, roofline, bounds.")
+    an.add_argument("paths", nargs="+", metavar="PATH", help="trace file (.json, .json.gz) or directory")
+    an.add_argument("--format", "-f", choices=("table", "json", "csv", "markdown"), default="table")
+    an.add_argument("--output", "-o", help="write to this file instead of stdout")
+    an.add_argument("--pretty", action="store_true", help="indent JSON output")
+    an.add_argument("--top", type=int, default=10, help="attention kernels listed in table/markdown (default 10)")
+    _common(an)
+    an.set_defaults(func=cmd_analyze)
+    dv = sub.add_parser("devices", help="list the built-in device peaks and their sources")
+    dv.add_argument("--format", "-f", choices=("table", "json"), default="table")
+    dv.set_defaults(func=cmd_devices)
+    return p
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    if not getattr(a, "command", None):
+        parser.print_help()
+        return EXIT_BAD_INPUT
+    try:
+        return a.func(a)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

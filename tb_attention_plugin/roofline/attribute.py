@@ -1,0 +1,166 @@
+"""Give each GPU activity its share of an op's FLOPs and bytes.
+
+The *cost owner* of a kernel is the innermost op around its launch that has a cost formula and
+recorded shapes (walking outwards through ops without one). When one owner launches several
+kernels, its cost is split:
+
+* FLOPs go to the owner's matrix-engine kernels (GEMM / attention kernels by name), in proportion
+  to their durations; auxiliary kernels of a matmul or attention op (zero-fills, conversions,
+  the ``dot(dO, O)`` pre-pass of a fused backward) get none. When no kernel looks like a
+  matrix kernel, all share the FLOPs by duration.
+* Bytes are shared by duration among all of the owner's kernels.
+
+Memcpy and memset activities carry their own byte counts in the trace; those are used as
+measured values and never take a share of an op's cost.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..trace.correlate import Links
+from ..trace.records import KERNEL, MEMCPY, MEMSET, OP, Trace
+from ..trace.shapes import parse_args
+from .cost import Cost, has_formula, op_cost
+
+MATRIX_KERNEL = re.compile(
+    r"gemm|mma|nvjet|cutlass|cublas|Cijk_|flash_fwd|flash_bwd|dq_dk_dv|fmha|sdpa|attention|"
+    r"AttentionKernel|triton_tem|_mm_|matmul|splitKreduce|dot_product", re.I)
+AUX_KERNEL = re.compile(r"dot_do_o|convert_dq|zero|fill|memset|splitKreduce|reduce_kernel|copy", re.I)
+
+
+@dataclass
+class Attribution:
+    owner: np.ndarray         # GPU activity -> cost-owner op range, or -1
+    flops: np.ndarray         # float, NaN = unknown
+    bytes: np.ndarray         # float, NaN = unknown
+    share: np.ndarray         # share of the owner's time this activity is (1.0 when alone)
+    costs: dict[int, Cost]    # owner range -> the op's full cost
+
+
+class _Owners:
+    """Finds the cost owner of an op range, memoised.
+
+    Walking outwards from a kernel's innermost op, an ancestor with a formula is the owner only
+    if none of its other descendant ops has a formula of its own: otherwise its cost is already
+    counted by those ops, and taking it again would count the same bytes twice (e.g. the
+    reduction inside ``_safe_softmax`` must not receive the whole softmax's bytes).
+    """
+
+    def __init__(self, trace: Trace, links: Links):
+        self.t, self.L = trace, links
+        self.memo: dict[int, int] = {}
+        self.cache: dict = {}
+        self.costed_below: dict[int, bool] = {}
+        R = trace.ranges
+        self.kind, self.name, self.sig = R["kind"], R["name"], R["sig"]
+
+    def cost_of(self, r: int):
+        if self.kind[r] != OP or self.sig[r] < 0:
+            return None
+        name = self.t.strings[self.name[r]]
+        if not has_formula(name):
+            return None
+        key = (name, int(self.sig[r]))
+        c = self.cache.get(key, False)
+        if c is False:
+            c = self.cache[key] = op_cost(name, parse_args(self.t.signatures[int(self.sig[r])]))
+        return c
+
+    def _has_costed_descendant(self, r: int) -> bool:
+        hit = self.costed_below.get(r)
+        if hit is not None:
+            return hit
+        out = False
+        for c in self.L.children(r).tolist():
+            if self.cost_of(c) is not None or self._has_costed_descendant(c):
+                out = True
+                break
+        self.costed_below[r] = out
+        return out
+
+    def owner(self, r: int) -> int:
+        hit = self.memo.get(r)
+        if hit is not None:
+            return hit
+        start, owner = r, -1
+        if self.cost_of(r) is not None:
+            owner = r
+        else:
+            a = int(self.L.op_ancestor[r])
+            while a >= 0:
+                if self.cost_of(a) is not None:
+                    owner = a if not self._has_costed_descendant(a) else -1
+                    break
+                a = int(self.L.op_ancestor[a])
+        self.memo[start] = owner
+        return owner
+
+
+def attribute(trace: Trace, links: Links) -> Attribution:
+    G = trace.gpu
+    n = len(G["kind"])
+    owner = np.full(n, -1, dtype=np.int64)
+    flops = np.full(n, np.nan)
+    nbytes = np.full(n, np.nan)
+    share = np.ones(n)
+    owners = _Owners(trace, links)
+    names = trace.strings
+    kinds = G["kind"]
+    gop = links.gpu_op
+    # data movement measured by the tracer
+    copy_b = G["bytes"].astype(np.float64)
+    is_memcpy = kinds == MEMCPY
+    is_memset = kinds == MEMSET
+    dtod = np.array([("DtoD" in names[i] or "PtoP" in names[i]) for i in G["name"][is_memcpy]], dtype=bool)
+    mc_idx = np.flatnonzero(is_memcpy)
+    vals = copy_b[mc_idx]
+    vals[vals < 0] = np.nan
+    nbytes[mc_idx] = np.where(dtod, 2 * vals, vals)   # a device copy reads and writes
+    flops[mc_idx] = 0.0
+    ms_idx = np.flatnonzero(is_memset)
+    vals = copy_b[ms_idx]
+    vals[vals < 0] = np.nan
+    nbytes[ms_idx] = vals
+    flops[ms_idx] = 0.0
+
+    costs: dict[int, Cost] = {}
+    groups: dict[int, list[int]] = {}
+    for k in np.flatnonzero(kinds == KERNEL).tolist():
+        r = int(gop[k])
+        if r < 0:
+            continue
+        o = owners.owner(r)
+        if o < 0:
+            continue
+        owner[k] = o
+        groups.setdefault(o, []).append(k)
+    dur = G["dur"]
+    R = trace.ranges
+    for o, ks in groups.items():
+        name = names[R["name"][o]]
+        c = owners.cost_of(o)
+        costs[o] = c
+        d = dur[ks]
+        total = float(d.sum())
+        if len(ks) == 1 or total <= 0:
+            fr = np.full(len(ks), 1.0 / len(ks))
+        else:
+            fr = d / total
+        share[ks] = fr
+        if c.bytes is not None:
+            nbytes[ks] = c.bytes * fr
+        if c.flops is not None:
+            if len(ks) > 1 and c.engine == "matrix":
+                mat = np.array([bool(MATRIX_KERNEL.search(names[G["name"][k]]))
+                                and not AUX_KERNEL.search(names[G["name"][k]]) for k in ks])
+                if mat.any() and d[mat].sum() > 0:
+                    f = np.where(mat, d / d[mat].sum(), 0.0)
+                else:
+                    f = fr
+            else:
+                f = fr
+            flops[ks] = c.flops * f
+    return Attribution(owner=owner, flops=flops, bytes=nbytes, share=share, costs=costs)

@@ -1,0 +1,254 @@
+"""Device peaks: the roofs of the roofline, with where each number comes from.
+
+Peaks are dense (no sparsity) per-GPU numbers. ``flops`` keys:
+
+* ``fp64``, ``fp32``: vector (CUDA-core / shader) FMA peak. Elementwise work and fp32 matmul
+  without TF32 (PyTorch's default: ``torch.backends.cuda.matmul.allow_tf32 = False``) run here.
+* ``fp64_tensor``, ``tf32``, ``fp16``, ``bf16``, ``fp8``, ``int8``: matrix-engine peaks
+  (Tensor Cores / Matrix Cores) for matmul-like kernels of that input type.
+
+``memory_bandwidth`` is DRAM/HBM bytes per second. Each device carries ``sources``: a datasheet
+reference, or a measurement (with what was measured). Where a measurement exists it is the
+default basis, because achievable peaks make utilisation comparable across kernels; the
+datasheet numbers stay available with ``--peak-basis datasheet``.
+
+ROCm reports one device per GCD (an MI250 is two), so AMD entries are per GCD.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+T = 1e12
+
+# name regex, key, label, datasheet peaks, source
+_TABLE: list[dict] = [
+    dict(key="H200-SXM", match=r"H200(?!.*NVL)", label="NVIDIA H200 SXM 141GB",
+         flops=dict(fp64=34 * T, fp32=67 * T, fp64_tensor=67 * T, tf32=494.7 * T, bf16=989.4 * T,
+                    fp16=989.4 * T, fp8=1978.9 * T, int8=1978.9 * T),
+         memory_bandwidth=4.8e12,
+         source="NVIDIA H200 Tensor Core GPU datasheet (SXM column; dense = half the sparsity figures)",
+         measured=dict(flops=dict(bf16=801.5 * T, fp16=801.5 * T, fp32=50.5 * T, tf32=440.3 * T),
+                       memory_bandwidth=4.24e12,
+                       source=("measured on an H200 SXM here: 8192^3 dense matmul (bf16 801.5, fp32 "
+                               "without TF32 50.5, TF32 440.3 TFLOP/s; fp16 taken equal to bf16); "
+                               "device-to-device copy 4.24 TB/s"))),
+    dict(key="H200-NVL", match=r"H200.*NVL", label="NVIDIA H200 NVL",
+         flops=dict(fp64=30 * T, fp32=60 * T, fp64_tensor=60 * T, tf32=417.5 * T, bf16=835.5 * T,
+                    fp16=835.5 * T, fp8=1670.5 * T, int8=1670.5 * T),
+         memory_bandwidth=4.8e12, source="NVIDIA H200 NVL datasheet (dense)"),
+    dict(key="H100-PCIe", match=r"H100.*PCIe", label="NVIDIA H100 PCIe 80GB",
+         flops=dict(fp64=26 * T, fp32=51 * T, fp64_tensor=51 * T, tf32=378 * T, bf16=756 * T,
+                    fp16=756 * T, fp8=1513 * T, int8=1513 * T),
+         memory_bandwidth=2.0e12, source="NVIDIA H100 Tensor Core GPU datasheet (PCIe column, dense)"),
+    dict(key="H100-NVL", match=r"H100.*NVL", label="NVIDIA H100 NVL 94GB",
+         flops=dict(fp64=30 * T, fp32=60 * T, fp64_tensor=60 * T, tf32=417.5 * T, bf16=835.5 * T,
+                    fp16=835.5 * T, fp8=1670.5 * T, int8=1670.5 * T),
+         memory_bandwidth=3.9e12, source="NVIDIA H100 NVL datasheet (per GPU, dense)"),
+    dict(key="H100-SXM", match=r"H100|H800", label="NVIDIA H100 SXM5 80GB",
+         flops=dict(fp64=34 * T, fp32=67 * T, fp64_tensor=67 * T, tf32=494.7 * T, bf16=989.4 * T,
+                    fp16=989.4 * T, fp8=1978.9 * T, int8=1978.9 * T),
+         memory_bandwidth=3.35e12,
+         source="NVIDIA H100 Tensor Core GPU datasheet (SXM column, dense); an unqualified 'H100' is taken as SXM"),
+    dict(key="A100-PCIe-80GB", match=r"A100.*(PCIE.*80GB|80GB.*PCIE)", label="NVIDIA A100 80GB PCIe",
+         flops=dict(fp64=9.7 * T, fp32=19.5 * T, fp64_tensor=19.5 * T, tf32=156 * T, bf16=312 * T,
+                    fp16=312 * T, int8=624 * T),
+         memory_bandwidth=1.935e12, source="NVIDIA A100 Tensor Core GPU datasheet (80GB PCIe, dense)"),
+    dict(key="A100-80GB", match=r"A100.*80GB|A100.*80G\b", label="NVIDIA A100 80GB (SXM4)",
+         flops=dict(fp64=9.7 * T, fp32=19.5 * T, fp64_tensor=19.5 * T, tf32=156 * T, bf16=312 * T,
+                    fp16=312 * T, int8=624 * T),
+         memory_bandwidth=2.039e12, source="NVIDIA A100 Tensor Core GPU datasheet (80GB SXM, dense)"),
+    dict(key="A100-40GB", match=r"A100", label="NVIDIA A100 40GB",
+         flops=dict(fp64=9.7 * T, fp32=19.5 * T, fp64_tensor=19.5 * T, tf32=156 * T, bf16=312 * T,
+                    fp16=312 * T, int8=624 * T),
+         memory_bandwidth=1.555e12,
+         source="NVIDIA A100 Tensor Core GPU datasheet (40GB, dense); A100 names without a size are matched by memory"),
+    dict(key="V100S", match=r"V100S", label="NVIDIA V100S PCIe 32GB",
+         flops=dict(fp64=8.2 * T, fp32=16.4 * T, fp16=130 * T),
+         memory_bandwidth=1.134e12, source="NVIDIA V100S datasheet"),
+    dict(key="V100-PCIe", match=r"V100.*PCIE", label="NVIDIA V100 PCIe",
+         flops=dict(fp64=7 * T, fp32=14 * T, fp16=112 * T),
+         memory_bandwidth=0.9e12, source="NVIDIA V100 datasheet (PCIe column)"),
+    dict(key="V100-SXM2", match=r"V100", label="NVIDIA V100 SXM2",
+         flops=dict(fp64=7.8 * T, fp32=15.7 * T, fp16=125 * T),
+         memory_bandwidth=0.9e12,
+         source="NVIDIA V100 datasheet (SXM2 column; DGX Station V100-DGXS uses the same clocks); no bf16 Tensor Cores"),
+    dict(key="L40S", match=r"L40S", label="NVIDIA L40S",
+         flops=dict(fp32=91.6 * T, tf32=183 * T, bf16=362.05 * T, fp16=362.05 * T, fp8=733 * T, int8=733 * T),
+         memory_bandwidth=0.864e12, source="NVIDIA L40S datasheet (dense)"),
+    dict(key="L4", match=r"\bL4\b", label="NVIDIA L4",
+         flops=dict(fp32=30.3 * T, tf32=60 * T, bf16=121 * T, fp16=121 * T, fp8=242.5 * T, int8=242.5 * T),
+         memory_bandwidth=0.3e12, source="NVIDIA L4 datasheet (dense = half the sparsity figures)"),
+    dict(key="A10", match=r"\bA10\b|A10G", label="NVIDIA A10",
+         flops=dict(fp32=31.2 * T, tf32=62.5 * T, bf16=125 * T, fp16=125 * T, int8=250 * T),
+         memory_bandwidth=0.6e12, source="NVIDIA A10 datasheet (dense)"),
+    dict(key="RTX4090", match=r"RTX 4090", label="NVIDIA GeForce RTX 4090",
+         flops=dict(fp64=1.29 * T, fp32=82.6 * T, tf32=82.6 * T, bf16=165.2 * T, fp16=165.2 * T,
+                    fp8=330.3 * T, int8=660.6 * T),
+         memory_bandwidth=1.008e12,
+         source="NVIDIA Ada GPU architecture whitepaper, RTX 4090 (Tensor peaks with FP32 accumulate, as PyTorch uses)"),
+    dict(key="T4", match=r"\bT4\b", label="NVIDIA T4",
+         flops=dict(fp32=8.1 * T, fp16=65 * T, int8=130 * T),
+         memory_bandwidth=0.32e12, source="NVIDIA T4 datasheet"),
+    dict(key="GP100", match=r"GP100", label="NVIDIA Quadro GP100",
+         flops=dict(fp64=5.2 * T, fp32=10.3 * T),
+         memory_bandwidth=0.717e12, source="NVIDIA Quadro GP100 datasheet (no Tensor Cores)"),
+    dict(key="MI300X", match=r"MI300X", label="AMD Instinct MI300X",
+         flops=dict(fp64=81.7 * T, fp32=163.4 * T, fp64_tensor=163.4 * T, tf32=653.7 * T,
+                    bf16=1307.4 * T, fp16=1307.4 * T, fp8=2614.9 * T, int8=2614.9 * T),
+         memory_bandwidth=5.3e12, source="AMD Instinct MI300X data sheet (dense)"),
+    dict(key="MI250X-GCD", match=r"MI250X", label="AMD Instinct MI250X (one GCD)",
+         flops=dict(fp64=23.95 * T, fp32=23.95 * T, fp64_tensor=47.9 * T, bf16=191.5 * T, fp16=191.5 * T,
+                    int8=191.5 * T),
+         memory_bandwidth=1.6e12, source="AMD Instinct MI250X data sheet, halved: ROCm shows each of the 2 GCDs as a device"),
+    dict(key="MI250-GCD", match=r"MI250|MI210", label="AMD Instinct MI250 (one GCD) / MI210",
+         flops=dict(fp64=22.6 * T, fp32=22.6 * T, fp64_tensor=45.3 * T, bf16=181 * T, fp16=181 * T,
+                    int8=181 * T),
+         memory_bandwidth=1.6e12, source="AMD Instinct MI250 data sheet halved per GCD (equal to the MI210 data sheet)"),
+]
+_BY_KEY = {d["key"]: d for d in _TABLE}
+
+# Generic AMD names ("AMD Radeon Graphics") identified by (major, minor, compute units).
+_AMD_BY_ARCH = {(9, 0, 104): "MI250-GCD", (9, 0, 110): "MI250X-GCD", (9, 4, 304): "MI300X"}
+
+PEAK_KEYS = ("fp64", "fp32", "fp64_tensor", "tf32", "bf16", "fp16", "fp8", "int8")
+
+
+@dataclass
+class DevicePeaks:
+    """The roofs used for one device, and how they were chosen."""
+    id: int
+    name: str                       # as the trace names it
+    key: Optional[str]              # table entry, None when unknown
+    label: Optional[str]
+    flops: dict[str, float]
+    memory_bandwidth: Optional[float]
+    basis: str                      # measured | datasheet | user | unknown
+    sources: dict[str, str] = field(default_factory=dict)
+    num_sms: Optional[int] = None
+    matched_by: Optional[str] = None
+
+    @property
+    def known(self) -> bool:
+        return self.memory_bandwidth is not None and bool(self.flops)
+
+    def to_json(self) -> dict:
+        refs = sorted(set(self.sources.values()))
+        return {"id": self.id, "name": self.name, "key": self.key, "label": self.label,
+                "peaks": {"flops": dict(self.flops), "memory_bandwidth": self.memory_bandwidth},
+                "basis": self.basis,
+                "peak_source": {k: refs.index(v) for k, v in self.sources.items()},
+                "references": refs, "num_sms": self.num_sms, "matched_by": self.matched_by}
+
+
+def _match(props: dict) -> tuple[Optional[dict], Optional[str]]:
+    name = str(props.get("name", ""))
+    mem = props.get("totalGlobalMem") or 0
+    for entry in _TABLE:
+        if re.search(entry["match"], name, re.I):
+            if entry["key"] == "A100-40GB" and isinstance(mem, (int, float)) and mem > 60 * 2**30:
+                entry = _BY_KEY["A100-80GB"] if "PCIE" not in name.upper() else _BY_KEY["A100-PCIe-80GB"]
+                return entry, f"name '{name}' and {mem / 2**30:.0f} GiB of memory"
+            return entry, f"name '{name}'"
+    major = props.get("computeMajor", props.get("major"))
+    minor = props.get("computeMinor", props.get("minor"))
+    sms = props.get("numSms")
+    key = _AMD_BY_ARCH.get((major, minor, sms))
+    if key and ("AMD" in name.upper() or "RADEON" in name.upper() or "INSTINCT" in name.upper()):
+        return _BY_KEY[key], f"AMD device of compute capability {major}.{minor} with {sms} compute units"
+    return None, None
+
+
+def load_user_peaks(spec: Optional[str]) -> dict:
+    """User peaks from a JSON file path or inline ``key=value,...`` (TFLOP/s and TB/s units).
+
+    File format: ``{"flops": {"bf16": 312e12, ...}, "memory_bandwidth": 1.5e12}`` or a list of
+    such objects with a ``"match"`` regex on the device name.
+    """
+    if not spec:
+        spec = os.environ.get("TB_ATTENTION_PEAKS", "")
+    if not spec:
+        return {}
+    if os.path.exists(spec):
+        with open(spec, encoding="utf-8") as f:
+            data = json.load(f)
+        return {"entries": data if isinstance(data, list) else [data]}
+    flops, bw = {}, None
+    for part in spec.split(","):
+        if not part.strip():
+            continue
+        if "=" not in part:
+            raise ValueError(f"bad peak '{part}': expected KEY=VALUE (e.g. bf16=312,memory=1.5)")
+        k, v = (x.strip() for x in part.split("=", 1))
+        val = float(v)
+        if k in ("memory", "memory_bandwidth", "bw"):
+            bw = val * 1e12 if val < 1e6 else val      # TB/s unless given in B/s
+        elif k in PEAK_KEYS:
+            flops[k] = val * 1e12 if val < 1e9 else val  # TFLOP/s unless given in FLOP/s
+        else:
+            raise ValueError(f"unknown peak '{k}' (use one of {', '.join(PEAK_KEYS)}, memory)")
+    return {"entries": [{"flops": flops, "memory_bandwidth": bw}]}
+
+
+def device_properties(meta: dict) -> list[dict]:
+    props = meta.get("deviceProperties")
+    if props is None:
+        props = meta.get("computeProperties")
+    if isinstance(props, dict):
+        props = [props]
+    if not isinstance(props, list):
+        return []
+    return [p for p in props if isinstance(p, dict)]
+
+
+def resolve(meta: dict, device_id: int, user: Optional[dict] = None,
+            basis: str = "measured") -> DevicePeaks:
+    """Peaks for ``device_id`` of a trace, from the table, a measurement or the user."""
+    props = next((p for p in device_properties(meta) if p.get("id") == device_id), None)
+    if props is None and device_properties(meta):
+        props = device_properties(meta)[0]
+    props = props or {}
+    name = str(props.get("name") or "unknown GPU")
+    entry, how = _match(props)
+    sms = props.get("numSms") if isinstance(props.get("numSms"), int) else None
+    if entry is not None:
+        flops = dict(entry["flops"])
+        bw = entry["memory_bandwidth"]
+        sources = {k: entry["source"] for k in list(flops) + ["memory_bandwidth"]}
+        used = "datasheet"
+        m = entry.get("measured")
+        if m and basis == "measured":
+            for k, v in m["flops"].items():
+                flops[k] = v
+                sources[k] = m["source"]
+            if m.get("memory_bandwidth"):
+                bw = m["memory_bandwidth"]
+                sources["memory_bandwidth"] = m["source"]
+            used = "measured"
+        dev = DevicePeaks(id=device_id, name=name, key=entry["key"], label=entry["label"], flops=flops,
+                          memory_bandwidth=bw, basis=used, sources=sources, num_sms=sms, matched_by=how)
+    else:
+        dev = DevicePeaks(id=device_id, name=name, key=None, label=None, flops={}, memory_bandwidth=None,
+                          basis="unknown", num_sms=sms)
+    for e in (user or {}).get("entries", []):
+        pat = e.get("match")
+        if pat and not re.search(pat, name, re.I):
+            continue
+        for k, v in (e.get("flops") or {}).items():
+            if k in PEAK_KEYS and isinstance(v, (int, float)) and v > 0:
+                dev.flops[k] = float(v)
+                dev.sources[k] = "given by the user"
+        bw = e.get("memory_bandwidth")
+        if isinstance(bw, (int, float)) and bw > 0:
+            dev.memory_bandwidth = float(bw)
+            dev.sources["memory_bandwidth"] = "given by the user"
+        dev.basis = "user" if dev.key is None else dev.basis + "+user"
+    return dev
+
+
+def table() -> list[dict]:
+    """The built-in table, for documentation and ``tb-attention devices``."""
+    return [dict(e) for e in _TABLE]
