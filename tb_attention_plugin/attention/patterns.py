@@ -69,7 +69,7 @@ SCALE_OPS = frozenset({"div", "div_", "mul", "mul_", "true_divide", "true_divide
 MASK_OPS = frozenset({"masked_fill", "masked_fill_", "where", "add", "add_", "sub", "sub_", "triu", "tril",
                       "triu_", "tril_", "ones", "ones_like", "full", "full_like", "zeros", "zeros_like",
                       "fill_", "zero_", "logical_not", "logical_and", "logical_or", "eq", "ne", "lt", "le",
-                      "gt", "ge", "isneginf", "any", "all", "arange", "_safe_softmax_mask", "bitwise_not",
+                      "gt", "ge", "isneginf", "any", "all", "arange", "scalar_tensor", "bitwise_not",
                       "minimum", "maximum", "clamp", "clamp_min"})
 ROTARY_OPS = frozenset({"neg", "sin", "cos", "cat", "mul", "add", "sub", "slice", "narrow", "chunk",
                         "stack", "polar", "view_as_complex", "view_as_real", "_to_copy", "to", "unsqueeze"})

@@ -368,8 +368,14 @@ def tag(trace: Trace, links: Links, module_pattern: str = P.DEFAULT_MODULE_PATTE
     # Topological order: parents before children, on every thread.
     order = np.lexsort((np.arange(n), -R["dur_ns"], R["ts_ns"], R["thread"]))
 
-    # 1. forward scopes; ops of the SDPA family open scopes in backward subtrees too
-    inst = _propagate(order, links.parent, own, broot < 0)
+    # 1. forward scopes. Module and function scopes take precedence over annotations and SDPA
+    #    ops around them (a record_function around several layers must not merge them into one
+    #    call); among scopes of one precedence the outermost wins (BertAttention > BertSelfAttention).
+    fwd_mask = broot < 0
+    strong = (own == _SRC["module"]) | (own == _SRC["function"])
+    inst_strong = _propagate(order, links.parent, np.where(strong, own, -1), fwd_mask)
+    inst_weak = _propagate(order, links.parent, np.where(strong, -1, own), fwd_mask)
+    inst = np.where(inst_strong >= 0, inst_strong, inst_weak)
     source = np.full(n, -1, dtype=np.int8)
     ok = inst >= 0
     source[ok] = own[inst[ok]]

@@ -307,9 +307,11 @@ def _elementwise(flops_per_elem: float, out_itemsize: Optional[int] = None, esti
         if out_shape is None:
             out_shape = t[0].shape
         n = prod(out_shape)
-        itemsize = out_itemsize or t[0].itemsize
+        # where(cond, x, y): the values, not the bool condition, set the dtype
+        main = next((a for a in t if a.dtype != "bool"), t[0])
+        itemsize = out_itemsize or main.itemsize
         nbytes = sum(a.nbytes for a in t) + n * itemsize
-        return Cost(flops_per_elem * n, float(nbytes), t[0].dtype, VECTOR,
+        return Cost(flops_per_elem * n, float(nbytes), main.dtype, VECTOR,
                     flops_estimated=estimated and flops_per_elem > 0)
     return cost
 

@@ -1,0 +1,51 @@
+# Two commands do all set-up on a fresh machine:
+#   make demo   -> virtualenv, install, build, TensorBoard on sample_traces/ (PORT=6006)
+#   make test   -> virtualenv, install, build (and check the committed bundle), every test
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PORT ?= 6006
+HOST ?= localhost
+LOGDIR ?= sample_traces
+
+.PHONY: install dev browser frontend frontend-check test test-fast demo bench clean
+
+$(VENV)/.installed: setup.py requirements-dev.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e . -r requirements-dev.txt
+	touch $@
+
+install: $(VENV)/.installed
+
+# Debian's chromium for the browser test (Playwright drives it; no browser download).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+frontend:
+	@if [ -f frontend/package.json ]; then cd frontend && npm ci --no-audit --no-fund --silent && npm run build --silent; fi
+
+# Rebuild the dashboard and fail if the committed bundle in tb_attention_plugin/static is stale.
+frontend-check: frontend
+	@if [ -f frontend/package.json ]; then \
+	  git diff --quiet --exit-code -- tb_attention_plugin/static || { \
+	    echo "error: tb_attention_plugin/static is stale: run 'make frontend' and commit it" >&2; \
+	    git --no-pager diff --stat -- tb_attention_plugin/static >&2; exit 1; }; fi
+
+test: install browser frontend-check
+	$(PY) -m pytest -q tests
+
+test-fast: install
+	$(PY) -m pytest -q tests -m "not e2e"
+
+demo: install frontend
+	$(VENV)/bin/tensorboard --logdir $(LOGDIR) --port $(PORT) --host $(HOST)
+
+bench: install
+	$(PY) benchmarks/bench.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info frontend/node_modules tests/_artifacts

@@ -1,0 +1,1 @@
+"""Server side of the TensorBoard plugin: discovery, background loading, queries, comparison."""

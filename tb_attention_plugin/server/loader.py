@@ -1,0 +1,461 @@
+"""Background discovery and analysis of the traces under the logdir.
+
+* A poller thread rescans the logdir every ``poll_secs``: new files appear, changed files are
+  analysed again, removed files disappear. A file that is new or changed and was modified less
+  than ``settle_secs`` ago waits one poll (it may still be being written).
+* A bounded pool (``workers`` threads driving as many worker processes, or threads only in
+  ``mode="thread"``) analyses queued files, smallest first; requests for a step or for an
+  evicted index jump the queue. A worker process that dies (out of memory, a crash) fails only
+  the trace it was analysing; the pool is rebuilt.
+* A result that says the file ends early, for a file modified less than ``grace_secs`` ago, is
+  held back ("waiting") and used only if the file stays unchanged for that long.
+* Indexes are kept in memory under an LRU byte budget; summaries stay. An evicted index is
+  rebuilt on demand from the on-disk ReportCache (fast) or by analysing again.
+
+Each file goes through ``waiting -> queued -> loading -> ready | error``.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import os
+import sys
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from ..report import Options
+from ..trace.reader import DEFAULT_MAX_BYTES
+from .discovery import FileInfo, Scanner, still_inside
+from .index import Loaded
+from .jobs import analyze_job
+
+log = logging.getLogger("tb_attention_plugin")
+
+STATES = ("waiting", "queued", "loading", "ready", "error")
+PRIO_INTERACTIVE, PRIO_BACKGROUND = 0, 1
+
+
+@dataclass
+class Entry:
+    """The analysis of one (file, step) at one (size, mtime)."""
+
+    rel: str
+    step: Optional[str]
+    stat_key: tuple
+    state: str = "waiting"
+    message: Optional[str] = None
+    summary: Optional[dict] = None
+    loaded: Optional[Loaded] = None
+    created: float = field(default_factory=time.time)
+    queued_at: Optional[float] = None
+    started_at: Optional[float] = None
+    finished_at: Optional[float] = None
+    seconds: Optional[float] = None
+    attempts: int = 0
+    held: Optional[dict] = None          # a result kept back while the file may still be growing
+    in_queue: bool = False
+    prio: int = PRIO_BACKGROUND
+    running: bool = False
+
+    @property
+    def key(self) -> tuple:
+        return (self.rel, self.step)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A consistent copy of an entry's fields for one request."""
+
+    rel: str
+    step: Optional[str]
+    state: str
+    message: Optional[str]
+    summary: Optional[dict]
+    loaded: Optional[Loaded]
+    seconds: Optional[float]
+    running: bool
+    queued_at: Optional[float]
+    started_at: Optional[float]
+
+
+class Loader:
+    def __init__(self, logdir: str, options: Optional[Options] = None, *, poll_secs: float = 3.0,
+                 settle_secs: float = 1.0, grace_secs: float = 30.0, workers: int = 1,
+                 mode: str = "process", memory_budget: int = 1 << 30, max_bytes: int = DEFAULT_MAX_BYTES,
+                 cache_dir: Optional[str] = None, use_cache: bool = True, idle_secs: float = 60.0,
+                 job: Callable = analyze_job):
+        self.logdir = os.path.realpath(logdir)
+        self.options = options or Options()
+        self.poll_secs = poll_secs
+        self.settle_secs = settle_secs
+        self.grace_secs = grace_secs
+        self.workers = max(1, int(workers))
+        self.mode = mode if mode in ("process", "thread") else "process"
+        self.memory_budget = memory_budget
+        self.max_bytes = max_bytes
+        self.cache_dir = cache_dir
+        self.use_cache = use_cache
+        self.idle_secs = idle_secs
+        self._job = job
+        self._scanner = Scanner(self.logdir)
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._files: dict[str, FileInfo] = {}
+        self._entries: dict[tuple, Entry] = {}
+        self._queue: list = []
+        self._seq = itertools.count()
+        self._lru: "OrderedDict[tuple, int]" = OrderedDict()
+        self._lru_bytes = 0
+        self._stop = threading.Event()
+        self._wake_poller = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._started = False
+        self._pool: Optional[ProcessPoolExecutor] = None
+        self._pool_lock = threading.Lock()
+        self._busy = 0
+        self._last_busy = time.monotonic()
+        self.scans = 0
+        self.last_scan: Optional[float] = None
+        self.last_scan_secs: Optional[float] = None
+        self.scan_error: Optional[str] = None
+        self.scan_truncated = False
+        self.first_scan_done = threading.Event()
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+        t = threading.Thread(target=self._poll_loop, name="tb-attention-poller", daemon=True)
+        t.start()
+        self._threads.append(t)
+        for i in range(self.workers):
+            w = threading.Thread(target=self._work_loop, name=f"tb-attention-worker-{i}", daemon=True)
+            w.start()
+            self._threads.append(w)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self._wake_poller.set()
+        with self._changed:
+            self._changed.notify_all()
+        for t in self._threads:
+            t.join(timeout)
+        with self._pool_lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = None
+
+    def poke(self) -> None:
+        """Rescan soon (e.g. when the page asks for fresh data)."""
+        self._wake_poller.set()
+
+    # ------------------------------------------------------------ scanning
+
+    def _poll_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.scan_once()
+            except Exception:  # never let the poller die
+                log.exception("tb-attention: scan failed")
+            self._maybe_idle_pool()
+            self._wake_poller.wait(self.poll_secs)
+            self._wake_poller.clear()
+
+    def scan_once(self) -> None:
+        t0 = time.monotonic()
+        res = self._scanner.scan()
+        now = time.time()
+        with self._changed:
+            self.scan_error = res.error
+            self.scan_truncated = res.truncated
+            old_files = self._files
+            self._files = res.files
+            for rel, info in res.files.items():
+                e = self._entries.get((rel, None))
+                if e is None or e.stat_key != info.stat_key:
+                    self._drop_rel(rel)
+                    e = Entry(rel=rel, step=None, stat_key=info.stat_key)
+                    self._entries[e.key] = e
+                    if self._fresh(info, now):
+                        e.message = "the file was just modified; waiting for it to settle"
+                    else:
+                        self._enqueue(e, PRIO_BACKGROUND, info.size)
+                elif e.state == "waiting":
+                    if e.held is not None:
+                        if now - info.mtime_ns / 1e9 >= self.grace_secs:
+                            held, e.held = e.held, None
+                            self._apply(e, held, final=True)
+                    else:
+                        self._enqueue(e, PRIO_BACKGROUND, info.size)   # unchanged since last poll
+            for rel in set(old_files) - set(res.files):
+                self._drop_rel(rel)
+            for e in list(self._entries.values()):       # step variants held back or waiting
+                if e.step is None or e.state != "waiting" or e.rel not in res.files:
+                    continue
+                if e.held is None:
+                    self._enqueue(e, PRIO_INTERACTIVE)
+                elif now - res.files[e.rel].mtime_ns / 1e9 >= self.grace_secs:
+                    held, e.held = e.held, None
+                    self._apply(e, held, final=True)
+            self.scans += 1
+            self.last_scan = now
+            self.last_scan_secs = round(time.monotonic() - t0, 4)
+            self._changed.notify_all()
+        self.first_scan_done.set()
+
+    def _fresh(self, info: FileInfo, now: float) -> bool:
+        age = now - info.mtime_ns / 1e9
+        return age < self.settle_secs
+
+    def _drop_rel(self, rel: str) -> None:
+        for k in [k for k in self._entries if k[0] == rel]:
+            self._entries.pop(k)
+            n = self._lru.pop(k, None)
+            if n is not None:
+                self._lru_bytes -= n
+
+    # ------------------------------------------------------------ queue
+
+    def _enqueue(self, e: Entry, prio: int, size: int = 0) -> None:
+        if e.in_queue:
+            if prio < e.prio:                   # promote: push again; the stale item is skipped
+                e.prio = prio
+                heapq.heappush(self._queue, (prio, 0, next(self._seq), e.key, id(e)))
+            return
+        e.prio = prio
+        e.state = "queued" if e.state != "ready" else e.state
+        e.queued_at = time.time()
+        e.in_queue = True
+        heapq.heappush(self._queue, (prio, size if prio else 0, next(self._seq), e.key, id(e)))
+        self._changed.notify_all()
+
+    def _next_job(self) -> Optional[Entry]:
+        with self._changed:
+            while not self._stop.is_set():
+                while self._queue:
+                    _, _, _, key, eid = heapq.heappop(self._queue)
+                    e = self._entries.get(key)
+                    if e is None or id(e) != eid or not e.in_queue:
+                        continue
+                    e.in_queue = False
+                    if e.state == "ready" and e.loaded is not None:
+                        continue
+                    if e.state != "ready":
+                        e.state = "loading"
+                    e.started_at = time.time()
+                    e.running = True
+                    e.attempts += 1
+                    self._busy += 1
+                    self._changed.notify_all()
+                    return e
+                self._changed.wait(1.0)
+        return None
+
+    def _work_loop(self) -> None:
+        while not self._stop.is_set():
+            e = self._next_job()
+            if e is None:
+                return
+            try:
+                info = self._files.get(e.rel)
+                if info is None:
+                    result = None
+                elif not still_inside(info, self.logdir):
+                    result = {"status": "error", "error": "the path leaves the log directory", "truncated": False}
+                else:
+                    result = self._run(info.abspath, e.step)
+            except Exception as ex:  # defensive: the loop must survive anything
+                log.exception("tb-attention: analysis of %s failed", e.rel)
+                result = {"status": "error", "error": f"internal error: {type(ex).__name__}: {ex}", "truncated": False}
+            with self._changed:
+                e.running = False
+                self._busy -= 1
+                self._last_busy = time.monotonic()
+                if result is not None and self._entries.get(e.key) is e:
+                    self._finish(e, result)
+                self._changed.notify_all()
+
+    def _options_for(self, step: Optional[str]) -> Options:
+        o = self.options
+        return Options(module_pattern=o.module_pattern, annotation_pattern=o.annotation_pattern,
+                       peak_basis=o.peak_basis, user_peaks=o.user_peaks, step=step)
+
+    def _run(self, path: str, step: Optional[str]) -> dict:
+        args = (path, self._options_for(step), self.max_bytes, self.cache_dir, self.use_cache)
+        if self.mode == "thread":
+            return self._job(*args)
+        for attempt in range(2):
+            pool = self._get_pool()
+            try:
+                return pool.submit(self._job, *args).result()
+            except BrokenProcessPool:
+                self._reset_pool(pool)
+                if self._stop.is_set():
+                    break
+        return {"status": "error", "truncated": False,
+                "error": "the analysis process died (out of memory?); try TB_ATTENTION_MAX_BYTES or a smaller trace"}
+
+    def _get_pool(self) -> ProcessPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                import multiprocessing as mp
+                kw = {"max_workers": self.workers, "mp_context": mp.get_context("spawn")}
+                if sys.version_info >= (3, 11):
+                    kw["max_tasks_per_child"] = 16
+                self._pool = ProcessPoolExecutor(**kw)
+            return self._pool
+
+    def _reset_pool(self, broken: ProcessPoolExecutor) -> None:
+        with self._pool_lock:
+            if self._pool is broken:
+                try:
+                    broken.shutdown(wait=False, cancel_futures=True)
+                except Exception:
+                    pass
+                self._pool = None
+
+    def _maybe_idle_pool(self) -> None:
+        """Give worker processes' memory back when nothing was analysed for a while."""
+        with self._lock:
+            idle = self._busy == 0 and not self._queue and time.monotonic() - self._last_busy > self.idle_secs
+        if idle:
+            with self._pool_lock:
+                if self._pool is not None:
+                    self._pool.shutdown(wait=False)
+                    self._pool = None
+
+    # ------------------------------------------------------------ results
+
+    def _finish(self, e: Entry, result: dict) -> None:
+        info = self._files.get(e.rel)
+        e.seconds = result.get("seconds")
+        if info is None or info.stat_key != e.stat_key:
+            e.state, e.message = "waiting", "the file changed while it was analysed"
+            return
+        try:
+            st = os.stat(info.abspath)
+            if (st.st_size, st.st_mtime_ns) != e.stat_key:
+                e.state, e.message = "waiting", "the file changed while it was analysed"
+                return
+        except OSError:
+            e.state, e.message = "waiting", "the file disappeared while it was analysed"
+            return
+        if result.get("truncated") and time.time() - info.mtime_ns / 1e9 < self.grace_secs and e.state != "ready":
+            e.state = "waiting"
+            e.held = result
+            e.message = "the file ends early: it may still be being written; waiting for it to settle"
+            return
+        self._apply(e, result, final=True)
+
+    def _apply(self, e: Entry, result: dict, final: bool) -> None:
+        e.finished_at = time.time()
+        e.held = None
+        if result.get("status") == "ok":
+            loaded: Loaded = result["loaded"]
+            e.state, e.message = "ready", None
+            e.summary = loaded.summary
+            e.loaded = loaded
+            self._remember(e)
+        else:
+            e.state, e.message = "error", result.get("error") or "unknown error"
+            e.summary, e.loaded = None, None
+        self._changed.notify_all()
+
+    def _remember(self, e: Entry) -> None:
+        n = e.loaded.nbytes()
+        old = self._lru.pop(e.key, None)
+        if old is not None:
+            self._lru_bytes -= old
+        self._lru[e.key] = n
+        self._lru_bytes += n
+        while self._lru_bytes > self.memory_budget and len(self._lru) > 1:
+            k, sz = self._lru.popitem(last=False)
+            self._lru_bytes -= sz
+            victim = self._entries.get(k)
+            if victim is not None:
+                victim.loaded = None
+
+    # ------------------------------------------------------------ queries (routes)
+
+    def files(self) -> dict:
+        with self._lock:
+            return dict(self._files)
+
+    def listing(self) -> list:
+        """[(FileInfo, Snapshot of its whole-trace entry or None)] under one lock."""
+        with self._lock:
+            out = []
+            for rel, info in self._files.items():
+                e = self._entries.get((rel, None))
+                snap = None if e is None else Snapshot(e.rel, None, e.state, e.message, e.summary, None,
+                                                       e.seconds, e.running, e.queued_at, e.started_at)
+                out.append((info, snap))
+            return out
+
+    def request(self, rel: str, step: Optional[str], need_index: bool, wait: float = 0.0) -> Optional[Snapshot]:
+        """The entry of (file, step), analysing it now if needed; waits up to ``wait`` seconds
+        for it to become ready. None if the file is not in the table."""
+        deadline = time.monotonic() + wait
+        with self._changed:
+            info = self._files.get(rel)
+            if info is None:
+                return None
+            e = self._entries.get((rel, step))
+            if e is None:
+                e = Entry(rel=rel, step=step, stat_key=info.stat_key)
+                self._entries[e.key] = e
+                self._enqueue(e, PRIO_INTERACTIVE)
+            elif e.state in ("queued", "waiting") and step is not None and e.held is None:
+                self._enqueue(e, PRIO_INTERACTIVE)
+            elif e.state == "ready" and need_index and e.loaded is None:
+                self._enqueue(e, PRIO_INTERACTIVE)
+            elif e.state == "queued":
+                self._enqueue(e, PRIO_INTERACTIVE)       # the page is looking at it: go first
+            while True:
+                done = e.state == "error" or (e.state == "ready" and (e.loaded is not None or not need_index))
+                if done or self._entries.get(e.key) is not e:
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._changed.wait(min(left, 0.5))
+            if e.state == "ready" and e.loaded is not None and e.key in self._lru:
+                self._lru.move_to_end(e.key)
+            return Snapshot(e.rel, e.step, e.state, e.message, e.summary, e.loaded, e.seconds,
+                            e.running, e.queued_at, e.started_at)
+
+    def counts(self) -> dict:
+        with self._lock:
+            c = {s: 0 for s in STATES}
+            for k, e in self._entries.items():
+                if k[1] is None:
+                    c[e.state] += 1
+            c["files"] = len(self._files)
+            return c
+
+    def status(self) -> dict:
+        with self._lock:
+            loading = []
+            now = time.time()
+            for e in self._entries.values():
+                if e.running:
+                    info = self._files.get(e.rel)
+                    loading.append({"file": e.rel, "step": e.step, "size": info.size if info else None,
+                                    "elapsed_s": round(now - (e.started_at or now), 1)})
+            return {
+                "logdir": self.logdir, "counts": self.counts(), "loading": loading,
+                "queue": sum(1 for e in self._entries.values() if e.in_queue),
+                "scans": self.scans, "last_scan": self.last_scan, "last_scan_secs": self.last_scan_secs,
+                "scan_error": self.scan_error, "scan_truncated": self.scan_truncated,
+                "poll_secs": self.poll_secs, "workers": self.workers, "mode": self.mode,
+                "memory": {"indexes": len(self._lru), "bytes": self._lru_bytes, "budget": self.memory_budget},
+            }

@@ -1,0 +1,58 @@
+import json
+
+import pytest
+
+from tb_attention_plugin.roofline import devices as D
+
+
+def res(name, mem=80 * 2**30, **extra):
+    return D.resolve({"deviceProperties": [dict(id=0, name=name, totalGlobalMem=mem, **extra)]}, 0)
+
+
+@pytest.mark.parametrize("name,mem,key", [
+    ("NVIDIA H200", 141e9, "H200-SXM"), ("NVIDIA H200 NVL", 141e9, "H200-NVL"),
+    ("NVIDIA H100 80GB HBM3", 80e9, "H100-SXM"), ("NVIDIA H100 PCIe", 80e9, "H100-PCIe"),
+    ("NVIDIA H100 NVL", 94e9, "H100-NVL"),
+    ("NVIDIA A100-SXM4-40GB", 40e9, "A100-40GB"), ("NVIDIA A100-SXM4-80GB", 80e9, "A100-80GB"),
+    ("NVIDIA A100-PG509-200", 42e9, "A100-40GB"), ("NVIDIA A100 80GB PCIe", 80e9, "A100-PCIe-80GB"),
+    ("Tesla V100-SXM2-32GB", 32e9, "V100-SXM2"), ("Tesla V100-PCIE-16GB", 16e9, "V100-PCIe"),
+    ("NVIDIA L4", 24e9, "L4"), ("NVIDIA A10", 24e9, "A10"), ("NVIDIA L40S", 48e9, "L40S"),
+    ("NVIDIA GeForce RTX 4090", 24e9, "RTX4090"), ("AMD Instinct MI300X", 192e9, "MI300X"),
+])
+def test_table_lookup(name, mem, key):
+    d = res(name, mem)
+    assert d.key == key and d.known
+    assert all(d.sources[k] for k in list(d.flops) + ["memory_bandwidth"])
+
+
+def test_h200_uses_measured_peaks_by_default_and_datasheet_on_request():
+    d = res("NVIDIA H200")
+    assert d.basis == "measured"
+    assert d.flops["bf16"] == 801.5e12 and d.flops["fp32"] == 50.5e12 and d.flops["tf32"] == 440.3e12
+    assert d.memory_bandwidth == 4.24e12
+    ds = D.resolve({"deviceProperties": [{"id": 0, "name": "NVIDIA H200"}]}, 0, basis="datasheet")
+    assert ds.flops["bf16"] == pytest.approx(989.4e12) and ds.memory_bandwidth == 4.8e12
+
+
+def test_generic_amd_name_by_architecture():
+    d = res("AMD Radeon Graphics", 64 * 2**30, computeMajor=9, computeMinor=0, numSms=104)
+    assert d.key == "MI250-GCD" and d.memory_bandwidth == 1.6e12
+
+
+def test_unknown_gpu_and_user_peaks(tmp_path):
+    d = res("Some Future GPU")
+    assert not d.known and d.basis == "unknown"
+    user = D.load_user_peaks("bf16=500,fp32=40,memory=3")
+    d = D.resolve({"deviceProperties": [{"id": 0, "name": "Some Future GPU"}]}, 0, user)
+    assert d.known and d.flops["bf16"] == 500e12 and d.memory_bandwidth == 3e12 and d.basis == "user"
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps([{"match": "Future", "flops": {"fp16": 1e15}, "memory_bandwidth": 2e12}]))
+    d = D.resolve({"deviceProperties": [{"id": 0, "name": "Some Future GPU"}]}, 0, D.load_user_peaks(str(f)))
+    assert d.flops["fp16"] == 1e15
+    with pytest.raises(ValueError):
+        D.load_user_peaks("bogus=1")
+
+
+def test_legacy_compute_properties_key():
+    d = D.resolve({"computeProperties": [{"id": 0, "name": "Tesla V100-DGXS-32GB"}]}, 0)
+    assert d.key == "V100-SXM2"

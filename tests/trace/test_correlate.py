@@ -1,0 +1,65 @@
+import numpy as np
+
+from synth import BF16, SynthTrace, naive_attention
+from tb_attention_plugin.trace.correlate import link
+from tb_attention_plugin.trace.records import LAUNCH, OP, load_trace
+
+
+def _name(tr, r):
+    return tr.strings[tr.ranges["name"][r]] if r >= 0 else None
+
+
+def test_kernel_to_launch_to_innermost_op(tmp_path):
+    t = SynthTrace()
+    naive_attention(t)
+    tr = load_trace(t.write(tmp_path / "a.json"))
+    L = link(tr)
+    ops = [_name(tr, r) for r in L.gpu_op]
+    assert ops == ["aten::addmm", "aten::bmm", "aten::div", "aten::masked_fill", "aten::_softmax",
+                   "aten::native_dropout", "aten::bmm", "aten::addmm"]
+    assert (L.gpu_launch >= 0).all()
+    assert all(tr.ranges["kind"][r] == LAUNCH for r in L.gpu_launch)
+    # nesting: addmm inside linear inside the module
+    r = L.gpu_op[0]
+    assert [_name(tr, a) for a in L.ancestors(int(r))] == ["aten::linear", "nn.Module: NaiveAttention_0"]
+
+
+def test_external_id_fallback_when_launch_is_missing(tmp_path):
+    t = SynthTrace()
+    naive_attention(t)
+    t.events = [e for e in t.events if e.get("cat") != "cuda_runtime"]
+    tr = load_trace(t.write(tmp_path / "a.json"))
+    L = link(tr)
+    assert (L.gpu_launch < 0).all()
+    assert _name(tr, L.gpu_op[1]) == "aten::bmm"
+
+
+def _with_backward(t, use_flows=True):
+    seqs = naive_attention(t)
+    # backward on the autograd thread: one root per forward op with a sequence number
+    for tag in ("out", "pv", "softmax", "qk"):
+        s = seqs[tag]
+        with t.op(f"autograd::engine::evaluate_function: {tag}Backward0", tid=200, seq=s) as root:
+            if use_flows:
+                t.flow_end(1000 + s, root["ts"], 200)
+            with t.op("aten::mm" if tag == "out" else "aten::bmm", tid=200):
+                t.kernel(f"bwd_gemm_{tag}", tid=200)
+    if use_flows:
+        # forward flow starts on the forward op carrying that sequence number
+        for e in list(t.events):
+            if e.get("cat") == "cpu_op" and e["tid"] == 100 and "Sequence number" in e.get("args", {}):
+                t.events.append({"ph": "s", "id": 1000 + e["args"]["Sequence number"], "pid": t.pid, "tid": 100,
+                                 "ts": e["ts"], "cat": "fwdbwd", "name": "fwdbwd"})
+    return seqs
+
+
+def test_backward_roots_link_to_forward_ops_by_flow_and_by_sequence(tmp_path):
+    for use_flows in (True, False):
+        t = SynthTrace()
+        _with_backward(t, use_flows)
+        tr = load_trace(t.write(tmp_path / f"b{use_flows}.json"))
+        L = link(tr)
+        roots = np.flatnonzero(L.backward_root == np.arange(tr.n_ranges))
+        got = {_name(tr, r).split(": ")[1]: _name(tr, L.forward_of[r]) for r in roots}
+        assert got == {"outBackward0": "aten::linear", "pvBackward0": "aten::bmm",
+                       "softmaxBackward0": "aten::_softmax", "qkBackward0": "aten::bmm"}, use_flows
