@@ -3,10 +3,11 @@
 * A poller thread rescans the logdir every ``poll_secs``: new files appear, changed files are
   analysed again, removed files disappear. A file that is new or changed and was modified less
   than ``settle_secs`` ago waits one poll (it may still be being written).
-* A bounded pool (``workers`` threads driving as many worker processes, or threads only in
-  ``mode="thread"``) analyses queued files, smallest first; requests for a step or for an
-  evicted index jump the queue. A worker process that dies (out of memory, a crash) fails only
-  the trace it was analysing; the pool is rebuilt.
+* A bounded pool (``workers`` threads, each driving one worker process of its own, or doing
+  the work itself in ``mode="thread"``) analyses queued files, smallest first; requests for a
+  step or for an evicted index jump the queue. A worker process that dies (out of memory, a
+  crash) fails only the trace it was analysing; the next job starts a new one. Idle worker
+  processes exit after ``idle_secs``.
 * A result that says the file ends early, for a file modified less than ``grace_secs`` ago, is
   held back ("waiting") and used only if the file stays unchanged for that long.
 * Indexes are kept in memory under an LRU byte budget; summaries stay. An evicted index is
@@ -20,12 +21,9 @@ import heapq
 import itertools
 import logging
 import os
-import sys
 import threading
 import time
 from collections import OrderedDict
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -34,6 +32,7 @@ from ..trace.reader import DEFAULT_MAX_BYTES
 from .discovery import FileInfo, Scanner, still_inside
 from .index import Loaded
 from .jobs import analyze_job
+from .worker import WorkerDied, WorkerProcess
 
 log = logging.getLogger("tb_attention_plugin")
 
@@ -89,7 +88,7 @@ class Loader:
                  settle_secs: float = 1.0, grace_secs: float = 30.0, workers: int = 1,
                  mode: str = "process", memory_budget: int = 1 << 30, max_bytes: int = DEFAULT_MAX_BYTES,
                  cache_dir: Optional[str] = None, use_cache: bool = True, idle_secs: float = 60.0,
-                 job: Callable = analyze_job):
+                 job: Callable = analyze_job, worker_cmd: Optional[list] = None):
         self.logdir = os.path.realpath(logdir)
         self.options = options or Options()
         self.poll_secs = poll_secs
@@ -116,8 +115,7 @@ class Loader:
         self._wake_poller = threading.Event()
         self._threads: list[threading.Thread] = []
         self._started = False
-        self._pool: Optional[ProcessPoolExecutor] = None
-        self._pool_lock = threading.Lock()
+        self._procs: list[WorkerProcess] = [WorkerProcess(worker_cmd) for _ in range(self.workers)]
         self._busy = 0
         self._last_busy = time.monotonic()
         self.scans = 0
@@ -138,7 +136,8 @@ class Loader:
         t.start()
         self._threads.append(t)
         for i in range(self.workers):
-            w = threading.Thread(target=self._work_loop, name=f"tb-attention-worker-{i}", daemon=True)
+            w = threading.Thread(target=self._work_loop, args=(self._procs[i],), name=f"tb-attention-worker-{i}",
+                                 daemon=True)
             w.start()
             self._threads.append(w)
 
@@ -147,12 +146,12 @@ class Loader:
         self._wake_poller.set()
         with self._changed:
             self._changed.notify_all()
+        for w in self._procs:
+            w.close(kill=True)
         for t in self._threads:
             t.join(timeout)
-        with self._pool_lock:
-            if self._pool is not None:
-                self._pool.shutdown(wait=False, cancel_futures=True)
-                self._pool = None
+        for w in self._procs:
+            w.close(kill=True)
 
     def poke(self) -> None:
         """Rescan soon (e.g. when the page asks for fresh data)."""
@@ -166,7 +165,8 @@ class Loader:
                 self.scan_once()
             except Exception:  # never let the poller die
                 log.exception("tb-attention: scan failed")
-            self._maybe_idle_pool()
+            for w in self._procs:
+                w.close_if_idle(self.idle_secs)
             self._wake_poller.wait(self.poll_secs)
             self._wake_poller.clear()
 
@@ -260,7 +260,7 @@ class Loader:
                 self._changed.wait(1.0)
         return None
 
-    def _work_loop(self) -> None:
+    def _work_loop(self, proc: WorkerProcess) -> None:
         while not self._stop.is_set():
             e = self._next_job()
             if e is None:
@@ -272,7 +272,7 @@ class Loader:
                 elif not still_inside(info, self.logdir):
                     result = {"status": "error", "error": "the path leaves the log directory", "truncated": False}
                 else:
-                    result = self._run(info.abspath, e.step)
+                    result = self._run(proc, info.abspath, e.step)
             except Exception as ex:  # defensive: the loop must survive anything
                 log.exception("tb-attention: analysis of %s failed", e.rel)
                 result = {"status": "error", "error": f"internal error: {type(ex).__name__}: {ex}", "truncated": False}
@@ -289,49 +289,20 @@ class Loader:
         return Options(module_pattern=o.module_pattern, annotation_pattern=o.annotation_pattern,
                        peak_basis=o.peak_basis, user_peaks=o.user_peaks, step=step)
 
-    def _run(self, path: str, step: Optional[str]) -> dict:
+    def _run(self, proc: WorkerProcess, path: str, step: Optional[str]) -> dict:
         args = (path, self._options_for(step), self.max_bytes, self.cache_dir, self.use_cache)
         if self.mode == "thread":
             return self._job(*args)
-        for attempt in range(2):
-            pool = self._get_pool()
-            try:
-                return pool.submit(self._job, *args).result()
-            except BrokenProcessPool:
-                self._reset_pool(pool)
-                if self._stop.is_set():
-                    break
-        return {"status": "error", "truncated": False,
-                "error": "the analysis process died (out of memory?); try TB_ATTENTION_MAX_BYTES or a smaller trace"}
-
-    def _get_pool(self) -> ProcessPoolExecutor:
-        with self._pool_lock:
-            if self._pool is None:
-                import multiprocessing as mp
-                kw = {"max_workers": self.workers, "mp_context": mp.get_context("spawn")}
-                if sys.version_info >= (3, 11):
-                    kw["max_tasks_per_child"] = 16
-                self._pool = ProcessPoolExecutor(**kw)
-            return self._pool
-
-    def _reset_pool(self, broken: ProcessPoolExecutor) -> None:
-        with self._pool_lock:
-            if self._pool is broken:
-                try:
-                    broken.shutdown(wait=False, cancel_futures=True)
-                except Exception:
-                    pass
-                self._pool = None
-
-    def _maybe_idle_pool(self) -> None:
-        """Give worker processes' memory back when nothing was analysed for a while."""
-        with self._lock:
-            idle = self._busy == 0 and not self._queue and time.monotonic() - self._last_busy > self.idle_secs
-        if idle:
-            with self._pool_lock:
-                if self._pool is not None:
-                    self._pool.shutdown(wait=False)
-                    self._pool = None
+        try:
+            return proc.run(args)
+        except WorkerDied as e:
+            log.warning("tb-attention: worker died while analysing %s: %s", path, e)
+            return {"status": "error", "truncated": False,
+                    "error": f"{e}; the trace may be too big for this machine (see TB_ATTENTION_MAX_BYTES)"}
+        except OSError as e:           # cannot start a process here: do it in this thread
+            log.warning("tb-attention: cannot start a worker process (%s); analysing in-process", e)
+            self.mode = "thread"
+            return self._job(*args)
 
     # ------------------------------------------------------------ results
 

@@ -1,0 +1,176 @@
+"""A worker process that analyses traces for the plugin: ``python -m tb_attention_plugin.server.worker``.
+
+Started with :mod:`subprocess` rather than :mod:`multiprocessing` so that nothing of the host
+program (TensorBoard, a notebook, a script without a ``__main__`` guard) is imported again in
+the child. Protocol on stdin/stdout: 8-byte little-endian length + pickle, one job at a time;
+the child exits at end of input. A child that dies (out of memory, a crash) fails only the job
+it was running; the parent starts a new one for the next job.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import threading
+import time
+from typing import Optional
+
+_HDR = struct.Struct("<Q")
+
+
+class WorkerDied(RuntimeError):
+    pass
+
+
+def _read_exact(f, n: int) -> bytes:
+    parts, got = [], 0
+    while got < n:
+        b = f.read(n - got)
+        if not b:
+            break
+        parts.append(b)
+        got += len(b)
+    return b"".join(parts)
+
+
+class WorkerProcess:
+    """The parent's handle on one child; used by one loader thread at a time."""
+
+    def __init__(self, cmd: Optional[list] = None, max_jobs: int = 16):
+        self.cmd = cmd or [sys.executable, "-m", "tb_attention_plugin.server.worker"]
+        self.max_jobs = max_jobs
+        self._proc: Optional[subprocess.Popen] = None
+        self._jobs = 0
+        self._lock = threading.Lock()
+        self.last_used = time.monotonic()
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self._proc.pid if self._proc else None
+
+    def _start(self) -> subprocess.Popen:
+        env = dict(os.environ)
+        env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+        # the child must import this very package, wherever the parent found it
+        pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        return subprocess.Popen(self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None,
+                                env=env, close_fds=True, start_new_session=True)
+
+    def run(self, args: tuple):
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                self._proc = self._start()
+                self._jobs = 0
+            p = self._proc
+            blob = pickle.dumps(args, protocol=pickle.HIGHEST_PROTOCOL)
+            try:
+                p.stdin.write(_HDR.pack(len(blob)) + blob)
+                p.stdin.flush()
+                hdr = _read_exact(p.stdout, _HDR.size)
+                if len(hdr) < _HDR.size:
+                    raise WorkerDied(self._why(p))
+                (n,) = _HDR.unpack(hdr)
+                body = _read_exact(p.stdout, n)
+                if len(body) < n:
+                    raise WorkerDied(self._why(p))
+            except (BrokenPipeError, OSError) as e:
+                self._kill()
+                raise WorkerDied(str(e)) from None
+            except WorkerDied:
+                self._kill()
+                raise
+            self._jobs += 1
+            self.last_used = time.monotonic()
+            if self._jobs >= self.max_jobs:        # give the memory of big traces back now and then
+                self._close()
+            return pickle.loads(body)
+
+    def _why(self, p: subprocess.Popen) -> str:
+        try:
+            rc = p.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            rc = None
+        if rc is not None and rc < 0:
+            return f"the analysis process was killed (signal {-rc}; out of memory?)"
+        return f"the analysis process exited unexpectedly (code {rc})"
+
+    def _kill(self) -> None:
+        p, self._proc = self._proc, None
+        if p is None:
+            return
+        try:
+            p.kill()
+            p.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        for f in (p.stdin, p.stdout):
+            try:
+                f.close()
+            except OSError:
+                pass
+
+    def _close(self) -> None:
+        p, self._proc = self._proc, None
+        if p is None:
+            return
+        try:
+            p.stdin.close()
+            p.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            try:
+                p.kill()
+                p.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        try:
+            p.stdout.close()
+        except OSError:
+            pass
+
+    def close(self, kill: bool = False) -> None:
+        """Stop the child (idle, or shutting down). Safe to call from any thread."""
+        if kill:
+            p = self._proc
+            if p is not None:
+                try:
+                    p.kill()
+                except OSError:
+                    pass
+        if self._lock.acquire(timeout=0 if kill else 10):
+            try:
+                self._kill() if kill else self._close()
+            finally:
+                self._lock.release()
+
+    def close_if_idle(self, idle_secs: float) -> None:
+        if self._proc is not None and time.monotonic() - self.last_used > idle_secs:
+            if self._lock.acquire(blocking=False):
+                try:
+                    if time.monotonic() - self.last_used > idle_secs:
+                        self._close()
+                finally:
+                    self._lock.release()
+
+
+def main() -> int:
+    inp = sys.stdin.buffer
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)                     # stray prints go to stderr, never into the protocol
+    from .jobs import analyze_job
+    while True:
+        hdr = _read_exact(inp, _HDR.size)
+        if len(hdr) < _HDR.size:
+            return 0
+        (n,) = _HDR.unpack(hdr)
+        args = pickle.loads(_read_exact(inp, n))
+        res = analyze_job(*args)
+        blob = pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL)
+        out.write(_HDR.pack(len(blob)) + blob)
+        out.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
