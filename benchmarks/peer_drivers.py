@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""What bench.py times for each peer, one process per measurement (run with the peers' venv).
+
+    python peer_drivers.py tbprof RUN_DIR     # torch-tb-profiler 0.4.3, as its TensorBoard plugin loads a run
+    python peer_drivers.py hta TRACE_DIR      # Holistic Trace Analysis 0.5.0: load + get_gpu_kernel_breakdown
+    python peer_drivers.py orjson FILE        # reference: orjson decode of the whole file
+
+Each exits non-zero if the tool produced nothing (both peers swallow some errors), and prints a
+one-line summary on stdout so that a run can be checked after the fact.
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import sys
+import tempfile
+
+
+def tbprof(run_dir: str) -> int:
+    """torch-tb-profiler: exactly what ``TorchProfilerPlugin._load_run`` does for one run.
+
+    ``RunLoader.load`` finds ``<worker>[.<span>].pt.trace.json[.gz]`` files, and for each one starts a
+    ``spawn`` process that runs ``RunProfileData.parse`` (json.loads, event objects, op tree,
+    module/kernel/memory aggregation) and ``RunGenerator.generate_run_profile`` (every view's
+    tables), then sends the profile back through a multiprocessing queue.
+    """
+    from torch_tb_profiler import io as tbio
+    from torch_tb_profiler.profiler import RunLoader
+
+    cache_dir = tempfile.mkdtemp(prefix="tbprof-cache-")
+    try:
+        run = RunLoader(os.path.basename(os.path.normpath(run_dir)), run_dir, tbio.Cache(cache_dir)).load()
+        profiles = list(run.profiles.values())
+        if not profiles:
+            print("torch-tb-profiler produced no profile (it logs the parse error and carries on)",
+                  file=sys.stderr)
+            return 3
+        p = profiles[0]
+        views = [v.name for v in getattr(p, "views", [])]
+        steps = "?"
+        try:
+            steps = len(p.overview["steps"]["rows"])
+        except (TypeError, KeyError):
+            pass
+        kernels = len(p.kernel_table["data"]["rows"]) if isinstance(p.kernel_table, dict) and \
+            isinstance(p.kernel_table.get("data"), dict) else "?"
+        print(f"tbprof ok: {len(profiles)} profile(s), views={views}, steps={steps}, kernel rows={kernels}")
+        return 0
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+
+
+def hta(trace_dir: str) -> int:
+    """HTA: ``TraceAnalysis(trace_dir)`` (parse into a DataFrame) + ``get_gpu_kernel_breakdown()``."""
+    from hta.trace_analysis import TraceAnalysis
+
+    analyzer = TraceAnalysis(trace_dir=trace_dir)
+    by_type, by_kernel = analyzer.get_gpu_kernel_breakdown(visualize=False)
+    if by_kernel is None or len(by_kernel) == 0:
+        print("HTA returned an empty kernel breakdown", file=sys.stderr)
+        return 3
+    n_events = sum(len(df) for df in analyzer.t.traces.values())
+    print(f"hta ok: {n_events} trace rows, {len(by_type)} kernel types, {len(by_kernel)} kernel rows")
+    return 0
+
+
+def orjson_decode(path: str) -> int:
+    import orjson
+
+    with open(path, "rb") as f:
+        raw = f.read()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    doc = orjson.loads(raw)
+    n = len(doc["traceEvents"]) if isinstance(doc, dict) else len(doc)
+    print(f"orjson ok: {n} events")
+    return 0
+
+
+def main(argv) -> int:
+    if len(argv) != 3 or argv[1] not in ("tbprof", "hta", "orjson"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    return {"tbprof": tbprof, "hta": hta, "orjson": orjson_decode}[argv[1]](argv[2])
+
+
+if __name__ == "__main__":  # the guard matters: torch-tb-profiler spawns processes that import this
+    sys.exit(main(sys.argv))
