@@ -13,7 +13,8 @@ import zlib
 from typing import Iterator, Optional
 
 from .cache import ReportCache
-from .report import Options, analyze_trace, error_entry
+from .options import Options
+from .report import analyze_trace, error_entry
 from .trace.reader import DEFAULT_MAX_BYTES, TraceReadError
 from .trace.records import load_trace
 

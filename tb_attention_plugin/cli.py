@@ -13,13 +13,14 @@ from typing import Optional
 import msgspec
 
 from . import __version__
-from .analyze import analyze_path, expand_paths
 from .attention import patterns as P
 from .cache import ReportCache
-from .formats import render_csv, render_text
-from .report import Options, envelope
+from .options import Options
 from .roofline import devices as D
 from .trace.reader import DEFAULT_MAX_BYTES
+
+# The analysis modules (numpy and friends) are imported when a trace is actually analysed, so a
+# cache hit prints without paying for them.
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -80,17 +81,72 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def _files(paths: list[str]) -> list[str]:
+    from .analyze import expand_paths
+    return [f for f, _ in expand_paths(paths)]
+
+
 def _reports(a, paths: list[str]) -> tuple[list[dict], list[dict]]:
+    from .analyze import analyze_path
     opt = _options(a)
     cache = None if a.no_cache else ReportCache(a.cache_dir)
     ok, bad = [], []
-    files = list(expand_paths(paths))
+    files = _files(paths)
     if not files:
         bad.append({"path": ", ".join(paths), "status": "error", "error": "no trace files found"})
-    for f, _explicit in files:
+    for f in files:
         rep = analyze_path(f, opt, a.max_bytes, cache)
         (ok if rep.get("status") == "ok" else bad).append(rep)
     return ok, bad
+
+
+def _analyze_json(a, out) -> list[dict]:
+    """Write the JSON envelope trace by trace; returns the error entries. A trace whose JSON is
+    in the cache is copied from it without analysing anything."""
+    from .jsonout import envelope_head, iter_trace_body, to_json, trace_json_head
+    opt = _options(a)
+    cache = None if a.no_cache else ReportCache(a.cache_dir)
+    files = _files(a.paths)
+    bad = []
+    if not files:
+        bad.append({"path": ", ".join(a.paths), "status": "error", "error": "no trace files found"})
+    out.write(envelope_head())
+    first = True
+    for f in files:
+        if not first:
+            out.write(b",")
+        first = False
+        key = None
+        if cache is not None:
+            try:
+                key = cache.key(f, os.stat(f), opt.key())
+            except OSError:
+                key = None
+            chunks = cache.get_json(key) if key else None
+            if chunks is not None:
+                out.write(trace_json_head(f))
+                for c in chunks:
+                    out.write(c)
+                continue
+        from .analyze import analyze_path
+        rep = analyze_path(f, opt, a.max_bytes, cache)
+        if rep.get("status") != "ok":
+            bad.append(rep)
+            out.write(to_json(rep))
+            continue
+        writer = cache.json_writer(key) if (cache is not None and key) else None
+        out.write(trace_json_head(f))
+        for c in iter_trace_body(rep):
+            out.write(c)
+            if writer:
+                writer.write(c)
+        if writer:
+            writer.commit()
+    for b in bad:
+        if b["path"] == ", ".join(a.paths) and not files:
+            out.write(to_json(b))
+    out.write(b"]}\n")
+    return bad
 
 
 def _emit(text: str, output: Optional[str]) -> None:
@@ -102,12 +158,23 @@ def _emit(text: str, output: Optional[str]) -> None:
 
 
 def cmd_analyze(a) -> int:
+    if a.format == "json" and not a.pretty:
+        if a.output and a.output != "-":
+            with open(a.output, "wb") as f:
+                bad = _analyze_json(a, f)
+        else:
+            bad = _analyze_json(a, sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+        for b in bad:
+            print(f"error: {b['path']}: {_one_line(b['error'])}", file=sys.stderr)
+        return EXIT_BAD_INPUT if bad else EXIT_OK
+    from .formats import render_csv, render_text
+    from .report import envelope, to_json
     ok, bad = _reports(a, a.paths)
     for b in bad:
         print(f"error: {b['path']}: {_one_line(b['error'])}", file=sys.stderr)
     if a.format == "json":
-        data = envelope(ok + bad)
-        text = msgspec.json.format(msgspec.json.encode(data), indent=1 if a.pretty else 0).decode() + "\n"
+        text = msgspec.json.format(to_json(envelope(ok + bad)), indent=1).decode() + "\n"
     elif a.format == "csv":
         text = render_csv(ok)
     else:

@@ -9,37 +9,26 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Iterator, Optional
 
+import msgspec
 import numpy as np
 
 from . import __version__
 from .attention import patterns as P
+from .options import Options
 from .attention.tagger import SOURCES, Tagging, tag
 from .roofline import devices as D
 from .roofline.attribute import Attribution, attribute
-from .roofline.classify import ROOF_REACHED, classify, peak_key
+from .roofline.classify import LOW_OCCUPANCY_PCT, ROOF_REACHED, SHORT_KERNEL_US, peak_key
 from .roofline.cost import MATRIX, NONE
 from .trace.correlate import Links, link
 from .trace.records import ANNOTATION, GPU_KIND_NAMES, KERNEL, MEMCPY, MODULE, Trace
 from .trace.shapes import parse_args
+from .table import Coded, KernelTable
 
 SCHEMA_VERSION = 1
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
-
-
-@dataclass
-class Options:
-    module_pattern: str = P.DEFAULT_MODULE_PATTERN
-    annotation_pattern: str = P.DEFAULT_ANNOTATION_PATTERN
-    peak_basis: str = "measured"            # measured | datasheet
-    user_peaks: dict = field(default_factory=dict)
-    step: Optional[str] = None              # keep only this ProfilerStep ("3" or "ProfilerStep#3")
-
-    def key(self) -> str:
-        """Identity of everything that changes the result (for caches)."""
-        return repr((self.module_pattern, self.annotation_pattern, self.peak_basis,
-                     sorted((self.user_peaks or {}).items(), key=str), self.step))
 
 
 def _r(x, nd=3):
@@ -139,6 +128,49 @@ def analyze_trace(trace: Trace, options: Optional[Options] = None) -> dict:
     return build_report(trace, links, tagging, attr, opt)
 
 
+_BOUNDS = ("memory", "compute", "latency", "unknown")
+
+
+def _sig_round(x: np.ndarray, digits: int = 4) -> np.ndarray:
+    """Round to ``digits`` significant digits (vectorised; NaN stays NaN)."""
+    out = np.array(x, dtype=np.float64, copy=True)
+    ok = np.isfinite(out) & (out != 0)
+    if ok.any():
+        e = np.floor(np.log10(np.abs(out[ok])))
+        scale = 10.0 ** (digits - 1 - e)
+        out[ok] = np.round(out[ok] * scale) / scale
+    out[~np.isfinite(out)] = np.nan
+    return out
+
+
+def _kernel_peaks(trace: Trace, devices: dict, attr: Attribution, opt: Options):
+    """Per kernel: peak key, peak FLOP/s, memory bandwidth, SM count (vectorised by unique combo)."""
+    G = trace.gpu
+    n = len(G["kind"])
+    names = trace.strings
+    owner = attr.owner
+    combos: dict = {}
+    code = np.empty(n, dtype=np.int64)
+    for k, (o, nid, dev) in enumerate(zip(owner.tolist(), G["name"].tolist(), G["device"].tolist())):
+        c = attr.costs.get(o)
+        key = (c.dtype if c else None, c.engine if c else NONE, nid, dev)
+        j = combos.get(key)
+        if j is None:
+            j = combos[key] = len(combos)
+        code[k] = j
+    pk_keys, pk_vals, bws, sms = [], [], [], []
+    for (dtype, engine, nid, dev) in combos:
+        d = devices.get(dev) or D.resolve(trace.meta, dev, opt.user_peaks, opt.peak_basis)
+        devices.setdefault(dev, d)
+        pk, _ = peak_key(dtype, engine, names[nid], d.flops)
+        pk_keys.append(pk)
+        pk_vals.append(d.flops.get(pk, np.nan) if pk else np.nan)
+        bws.append(d.memory_bandwidth if d.memory_bandwidth else np.nan)
+        sms.append(d.num_sms or 0)
+    return (Coded(code, pk_keys), np.asarray(pk_vals, dtype=float)[code] if n else np.zeros(0),
+            np.asarray(bws, dtype=float)[code] if n else np.zeros(0), np.asarray(sms, dtype=np.int64)[code] if n else np.zeros(0, np.int64))
+
+
 def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution, opt: Options) -> dict:
     G, R = trace.gpu, trace.ranges
     names = trace.strings
@@ -149,17 +181,18 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
     props_ids = [p.get("id") for p in D.device_properties(trace.meta) if isinstance(p.get("id"), int)]
     devices = {i: D.resolve(trace.meta, i, opt.user_peaks, opt.peak_basis) for i in sorted(set(dev_ids) | set(props_ids))}
 
-    # steps
+    # steps: the ProfilerStep whose CPU range holds the launch (or the kernel, without a launch)
     step_rows = []
-    ann = np.flatnonzero(R["kind"] == ANNOTATION)
-    for r in ann.tolist():
+    for r in np.flatnonzero(R["kind"] == ANNOTATION).tolist():
         m = _STEP.match(names[R["name"][r]])
         if m:
             step_rows.append((int(R["ts_ns"][r]), int(R["ts_ns"][r] + R["dur_ns"][r]), names[R["name"][r]],
                               int(m.group(1)), float(R["ts"][r])))
     step_rows.sort()
-    launch_t = np.where(links.gpu_launch >= 0, R["ts_ns"][np.maximum(links.gpu_launch, 0)] if len(R["ts_ns"]) else 0,
-                        G["ts_ns"])
+    if len(R["ts_ns"]):
+        launch_t = np.where(links.gpu_launch >= 0, R["ts_ns"][np.maximum(links.gpu_launch, 0)], G["ts_ns"])
+    else:
+        launch_t = G["ts_ns"]
     k_step = np.full(n, -1, dtype=np.int64)
     if step_rows and n:
         st = np.array([s[0] for s in step_rows])
@@ -176,114 +209,220 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
             raise ValueError(f"no step '{opt.step}' (steps: {', '.join(s[2] for s in step_rows)})")
         keep = k_step == idx[0]
 
-    mods = _Modules(trace, links)
-    att = tagging.gpu_instance >= 0
-    bwd = tagging.gpu_backward
-    dur_us = G["dur"]
-    kernels = []
-    shapes_seen = bool((R["sig"] >= 0).any())
-    phase_acc: dict[tuple, dict] = {}
-    grid_blocks = (np.maximum(G["grid_x"], 1) * np.maximum(G["grid_y"], 1) * np.maximum(G["grid_z"], 1))
-    for k in np.flatnonzero(keep).tolist():
-        kind = int(G["kind"][k])
-        kname = names[G["name"][k]]
-        dev = devices.get(int(G["device"][k])) or D.resolve(trace.meta, int(G["device"][k]), opt.user_peaks, opt.peak_basis)
-        o = int(attr.owner[k])
-        cost = attr.costs.get(o)
-        fl = attr.flops[k]
-        by = attr.bytes[k]
-        fl = None if fl != fl else float(fl)
-        by = None if by != by else float(by)
-        dtype = cost.dtype if cost else None
-        engine = cost.engine if cost else NONE
-        pk, pk_why = peak_key(dtype, engine, kname, dev.flops)
-        peak_f = dev.flops.get(pk) if pk else None
-        d = float(dur_us[k])
-        if kind == MEMCPY and not ("DtoD" in kname or "PtoP" in kname):
-            bound, reason = "memory", f"host-device transfer over the host link ({_fmt_bytes(by)})"
-            cu, mu, afl, aby, inten = None, None, None, (by / (d * 1e-6) if by and d > 0 else None), None
+    # -- per-kernel numbers, vectorised ------------------------------------------------------
+    kind = G["kind"].astype(np.int64)
+    dur = G["dur"].astype(np.float64)
+    fl, by = attr.flops, attr.bytes
+    peak_key_col, peak_f, bw, sms = _kernel_peaks(trace, devices, attr, opt)
+    sec = dur * 1e-6
+    with np.errstate(divide="ignore", invalid="ignore"):
+        afl = np.where(sec > 0, fl / sec, np.nan)
+        aby = np.where(sec > 0, by / sec, np.nan)
+        inten = np.where(by > 0, fl / by, np.nan)
+        mu = aby / bw
+        cu = np.where(fl > 0, afl / peak_f, np.where(np.isnan(fl), np.nan, 0.0))
+    cu = np.where(np.isnan(cu) & ~np.isnan(fl) & ~np.isnan(mu), 0.0, cu)
+    known = ~np.isnan(fl) & ~np.isnan(by) & ~np.isnan(mu) & (dur > 0)
+    host_copy = np.zeros(n, dtype=bool)
+    mc = np.flatnonzero(kind == MEMCPY)
+    for k in mc.tolist():
+        nm = names[G["name"][k]]
+        if not ("DtoD" in nm or "PtoP" in nm):
+            host_copy[k] = True
+    best = np.fmax(cu, mu)
+    bound = np.full(n, 3, dtype=np.int8)                                  # unknown
+    reached = known & (best >= ROOF_REACHED)
+    bound[reached & (cu >= mu)] = 1                                      # compute
+    bound[reached & (cu < mu)] = 0                                       # memory
+    bound[known & ~reached] = 2                                          # latency
+    bound[host_copy] = 0
+    cu[host_copy] = np.nan
+    mu[host_copy] = np.nan
+    blocks = np.maximum(G["grid_x"], 1) * np.maximum(G["grid_y"], 1) * np.maximum(G["grid_z"], 1)
+    occ = G["occupancy"]
+    reasons = []
+    pk_vocab, pk_codes = peak_key_col.vocab, peak_key_col.codes
+    for k in range(n):
+        b = bound[k]
+        if host_copy[k]:
+            reasons.append(f"host-device transfer over the host link ({_fmt_bytes(by[k] if by[k] == by[k] else None)})")
+            continue
+        pk = pk_vocab[pk_codes[k]]
+        label = f"{pk} peak" if pk else "compute peak"
+        if b == 1:
+            reasons.append(f"reaches {cu[k] * 100:.0f}% of the {label} ({_rate(afl[k], 'FLOP/s')})")
+        elif b == 0:
+            reasons.append(f"reaches {mu[k] * 100:.0f}% of memory bandwidth ({_rate(aby[k], 'B/s')})")
+        elif b == 2:
+            why = []
+            d = dur[k]
+            if d < SHORT_KERNEL_US:
+                why.append(f"only {d:.1f} µs: launch overhead dominates")
+            if kind[k] == KERNEL and sms[k] and 0 < blocks[k] < sms[k]:
+                why.append(f"grid of {blocks[k]} blocks < {sms[k]} SMs")
+            o = occ[k]
+            if o == o and 0 < o < LOW_OCCUPANCY_PCT:
+                why.append(f"estimated occupancy {o:.0f}%")
+            if not why:
+                why.append("neither roof reached: stalls, poor access pattern or too little parallel work")
+            reasons.append("; ".join(why) + f" ({mu[k] * 100:.0f}% of bandwidth, {cu[k] * 100:.0f}% of {label})")
+        elif dur[k] <= 0:
+            reasons.append("zero duration")
+        elif np.isnan(bw[k]):
+            reasons.append("unknown GPU: give its peaks with --peaks")
         else:
-            occ = float(G["occupancy"][k])
-            verdict = classify(d, fl, by, peak_f, dev.memory_bandwidth, f"{pk} peak" if pk else "",
-                               int(grid_blocks[k]) if kind == KERNEL else 0, dev.num_sms,
-                               occ if occ == occ else None)
-            bound, reason = verdict.bound, verdict.reason
-            cu, mu, afl, aby, inten = (verdict.compute_util, verdict.memory_util, verdict.achieved_flops_per_s,
-                                       verdict.achieved_bytes_per_s, verdict.intensity)
-        inst = int(tagging.gpu_instance[k])
-        is_att = inst >= 0
-        ph = tagging.phase_name(int(tagging.gpu_phase[k])) if is_att else None
-        direction = "backward" if bwd[k] else "forward"
-        # module context: backward kernels use their forward op's modules
-        gp = int(links.gpu_parent[k])
-        ctx_r = gp
-        if gp >= 0 and links.backward_root[gp] >= 0:
-            ctx_r = int(links.forward_of[links.backward_root[gp]])
-        mpath = mods.path(ctx_r) if ctx_r >= 0 else ()
-        op_r = int(links.gpu_op[k])
-        estimated = bool((cost is not None and (cost.flops_estimated or attr.share[k] < 1.0)))
-        row = {
-            "id": k, "name": kname, "kind": GPU_KIND_NAMES[kind], "ts": float(G["ts"][k]), "dur_us": _r(d),
-            "device": int(G["device"][k]), "stream": int(G["stream"][k]),
-            "step": step_rows[k_step[k]][2] if k_step[k] >= 0 else None,
-            "attention": is_att, "phase": ph, "direction": direction,
-            "core": ph in P.CORE_PHASES if ph else False,
-            "tag_source": SOURCES[int(tagging.gpu_source[k])] if is_att and tagging.gpu_source[k] >= 0 else None,
-            "instance": inst if is_att else None,
-            "scope": tagging.instances.get(inst, {}).get("name") if is_att else None,
-            "op": names[R["name"][op_r]] if op_r >= 0 else None,
-            "cost_op": names[R["name"][o]] if o >= 0 else None,
-            "module": mpath[-1] if mpath else None,
-            "module_path": "/".join(mpath) if mpath else None,
-            "dtype": dtype, "flops": _sig(fl), "bytes": _sig(by), "intensity": _sig(inten),
-            "achieved_flops_per_s": _sig(afl), "achieved_bytes_per_s": _sig(aby),
-            "peak": pk, "peak_flops_per_s": _sig(peak_f), "compute_util": _r(cu, 4), "memory_util": _r(mu, 4),
-            "bound": bound, "bound_reason": reason, "estimated": estimated,
-            "cost_share": _r(attr.share[k], 4) if o >= 0 else None,
-            "grid": [int(G["grid_x"][k]), int(G["grid_y"][k]), int(G["grid_z"][k])] if kind == KERNEL else None,
-            "block": [int(G["block_x"][k]), int(G["block_y"][k]), int(G["block_z"][k])] if kind == KERNEL else None,
-            "occupancy_pct": _r(G["occupancy"][k], 1) if kind == KERNEL else None,
-        }
-        if is_att and o >= 0:
-            sig = int(R["sig"][o])
-            if sig >= 0:
-                row["shapes"] = [list(a.shape) if a.is_tensor else None for a in parse_args(trace.signatures[sig])]
-            if cost is not None and cost.detail:
-                row["cost_detail"] = cost.detail
-        kernels.append(row)
-        if is_att:
-            acc = phase_acc.setdefault((ph, direction), _new_acc())
-            _accumulate(acc, row)
+            reasons.append("FLOPs or bytes unknown (no recorded shapes, or an op without a cost formula)")
 
-    # totals
+    # -- tagging, context -------------------------------------------------------------------
+    inst = tagging.gpu_instance
+    att = inst >= 0
+    ph_code = np.where(att, tagging.gpu_phase, -1).astype(np.int64)
+    phase_vocab = list(P.PHASES) + [None]
+    phase_col = Coded(np.where(ph_code >= 0, ph_code, len(P.PHASES)), phase_vocab)
+    core_set = np.array([p in P.CORE_PHASES for p in P.PHASES] + [False])
+    core = core_set[phase_col.codes]
+    bwd = tagging.gpu_backward.astype(bool)
+    src_vocab = list(SOURCES) + [None]
+    src = np.where(att & (tagging.gpu_source >= 0), tagging.gpu_source, len(SOURCES)).astype(np.int32)
+    mods = _Modules(trace, links)
+    gp = links.gpu_parent
+    ctx_r = gp.copy()
+    has = gp >= 0
+    br = np.where(has, links.backward_root[np.maximum(gp, 0)], -1)
+    inb = br >= 0
+    ctx_r[inb] = links.forward_of[br[inb]]
+    path_cache: dict = {}
+    mod_codes, path_codes = np.zeros(n, np.int32), np.zeros(n, np.int32)
+    mod_vocab: dict = {None: 0}
+    path_vocab: dict = {None: 0}
+    for k, r in enumerate(ctx_r.tolist()):
+        pth = path_cache.get(r)
+        if pth is None:
+            t = mods.path(r) if r >= 0 else ()
+            pth = path_cache[r] = (t[-1] if t else None, "/".join(t) if t else None)
+        mod_codes[k] = mod_vocab.setdefault(pth[0], len(mod_vocab))
+        path_codes[k] = path_vocab.setdefault(pth[1], len(path_vocab))
+    op_r = links.gpu_op
+    rname = R["name"]
+    opname_codes = np.where(op_r >= 0, rname[np.maximum(op_r, 0)] if len(rname) else 0, -1)
+    costop_codes = np.where(attr.owner >= 0, rname[np.maximum(attr.owner, 0)] if len(rname) else 0, -1)
+    str_vocab = names + [None]
+    none_i = len(names)
+    dtype_by_owner = {o: c.dtype for o, c in attr.costs.items()}
+    dtypes = [dtype_by_owner.get(o) for o in attr.owner.tolist()]
+    scope_vocab: dict = {None: 0}
+    scope_codes = np.zeros(n, np.int32)
+    for k in np.flatnonzero(att).tolist():
+        scope_codes[k] = scope_vocab.setdefault(tagging.instances.get(int(inst[k]), {}).get("name"), len(scope_vocab))
+    estimated = np.zeros(n, dtype=bool)
+    for o, c in attr.costs.items():
+        if c.flops_estimated:
+            estimated |= attr.owner == o
+    estimated |= (attr.owner >= 0) & (attr.share < 1.0)
+    step_vocab = [s[2] for s in step_rows] + [None]
+    is_kernel = kind == KERNEL
+    grid = [[a, b, c] if ik else None for a, b, c, ik in zip(G["grid_x"].tolist(), G["grid_y"].tolist(),
+                                                            G["grid_z"].tolist(), is_kernel.tolist())]
+    block = [[a, b, c] if ik else None for a, b, c, ik in zip(G["block_x"].tolist(), G["block_y"].tolist(),
+                                                             G["block_z"].tolist(), is_kernel.tolist())]
+    columns = {
+        "id": np.arange(n, dtype=np.int64),
+        "name": Coded(G["name"], names),
+        "kind": Coded(kind, GPU_KIND_NAMES),
+        "ts": G["ts"].astype(np.float64),
+        "dur_us": np.round(dur, 3),
+        "device": G["device"].astype(np.int64),
+        "stream": G["stream"].astype(np.int64),
+        "step": Coded(np.where(k_step >= 0, k_step, len(step_rows)), step_vocab),
+        "attention": att,
+        "phase": phase_col,
+        "direction": Coded(bwd.astype(np.int32), ["forward", "backward"]),
+        "core": core,
+        "tag_source": Coded(src, src_vocab),
+        "instance": np.where(att, inst, np.nan).astype(np.float64),
+        "scope": Coded(scope_codes, list(scope_vocab)),
+        "op": Coded(np.where(opname_codes >= 0, opname_codes, none_i), str_vocab),
+        "cost_op": Coded(np.where(costop_codes >= 0, costop_codes, none_i), str_vocab),
+        "module": Coded(mod_codes, list(mod_vocab)),
+        "module_path": Coded(path_codes, list(path_vocab)),
+        "dtype": Coded.from_values(dtypes),
+        "flops": _sig_round(fl),
+        "bytes": _sig_round(by),
+        "intensity": _sig_round(inten),
+        "achieved_flops_per_s": _sig_round(afl),
+        "achieved_bytes_per_s": _sig_round(aby),
+        "peak": peak_key_col,
+        "peak_flops_per_s": _sig_round(peak_f),
+        "compute_util": np.round(cu, 4),
+        "memory_util": np.round(mu, 4),
+        "bound": Coded(bound, _BOUNDS),
+        "bound_reason": reasons,
+        "estimated": estimated,
+        "cost_share": np.where(attr.owner >= 0, np.round(attr.share, 4), np.nan),
+        "grid": grid,
+        "block": block,
+        "occupancy_pct": np.where(is_kernel, np.round(occ, 1), np.nan),
+    }
+    # instance ids are ints in JSON
+    extras: dict[int, dict] = {}
+    sig_shapes: dict[int, list] = {}
+    for k in np.flatnonzero(att & (attr.owner >= 0)).tolist():
+        o = int(attr.owner[k])
+        e = {}
+        sig = int(R["sig"][o])
+        if sig >= 0:
+            sh = sig_shapes.get(sig)
+            if sh is None:
+                sh = sig_shapes[sig] = [list(a.shape) if a.is_tensor else None
+                                        for a in parse_args(trace.signatures[sig])]
+            e["shapes"] = sh
+        c = attr.costs.get(o)
+        if c is not None and c.detail:
+            e["cost_detail"] = c.detail
+        if e:
+            extras[k] = e
+    table = KernelTable(columns, extras)
+    if not keep.all():
+        table = table.take(np.flatnonzero(keep))
     sel = keep
-    gpu_time = float(dur_us[sel].sum())
+
+    # -- aggregates --------------------------------------------------------------------------
+    gpu_time = float(dur[sel].sum())
     busy = 0.0
     for dv in set(G["device"][sel].tolist()):
         m = sel & (G["device"] == dv)
         busy += _union_us(G["ts_ns"][m], G["ts_ns"][m] + G["dur_ns"][m])
-    kern_time = float(dur_us[sel & (G["kind"] == KERNEL)].sum())
-    att_rows = [k for k in kernels if k["attention"]]
-    att_time = sum(k["dur_us"] or 0 for k in att_rows)
+    kern_time = float(dur[sel & is_kernel].sum())
+    a_sel = att & sel
+    att_time = float(dur[a_sel].sum())
 
-    def t_of(pred):
-        return _r(sum(k["dur_us"] or 0 for k in att_rows if pred(k)))
+    def t_of(mask):
+        return _r(dur[a_sel & mask].sum())
 
+    phase_names = np.array(list(P.PHASES) + [""], dtype=object)
+    is_proj = np.isin(ph_code, [P.PHASE_INDEX["qkv_proj"], P.PHASE_INDEX["out_proj"]])
+    unfused = np.isin(ph_code, [P.PHASE_INDEX[p] for p in P.UNFUSED_CORE_PHASES])
     phases = []
-    for (ph, direction), acc in sorted(phase_acc.items(), key=lambda x: (x[0][1] != "forward", P.PHASE_INDEX[x[0][0]])):
-        phases.append(_finish_acc(acc, ph, direction, att_time))
-    bound_time = {b: t_of(lambda k, b=b: k["bound"] == b) for b in ("memory", "compute", "latency", "unknown")}
+    for direction, dmask in (("forward", ~bwd), ("backward", bwd)):
+        for pi, ph in enumerate(P.PHASES):
+            m = a_sel & dmask & (ph_code == pi)
+            if not m.any():
+                continue
+            phases.append(_phase_row(ph, direction, m, dur, fl, by, cu, mu, known, bound, inst,
+                                     G["name"], names, estimated, att_time))
+    bound_time = {b: t_of(bound == i) for i, b in enumerate(_BOUNDS)}
     used_devs = set(G["device"][sel].tolist())
-    notices = _notices(trace, int(sel.sum()), len(att_rows), shapes_seen, list(devices.values()), used_devs)
+    shapes_seen = bool((R["sig"] >= 0).any())
+    notices = _notices(trace, int(sel.sum()), int(a_sel.sum()), shapes_seen, list(devices.values()), used_devs)
     steps = []
     for i, (s0, s1, sname, _, ts_us) in enumerate(step_rows):
         m = k_step == i
         steps.append({"name": sname, "ts": ts_us, "dur_us": _r((s1 - s0) / 1000.0),
-                      "gpu_time_us": _r(dur_us[m].sum()), "attention_time_us": _r(dur_us[m & att].sum())})
+                      "gpu_time_us": _r(dur[m].sum()), "attention_time_us": _r(dur[m & att].sum())})
     main_dev = devices.get(dev_ids[0]) if dev_ids else (next(iter(devices.values())) if devices else
                                                           D.resolve(trace.meta, 0, opt.user_peaks, opt.peak_basis))
     meta = trace.meta
-    report = {
+    return {
         "path": trace.path,
         "status": "ok",
         "trace": {
@@ -292,7 +431,7 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
             "record_shapes": shapes_seen, "with_stack": bool(any(R["kind"] == MODULE)) or bool(meta.get("with_stack")),
             "profile_memory": bool(len(trace.memory["ts"])),
             "distributed": meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else None,
-            "base_time_ns": meta.get("baseTimeNanoseconds"),
+            "base_time_ns": meta.get("baseTimeNanoseconds") if isinstance(meta.get("baseTimeNanoseconds"), int) else None,
         },
         "device": main_dev.to_json() if main_dev else None,
         "devices": [d.to_json() for d in devices.values()],
@@ -303,22 +442,68 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
         "kernel_time_us": _r(kern_time),
         "attention_time_us": _r(att_time),
         "attention_share": _r(att_time / gpu_time, 4) if gpu_time > 0 else None,
-        "core_attention_time_us": t_of(lambda k: k["core"]),
-        "projection_time_us": t_of(lambda k: k["phase"] in ("qkv_proj", "out_proj")),
-        "forward_time_us": t_of(lambda k: k["direction"] == "forward"),
-        "backward_time_us": t_of(lambda k: k["direction"] == "backward"),
-        "fused_time_us": t_of(lambda k: k["phase"] == "fused_attention"),
-        "unfused_core_time_us": t_of(lambda k: k["phase"] in P.UNFUSED_CORE_PHASES),
-        "attention_kernels": len(att_rows),
-        "instances": len({k["instance"] for k in att_rows}),
+        "core_attention_time_us": t_of(core),
+        "projection_time_us": t_of(is_proj),
+        "forward_time_us": t_of(~bwd),
+        "backward_time_us": t_of(bwd),
+        "fused_time_us": t_of(ph_code == P.PHASE_INDEX["fused_attention"]),
+        "unfused_core_time_us": t_of(unfused),
+        "attention_kernels": int(a_sel.sum()),
+        "instances": int(len(np.unique(inst[a_sel]))),
         "bound_time_us": bound_time,
         "phases": phases,
-        "kernels": kernels,
+        "kernels": table,
         "notices": notices,
         "warnings": list(trace.warnings),
-        "thresholds": {"roof_reached": ROOF_REACHED},
+        "thresholds": {"roof_reached": ROOF_REACHED, "short_kernel_us": SHORT_KERNEL_US,
+                       "low_occupancy_pct": LOW_OCCUPANCY_PCT},
     }
-    return report
+
+
+def _phase_row(phase, direction, m, dur, fl, by, cu, mu, known, bound, inst, name_ids, names, estimated, att_time):
+    t = float(dur[m].sum())
+    mk = m & known
+    kt = float(dur[mk].sum())
+    cu_m = float((np.nan_to_num(cu[mk]) * dur[mk]).sum() / kt) if kt > 0 else None
+    mu_m = float((mu[mk] * dur[mk]).sum() / kt) if kt > 0 else None
+    if cu_m is None:
+        b = "unknown"
+    elif max(cu_m, mu_m) >= ROOF_REACHED:
+        b = "compute" if cu_m >= mu_m else "memory"
+    else:
+        b = "latency"
+    f_sum = float(np.nansum(fl[mk])) if kt > 0 else None
+    b_sum = float(np.nansum(by[mk])) if kt > 0 else None
+    sec = kt * 1e-6
+    by_name: dict = {}
+    for nid, d in zip(name_ids[m].tolist(), dur[m].tolist()):
+        by_name[nid] = by_name.get(nid, 0.0) + d
+    top = sorted(by_name.items(), key=lambda x: -x[1])[:5]
+    btime = {}
+    for i, bn in enumerate(_BOUNDS):
+        v = float(dur[m & (bound == i)].sum())
+        if v > 0:
+            btime[bn] = _r(v)
+    return {
+        "phase": phase, "label": P.PHASE_LABELS[phase], "direction": direction, "core": phase in P.CORE_PHASES,
+        "time_us": _r(t), "share": _r(t / att_time, 4) if att_time > 0 else None,
+        "kernels": int(m.sum()), "instances": int(len(np.unique(inst[m]))),
+        "flops": _sig(f_sum), "bytes": _sig(b_sum),
+        "intensity": _sig(f_sum / b_sum) if kt > 0 and b_sum else None,
+        "achieved_flops_per_s": _sig(f_sum / sec) if sec > 0 else None,
+        "achieved_bytes_per_s": _sig(b_sum / sec) if sec > 0 else None,
+        "compute_util": _r(cu_m, 4), "memory_util": _r(mu_m, 4), "bound": b, "bound_time_us": btime,
+        "cost_coverage": _r(kt / t, 4) if t > 0 else None,
+        "estimated": bool(estimated[m].any()),
+        "top_kernels": [{"name": names[nid], "time_us": _r(tt)} for nid, tt in top],
+    }
+
+
+def _rate(x: float, unit: str) -> str:
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if x >= scale:
+            return f"{x / scale:.3g} {prefix}{unit}"
+    return f"{x:.3g} {unit}"
 
 
 def _legacy(trace: Trace) -> bool:
@@ -337,58 +522,13 @@ def _fmt_bytes(b) -> str:
     return f"{b:.3g} PB"
 
 
-def _new_acc() -> dict:
-    return {"time": 0.0, "n": 0, "flops": 0.0, "bytes": 0.0, "known_time": 0.0, "cu_t": 0.0, "mu_t": 0.0,
-            "bound": {}, "estimated": False, "names": {}, "instances": set(), "fl_unknown": False}
-
-
-def _accumulate(acc: dict, k: dict) -> None:
-    d = k["dur_us"] or 0.0
-    acc["time"] += d
-    acc["n"] += 1
-    acc["bound"][k["bound"]] = acc["bound"].get(k["bound"], 0.0) + d
-    acc["instances"].add(k["instance"])
-    if k["flops"] is not None and k["bytes"] is not None and k["memory_util"] is not None:
-        acc["flops"] += k["flops"]
-        acc["bytes"] += k["bytes"]
-        acc["known_time"] += d
-        acc["cu_t"] += (k["compute_util"] or 0.0) * d
-        acc["mu_t"] += k["memory_util"] * d
-    acc["estimated"] |= bool(k["estimated"])
-    acc["names"][k["name"]] = acc["names"].get(k["name"], 0.0) + d
-
-
-def _finish_acc(acc: dict, phase: str, direction: str, att_time: float) -> dict:
-    kt = acc["known_time"]
-    cu = acc["cu_t"] / kt if kt > 0 else None
-    mu = acc["mu_t"] / kt if kt > 0 else None
-    if cu is None:
-        bound = "unknown"
-    elif max(cu, mu) >= ROOF_REACHED:
-        bound = "compute" if cu >= mu else "memory"
-    else:
-        bound = "latency"
-    sec = kt * 1e-6
-    top = sorted(acc["names"].items(), key=lambda x: -x[1])[:5]
-    return {
-        "phase": phase, "label": P.PHASE_LABELS[phase], "direction": direction, "core": phase in P.CORE_PHASES,
-        "time_us": _r(acc["time"]), "share": _r(acc["time"] / att_time, 4) if att_time > 0 else None,
-        "kernels": acc["n"], "instances": len(acc["instances"]),
-        "flops": _sig(acc["flops"]) if kt > 0 else None, "bytes": _sig(acc["bytes"]) if kt > 0 else None,
-        "intensity": _sig(acc["flops"] / acc["bytes"]) if kt > 0 and acc["bytes"] > 0 else None,
-        "achieved_flops_per_s": _sig(acc["flops"] / sec) if sec > 0 else None,
-        "achieved_bytes_per_s": _sig(acc["bytes"] / sec) if sec > 0 else None,
-        "compute_util": _r(cu, 4), "memory_util": _r(mu, 4), "bound": bound,
-        "bound_time_us": {b: _r(t) for b, t in acc["bound"].items()},
-        "cost_coverage": _r(kt / acc["time"], 4) if acc["time"] > 0 else None,
-        "estimated": acc["estimated"],
-        "top_kernels": [{"name": nm, "time_us": _r(t)} for nm, t in top],
-    }
-
-
 def error_entry(path: str, message: str) -> dict:
     return {"path": path, "status": "error", "error": message}
 
 
 def envelope(traces: list[dict]) -> dict:
     return {"schema": SCHEMA_VERSION, "tool": {"name": "tb-attention", "version": __version__}, "traces": traces}
+
+
+# JSON writing lives in jsonout.py (no numpy import: a cache hit prints without it).
+from .jsonout import iter_json, iter_trace_body, to_json  # noqa: E402,F401

@@ -1,0 +1,21 @@
+"""What changes an analysis' result: patterns, peaks and the step analysed."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .attention import patterns as P
+
+
+@dataclass
+class Options:
+    module_pattern: str = P.DEFAULT_MODULE_PATTERN
+    annotation_pattern: str = P.DEFAULT_ANNOTATION_PATTERN
+    peak_basis: str = "measured"            # measured | datasheet
+    user_peaks: dict = field(default_factory=dict)
+    step: Optional[str] = None              # keep only this ProfilerStep ("3" or "ProfilerStep#3")
+
+    def key(self) -> str:
+        """Identity of everything that changes the result (for caches)."""
+        return repr((self.module_pattern, self.annotation_pattern, self.peak_basis,
+                     sorted((self.user_peaks or {}).items(), key=str), self.step))

@@ -1,0 +1,154 @@
+"""The per-kernel rows of a report, stored by column.
+
+A training trace has tens or hundreds of thousands of GPU activities. Holding each as a Python
+dict costs ~3 KB; holding them as columns (numpy arrays, interned strings) costs ~200 bytes,
+lets the dashboard filter and sort with numpy, and lets the JSON be written in chunks. To the
+rest of the code a :class:`KernelTable` is a sequence of row dicts (``len``, indexing, slicing,
+iteration), with the fields documented in docs/report-schema.md.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator, Optional, Sequence
+
+import numpy as np
+
+# Output order of the row fields.
+FIELDS = ("id", "name", "kind", "ts", "dur_us", "device", "stream", "step", "attention", "phase", "direction",
+          "core", "tag_source", "instance", "scope", "op", "cost_op", "module", "module_path", "dtype", "flops",
+          "bytes", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s", "peak", "peak_flops_per_s",
+          "compute_util", "memory_util", "bound", "bound_reason", "estimated", "cost_share", "grid", "block",
+          "occupancy_pct")
+# Optional fields, present on attention rows only.
+EXTRA = ("shapes", "cost_detail")
+
+
+class Coded:
+    """A column of strings (or None) stored as int32 codes into a vocabulary."""
+    __slots__ = ("codes", "vocab")
+
+    def __init__(self, codes: np.ndarray, vocab: Sequence[Optional[str]]):
+        self.codes = np.asarray(codes, dtype=np.int32)
+        self.vocab = list(vocab)
+
+    def __getitem__(self, i):
+        return self.vocab[self.codes[i]]
+
+    def tolist(self) -> list:
+        v = self.vocab
+        return [v[c] for c in self.codes.tolist()]
+
+    def take(self, idx: np.ndarray) -> "Coded":
+        return Coded(self.codes[idx], self.vocab)
+
+    def __len__(self):
+        return len(self.codes)
+
+    @classmethod
+    def from_values(cls, values: Sequence[Optional[str]]) -> "Coded":
+        vocab: dict = {}
+        codes = [vocab.setdefault(v, len(vocab)) for v in values]
+        return cls(np.asarray(codes, dtype=np.int32), list(vocab))
+
+
+def _nullable(values: list) -> list:
+    """NaN -> None (JSON null)."""
+    return [None if x != x else x for x in values]
+
+
+class KernelTable(Sequence):
+    """Columns (equal length) -> rows on demand.
+
+    Column kinds: numpy float arrays (NaN = null), numpy int/bool arrays, :class:`Coded`
+    strings, or plain lists (``grid``, ``block``, extras)."""
+
+    def __init__(self, columns: dict[str, Any], extras: Optional[dict[int, dict]] = None):
+        self.columns = columns
+        self.extras = extras or {}          # row index -> {"shapes": ..., "cost_detail": ...}
+        self._n = len(columns["id"])
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _col_values(self, name: str, idx) -> list:
+        c = self.columns[name]
+        if isinstance(c, Coded):
+            v = c.vocab
+            return [v[x] for x in c.codes[idx].tolist()]
+        if isinstance(c, np.ndarray):
+            vals = c[idx].tolist()
+            return _nullable(vals) if c.dtype.kind == "f" else vals
+        return [c[i] for i in (idx.tolist() if isinstance(idx, np.ndarray) else list(range(*idx.indices(self._n))))]
+
+    def rows(self, idx) -> list[dict]:
+        """Row dicts for an index array or a slice."""
+        if isinstance(idx, slice):
+            positions = list(range(*idx.indices(self._n)))
+            idx_arr = np.asarray(positions, dtype=np.int64)
+        else:
+            idx_arr = np.asarray(idx, dtype=np.int64)
+            positions = idx_arr.tolist()
+        cols = [self._col_values(f, idx_arr) for f in FIELDS]
+        out = [dict(zip(FIELDS, vals)) for vals in zip(*cols)]
+        if self.extras:
+            for row, p in zip(out, positions):
+                e = self.extras.get(p)
+                if e:
+                    row.update(e)
+        return out
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return self.rows(i)
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError(i)
+        return self.rows(np.asarray([i]))[0]
+
+    def __iter__(self) -> Iterator[dict]:
+        step = 4096
+        for s in range(0, self._n, step):
+            yield from self.rows(slice(s, min(s + step, self._n)))
+
+    def column(self, name: str) -> list:
+        return self._col_values(name, np.arange(self._n))
+
+    def take(self, idx: np.ndarray) -> "KernelTable":
+        """A new table with the selected rows (filters for the dashboard)."""
+        cols = {}
+        for k, c in self.columns.items():
+            if isinstance(c, (Coded, np.ndarray)):
+                cols[k] = c.take(idx) if isinstance(c, Coded) else c[idx]
+            else:
+                cols[k] = [c[i] for i in idx.tolist()]
+        extras = {}
+        if self.extras:
+            for new, old in enumerate(idx.tolist()):
+                e = self.extras.get(old)
+                if e:
+                    extras[new] = e
+        return KernelTable(cols, extras)
+
+    # -- serialisation (cache) ---------------------------------------------------------------
+    def to_state(self) -> dict:
+        cols = {}
+        for k, c in self.columns.items():
+            if isinstance(c, Coded):
+                cols[k] = {"coded": c.codes.tobytes(), "vocab": c.vocab}
+            elif isinstance(c, np.ndarray):
+                cols[k] = {"array": c.tobytes(), "dtype": c.dtype.str}
+            else:
+                cols[k] = {"list": c}
+        return {"columns": cols, "extras": [[i, e] for i, e in self.extras.items()]}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "KernelTable":
+        cols = {}
+        for k, c in state["columns"].items():
+            if "coded" in c:
+                cols[k] = Coded(np.frombuffer(c["coded"], dtype=np.int32).copy(), c["vocab"])
+            elif "array" in c:
+                cols[k] = np.frombuffer(c["array"], dtype=np.dtype(c["dtype"])).copy()
+            else:
+                cols[k] = c["list"]
+        return cls(cols, {int(i): e for i, e in state.get("extras", [])})
