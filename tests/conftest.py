@@ -3,26 +3,10 @@ import sys
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-
-SAMPLES = os.path.join(ROOT, "sample_traces")
-SHARED = os.path.abspath(os.path.join(ROOT, "..", "shared", "traces"))
-
-
-def sample(run: str) -> str:
-    """The one trace file of a sample run directory."""
-    d = os.path.join(SAMPLES, run)
-    files = sorted(f for f in os.listdir(d) if f.endswith((".json", ".json.gz")))
-    assert files, d
-    return os.path.join(d, files[0])
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path, monkeypatch):
+    """Each test gets its own report cache directory."""
     monkeypatch.setenv("TB_ATTENTION_CACHE_DIR", str(tmp_path / "cache"))
-
-
-needs_shared = pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED, "public")),
-                                  reason="../shared/traces/public is not available")

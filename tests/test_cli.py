@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from conftest import SAMPLES, sample
+from helpers import SAMPLES, sample
 from tb_attention_plugin.cli import main
 
 

@@ -4,7 +4,7 @@ import collections
 
 import pytest
 
-from conftest import sample
+from helpers import sample
 from tb_attention_plugin.analyze import analyze_path
 
 

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from conftest import SHARED, needs_shared
+from helpers import SHARED, needs_shared
 from tb_attention_plugin.analyze import analyze_path
 
 PUBLIC = sorted(glob.glob(os.path.join(SHARED, "public", "**", "*.json*"), recursive=True))

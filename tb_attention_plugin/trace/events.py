@@ -14,20 +14,7 @@ Raw = msgspec.Raw
 Scalar = Union[int, str, None]
 
 
-class Event(msgspec.Struct, gc=False):
-    ph: Optional[str] = None
-    cat: Optional[str] = None
-    name: Optional[str] = None
-    pid: Scalar = None
-    tid: Scalar = None
-    ts: Optional[float] = None
-    dur: Optional[float] = None
-    id: Scalar = None
-    s: Optional[str] = None
-    args: Raw = Raw()
-
-
-class OpArgs(msgspec.Struct, gc=False, rename={
+class Args(msgspec.Struct, gc=False, rename={
     "external_id": "External id",
     "external_id_v1": "external id",
     "seq": "Sequence number",
@@ -36,38 +23,32 @@ class OpArgs(msgspec.Struct, gc=False, rename={
     "types": "Input type",
     "strides": "Input Strides",
     "concrete": "Concrete Inputs",
+    "registers": "registers per thread",
+    "shared_memory": "shared memory",
+    "blocks_per_sm": "blocks per SM",
+    "warps_per_sm": "warps per SM",
+    "occupancy": "est. achieved occupancy %",
+    "addr": "Addr",
+    "nbytes": "Bytes",
+    "total_allocated": "Total Allocated",
+    "total_reserved": "Total Reserved",
+    "device_type": "Device Type",
+    "device_id": "Device Id",
 }):
+    """Every ``args`` field any event kind needs, decoded in the same pass as the event.
+    Unlisted keys (``Python id``, ``Ev Idx``, CUPTI metrics...) are skipped by the decoder."""
+    # ops, launches, annotations, GPU activities
     external_id: Optional[int] = None
     external_id_v1: Optional[int] = None
+    correlation: Optional[int] = None
+    # ops
     seq: Optional[int] = None
     fwd_tid: Optional[int] = None
     dims: Raw = Raw()
     types: Raw = Raw()
     strides: Raw = Raw()
     concrete: Raw = Raw()
-
-
-class LaunchArgs(msgspec.Struct, gc=False, rename={
-    "external_id": "External id",
-    "external_id_v1": "external id",
-}):
-    external_id: Optional[int] = None
-    external_id_v1: Optional[int] = None
-    correlation: Optional[int] = None
-
-
-class GpuArgs(msgspec.Struct, gc=False, rename={
-    "external_id": "External id",
-    "external_id_v1": "external id",
-    "registers": "registers per thread",
-    "shared_memory": "shared memory",
-    "blocks_per_sm": "blocks per SM",
-    "warps_per_sm": "warps per SM",
-    "occupancy": "est. achieved occupancy %",
-}):
-    external_id: Optional[int] = None
-    external_id_v1: Optional[int] = None
-    correlation: Optional[int] = None
+    # GPU activities
     device: Optional[int] = None
     stream: Scalar = None
     grid: Optional[list[int]] = None
@@ -78,29 +59,32 @@ class GpuArgs(msgspec.Struct, gc=False, rename={
     warps_per_sm: Optional[float] = None
     occupancy: Optional[float] = None
     bytes: Optional[int] = None
-
-
-class MemoryArgs(msgspec.Struct, gc=False, rename={
-    "addr": "Addr",
-    "nbytes": "Bytes",
-    "total_allocated": "Total Allocated",
-    "total_reserved": "Total Reserved",
-    "device_type": "Device Type",
-    "device_id": "Device Id",
-}):
+    # [memory] instant events
     addr: Optional[int] = None
     nbytes: Optional[int] = None
     total_allocated: Optional[int] = None
     total_reserved: Optional[int] = None
     device_type: Optional[int] = None
     device_id: Optional[int] = None
+    # thread_name / process_name metadata
+    name: Optional[str] = None
+
+    @property
+    def ext(self) -> Optional[int]:
+        return self.external_id if self.external_id is not None else self.external_id_v1
 
 
-class ExternalArgs(msgspec.Struct, gc=False, rename={
-    "external_id": "External id",
-    "external_id_v1": "external id",
-}):
-    external_id: Optional[int] = None
-    external_id_v1: Optional[int] = None
-    device: Optional[int] = None
-    stream: Scalar = None
+NO_ARGS = Args()
+
+
+class Event(msgspec.Struct, gc=False):
+    ph: Optional[str] = None
+    cat: Optional[str] = None
+    name: Optional[str] = None
+    pid: Scalar = None
+    tid: Scalar = None
+    ts: Optional[float] = None
+    dur: Optional[float] = None
+    id: Scalar = None
+    s: Optional[str] = None
+    args: Optional[Args] = None

@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional
 
 import msgspec
 
-from .events import Event
+from .events import Args, Event
 
 try:  # ISA-L inflates about 3x faster than zlib; optional.
     from isal import isal_zlib as _zlib
@@ -165,16 +165,32 @@ def _lenient_events(items: Any, stats: dict) -> list[Event]:
             stats["skipped"] = stats.get("skipped", 0) + 1
             continue
         args = it.get("args")
-        try:
-            raw_args = msgspec.Raw(msgspec.json.encode(args)) if isinstance(args, dict) else msgspec.Raw()
-        except (TypeError, ValueError, OverflowError):
-            raw_args = msgspec.Raw()
         out.append(Event(
             ph=_text(it.get("ph")), cat=_text(it.get("cat")), name=_text(it.get("name")),
             pid=_scalar(it.get("pid")), tid=_scalar(it.get("tid")),
             ts=_finite(it.get("ts")), dur=_finite(it.get("dur")), id=_scalar(it.get("id")),
-            s=_text(it.get("s")), args=raw_args))
+            s=_text(it.get("s")), args=lenient_args(args) if isinstance(args, dict) else None))
     stats["coerced_chunks"] = stats.get("coerced_chunks", 0) + 1
+    return out
+
+
+_ARGS_FIELDS = {f.encode_name: f.name for f in msgspec.structs.fields(Args)}
+
+
+def lenient_args(d: dict) -> Args:
+    """Args from an untyped dict: each field decoded on its own, the ones that don't fit dropped."""
+    out = Args()
+    enc = msgspec.json.encode
+    for key, value in d.items():
+        if not isinstance(key, str):
+            continue
+        try:
+            part = msgspec.json.decode(enc({key: value}), type=Args)
+        except (msgspec.ValidationError, msgspec.DecodeError, TypeError, ValueError, OverflowError):
+            continue
+        f = _ARGS_FIELDS.get(key)
+        if f is not None:
+            setattr(out, f, getattr(part, f))
     return out
 
 
@@ -182,6 +198,9 @@ def _nan_safe_loads(text: str):
     # json accepts NaN/Infinity; it recurses, so nesting is bounded by the caller's size cap
     # and by RecursionError, which we map to a decode failure.
     return json.loads(text)
+
+
+_RAW_ARGS_EVENTS = msgspec.json.Decoder(list[dict])
 
 
 def decode_events(chunk: bytes, stats: dict) -> Optional[list[Event]]:
@@ -216,6 +235,10 @@ class TraceParser:
         self.meta: dict[str, Any] = {}
         self.stats: dict[str, int] = {}
         self.events_seen = 0
+        # Called with the raw bytes of chunks that contain ``raw_marker`` (events whose whole
+        # ``args`` are needed, e.g. CUPTI counter ranges).
+        self.on_raw: Optional[Callable[[bytes], None]] = None
+        self.raw_marker = b'"cuda_profiler_range"'
 
     # -- buffer handling -------------------------------------------------------------------
     def _fill(self) -> bool:
@@ -373,9 +396,11 @@ class TraceParser:
             raise TraceReadError('no "traceEvents" list: this JSON is not a Chrome/Kineto trace')
         return self.meta
 
-    def _emit(self, events: list[Event], on_events) -> None:
+    def _emit(self, events: list[Event], on_events, chunk: bytes = b"") -> None:
         self.events_seen += len(events)
         on_events(events)
+        if self.on_raw is not None and self.raw_marker in chunk:
+            self.on_raw(chunk)
 
     def _events(self, on_events) -> None:
         while True:
@@ -401,9 +426,10 @@ class TraceParser:
                 end = self._last_split(self.pos, limit)
                 if end is None:
                     break
-                events = decode_events(self.buf[self.pos:end + 1], self.stats)
+                chunk = self.buf[self.pos:end + 1]
+                events = decode_events(chunk, self.stats)
                 if events is not None:
-                    self._emit(events, on_events)
+                    self._emit(events, on_events, chunk)
                     self.pos = end + 1
                     break
                 limit = end
@@ -413,19 +439,22 @@ class TraceParser:
                 continue
             # Slow path: exactly one event.
             end = self._value_end()
-            events = decode_events(self.buf[self.pos:end], self.stats)
+            chunk = self.buf[self.pos:end]
+            events = decode_events(chunk, self.stats)
             if events is None:
                 raise TraceReadError(f"malformed event at {self._where()}")
-            self._emit(events, on_events)
+            self._emit(events, on_events, chunk)
             self.pos = end
 
 
 def read_trace(path: str, on_events: Callable[[list[Event]], None],
-               max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[dict, dict]:
+               max_bytes: int = DEFAULT_MAX_BYTES,
+               on_raw: Optional[Callable[[bytes], None]] = None) -> tuple[dict, dict]:
     """Parse ``path``; returns (top-level metadata, reader stats)."""
     src = ByteSource(path, max_bytes)
     try:
         p = TraceParser(src)
+        p.on_raw = on_raw
         try:
             meta = p.parse(on_events)
             if src.truncated:

@@ -23,7 +23,7 @@ from typing import Any, Optional
 import msgspec
 import numpy as np
 
-from .events import Event, ExternalArgs, GpuArgs, LaunchArgs, MemoryArgs, OpArgs
+from .events import NO_ARGS, Args, Event
 from .reader import DEFAULT_MAX_BYTES, TraceReadError, TraceTruncated, read_trace
 
 # CPU range kinds
@@ -45,43 +45,7 @@ _GPU_CATS = {
 DEFAULT_KEEP_PYTHON = r"(?i)attention|attn|rotary|rope\b|apply_rotary|sdpa|flash"
 
 _NONE = -1
-_decode_op_args = msgspec.json.Decoder(OpArgs).decode
-_decode_launch_args = msgspec.json.Decoder(LaunchArgs).decode
-_decode_gpu_args = msgspec.json.Decoder(GpuArgs).decode
-_decode_mem_args = msgspec.json.Decoder(MemoryArgs).decode
-_decode_ext_args = msgspec.json.Decoder(ExternalArgs).decode
 _decode_any = msgspec.json.Decoder().decode
-
-
-def _lenient(raw: msgspec.Raw, typ):
-    """Decode ``args`` into ``typ``; on a type mismatch keep the fields that do fit."""
-    try:
-        d = _decode_any(raw)
-    except msgspec.DecodeError:
-        return typ()
-    if not isinstance(d, dict):
-        return typ()
-    out = typ()
-    enc = msgspec.json.encode
-    for key, value in d.items():
-        try:
-            part = msgspec.json.decode(enc({key: value}), type=typ)
-        except (msgspec.ValidationError, msgspec.DecodeError, TypeError, OverflowError):
-            continue
-        for f in typ.__struct_fields__:
-            v = getattr(part, f)
-            if v is not None and v != msgspec.Raw():
-                setattr(out, f, v)
-    return out
-
-
-def _args(raw, decode, typ):
-    if not raw:
-        return typ()
-    try:
-        return decode(raw)
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        return _lenient(raw, typ)
 
 
 def _int(x, default=_NONE) -> int:
@@ -204,20 +168,6 @@ def _first(a, b):
     return a if a is not None else (b if b is not None else _NONE)
 
 
-def _decode_batch(raws: list, decoder: msgspec.json.Decoder, typ) -> list:
-    """Decode many ``args`` at once (one msgspec call); per item, tolerantly, on failure."""
-    if not raws:
-        return []
-    try:
-        return decoder.decode(b"[" + b",".join([r if r else b"{}" for r in raws]) + b"]")
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        return [_args(r, _SINGLE_DECODERS[typ], typ) for r in raws]
-
-
-_BATCH = {t: msgspec.json.Decoder(list[t]) for t in (OpArgs, LaunchArgs, GpuArgs, MemoryArgs, ExternalArgs)}
-_SINGLE_DECODERS = {OpArgs: _decode_op_args, LaunchArgs: _decode_launch_args, GpuArgs: _decode_gpu_args,
-                    MemoryArgs: _decode_mem_args, ExternalArgs: _decode_ext_args}
-
 _RANGE_COLS = dict(kind="b", name="l", thread="l", ts="d", dur="d", ext="q", corr="q", seq="q",
                    fwd_tid="q", sig="l")
 _GPU_COLS = dict(kind="b", name="l", device="l", stream="q", ts="d", dur="d", corr="q", ext="q",
@@ -321,8 +271,6 @@ class TraceBuilder:
             self._add_gpu(buckets[_B_GPU])
         if buckets[_B_GPU_ANN]:
             self._add_gpu_annotations(buckets[_B_GPU_ANN])
-        for e in buckets[_B_COUNTER]:
-            self._add_counter(e)
         if flows:
             self._add_flows(flows)
         if instants:
@@ -390,24 +338,22 @@ class TraceBuilder:
                     thread=self._intern_threads(evs),
                     ts=array("d", [e.ts for e in evs]),
                     dur=self._durations(evs))
+        args = [e.args or NO_ARGS for e in evs]
         if kind == OP:
-            args = _decode_batch([e.args for e in evs], _BATCH[OpArgs], OpArgs)
-            cols["ext"] = _col_q([_first(a.external_id, a.external_id_v1) for a in args])
+            cols["ext"] = _col_q([a.ext for a in args])
             cols["corr"] = none
-            cols["seq"] = _col_q([_first(a.seq, None) for a in args])
-            cols["fwd_tid"] = _col_q([_first(a.fwd_tid, None) for a in args])
+            cols["seq"] = _col_q([a.seq for a in args])
+            cols["fwd_tid"] = _col_q([a.fwd_tid for a in args])
             sig = self.sigs
             cols["sig"] = array("l", [sig(b"%b\x00%b\x00%b\x00%b" % (a.dims, a.types, a.strides, a.concrete))
                                       if a.dims else _NONE for a in args])
         elif kind == LAUNCH:
-            args = _decode_batch([e.args for e in evs], _BATCH[LaunchArgs], LaunchArgs)
-            cols["ext"] = _col_q([_first(a.external_id, a.external_id_v1) for a in args])
-            cols["corr"] = _col_q([_first(a.correlation, None) for a in args])
+            cols["ext"] = _col_q([a.ext for a in args])
+            cols["corr"] = _col_q([a.correlation for a in args])
             cols["seq"] = cols["fwd_tid"] = none
             cols["sig"] = array("l", [_NONE]) * n
         elif kind == ANNOTATION:
-            args = _decode_batch([e.args for e in evs], _BATCH[ExternalArgs], ExternalArgs)
-            cols["ext"] = _col_q([_first(a.external_id, a.external_id_v1) for a in args])
+            cols["ext"] = _col_q([a.ext for a in args])
             cols["corr"] = cols["seq"] = cols["fwd_tid"] = none
             cols["sig"] = array("l", [_NONE]) * n
         else:
@@ -422,7 +368,7 @@ class TraceBuilder:
         gpu_kind = {}
         for cat in {e.cat for e in evs}:
             gpu_kind[cat] = _GPU_CATS[cat.lower()]
-        args = _decode_batch([e.args for e in evs], _BATCH[GpuArgs], GpuArgs)
+        args = [e.args or NO_ARGS for e in evs]
         grids = [a.grid if a.grid and len(a.grid) == 3 else (0, 0, 0) for a in args]
         blocks = [a.block if a.block and len(a.block) == 3 else (0, 0, 0) for a in args]
         nan = float("nan")
@@ -433,8 +379,8 @@ class TraceBuilder:
             stream=_col_q([_int(a.stream) if a.stream is not None else _int(e.tid) for a, e in zip(args, evs)]),
             ts=array("d", [e.ts for e in evs]),
             dur=self._durations(evs),
-            corr=_col_q([_first(a.correlation, None) for a in args]),
-            ext=_col_q([_first(a.external_id, a.external_id_v1) for a in args]),
+            corr=_col_q([a.correlation for a in args]),
+            ext=_col_q([a.ext for a in args]),
             grid_x=_col_l([g[0] for g in grids]), grid_y=_col_l([g[1] for g in grids]),
             grid_z=_col_l([g[2] for g in grids]),
             block_x=_col_l([b[0] for b in blocks]), block_y=_col_l([b[1] for b in blocks]),
@@ -444,21 +390,21 @@ class TraceBuilder:
             blocks_per_sm=_col_d([a.blocks_per_sm if a.blocks_per_sm is not None else nan for a in args]),
             warps_per_sm=_col_d([a.warps_per_sm if a.warps_per_sm is not None else nan for a in args]),
             occupancy=_col_d([a.occupancy if a.occupancy is not None else nan for a in args]),
-            bytes=_col_q([_first(a.bytes, None) for a in args]),
+            bytes=_col_q([a.bytes for a in args]),
             pid=_col_q([_int(e.pid) for e in evs]),
             tid=_col_q([_int(e.tid) for e in evs]),
         )
 
     def _add_gpu_annotations(self, evs: list[Event]) -> None:
         evs = self._timed(evs)
-        args = _decode_batch([e.args for e in evs], _BATCH[ExternalArgs], ExternalArgs)
+        args = [e.args or NO_ARGS for e in evs]
         self.gpu_ann.extend(
             name=self._intern_names([e.name or "" for e in evs]),
             device=_col_l([_int(a.device if a.device is not None else e.pid, 0) for a, e in zip(args, evs)]),
             stream=_col_q([_int(a.stream) if a.stream is not None else _int(e.tid) for a, e in zip(args, evs)]),
             ts=array("d", [e.ts for e in evs]),
             dur=self._durations(evs),
-            ext=_col_q([_first(a.external_id, a.external_id_v1) for a in args]),
+            ext=_col_q([a.ext for a in args]),
         )
 
     def _add_flows(self, evs: list[Event]) -> None:
@@ -472,38 +418,36 @@ class TraceBuilder:
 
     def _add_memory(self, evs: list[Event]) -> None:
         evs = self._timed(evs)
-        args = _decode_batch([e.args for e in evs], _BATCH[MemoryArgs], MemoryArgs)
+        args = [e.args or NO_ARGS for e in evs]
         self.memory.extend(
             ts=array("d", [e.ts for e in evs]),
             thread=self._intern_threads(evs),
             addr=_col_q([a.addr or 0 for a in args]),
             bytes=_col_q([a.nbytes or 0 for a in args]),
-            total_allocated=_col_q([_first(a.total_allocated, None) for a in args]),
-            total_reserved=_col_q([_first(a.total_reserved, None) for a in args]),
+            total_allocated=_col_q([a.total_allocated for a in args]),
+            total_reserved=_col_q([a.total_reserved for a in args]),
             device_type=_col_l([_first(a.device_type, None) for a in args], _NONE),
             device_id=_col_l([_first(a.device_id, None) for a in args], _NONE),
         )
 
-    def _add_counter(self, e: Event) -> None:
-        if len(self.counters) >= 1_000_000:
-            return
+    def add_raw(self, chunk: bytes) -> None:
+        """Chunks holding CUPTI counter ranges: their args (metric -> value) are kept whole."""
         try:
-            a = _decode_any(e.args) if e.args else {}
+            items = _decode_any(b"[" + chunk + b"]")
         except msgspec.DecodeError:
-            a = {}
-        if isinstance(a, dict):
-            self.counters.append({"name": e.name or "", "ts": e.ts, "dur": e.dur,
-                                  "metrics": {k: v for k, v in a.items()
-                                              if isinstance(v, (int, float)) and not isinstance(v, bool)}})
+            return
+        for it in items if isinstance(items, list) else ():
+            if not isinstance(it, dict) or it.get("cat") != "cuda_profiler_range" or len(self.counters) >= 1_000_000:
+                continue
+            a = it.get("args")
+            metrics = {k: v for k, v in a.items() if isinstance(v, (int, float)) and not isinstance(v, bool)} \
+                if isinstance(a, dict) else {}
+            self.counters.append({"name": str(it.get("name") or ""), "ts": it.get("ts"), "dur": it.get("dur"),
+                                  "metrics": metrics})
 
     def _add_meta(self, e: Event) -> None:
-        if e.name == "thread_name" and e.args:
-            try:
-                a = _decode_any(e.args)
-            except msgspec.DecodeError:
-                return
-            if isinstance(a, dict) and isinstance(a.get("name"), str):
-                self.thread_names[(e.pid, e.tid)] = a["name"]
+        if e.name == "thread_name" and e.args is not None and isinstance(e.args.name, str):
+            self.thread_names[(e.pid, e.tid)] = e.args.name
 
     def finish(self, path: str, meta: dict, stats: dict) -> Trace:
         ranges = self.ranges.freeze()
@@ -540,7 +484,7 @@ def load_trace(path: str, max_bytes: int = DEFAULT_MAX_BYTES,
     builder = TraceBuilder(keep_python)
     truncated = None
     try:
-        meta, stats = read_trace(path, builder.add, max_bytes=max_bytes)
+        meta, stats = read_trace(path, builder.add, max_bytes=max_bytes, on_raw=builder.add_raw)
     except TraceTruncated as e:
         if not salvage or builder.counts["events"] == 0:
             raise
