@@ -127,16 +127,16 @@ def attribute(trace: Trace, links: Links) -> Attribution:
     flops[ms_idx] = 0.0
 
     costs: dict[int, Cost] = {}
-    groups: dict[int, list[int]] = {}
-    for k in np.flatnonzero(kinds == KERNEL).tolist():
-        r = int(gop[k])
-        if r < 0:
-            continue
-        o = owners.owner(r)
-        if o < 0:
-            continue
-        owner[k] = o
-        groups.setdefault(o, []).append(k)
+    # owners are looked up once per distinct launching op, then mapped back to kernels
+    kern = np.flatnonzero((kinds == KERNEL) & (gop >= 0))
+    ops = gop[kern]
+    uniq, inv = np.unique(ops, return_inverse=True)
+    uniq_owner = np.array([owners.owner(int(r)) for r in uniq.tolist()], dtype=np.int64)
+    owner[kern] = uniq_owner[inv] if len(uniq) else owner[kern]
+    has = np.flatnonzero(owner >= 0)
+    order = has[np.argsort(owner[has], kind="stable")]
+    bounds = np.flatnonzero(np.diff(owner[order])) + 1
+    groups = {int(owner[g[0]]): g.tolist() for g in np.split(order, bounds) if len(g)}
     dur = G["dur"]
     R = trace.ranges
     for o, ks in groups.items():

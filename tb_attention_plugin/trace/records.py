@@ -145,8 +145,14 @@ def _col_q(values: list) -> array:
     """int64 column; values that are missing or out of range become -1."""
     try:
         return array("q", values)
-    except (OverflowError, TypeError):
-        return array("q", [_clean_int(v) for v in values])
+    except TypeError:
+        try:   # the common case: some values are missing
+            return array("q", [-1 if v is None else v for v in values])
+        except (OverflowError, TypeError):
+            pass
+    except OverflowError:
+        pass
+    return array("q", [_clean_int(v) for v in values])
 
 
 def _col_l(values: list, default=0) -> array:
