@@ -344,8 +344,13 @@ class AttentionPlugin(base_plugin.TBPlugin):
         snap, sel, pending = self._get(request.args, need_index=True, wait=10.0)
         if pending is not None:
             return pending
-        from .report import envelope
-        data = envelope([snap.loaded.report()])
+        report = snap.loaded.report()
+        try:
+            from .jsonout import iter_json          # the engine's streaming writer (as the CLI's)
+            data = iter_json({"traces": [report]})
+        except ImportError:
+            from .report import envelope
+            data = envelope([report])
         base = re.sub(r"[^A-Za-z0-9._-]+", "_", sel["file"])[:120] or "trace"
         if sel.get("step"):
             base += "." + re.sub(r"[^A-Za-z0-9]+", "", sel["step"])

@@ -27,13 +27,56 @@ _enc = msgspec.msgpack.Encoder()
 _dec = msgspec.msgpack.Decoder()
 
 
+class _PackedRows:
+    """Rows as one msgpack blob + offsets (for reports whose kernels are a list of dicts)."""
+
+    def __init__(self, rows: list):
+        parts = []
+        self.offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        pos = 0
+        for i, r in enumerate(rows):
+            b = _enc.encode(r)
+            parts.append(b)
+            pos += len(b)
+            self.offsets[i + 1] = pos
+        self.blob = b"".join(parts)
+
+    def rows(self, idx) -> list:
+        o, b = self.offsets, self.blob
+        return [_dec.decode(b[o[i]:o[i + 1]]) for i in (int(x) for x in idx)]
+
+    def nbytes(self) -> int:
+        return len(self.blob) + self.offsets.nbytes
+
+
+class _EngineRows:
+    """The engine's columnar table (``report["kernels"]`` with ``.columns``): rows on demand."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def rows(self, idx) -> list:
+        idx = np.asarray(list(idx) if not isinstance(idx, np.ndarray) else idx, dtype=np.int64)
+        return self.table.rows(idx) if len(idx) else []
+
+    def nbytes(self) -> int:
+        total = 0
+        for c in self.table.columns.values():
+            if isinstance(c, np.ndarray):
+                total += c.nbytes
+            elif hasattr(c, "codes"):
+                total += c.codes.nbytes + sum(len(v or "") + 50 for v in c.vocab)
+            else:
+                total += 64 * len(c)
+        return total + 400 * len(getattr(self.table, "extras", {}) or {})
+
+
 @dataclass
 class KernelTable:
     n: int
-    blob: bytes
-    offsets: np.ndarray                      # n+1 int64
+    store: object                            # _PackedRows | _EngineRows
     num: dict                                # name -> float64 array
-    cat: dict                                # name -> int16 codes
+    cat: dict                                # name -> int16 codes (-1 = null)
     cat_values: dict                         # name -> list of values (code -> value)
     text: dict                               # name -> int32 codes
     text_values: dict                        # name -> list of strings (code -> text)
@@ -47,13 +90,13 @@ class KernelTable:
         return d
 
     def row(self, i: int) -> dict:
-        return _dec.decode(self.blob[self.offsets[i]:self.offsets[i + 1]])
+        return self.store.rows([i])[0]
 
     def rows(self, idx) -> list:
-        return [self.row(int(i)) for i in idx]
+        return self.store.rows(idx)
 
     def nbytes(self) -> int:
-        total = len(self.blob) + self.offsets.nbytes + self.attention.nbytes
+        total = self.store.nbytes() + self.attention.nbytes
         total += sum(a.nbytes for a in self.num.values()) + sum(a.nbytes for a in self.cat.values())
         total += sum(a.nbytes for a in self.text.values())
         total += sum(sum(len(s) + 50 for s in v) for v in self.text_values.values())
@@ -90,10 +133,15 @@ class Loaded:
         return self.kernels.nbytes() + 4096 + 200 * len(self.summary.get("phases") or ())
 
     def report(self) -> dict:
-        """The full report again, keys in the engine's order."""
+        """The full report again, keys in the engine's order (``kernels`` is the engine's own
+        table when it gave one, else a list of row dicts)."""
         out = {}
+        store = self.kernels.store
         for k in self.key_order:
-            out[k] = self.kernels.rows(range(self.kernels.n)) if k == "kernels" else self.summary[k]
+            if k == "kernels":
+                out[k] = store.table if isinstance(store, _EngineRows) else self.kernels.rows(range(self.kernels.n))
+            else:
+                out[k] = self.summary[k]
         return out
 
 
@@ -106,49 +154,94 @@ def _f(v) -> float:
         return np.nan
 
 
+def _coded(values: list, null_code: bool) -> tuple[np.ndarray, list]:
+    m: dict = {}
+    codes = np.empty(len(values), dtype=np.int32)
+    for i, v in enumerate(values):
+        if v is None and null_code:
+            codes[i] = -1
+            continue
+        if v is None:
+            v = ""
+        c = m.get(v)
+        if c is None:
+            c = m[v] = len(m)
+        codes[i] = c
+    return codes, list(m)
+
+
+def _engine_column(table, name: str):
+    """('num', float array) | ('coded', codes, vocab) | ('list', values) of an engine column."""
+    c = table.columns.get(name) if hasattr(table, "columns") else None
+    if isinstance(c, np.ndarray):
+        return ("num", c)
+    if c is not None and hasattr(c, "codes") and hasattr(c, "vocab"):
+        return ("coded", np.asarray(c.codes), list(c.vocab))
+    return ("list", table.column(name) if hasattr(table, "column") else [r.get(name) for r in table])
+
+
+def _from_coded(codes: np.ndarray, vocab: list, null_code: bool) -> tuple[np.ndarray, list]:
+    """Recode so that None is -1 (categorical) or "" (text), other values keep their order."""
+    vocab = list(vocab)
+    remap = np.arange(len(vocab), dtype=np.int64)
+    values = []
+    for i, v in enumerate(vocab):
+        if v is None and null_code:
+            remap[i] = -1
+            continue
+        v = "" if v is None else v
+        remap[i] = len(values)
+        values.append(v)
+    out = remap[codes] if len(vocab) else np.zeros(len(codes), dtype=np.int64)
+    return out.astype(np.int32), values
+
+
 def build(report: dict) -> Loaded:
-    """The compact form of an ``ok`` report."""
-    rows = report.get("kernels") or []
-    n = len(rows)
-    parts = []
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    pos = 0
-    num = {c: np.empty(n, dtype=np.float64) for c in NUMERIC}
-    cat_maps = {c: {} for c in CATEGORICAL}
-    cat = {c: np.empty(n, dtype=np.int16) for c in CATEGORICAL}
-    text_maps = {c: {} for c in TEXT}
-    text = {c: np.empty(n, dtype=np.int32) for c in TEXT}
-    attention = np.zeros(n, dtype=bool)
-    for i, r in enumerate(rows):
-        b = _enc.encode(r)
-        parts.append(b)
-        pos += len(b)
-        offsets[i + 1] = pos
-        for c in NUMERIC:
-            num[c][i] = _f(r.get(c))
-        for c in CATEGORICAL:
-            v = r.get(c)
-            if v is None:
-                cat[c][i] = -1
-            else:
-                m = cat_maps[c]
-                code = m.get(v)
-                if code is None:
-                    code = m[v] = len(m)
-                cat[c][i] = code
-        for c in TEXT:
-            v = r.get(c)
-            v = "" if v is None else str(v)
-            m = text_maps[c]
-            code = m.get(v)
-            if code is None:
-                code = m[v] = len(m)
-            text[c][i] = code
-        attention[i] = bool(r.get("attention"))
-    table = KernelTable(
-        n=n, blob=b"".join(parts), offsets=offsets, num=num, cat=cat,
-        cat_values={c: list(m) for c, m in cat_maps.items()}, text=text,
-        text_values={c: list(m) for c, m in text_maps.items()}, attention=attention)
+    """The compact form of an ``ok`` report. Uses the engine's columns when ``kernels`` is its
+    columnar table; a plain list of row dicts is packed into msgpack."""
+    kt = report.get("kernels")
+    if kt is None:
+        kt = []
+    engine = hasattr(kt, "columns") and hasattr(kt, "rows")
+    rows = None if engine else list(kt)
+    n = len(kt)
+
+    def column(name: str):
+        if engine:
+            return _engine_column(kt, name)
+        return ("list", [r.get(name) for r in rows])
+
+    num = {}
+    for c in NUMERIC:
+        col = column(c)
+        if col[0] == "num":
+            num[c] = np.asarray(col[1], dtype=np.float64)
+        else:
+            vals = col[1] if col[0] == "list" else [col[2][x] for x in col[1]]
+            num[c] = np.fromiter((_f(v) for v in vals), dtype=np.float64, count=n)
+    cat, cat_values = {}, {}
+    for c in CATEGORICAL:
+        col = column(c)
+        codes, vals = _from_coded(col[1], col[2], True) if col[0] == "coded" else _coded(list(col[1]), True)
+        cat[c], cat_values[c] = codes.astype(np.int16), vals
+    text, text_values = {}, {}
+    for c in TEXT:
+        col = column(c)
+        if col[0] == "coded":
+            codes, vals = _from_coded(col[1], col[2], False)
+        else:
+            codes, vals = _coded([None if v is None else str(v) for v in col[1]], False)
+        text[c], text_values[c] = codes, vals
+    att = column("attention")
+    if att[0] == "num":
+        attention = np.asarray(att[1], dtype=bool)
+    elif att[0] == "coded":
+        attention = np.asarray([bool(att[2][x]) for x in att[1]], dtype=bool)
+    else:
+        attention = np.asarray([bool(v) for v in att[1]], dtype=bool)
+    store = _EngineRows(kt) if engine else _PackedRows(rows)
+    table = KernelTable(n=n, store=store, num=num, cat=cat, cat_values=cat_values, text=text,
+                        text_values=text_values, attention=attention)
     summary = {k: v for k, v in report.items() if k != "kernels"}
     return Loaded(summary=summary, key_order=list(report.keys()), kernels=table)
 
@@ -240,16 +333,14 @@ def facets(t: KernelTable) -> dict:
     """Values present, for the filter menus."""
     out = {}
     for c in ("phase", "direction", "bound", "kind"):
-        out[c] = sorted(v for v in t.cat_values[c] if v is not None)
+        present = np.unique(t.cat[c])
+        vals = t.cat_values[c]
+        out[c] = sorted(str(vals[i]) for i in present.tolist() if i >= 0)
     return out
 
 
 def find_kernel(t: KernelTable, kid: int) -> Optional[dict]:
-    ids = t.num["id"]
-    pos = int(np.searchsorted(ids, kid))
-    if pos < t.n and ids[pos] == kid:
-        return t.row(pos)
-    hits = np.flatnonzero(ids == kid)       # ids are ascending in engine output; be safe anyway
+    hits = np.flatnonzero(t.num["id"] == kid)
     return t.row(int(hits[0])) if len(hits) else None
 
 

@@ -7,7 +7,7 @@ refused with 400 before the lookup, so that probes get a clear answer.
 from __future__ import annotations
 
 import re
-from typing import Iterable, Optional
+from typing import Iterable, Iterator, Optional
 from urllib.parse import unquote
 
 import msgspec
@@ -16,7 +16,17 @@ from werkzeug.wrappers import Response
 MAX_NAME = 1024
 _CTRL = re.compile(r"[\x00-\x1f\x7f]")
 _DRIVE = re.compile(r"^[A-Za-z]:")
-_json = msgspec.json.Encoder()
+
+
+def _enc_hook(obj):
+    if hasattr(obj, "rows") and hasattr(obj, "columns"):      # the engine's kernel table
+        return list(obj)
+    if hasattr(obj, "tolist"):                                 # numpy scalars and arrays
+        return obj.tolist()
+    raise TypeError(f"cannot encode {type(obj).__name__}")
+
+
+_json = msgspec.json.Encoder(enc_hook=_enc_hook)
 
 
 class HttpError(Exception):
@@ -36,7 +46,8 @@ def not_found(message: str, **extra) -> HttpError:
 
 
 def json_response(data, code: int = 200, headers: Optional[list] = None) -> Response:
-    body = _json.encode(data)
+    """JSON body; ``data`` may also be an iterable of encoded chunks (streamed)."""
+    body = _json.encode(data) if not isinstance(data, Iterator) else data
     h = [("X-Content-Type-Options", "nosniff"), ("Cache-Control", "no-cache, must-revalidate"),
          ("Expires", "0")]
     h.extend(headers or [])

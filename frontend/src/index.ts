@@ -1,0 +1,253 @@
+// Entry point: TensorBoard imports this ES module inside the plugin's iframe and calls render().
+
+import "./styles.css";
+import { api, ApiError, untilReady } from "./api";
+import { h, replace } from "./dom";
+import * as fmt from "./format";
+import type { RooflineResponse, RunsResponse, Selection, Summary } from "./types";
+import { CompareView } from "./views/compare";
+import { KernelTable } from "./views/kernels";
+import { renderPhases } from "./views/phases";
+import { renderRoofline, RooflineControls } from "./views/roofline";
+import { fileOf, picker, resolve } from "./views/selectors";
+import * as states from "./views/states";
+import { renderSummary } from "./views/summary";
+import { section } from "./widgets";
+
+type View = "run" | "compare";
+const STORE_KEY = "tb-attention:v1";
+
+function loadStored(): { view?: View; sel?: Selection } {
+  try {
+    return JSON.parse(window.sessionStorage.getItem(STORE_KEY) || "{}");
+  } catch {
+    return {};
+  }
+}
+
+class App {
+  private root = h("div", { class: "tba-app" });
+  private header = h("header", { class: "topbar" });
+  private pickerSlot = h("div", { class: "picker-slot" });
+  private progressSlot = h("div", { class: "progress-slot" });
+  private main = h("main", { class: "content", id: "content", tabindex: -1 });
+  private runs: RunsResponse | null = null;
+  private view: View = "run";
+  private sel: Selection | null = null;
+  private shownKey = "";
+  private pickerKey = "";
+  private seq = 0;
+  private compare: CompareView | null = null;
+  private roofCtl: RooflineControls = { scope: "attention", group: true };
+  private timer: number | undefined;
+  private tabRun: HTMLButtonElement;
+  private tabCompare: HTMLButtonElement;
+  private download: HTMLAnchorElement;
+
+  constructor() {
+    const stored = loadStored();
+    this.view = stored.view === "compare" ? "compare" : "run";
+    this.sel = stored.sel || null;
+    this.tabRun = h("button", { type: "button", class: "tab", id: "tab-run" }, "Trace");
+    this.tabCompare = h("button", { type: "button", class: "tab", id: "tab-compare" }, "Compare");
+    this.tabRun.addEventListener("click", () => this.setView("run"));
+    this.tabCompare.addEventListener("click", () => this.setView("compare"));
+    this.download = h("a", { class: "btn link", id: "download-report", download: "", hidden: true, title: "the full report of this trace as JSON (tb-attention analyze -f json)" }, "Download report");
+    this.header.append(
+      h("div", { class: "brand" }, h("span", { class: "logo", "aria-hidden": "true" }), h("span", null, "Attention")),
+      h("nav", { class: "tabs", "aria-label": "views" }, this.tabRun, this.tabCompare),
+      this.pickerSlot,
+      h("span", { class: "grow" }),
+      this.download);
+    this.root.append(h("a", { class: "skip", href: "#content" }, "Skip to content"), this.header, this.progressSlot, this.main);
+  }
+
+  mount(): void {
+    document.body.classList.add("tba-body");
+    document.body.appendChild(this.root);
+    this.updateTabs();
+    replace(this.main, states.pending("loading", "Looking for traces in the log directory", null));
+    void this.poll();
+  }
+
+  private store(): void {
+    try {
+      window.sessionStorage.setItem(STORE_KEY, JSON.stringify({ view: this.view, sel: this.sel }));
+    } catch {
+      /* private mode: nothing to keep */
+    }
+  }
+
+  private updateTabs(): void {
+    for (const [b, v] of [[this.tabRun, "run"], [this.tabCompare, "compare"]] as [HTMLButtonElement, View][]) {
+      b.setAttribute("aria-pressed", this.view === v ? "true" : "false");
+      b.classList.toggle("active", this.view === v);
+    }
+  }
+
+  private setView(v: View): void {
+    if (this.view === v) return;
+    this.view = v;
+    this.updateTabs();
+    this.store();
+    this.shownKey = "";
+    this.pickerKey = "";
+    this.compare = null;
+    if (this.runs) this.onRuns(this.runs);
+  }
+
+  private async poll(): Promise<void> {
+    window.clearTimeout(this.timer);
+    let next = 10000;
+    try {
+      const runs = await api.runs();
+      this.onRuns(runs);
+      const c = runs.counts;
+      const pending = c.waiting + c.queued + c.loading;
+      next = pending ? 1500 : runs.runs.length ? 10000 : 2000;
+    } catch (e) {
+      replace(this.progressSlot, states.apiError(e instanceof ApiError ? e.message : "cannot reach TensorBoard"));
+      next = 5000;
+    }
+    this.timer = window.setTimeout(() => void this.poll(), next);
+  }
+
+  private onRuns(runs: RunsResponse): void {
+    this.runs = runs;
+    const allFiles = runs.runs.flatMap((r) => r.files);
+    replace(this.progressSlot, states.progress(runs.counts, allFiles));
+    if (!runs.runs.length) {
+      this.sel = null;
+      this.pickerKey = "";
+      this.shownKey = "none";
+      replace(this.pickerSlot);
+      this.download.hidden = true;
+      replace(this.main, states.noTraces(runs));
+      return;
+    }
+    if (this.view === "compare") {
+      replace(this.pickerSlot);
+      this.download.hidden = true;
+      if (!this.compare) {
+        this.compare = new CompareView(runs);
+        replace(this.main, this.compare.el);
+      } else {
+        this.compare.update(runs);
+      }
+      return;
+    }
+    this.sel = resolve(runs, this.sel);
+    this.store();
+    this.renderPicker();
+    const f = fileOf(runs, this.sel);
+    const key = JSON.stringify([this.sel, f?.state, f?.size, f?.mtime]);
+    if (key !== this.shownKey) {
+      this.shownKey = key;
+      void this.loadRun();
+    }
+  }
+
+  private renderPicker(): void {
+    if (!this.runs || !this.sel) return;
+    const key = JSON.stringify([this.sel, this.runs.runs.map((r) => [r.run, r.files.map((f) => [f.file, f.state, f.steps])])]);
+    if (key === this.pickerKey) return;
+    const hadFocus = this.pickerSlot.contains(document.activeElement) ? (document.activeElement as HTMLElement).id : null;
+    this.pickerKey = key;
+    replace(this.pickerSlot, picker(this.runs, this.sel, (s) => this.select(s), "trace"));
+    if (hadFocus) (document.getElementById(hadFocus) as HTMLElement | null)?.focus();
+    const f = fileOf(this.runs, this.sel);
+    this.download.hidden = !(f && f.state === "ready");
+    this.download.href = api.reportUrl(this.sel);
+  }
+
+  private select(s: Selection): void {
+    if (!this.runs) return;
+    this.sel = resolve(this.runs, s);
+    this.store();
+    this.renderPicker();
+    this.shownKey = "";
+    this.onRuns(this.runs);
+  }
+
+  private async loadRun(): Promise<void> {
+    const my = ++this.seq;
+    const sel = this.sel;
+    if (!sel || !this.runs) return;
+    const f = fileOf(this.runs, sel);
+    if (f && f.state !== "ready" && f.state !== "error") {
+      replace(this.main, states.pending(f.state, f.message, f.file));
+      return; // the next /runs poll reloads once the state changes
+    }
+    try {
+      const r = await untilReady(() => api.summary(sel), (p) => {
+        if (p.kind === "pending") replace(this.main, states.pending(p.state, p.message, sel.file));
+      }, () => my === this.seq);
+      if (!r || my !== this.seq) return;
+      if (r.kind === "failed") {
+        replace(this.main, states.failed(r.message, f ? f.path : sel.file));
+        return;
+      }
+      if (r.kind !== "ready") return;
+      this.renderRun(sel, r.data.summary, my);
+    } catch (e) {
+      if (my !== this.seq) return;
+      replace(this.main, states.apiError(e instanceof ApiError ? e.message : String(e)));
+    }
+  }
+
+  private renderRun(sel: Selection, s: Summary, my: number): void {
+    const hasAttention = (s.attention_kernels || 0) > 0;
+    const roofEl = h("div", { class: "roof-body" }, h("p", { class: "muted" }, "Loading the roofline\u2026"));
+    const kernels = new KernelTable(sel, hasAttention);
+    const meta = h("p", { class: "trace-meta muted", id: "trace-meta" },
+      h("code", null, s.path.split("/").slice(-2).join("/")),
+      ` \u00b7 ${fmt.count(s.trace.events)} events \u00b7 ${fmt.bytes(s.trace.bytes)} \u00b7 ${s.trace.format}`,
+      s.trace.record_shapes ? "" : " \u00b7 no shapes", s.trace.with_stack ? "" : " \u00b7 no stack");
+    const noGpu = s.notices.some((n) => n.code === "no_gpu_kernels");
+    replace(this.main,
+      meta,
+      states.notices(s),
+      noGpu ? null : renderSummary(s),
+      hasAttention ? renderPhases(s) : null,
+      hasAttention ? section("Roofline", "roofline", h("p", { class: "section-help" },
+        "Each point is a kernel (or all kernels of one name and phase): achieved FLOP/s over FLOPs per byte moved. Under the slanted memory roof a kernel is limited by bandwidth, under a flat compute roof by math throughput; far below both it is latency-bound."), roofEl) : null,
+      noGpu ? null : section("Kernels", "kernels", kernels.el));
+    if (hasAttention) void this.loadRoofline(sel, roofEl, my);
+  }
+
+  private async loadRoofline(sel: Selection, el: HTMLElement, my: number): Promise<void> {
+    const ctl = this.roofCtl;
+    try {
+      const r = await untilReady(() => api.roofline(sel, { scope: ctl.scope, group: ctl.group ? 1 : 0 }), () => undefined, () => my === this.seq);
+      if (!r || my !== this.seq) return;
+      if (r.kind === "failed") {
+        replace(el, states.failed(r.message, sel.file));
+        return;
+      }
+      if (r.kind !== "ready") return;
+      renderRoofline(el, r.data as RooflineResponse, ctl, (c) => {
+        this.roofCtl = c;
+        void this.loadRoofline(sel, el, my).then(() => (document.getElementById(c.scope !== ctl.scope ? "roof-scope" : "roof-group") as HTMLElement | null)?.focus());
+      });
+    } catch (e) {
+      if (my !== this.seq) return;
+      replace(el, states.apiError(e instanceof ApiError ? e.message : String(e)));
+    }
+  }
+}
+
+let app: App | null = null;
+
+export function render(): void {
+  if (app) return;
+  const link = document.createElement("link");
+  link.rel = "stylesheet";
+  link.href = new URL("./index.css", import.meta.url).toString();
+  document.head.appendChild(link);
+  const meta = document.createElement("meta");
+  meta.name = "viewport";
+  meta.content = "width=device-width, initial-scale=1";
+  document.head.appendChild(meta);
+  app = new App();
+  app.mount();
+}

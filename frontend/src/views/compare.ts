@@ -1,0 +1,175 @@
+// Two traces side by side, per phase and direction (e.g. the flash vs the math SDPA backend).
+
+import { api, ApiError, untilReady } from "../api";
+import { phaseColor } from "../colors";
+import { h, s, replace } from "../dom";
+import * as fmt from "../format";
+import type { CompareResponse, CompareRow, RunsResponse, Selection } from "../types";
+import { boundPill, estBadge, hideTip, phaseTag, section, showTip, utilCell } from "../widgets";
+import { picker, resolve } from "./selectors";
+import * as states from "./states";
+
+const TOTAL_ROWS: [string, string][] = [
+  ["attention_time_us", "Attention time"],
+  ["forward_time_us", "forward"],
+  ["backward_time_us", "backward"],
+  ["core_attention_time_us", "core attention"],
+  ["fused_time_us", "fused core"],
+  ["unfused_core_time_us", "unfused core"],
+  ["projection_time_us", "projections"],
+  ["gpu_time_us", "GPU time (all kernels)"],
+];
+
+function deltaCell(d: number | null, speedup: number | null): HTMLElement {
+  if (d === null) return h("td", { class: "num" }, fmt.DASH);
+  const cls = Math.abs(d) < 1e-9 ? "" : d < 0 ? "better" : "worse";
+  return h("td", { class: `num ${cls}` }, fmt.signedTime(d),
+    speedup !== null && isFinite(speedup) ? h("span", { class: "muted small" }, ` (${fmt.ratio(speedup)} ${speedup >= 1 ? "faster" : "slower"})`) : null);
+}
+
+function chart(rows: CompareRow[]): SVGElement {
+  const W = 1000;
+  const LW = 230;
+  const BH = 11;
+  const RH = 34;
+  const max = Math.max(...rows.map((r) => Math.max(r.base?.time_us || 0, r.new?.time_us || 0)), 1e-9);
+  const height = rows.length * RH + 10;
+  const svg = s("svg", { viewBox: `0 0 ${W} ${height}`, class: "chart compare-chart", role: "img", "aria-label": "time per phase: baseline and new" });
+  rows.forEach((r, i) => {
+    const y = 6 + i * RH;
+    svg.appendChild(s("text", { x: LW - 10, y: y + BH + 4, class: "row-label", "text-anchor": "end" }, `${r.label} \u00b7 ${r.direction === "forward" ? "fwd" : "bwd"}`));
+    const sides: ["base" | "new", number][] = [["base", 0], ["new", BH + 2]];
+    for (const [side, dy] of sides) {
+      const v = r[side]?.time_us || 0;
+      const w = (v / max) * (W - LW - 120);
+      const rect = s("rect", { x: LW, y: y + dy, width: Math.max(w, v ? 1 : 0), height: BH, rx: 2,
+        fill: phaseColor(r.phase), class: side === "base" ? "bar-base" : "bar-new" });
+      rect.addEventListener("mousemove", (ev) => {
+        const e = ev as MouseEvent;
+        showTip(e.pageX, e.pageY, h("div", null, h("div", { class: "tip-title" }, `${r.label} \u00b7 ${r.direction}`),
+          `${side === "base" ? "baseline" : "new"}: ${fmt.time(v)}`));
+      });
+      rect.addEventListener("mouseleave", hideTip);
+      svg.appendChild(rect);
+      svg.appendChild(s("text", { x: LW + w + 6, y: y + dy + BH - 1, class: "bar-label" }, `${side === "base" ? "base" : "new"} ${fmt.time(v)}`));
+    }
+  });
+  return svg;
+}
+
+function table(d: CompareResponse): HTMLElement {
+  const thead = h("thead", null,
+    h("tr", null,
+      h("th", { scope: "col", rowspan: 2 }, "Operation"),
+      h("th", { scope: "colgroup", colspan: 4, class: "side-base" }, "Baseline"),
+      h("th", { scope: "colgroup", colspan: 4, class: "side-new" }, "New"),
+      h("th", { scope: "col", rowspan: 2, class: "num" }, "\u0394 time")),
+    h("tr", null,
+      ...["Latency", "Bottleneck", "Memory", "Compute", "Latency", "Bottleneck", "Memory", "Compute"].map((t, i) =>
+        h("th", { scope: "col", class: `${i % 4 === 1 ? "" : "num"} ${i < 4 ? "side-base" : "side-new"}` }, t))));
+  const tbody = h("tbody");
+  for (const dir of ["forward", "backward"]) {
+    const rows = d.phases.filter((r) => r.direction === dir);
+    if (!rows.length) continue;
+    tbody.appendChild(h("tr", { class: "group" }, h("th", { scope: "rowgroup", colspan: 10 }, dir === "forward" ? "Forward" : "Backward")));
+    for (const r of rows) {
+      const side = (x: CompareRow["base"]) => x
+        ? [h("td", { class: "num" }, fmt.time(x.time_us)), h("td", null, boundPill(x.bound), estBadge(x.estimated)),
+          h("td", { class: "num" }, utilCell(x.memory_util, x.estimated)), h("td", { class: "num" }, utilCell(x.compute_util, x.estimated))]
+        : [h("td", { class: "num muted", colspan: 4 }, "not present")];
+      tbody.appendChild(h("tr", { "data-phase": r.phase, "data-direction": r.direction },
+        h("th", { scope: "row" }, phaseTag(r.phase, r.label)), ...side(r.base), ...side(r.new), deltaCell(r.delta, r.speedup)));
+    }
+  }
+  return h("div", { class: "table-wrap" }, h("table", { class: "data compare-table", id: "compare-table" },
+    h("caption", { class: "sr-only" }, "per-phase comparison"), thead, tbody));
+}
+
+function totals(d: CompareResponse): HTMLElement {
+  const tbody = h("tbody");
+  for (const [k, label] of TOTAL_ROWS) {
+    const t = d.totals[k];
+    if (!t) continue;
+    tbody.appendChild(h("tr", null, h("th", { scope: "row" }, label), h("td", { class: "num" }, fmt.time(t.base)),
+      h("td", { class: "num" }, fmt.time(t.new)), deltaCell(t.delta, t.speedup)));
+  }
+  const sh = d.totals["attention_share"];
+  if (sh) tbody.appendChild(h("tr", null, h("th", { scope: "row" }, "attention share of GPU time"),
+    h("td", { class: "num" }, fmt.pct(sh.base)), h("td", { class: "num" }, fmt.pct(sh.new)), h("td", { class: "num" }, "")));
+  return h("div", { class: "table-wrap" }, h("table", { class: "data totals-table", id: "compare-totals" },
+    h("thead", null, h("tr", null, h("th", { scope: "col" }, ""), h("th", { scope: "col", class: "num" }, "Baseline"),
+      h("th", { scope: "col", class: "num" }, "New"), h("th", { scope: "col", class: "num" }, "\u0394"))), tbody));
+}
+
+export class CompareView {
+  readonly el = h("div", { class: "compare", id: "compare-view" });
+  private pickers = h("div", { class: "compare-pickers card" });
+  private out = h("div", { class: "compare-out" });
+  private seq = 0;
+  base: Selection | null = null;
+  next: Selection | null = null;
+
+  constructor(private runs: RunsResponse) {
+    this.el.append(this.pickers, this.out);
+    this.base = resolve(runs, null);
+    const second = runs.runs.find((r) => r.run !== this.base?.run);
+    this.next = resolve(runs, null, second?.run);
+    this.update(runs);
+  }
+
+  update(runs: RunsResponse): void {
+    this.runs = runs;
+    if (!runs.runs.length) {
+      replace(this.pickers);
+      replace(this.out, states.noTraces(runs));
+      return;
+    }
+    const b = resolve(runs, this.base);
+    const n = resolve(runs, this.next);
+    const changed = JSON.stringify(b) !== JSON.stringify(this.base) || JSON.stringify(n) !== JSON.stringify(this.next) || !this.out.childNodes.length;
+    this.base = b;
+    this.next = n;
+    this.renderPickers();
+    if (changed) void this.load();
+  }
+
+  private renderPickers(): void {
+    if (!this.base || !this.next) return;
+    replace(this.pickers,
+      h("div", { class: "side" }, h("div", { class: "side-title side-base" }, "Baseline"),
+        picker(this.runs, this.base, (s) => { this.base = resolve(this.runs, s); this.renderPickers(); void this.load(); }, "base")),
+      h("div", { class: "side" }, h("div", { class: "side-title side-new" }, "New"),
+        picker(this.runs, this.next, (s) => { this.next = resolve(this.runs, s); this.renderPickers(); void this.load(); }, "new")));
+  }
+
+  private async load(): Promise<void> {
+    const my = ++this.seq;
+    if (!this.base || !this.next) return;
+    const b = this.base;
+    const n = this.next;
+    try {
+      const r = await untilReady(() => api.compare(b, n), (p) => {
+        if (p.kind === "pending") replace(this.out, states.pending(p.state, p.message, null));
+      }, () => my === this.seq);
+      if (!r || my !== this.seq) return;
+      if (r.kind === "failed") {
+        replace(this.out, states.failed(r.message, null));
+        return;
+      }
+      if (r.kind !== "ready") return;
+      const d = r.data;
+      const devNote = d.devices.base && d.devices.new ? `${d.devices.base.label} vs ${d.devices.new.label}` : "";
+      replace(this.out,
+        d.notes.length ? h("div", { class: "notices" }, d.notes.map((t) => h("div", { class: "note note-warn", role: "status" }, t))) : null,
+        section("Totals", "compare-totals-section", h("p", { class: "section-help" }, `${label(b)} (baseline) vs ${label(n)} (new). ${devNote}`), totals(d)),
+        section("Per phase", "compare-phases", chart(d.phases), table(d)));
+    } catch (e) {
+      if (my !== this.seq) return;
+      replace(this.out, states.apiError(e instanceof ApiError ? e.message : String(e)));
+    }
+  }
+}
+
+function label(sel: Selection): string {
+  return `${sel.run}${sel.step ? ` ${sel.step}` : ""}`;
+}

@@ -1,0 +1,227 @@
+// Kernel table: server-side filter (phase, direction, bound, text), sort and pagination.
+// Column headers are buttons; every kernel and module name is rendered as text.
+
+import { api, ApiError } from "../api";
+import { PHASE_ORDER, phaseLabel } from "../colors";
+import { debounce, h, replace } from "../dom";
+import * as fmt from "../format";
+import type { Kernel, KernelsResponse, Selection } from "../types";
+import { boundPill, estBadge, kv, phaseTag, utilCell } from "../widgets";
+import * as states from "./states";
+
+export interface KernelQuery {
+  offset: number;
+  limit: number;
+  sort: string;
+  order: "asc" | "desc";
+  phase: string;
+  direction: string;
+  bound: string;
+  scope: string;
+  q: string;
+}
+
+export function defaultQuery(hasAttention: boolean): KernelQuery {
+  return { offset: 0, limit: 50, sort: "dur_us", order: "desc", phase: "", direction: "", bound: "",
+    scope: hasAttention ? "attention" : "all", q: "" };
+}
+
+interface Col {
+  key: string;
+  label: string;
+  num?: boolean;
+  sort?: string;
+  title?: string;
+}
+
+const COLS: Col[] = [
+  { key: "name", label: "Kernel", sort: "name" },
+  { key: "phase", label: "Phase", sort: "phase" },
+  { key: "direction", label: "Dir.", sort: "direction" },
+  { key: "dur_us", label: "Duration", num: true, sort: "dur_us" },
+  { key: "flops", label: "FLOPs", num: true, sort: "flops" },
+  { key: "achieved_flops_per_s", label: "FLOP/s", num: true, sort: "achieved_flops_per_s", title: "achieved FLOP/s" },
+  { key: "achieved_bytes_per_s", label: "Bandwidth", num: true, sort: "achieved_bytes_per_s", title: "achieved bytes/s" },
+  { key: "compute_util", label: "Compute", num: true, sort: "compute_util", title: "compute utilisation (of the dtype's peak)" },
+  { key: "memory_util", label: "Memory", num: true, sort: "memory_util", title: "memory-bandwidth utilisation" },
+  { key: "bound", label: "Bound", sort: "bound" },
+];
+
+const DESC_FIRST = new Set(["dur_us", "flops", "achieved_flops_per_s", "achieved_bytes_per_s", "compute_util", "memory_util"]);
+
+export class KernelTable {
+  readonly el: HTMLElement;
+  private body: HTMLElement;
+  private q: KernelQuery;
+  private seq = 0;
+  private expanded = new Set<number>();
+  private last: KernelsResponse | null = null;
+  private searchInput: HTMLInputElement;
+  private controls: HTMLElement;
+  private lastFacetsShown = false;
+
+  constructor(private sel: Selection, hasAttention: boolean) {
+    this.q = defaultQuery(hasAttention);
+    this.el = h("div", { class: "kernels" });
+    this.body = h("div", { class: "kernels-body", "aria-live": "polite", "aria-busy": "false" });
+    this.searchInput = h("input", { type: "search", id: "kernel-search", placeholder: "kernel, op or module name", value: "", "aria-label": "search kernels" });
+    this.searchInput.addEventListener("input", debounce(() => this.set({ q: this.searchInput.value.trim(), offset: 0 }), 250));
+    this.controls = h("div", { class: "controls" });
+    this.el.append(this.controls, this.body);
+    this.renderControls(null);
+    void this.load();
+  }
+
+  private set(patch: Partial<KernelQuery>): void {
+    this.q = { ...this.q, ...patch };
+    void this.load();
+  }
+
+  private mkSelect(id: string, label: string, value: string, opts: [string, string][], key: keyof KernelQuery): HTMLElement {
+    const sel = h("select", { id });
+    for (const [v, l] of opts) sel.appendChild(h("option", { value: v }, l));
+    sel.value = value;
+    sel.addEventListener("change", () => this.set({ [key]: sel.value, offset: 0 } as Partial<KernelQuery>));
+    return h("label", { class: "field", for: id }, h("span", { class: "field-label" }, label), sel);
+  }
+
+  private renderControls(r: KernelsResponse | null): void {
+    const facets = r?.facets;
+    const phases = PHASE_ORDER.filter((p) => !facets || facets.phase.includes(p));
+    const searchField = h("label", { class: "field grow", for: "kernel-search" }, h("span", { class: "field-label" }, "Search"), this.searchInput);
+    replace(this.controls,
+      this.mkSelect("kernel-scope", "Kernels", this.q.scope, [["attention", "attention"], ["all", "all GPU activity"], ["other", "outside attention"]], "scope"),
+      this.mkSelect("kernel-phase", "Phase", this.q.phase, [["", "all phases"], ...phases.map((p) => [p, phaseLabel(p)] as [string, string])], "phase"),
+      this.mkSelect("kernel-direction", "Direction", this.q.direction, [["", "both"], ["forward", "forward"], ["backward", "backward"]], "direction"),
+      this.mkSelect("kernel-bound", "Bound", this.q.bound, [["", "any"], ["compute", "compute"], ["memory", "memory"], ["latency", "latency"], ["unknown", "unknown"]], "bound"),
+      searchField);
+  }
+
+  private async load(): Promise<void> {
+    const my = ++this.seq;
+    this.body.setAttribute("aria-busy", "true");
+    const params: Record<string, string | number | null> = {
+      offset: this.q.offset, limit: this.q.limit, sort: this.q.sort, order: this.q.order,
+      phase: this.q.phase || null, direction: this.q.direction || null, bound: this.q.bound || null,
+      scope: this.q.scope, q: this.q.q || null,
+    };
+    try {
+      for (let i = 0; i < 600; i++) {
+        const r = await api.kernels(this.sel, params);
+        if (my !== this.seq) return;
+        if (r.kind === "pending") {
+          replace(this.body, h("p", { class: "muted" }, "Loading the kernel table\u2026"));
+          await new Promise((res) => window.setTimeout(res, 1000));
+          if (my !== this.seq) return;
+          continue;
+        }
+        if (r.kind === "failed") {
+          replace(this.body, states.failed(r.message, this.sel.file));
+          return;
+        }
+        this.last = r.data;
+        if (!this.lastFacetsShown) {
+          this.renderControls(r.data);
+          this.lastFacetsShown = true;
+        }
+        this.renderTable(r.data);
+        return;
+      }
+    } catch (e) {
+      if (my !== this.seq) return;
+      replace(this.body, states.apiError(e instanceof ApiError ? e.message : String(e)));
+    } finally {
+      if (my === this.seq) this.body.setAttribute("aria-busy", "false");
+    }
+  }
+
+  private header(): HTMLElement {
+    const tr = h("tr", null, h("th", { scope: "col", class: "expander-col" }, h("span", { class: "sr-only" }, "details")));
+    for (const c of COLS) {
+      const active = this.q.sort === c.sort;
+      const th = h("th", { scope: "col", class: c.num ? "num" : null, "aria-sort": active ? (this.q.order === "asc" ? "ascending" : "descending") : "none" });
+      const btn = h("button", { type: "button", class: `sort${active ? " active" : ""}`, title: c.title ? `sort by ${c.title}` : `sort by ${c.label.toLowerCase()}`, "data-sort": c.sort || "" },
+        c.label, h("span", { class: "arrow", "aria-hidden": "true" }, active ? (this.q.order === "asc" ? "\u25b2" : "\u25bc") : "\u25b4\u25be"));
+      btn.addEventListener("click", () => {
+        const key = c.sort || c.key;
+        const order = this.q.sort === key ? (this.q.order === "asc" ? "desc" : "asc") : (DESC_FIRST.has(key) ? "desc" : "asc");
+        this.set({ sort: key, order, offset: 0 });
+        window.setTimeout(() => (this.el.querySelector(`button[data-sort="${key}"]`) as HTMLElement | null)?.focus(), 0);
+      });
+      th.appendChild(btn);
+      tr.appendChild(th);
+    }
+    return h("thead", null, tr);
+  }
+
+  private renderTable(r: KernelsResponse): void {
+    const tbody = h("tbody");
+    for (const k of r.rows) {
+      const open = this.expanded.has(k.id);
+      const detailsId = `kdet-${k.id}`;
+      const toggle = h("button", { type: "button", class: "expander", "aria-expanded": open ? "true" : "false", "aria-controls": detailsId,
+        title: open ? "hide details" : "show details" }, h("span", { "aria-hidden": "true" }, open ? "\u25be" : "\u25b8"), h("span", { class: "sr-only" }, "details"));
+      toggle.addEventListener("click", () => {
+        if (this.expanded.has(k.id)) this.expanded.delete(k.id);
+        else this.expanded.add(k.id);
+        if (this.last) this.renderTable(this.last);
+        (this.body.querySelector(`button[aria-controls="${detailsId}"]`) as HTMLElement | null)?.focus();
+      });
+      const nameCell = h("td", { class: "kname" },
+        h("div", { class: "mono ellipsis", title: k.name }, k.name),
+        k.module_path ? h("div", { class: "muted small ellipsis", title: k.module_path }, k.module_path) : (k.op ? h("div", { class: "muted small ellipsis" }, k.op) : null));
+      tbody.appendChild(h("tr", { "data-id": k.id },
+        h("td", { class: "expander-col" }, toggle),
+        nameCell,
+        h("td", null, k.attention ? phaseTag(k.phase) : h("span", { class: "muted" }, k.kind === "kernel" ? "\u2014" : k.kind)),
+        h("td", null, k.attention ? (k.direction === "forward" ? "fwd" : "bwd") : ""),
+        h("td", { class: "num" }, fmt.time(k.dur_us)),
+        h("td", { class: "num" }, fmt.est(fmt.flops(k.flops), k.estimated)),
+        h("td", { class: "num" }, fmt.est(fmt.flopRate(k.achieved_flops_per_s), k.estimated)),
+        h("td", { class: "num" }, fmt.est(fmt.byteRate(k.achieved_bytes_per_s), k.estimated)),
+        h("td", { class: "num" }, utilCell(k.compute_util, k.estimated)),
+        h("td", { class: "num" }, utilCell(k.memory_util, k.estimated)),
+        h("td", null, boundPill(k.bound, k.bound_reason), estBadge(k.estimated)),
+      ));
+      if (open) {
+        tbody.appendChild(h("tr", { class: "details", id: detailsId }, h("td", { colspan: COLS.length + 1 }, details(k))));
+      }
+    }
+    const table = h("table", { class: "data kernel-table", id: "kernel-table" },
+      h("caption", { class: "sr-only" }, "GPU kernels"), this.header(), tbody);
+    const from = r.total ? r.offset + 1 : 0;
+    const to = Math.min(r.offset + r.limit, r.total);
+    const prev = h("button", { type: "button", class: "btn", disabled: r.offset <= 0 }, "\u2039 Previous");
+    prev.addEventListener("click", () => this.set({ offset: Math.max(0, r.offset - r.limit) }));
+    const next = h("button", { type: "button", class: "btn", disabled: r.offset + r.limit >= r.total }, "Next \u203a");
+    next.addEventListener("click", () => this.set({ offset: r.offset + r.limit }));
+    const size = h("select", { id: "kernel-page-size", "aria-label": "rows per page" },
+      ["25", "50", "100", "250"].map((n) => h("option", { value: n }, `${n} rows`)));
+    size.value = String(r.limit);
+    size.addEventListener("change", () => this.set({ limit: Number(size.value), offset: 0 }));
+    const pager = h("div", { class: "pager" },
+      h("span", { class: "muted", id: "kernel-count" }, r.total ? `${fmt.count(from)}\u2013${fmt.count(to)} of ${fmt.count(r.total)} kernels \u00b7 ${fmt.time(r.total_time_us)}` : "no kernel matches"),
+      h("span", { class: "grow" }), size, prev, next);
+    replace(this.body, r.rows.length ? h("div", { class: "table-wrap" }, table) : h("p", { class: "muted empty-table" },
+      this.q.scope === "attention" && !this.q.q && !this.q.phase ? "No attention kernels in this trace." : "No kernel matches these filters."), pager);
+  }
+}
+
+function details(k: Kernel): HTMLElement {
+  const cd = k.cost_detail ? Object.entries(k.cost_detail).map(([a, b]) => `${a}=${typeof b === "object" ? JSON.stringify(b) : String(b)}`).join(", ") : null;
+  return h("div", { class: "kernel-details" },
+    h("div", { class: "mono wrap" }, k.name),
+    kv([
+      ["bound", [boundPill(k.bound), " ", k.bound_reason]],
+      ["op / cost op", `${k.op || fmt.DASH} / ${k.cost_op || fmt.DASH}`],
+      ["module", k.module_path || fmt.DASH],
+      ["attention scope", k.scope ? `${k.scope} (${k.tag_source || "?"})` : fmt.DASH],
+      ["shapes", fmt.shape(k.shapes)],
+      ["cost inputs", cd || fmt.DASH],
+      ["dtype / roof", `${k.dtype || fmt.DASH} / ${k.peak ? `${k.peak} ${fmt.flopRate(k.peak_flops_per_s)}` : fmt.DASH}`],
+      ["FLOPs / bytes", [`${fmt.est(fmt.flops(k.flops), k.estimated)} / ${fmt.est(fmt.bytes(k.bytes), k.estimated)} \u00b7 ${fmt.intensity(k.intensity)}`, estBadge(k.estimated),
+        k.cost_share !== null && k.cost_share < 1 ? ` (${fmt.pct(k.cost_share)} of the op's cost)` : ""]],
+      ["launch", k.grid ? `grid [${k.grid.join(", ")}] \u00b7 block [${(k.block || []).join(", ")}] \u00b7 occupancy ${k.occupancy_pct ?? fmt.DASH} %` : k.kind],
+      ["step / stream", `${k.step || fmt.DASH} / device ${k.device}, stream ${k.stream}`],
+    ]));
+}

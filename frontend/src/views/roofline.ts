@@ -1,0 +1,187 @@
+// Roofline: log-log achieved FLOP/s over arithmetic intensity, the device's memory roof and one
+// compute roof per dtype in use, one point per kernel or kernel group, coloured by phase.
+// Hover or focus the chart and use the arrow keys to read the points.
+
+import { PHASE_ORDER, phaseColor, phaseLabel } from "../colors";
+import { h, s, replace } from "../dom";
+import * as fmt from "../format";
+import type { RooflinePoint, RooflineResponse } from "../types";
+import { boundPill, estBadge, hideTip, phaseTag, showTip } from "../widgets";
+
+const W = 1000;
+const H = 520;
+const M = { l: 78, r: 170, t: 18, b: 52 };
+
+function decadeRange(lo: number, hi: number): [number, number] {
+  return [Math.pow(10, Math.floor(Math.log10(lo))), Math.pow(10, Math.ceil(Math.log10(hi)))];
+}
+
+export function pointTip(p: RooflinePoint): HTMLElement {
+  return h("div", { class: "roof-tip" },
+    h("div", { class: "tip-title mono" }, p.name),
+    h("div", null, phaseTag(p.phase, `${phaseLabel(p.phase)} \u00b7 ${p.direction}`),
+      p.count > 1 ? h("span", { class: "muted" }, ` \u00b7 ${fmt.count(p.count)} kernels`) : null),
+    h("table", { class: "tip-table" }, h("tbody", null,
+      row("time", fmt.time(p.time_us)),
+      row("shapes", fmt.shape(p.shapes)),
+      row("op", p.cost_op || p.op || fmt.DASH),
+      row("FLOPs", fmt.est(fmt.flops(p.flops), p.estimated)),
+      row("bytes", fmt.est(fmt.bytes(p.bytes), p.estimated)),
+      row("intensity", fmt.est(fmt.intensity(p.intensity), p.estimated)),
+      row("achieved", `${fmt.est(fmt.flopRate(p.achieved_flops_per_s), p.estimated)} \u00b7 ${fmt.est(fmt.byteRate(p.achieved_bytes_per_s), p.estimated)}`),
+      row(`compute util.${p.peak ? ` (${p.peak})` : ""}`, fmt.est(fmt.pct(p.compute_util), p.estimated)),
+      row("memory util.", fmt.est(fmt.pct(p.memory_util), p.estimated)),
+    )),
+    h("div", null, boundPill(p.bound), estBadge(p.estimated)),
+    h("div", { class: "tip-sub" }, p.count > 1 ? `longest kernel: ${p.bound_reason}` : p.bound_reason));
+}
+
+function row(k: string, v: string): HTMLElement {
+  return h("tr", null, h("th", { scope: "row" }, k), h("td", null, v));
+}
+
+export function rooflineChart(data: RooflineResponse): HTMLElement {
+  const pts = data.points.filter((p) => p.intensity > 0 && p.achieved_flops_per_s > 0);
+  const bw = data.roofs.memory_bandwidth || null;
+  const roofs = Object.entries(data.roofs.compute || {}).filter(([, v]) => v && v > 0) as [string, number][];
+  roofs.sort((a, b) => b[1] - a[1]);
+  const xs = pts.map((p) => p.intensity);
+  const ys = pts.map((p) => p.achieved_flops_per_s);
+  if (bw) for (const [, v] of roofs) xs.push(v / bw);
+  const maxRoof = roofs.length ? roofs[0][1] : Math.max(...ys, 1);
+  let [x0, x1] = decadeRange(Math.min(...xs, 1) / 1.5, Math.max(...xs, 10) * 1.5);
+  let [y0, y1] = decadeRange(Math.max(Math.min(...ys, maxRoof) / 1.5, maxRoof / 1e7), maxRoof * 1.5);
+  if (x1 / x0 < 100) x1 = x0 * 100;
+  if (y1 / y0 < 100) y0 = y1 / 100;
+  const pw = W - M.l - M.r;
+  const ph = H - M.t - M.b;
+  const X = (v: number) => M.l + ((Math.log10(v) - Math.log10(x0)) / (Math.log10(x1) - Math.log10(x0))) * pw;
+  const Y = (v: number) => M.t + ph - ((Math.log10(v) - Math.log10(y0)) / (Math.log10(y1) - Math.log10(y0))) * ph;
+
+  const live = h("div", { class: "sr-only", "aria-live": "polite" });
+  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart roofline", tabindex: 0, role: "img", id: "roofline-chart",
+    "aria-label": `Roofline of ${data.device.label || data.device.name}: ${pts.length} points. Use the arrow keys to step through them, longest first.` });
+  const defs = s("defs", null, s("clipPath", { id: "roof-clip" }, s("rect", { x: M.l, y: M.t, width: pw, height: ph })));
+  svg.appendChild(defs);
+  // grid: decades
+  for (let e = Math.round(Math.log10(x0)); e <= Math.round(Math.log10(x1)); e++) {
+    const v = Math.pow(10, e);
+    svg.appendChild(s("line", { x1: X(v), x2: X(v), y1: M.t, y2: M.t + ph, class: "grid" }));
+    svg.appendChild(s("text", { x: X(v), y: M.t + ph + 18, class: "axis-label", "text-anchor": "middle" }, fmt.tick(v)));
+  }
+  for (let e = Math.round(Math.log10(y0)); e <= Math.round(Math.log10(y1)); e++) {
+    const v = Math.pow(10, e);
+    svg.appendChild(s("line", { x1: M.l, x2: M.l + pw, y1: Y(v), y2: Y(v), class: "grid" }));
+    svg.appendChild(s("text", { x: M.l - 8, y: Y(v) + 4, class: "axis-label", "text-anchor": "end" }, fmt.tick(v)));
+  }
+  svg.appendChild(s("rect", { x: M.l, y: M.t, width: pw, height: ph, class: "frame" }));
+  svg.appendChild(s("text", { x: M.l + pw / 2, y: H - 8, class: "axis-title", "text-anchor": "middle" }, "arithmetic intensity (FLOP/byte)"));
+  svg.appendChild(s("text", { x: 16, y: M.t + ph / 2, class: "axis-title", "text-anchor": "middle",
+    transform: `rotate(-90 16 ${M.t + ph / 2})` }, "achieved FLOP/s"));
+
+  // roofs
+  const roofG = s("g", { "clip-path": "url(#roof-clip)" });
+  svg.appendChild(roofG);
+  if (bw) {
+    const top = roofs.length ? roofs[0][1] : y1;
+    const xa = Math.max(x0, y0 / bw);
+    const xb = Math.min(x1, top / bw);
+    roofG.appendChild(s("line", { x1: X(xa), y1: Y(bw * xa), x2: X(xb), y2: Y(bw * xb), class: "roof memory-roof" }));
+    const lx = Math.max(xa * 3, x0 * 3);
+    const angle = (Math.atan2(Y(bw * lx * 10) - Y(bw * lx), X(lx * 10) - X(lx)) * 180) / Math.PI;
+    svg.appendChild(s("text", { x: X(lx), y: Y(bw * lx) - 8, class: "roof-label", transform: `rotate(${angle} ${X(lx)} ${Y(bw * lx) - 8})` },
+      `memory ${fmt.byteRate(bw)}`));
+  }
+  roofs.forEach(([k, v], i) => {
+    const xr = bw ? v / bw : x0;
+    roofG.appendChild(s("line", { x1: X(Math.max(xr, x0)), y1: Y(v), x2: X(x1), y2: Y(v), class: `roof compute-roof${i ? " secondary" : ""}` }));
+    svg.appendChild(s("text", { x: M.l + pw + 6, y: Y(v) + 4, class: "roof-label" }, `${k} ${fmt.flopRate(v)}`));
+    if (bw) svg.appendChild(s("circle", { cx: X(xr), cy: Y(v), r: 2.5, class: "ridge" }));
+  });
+
+  // points, longest first so that short ones stay visible on top
+  const tmax = Math.max(...pts.map((p) => p.time_us), 1e-9);
+  const order = pts.slice().sort((a, b) => b.time_us - a.time_us);
+  const ptsG = s("g", { class: "points" });
+  svg.appendChild(ptsG);
+  const circles: SVGElement[] = [];
+  order.forEach((p, i) => {
+    const r = 3 + 9 * Math.sqrt(p.time_us / tmax);
+    const c = s("circle", { cx: X(p.intensity), cy: Y(p.achieved_flops_per_s), r, fill: phaseColor(p.phase), class: "pt",
+      "data-phase": p.phase || "", "data-index": i });
+    c.addEventListener("mouseenter", (ev) => {
+      const e = ev as MouseEvent;
+      showTip(e.pageX, e.pageY, pointTip(p));
+    });
+    c.addEventListener("mousemove", (ev) => {
+      const e = ev as MouseEvent;
+      showTip(e.pageX, e.pageY, pointTip(p));
+    });
+    c.addEventListener("mouseleave", hideTip);
+    circles.push(c);
+    ptsG.appendChild(c);
+  });
+  const ring = s("circle", { r: 0, class: "focus-ring", "aria-hidden": "true" });
+  svg.appendChild(ring);
+
+  // keyboard: arrows step through points (longest first)
+  let cur = -1;
+  const focusPoint = (i: number) => {
+    if (!order.length) return;
+    cur = (i + order.length) % order.length;
+    const c = circles[cur];
+    const p = order[cur];
+    ring.setAttribute("cx", c.getAttribute("cx") || "0");
+    ring.setAttribute("cy", c.getAttribute("cy") || "0");
+    ring.setAttribute("r", String(Number(c.getAttribute("r")) + 4));
+    const box = c.getBoundingClientRect();
+    showTip(box.right + window.scrollX, box.bottom + window.scrollY, pointTip(p));
+    live.textContent = `${cur + 1} of ${order.length}: ${p.name}, ${phaseLabel(p.phase)} ${p.direction}, ${fmt.time(p.time_us)}, ${fmt.flopRate(p.achieved_flops_per_s)}, ${p.bound}`;
+  };
+  svg.addEventListener("keydown", (ev) => {
+    const e = ev as KeyboardEvent;
+    if (e.key === "ArrowRight" || e.key === "ArrowDown") { focusPoint(cur + 1); e.preventDefault(); }
+    else if (e.key === "ArrowLeft" || e.key === "ArrowUp") { focusPoint(cur - 1); e.preventDefault(); }
+    else if (e.key === "Home") { focusPoint(0); e.preventDefault(); }
+    else if (e.key === "End") { focusPoint(order.length - 1); e.preventDefault(); }
+    else if (e.key === "Escape") { hideTip(); ring.setAttribute("r", "0"); cur = -1; }
+  });
+  svg.addEventListener("blur", () => { hideTip(); ring.setAttribute("r", "0"); });
+
+  const present = PHASE_ORDER.filter((ph) => pts.some((p) => p.phase === ph));
+  const legend = h("div", { class: "legend" }, present.map((ph) => phaseTag(ph)),
+    pts.some((p) => !p.phase) ? phaseTag(null, "not attention") : null,
+    h("span", { class: "muted" }, "\u00b7 point area \u221d GPU time"));
+  return h("div", { class: "roofline-wrap" }, legend, svg, live);
+}
+
+export interface RooflineControls {
+  scope: string;
+  group: boolean;
+}
+
+export function renderRoofline(el: HTMLElement, data: RooflineResponse, ctl: RooflineControls, onChange: (c: RooflineControls) => void): void {
+  const scopeSel = h("select", { id: "roof-scope" },
+    h("option", { value: "attention" }, "attention kernels"),
+    h("option", { value: "all" }, "all kernels"));
+  scopeSel.value = ctl.scope;
+  scopeSel.addEventListener("change", () => onChange({ ...ctl, scope: scopeSel.value }));
+  const groupBox = h("input", { type: "checkbox", id: "roof-group" });
+  groupBox.checked = ctl.group;
+  groupBox.addEventListener("change", () => onChange({ ...ctl, group: groupBox.checked }));
+  const controls = h("div", { class: "controls" },
+    h("label", { class: "field", for: "roof-scope" }, h("span", { class: "field-label" }, "Show"), scopeSel),
+    h("label", { class: "check", for: "roof-group" }, groupBox, "one point per kernel name and phase"));
+  const om = data.omitted;
+  const notes: string[] = [];
+  if (om.unknown_cost) notes.push(`${fmt.count(om.unknown_cost)} kernels (${fmt.time(om.unknown_cost_time_us)}) not plotted: FLOPs or bytes unknown`);
+  if (om.zero_flops) notes.push(`${fmt.count(om.zero_flops)} kernels (${fmt.time(om.zero_flops_time_us)}) without FLOPs (copies, fills) not plotted`);
+  if (om.over_limit) notes.push(`${fmt.count(om.over_limit)} shortest points left out`);
+  const hasPts = data.points.length > 0;
+  replace(el,
+    controls,
+    hasPts ? rooflineChart(data) : h("p", { class: "muted empty-chart" }, "No kernel with known FLOPs and bytes to plot.",
+      om.unknown_cost ? " Record input shapes (record_shapes=True) so that FLOPs and bytes can be computed." : ""),
+    notes.length ? h("p", { class: "muted small" }, notes.join(" \u00b7 ")) : null,
+    !data.roofs.memory_bandwidth ? h("p", { class: "muted small" }, "The device's peaks are unknown: roofs are not drawn.") : null);
+}

@@ -1,0 +1,117 @@
+// Empty, loading and error states, and the report's notices and warnings.
+
+import { h, Child } from "../dom";
+import * as fmt from "../format";
+import type { Counts, FileEntry, Notice, RunsResponse, Summary } from "../types";
+import { code, note } from "../widgets";
+
+const PROFILE_SNIPPET = `import torch
+from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+
+with profile(
+    activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+    schedule=schedule(wait=1, warmup=1, active=2),
+    on_trace_ready=tensorboard_trace_handler("runs/my_model"),
+    record_shapes=True,   # FLOPs and bytes need input shapes
+    with_stack=True,      # nn.Module scopes: attention modules and projections
+) as prof:
+    for step, batch in enumerate(loader):
+        train_step(batch)
+        prof.step()
+        if step >= 4:
+            break`;
+
+export function noTraces(runs: RunsResponse | null): HTMLElement {
+  return h("div", { class: "empty", id: "state-no-traces" },
+    h("h2", null, "No profiler traces yet"),
+    h("p", null, "The Attention tab shows where attention spends GPU time in PyTorch profiler traces. ",
+      "Record one with torch.profiler and write it into the log directory:"),
+    code(PROFILE_SNIPPET),
+    h("p", null, "Then run ", h("code", null, "tensorboard --logdir runs"),
+      ". Traces that appear while TensorBoard runs show up here within a few seconds. Files written with ",
+      h("code", null, "prof.export_chrome_trace(\"trace.json\")"), " work too: put them in a sub-directory of the log directory (one directory is one run)."),
+    runs ? h("p", { class: "muted" }, "Log directory: ", h("code", null, runs.logdir),
+      runs.scan_error ? ` \u2014 ${runs.scan_error}` : null) : null);
+}
+
+export function progress(counts: Counts | null | undefined, files: FileEntry[] = []): HTMLElement | null {
+  if (!counts || !counts.files) return null;
+  const pending = counts.waiting + counts.queued + counts.loading;
+  if (!pending) return null;
+  const done = counts.ready + counts.error;
+  const bar = h("progress", { max: counts.files, value: done, "aria-label": "traces analysed" });
+  const loading = files.filter((f) => f.state === "loading");
+  return h("div", { class: "progress", role: "status", "aria-live": "polite", id: "load-progress" },
+    h("span", { class: "spinner", "aria-hidden": "true" }),
+    h("span", null, `Analysing traces: ${done} of ${counts.files} done`,
+      counts.loading ? `, ${counts.loading} loading` : "",
+      counts.queued ? `, ${counts.queued} queued` : "",
+      counts.waiting ? `, ${counts.waiting} waiting for the file to be complete` : "",
+      counts.error ? ` (${counts.error} failed)` : ""),
+    bar,
+    loading.length ? h("span", { class: "muted" }, loading.map((f) => `${f.file} (${fmt.fileSize(f.size)})`).join(", ")) : null);
+}
+
+export function pending(state: string, message: string | null, file: string | null | undefined): HTMLElement {
+  const what: Record<string, string> = {
+    queued: "Queued for analysis",
+    loading: "Analysing the trace",
+    waiting: "Waiting for the file to be completely written",
+  };
+  return h("div", { class: "empty loading", role: "status", "aria-live": "polite", id: "state-loading" },
+    h("span", { class: "spinner big", "aria-hidden": "true" }),
+    h("h2", null, `${what[state] || "Loading"}\u2026`),
+    file ? h("p", { class: "muted" }, file) : null,
+    message ? h("p", { class: "muted" }, message) : null,
+    h("p", { class: "muted" }, "Big traces take a while; the page updates by itself."));
+}
+
+export function failed(message: string, file: string | null | undefined): HTMLElement {
+  return h("div", { class: "empty failed", id: "state-failed" },
+    note("error", "This trace could not be analysed",
+      file ? h("p", null, h("code", null, file)) : null,
+      h("p", { class: "error-text" }, message),
+      h("p", { class: "muted" }, "Other traces are not affected. If the file is still being written it is analysed again when it changes.")));
+}
+
+export function apiError(message: string): HTMLElement {
+  return note("error", "The server answered with an error", h("p", { class: "error-text" }, message));
+}
+
+const NOTICE_TITLES: Record<string, string> = {
+  no_gpu_kernels: "No GPU kernels in this trace",
+  no_attention: "No attention found",
+  no_shapes: "No input shapes recorded: FLOPs and bytes are unknown",
+  no_stack: "No module scopes recorded",
+  unknown_gpu: "Unknown GPU: no peaks, so no utilisation or bound",
+};
+
+function extraFix(n: Notice): Child {
+  if (n.code === "unknown_gpu") {
+    return h("p", null, "In TensorBoard, give the peaks through the environment before starting it, e.g. ",
+      h("code", null, "TB_ATTENTION_PEAKS=bf16=312,fp32=19.5,memory=1.5 tensorboard --logdir runs"),
+      " (TFLOP/s and TB/s), or a JSON file path in ", h("code", null, "TB_ATTENTION_PEAKS"), ".");
+  }
+  if (n.code === "no_attention") {
+    return h("p", null, "In TensorBoard, the module and annotation patterns come from ",
+      h("code", null, "TB_ATTENTION_MODULE_PATTERN"), " and ", h("code", null, "TB_ATTENTION_ANNOTATION_PATTERN"), ".");
+  }
+  return null;
+}
+
+export function notices(summary: Summary): HTMLElement | null {
+  const items: HTMLElement[] = [];
+  for (const n of summary.notices || []) {
+    const kind = n.code === "no_stack" ? "info" : "warn";
+    items.push(h("div", { class: `notice notice-${n.code}`, "data-code": n.code },
+      note(kind, NOTICE_TITLES[n.code] || n.message,
+        h("p", null, n.message),
+        n.fix ? h("p", null, h("strong", null, "How to fix: "), n.fix) : null,
+        extraFix(n))));
+  }
+  if (summary.warnings && summary.warnings.length) {
+    items.push(note("info", `Reading this trace: ${summary.warnings.length} warning${summary.warnings.length > 1 ? "s" : ""}`,
+      h("ul", null, summary.warnings.map((w) => h("li", null, w)))));
+  }
+  return items.length ? h("div", { class: "notices", id: "notices" }, items) : null;
+}

@@ -1,0 +1,93 @@
+// Small shared pieces: tooltip, badges, bound pills, utilisation bars, sections.
+
+import { BOUND_COLORS, BOUND_LABELS, phaseColor, phaseLabel } from "./colors";
+import { append, Child, h, replace } from "./dom";
+import * as fmt from "./format";
+
+let tip: HTMLElement | null = null;
+
+function tipEl(): HTMLElement {
+  if (!tip) {
+    tip = h("div", { class: "tooltip", role: "tooltip", id: "tba-tooltip", hidden: true });
+    document.body.appendChild(tip);
+  }
+  return tip;
+}
+
+/** Show the tooltip near (x, y) in page coordinates. */
+export function showTip(x: number, y: number, ...content: Child[]): void {
+  const t = tipEl();
+  replace(t, ...content);
+  t.hidden = false;
+  const pad = 14;
+  const w = t.offsetWidth;
+  const hgt = t.offsetHeight;
+  const vw = document.documentElement.clientWidth + window.scrollX;
+  const vh = document.documentElement.clientHeight + window.scrollY;
+  let left = x + pad;
+  let top = y + pad;
+  if (left + w > vw - 4) left = Math.max(window.scrollX + 4, x - w - pad);
+  if (top + hgt > vh - 4) top = Math.max(window.scrollY + 4, y - hgt - pad);
+  t.style.left = `${left}px`;
+  t.style.top = `${top}px`;
+}
+
+export function hideTip(): void {
+  if (tip) tip.hidden = true;
+}
+
+export function estBadge(estimated: boolean | null | undefined): Child {
+  return estimated
+    ? h("span", { class: "badge est", title: "estimated: FLOPs from a per-element estimate, or an op's cost split over several kernels" }, "est.")
+    : null;
+}
+
+export function boundPill(bound: string | null | undefined, reason?: string | null): HTMLElement {
+  const b = bound || "unknown";
+  const el = h("span", { class: `pill bound-${b}`, title: reason || null }, BOUND_LABELS[b] || b);
+  el.style.setProperty("--c", BOUND_COLORS[b] || "#6e7781");
+  return el;
+}
+
+export function phaseTag(phase: string | null | undefined, label?: string | null): HTMLElement {
+  const dot = h("span", { class: "dot", "aria-hidden": "true" });
+  dot.style.background = phaseColor(phase);
+  return h("span", { class: "phase-tag" }, dot, label || phaseLabel(phase));
+}
+
+/** A utilisation: the percentage and a thin bar (capped at 100 %; above shows a marker). */
+export function utilCell(u: number | null | undefined, estimated = false): HTMLElement {
+  const wrap = h("span", { class: "util" });
+  append(wrap, [h("span", { class: "num" }, fmt.est(fmt.pct(u), estimated))]);
+  if (u !== null && u !== undefined && isFinite(u)) {
+    const bar = h("span", { class: "util-bar", "aria-hidden": "true" });
+    const fill = h("span", { class: `util-fill${u > 1 ? " over" : ""}` });
+    fill.style.width = `${Math.max(0, Math.min(1, u)) * 100}%`;
+    bar.appendChild(fill);
+    wrap.appendChild(bar);
+  }
+  return wrap;
+}
+
+export function section(title: string, id: string, ...children: Child[]): HTMLElement {
+  const hid = `${id}-title`;
+  return h("section", { class: "card", id, "aria-labelledby": hid },
+    h("h2", { id: hid }, title), ...children);
+}
+
+export function note(kind: "info" | "warn" | "error", title: string, ...body: Child[]): HTMLElement {
+  return h("div", { class: `note note-${kind}`, role: kind === "error" ? "alert" : "status" },
+    h("div", { class: "note-title" }, title), ...body);
+}
+
+export function code(text: string): HTMLElement {
+  return h("pre", { class: "code" }, h("code", null, text));
+}
+
+export function kv(rows: [string, Child][]): HTMLElement {
+  const dl = h("dl", { class: "kv" });
+  for (const [k, v] of rows) {
+    append(dl, [h("dt", null, k), h("dd", null, v)]);
+  }
+  return dl;
+}
