@@ -302,6 +302,15 @@ class TraceBuilder:
 
     def _intern_threads(self, evs: list[Event]) -> array:
         index = self.threads.index
+        pids = {e.pid for e in evs}
+        if len(pids) == 1:
+            # one process (the usual case): look threads up by tid alone, no tuple per event
+            pid = next(iter(pids))
+            tids = [e.tid for e in evs]
+            local = {}
+            for t in set(tids):
+                local[t] = self.threads((pid, t))
+            return array("l", [local[t] for t in tids])
         keys = [(e.pid, e.tid) for e in evs]
         for k in set(keys).difference(index):
             self.threads(k)
