@@ -23,8 +23,11 @@ const TOTAL_ROWS: [string, string][] = [
 function deltaCell(d: number | null, speedup: number | null): HTMLElement {
   if (d === null) return h("td", { class: "num" }, fmt.DASH);
   const cls = Math.abs(d) < 1e-9 ? "" : d < 0 ? "better" : "worse";
-  return h("td", { class: `num ${cls}` }, fmt.signedTime(d),
-    speedup !== null && isFinite(speedup) ? h("span", { class: "muted small" }, ` (${fmt.ratio(speedup)} ${speedup >= 1 ? "faster" : "slower"})`) : null);
+  let note: string | null = null;
+  if (speedup !== null && isFinite(speedup) && speedup > 0 && Math.abs(speedup - 1) > 0.005) {
+    note = speedup > 1 ? `${fmt.ratio(speedup)} faster` : `${fmt.ratio(1 / speedup)} slower`;
+  }
+  return h("td", { class: `num ${cls}` }, fmt.signedTime(d), note ? h("span", { class: "muted small" }, ` (${note})`) : null);
 }
 
 function chart(rows: CompareRow[]): SVGElement {
@@ -41,6 +44,10 @@ function chart(rows: CompareRow[]): SVGElement {
     const sides: ["base" | "new", number][] = [["base", 0], ["new", BH + 2]];
     for (const [side, dy] of sides) {
       const v = r[side]?.time_us || 0;
+      if (!v) {
+        svg.appendChild(s("text", { x: LW + 2, y: y + dy + BH - 1, class: "bar-label" }, `${side === "base" ? "baseline" : "new"}: none`));
+        continue;
+      }
       const w = (v / max) * (W - LW - 120);
       const rect = s("rect", { x: LW, y: y + dy, width: Math.max(w, v ? 1 : 0), height: BH, rx: 2,
         fill: phaseColor(r.phase), class: side === "base" ? "bar-base" : "bar-new" });

@@ -9,6 +9,17 @@ import { section } from "../widgets";
 
 const PEAK_ORDER = ["bf16", "fp16", "tf32", "fp32", "fp8", "fp64"];
 
+/** bf16 and fp16 usually share a peak: one line "bf16/fp16 802 TFLOP/s". */
+function mergePeaks(keys: string[], flops: Record<string, number | null>): [string, number | null][] {
+  const out: [string, number | null][] = [];
+  for (const k of keys) {
+    const same = out.find(([, v]) => v === flops[k]);
+    if (same) same[0] = `${same[0]}/${k}`;
+    else out.push([k, flops[k]]);
+  }
+  return out;
+}
+
 function card(label: string, value: Child, sub?: Child, extra?: Child, testid?: string): HTMLElement {
   return h("div", { class: "stat", "data-testid": testid || null },
     h("div", { class: "stat-label" }, label),
@@ -45,7 +56,7 @@ export function renderSummary(s: Summary): HTMLElement {
         `${d.basis} peaks`),
       d.key ? null : h("span", { class: "badge warn" }, "not in the device table")) : null,
     d ? h("ul", { class: "peaks" },
-      peaks.map((k) => h("li", null, h("span", { class: "muted" }, k), " ", fmt.flopRate(d.peaks.flops[k]))),
+      mergePeaks(peaks, d.peaks.flops).map(([k, v]) => h("li", null, h("span", { class: "muted" }, k), " ", fmt.flopRate(v))),
       h("li", null, h("span", { class: "muted" }, "memory"), " ", fmt.byteRate(d.peaks.memory_bandwidth))) : null);
 
   const fwdBwd = split([

@@ -1,0 +1,258 @@
+"""End to end: a real ``tensorboard`` process, traces dropped into its logdir after start, and
+headless Chromium (Debian's /usr/bin/chromium driven by Playwright; no browser download) on
+the Attention tab.
+
+Screenshots go to tests/_artifacts/ (ignored by git). With TB_ATTENTION_UPDATE_SCREENSHOT=1 the
+README picture docs/screenshot.png is written too.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SAMPLES = os.path.join(ROOT, "sample_traces")
+ARTIFACTS = os.path.join(ROOT, "tests", "_artifacts")
+CHROMIUM = os.environ.get("TB_ATTENTION_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+XSS = "<img src=x onerror=window.__xss=1>"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+pytestmark = pytest.mark.e2e
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+if not os.path.exists(CHROMIUM):
+    pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
+
+
+def _sample(run: str) -> str:
+    d = os.path.join(SAMPLES, run)
+    if not os.path.isdir(d):
+        pytest.skip(f"sample_traces/{run} is not available")
+    return os.path.join(d, sorted(f for f in os.listdir(d) if f.endswith((".json", ".json.gz")))[0])
+
+
+def _drop(logdir: str, run: str, src: str, name: str = None) -> None:
+    d = os.path.join(logdir, run)
+    os.makedirs(d, exist_ok=True)
+    tmp = os.path.join(logdir, ".incoming")
+    shutil.copyfile(src, tmp)
+    os.replace(tmp, os.path.join(d, name or os.path.basename(src)))
+
+
+def _xss_trace(dst: str) -> str:
+    """A sample trace whose GPU kernels are all named like an HTML injection."""
+    import gzip
+    with gzip.open(_sample("sdpa_flash_s2048_fwd"), "rt", encoding="utf-8") as f:
+        data = json.load(f)
+    for ev in data["traceEvents"]:
+        if isinstance(ev, dict) and ev.get("cat") == "kernel":
+            ev["name"] = XSS
+    with gzip.open(dst, "wt", encoding="utf-8") as f:
+        json.dump(data, f)
+    return dst
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get_json(url: str):
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return json.loads(r.read())
+
+
+def _wait(pred, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            v = pred()
+        except OSError:
+            v = None
+        if v:
+            return v
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def tensorboard(tmp_path_factory):
+    for run in ("sdpa_flash_s2048_fwd", "sdpa_math_s2048_fwd", "gpt4l_sdpa_train"):
+        _sample(run)
+    logdir = str(tmp_path_factory.mktemp("tb_logdir"))
+    port = _free_port()
+    env = dict(os.environ, TB_ATTENTION_POLL_SECS="0.5", TB_ATTENTION_CACHE_DIR=str(tmp_path_factory.mktemp("cache")))
+    log = open(str(tmp_path_factory.mktemp("tblog") / "tensorboard.log"), "w+")
+    proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", logdir, "--port", str(port),
+                             "--host", "127.0.0.1", "--reload_interval", "0"],
+                            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait(lambda: proc.poll() is None and _get_json(base + "/data/plugins_listing"), 40, "tensorboard")
+        yield base, logdir
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        log.seek(0)
+        tail = log.read()[-3000:]
+        log.close()
+        if "Traceback" in tail:
+            print(tail)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        yield b
+        b.close()
+
+
+def _plugin_frame(page, timeout: float = 20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for f in page.frames:
+            if "plugin_entry.html" in f.url and "name=attention" in f.url:
+                return f
+        page.wait_for_timeout(100)
+    raise AssertionError("the Attention tab's iframe did not appear")
+
+
+def _shot(page, name: str) -> str:
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    path = os.path.join(ARTIFACTS, name)
+    page.screenshot(path=path)
+    return path
+
+
+def test_attention_tab_end_to_end(tensorboard, browser):
+    base, logdir = tensorboard
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    requests = []
+    errors = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        # 1. nothing in the logdir yet: the tab explains how to produce traces
+        page.goto(base + "/#attention")
+        frame = _plugin_frame(page)
+        frame.wait_for_selector("#state-no-traces", timeout=15000)
+        assert "tensorboard_trace_handler" in frame.text_content("#state-no-traces")
+        _shot(page, "e2e_no_traces.png")
+
+        # 2. traces dropped in while TensorBoard runs appear by themselves
+        _drop(logdir, "flash", _sample("sdpa_flash_s2048_fwd"))
+        _drop(logdir, "gpt", _sample("gpt4l_sdpa_train"))
+        _drop(logdir, "math", _sample("sdpa_math_s2048_fwd"))
+        frame.wait_for_selector("#summary", timeout=20000)
+        _wait(lambda: _get_json(base + "/data/plugin/attention/runs")["counts"]["ready"] == 3, 20, "3 traces ready")
+
+        # 3. the default run (flash): summary, phase table, roofline
+        frame.wait_for_selector("#trace-run", timeout=10000)
+        assert frame.eval_on_selector("#trace-run", "e => e.value") == "flash"
+        summary = frame.text_content("#summary")
+        assert "Attention time" in summary and "H200" in summary and "GPU busy time" in summary
+        frame.wait_for_selector('#phase-table tr[data-phase="fused_attention"][data-direction="forward"]', timeout=10000)
+        frame.wait_for_selector("#roofline-chart circle.pt", timeout=10000)
+        frame.wait_for_selector("#kernel-table tbody tr", timeout=10000)
+        _shot(page, "e2e_flash.png")
+
+        # 4. another run through the selector: a training trace with forward and backward
+        frame.select_option("#trace-run", "gpt")
+        frame.wait_for_function("document.querySelector('#trace-meta') && document.querySelector('#trace-meta').textContent.includes('gpt4l_sdpa_train')", timeout=15000)
+        frame.wait_for_selector('#phase-table tr[data-direction="backward"]', timeout=10000)
+        frame.wait_for_selector("#roofline-chart circle.pt", timeout=10000)
+        assert frame.locator("#roofline-chart circle.pt").count() >= 3
+        share = frame.inner_text('[data-testid="attention-share"]')
+        assert share.endswith("%")
+        # keyboard: focus the roofline and step to the first point
+        frame.focus("#roofline-chart")
+        page.keyboard.press("ArrowRight")
+        tip = page.frame_locator("iframe").locator("#tba-tooltip")
+        assert tip.is_visible() and "time" in tip.inner_text()
+        page.keyboard.press("Escape")
+        # kernel table: sort by a header button with the keyboard
+        frame.focus('#kernel-table button[data-sort="name"]')
+        page.keyboard.press("Enter")
+        frame.wait_for_selector('#kernel-table th[aria-sort="ascending"] button[data-sort="name"]', timeout=10000)
+        _shot(page, "e2e_gpt.png")
+
+        # 5. comparison of two runs, per phase
+        frame.click("#tab-compare")
+        frame.wait_for_selector("#base-run", timeout=10000)
+        frame.select_option("#base-run", "flash")
+        frame.select_option("#new-run", "math")
+        frame.wait_for_selector('#compare-table tr[data-phase="fused_attention"]', timeout=15000)
+        frame.wait_for_selector('#compare-table tr[data-phase="softmax"]', timeout=10000)
+        assert "Attention time" in frame.text_content("#compare-totals")
+        _shot(page, "e2e_compare.png")
+        frame.click("#tab-run")
+        frame.wait_for_selector("#summary", timeout=10000)
+
+        # 6. a fresh load now that traces exist: the tab is active; the README picture
+        page.set_viewport_size({"width": 1400, "height": 1750})
+        page.reload()
+        frame = _plugin_frame(page)
+        frame.wait_for_selector("#roofline-chart circle.pt", timeout=20000)
+        frame.select_option("#trace-run", "gpt")
+        frame.wait_for_function("document.querySelector('#trace-meta') && document.querySelector('#trace-meta').textContent.includes('gpt4l_sdpa_train')", timeout=15000)
+        frame.wait_for_selector("#roofline-chart circle.pt", timeout=10000)
+        path = _shot(page, "e2e_overview.png")
+        if os.environ.get("TB_ATTENTION_UPDATE_SCREENSHOT") == "1":
+            shutil.copyfile(path, os.path.join(ROOT, "docs", "screenshot.png"))
+    finally:
+        page.close()
+
+    # nothing left localhost, and the page raised no error
+    origin = base + "/"
+    outside = [u for u in requests if not (u.startswith(origin) or u.startswith(("data:", "blob:", "about:")))]
+    assert not outside, outside
+    assert any("/data/plugin/attention/kernels" in u for u in requests)
+    assert not errors, errors
+
+
+def test_kernel_names_render_as_text(tensorboard, browser, tmp_path):
+    base, logdir = tensorboard
+    src = _xss_trace(str(tmp_path / "xss.1700000000000000000.pt.trace.json.gz"))
+    _drop(logdir, "xss", src)
+    _wait(lambda: any(r["run"] == "xss" and r["files"][0]["state"] == "ready"
+                      for r in _get_json(base + "/data/plugin/attention/runs")["runs"]), 20, "xss trace ready")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    try:
+        page.goto(base + "/#attention")
+        frame = _plugin_frame(page)
+        frame.wait_for_selector("#trace-run", timeout=15000)
+        frame.select_option("#trace-run", "xss")
+        frame.wait_for_selector("#kernel-table tbody tr", timeout=15000)
+        frame.wait_for_function("document.querySelector('#trace-meta') && document.querySelector('#trace-meta').textContent.includes('xss')", timeout=15000)
+        frame.wait_for_selector("#kernel-table tbody tr .kname", timeout=10000)
+        assert XSS in frame.inner_text("#kernel-table")
+        frame.wait_for_selector("#roofline-chart circle.pt", timeout=10000)
+        frame.hover("#roofline-chart circle.pt")
+        assert XSS in page.frame_locator("iframe").locator("#tba-tooltip").inner_text()
+        frame.click("#kernel-table tbody tr button.expander")
+        frame.wait_for_selector("#kernel-table tr.details", timeout=5000)
+        page.wait_for_timeout(300)
+        assert frame.evaluate("window.__xss") is None
+        assert page.evaluate("window.__xss") is None
+        assert frame.locator('img[src="x"]').count() == 0
+        assert not dialogs
+        _shot(page, "e2e_xss.png")
+    finally:
+        page.close()
