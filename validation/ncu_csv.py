@@ -39,6 +39,9 @@ _NA = {"", "n/a", "N/A", "nan", "NaN", "-"}
 # SI prefixes as ncu prints them (Kbyte, Mbyte, usecond, msecond, Ghz, ...)
 _PREFIX = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1.0, "K": 1e3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 _BINARY = {"Ki": 2.0 ** 10, "Mi": 2.0 ** 20, "Gi": 2.0 ** 30, "Ti": 2.0 ** 40}
+# short spellings that `--print-units base` uses (seen with ncu 2025.3: 'ns', 'byte/s')
+_SHORT = {"ns": (1e-9, "second"), "us": (1e-6, "second"), "ms": (1e-3, "second"), "s": (1.0, "second"),
+          "B": (1.0, "byte"), "KB": (1e3, "byte"), "MB": (1e6, "byte"), "GB": (1e9, "byte"), "TB": (1e12, "byte")}
 _BASE_UNITS = ("byte", "second", "cycle", "hz", "inst", "warp", "thread", "block", "sector", "request",
                "wavefront", "register", "flop")
 
@@ -84,6 +87,8 @@ def unit_scale(unit: str) -> Tuple[float, str]:
         fn, bn = unit_scale(num)
         fd, bd = unit_scale(den)
         return fn / fd, f"{bn}/{bd}"
+    if u in _SHORT:
+        return _SHORT[u]
     low = u.lower()
     if low in ("hz", "khz", "mhz", "ghz"):
         return {"hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}[low], "hz"

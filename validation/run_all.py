@@ -71,6 +71,11 @@ CANDIDATE_METRICS = [
     ("smsp__sass_thread_inst_executed_op_hmul_pred_on", "smsp__sass_thread_inst_executed_op_hmul_pred_on.sum"),
     ("smsp__sass_thread_inst_executed_op_dfma_pred_on", "smsp__sass_thread_inst_executed_op_dfma_pred_on.sum"),
     ("sm__ops_path_tensor_src_bf16_dst_fp32", "sm__ops_path_tensor_src_bf16_dst_fp32.sum"),
+    # ncu 2025.3 on H200 names the fp16 counter without a dst type (the *_dst_* forms are absent there);
+    # it was missing from the 2026-11-30 run, so fp16 tensor FLOPs are not in that data set
+    ("sm__ops_path_tensor_src_fp16", "sm__ops_path_tensor_src_fp16.sum"),
+    ("sm__ops_path_tensor_src_fp8", "sm__ops_path_tensor_src_fp8.sum"),
+    ("sm__inst_executed_pipe_tensor", "sm__inst_executed_pipe_tensor.sum"),
     ("sm__ops_path_tensor_src_fp16_dst_fp32", "sm__ops_path_tensor_src_fp16_dst_fp32.sum"),
     ("sm__ops_path_tensor_src_fp16_dst_fp16", "sm__ops_path_tensor_src_fp16_dst_fp16.sum"),
     ("sm__ops_path_tensor_src_tf32_dst_fp32", "sm__ops_path_tensor_src_tf32_dst_fp32.sum"),
@@ -277,31 +282,71 @@ def run_batch(work, tag, names, sections, metrics, timeout, launch_count=None, e
     res["status"] = stats
     if os.path.exists(rep + ".ncu-rep"):
         erc, csvtxt = export_csv(rep + ".ncu-rep", rep + ".csv", logf)
-        try:
-            table = ncu_csv.parse(csvtxt)
-        except ValueError:
-            table = None
-        if table is not None:
-            ok_names = [s["workload"] for s in stats]  # markers were launched in this order
-            parts = ncu_csv.split_by_marker(table.rows, ok_names)
-            nv = ncu_csv.nvtx_column(table.columns)
-            res["nvtx_column"] = nv
-            res["n_rows"] = len(table.rows)
-            for s in stats:
-                w = s["workload"]
-                rows = parts.get(w, [])
-                out = {"workload": w, "batch": tag, "status": s["status"], "units": table.units,
-                       "n_kernels": len(rows), "truncated_by_launch_count": bool(launch_count),
-                       "kernels": rows, "step_seconds_under_ncu": s["t_end"] - s["t_start"]}
-                with open(os.path.join(ncu_dir, f"{w}.json"), "w") as f:
-                    json.dump(out, f, indent=1, default=str)
-                res["per_workload"][w] = {"n_kernels": len(rows), "seconds": s["t_end"] - s["t_start"],
-                                          "status": s["status"]}
+        res.update(write_workload_jsons(work, tag, csvtxt, stats, launch_count))
     tail = "\n".join(txt.splitlines()[-8:])
     log(f"ncu batch {tag}: rc={rc} {dt:.1f}s rows={res.get('n_rows')} nvtx_col={res.get('nvtx_column')!r}\n{tail}")
     with open(os.path.join(ncu_dir, f"batch_{tag}.json"), "w") as f:
         json.dump(res, f, indent=1, default=str)
     return res
+
+
+KEY_PREFIXES = ("gpu__time_duration", "dram__", "lts__t_bytes", "lts__throughput", "l1tex__throughput",
+                "sm__throughput", "gpu__compute_memory_throughput", "sm__pipe_", "sm__inst_executed_pipe_",
+                "smsp__sass_thread_inst_executed_op_", "sm__sass_thread_inst_executed_op_", "sm__ops_path_tensor",
+                "launch__", "sm__warps_active", "sm__cycles_elapsed", "gpc__cycles_elapsed", "smsp__cycles_elapsed",
+                "sm__maximum_warps", "derived__")
+
+
+def key_columns(columns):
+    """Identity/NVTX columns plus the metrics the comparison needs (no .min/.max variants,
+    no device__attribute_* constants)."""
+    keep = []
+    for c in columns:
+        if c in ncu_csv.IDENTITY_COLUMNS or "Range" in c:
+            keep.append(c)
+        elif c.startswith(KEY_PREFIXES) and ".min" not in c and ".max" not in c:
+            keep.append(c)
+    return keep
+
+
+def write_workload_jsons(work, tag, csvtxt, stats, launch_count=None):
+    """Split one batch's raw CSV into ncu/<workload>.json (compact: key columns only)."""
+    res = {}
+    try:
+        table = ncu_csv.parse(csvtxt)
+    except ValueError:
+        return res
+    names = [st["workload"] for st in stats]  # markers were launched in this order
+    parts = ncu_csv.split_by_marker(table.rows, names)
+    nv = ncu_csv.nvtx_column(table.columns)
+    cols = key_columns(table.columns)
+    res.update(nvtx_column=nv, n_rows=len(table.rows), per_workload={})
+    for st in stats:
+        w = st["workload"]
+        rows = [{c: r.get(c) for c in cols} for r in parts.get(w, [])]
+        out = {"workload": w, "batch": tag, "status": st["status"],
+               "units": {c: table.units.get(c, "") for c in cols},
+               "n_kernels": len(rows), "truncated_by_launch_count": bool(launch_count),
+               "join": "rows between this workload's marker kernel (spin_kernel) and the next; "
+                       "order = launch order",
+               "step_seconds_under_ncu": st["t_end"] - st["t_start"], "kernels": rows}
+        with open(os.path.join(work, "ncu", f"{w}.json"), "w") as f:
+            json.dump(out, f, separators=(",", ":"), default=str)
+        res["per_workload"][w] = {"n_kernels": len(rows), "seconds": st["t_end"] - st["t_start"],
+                                  "status": st["status"]}
+    return res
+
+
+def postprocess(work):
+    """Rebuild ncu/<workload>.json from the batch CSVs + status files (e.g. after a parser change)."""
+    for b in sorted(glob.glob(os.path.join(work, "ncu", "batch_*.json"))):
+        info = json.load(open(b))
+        tag = info["tag"]
+        csvp = os.path.join(work, "ncu", f"{tag}.csv")
+        stp = os.path.join(work, "ncu", f"status_{tag}.jsonl")
+        if os.path.exists(csvp) and os.path.exists(stp):
+            stats = [json.loads(l) for l in open(stp) if l.strip()]
+            write_workload_jsons(work, tag, open(csvp).read(), stats, info.get("launch_count"))
 
 
 def load_meta(work):
@@ -347,9 +392,10 @@ def summary(work):
         "dram%": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
         "sm%": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
         "mem%": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
-        "gmma%": "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
-        "hmma%": "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+        "tensor%": "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
         "fma%": "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
+        "xu%": "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active",
+        "occ%": "sm__warps_active.avg.pct_of_peak_sustained_active",
     }
     lines = []
     for p in sorted(glob.glob(os.path.join(work, "ncu", "*.json"))):
@@ -357,7 +403,7 @@ def summary(work):
         if b.startswith("batch_"):
             continue
         d = json.load(open(p))
-        if "kernels" not in d:
+        if "kernels" not in d or not isinstance(d.get("kernels"), list):
             continue
         rows = sorted(d["kernels"], key=lambda r: -(r.get("gpu__time_duration.sum") or 0))[:3]
         for r in rows:
@@ -393,6 +439,10 @@ def main():
     ap.add_argument("--max-kernels", type=int, default=60)
     ap.add_argument("--batch-kernels", type=int, default=100)
     ap.add_argument("--only", default="", help="comma list of workloads (debug)")
+    ap.add_argument("--reuse", default="", help="earlier result dir: take meta/, ncu_caps/ncu_selected.json and "
+                    "ncu cost from it; skip ceilings, traces and the ncu smoke (ncu-only repair run)")
+    ap.add_argument("--tag-prefix", default="b")
+    ap.add_argument("--keep-reports", action="store_true", help="also pack the (large) .ncu-rep files")
     ap.add_argument("--cpu-dry-run", action="store_true", help="local test: small CPU shapes (use a fake ncu)")
     a = ap.parse_args()
     if a.t0:
@@ -410,13 +460,24 @@ def main():
 
     only = [x for x in a.only.split(",") if x]
 
-    # ---- 1. ncu capabilities
-    try:
-        sections, metrics = select_metrics(work)
-    except Exception as e:
-        log(f"metric selection failed: {e}")
-        sections, metrics = WANTED_SECTIONS, MINIMAL_METRICS
-    if not DRY:
+    reuse = os.path.abspath(a.reuse) if a.reuse else ""
+    if reuse:
+        import shutil
+
+        for m in glob.glob(os.path.join(reuse, "meta", "*.json")):
+            shutil.copy(m, os.path.join(work, "meta"))
+        sel = json.load(open(os.path.join(reuse, "ncu_caps", "ncu_selected.json")))
+        sections, metrics = sel["sections"], sel["metrics"]
+        log(f"reusing {reuse}: {len(glob.glob(os.path.join(work, 'meta', '*.json')))} meta files, "
+            f"{len(metrics)} metrics, sections {sections}")
+    else:
+        # ---- 1. ncu capabilities
+        try:
+            sections, metrics = select_metrics(work)
+        except Exception as e:
+            log(f"metric selection failed: {e}")
+            sections, metrics = WANTED_SECTIONS, MINIMAL_METRICS
+    if not DRY and not reuse:
         rc, dt, txt = sh([sys.executable, os.path.join(HERE, "ceilings.py"), os.path.join(work, "ceilings.json")],
                          90, os.path.join(work, "logs", "ceilings.log"))
         log(f"ceilings rc={rc} {dt:.1f}s {' '.join(l.strip() for l in txt.splitlines() if 'TF' in l or 'TBps' in l)}")
@@ -424,7 +485,7 @@ def main():
 
     # ---- 2. traces, one process per family
     order = ["sdpa", "decode", "naive", "compile", "mha", "memory", "hf"]
-    for fam in order:
+    for fam in ([] if reuse else order):
         names = [n for n in W.names(fam) if not only or n in only]
         if not names:
             continue
@@ -439,13 +500,14 @@ def main():
                          os.path.join(work, "logs", f"trace_{fam}.log"))
         log(f"trace family {fam}: rc={rc} {dt:.1f}s\n" + "\n".join(l for l in txt.splitlines() if l.startswith("[trace]")))
     # the sample-trace generator, on this GPU (checks it runs on CUDA; small traces)
-    if time.time() - T0 < a.trace_until + 30:
+    if not reuse and time.time() - T0 < a.trace_until + 30:
         gen = os.path.join(os.path.dirname(HERE), "sample_traces", "generate.py")
         rc, dt, txt = sh([sys.executable, gen, "--out", os.path.join(work, "traces", "_generate")]
                          + (["--device", "cpu"] if DRY else []), 90, os.path.join(work, "logs", "generate.log"))
         log(f"sample_traces/generate.py rc={rc} {dt:.1f}s\n" + "\n".join(
             l for l in txt.splitlines() if "USDT" not in l)[-1500:])
-    pk.traces()
+    if not reuse:
+        pk.traces()
     pk.meta()
 
     meta = load_meta(work)
@@ -459,6 +521,12 @@ def main():
         smoke = sorted(okw, key=lambda w: (W.SPECS[w].ncu_priority, w))[:2]
     per_kernel, fixed = 1.0, 15.0
     done = set()
+    if reuse and os.path.exists(os.path.join(reuse, "ncu", "skipped.json")):
+        prev = json.load(open(os.path.join(reuse, "ncu", "skipped.json")))
+        per_kernel, fixed = prev.get("per_kernel_s", per_kernel), prev.get("fixed_s", fixed)
+        smoke = []
+        done.update(w for w in okw if os.path.exists(os.path.join(reuse, "ncu", f"{w}.json")))
+        log(f"ncu cost from the earlier run: {per_kernel:.2f}s/kernel, {fixed:.1f}s fixed")
     if smoke and left() > 60:
         res = run_batch(work, "b00_smoke", smoke, sections, metrics, min(150, left() - 30), env=env)
         if not res.get("n_rows"):
@@ -480,7 +548,8 @@ def main():
             done.update(w for w, v in res["per_workload"].items() if v["status"] == "ok")
         log(f"ncu cost estimate: {per_kernel:.2f}s/kernel, {fixed:.1f}s fixed per process")
     pk.meta()
-    pk.reports()
+    if a.keep_reports:
+        pk.reports()
 
     # ---- 4. ncu batches by priority
     todo = sorted([w for w in okw if w not in done and (not only or w in only)],
@@ -492,6 +561,7 @@ def main():
         return min(meta[w].get("build_warmup_s", 2.0), 20.0) * 1.2 + (min(meta[w].get("n_kernels", 10), a.max_kernels) + 1) * per_kernel
 
     bi = 1
+    P = a.tag_prefix
     queue = list(small)
     skipped = []
     while queue:
@@ -512,7 +582,7 @@ def main():
             queue.remove(w)
         if not batch:
             continue
-        res = run_batch(work, f"b{bi:02d}", batch, sections, metrics, min(left() - 15, 2.5 * t_est + 30), env=env)
+        res = run_batch(work, f"{P}{bi:02d}", batch, sections, metrics, min(left() - 15, 2.5 * t_est + 30), env=env)
         bi += 1
         if res.get("n_rows") and res["per_workload"]:
             # refine the estimate from measured numbers
@@ -529,7 +599,7 @@ def main():
         if t_est > left() - 25:
             skipped.append(w)
             continue
-        run_batch(work, f"b{bi:02d}_cap", [w], sections, metrics, min(left() - 15, 2.5 * t_est + 30),
+        run_batch(work, f"{P}{bi:02d}_cap", [w], sections, metrics, min(left() - 15, 2.5 * t_est + 30),
                   launch_count=cap, env=env)
         bi += 1
         pk.meta()
@@ -553,7 +623,8 @@ def main():
     except Exception as e:
         log(f"summary failed: {e}")
     pk.meta()
-    pk.reports()
+    if a.keep_reports:
+        pk.reports()
     log("done")
 
 

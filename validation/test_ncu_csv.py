@@ -58,6 +58,10 @@ def test_unit_scale():
     assert ncu_csv.unit_scale("Kibyte") == (1024.0, "byte")
     assert ncu_csv.unit_scale("%") == (1.0, "%")
     assert ncu_csv.unit_scale("register/thread") == (1.0, "register/thread")
+    # short spellings printed by `ncu --print-units base` (2025.3)
+    assert ncu_csv.unit_scale("ns") == (1e-9, "second")
+    assert ncu_csv.unit_scale("byte/s") == (1.0, "byte/second")
+    assert ncu_csv.unit_scale("inst/cycle") == (1.0, "inst/cycle")
 
 
 def test_to_number():
