@@ -109,7 +109,7 @@ class Served:
         def ok():
             d = self.runs()
             c = d["counts"]
-            if c["waiting"] + c["queued"] + c["loading"]:
+            if not d["scanned"] or c["waiting"] + c["queued"] + c["loading"]:
                 return None
             if n_files is not None and c["files"] != n_files:
                 return None

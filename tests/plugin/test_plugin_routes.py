@@ -296,7 +296,7 @@ def test_symlinks_out_of_the_logdir_are_not_served(tmp_path, logdir, served):
     inner = logdir / "good" / "inner.pt.trace.json.gz"                          # symlink staying inside
     inner.symlink_to(logdir / "good" / os.listdir(logdir / "good")[0])
     s = served()
-    d = s.settled()
+    d = s.settled(2)
     runs = {r["run"]: r for r in d["runs"]}
     assert set(runs) == {"good"}
     names = {f["file"] for f in runs["good"]["files"]}
