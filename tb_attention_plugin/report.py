@@ -144,7 +144,7 @@ def _sig_round(x: np.ndarray, digits: int = 4) -> np.ndarray:
 
 
 def _kernel_peaks(trace: Trace, devices: dict, attr: Attribution, opt: Options):
-    """Per kernel: peak key, peak FLOP/s, memory bandwidth, SM count (vectorised by unique combo)."""
+    """Per kernel: peak key, peak FLOP/s, memory bandwidth, SM count, L2 bytes (by unique combo)."""
     G = trace.gpu
     n = len(G["kind"])
     names = trace.strings
@@ -153,22 +153,35 @@ def _kernel_peaks(trace: Trace, devices: dict, attr: Attribution, opt: Options):
     code = np.empty(n, dtype=np.int64)
     for k, (o, nid, dev) in enumerate(zip(owner.tolist(), G["name"].tolist(), G["device"].tolist())):
         c = attr.costs.get(o)
-        key = (c.dtype if c else None, c.engine if c else NONE, nid, dev)
+        key = (c.dtype if c else None, c.engine if c else NONE, c.fp32_on_tensor_cores if c else False, nid, dev)
         j = combos.get(key)
         if j is None:
             j = combos[key] = len(combos)
         code[k] = j
-    pk_keys, pk_vals, bws, sms = [], [], [], []
-    for (dtype, engine, nid, dev) in combos:
+    pk_keys, pk_vals, bws, sms, l2s = [], [], [], [], []
+    for (dtype, engine, tc32, nid, dev) in combos:
         d = devices.get(dev) or D.resolve(trace.meta, dev, opt.user_peaks, opt.peak_basis)
         devices.setdefault(dev, d)
-        pk, _ = peak_key(dtype, engine, names[nid], d.flops)
+        pk, _ = peak_key(dtype, engine, names[nid], d.flops, tc32)
         pk_keys.append(pk)
         pk_vals.append(d.flops.get(pk, np.nan) if pk else np.nan)
         bws.append(d.memory_bandwidth if d.memory_bandwidth else np.nan)
         sms.append(d.num_sms or 0)
-    return (Coded(code, pk_keys), np.asarray(pk_vals, dtype=float)[code] if n else np.zeros(0),
-            np.asarray(bws, dtype=float)[code] if n else np.zeros(0), np.asarray(sms, dtype=np.int64)[code] if n else np.zeros(0, np.int64))
+        l2s.append(float(d.l2_bytes or 0))
+
+    def col(vals, dtype):
+        return np.asarray(vals, dtype=dtype)[code] if n else np.zeros(0, dtype)
+    return Coded(code, pk_keys), col(pk_vals, float), col(bws, float), col(sms, np.int64), col(l2s, float)
+
+
+def dram_traffic(nbytes: np.ndarray, reads: np.ndarray, l2: np.ndarray) -> np.ndarray:
+    """Estimated DRAM bytes of each kernel: everything read, and what is written beyond the room
+    the reads leave in the last-level cache (a write-back cache keeps smaller outputs until
+    later). Checked against Nsight Compute's DRAM bytes in validation/."""
+    rd = np.where(np.isnan(reads), nbytes, reads)
+    wr = np.maximum(nbytes - rd, 0.0)
+    room = np.maximum(l2 - rd, 0.0)
+    return rd + np.maximum(wr - room, 0.0)
 
 
 def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution, opt: Options) -> dict:
@@ -213,11 +226,12 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
     kind = G["kind"].astype(np.int64)
     dur = G["dur"].astype(np.float64)
     fl, by = attr.flops, attr.bytes
-    peak_key_col, peak_f, bw, sms = _kernel_peaks(trace, devices, attr, opt)
+    peak_key_col, peak_f, bw, sms, l2 = _kernel_peaks(trace, devices, attr, opt)
+    dram = dram_traffic(by, attr.reads, l2)
     sec = dur * 1e-6
     with np.errstate(divide="ignore", invalid="ignore"):
         afl = np.where(sec > 0, fl / sec, np.nan)
-        aby = np.where(sec > 0, by / sec, np.nan)
+        aby = np.where(sec > 0, dram / sec, np.nan)
         inten = np.where(by > 0, fl / by, np.nan)
         mu = aby / bw
         cu = np.where(fl > 0, afl / peak_f, np.where(np.isnan(fl), np.nan, 0.0))
@@ -235,6 +249,8 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
     bound[reached & (cu >= mu)] = 1                                      # compute
     bound[reached & (cu < mu)] = 0                                       # memory
     bound[known & ~reached] = 2                                          # latency
+    # Too short to reach steady state on any roof, whatever its estimated traffic.
+    bound[(dur > 0) & (dur < SHORT_KERNEL_US) & (kind == KERNEL)] = 2
     bound[host_copy] = 0
     cu[host_copy] = np.nan
     mu[host_copy] = np.nan
@@ -252,7 +268,7 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
         if b == 1:
             reasons.append(f"reaches {cu[k] * 100:.0f}% of the {label} ({_rate(afl[k], 'FLOP/s')})")
         elif b == 0:
-            reasons.append(f"reaches {mu[k] * 100:.0f}% of memory bandwidth ({_rate(aby[k], 'B/s')})")
+            reasons.append(f"reaches {mu[k] * 100:.0f}% of memory bandwidth ({_rate(aby[k], 'B/s')} of estimated DRAM traffic)")
         elif b == 2:
             why = []
             d = dur[k]
@@ -265,7 +281,10 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
                 why.append(f"estimated occupancy {o:.0f}%")
             if not why:
                 why.append("neither roof reached: stalls, poor access pattern or too little parallel work")
-            reasons.append("; ".join(why) + f" ({mu[k] * 100:.0f}% of bandwidth, {cu[k] * 100:.0f}% of {label})")
+            if mu[k] == mu[k]:
+                reasons.append("; ".join(why) + f" ({mu[k] * 100:.0f}% of bandwidth, {np.nan_to_num(cu[k]) * 100:.0f}% of {label})")
+            else:
+                reasons.append("; ".join(why) + " (FLOPs and bytes unknown)")
         elif dur[k] <= 0:
             reasons.append("zero duration")
         elif np.isnan(bw[k]):
@@ -348,6 +367,7 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
         "dtype": Coded.from_values(dtypes),
         "flops": _sig_round(fl),
         "bytes": _sig_round(by),
+        "dram_bytes": _sig_round(dram),
         "intensity": _sig_round(inten),
         "achieved_flops_per_s": _sig_round(afl),
         "achieved_bytes_per_s": _sig_round(aby),
@@ -427,6 +447,7 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
         "status": "ok",
         "trace": {
             "events": int(trace.stats.get("events", 0)), "bytes": int(trace.stats.get("bytes", 0) or 0),
+            "truncated": bool(trace.stats.get("truncated", False)),
             "format": "kineto-legacy" if _legacy(trace) else "kineto",
             "record_shapes": shapes_seen, "with_stack": bool(any(R["kind"] == MODULE)) or bool(meta.get("with_stack")),
             "profile_memory": bool(len(trace.memory["ts"])),

@@ -15,7 +15,7 @@ import numpy as np
 # Output order of the row fields.
 FIELDS = ("id", "name", "kind", "ts", "dur_us", "device", "stream", "step", "attention", "phase", "direction",
           "core", "tag_source", "instance", "scope", "op", "cost_op", "module", "module_path", "dtype", "flops",
-          "bytes", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s", "peak", "peak_flops_per_s",
+          "bytes", "dram_bytes", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s", "peak", "peak_flops_per_s",
           "compute_util", "memory_util", "bound", "bound_reason", "estimated", "cost_share", "grid", "block",
           "occupancy_pct")
 # Optional fields, present on attention rows only.

@@ -35,7 +35,8 @@ AUX_KERNEL = re.compile(r"dot_do_o|convert_dq|zero|fill|memset|splitKreduce|redu
 class Attribution:
     owner: np.ndarray         # GPU activity -> cost-owner op range, or -1
     flops: np.ndarray         # float, NaN = unknown
-    bytes: np.ndarray         # float, NaN = unknown
+    bytes: np.ndarray         # float, NaN = unknown (minimum traffic)
+    reads: np.ndarray         # the part of ``bytes`` that is read
     share: np.ndarray         # share of the owner's time this activity is (1.0 when alone)
     costs: dict[int, Cost]    # owner range -> the op's full cost
 
@@ -105,6 +106,7 @@ def attribute(trace: Trace, links: Links) -> Attribution:
     owner = np.full(n, -1, dtype=np.int64)
     flops = np.full(n, np.nan)
     nbytes = np.full(n, np.nan)
+    reads = np.full(n, np.nan)
     share = np.ones(n)
     owners = _Owners(trace, links)
     names = trace.strings
@@ -119,11 +121,13 @@ def attribute(trace: Trace, links: Links) -> Attribution:
     vals = copy_b[mc_idx]
     vals[vals < 0] = np.nan
     nbytes[mc_idx] = np.where(dtod, 2 * vals, vals)   # a device copy reads and writes
+    reads[mc_idx] = np.where(dtod, vals, 0.0)
     flops[mc_idx] = 0.0
     ms_idx = np.flatnonzero(is_memset)
     vals = copy_b[ms_idx]
     vals[vals < 0] = np.nan
     nbytes[ms_idx] = vals
+    reads[ms_idx] = 0.0
     flops[ms_idx] = 0.0
 
     costs: dict[int, Cost] = {}
@@ -138,29 +142,75 @@ def attribute(trace: Trace, links: Links) -> Attribution:
     bounds = np.flatnonzero(np.diff(owner[order])) + 1
     groups = {int(owner[g[0]]): g.tolist() for g in np.split(order, bounds) if len(g)}
     dur = G["dur"]
-    R = trace.ranges
+    kname = [names[i] for i in G["name"].tolist()]
     for o, ks in groups.items():
-        name = names[R["name"][o]]
         c = owners.cost_of(o)
+        if c.bytes is None and "elements" in c.detail:
+            c = _with_itemsize_from_kernel(c, [kname[k] for k in ks])
         costs[o] = c
         d = dur[ks]
         total = float(d.sum())
-        if len(ks) == 1 or total <= 0:
-            fr = np.full(len(ks), 1.0 / len(ks))
-        else:
-            fr = d / total
+        fr = np.full(len(ks), 1.0 / len(ks)) if len(ks) == 1 or total <= 0 else d / total
         share[ks] = fr
         if c.bytes is not None:
-            nbytes[ks] = c.bytes * fr
+            b, r = _split_bytes(c, [kname[k] for k in ks], fr)
+            nbytes[ks] = b
+            reads[ks] = r
         if c.flops is not None:
+            f = fr
             if len(ks) > 1 and c.engine == "matrix":
-                mat = np.array([bool(MATRIX_KERNEL.search(names[G["name"][k]]))
-                                and not AUX_KERNEL.search(names[G["name"][k]]) for k in ks])
+                mat = np.array([bool(MATRIX_KERNEL.search(kname[k])) and not AUX_KERNEL.search(kname[k])
+                                for k in ks])
                 if mat.any() and d[mat].sum() > 0:
                     f = np.where(mat, d / d[mat].sum(), 0.0)
-                else:
-                    f = fr
-            else:
-                f = fr
             flops[ks] = c.flops * f
-    return Attribution(owner=owner, flops=flops, bytes=nbytes, share=share, costs=costs)
+    return Attribution(owner=owner, flops=flops, bytes=nbytes, reads=reads, share=share, costs=costs)
+
+
+_OPAQUE = re.compile(r"OpaqueType<(\d+)u?>")
+_PRE = re.compile(r"dot_do_o|bwd_preprocess|preprocess", re.I)
+_POST = re.compile(r"convert_dq|bwd_postprocess|postprocess", re.I)
+
+
+def _with_itemsize_from_kernel(c: Cost, kernel_names: list[str]) -> Cost:
+    """Tensor lists (aten::cat) record no dtype; PyTorch's cat kernels carry the element size
+    as a template argument (``OpaqueType<2u>``)."""
+    for nm in kernel_names:
+        m = _OPAQUE.search(nm)
+        if m:
+            n = c.detail["elements"] * int(m.group(1))
+            return Cost(c.flops, float(2 * n), c.dtype, c.engine, detail=dict(c.detail, itemsize=int(m.group(1))),
+                        reads=float(n))
+    return c
+
+
+def _split_bytes(c: Cost, kernel_names: list[str], fr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes and bytes-read of each of the owner's kernels.
+
+    Fused attention backward: the pre-pass and post-pass kernels get their own traffic (see
+    cost.py); the main kernel(s) the rest. Otherwise: by duration."""
+    total = float(c.bytes)
+    reads = float(c.reads) if c.reads is not None else total
+    b = total * fr
+    r = reads * fr
+    if c.parts and len(kernel_names) > 1:
+        role = ["pre" if _PRE.search(nm) else "post" if _POST.search(nm) else "main" for nm in kernel_names]
+        main = np.array([x == "main" for x in role])
+        if main.any() and not main.all():
+            b = np.zeros(len(role))
+            r = np.zeros(len(role))
+            rest_b, rest_r = total, reads
+            for key, tag in (("preprocess", "pre"), ("postprocess", "post")):
+                idx = [i for i, x in enumerate(role) if x == tag]
+                if idx and key in c.parts:
+                    pr, pw = c.parts[key]
+                    for i in idx:
+                        b[i] = (pr + pw) / len(idx)
+                        r[i] = pr / len(idx)
+                    rest_b -= pr + pw
+                    rest_r -= pr
+            mfr = fr * main
+            mfr = mfr / mfr.sum() if mfr.sum() > 0 else main / main.sum()
+            b += max(rest_b, 0.0) * mfr
+            r += max(rest_r, 0.0) * mfr
+    return b, r

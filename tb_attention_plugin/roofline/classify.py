@@ -32,7 +32,8 @@ _TF32_KERNEL = re.compile(r"tf32|xmma_gemm_tf32|s1688gemm|s16816gemm|_tf32_", re
 _F32_TENSOR_KERNEL = re.compile(r"f32f32_f32f32.*ffma|ffma|sgemm", re.I)
 
 
-def peak_key(dtype: Optional[str], engine: str, kernel_name: str, available: dict) -> tuple[Optional[str], str]:
+def peak_key(dtype: Optional[str], engine: str, kernel_name: str, available: dict,
+             fp32_on_tensor_cores: bool = False) -> tuple[Optional[str], str]:
     """Which FLOP peak applies, and why."""
     if engine == NONE or dtype is None:
         return None, "data movement: no arithmetic roof"
@@ -46,6 +47,8 @@ def peak_key(dtype: Optional[str], engine: str, kernel_name: str, available: dic
         if dtype == "fp32":
             if _TF32_KERNEL.search(kernel_name) and "tf32" in available:
                 return "tf32", "fp32 matmul on TF32 Tensor Cores (kernel name says tf32)"
+            if fp32_on_tensor_cores and "tf32" in available:
+                return "tf32", "fp32 fused attention runs on TF32 Tensor Cores"
             return "fp32", "fp32 matmul without TF32 (PyTorch's default): fp32 vector peak"
         if dtype == "fp64":
             return ("fp64_tensor", "fp64 matrix-engine peak") if "fp64_tensor" in available else ("fp64", "fp64 peak")

@@ -14,6 +14,7 @@ Conventions (documented in docs/cost-model.md):
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from math import prod
 from typing import Callable, Optional
@@ -32,6 +33,9 @@ class Cost:
     flops_estimated: bool = False     # a per-element estimate rather than an exact count
     flops_dense: Optional[float] = None
     detail: dict = field(default_factory=dict)
+    reads: Optional[float] = None     # the part of ``bytes`` that is read (the rest is written)
+    parts: Optional[dict] = None      # sub-step -> (bytes read, bytes written), fused attention backward
+    fp32_on_tensor_cores: bool = False  # fp32 work this op's kernels do on TF32 tensor cores
 
 
 def _tensors(args: list[Arg]) -> list[Arg]:
@@ -63,8 +67,9 @@ def _mm(args):
     if len(t) < 2 or len(t[0].shape) != 2 or len(t[1].shape) != 2:
         return None
     (m, k), (k2, n) = t[0].shape, t[1].shape
-    return Cost(2.0 * m * n * k, float((m * k + k2 * n) * t[0].itemsize + m * n * t[0].itemsize),
-                t[0].dtype, MATRIX, detail={"m": m, "n": n, "k": k})
+    reads = float((m * k + k2 * n) * t[0].itemsize)
+    return Cost(2.0 * m * n * k, reads + m * n * t[0].itemsize,
+                t[0].dtype, MATRIX, detail={"m": m, "n": n, "k": k}, reads=reads)
 
 
 def _addmm(args):
@@ -75,8 +80,9 @@ def _addmm(args):
     if len(a.shape) != 2 or len(b.shape) != 2:
         return None
     (m, k), (_, n) = a.shape, b.shape
-    return Cost(2.0 * m * n * k, float(bias.nbytes + a.nbytes + b.nbytes + m * n * a.itemsize),
-                a.dtype, MATRIX, detail={"m": m, "n": n, "k": k})
+    reads = float(bias.nbytes + a.nbytes + b.nbytes)
+    return Cost(2.0 * m * n * k, reads + m * n * a.itemsize,
+                a.dtype, MATRIX, detail={"m": m, "n": n, "k": k}, reads=reads)
 
 
 def _bmm(args):
@@ -85,8 +91,9 @@ def _bmm(args):
         return None
     (b, m, k), (_, _, n) = t[0].shape, t[1].shape
     out = b * m * n * t[0].itemsize
-    return Cost(2.0 * b * m * n * k, float(t[0].nbytes + t[1].nbytes + out), t[0].dtype, MATRIX,
-                detail={"batch": b, "m": m, "n": n, "k": k})
+    reads = float(t[0].nbytes + t[1].nbytes)
+    return Cost(2.0 * b * m * n * k, reads + out, t[0].dtype, MATRIX,
+                detail={"batch": b, "m": m, "n": n, "k": k}, reads=reads)
 
 
 def _baddbmm(args):
@@ -95,8 +102,9 @@ def _baddbmm(args):
         return None
     (b, m, k), (_, _, n) = t[1].shape, t[2].shape
     out = b * m * n * t[1].itemsize
-    return Cost(2.0 * b * m * n * k, float(t[0].nbytes + t[1].nbytes + t[2].nbytes + out), t[1].dtype,
-                MATRIX, detail={"batch": b, "m": m, "n": n, "k": k})
+    reads = float(t[0].nbytes + t[1].nbytes + t[2].nbytes)
+    return Cost(2.0 * b * m * n * k, reads + out, t[1].dtype,
+                MATRIX, detail={"batch": b, "m": m, "n": n, "k": k}, reads=reads)
 
 
 def matmul_dims(a: tuple, b: tuple) -> Optional[tuple[int, int, int, int, tuple]]:
@@ -124,8 +132,9 @@ def _matmul(args):
     if r is None:
         return None
     batch, m, n, k, out = r
-    return Cost(2.0 * batch * m * n * k, float(t[0].nbytes + t[1].nbytes + prod(out) * t[0].itemsize),
-                t[0].dtype, MATRIX, detail={"batch": batch, "m": m, "n": n, "k": k})
+    reads = float(t[0].nbytes + t[1].nbytes)
+    return Cost(2.0 * batch * m * n * k, reads + prod(out) * t[0].itemsize,
+                t[0].dtype, MATRIX, detail={"batch": batch, "m": m, "n": n, "k": k}, reads=reads)
 
 
 def _linear(args):
@@ -138,8 +147,9 @@ def _linear(args):
         return None
     rows = prod(x.shape[:-1])
     bias = t[2].nbytes if len(t) > 2 else 0
-    return Cost(2.0 * rows * n * k, float(x.nbytes + w.nbytes + bias + rows * n * x.itemsize), x.dtype,
-                MATRIX, detail={"m": rows, "n": n, "k": k})
+    reads = float(x.nbytes + w.nbytes + bias)
+    return Cost(2.0 * rows * n * k, reads + rows * n * x.itemsize, x.dtype,
+                MATRIX, detail={"m": rows, "n": n, "k": k}, reads=reads)
 
 
 def _scaled_mm(args):
@@ -147,8 +157,9 @@ def _scaled_mm(args):
     if len(t) < 2 or len(t[0].shape) != 2 or len(t[1].shape) != 2:
         return None
     (m, k), (_, n) = t[0].shape, t[1].shape
-    return Cost(2.0 * m * n * k, float(t[0].nbytes + t[1].nbytes + m * n * 2), t[0].dtype, MATRIX,
-                detail={"m": m, "n": n, "k": k})
+    reads = float(t[0].nbytes + t[1].nbytes)
+    return Cost(2.0 * m * n * k, reads + m * n * 2, t[0].dtype, MATRIX,
+                detail={"m": m, "n": n, "k": k}, reads=reads)
 
 
 # -- scaled dot-product attention ------------------------------------------------------------
@@ -281,17 +292,32 @@ def _sdpa(op: str) -> Callable:
         q_b, k_b, v_b = b * h * sq * d * it, b * hk * sk * d * it, b * hk * sk * dv * it
         o_b = b * h * sq * dv * it
         lse_b = b * h * sq * 4 if s["lse"] else 0
+        parts = None
         if s["backward"]:
             # read q, k, v, out, grad_out, logsumexp; write dq, dk, dv
-            nbytes = q_b + k_b + v_b + 2 * o_b + b * h * sq * 4 + q_b + k_b + v_b
+            reads = q_b + k_b + v_b + 2 * o_b + b * h * sq * 4
+            nbytes = reads + q_b + k_b + v_b
+            # The fused backward's sub-steps (FlashAttention-2 and cuDNN alike): a pre-pass
+            # delta = rowsum(dO * O) that also zeroes the fp32 dq accumulator (reads O and dO,
+            # writes delta and the accumulator), the main loop, and a post-pass casting the
+            # accumulator to dq (reads 4 B, writes itemsize per element). Nsight Compute's DRAM
+            # bytes for these kernels match this (validation/).
+            acc_b = float(b * h * sq * d * 4)
+            parts = {"preprocess": (2.0 * o_b, float(b * h * sq * 4) + acc_b),
+                     "postprocess": (acc_b, float(q_b))}
         else:
-            nbytes = q_b + k_b + v_b + o_b + lse_b
+            reads = q_b + k_b + v_b
+            nbytes = reads + o_b + lse_b
         nbytes += s["mask_bytes"]
+        reads += s["mask_bytes"]
         detail = {k2: s[k2] for k2 in ("b", "h", "hk", "sq", "sk", "d", "dv", "causal", "layout")}
         detail["causal_fraction"] = round(frac, 6)
         if not s["causal_known"]:
             detail["causal"] = None
-        return Cost(dense * frac, float(nbytes), s["dtype"], MATRIX, flops_dense=dense, detail=detail)
+        # fp32 inputs: the only fused backend that takes them (CUTLASS memory-efficient attention)
+        # runs them on TF32 tensor cores (seen in Nsight Compute: tensor pipe active, FMA pipe idle)
+        return Cost(dense * frac, float(nbytes), s["dtype"], MATRIX, flops_dense=dense, detail=detail,
+                    reads=float(reads), parts=parts, fp32_on_tensor_cores=op not in COMPOSITE)
     return cost
 
 
@@ -310,9 +336,9 @@ def _elementwise(flops_per_elem: float, out_itemsize: Optional[int] = None, esti
         # where(cond, x, y): the values, not the bool condition, set the dtype
         main = next((a for a in t if a.dtype != "bool"), t[0])
         itemsize = out_itemsize or main.itemsize
-        nbytes = sum(a.nbytes for a in t) + n * itemsize
-        return Cost(flops_per_elem * n, float(nbytes), main.dtype, VECTOR,
-                    flops_estimated=estimated and flops_per_elem > 0)
+        reads = float(sum(a.nbytes for a in t))
+        return Cost(flops_per_elem * n, reads + n * itemsize, main.dtype, VECTOR,
+                    flops_estimated=estimated and flops_per_elem > 0, reads=reads)
     return cost
 
 
@@ -331,7 +357,7 @@ def _softmax(flops_per_elem: float):
             out_itemsize = SCALAR_TYPE_CODES.get(code, (None, x.itemsize))[1]
         mask_b = sum(a.nbytes for a in t[1:])
         return Cost(flops_per_elem * x.numel, float(x.nbytes + x.numel * out_itemsize + mask_b), x.dtype,
-                    VECTOR, flops_estimated=True)
+                    VECTOR, flops_estimated=True, reads=float(x.nbytes + mask_b))
     return cost
 
 
@@ -341,7 +367,7 @@ def _softmax_backward(args):
         return None
     n = t[0].numel
     return Cost(4.0 * n, float(t[0].nbytes + t[1].nbytes + n * t[0].itemsize), t[0].dtype, VECTOR,
-                flops_estimated=True)
+                flops_estimated=True, reads=float(t[0].nbytes + t[1].nbytes))
 
 
 def _dropout(args):
@@ -352,9 +378,10 @@ def _dropout(args):
     p = _float_value(args, 1)
     train = _bool_value(args, 2)
     if train is False or p == 0.0:
-        return Cost(0.0, float(x.nbytes * 2), x.dtype, VECTOR)
+        return Cost(0.0, float(x.nbytes * 2), x.dtype, VECTOR, reads=float(x.nbytes))
     # read x, write out and a bool mask
-    return Cost(2.0 * x.numel, float(x.nbytes * 2 + x.numel), x.dtype, VECTOR, flops_estimated=True)
+    return Cost(2.0 * x.numel, float(x.nbytes * 2 + x.numel), x.dtype, VECTOR, flops_estimated=True,
+                reads=float(x.nbytes))
 
 
 def _copy(args):
@@ -362,7 +389,8 @@ def _copy(args):
     if len(t) < 2:
         return None
     dst, src = t[0], t[1]
-    return Cost(0.0, float(src.numel * src.itemsize + dst.numel * dst.itemsize), dst.dtype, NONE)
+    return Cost(0.0, float(src.numel * src.itemsize + dst.numel * dst.itemsize), dst.dtype, NONE,
+                reads=float(src.numel * src.itemsize))
 
 
 def _unary_copy(args):
@@ -370,7 +398,7 @@ def _unary_copy(args):
     t = _tensors(args)
     if not t:
         return None
-    return Cost(0.0, float(2 * t[0].nbytes), t[0].dtype, NONE)
+    return Cost(0.0, float(2 * t[0].nbytes), t[0].dtype, NONE, reads=float(t[0].nbytes))
 
 
 def _to_copy(args):
@@ -382,7 +410,7 @@ def _to_copy(args):
     if len(args) > 1 and args[1].value.strip().lstrip("-").isdigit():
         out_size = SCALAR_TYPE_CODES.get(int(args[1].value), (None, x.itemsize))[1]
     return Cost(0.0, float(x.nbytes + x.numel * out_size), x.dtype, NONE,
-                detail={"out_itemsize": out_size})
+                detail={"out_itemsize": out_size}, reads=float(x.nbytes))
 
 
 def _cat(args):
@@ -390,7 +418,7 @@ def _cat(args):
     if not lists or not lists[0].shapes:
         return None
     n = sum(prod(s) for s in lists[0].shapes)
-    # Tensor lists carry no element type; the record of the kernels says nothing either.
+    # Tensor lists carry no element type; the kernel's template (OpaqueType<N>) may say (attribute.py).
     return Cost(0.0, None, None, NONE, detail={"elements": n})
 
 
@@ -398,14 +426,71 @@ def _fill(args):
     t = _tensors(args)
     if not t:
         return None
-    return Cost(0.0, float(t[0].nbytes), t[0].dtype, NONE)
+    return Cost(0.0, float(t[0].nbytes), t[0].dtype, NONE, reads=0.0)
+
+
+def _scan(args):
+    """cumsum / cumprod: read and write every element."""
+    t = _tensors(args)
+    if not t:
+        return None
+    return Cost(float(t[0].numel), float(2 * t[0].nbytes), t[0].dtype, VECTOR, flops_estimated=True,
+                reads=float(t[0].nbytes))
+
+
+def _random_fill(args):
+    """uniform_ / normal_ / bernoulli_ ...: generate and write every element."""
+    t = _tensors(args)
+    if not t:
+        return None
+    return Cost(0.0, float(t[0].nbytes), t[0].dtype, NONE, reads=0.0)
+
+
+def _transform_bias_rescale_qkv(args):
+    """nn.MultiheadAttention fast path: qkv [B, S, 3E] + bias [3E] -> q, k, v [B, H, S, D]."""
+    t = _tensors(args)
+    if len(t) < 2:
+        return None
+    qkv, bias = t[0], t[1]
+    reads = float(qkv.nbytes + bias.nbytes)
+    return Cost(2.0 * qkv.numel, reads + qkv.nbytes, qkv.dtype, VECTOR, flops_estimated=True, reads=reads)
+
+
+def _triton(name: str) -> Callable:
+    """An Inductor-generated Triton kernel (torch.compile). Its recorded inputs are the kernel's
+    buffers — inputs first, the output last — so each is read or written once; FLOPs are
+    estimated as one per element per fused op named in the kernel (``fused__softmax_div_...``).
+    Matmul templates (``triton_tem_fused_mm``/``bmm``) count 2·M·N·K from their operands."""
+    ops = [t for t in re.split(r"_(?=_?[a-z])", name.split("fused", 1)[-1].strip("_")) if t and not t.isdigit()]
+    per_elem = max(1, len(ops))
+    template = name.startswith("triton_tem")
+
+    def cost(args):
+        t = _tensors(args)
+        if not t:
+            return None
+        out = t[-1]
+        reads = float(sum(a.nbytes for a in t[:-1]))
+        nbytes = reads + out.nbytes
+        if template and len(t) >= 3:
+            r = matmul_dims(t[0].shape, t[1].shape)
+            if r is not None:
+                batch, m, n, k, _ = r
+                return Cost(2.0 * batch * m * n * k, nbytes, t[0].dtype, MATRIX, reads=reads,
+                            detail={"batch": batch, "m": m, "n": n, "k": k})
+            return Cost(None, nbytes, t[0].dtype, MATRIX, reads=reads)
+        n = max(a.numel for a in t)
+        return Cost(float(per_elem * n), nbytes, t[0].dtype, VECTOR, flops_estimated=True, reads=reads,
+                    detail={"fused_ops": ops})
+    return cost
 
 
 def _reduction(args):
     t = _tensors(args)
     if not t:
         return None
-    return Cost(float(t[0].numel), float(t[0].nbytes), t[0].dtype, VECTOR, flops_estimated=True)
+    return Cost(float(t[0].numel), float(t[0].nbytes), t[0].dtype, VECTOR, flops_estimated=True,
+                reads=float(t[0].nbytes))
 
 
 _ELEMENTWISE_BINARY = ("add", "sub", "mul", "div", "true_divide", "rsub", "maximum", "minimum",
@@ -432,6 +517,10 @@ _FORMULAS: dict[str, Callable] = {
     "aten::cat": _cat, "aten::fill_": _fill, "aten::zero_": _fill,
     "aten::sum": _reduction, "aten::mean": _reduction, "aten::amax": _reduction, "aten::max": _reduction,
     "aten::all": _reduction, "aten::any": _reduction, "aten::amin": _reduction, "aten::min": _reduction,
+    "aten::cumsum": _scan, "aten::cumprod": _scan,
+    "aten::uniform_": _random_fill, "aten::normal_": _random_fill, "aten::bernoulli_": _random_fill,
+    "aten::exponential_": _random_fill, "aten::random_": _random_fill,
+    "aten::_transform_bias_rescale_qkv": _transform_bias_rescale_qkv,
 }
 for _n in _ELEMENTWISE_BINARY:
     _FORMULAS[f"aten::{_n}"] = _elementwise(1)
@@ -444,18 +533,27 @@ for _n in _COMPARISONS:
 for _n in SDPA_SCHEMAS:
     _FORMULAS[_n] = _sdpa(_n)
 
+for _n in ("silu_backward", "gelu_backward", "threshold_backward", "sigmoid_backward", "tanh_backward",
+           "hardtanh_backward", "leaky_relu_backward"):
+    _FORMULAS[f"aten::{_n}"] = _elementwise(1)
+_TRITON_OP = re.compile(r"^triton_(poi|red|per|tem|for)_\w+$")
+
 # Ops whose work is done by the ops they call: never the owner of a kernel's cost.
 COMPOSITE = {"aten::scaled_dot_product_attention", "aten::_scaled_dot_product_attention_math"}
 
 
 def has_formula(op: str) -> bool:
-    return op in _FORMULAS and op not in COMPOSITE
+    return (op in _FORMULAS and op not in COMPOSITE) or bool(_TRITON_OP.match(op))
 
 
 def op_cost(op: str, args: list[Arg]) -> Optional[Cost]:
     f = _FORMULAS.get(op)
     if f is None:
-        return None
+        if not _TRITON_OP.match(op):
+            return None
+        f = _triton(op)
+        if len(_FORMULAS) < 100_000:      # remember the parsed kernel name
+            _FORMULAS[op] = f
     try:
         return f(args)
     except (IndexError, ValueError, TypeError, ZeroDivisionError):

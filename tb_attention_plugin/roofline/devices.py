@@ -7,7 +7,9 @@ Peaks are dense (no sparsity) per-GPU numbers. ``flops`` keys:
 * ``fp64_tensor``, ``tf32``, ``fp16``, ``bf16``, ``fp8``, ``int8``: matrix-engine peaks
   (Tensor Cores / Matrix Cores) for matmul-like kernels of that input type.
 
-``memory_bandwidth`` is DRAM/HBM bytes per second. Each device carries ``sources``: a datasheet
+``memory_bandwidth`` is DRAM/HBM bytes per second. ``l2_mib`` is the last-level cache size (from
+the vendors' architecture documents; the H200's as PyTorch reports it on the device here), used
+to estimate which writes stay in cache during a kernel. Each device carries ``sources``: a datasheet
 reference, or a measurement (with what was measured). Where a measurement exists it is the
 default basis, because achievable peaks make utilisation comparable across kernels; the
 datasheet numbers stay available with ``--peak-basis datasheet``.
@@ -26,7 +28,7 @@ T = 1e12
 
 # name regex, key, label, datasheet peaks, source
 _TABLE: list[dict] = [
-    dict(key="H200-SXM", match=r"H200(?!.*NVL)", label="NVIDIA H200 SXM 141GB",
+    dict(key="H200-SXM", l2_mib=60, match=r"H200(?!.*NVL)", label="NVIDIA H200 SXM 141GB",
          flops=dict(fp64=34 * T, fp32=67 * T, fp64_tensor=67 * T, tf32=494.7 * T, bf16=989.4 * T,
                     fp16=989.4 * T, fp8=1978.9 * T, int8=1978.9 * T),
          memory_bandwidth=4.8e12,
@@ -36,75 +38,75 @@ _TABLE: list[dict] = [
                        source=("measured on an H200 SXM here: 8192^3 dense matmul (bf16 801.5, fp32 "
                                "without TF32 50.5, TF32 440.3 TFLOP/s; fp16 taken equal to bf16); "
                                "device-to-device copy 4.24 TB/s"))),
-    dict(key="H200-NVL", match=r"H200.*NVL", label="NVIDIA H200 NVL",
+    dict(key="H200-NVL", l2_mib=60, match=r"H200.*NVL", label="NVIDIA H200 NVL",
          flops=dict(fp64=30 * T, fp32=60 * T, fp64_tensor=60 * T, tf32=417.5 * T, bf16=835.5 * T,
                     fp16=835.5 * T, fp8=1670.5 * T, int8=1670.5 * T),
          memory_bandwidth=4.8e12, source="NVIDIA H200 NVL datasheet (dense)"),
-    dict(key="H100-PCIe", match=r"H100.*PCIe", label="NVIDIA H100 PCIe 80GB",
+    dict(key="H100-PCIe", l2_mib=50, match=r"H100.*PCIe", label="NVIDIA H100 PCIe 80GB",
          flops=dict(fp64=26 * T, fp32=51 * T, fp64_tensor=51 * T, tf32=378 * T, bf16=756 * T,
                     fp16=756 * T, fp8=1513 * T, int8=1513 * T),
          memory_bandwidth=2.0e12, source="NVIDIA H100 Tensor Core GPU datasheet (PCIe column, dense)"),
-    dict(key="H100-NVL", match=r"H100.*NVL", label="NVIDIA H100 NVL 94GB",
+    dict(key="H100-NVL", l2_mib=50, match=r"H100.*NVL", label="NVIDIA H100 NVL 94GB",
          flops=dict(fp64=30 * T, fp32=60 * T, fp64_tensor=60 * T, tf32=417.5 * T, bf16=835.5 * T,
                     fp16=835.5 * T, fp8=1670.5 * T, int8=1670.5 * T),
          memory_bandwidth=3.9e12, source="NVIDIA H100 NVL datasheet (per GPU, dense)"),
-    dict(key="H100-SXM", match=r"H100|H800", label="NVIDIA H100 SXM5 80GB",
+    dict(key="H100-SXM", l2_mib=50, match=r"H100|H800", label="NVIDIA H100 SXM5 80GB",
          flops=dict(fp64=34 * T, fp32=67 * T, fp64_tensor=67 * T, tf32=494.7 * T, bf16=989.4 * T,
                     fp16=989.4 * T, fp8=1978.9 * T, int8=1978.9 * T),
          memory_bandwidth=3.35e12,
          source="NVIDIA H100 Tensor Core GPU datasheet (SXM column, dense); an unqualified 'H100' is taken as SXM"),
-    dict(key="A100-PCIe-80GB", match=r"A100.*(PCIE.*80GB|80GB.*PCIE)", label="NVIDIA A100 80GB PCIe",
+    dict(key="A100-PCIe-80GB", l2_mib=40, match=r"A100.*(PCIE.*80GB|80GB.*PCIE)", label="NVIDIA A100 80GB PCIe",
          flops=dict(fp64=9.7 * T, fp32=19.5 * T, fp64_tensor=19.5 * T, tf32=156 * T, bf16=312 * T,
                     fp16=312 * T, int8=624 * T),
          memory_bandwidth=1.935e12, source="NVIDIA A100 Tensor Core GPU datasheet (80GB PCIe, dense)"),
-    dict(key="A100-80GB", match=r"A100.*80GB|A100.*80G\b", label="NVIDIA A100 80GB (SXM4)",
+    dict(key="A100-80GB", l2_mib=40, match=r"A100.*80GB|A100.*80G\b", label="NVIDIA A100 80GB (SXM4)",
          flops=dict(fp64=9.7 * T, fp32=19.5 * T, fp64_tensor=19.5 * T, tf32=156 * T, bf16=312 * T,
                     fp16=312 * T, int8=624 * T),
          memory_bandwidth=2.039e12, source="NVIDIA A100 Tensor Core GPU datasheet (80GB SXM, dense)"),
-    dict(key="A100-40GB", match=r"A100", label="NVIDIA A100 40GB",
+    dict(key="A100-40GB", l2_mib=40, match=r"A100", label="NVIDIA A100 40GB",
          flops=dict(fp64=9.7 * T, fp32=19.5 * T, fp64_tensor=19.5 * T, tf32=156 * T, bf16=312 * T,
                     fp16=312 * T, int8=624 * T),
          memory_bandwidth=1.555e12,
          source="NVIDIA A100 Tensor Core GPU datasheet (40GB, dense); A100 names without a size are matched by memory"),
-    dict(key="V100S", match=r"V100S", label="NVIDIA V100S PCIe 32GB",
+    dict(key="V100S", l2_mib=6, match=r"V100S", label="NVIDIA V100S PCIe 32GB",
          flops=dict(fp64=8.2 * T, fp32=16.4 * T, fp16=130 * T),
          memory_bandwidth=1.134e12, source="NVIDIA V100S datasheet"),
-    dict(key="V100-PCIe", match=r"V100.*PCIE", label="NVIDIA V100 PCIe",
+    dict(key="V100-PCIe", l2_mib=6, match=r"V100.*PCIE", label="NVIDIA V100 PCIe",
          flops=dict(fp64=7 * T, fp32=14 * T, fp16=112 * T),
          memory_bandwidth=0.9e12, source="NVIDIA V100 datasheet (PCIe column)"),
-    dict(key="V100-SXM2", match=r"V100", label="NVIDIA V100 SXM2",
+    dict(key="V100-SXM2", l2_mib=6, match=r"V100", label="NVIDIA V100 SXM2",
          flops=dict(fp64=7.8 * T, fp32=15.7 * T, fp16=125 * T),
          memory_bandwidth=0.9e12,
          source="NVIDIA V100 datasheet (SXM2 column; DGX Station V100-DGXS uses the same clocks); no bf16 Tensor Cores"),
-    dict(key="L40S", match=r"L40S", label="NVIDIA L40S",
+    dict(key="L40S", l2_mib=96, match=r"L40S", label="NVIDIA L40S",
          flops=dict(fp32=91.6 * T, tf32=183 * T, bf16=362.05 * T, fp16=362.05 * T, fp8=733 * T, int8=733 * T),
          memory_bandwidth=0.864e12, source="NVIDIA L40S datasheet (dense)"),
-    dict(key="L4", match=r"\bL4\b", label="NVIDIA L4",
+    dict(key="L4", l2_mib=48, match=r"\bL4\b", label="NVIDIA L4",
          flops=dict(fp32=30.3 * T, tf32=60 * T, bf16=121 * T, fp16=121 * T, fp8=242.5 * T, int8=242.5 * T),
          memory_bandwidth=0.3e12, source="NVIDIA L4 datasheet (dense = half the sparsity figures)"),
-    dict(key="A10", match=r"\bA10\b|A10G", label="NVIDIA A10",
+    dict(key="A10", l2_mib=6, match=r"\bA10\b|A10G", label="NVIDIA A10",
          flops=dict(fp32=31.2 * T, tf32=62.5 * T, bf16=125 * T, fp16=125 * T, int8=250 * T),
          memory_bandwidth=0.6e12, source="NVIDIA A10 datasheet (dense)"),
-    dict(key="RTX4090", match=r"RTX 4090", label="NVIDIA GeForce RTX 4090",
+    dict(key="RTX4090", l2_mib=72, match=r"RTX 4090", label="NVIDIA GeForce RTX 4090",
          flops=dict(fp64=1.29 * T, fp32=82.6 * T, tf32=82.6 * T, bf16=165.2 * T, fp16=165.2 * T,
                     fp8=330.3 * T, int8=660.6 * T),
          memory_bandwidth=1.008e12,
          source="NVIDIA Ada GPU architecture whitepaper, RTX 4090 (Tensor peaks with FP32 accumulate, as PyTorch uses)"),
-    dict(key="T4", match=r"\bT4\b", label="NVIDIA T4",
+    dict(key="T4", l2_mib=4, match=r"\bT4\b", label="NVIDIA T4",
          flops=dict(fp32=8.1 * T, fp16=65 * T, int8=130 * T),
          memory_bandwidth=0.32e12, source="NVIDIA T4 datasheet"),
-    dict(key="GP100", match=r"GP100", label="NVIDIA Quadro GP100",
+    dict(key="GP100", l2_mib=4, match=r"GP100", label="NVIDIA Quadro GP100",
          flops=dict(fp64=5.2 * T, fp32=10.3 * T),
          memory_bandwidth=0.717e12, source="NVIDIA Quadro GP100 datasheet (no Tensor Cores)"),
-    dict(key="MI300X", match=r"MI300X", label="AMD Instinct MI300X",
+    dict(key="MI300X", l2_mib=256, match=r"MI300X", label="AMD Instinct MI300X",
          flops=dict(fp64=81.7 * T, fp32=163.4 * T, fp64_tensor=163.4 * T, tf32=653.7 * T,
                     bf16=1307.4 * T, fp16=1307.4 * T, fp8=2614.9 * T, int8=2614.9 * T),
          memory_bandwidth=5.3e12, source="AMD Instinct MI300X data sheet (dense)"),
-    dict(key="MI250X-GCD", match=r"MI250X", label="AMD Instinct MI250X (one GCD)",
+    dict(key="MI250X-GCD", l2_mib=8, match=r"MI250X", label="AMD Instinct MI250X (one GCD)",
          flops=dict(fp64=23.95 * T, fp32=23.95 * T, fp64_tensor=47.9 * T, bf16=191.5 * T, fp16=191.5 * T,
                     int8=191.5 * T),
          memory_bandwidth=1.6e12, source="AMD Instinct MI250X data sheet, halved: ROCm shows each of the 2 GCDs as a device"),
-    dict(key="MI250-GCD", match=r"MI250|MI210", label="AMD Instinct MI250 (one GCD) / MI210",
+    dict(key="MI250-GCD", l2_mib=8, match=r"MI250|MI210", label="AMD Instinct MI250 (one GCD) / MI210",
          flops=dict(fp64=22.6 * T, fp32=22.6 * T, fp64_tensor=45.3 * T, bf16=181 * T, fp16=181 * T,
                     int8=181 * T),
          memory_bandwidth=1.6e12, source="AMD Instinct MI250 data sheet halved per GCD (equal to the MI210 data sheet)"),
@@ -130,6 +132,7 @@ class DevicePeaks:
     sources: dict[str, str] = field(default_factory=dict)
     num_sms: Optional[int] = None
     matched_by: Optional[str] = None
+    l2_bytes: Optional[int] = None   # last-level cache that absorbs writes (MI300X: Infinity Cache)
 
     @property
     def known(self) -> bool:
@@ -141,7 +144,8 @@ class DevicePeaks:
                 "peaks": {"flops": dict(self.flops), "memory_bandwidth": self.memory_bandwidth},
                 "basis": self.basis,
                 "peak_source": {k: refs.index(v) for k, v in self.sources.items()},
-                "references": refs, "num_sms": self.num_sms, "matched_by": self.matched_by}
+                "references": refs, "num_sms": self.num_sms, "matched_by": self.matched_by,
+                "l2_bytes": self.l2_bytes}
 
 
 def _match(props: dict) -> tuple[Optional[dict], Optional[str]]:
@@ -229,7 +233,8 @@ def resolve(meta: dict, device_id: int, user: Optional[dict] = None,
                 sources["memory_bandwidth"] = m["source"]
             used = "measured"
         dev = DevicePeaks(id=device_id, name=name, key=entry["key"], label=entry["label"], flops=flops,
-                          memory_bandwidth=bw, basis=used, sources=sources, num_sms=sms, matched_by=how)
+                          memory_bandwidth=bw, basis=used, sources=sources, num_sms=sms, matched_by=how,
+                          l2_bytes=int(entry["l2_mib"] * 2**20) if entry.get("l2_mib") else None)
     else:
         dev = DevicePeaks(id=device_id, name=name, key=None, label=None, flops={}, memory_bandwidth=None,
                           basis="unknown", num_sms=sms)
