@@ -444,6 +444,16 @@ def tag(trace: Trace, links: Links, module_pattern: str = P.DEFAULT_MODULE_PATTE
     names = trace.strings
     gname = G["name"]
     other = P.PHASE_INDEX["other"]
+    # kernels launched straight from Python in an attention scope (a custom Triton kernel, say)
+    # get the phase their name implies
+    for k in np.flatnonzero((g_inst >= 0) & (g_phase == other)).tolist():
+        nm = names[gname[k]]
+        if P.ATTENTION_KERNEL.search(nm):
+            g_phase[k] = fused_phase
+        else:
+            tp = P.triton_phase(nm)
+            if tp and tp != "matmul":
+                g_phase[k] = P.PHASE_INDEX[tp]
     for k in np.flatnonzero((g_inst >= 0) & (g_phase < 0)).tolist():
         tp = P.triton_phase(names[gname[k]])
         if P.ATTENTION_KERNEL.search(names[gname[k]]):

@@ -188,3 +188,16 @@ def test_matmul_without_bmm_child_resolved_by_softmax_position(tmp_path):
                     t.kernel(nm)
     rows, _ = run(t, tmp_path)
     assert [r[1] for r in rows] == ["qkv_proj", "qk_matmul", "softmax", "pv_matmul", "out_proj"]
+
+
+def test_kernel_launched_from_python_inside_attention_module(tmp_path):
+    """A custom Triton attention kernel called straight from the module's forward (no aten op)."""
+    t = SynthTrace()
+    with t.module("CustomAttention_0"):
+        with t.op("aten::linear", dims=[[2, 128, 256], [768, 256], []], types=[BF16, BF16, ""]):
+            t.kernel("nvjet_gemm")
+        t.kernel("_attn_fwd")            # cuLaunchKernel under the module's Python frame
+    mlp_and_loss(t)
+    rows, _ = run(t, tmp_path)
+    assert [r[1] for r in rows[:2]] == ["qkv_proj", "fused_attention"]
+    assert [r[1] for r in rows[2:]] == [None, None, None]
