@@ -176,11 +176,28 @@ def cmd_analyze(a) -> int:
     if a.format == "json":
         text = msgspec.json.format(to_json(envelope(ok + bad)), indent=1).decode() + "\n"
     elif a.format == "csv":
-        text = render_csv(ok)
+        text = render_csv(ok, memory=a.memory)
     else:
-        text = render_text(ok, markdown=a.format == "markdown", top=a.top)
+        text = render_text(ok, markdown=a.format == "markdown", top=a.top, memory=a.memory)
     _emit(text, a.output)
     return EXIT_BAD_INPUT if bad else EXIT_OK
+
+
+def cmd_annotate(a) -> int:
+    from .analyze import analyze_path
+    from .annotate import AnnotateError, annotate_file
+    opt = _options(a)
+    cache = None if a.no_cache else ReportCache(a.cache_dir)
+    try:
+        st = annotate_file(a.trace, a.output, per_kernel=a.per_kernel, max_bytes=a.max_bytes,
+                           analyze=lambda p: analyze_path(p, opt, a.max_bytes, cache))
+    except (AnnotateError, OSError) as e:
+        return _fail(f"error: {a.trace}: {_one_line(getattr(e, 'strerror', None) or e)}")
+    print(f"wrote {a.output}: {st['phase_spans']} phase spans and {st['call_spans']} attention-call spans on "
+          f"{st['tracks']} track(s), {st['original_entries']} original events kept")
+    if not st["phase_spans"]:
+        print("note: no attention GPU kernels in this trace, so the copy has no attention tracks", file=sys.stderr)
+    return EXIT_OK
 
 
 def cmd_devices(a) -> int:
@@ -210,8 +227,20 @@ def build_parser() -> argparse.ArgumentParser:
     an.add_argument("--output", "-o", help="write to this file instead of stdout")
     an.add_argument("--pretty", action="store_true", help="indent JSON output")
     an.add_argument("--top", type=int, default=10, help="attention kernels listed in table/markdown (default 10)")
+    an.add_argument("--memory", action="store_true",
+                    help="add the memory section (allocations, KV footprint, data movement) to table/markdown/csv; "
+                         "JSON always has the 'memory' block")
     _common(an)
     an.set_defaults(func=cmd_analyze)
+    at = sub.add_parser("annotate", help="write a copy of a trace with attention phases as timeline tracks",
+                        description="Copy a trace, adding attention calls and phases as their own tracks on the GPU "
+                                    "time axis (Perfetto, chrome://tracing). Original events are kept byte for byte.")
+    at.add_argument("trace", metavar="TRACE", help="trace file (.json or .json.gz)")
+    at.add_argument("--output", "-o", required=True, metavar="OUT", help="output file (gzip when it ends in .gz)")
+    at.add_argument("--per-kernel", action="store_true",
+                    help="one slice per attention kernel instead of one per run of same-phase kernels")
+    _common(at)
+    at.set_defaults(func=cmd_annotate)
     dv = sub.add_parser("devices", help="list the built-in device peaks and their sources")
     dv.add_argument("--format", "-f", choices=("table", "json"), default="table")
     dv.set_defaults(func=cmd_devices)

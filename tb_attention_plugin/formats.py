@@ -73,7 +73,7 @@ PHASE_HEADERS = ["operation", "dir", "latency", "bottleneck", "memory-bandwidth 
                  "compute utilization", "kernels", "share of attention"]
 
 
-def render_text(reports: list[dict], markdown: bool = False, top: int = 10) -> str:
+def render_text(reports: list[dict], markdown: bool = False, top: int = 10, memory: bool = False) -> str:
     out = []
     for rep in reports:
         if rep.get("status") != "ok":
@@ -111,6 +111,9 @@ def render_text(reports: list[dict], markdown: bool = False, top: int = 10) -> s
                 out.append(_table(["kernel", "phase", "dir", "calls", "total", "bound", "mem util", "compute util"],
                                   rows, markdown))
                 out.append("")
+        if memory:
+            from .memory import render_memory_text
+            out.append(render_memory_text(rep, markdown))
         for n in rep.get("notices", []):
             out.append(f"note: {n['message']} — {n['fix']}")
         for w in rep.get("warnings", []):
@@ -127,7 +130,7 @@ CSV_COLUMNS = ["path", "id", "name", "kind", "ts", "dur_us", "device", "stream",
                "bound", "bound_reason", "estimated"]
 
 
-def render_csv(reports: list[dict]) -> str:
+def render_csv(reports: list[dict], memory: bool = False) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_COLUMNS)
@@ -136,4 +139,12 @@ def render_csv(reports: list[dict]) -> str:
             continue
         for k in rep["kernels"]:
             w.writerow([rep["path"] if c == "path" else ("" if k.get(c) is None else k.get(c)) for c in CSV_COLUMNS])
+    if memory:
+        # a second table after one blank line: the memory section, one long table (memory.py)
+        from .memory import MEMORY_CSV_COLUMNS, memory_csv_rows
+        buf.write("\n")
+        w.writerow(MEMORY_CSV_COLUMNS)
+        for rep in reports:
+            if rep.get("status") == "ok":
+                w.writerows(memory_csv_rows(rep))
     return buf.getvalue()

@@ -28,6 +28,7 @@ from .server.compare import compare
 from .server.discovery import FileInfo
 from .server.index import BOUNDS, SORT_KEYS, KernelQuery, facets, find_kernel, query_kernels, roofline
 from .server.loader import Loader, Snapshot
+from .trace.reader import DEFAULT_MAX_BYTES
 from .server.params import (HttpError, bad, bool_param, choice_param, error_response, int_param,
                             json_response, list_param, name_param, not_found, step_param, text_param)
 
@@ -78,6 +79,8 @@ class AttentionPlugin(base_plugin.TBPlugin):
             "/roofline": self._route(self._roofline),
             "/compare": self._route(self._compare),
             "/report": self._route(self._report),
+            "/memory": self._route(self._memory),
+            "/annotated": self._route(self._annotated),
         }
 
     def is_active(self) -> bool:
@@ -355,6 +358,39 @@ class AttentionPlugin(base_plugin.TBPlugin):
         if sel.get("step"):
             base += "." + re.sub(r"[^A-Za-z0-9]+", "", sel["step"])
         return json_response(data, headers=[("Content-Disposition", f'attachment; filename="{base}.report.json"')])
+
+
+    def _memory(self, request) -> Response:
+        """The report's ``memory`` block (memory.py; docs/report-schema.md)."""
+        snap, sel, pending = self._get(request.args, need_index=False)
+        if pending is not None:
+            return pending
+        s = snap.summary
+        return json_response({"state": "ready", "selection": sel, "memory": s.get("memory"),
+                              "attention_time_us": s.get("attention_time_us"), "steps": s.get("steps") or [],
+                              "step": s.get("step")})
+
+    def _annotated(self, request) -> Response:
+        """The trace with attention phases as timeline tracks (annotate.py), streamed as a
+        download. The file comes from the run table only (``_select``), never from a path."""
+        from .annotate import AnnotateError, annotated_name, build_events, kernel_rows, locate, splice
+        info, _, _ = self._select(request.args)
+        snap, sel, pending = self._get(request.args, need_index=True, wait=10.0)
+        if pending is not None:
+            return pending
+        max_bytes = getattr(self._loader, "max_bytes", None) or DEFAULT_MAX_BYTES
+        try:
+            close_at, entries, pids = locate(info.abspath, max_bytes)
+        except AnnotateError as e:
+            raise HttpError(409, f"cannot annotate this trace: {e}") from None
+        events, _ = build_events(kernel_rows(snap.loaded.report()), pids)
+        gz = info.name.endswith(".gz")
+        name = re.sub(r"[^A-Za-z0-9._-]+", "_", annotated_name(info.name))[:160] or "trace.attention.json"
+        body = splice(info.abspath, close_at, entries, events, gz, max_bytes)
+        return Response(body, direct_passthrough=True,
+                        content_type="application/gzip" if gz else "application/json",
+                        headers=[("Content-Disposition", f'attachment; filename="{name}"'),
+                                 ("X-Content-Type-Options", "nosniff"), ("Cache-Control", "no-cache")])
 
 
 def _state_of(resp: Response) -> str:

@@ -125,7 +125,19 @@ def analyze_trace(trace: Trace, options: Optional[Options] = None) -> dict:
     links = link(trace)
     tagging = tag(trace, links, opt.module_pattern, opt.annotation_pattern)
     attr = attribute(trace, links)
-    return build_report(trace, links, tagging, attr, opt)
+    rep = build_report(trace, links, tagging, attr, opt)
+    rep["memory"] = _memory_block(trace, links, tagging, attr, rep)
+    return rep
+
+
+def _memory_block(trace, links, tagging, attr, rep) -> dict:
+    """The ``memory`` block (memory.py); a failure there never loses the rest of the report."""
+    from .memory import memory_report
+    try:
+        return memory_report(trace, links, tagging, attr, rep)
+    except Exception as e:  # noqa: BLE001 - reported in the block and in warnings
+        rep["warnings"].append(f"memory analysis failed: {type(e).__name__}: {e}")
+        return {"recorded": bool(len(trace.memory["ts"])), "error": f"{type(e).__name__}: {e}"}
 
 
 _BOUNDS = ("memory", "compute", "latency", "unknown")

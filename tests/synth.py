@@ -109,6 +109,22 @@ class SynthTrace:
     def memcpy(self, kind: str = "DtoD (Device -> Device)", nbytes: int = 1 << 20, dur: float = 1.0):
         return self.kernel(f"Memcpy {kind}", dur=dur, cat="gpu_memcpy", extra={"bytes": nbytes})
 
+    def memory(self, nbytes: int, addr: int, device_type: int = 1, device_id: int = 0,
+               tid: Optional[int] = None) -> dict:
+        """A ``[memory]`` instant event (profile_memory=True) at the current time: ``nbytes`` > 0
+        allocates at ``addr``, < 0 frees it. Total Allocated is kept per device."""
+        if not hasattr(self, "_mem_total"):
+            self._mem_total = {}
+        key = (device_type, device_id)
+        total = self._mem_total.get(key, 0) + nbytes
+        self._mem_total[key] = total
+        ev = {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": self.pid,
+              "tid": tid or self.tid, "ts": self._tick(0.1),
+              "args": {"Total Reserved": max(total, 1 << 21), "Total Allocated": total, "Bytes": nbytes,
+                       "Device Id": device_id, "Device Type": device_type, "Addr": addr}}
+        self.events.append(ev)
+        return ev
+
     def step(self, n: int):
         return self.annotation(f"ProfilerStep#{n}")
 
