@@ -23,7 +23,7 @@ try:  # ISA-L inflates about 3x faster; same format as zlib
 except ImportError:  # pragma: no cover
     _inflate_lib = zlib
 
-ENGINE_VERSION = f"{__version__}+r1"
+ENGINE_VERSION = f"{__version__}+r2"     # bump when a report changes shape (r2: "advice")
 DEFAULT_MAX_BYTES = 1 << 30
 
 

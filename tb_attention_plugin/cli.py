@@ -2,6 +2,7 @@
 
 Exit codes: 0 every input analysed; 2 some input could not be read (the good ones are still
 reported; one ``error: <file>: <problem>`` line per bad file on stderr, never a traceback).
+``check`` (docs/ci.md) also exits 1 when the budget is exceeded.
 """
 from __future__ import annotations
 
@@ -55,6 +56,13 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="refuse traces that decompress to more than this (default 16G)")
     g.add_argument("--no-cache", action="store_true", help="do not read or write the report cache")
     g.add_argument("--cache-dir", help="report cache directory (default ~/.cache/tb-attention)")
+
+
+def _compare_opts(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("comparison")
+    g.add_argument("--normalize", choices=("auto", "per-step", "total"), default="auto",
+                   help="compare per-step averages (auto: when the step counts differ) or totals")
+    g.add_argument("--top", type=int, default=12, help="kernel groups listed (default 12, 0 = all)")
 
 
 def _options(a) -> Options:
@@ -215,6 +223,64 @@ def cmd_devices(a) -> int:
     return EXIT_OK
 
 
+def _side(a, path: str, label: str):
+    """A comparison side from a trace file or a directory (all its traces aggregated); on bad input
+    the error entries instead."""
+    from .compare import aggregate, summarize
+    ok, bad = _reports(a, [path])
+    if bad:
+        return None, bad
+    return aggregate([summarize(r, label if len(ok) == 1 else None) for r in ok], label), []
+
+
+def _compare(a, base_path: str, new_path: str):
+    from .compare import compare_reports
+    base, bad_b = _side(a, base_path, base_path)
+    new, bad_n = _side(a, new_path, new_path)
+    bad = bad_b + bad_n
+    for b in bad:
+        print(f"error: {b['path']}: {_one_line(b['error'])}", file=sys.stderr)
+    if bad:
+        return None
+    return compare_reports(base, new, normalize=a.normalize.replace("-", "_"), top=a.top)
+
+
+def cmd_compare(a) -> int:
+    from .compare import render
+    cmp = _compare(a, a.base, a.new)
+    if cmp is None:
+        return EXIT_BAD_INPUT
+    if a.format == "json":
+        text = msgspec.json.format(msgspec.json.encode(cmp), indent=1).decode() + "\n"
+    else:
+        text = render(cmp, markdown=a.format == "markdown")
+    _emit(text, a.output)
+    return EXIT_OK
+
+
+def cmd_check(a) -> int:
+    from .compare import check, parse_share
+    if a.max_regression is None and a.max_attention_share is None:
+        return _fail("error: check: give --max-regression PCT and/or --max-attention-share X")
+    if a.max_regression is not None and not a.baseline:
+        return _fail("error: check: --max-regression needs --baseline BASE")
+    share = None
+    if a.max_attention_share is not None:
+        try:
+            share = parse_share(a.max_attention_share)
+        except ValueError:
+            return _fail(f"error: --max-attention-share: not a share: {a.max_attention_share!r} (e.g. 0.4 or 40%)")
+    cmp = _compare(a, a.baseline or a.new, a.new)
+    if cmp is None:
+        return EXIT_BAD_INPUT
+    res = check(cmp, a.max_regression if a.baseline else None, share)
+    if a.format == "json":
+        sys.stdout.write(msgspec.json.encode({**res, "comparison": cmp}).decode() + "\n")
+    else:
+        print(("PASS: " if res["passed"] else "FAIL: ") + res["explanation"])
+    return EXIT_OK if res["passed"] else EXIT_FAIL
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tb-attention",
                                 description="Where attention spends GPU time in PyTorch profiler traces.")
@@ -241,6 +307,30 @@ def build_parser() -> argparse.ArgumentParser:
                     help="one slice per attention kernel instead of one per run of same-phase kernels")
     _common(at)
     at.set_defaults(func=cmd_annotate)
+    cp = sub.add_parser("compare", help="compare two runs: per phase, fused vs decomposed, kernel groups",
+                        description="Compare the attention of two runs (BASE, NEW: a trace file, or a directory "
+                                    "whose traces are aggregated). Times are per-step averages when the runs hold "
+                                    "different numbers of profiler steps.")
+    cp.add_argument("base", metavar="BASE", help="baseline: trace file or directory")
+    cp.add_argument("new", metavar="NEW", help="new run: trace file or directory")
+    cp.add_argument("--format", "-f", choices=("table", "json", "markdown"), default="table")
+    cp.add_argument("--output", "-o", help="write to this file instead of stdout")
+    _compare_opts(cp)
+    _common(cp)
+    cp.set_defaults(func=cmd_compare)
+    ck = sub.add_parser("check", help="CI gate: fail when attention time regressed beyond a budget",
+                        description="Exit 0 within budget, 1 when NEW's attention time exceeds BASE's by more than "
+                                    "PCT percent (or its attention share exceeds X), 2 on unreadable input.")
+    ck.add_argument("new", metavar="NEW", help="the run to check: trace file or directory")
+    ck.add_argument("--baseline", "-b", metavar="BASE", help="baseline trace file or directory")
+    ck.add_argument("--max-regression", type=float, metavar="PCT",
+                    help="fail when attention time grew by more than PCT percent")
+    ck.add_argument("--max-attention-share", metavar="X",
+                    help="fail when attention exceeds this share of GPU time (0.4 or 40%%)")
+    ck.add_argument("--format", "-f", choices=("text", "json"), default="text")
+    _compare_opts(ck)
+    _common(ck)
+    ck.set_defaults(func=cmd_check)
     dv = sub.add_parser("devices", help="list the built-in device peaks and their sources")
     dv.add_argument("--format", "-f", choices=("table", "json"), default="table")
     dv.set_defaults(func=cmd_devices)

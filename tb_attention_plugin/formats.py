@@ -119,7 +119,11 @@ def render_text(reports: list[dict], markdown: bool = False, top: int = 10, memo
         for w in rep.get("warnings", []):
             out.append(f"warning: {w}")
         for a in rep.get("advice", []) or []:
-            out.append(f"advice: {a.get('title')}: {a.get('detail')}")
+            gain = a.get("estimated_gain_us")
+            est = f", est. gain {us(gain)}" if gain else ""
+            out.append(f"advice [{a.get('severity')}{est}]: {a.get('title')}: {a.get('detail')}")
+            if a.get("how"):
+                out.append(f"  how: {a['how']}")
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 

@@ -24,7 +24,7 @@ from tensorboard.plugins import base_plugin
 from . import __version__
 from .report import Options
 from .server import config
-from .server.compare import compare
+from .compare import compare_reports
 from .server.discovery import FileInfo
 from .server.index import BOUNDS, SORT_KEYS, KernelQuery, facets, find_kernel, query_kernels, roofline
 from .server.loader import Loader, Snapshot
@@ -329,8 +329,8 @@ class AttentionPlugin(base_plugin.TBPlugin):
 
     def _compare(self, request) -> Response:
         args = request.args
-        b, bsel, bpend = self._get(args, need_index=False, prefix="base_", run_key="base")
-        n, nsel, npend = self._get(args, need_index=False, prefix="new_", run_key="new")
+        b, bsel, bpend = self._get(args, need_index=True, prefix="base_", run_key="base")
+        n, nsel, npend = self._get(args, need_index=True, prefix="new_", run_key="new")
         if bpend is not None or npend is not None:
             states = {"base": b.state if b else _state_of(bpend), "new": n.state if n else _state_of(npend)}
             if "error" in states.values():
@@ -339,7 +339,8 @@ class AttentionPlugin(base_plugin.TBPlugin):
                                       "selection": {"base": bsel, "new": nsel}})
             return json_response({"state": "loading", "states": states,
                                   "selection": {"base": bsel, "new": nsel}}, code=202)
-        out = compare(b.summary, n.summary)
+        # the engine's comparison (compare.py), as `tb-attention compare` computes it
+        out = compare_reports(dict(b.summary, kernels=b.loaded.kernels), dict(n.summary, kernels=n.loaded.kernels))
         out.update({"state": "ready", "selection": {"base": bsel, "new": nsel}})
         return json_response(out)
 

@@ -127,7 +127,18 @@ def analyze_trace(trace: Trace, options: Optional[Options] = None) -> dict:
     attr = attribute(trace, links)
     rep = build_report(trace, links, tagging, attr, opt)
     rep["memory"] = _memory_block(trace, links, tagging, attr, rep)
+    rep["advice"] = _advice(rep, trace, links, tagging)
     return rep
+
+
+def _advice(rep, trace, links, tagging) -> list:
+    """``advice`` (advice.py): findings from this run's numbers; a failure there never loses the report."""
+    from .advice import advise
+    try:
+        return advise(rep, trace, links, tagging)
+    except Exception as e:  # noqa: BLE001 - reported in warnings
+        rep["warnings"].append(f"advice failed: {type(e).__name__}: {e}")
+        return []
 
 
 def _memory_block(trace, links, tagging, attr, rep) -> dict:
