@@ -886,14 +886,24 @@ def _call_comparison(ctx, shapes, rng, inst, ph, bwd, b, tot, score, dtype_code)
             core_peak = d["core_max"] - int(tot[cf] - b[cf])
         scope = ctx.tag.instances.get(i, {}).get("name")
         key = (re.sub(r"_\d+$", "", scope or ""), tuple(sorted((k, v) for k, v in (s or {}).items()
-                                                              if k in ("b", "h", "hk", "sq", "sk", "d", "dv", "dtype"))))
+                                                              if k in ("b", "h", "hk", "sq", "d", "dv", "dtype"))))
         g = groups.get(key)
+        if g is not None and s and g["shapes"] and s["sk"] > g["shapes"]["sk"]:
+            # decode steps of one layer differ only in the K/V length: keep the longest as the figures
+            sk_min = g["shapes"]["sk_min"]
+            g["shapes"] = dict({k: s[k] for k in ("b", "h", "hk", "sq", "sk", "d", "dv", "dtype")}, sk_min=sk_min)
+            fb = _fused_bytes(s)
+            g["score_matrix_bytes"] = s["score_numel"] * s["itemsize"]
+            g["fused_alloc_bytes"] = fb["alloc"]
+            g["fused_working_set_bytes"] = fb["working_set"]
+        elif g is not None and s and g["shapes"]:
+            g["shapes"]["sk_min"] = min(g["shapes"]["sk_min"], s["sk"])
         if g is None:
             g = groups[key] = {"scope": scope, "calls": 0, "shapes": None, "fused_path": None,
                                "call_peak_bytes": 0, "core_peak_bytes": None, "alloc_bytes": 0,
                                "score_allocs": 0, "score_alloc_bytes": 0}
             if s:
-                g["shapes"] = {k: s[k] for k in ("b", "h", "hk", "sq", "sk", "d", "dv", "dtype")}
+                g["shapes"] = dict({k: s[k] for k in ("b", "h", "hk", "sq", "sk", "d", "dv", "dtype")}, sk_min=s["sk"])
                 fb = _fused_bytes(s)
                 g["score_matrix_bytes"] = s["score_numel"] * s["itemsize"]
                 g["fused_alloc_bytes"] = fb["alloc"]
@@ -911,8 +921,8 @@ def _call_comparison(ctx, shapes, rng, inst, ph, bwd, b, tot, score, dtype_code)
     for key, g in groups.items():
         if len(g.pop("_scopes")) > 1:
             g["scope"] = key[0]
-        if g["alloc_bytes"] == 0 and g["core_peak_bytes"] is None:
-            continue              # nothing allocated by this call on this device
+        if g["core_peak_bytes"] is None:
+            continue              # no core-attention allocation of this call on this device
         if g.get("fused_alloc_bytes") is not None and g["core_peak_bytes"] is not None:
             g["excess_over_fused_bytes"] = g["core_peak_bytes"] - g["fused_alloc_bytes"]
             g["core_peak_vs_fused"] = _r(g["core_peak_bytes"] / g["fused_alloc_bytes"], 3) if g["fused_alloc_bytes"] else None
@@ -976,13 +986,22 @@ def _footprint(ctx: _Context, shapes: dict, report: dict, window) -> dict:
     layers: dict = {}
     for i, s in shapes.items():
         scope = ctx.tag.instances.get(i, {}).get("name")
-        key = (re.sub(r"_\d+$", "", scope or ""),) + tuple(s[k] for k in ("b", "h", "hk", "sq", "sk", "d", "dv", "dtype"))
+        key = (re.sub(r"_\d+$", "", scope or ""),) + tuple(s[k] for k in ("b", "h", "hk", "sq", "d", "dv", "dtype"))
         g = layers.get(key)
+        sk_min = s["sk"]
+        if g is not None and s["sk"] > g["shapes"]["sk"]:
+            # decode steps of one layer differ only in the K/V length: the longest gives the figures
+            sk_min, calls, scopes = g["shapes"]["sk_min"], g["calls"], g["_scopes"]
+            g = None
+        elif g is not None:
+            g["shapes"]["sk_min"] = min(g["shapes"]["sk_min"], s["sk"])
+        else:
+            calls, scopes = 0, set()
         if g is None:
             fb = _fused_bytes(s)
             g = layers[key] = {
-                "scope": scope, "calls": 0, "source": s["op"], "kv_source": s["kv_source"],
-                "shapes": {k: s[k] for k in ("b", "h", "hk", "sq", "sk", "d", "dv", "dtype")},
+                "scope": scope, "calls": calls, "_scopes": scopes, "source": s["op"], "kv_source": s["kv_source"],
+                "shapes": dict({k: s[k] for k in ("b", "h", "hk", "sq", "sk", "d", "dv", "dtype")}, sk_min=sk_min),
                 "heads_known": s["heads_known"],
                 "kv_bytes_per_call": _kv(s), "k_bytes": fb["k"], "v_bytes": fb["v"], "q_bytes": fb["q"],
                 "out_bytes": fb["out"], "logsumexp_bytes": fb["logsumexp"],
@@ -993,7 +1012,7 @@ def _footprint(ctx: _Context, shapes: dict, report: dict, window) -> dict:
             }
             g["unfused_activation_bytes"] = g["fused_activation_bytes"] + g["score_tensors"] * g["score_matrix_bytes"]
         g["calls"] += 1
-        g.setdefault("_scopes", set()).add(scope)
+        g["_scopes"].add(scope)
     for key, g in layers.items():
         if len(g.pop("_scopes")) > 1:
             g["scope"] = key[0]
@@ -1156,8 +1175,8 @@ def _data_movement(ctx: _Context, shapes: dict, report: dict, window) -> dict:
                                "shape": shape, "dtype": dtype, "calls": 0, "instances": set(), "cpu_time_us": 0.0,
                                "gpu_time_us": 0.0, "kernels": 0, "bytes": 0.0, "bytes_estimated": False,
                                "noncontiguous_input": None, "detail": detail,
-                               "score_sized": bool(s is not None and s["sq"] > 1 and tens
-                                                   and tens[0].numel == s["score_numel"])}
+                               "score_sized": bool(s is not None and tens and tens[0].numel == s["score_numel"]
+                                                   and tens[0].shape[-1:] == (s["sk"],))}
         g["calls"] += 1
         g["instances"].add(inst)
         g["cpu_time_us"] += float(R["dur"][top])
@@ -1351,7 +1370,7 @@ def _copy_flag(g: dict, n_calls: Optional[int]) -> Optional[dict]:
     shp = "×".join(str(x) for x in shape) if isinstance(shape[0], int) else _shape_text(shape)
     every = (f"{g['instances']} of {n_calls} attention calls" if n_calls else f"{g['instances']} attention calls")
     base = {"calls": g["calls"], "time_us": g["gpu_time_us"], "bytes": g["bytes"], "op": g["op"], "shape": shape,
-            "phase": g["phase"], "direction": g["direction"]}
+            "phase": g["phase"], "direction": g["direction"], "within": g["within"], "instances": g["instances"]}
     if g["kind"] == "kv_concat":
         return dict(base, code="kv_cache_cat", severity="warning",
                     message=f"the KV cache grows by {g['op']} {where}: every step copies the whole cache",
@@ -1373,7 +1392,7 @@ def _copy_flag(g: dict, n_calls: Optional[int]) -> Optional[dict]:
                         "GQA-aware kernel (FlashAttention) instead of repeating K/V per query head")
     if g["kind"] == "cast" and g.get("score_sized"):
         return dict(base, code="score_cast", severity="warning",
-                    message=f"{g['op']} casts the S×S scores ({g['detail']}) {where}",
+                    message=f"{g['op']} casts the attention scores ({g['detail']}) {where}",
                     evidence=f"[{shp}] in {every}; {cost}",
                     fix="a fused kernel keeps the softmax in fp32 registers: use scaled_dot_product_attention "
                         "instead of softmax(..., dtype=float32).to(dtype) on materialised scores")
@@ -1399,6 +1418,28 @@ def _copy_flag(g: dict, n_calls: Optional[int]) -> Optional[dict]:
     return None
 
 
+def _merge_shapes(flags: list[dict]) -> list[dict]:
+    """One flag per (code, op, within, phase, direction): copies of one layer at several K/V
+    lengths (decode steps) are the same finding."""
+    out: dict = {}
+    for f in flags:
+        key = (f["code"], f["op"], f.get("within"), f["phase"], f["direction"])
+        g = out.get(key)
+        if g is None:
+            out[key] = dict(f, shapes=1)
+            continue
+        g["shapes"] += 1
+        g["calls"] += f["calls"]
+        g["instances"] = (g.get("instances") or 0) + (f.get("instances") or 0)
+        g["time_us"] = _r((g["time_us"] or 0) + (f["time_us"] or 0))
+        g["bytes"] = (g["bytes"] or 0) + (f["bytes"] or 0)
+    for g in out.values():
+        if g["shapes"] > 1:
+            g["evidence"] += (f"; the same in {g['shapes'] - 1} more shape(s) (e.g. other K/V lengths): "
+                              f"{g['calls']} calls, {_us(g['time_us'])} GPU, {fmt_bytes(g['bytes'])} in all")
+    return list(out.values())
+
+
 def _flags(mem: dict, shapes: dict) -> list[dict]:
     """Repeated or avoidable memory traffic, each with the evidence in hand."""
     flags = []
@@ -1406,6 +1447,7 @@ def _flags(mem: dict, shapes: dict) -> list[dict]:
     n_calls = len(shapes) or None
     copy_flags = [f for f in (_copy_flag(g, n_calls) for g in dm["copies"]) if f is not None]
     copy_flags.sort(key=lambda f: (-(f["time_us"] or 0), -(f["bytes"] or 0)))
+    copy_flags = _merge_shapes(copy_flags)
     math = [f for f in copy_flags if f["code"] == "sdpa_math_copies"]
     if len(math) > 1:
         copy_flags = [f for f in copy_flags if f["code"] != "sdpa_math_copies"]

@@ -98,7 +98,7 @@ def test_h200_naive_vs_flash_scores_on_the_gpu(s):
     call = gpu["calls"][0]
     # flash allocates exactly what the model says a fused kernel needs (out + lse), to the 512 B block
     assert abs(call["core_peak_bytes"] - call["fused_alloc_bytes"]) <= 2048
-    assert call["shapes"] == {"b": b, "h": h, "hk": h, "sq": s, "sk": s, "d": d, "dv": d, "dtype": "bf16"}
+    assert call["shapes"] == {"b": b, "h": h, "hk": h, "sq": s, "sk": s, "d": d, "dv": d, "dtype": "bf16", "sk_min": s}
 
 
 # ---------------------------------------------------------------- attribution (synthetic)
@@ -218,7 +218,8 @@ def test_kv_footprint_and_gqa_mqa_mla_arithmetic(tmp_path):
     assert fp["calls"] == 4 and fp["basis_calls"] == 4 and fp["kv_bytes"] == 4 * per_call
     layer = fp["layers"][0]
     assert layer["kv_bytes_per_call"] == per_call and layer["kv_source"] == "sdpa_inputs"
-    assert layer["shapes"] == {"b": b, "h": h, "hk": hk, "sq": 1, "sk": sk, "d": d, "dv": d, "dtype": "bf16"}
+    assert layer["shapes"] == {"b": b, "h": h, "hk": hk, "sq": 1, "sk": sk, "d": d, "dv": d, "dtype": "bf16",
+                               "sk_min": sk}
     assert layer["score_matrix_bytes"] == 0 and layer["score_tensors"] == 0        # decode has no S×S
     alt = {a["name"]: a for a in fp["alternatives"]}
     assert alt["current"]["bytes"] == 4 * per_call and alt["current"]["kv_heads"] == hk
@@ -318,6 +319,30 @@ def test_kv_cache_cat_and_host_transfer_flags(tmp_path):
     t = next(g for g in dm["transfers"] if g["copy"] == "HtoD")
     assert t["op"] == "aten::to" and t["counted_with_copy"] is True
     assert dm["totals"]["host_device_bytes"] == 128 * 128
+
+
+def test_decode_steps_group_by_layer_and_one_cache_flag(tmp_path):
+    b, h, d, start = 2, 8, 64, 100
+
+    def build(t):
+        for step in range(3):
+            with t.step(step + 1):
+                for layer in range(2):
+                    _layer_with_copy(t, layer, copy_k=False, cat_cache=start + step, b=b, h=h, d=d)
+    flags, _ = _flags(tmp_path, "decode", build)
+    t = SynthTrace()
+    build(t)
+    _, m = analyze(t.write(tmp_path / "decode2.json"))
+    fp = m["footprint"]
+    assert len(fp["layers"]) == 1
+    layer = fp["layers"][0]
+    assert layer["calls"] == 6 and layer["shapes"]["sk"] == start + 3 and layer["shapes"]["sk_min"] == start + 1
+    assert layer["kv_bytes_per_call"] == b * h * (start + 3) * 2 * d * 2
+    # totals are for one step (the one with the most K/V: the last), not the sum over steps
+    assert fp["basis"].startswith("ProfilerStep#3") and fp["basis_calls"] == 2
+    assert fp["kv_bytes"] == 2 * b * h * (start + 3) * 2 * d * 2
+    cat = [f for f in flags if f["code"] == "kv_cache_cat"]
+    assert len(cat) == 1 and cat[0]["calls"] == 6 and cat[0]["shapes"] == 3
 
 
 def test_clean_fused_attention_has_no_flags(tmp_path):
