@@ -366,3 +366,41 @@ def test_cli_memory_section_in_every_format(capsys):
     assert main(["analyze", path, "-f", "json", "--no-cache"]) == 0
     t = json.loads(capsys.readouterr().out)["traces"][0]
     assert t["memory"]["recorded"] is True and t["memory"]["devices"][0]["score_matrices"]["allocs"] == 6
+
+
+# ---------------------------------------------------------------- H200 traces with profile_memory=True
+H200_MEM = os.path.join(DATA, "h200")     # tests/data/memory/h200/make_traces.py made them
+
+
+def test_h200_training_step_backward_allocations_on_their_forward_phases():
+    _, m = analyze(os.path.join(H200_MEM, "gpt4l_naive_train_mem.pt.trace.json.gz"))
+    gpu = m["devices"][0]
+    assert gpu["device"] == "cuda:0"
+    ph = {(p["phase"], p["direction"]): p for p in gpu["phases"]}
+    b, h, s = 4, 16, 1024
+    for phase in ("scale", "mask", "softmax", "dropout"):
+        assert ph[(phase, "backward")]["score_allocs"] >= 4           # one per layer at least
+    assert ph[("softmax", "backward")]["largest"]["op"] == "aten::_softmax_backward_data"
+    assert ph[("softmax", "backward")]["largest"]["shape"] == [b, h, s, s]
+    pk = gpu["attention_peak"]
+    assert pk["direction"] == "backward" and pk["score_bytes"] > pk["total_allocated_bytes"] / 2
+    call = gpu["calls"][0]
+    assert call["scope"] == "nn.Module: NaiveAttention" and call["calls"] == 4     # four layers, one group
+    assert call["core_peak_bytes"] > 10 * call["fused_alloc_bytes"]
+
+
+@pytest.mark.parametrize("impl", ["eager", "sdpa"])
+def test_h200_llama_decode_dynamic_cache_is_flagged(impl):
+    _, m = analyze(os.path.join(H200_MEM, f"hf_llama_decode_{impl}_mem.pt.trace.json.gz"))
+    flags = {f["code"]: f for f in m["flags"]}
+    cat = flags["kv_cache_cat"]
+    # K and V of 2 layers over 3 decode steps, one finding
+    assert cat["calls"] == 12 and cat["shapes"] == 3 and "cached + 1 new positions" in cat["evidence"]
+    layer = m["footprint"]["layers"][0]
+    assert layer["calls"] == 6 and (layer["shapes"]["h"], layer["shapes"]["hk"], layer["shapes"]["sq"]) == (16, 4, 1)
+    assert (layer["shapes"]["sk_min"], layer["shapes"]["sk"]) == (516, 518)
+    assert m["footprint"]["kv_bytes"] == 2 * 4 * 4 * 518 * 2 * 64 * 2
+    if impl == "eager":
+        assert layer["kv_source"] == "repeat_kv" and "kv_expand" in flags and "score_cast" in flags
+    else:
+        assert layer["kv_source"] == "sdpa_inputs" and set(flags) == {"kv_cache_cat"}
