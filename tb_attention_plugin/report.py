@@ -279,44 +279,22 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
     mu[host_copy] = np.nan
     blocks = np.maximum(G["grid_x"], 1) * np.maximum(G["grid_y"], 1) * np.maximum(G["grid_z"], 1)
     occ = G["occupancy"]
-    reasons = []
-    pk_vocab, pk_codes = peak_key_col.vocab, peak_key_col.codes
-    for k in range(n):
-        b = bound[k]
-        if host_copy[k]:
-            reasons.append(f"host-device transfer over the host link ({_fmt_bytes(by[k] if by[k] == by[k] else None)})")
-            continue
-        pk = pk_vocab[pk_codes[k]]
-        label = f"{pk} peak" if pk else "compute peak"
-        if b == 1:
-            reasons.append(f"reaches {cu[k] * 100:.0f}% of the {label} ({_rate(afl[k], 'FLOP/s')})")
-        elif b == 0:
-            reasons.append(f"reaches {mu[k] * 100:.0f}% of memory bandwidth ({_rate(aby[k], 'B/s')} of estimated DRAM traffic)")
-        elif b == 2:
-            why = []
-            d = dur[k]
-            if d < SHORT_KERNEL_US:
-                why.append(f"only {d:.1f} µs: launch overhead dominates")
-            if kind[k] == KERNEL and sms[k] and 0 < blocks[k] < sms[k]:
-                why.append(f"grid of {blocks[k]} blocks < {sms[k]} SMs")
-            o = occ[k]
-            if o == o and 0 < o < LOW_OCCUPANCY_PCT:
-                why.append(f"estimated occupancy {o:.0f}%")
-            if not why:
-                why.append("neither roof reached: stalls, poor access pattern or too little parallel work")
-            if mu[k] == mu[k]:
-                reasons.append("; ".join(why) + f" ({mu[k] * 100:.0f}% of bandwidth, {np.nan_to_num(cu[k]) * 100:.0f}% of {label})")
-            else:
-                reasons.append("; ".join(why) + " (FLOPs and bytes unknown)")
-        elif dur[k] <= 0:
-            reasons.append("zero duration")
-        elif np.isnan(bw[k]):
-            reasons.append("unknown GPU: give its peaks with --peaks")
-        else:
-            reasons.append("FLOPs or bytes unknown (no recorded shapes, or an op without a cost formula)")
+    reasons = _reasons(n, bound, host_copy, peak_key_col, cu, mu, afl, aby, dur, kind, sms, blocks,
+                       G["occupancy"], by, bw)
 
     # -- tagging, context -------------------------------------------------------------------
     inst = tagging.gpu_instance
+    # Attention calls are numbered 0, 1, 2... in the order their first kernel ran on the GPU:
+    # stable ids that do not depend on how the trace was read.
+    call = np.full(n, -1, dtype=np.int64)
+    att_idx = np.flatnonzero(inst >= 0)
+    if len(att_idx):
+        ids, inv = np.unique(inst[att_idx], return_inverse=True)
+        start = np.full(len(ids), np.iinfo(np.int64).max)
+        np.minimum.at(start, inv, G["ts_ns"][att_idx])
+        rank = np.empty(len(ids), dtype=np.int64)
+        rank[np.lexsort((ids, start))] = np.arange(len(ids))
+        call[att_idx] = rank[np.searchsorted(ids, inst[att_idx])]
     att = inst >= 0
     ph_code = np.where(att, tagging.gpu_phase, -1).astype(np.int64)
     phase_vocab = list(P.PHASES) + [None]
@@ -381,7 +359,7 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
         "direction": Coded(bwd.astype(np.int32), ["forward", "backward"]),
         "core": core,
         "tag_source": Coded(src, src_vocab),
-        "instance": np.where(att, inst, np.nan).astype(np.float64),
+        "instance": np.where(att, call, np.nan).astype(np.float64),
         "scope": Coded(scope_codes, list(scope_vocab)),
         "op": Coded(np.where(opname_codes >= 0, opname_codes, none_i), str_vocab),
         "cost_op": Coded(np.where(costop_codes >= 0, costop_codes, none_i), str_vocab),
@@ -502,6 +480,45 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
         "thresholds": {"roof_reached": ROOF_REACHED, "short_kernel_us": SHORT_KERNEL_US,
                        "low_occupancy_pct": LOW_OCCUPANCY_PCT},
     }
+
+
+def _reasons(n, bound, host_copy, peak_key_col, cu, mu, afl, aby, dur, kind, sms, blocks, occ, by, bw) -> list:
+    """The evidence behind each kernel's bound, in words (plain lists: numpy scalars are slow)."""
+    pk_vocab = peak_key_col.vocab
+    cols = [x.tolist() for x in (bound, host_copy, peak_key_col.codes, cu, mu, afl, aby, dur, kind, sms, blocks, occ,
+                                 by, bw)]
+    out = []
+    for b, hc, pkc, c, m, fl_s, by_s, d, kd, sm, bl, o, nb, w in zip(*cols):
+        if hc:
+            out.append(f"host-device transfer over the host link ({_fmt_bytes(nb if nb == nb else None)})")
+            continue
+        pk = pk_vocab[pkc]
+        label = f"{pk} peak" if pk else "compute peak"
+        if b == 1:
+            out.append(f"reaches {c * 100:.0f}% of the {label} ({_rate(fl_s, 'FLOP/s')})")
+        elif b == 0:
+            out.append(f"reaches {m * 100:.0f}% of memory bandwidth ({_rate(by_s, 'B/s')} of estimated DRAM traffic)")
+        elif b == 2:
+            why = []
+            if d < SHORT_KERNEL_US:
+                why.append(f"only {d:.1f} µs: launch overhead dominates")
+            if kd == KERNEL and sm and 0 < bl < sm:
+                why.append(f"grid of {bl} blocks < {sm} SMs")
+            if o == o and 0 < o < LOW_OCCUPANCY_PCT:
+                why.append(f"estimated occupancy {o:.0f}%")
+            if not why:
+                why.append("neither roof reached: stalls, poor access pattern or too little parallel work")
+            if m == m:
+                out.append("; ".join(why) + f" ({m * 100:.0f}% of bandwidth, {(c if c == c else 0.0) * 100:.0f}% of {label})")
+            else:
+                out.append("; ".join(why) + " (FLOPs and bytes unknown)")
+        elif d <= 0:
+            out.append("zero duration")
+        elif w != w:
+            out.append("unknown GPU: give its peaks with --peaks")
+        else:
+            out.append("FLOPs or bytes unknown (no recorded shapes, or an op without a cost formula)")
+    return out
 
 
 def _phase_row(phase, direction, m, dur, fl, by, cu, mu, known, bound, inst, name_ids, names, estimated, att_time):

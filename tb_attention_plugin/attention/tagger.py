@@ -24,7 +24,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..trace.correlate import Links
+from ..trace.correlate import Links, outermost_marked
 from ..trace.records import ANNOTATION, LAUNCH, MODULE, OP, PYFUNC, Trace
 from ..trace.shapes import parse_args
 from . import patterns as P
@@ -102,24 +102,6 @@ def _root_source(ctx: _Ctx, kinds: np.ndarray, names: list[str]) -> np.ndarray:
         codes[j] = c
     src[:] = codes[inverse]
     return src
-
-
-def _propagate(order: np.ndarray, parent: np.ndarray, own: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """inst[r] = outermost ancestor-or-self with own >= 0, for ranges where mask is True."""
-    inst = np.full(len(parent), -1, dtype=np.int64)
-    par = parent.tolist()
-    own_l = own.tolist()
-    out = inst.tolist()
-    m = mask.tolist()
-    for r in order.tolist():
-        if not m[r]:
-            continue
-        p = par[r]
-        if p >= 0 and out[p] >= 0:
-            out[r] = out[p]
-        elif own_l[r] >= 0:
-            out[r] = r
-    return np.asarray(out, dtype=np.int64)
 
 
 # -- units and phases ------------------------------------------------------------------------
@@ -296,11 +278,7 @@ def _assign_phases(units: list[_Unit]) -> list[str]:
 
 
 def _fill_subtree(ctx: _Ctx, r: int, phase_code: int, out: np.ndarray) -> None:
-    stack = [r]
-    while stack:
-        x = stack.pop()
-        out[x] = phase_code
-        stack.extend(int(c) for c in ctx.L.children(x))
+    out[ctx.L.subtree(r)] = phase_code
 
 
 def _pattern_instances(ctx: _Ctx, inst: np.ndarray, broot: np.ndarray) -> list[list[int]]:
@@ -365,17 +343,15 @@ def tag(trace: Trace, links: Links, module_pattern: str = P.DEFAULT_MODULE_PATTE
     kinds = R["kind"]
     broot = links.backward_root
     own = _root_source(ctx, kinds, trace.strings)
-    # Topological order: parents before children, on every thread.
-    order = np.lexsort((np.arange(n), -R["dur_ns"], R["ts_ns"], R["thread"]))
 
     # 1. forward scopes. Module and function scopes take precedence over annotations and SDPA
     #    ops around them (a record_function around several layers must not merge them into one
     #    call); among scopes of one precedence the outermost wins (BertAttention > BertSelfAttention).
     fwd_mask = broot < 0
     strong = (own == _SRC["module"]) | (own == _SRC["function"])
-    inst_strong = _propagate(order, links.parent, np.where(strong, own, -1), fwd_mask)
-    inst_weak = _propagate(order, links.parent, np.where(strong, -1, own), fwd_mask)
-    inst = np.where(inst_strong >= 0, inst_strong, inst_weak)
+    inst_strong = outermost_marked(links.parent, strong & fwd_mask)
+    inst_weak = outermost_marked(links.parent, (own >= 0) & ~strong & fwd_mask)
+    inst = np.where(fwd_mask, np.where(inst_strong >= 0, inst_strong, inst_weak), -1)
     source = np.full(n, -1, dtype=np.int8)
     ok = inst >= 0
     source[ok] = own[inst[ok]]
@@ -396,41 +372,46 @@ def tag(trace: Trace, links: Links, module_pattern: str = P.DEFAULT_MODULE_PATTE
         units = [_op_unit(ctx, g) for g in group]
         instances[gid] = {"name": "matmul-softmax-matmul at " + ctx.name(gid), "source": "pattern"}
         for u, ph in zip(units, _assign_phases(units)):
-            stack = [u.range]
-            while stack:
-                x = stack.pop()
-                inst[x] = gid
-                source[x] = _SRC["pattern"]
-                phase[x] = P.PHASE_INDEX[ph]
-                stack.extend(int(c) for c in links.children(x))
+            sub = links.subtree(u.range)
+            inst[sub] = gid
+            source[sub] = _SRC["pattern"]
+            phase[sub] = P.PHASE_INDEX[ph]
 
-    # 4. backward: inherit from the forward op; SDPA-family ops stand on their own
+    # 4. backward: everything under a backward root takes the instance, phase and source of the
+    #    forward op it differentiates; under an unlinked root, SDPA-family ops stand on their own.
     fwd = links.forward_of
-    par = links.parent.tolist()
-    inst_l, phase_l, source_l = inst.tolist(), phase.tolist(), source.tolist()
-    own_l, broot_l, fwd_l = own.tolist(), broot.tolist(), fwd.tolist()
     fused_phase = P.PHASE_INDEX["fused_attention"]
-    for r in order.tolist():
-        if broot_l[r] < 0:
-            continue
-        if broot_l[r] == r:
-            f = fwd_l[r]
-            if f >= 0 and inst_l[f] >= 0:
-                inst_l[r], phase_l[r], source_l[r] = inst_l[f], phase_l[f], source_l[f]
-                continue
-        else:
-            p = par[r]
-            if p >= 0 and inst_l[p] >= 0:
-                inst_l[r], phase_l[r], source_l[r] = inst_l[p], phase_l[p], source_l[p]
-                continue
-        if own_l[r] == _SRC["sdpa_op"]:
-            inst_l[r], source_l[r] = r, own_l[r]
+    bmask = broot >= 0
+    roots = np.flatnonzero(broot == np.arange(n))
+    f = fwd[roots]
+    ok = f >= 0
+    ok[ok] = inst[f[ok]] >= 0
+    root_inst = np.full(n, -1, dtype=np.int64)
+    root_phase = np.full(n, -1, dtype=np.int8)
+    root_src = np.full(n, -1, dtype=np.int8)
+    root_inst[roots[ok]] = inst[f[ok]]
+    root_phase[roots[ok]] = phase[f[ok]]
+    root_src[roots[ok]] = source[f[ok]]
+    b_idx = np.flatnonzero(bmask)
+    via = root_inst[broot[b_idx]]
+    linked = b_idx[via >= 0]
+    inst[linked] = root_inst[broot[linked]]
+    phase[linked] = root_phase[broot[linked]]
+    source[linked] = root_src[broot[linked]]
+    unlinked = np.zeros(n, dtype=bool)
+    unlinked[b_idx[via < 0]] = True
+    sd = outermost_marked(links.parent, (own == _SRC["sdpa_op"]) & unlinked)
+    opened = np.flatnonzero(unlinked & (sd >= 0))
+    if len(opened):
+        top = np.unique(sd[opened])
+        top_phase = {}
+        for r in top.tolist():
             nm = ctx.name(r)
-            phase_l[r] = fused_phase if P.FUSED_OP.search(nm) or not P.TRANSPARENT_OP.search(nm) else -1
+            top_phase[r] = fused_phase if P.FUSED_OP.search(nm) or not P.TRANSPARENT_OP.search(nm) else -1
             instances.setdefault(r, {"name": nm, "source": "sdpa_op"})
-    inst = np.asarray(inst_l, dtype=np.int64)
-    phase = np.asarray(phase_l, dtype=np.int8)
-    source = np.asarray(source_l, dtype=np.int8)
+        inst[opened] = sd[opened]
+        source[opened] = _SRC["sdpa_op"]
+        phase[opened] = np.array([top_phase[r] for r in sd[opened].tolist()], dtype=np.int8)
 
     # 5. GPU activities
     gp = links.gpu_parent

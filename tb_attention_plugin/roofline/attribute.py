@@ -139,18 +139,42 @@ def attribute(trace: Trace, links: Links) -> Attribution:
     owner[kern] = uniq_owner[inv] if len(uniq) else owner[kern]
     has = np.flatnonzero(owner >= 0)
     order = has[np.argsort(owner[has], kind="stable")]
-    bounds = np.flatnonzero(np.diff(owner[order])) + 1
-    groups = {int(owner[g[0]]): g.tolist() for g in np.split(order, bounds) if len(g)}
+    starts = np.concatenate(([0], np.flatnonzero(np.diff(owner[order])) + 1)) if len(order) else np.zeros(0, np.int64)
+    counts = np.diff(np.concatenate((starts, [len(order)]))) if len(order) else np.zeros(0, np.int64)
     dur = G["dur"]
-    kname = [names[i] for i in G["name"].tolist()]
-    for o, ks in groups.items():
+    kname = None
+    # Most ops launch one kernel: their cost is the op's, assigned in one vectorised step.
+    single = order[starts[counts == 1]]
+    if len(single):
+        cs = [owners.cost_of(int(o)) for o in owner[single].tolist()]
+        for o, c in zip(owner[single].tolist(), cs):
+            costs[o] = c
+        nan = float("nan")
+        flops[single] = [c.flops if c.flops is not None else nan for c in cs]
+        nbytes[single] = [c.bytes if c.bytes is not None else nan for c in cs]
+        reads[single] = [(c.reads if c.reads is not None else c.bytes) if c.bytes is not None else nan for c in cs]
+        need_itemsize = [i for i, c in enumerate(cs) if c.bytes is None and "elements" in c.detail]
+        if need_itemsize:
+            kname = [names[i] for i in G["name"].tolist()]
+            for i in need_itemsize:
+                k = int(single[i])
+                c = _with_itemsize_from_kernel(cs[i], [kname[k]])
+                costs[int(owner[k])] = c
+                if c.bytes is not None:
+                    nbytes[k], reads[k] = c.bytes, c.reads
+    multi = np.flatnonzero(counts > 1)
+    if len(multi) and kname is None:
+        kname = [names[i] for i in G["name"].tolist()]
+    for j in multi.tolist():
+        ks = order[starts[j]:starts[j] + counts[j]].tolist()
+        o = int(owner[ks[0]])
         c = owners.cost_of(o)
         if c.bytes is None and "elements" in c.detail:
             c = _with_itemsize_from_kernel(c, [kname[k] for k in ks])
         costs[o] = c
         d = dur[ks]
         total = float(d.sum())
-        fr = np.full(len(ks), 1.0 / len(ks)) if len(ks) == 1 or total <= 0 else d / total
+        fr = np.full(len(ks), 1.0 / len(ks)) if total <= 0 else d / total
         share[ks] = fr
         if c.bytes is not None:
             b, r = _split_bytes(c, [kname[k] for k in ks], fr)
@@ -158,7 +182,7 @@ def attribute(trace: Trace, links: Links) -> Attribution:
             reads[ks] = r
         if c.flops is not None:
             f = fr
-            if len(ks) > 1 and c.engine == "matrix":
+            if c.engine == "matrix":
                 mat = np.array([bool(MATRIX_KERNEL.search(kname[k])) and not AUX_KERNEL.search(kname[k])
                                 for k in ks])
                 if mat.any() and d[mat].sum() > 0:

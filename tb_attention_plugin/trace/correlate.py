@@ -37,6 +37,23 @@ class Links:
     def children(self, r: int) -> np.ndarray:
         return self.child_index[self.child_start[r]:self.child_start[r + 1]]
 
+    def child_lists(self) -> tuple[list, list]:
+        """The CSR as Python lists (for tight Python loops over subtrees), built once."""
+        cache = self.__dict__.get("_child_lists")
+        if cache is None:
+            cache = self.__dict__["_child_lists"] = (self.child_start.tolist(), self.child_index.tolist())
+        return cache
+
+    def subtree(self, r: int) -> list[int]:
+        """r and every range nested in it."""
+        start, index = self.child_lists()
+        out, stack = [], [r]
+        while stack:
+            x = stack.pop()
+            out.append(x)
+            stack.extend(index[start[x]:start[x + 1]])
+        return out
+
     def ancestors(self, r: int):
         """r's ancestors, innermost first."""
         p = self.parent[r]
@@ -45,55 +62,73 @@ class Links:
             p = self.parent[p]
 
 
+def nearest_marked_ancestor(parent: np.ndarray, marked: np.ndarray) -> np.ndarray:
+    """For each node, its innermost strict ancestor with ``marked`` set, or -1.
+
+    Pointer jumping: every round, a node whose current candidate is not marked jumps to that
+    candidate's candidate, so chains of any depth resolve in O(log depth) vectorised rounds."""
+    cand = parent.copy()
+    todo = np.flatnonzero(cand >= 0)
+    todo = todo[~marked[cand[todo]]]
+    while len(todo):
+        cand[todo] = cand[cand[todo]]
+        keep = cand[todo] >= 0
+        todo = todo[keep]
+        todo = todo[~marked[cand[todo]]]
+    return cand
+
+
+def outermost_marked(parent: np.ndarray, marked: np.ndarray) -> np.ndarray:
+    """For each node, its outermost ancestor-or-self with ``marked`` set, or -1."""
+    n = len(parent)
+    res = np.where(marked, np.arange(n), -1)
+    up = parent.copy()
+    active = np.flatnonzero(up >= 0)
+    while len(active):
+        anc = up[active]
+        better = res[anc]
+        take = better >= 0
+        res[active[take]] = better[take]
+        up[active] = up[anc]
+        active = active[up[active] >= 0]
+    return res
+
+
 def _nest(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Parent of every range on its thread: the nearest earlier range (in start order, longest
+    first) that ends no earlier — for properly nested ranges, the innermost one containing it.
+    Vectorised: each range starts from its predecessor and jumps along candidates' parents past
+    ranges that end too early (they, and everything nested in them, closed before it began)."""
     R = trace.ranges
     n = len(R["kind"])
-    parent = np.full(n, -1, dtype=np.int64)
-    op_anc = np.full(n, -1, dtype=np.int64)
-    broot = np.full(n, -1, dtype=np.int64)
     if n == 0:
-        return parent, op_anc, broot, np.zeros(0, dtype=np.int64)
+        e = np.zeros(0, dtype=np.int64)
+        return e, e.copy(), e.copy(), e.copy()
     ts = R["ts_ns"]
     end = ts + R["dur_ns"]
     # Sort by thread, start, longest first, file order: parents precede their children.
     order = np.lexsort((np.arange(n), -R["dur_ns"], ts, R["thread"]))
-    thread_s = R["thread"][order]
+    th = R["thread"][order]
+    e = end[order]
+    cand = np.arange(n, dtype=np.int64) - 1
+    cand[0] = -1
+    cand[1:][th[1:] != th[:-1]] = -1
+    todo = np.flatnonzero(cand >= 0)
+    todo = todo[e[cand[todo]] < e[todo]]
+    while len(todo):
+        cand[todo] = cand[cand[todo]]
+        todo = todo[cand[todo] >= 0]
+        todo = todo[e[cand[todo]] < e[todo]]
+    parent = np.full(n, -1, dtype=np.int64)
+    has = cand >= 0
+    parent[order[has]] = order[cand[has]]
+
     kind = R["kind"]
     names = trace.strings
-    is_bwd_root = np.zeros(len(names), dtype=bool)
-    for i, s in enumerate(names):
-        if s.startswith(BACKWARD_PREFIX):
-            is_bwd_root[i] = True
-    bwd_flag = is_bwd_root[R["name"]] & (kind == OP)
-    order_l = order.tolist()
-    end_l = end.tolist()
-    kind_l = kind.tolist()
-    bwd_l = bwd_flag.tolist()
-    thread_l = thread_s.tolist()
-    par = [-1] * n
-    opa = [-1] * n
-    bro = [-1] * n
-    stack: list[int] = []
-    cur_thread = None
-    for pos, i in enumerate(order_l):
-        th = thread_l[pos]
-        if th != cur_thread:
-            stack = []
-            cur_thread = th
-        e = end_l[i]
-        while stack and end_l[stack[-1]] < e:
-            stack.pop()
-        if stack:
-            p = stack[-1]
-            par[i] = p
-            opa[i] = p if kind_l[p] == OP else opa[p]
-            bro[i] = bro[p]
-        if bwd_l[i] and bro[i] < 0:
-            bro[i] = i
-        stack.append(i)
-    parent[:] = par
-    op_anc[:] = opa
-    broot[:] = bro
+    is_bwd_name = np.array([s.startswith(BACKWARD_PREFIX) for s in names], dtype=bool)
+    bwd_flag = is_bwd_name[R["name"]] & (kind == OP) if len(names) else np.zeros(n, bool)
+    op_anc = nearest_marked_ancestor(parent, kind == OP)
+    broot = outermost_marked(parent, bwd_flag)
     return parent, op_anc, broot, order
 
 

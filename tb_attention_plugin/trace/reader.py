@@ -28,8 +28,8 @@ try:  # ISA-L inflates about 3x faster than zlib; optional.
 except ImportError:  # pragma: no cover - exercised where isal is absent
     _zlib = zlib
 
-BLOCK = 4 << 20            # bytes read (and inflated) per step
-CHUNK_TARGET = 8 << 20     # bytes of events decoded per msgspec call
+BLOCK = 1 << 20            # bytes read (and inflated) per step
+CHUNK_TARGET = 2 << 20     # bytes of events decoded per msgspec call (their objects are ~20x that)
 MAX_EVENT_BYTES = 64 << 20  # one event, or one non-event top-level value, larger than this is refused
 DEFAULT_MAX_BYTES = int(os.environ.get("TB_ATTENTION_MAX_BYTES", 16 << 30))
 

@@ -157,9 +157,9 @@ def _col_q(values: list) -> array:
 
 def _col_l(values: list, default=0) -> array:
     try:
-        return array("l", values)
+        return array("i", values)
     except (OverflowError, TypeError):
-        return array("l", [v if isinstance(v, int) and not isinstance(v, bool)
+        return array("i", [v if isinstance(v, int) and not isinstance(v, bool)
                            and -(1 << 31) <= v < (1 << 31) else default for v in values])
 
 
@@ -174,16 +174,16 @@ def _first(a, b):
     return a if a is not None else (b if b is not None else _NONE)
 
 
-_RANGE_COLS = dict(kind="b", name="l", thread="l", ts="d", dur="d", ext="q", corr="q", seq="q",
-                   fwd_tid="q", sig="l")
-_GPU_COLS = dict(kind="b", name="l", device="l", stream="q", ts="d", dur="d", corr="q", ext="q",
-                 grid_x="l", grid_y="l", grid_z="l", block_x="l", block_y="l", block_z="l",
-                 registers="l", shared_memory="q", blocks_per_sm="d", warps_per_sm="d",
+_RANGE_COLS = dict(kind="b", name="i", thread="i", ts="d", dur="d", ext="q", corr="q", seq="q",
+                   fwd_tid="q", sig="i")
+_GPU_COLS = dict(kind="b", name="i", device="i", stream="q", ts="d", dur="d", corr="q", ext="q",
+                 grid_x="i", grid_y="i", grid_z="i", block_x="i", block_y="i", block_z="i",
+                 registers="i", shared_memory="q", blocks_per_sm="d", warps_per_sm="d",
                  occupancy="d", bytes="q", pid="q", tid="q")
-_FLOW_COLS = dict(start="b", id="q", thread="l", ts="d")
-_MEMORY_COLS = dict(ts="d", thread="l", addr="q", bytes="q", total_allocated="q",
-                    total_reserved="q", device_type="l", device_id="l")
-_GPU_ANN_COLS = dict(name="l", device="l", stream="q", ts="d", dur="d", ext="q")
+_FLOW_COLS = dict(start="b", id="q", thread="i", ts="d")
+_MEMORY_COLS = dict(ts="d", thread="i", addr="q", bytes="q", total_allocated="q",
+                    total_reserved="q", device_type="i", device_id="i")
+_GPU_ANN_COLS = dict(name="i", device="i", stream="q", ts="d", dur="d", ext="q")
 
 # Bucket codes for the dispatch loop (range kinds first, then the rest).
 _B_GPU, _B_GPU_ANN, _B_COUNTER, _B_SKIP = 10, 11, 12, 13
@@ -198,7 +198,8 @@ class _Table:
             self.cols[k].extend(a)
 
     def freeze(self) -> dict[str, np.ndarray]:
-        return {k: (np.frombuffer(a, dtype=a.typecode).copy() if len(a) else np.zeros(0, dtype=a.typecode))
+        # Views on the arrays, not copies: a copy would double the columns' memory at its peak.
+        return {k: (np.frombuffer(a, dtype=a.typecode) if len(a) else np.zeros(0, dtype=a.typecode))
                 for k, a in self.cols.items()}
 
 
@@ -310,17 +311,17 @@ class TraceBuilder:
             local = {}
             for t in set(tids):
                 local[t] = self.threads((pid, t))
-            return array("l", [local[t] for t in tids])
+            return array("i", [local[t] for t in tids])
         keys = [(e.pid, e.tid) for e in evs]
         for k in set(keys).difference(index):
             self.threads(k)
-        return array("l", [index[k] for k in keys])
+        return array("i", [index[k] for k in keys])
 
     def _intern_names(self, names: list) -> array:
         index = self.strings.index
         for n in set(names).difference(index):
             self.strings(n)
-        return array("l", [index[n] for n in names])
+        return array("i", [index[n] for n in names])
 
     def _add_python(self, evs: list[Event]) -> None:
         kinds = self._py_kind
@@ -360,20 +361,20 @@ class TraceBuilder:
             cols["seq"] = _col_q([a.seq for a in args])
             cols["fwd_tid"] = _col_q([a.fwd_tid for a in args])
             sig = self.sigs
-            cols["sig"] = array("l", [sig(b"%b\x00%b\x00%b\x00%b" % (a.dims, a.types, a.strides, a.concrete))
+            cols["sig"] = array("i", [sig(b"%b\x00%b\x00%b\x00%b" % (a.dims, a.types, a.strides, a.concrete))
                                       if a.dims else _NONE for a in args])
         elif kind == LAUNCH:
             cols["ext"] = _col_q([a.ext for a in args])
             cols["corr"] = _col_q([a.correlation for a in args])
             cols["seq"] = cols["fwd_tid"] = none
-            cols["sig"] = array("l", [_NONE]) * n
+            cols["sig"] = array("i", [_NONE]) * n
         elif kind == ANNOTATION:
             cols["ext"] = _col_q([a.ext for a in args])
             cols["corr"] = cols["seq"] = cols["fwd_tid"] = none
-            cols["sig"] = array("l", [_NONE]) * n
+            cols["sig"] = array("i", [_NONE]) * n
         else:
             cols["ext"] = cols["corr"] = cols["seq"] = cols["fwd_tid"] = none
-            cols["sig"] = array("l", [_NONE]) * n
+            cols["sig"] = array("i", [_NONE]) * n
         self.ranges.extend(**cols)
 
     def _add_gpu(self, evs: list[Event]) -> None:
