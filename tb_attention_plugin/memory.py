@@ -653,7 +653,8 @@ def _device_entry(ctx, shapes, idx, rng, inst, ph, bwd, dtype_code, dev_id) -> d
         "peak_allocated_bytes": int(tot[peak_i]) if n else 0,
         "peak_ts": float(ts[peak_i]) if n else None,
         "peak_in_attention": bool(att[peak_i]) if n else False,
-        "peak_reserved_bytes": int(res.max()) if n and (res >= 0).any() else None,
+        # the CPU allocator reports no reserved memory (always 0): null, not 0
+        "peak_reserved_bytes": int(res.max()) if n and (res > 0).any() else None,
     }
     # makers of the allocations that matter: attention's own, and the ones live at the peaks
     am = np.flatnonzero(alloc & att)
@@ -952,7 +953,7 @@ def _curve(ts: np.ndarray, tot: np.ndarray, res: np.ndarray, peak_i: int) -> dic
         keep = np.unique(np.asarray(pick + [0, n - 1, peak_i], dtype=np.int64))
     return {"ts": [round(float(x), 3) for x in ts[keep].tolist()],
             "allocated": tot[keep].tolist(),
-            "reserved": res[keep].tolist() if (res >= 0).all() else None,
+            "reserved": res[keep].tolist() if (res >= 0).all() and (res > 0).any() else None,
             "points": int(n), "downsampled": bool(n > CURVE_POINTS)}
 
 
@@ -1423,7 +1424,8 @@ def _merge_shapes(flags: list[dict]) -> list[dict]:
     lengths (decode steps) are the same finding."""
     out: dict = {}
     for f in flags:
-        key = (f["code"], f["op"], f.get("within"), f["phase"], f["direction"])
+        # score casts are one finding wherever they are; others per op and place
+        key = (f["code"],) if f["code"] == "score_cast" else (f["code"], f["op"], f.get("within"), f["phase"], f["direction"])
         g = out.get(key)
         if g is None:
             out[key] = dict(f, shapes=1)
@@ -1435,7 +1437,8 @@ def _merge_shapes(flags: list[dict]) -> list[dict]:
         g["bytes"] = (g["bytes"] or 0) + (f["bytes"] or 0)
     for g in out.values():
         if g["shapes"] > 1:
-            g["evidence"] += (f"; the same in {g['shapes'] - 1} more shape(s) (e.g. other K/V lengths): "
+            more = "place(s)" if g["code"] == "score_cast" else "shape(s)"
+            g["evidence"] += (f"; the same in {g['shapes'] - 1} more {more}: "
                               f"{g['calls']} calls, {_us(g['time_us'])} GPU, {fmt_bytes(g['bytes'])} in all")
     return list(out.values())
 

@@ -2,6 +2,7 @@
 // this module (…/data/plugin/attention/index.js), so nothing ever leaves TensorBoard.
 
 import type { CompareResponse, Counts, KernelsResponse, RooflineResponse, RunsResponse, Selection, Summary } from "./types";
+import type { MemoryResponse } from "./views/memory";
 
 export class ApiError extends Error {
   constructor(public status: number, message: string) {
@@ -74,6 +75,8 @@ export const api = {
   compare: (base: Selection, next: Selection, signal?: AbortSignal) =>
     getResult<CompareResponse>("compare", { ...selParams(base, "base_"), ...selParams(next, "new_") }, signal),
   reportUrl: (sel: Selection) => url("report", selParams(sel)),
+  memory: (sel: Selection, signal?: AbortSignal) => getResult<MemoryResponse>("memory", selParams(sel), signal),
+  annotatedUrl: (sel: Selection) => url("annotated", selParams(sel)),
 };
 
 /** Call ``fn`` until it is no longer pending (the server answers 202 while a trace loads). */

@@ -12,6 +12,7 @@ import { renderRoofline, RooflineControls } from "./views/roofline";
 import { fileOf, picker, resolve } from "./views/selectors";
 import * as states from "./views/states";
 import { renderSummary } from "./views/summary";
+import { renderMemory } from "./views/memory";
 import { section } from "./widgets";
 
 type View = "run" | "compare";
@@ -43,6 +44,7 @@ class App {
   private tabRun: HTMLButtonElement;
   private tabCompare: HTMLButtonElement;
   private download: HTMLAnchorElement;
+  private annotated: HTMLAnchorElement;
 
   constructor() {
     const stored = loadStored();
@@ -53,11 +55,13 @@ class App {
     this.tabRun.addEventListener("click", () => this.setView("run"));
     this.tabCompare.addEventListener("click", () => this.setView("compare"));
     this.download = h("a", { class: "btn link", id: "download-report", download: "", hidden: true, title: "the full report of this trace as JSON (tb-attention analyze -f json)" }, "Download report");
+    this.annotated = h("a", { class: "btn link", id: "download-annotated", download: "", hidden: true, title: "this trace with attention calls and phases as timeline tracks, for Perfetto or chrome://tracing (tb-attention annotate)" }, "Annotated trace");
     this.header.append(
       h("div", { class: "brand" }, h("span", { class: "logo", "aria-hidden": "true" }), h("span", null, "Attention")),
       h("nav", { class: "tabs", "aria-label": "views" }, this.tabRun, this.tabCompare),
       this.pickerSlot,
       h("span", { class: "grow" }),
+      this.annotated,
       this.download);
     this.root.append(h("a", { class: "skip", href: "#content" }, "Skip to content"), this.header, this.progressSlot, this.main);
   }
@@ -122,12 +126,14 @@ class App {
       this.shownKey = "none";
       replace(this.pickerSlot);
       this.download.hidden = true;
+      this.annotated.hidden = true;
       replace(this.main, states.noTraces(runs));
       return;
     }
     if (this.view === "compare") {
       replace(this.pickerSlot);
       this.download.hidden = true;
+      this.annotated.hidden = true;
       if (!this.compare) {
         this.compare = new CompareView(runs);
         replace(this.main, this.compare.el);
@@ -158,6 +164,8 @@ class App {
     const f = fileOf(this.runs, this.sel);
     this.download.hidden = !(f && f.state === "ready");
     this.download.href = api.reportUrl(this.sel);
+    this.annotated.hidden = this.download.hidden;
+    this.annotated.href = api.annotatedUrl(this.sel);
   }
 
   private select(s: Selection): void {
@@ -198,6 +206,7 @@ class App {
   private renderRun(sel: Selection, s: Summary, my: number): void {
     const hasAttention = (s.attention_kernels || 0) > 0;
     const roofEl = h("div", { class: "roof-body" }, h("p", { class: "muted" }, "Loading the roofline\u2026"));
+    const memEl = h("div", { class: "mem-slot" }, h("p", { class: "muted" }, "Loading the memory analysis\u2026"));
     const kernels = new KernelTable(sel, hasAttention);
     const meta = h("p", { class: "trace-meta muted", id: "trace-meta" },
       h("code", null, s.path.split("/").slice(-2).join("/")),
@@ -211,8 +220,26 @@ class App {
       hasAttention ? renderPhases(s) : null,
       hasAttention ? section("Roofline", "roofline", h("p", { class: "section-help" },
         "Each point is a kernel (or all kernels of one name and phase): achieved FLOP/s over FLOPs per byte moved. Under the slanted memory roof a kernel is limited by bandwidth, under a flat compute roof by math throughput; far below both it is latency-bound."), roofEl) : null,
-      noGpu ? null : section("Kernels", "kernels", kernels.el));
+      noGpu ? null : section("Kernels", "kernels", kernels.el),
+      memEl);
     if (hasAttention) void this.loadRoofline(sel, roofEl, my);
+    void this.loadMemory(sel, memEl, my);
+  }
+
+  private async loadMemory(sel: Selection, el: HTMLElement, my: number): Promise<void> {
+    try {
+      const r = await untilReady(() => api.memory(sel), () => undefined, () => my === this.seq);
+      if (!r || my !== this.seq) return;
+      if (r.kind === "failed") {
+        replace(el, states.failed(r.message, sel.file));
+        return;
+      }
+      if (r.kind !== "ready") return;
+      replace(el, renderMemory(r.data));
+    } catch (e) {
+      if (my !== this.seq) return;
+      replace(el, states.apiError(e instanceof ApiError ? e.message : String(e)));
+    }
   }
 
   private async loadRoofline(sel: Selection, el: HTMLElement, my: number): Promise<void> {

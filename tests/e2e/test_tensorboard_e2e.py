@@ -189,6 +189,10 @@ def test_attention_tab_end_to_end(tensorboard, browser):
         frame.focus('#kernel-table button[data-sort="name"]')
         page.keyboard.press("Enter")
         frame.wait_for_selector('#kernel-table th[aria-sort="ascending"] button[data-sort="name"]', timeout=10000)
+        # memory card: no memory events in this trace (how to record them), the K/V footprint from shapes
+        frame.wait_for_selector("#memory #mem-kv-table tbody tr", timeout=10000)
+        assert "profile_memory=True" in frame.text_content("#memory")
+        assert "annotated?run=gpt" in frame.get_attribute("#download-annotated", "href")
         _shot(page, "e2e_gpt.png")
 
         # 5. comparison of two runs, per phase
