@@ -6,6 +6,7 @@ traces cheap. ``args`` stays raw bytes until we know the event is one we use.
 """
 from __future__ import annotations
 
+import math
 from typing import Optional, Union
 
 import msgspec
@@ -14,7 +15,7 @@ Raw = msgspec.Raw
 Scalar = Union[int, str, None]
 
 
-class Args(msgspec.Struct, gc=False, rename={
+class Args(msgspec.Struct, gc=False, frozen=True, rename={
     "external_id": "External id",
     "external_id_v1": "external id",
     "seq": "Sequence number",
@@ -36,42 +37,40 @@ class Args(msgspec.Struct, gc=False, rename={
     "device_id": "Device Id",
 }):
     """Every ``args`` field any event kind needs, decoded in the same pass as the event.
-    Unlisted keys (``Python id``, ``Ev Idx``, CUPTI metrics...) are skipped by the decoder."""
+    Unlisted keys (``Python id``, ``Ev Idx``, CUPTI metrics...) are skipped by the decoder.
+    Missing integers are -1 and missing floats NaN (not None), so columns are filled straight
+    from the structs; a JSON null or a wrong type sends the chunk down the tolerant path."""
     # ops, launches, annotations, GPU activities
-    external_id: Optional[int] = None
-    external_id_v1: Optional[int] = None
-    correlation: Optional[int] = None
+    external_id: int = -1
+    external_id_v1: int = -1
+    correlation: int = -1
     # ops
-    seq: Optional[int] = None
-    fwd_tid: Optional[int] = None
+    seq: int = -1
+    fwd_tid: int = -1
     dims: Raw = Raw()
     types: Raw = Raw()
     strides: Raw = Raw()
     concrete: Raw = Raw()
     # GPU activities
-    device: Optional[int] = None
+    device: int = -1
     stream: Scalar = None
     grid: Optional[list[int]] = None
     block: Optional[list[int]] = None
-    registers: Optional[int] = None
-    shared_memory: Optional[int] = None
-    blocks_per_sm: Optional[float] = None
-    warps_per_sm: Optional[float] = None
-    occupancy: Optional[float] = None
-    bytes: Optional[int] = None
+    registers: int = 0
+    shared_memory: int = 0
+    blocks_per_sm: float = math.nan
+    warps_per_sm: float = math.nan
+    occupancy: float = math.nan
+    bytes: int = -1
     # [memory] instant events
-    addr: Optional[int] = None
-    nbytes: Optional[int] = None
-    total_allocated: Optional[int] = None
-    total_reserved: Optional[int] = None
-    device_type: Optional[int] = None
-    device_id: Optional[int] = None
+    addr: int = 0
+    nbytes: int = 0
+    total_allocated: int = -1
+    total_reserved: int = -1
+    device_type: int = -1
+    device_id: int = -1
     # thread_name / process_name metadata
     name: Optional[str] = None
-
-    @property
-    def ext(self) -> Optional[int]:
-        return self.external_id if self.external_id is not None else self.external_id_v1
 
 
 NO_ARGS = Args()
@@ -80,11 +79,11 @@ NO_ARGS = Args()
 class Event(msgspec.Struct, gc=False):
     ph: Optional[str] = None
     cat: Optional[str] = None
-    name: Optional[str] = None
+    name: str = ""
     pid: Scalar = None
     tid: Scalar = None
-    ts: Optional[float] = None
-    dur: Optional[float] = None
+    ts: float = math.nan          # NaN: no timestamp (such events are dropped)
+    dur: float = 0.0
     id: Scalar = None
     s: Optional[str] = None
-    args: Optional[Args] = None
+    args: Args = NO_ARGS

@@ -16,6 +16,7 @@ import json
 import math
 import os
 import re
+import stat as _stat
 import zlib
 from typing import Any, Callable, Optional
 
@@ -31,11 +32,46 @@ except ImportError:  # pragma: no cover - exercised where isal is absent
 BLOCK = 1 << 20            # bytes read (and inflated) per step
 CHUNK_TARGET = 2 << 20     # bytes of events decoded per msgspec call (their objects are ~20x that)
 MAX_EVENT_BYTES = 64 << 20  # one event, or one non-event top-level value, larger than this is refused
-DEFAULT_MAX_BYTES = int(os.environ.get("TB_ATTENTION_MAX_BYTES", 16 << 30))
+BUILTIN_MAX_BYTES = 16 << 30
+
+_SIZE_UNITS = (("KIB", 1 << 10), ("MIB", 1 << 20), ("GIB", 1 << 30), ("TIB", 1 << 40),
+               ("KB", 1 << 10), ("MB", 1 << 20), ("GB", 1 << 30), ("TB", 1 << 40),
+               ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40), ("B", 1))
+
+
+def parse_size(text: str) -> int:
+    """``16G``, ``512M``, ``1.5GiB``, ``1048576`` -> bytes (binary units). ValueError otherwise."""
+    t = str(text).strip().upper()
+    mult = 1
+    for suffix, m in _SIZE_UNITS:
+        if t.endswith(suffix):
+            mult, t = m, t[: -len(suffix)].strip()
+            break
+    try:
+        v = float(t) * mult
+    except ValueError:
+        raise ValueError(f"not a size: {text!r} (e.g. 4G, 512M)") from None
+    if not math.isfinite(v) or v < 1:
+        raise ValueError(f"not a positive size: {text!r}")
+    return int(v)
+
+
+def max_bytes_from_env(env=None) -> tuple[int, Optional[str]]:
+    """(cap, warning): ``TB_ATTENTION_MAX_BYTES`` or the built-in 16 GiB; a bad value is replaced
+    by the default with a warning, never an exception (this runs at import time)."""
+    v = (os.environ if env is None else env).get("TB_ATTENTION_MAX_BYTES")
+    if v is None or not v.strip():
+        return BUILTIN_MAX_BYTES, None
+    try:
+        return parse_size(v), None
+    except ValueError as e:
+        return BUILTIN_MAX_BYTES, f"TB_ATTENTION_MAX_BYTES ignored: {e}; using 16 GiB"
+
+
+DEFAULT_MAX_BYTES, MAX_BYTES_WARNING = max_bytes_from_env()
 
 _WS = b" \t\r\n"
 _WS_RE = re.compile(rb"[ \t\r\n]*")
-_STRING_RE = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
 _STRUCT_RE = re.compile(rb'["\[\]{}]')
 _EVENT_LIST = msgspec.json.Decoder(list[Event])
 
@@ -56,18 +92,67 @@ def _fmt_bytes(n: int) -> str:
     return str(n)
 
 
+def _string_end(buf: bytes, start: int) -> int:
+    """Index just past the JSON string whose opening quote is ``buf[start]``; -1 if ``buf`` ends
+    first. Linear time and no per-character state (a backtracking regex needs ~100 bytes of
+    memory per character: a 64 MiB string would take gigabytes)."""
+    i = start + 1
+    for _ in range(64):
+        j = buf.find(b'"', i)
+        if j < 0:
+            return -1
+        if buf[j - 1] != 0x5C:              # not preceded by a backslash: the common case
+            return j + 1
+        seg = buf[max(start + 1, j - 64):j]
+        run = len(seg) - len(seg.rstrip(b"\\"))
+        if run == len(seg) and j - 64 > start + 1:
+            seg = buf[start + 1:j]
+            run = len(seg) - len(seg.rstrip(b"\\"))
+        if run % 2 == 0:                    # the backslashes escape each other
+            return j + 1
+        i = j + 1
+    # Many escaped quotes: resolve every escape of the string at once. Escapes pair up from the
+    # left, so dropping ``\\\\`` pairs and then ``\\"`` leaves only real quotes.
+    w = buf[start + 1:].replace(b"\\\\", b"__").replace(b'\\"', b"__")
+    j = w.find(b'"')
+    return -1 if j < 0 else start + 2 + j
+
+
+def _open_regular(path: str):
+    """Open ``path`` for reading without ever blocking (a named pipe with no writer would hang
+    ``open``), and refuse anything that is not a regular file."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except IsADirectoryError:
+        raise TraceReadError("is a directory, not a trace file") from None
+    except OSError as e:
+        raise TraceReadError(f"cannot open: {e.strerror or e}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if _stat.S_ISDIR(mode):
+            raise TraceReadError("is a directory, not a trace file")
+        if not _stat.S_ISREG(mode):
+            kind = "a named pipe" if _stat.S_ISFIFO(mode) else "a socket" if _stat.S_ISSOCK(mode) else "a device"
+            raise TraceReadError(f"not a regular file ({kind})")
+        if getattr(os, "O_NONBLOCK", 0):
+            try:
+                os.set_blocking(fd, True)
+            except (AttributeError, OSError):
+                pass
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 class ByteSource:
     """Decompressed bytes of a file, one block at a time, with a cap on the total."""
 
     def __init__(self, path: str, max_bytes: int = DEFAULT_MAX_BYTES):
         self.path = path
         self.max_bytes = max_bytes
-        try:
-            self._f = open(path, "rb")
-        except IsADirectoryError:
-            raise TraceReadError("is a directory, not a trace file") from None
-        except OSError as e:
-            raise TraceReadError(f"cannot open: {e.strerror or e}") from None
+        self._f = _open_regular(path)
         self.gzip = self._f.read(2) == b"\x1f\x8b"
         self._f.seek(0)
         self._inflate = _zlib.decompressobj(31) if self.gzip else None
@@ -165,11 +250,12 @@ def _lenient_events(items: Any, stats: dict) -> list[Event]:
             stats["skipped"] = stats.get("skipped", 0) + 1
             continue
         args = it.get("args")
+        ts, dur = _finite(it.get("ts")), _finite(it.get("dur"))
         out.append(Event(
-            ph=_text(it.get("ph")), cat=_text(it.get("cat")), name=_text(it.get("name")),
+            ph=_text(it.get("ph")), cat=_text(it.get("cat")), name=_text(it.get("name")) or "",
             pid=_scalar(it.get("pid")), tid=_scalar(it.get("tid")),
-            ts=_finite(it.get("ts")), dur=_finite(it.get("dur")), id=_scalar(it.get("id")),
-            s=_text(it.get("s")), args=lenient_args(args) if isinstance(args, dict) else None))
+            ts=math.nan if ts is None else ts, dur=0.0 if dur is None else dur, id=_scalar(it.get("id")),
+            s=_text(it.get("s")), args=lenient_args(args) if isinstance(args, dict) else Args()))
     stats["coerced_chunks"] = stats.get("coerced_chunks", 0) + 1
     return out
 
@@ -179,19 +265,18 @@ _ARGS_FIELDS = {f.encode_name: f.name for f in msgspec.structs.fields(Args)}
 
 def lenient_args(d: dict) -> Args:
     """Args from an untyped dict: each field decoded on its own, the ones that don't fit dropped."""
-    out = Args()
+    fields = {}
     enc = msgspec.json.encode
     for key, value in d.items():
-        if not isinstance(key, str):
+        f = _ARGS_FIELDS.get(key) if isinstance(key, str) else None
+        if f is None:
             continue
         try:
             part = msgspec.json.decode(enc({key: value}), type=Args)
         except (msgspec.ValidationError, msgspec.DecodeError, TypeError, ValueError, OverflowError):
             continue
-        f = _ARGS_FIELDS.get(key)
-        if f is not None:
-            setattr(out, f, getattr(part, f))
-    return out
+        fields[f] = getattr(part, f)
+    return Args(**fields)
 
 
 def _nan_safe_loads(text: str):
@@ -203,24 +288,46 @@ def _nan_safe_loads(text: str):
 _RAW_ARGS_EVENTS = msgspec.json.Decoder(list[dict])
 
 
+class _TooDeep(Exception):
+    """The JSON is well formed as far as we can tell but nests deeper than the decoders recurse."""
+
+
+def _decode_items(data: bytes, stats: dict):
+    """Untyped decoding of ``[...]``: msgspec, else the json module (NaN/Infinity, invalid
+    UTF-8). None when it is not valid JSON; :class:`_TooDeep` when it nests too deeply."""
+    deep = False
+    try:
+        return msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        pass
+    except RecursionError:
+        deep = True
+    try:
+        items = _nan_safe_loads(data.decode("utf-8", errors="replace"))
+    except ValueError:
+        return None
+    except RecursionError:
+        raise _TooDeep() from None
+    if not deep:
+        stats["repaired"] = stats.get("repaired", 0) + 1
+    return items
+
+
 def decode_events(chunk: bytes, stats: dict) -> Optional[list[Event]]:
-    """Decode ``{..},{..}`` (no brackets). None if it is not a whole number of events."""
+    """Decode ``{..},{..}`` (no brackets). None if it is not a whole number of events (or one of
+    them nests too deeply to decode: the caller isolates it and skips it)."""
     data = b"[" + chunk + b"]"
     try:
         return _EVENT_LIST.decode(data)
-    except msgspec.ValidationError:
-        pass
-    except msgspec.DecodeError:
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
         pass
     # Slow, tolerant path: wrong field types, NaN/Infinity, invalid UTF-8, huge integers.
     try:
-        items = msgspec.json.decode(data)
-    except msgspec.DecodeError:
-        try:
-            items = _nan_safe_loads(data.decode("utf-8", errors="replace"))
-        except (ValueError, RecursionError):
-            return None
-        stats["repaired"] = stats.get("repaired", 0) + 1
+        items = _decode_items(data, stats)
+    except _TooDeep:
+        return None
+    if items is None:
+        return None
     return _lenient_events(items, stats)
 
 
@@ -271,18 +378,19 @@ class TraceParser:
 
     def _string(self) -> str:
         while True:
-            m = _STRING_RE.match(self.buf, self.pos)
-            if m:
+            end = _string_end(self.buf, self.pos)
+            if end >= 0:
                 break
             if len(self.buf) - self.pos > MAX_EVENT_BYTES:
                 raise TraceReadError(f"a string longer than {_fmt_bytes(MAX_EVENT_BYTES)} at {self._where()}")
             if not self._fill():
                 self._end_of_stream("inside a string")
-        self.pos = m.end()
+        raw = self.buf[self.pos:end]
+        self.pos = end
         try:
-            return msgspec.json.decode(m.group())
+            return msgspec.json.decode(raw)
         except msgspec.DecodeError:
-            return m.group()[1:-1].decode("utf-8", errors="replace")
+            return raw[1:-1].decode("utf-8", errors="replace")
 
     def _value_end(self) -> int:
         """Index just past the JSON value starting at ``pos`` (reads more as needed)."""
@@ -303,9 +411,9 @@ class TraceParser:
                 if m:
                     c = buf[m.start()]
                     if c == 0x22:  # '"'
-                        s = _STRING_RE.match(buf, m.start())
-                        if s:
-                            i = s.end()
+                        s = _string_end(buf, m.start())
+                        if s >= 0:
+                            i = s
                             if depth == 0:
                                 return i
                             continue
@@ -386,12 +494,13 @@ class TraceParser:
                 raw = self.buf[self.pos:end]
                 self.pos = end
                 try:
-                    self.meta[key] = msgspec.json.decode(raw)
-                except msgspec.DecodeError:
-                    try:
-                        self.meta[key] = json.loads(raw.decode("utf-8", errors="replace"))
-                    except (ValueError, RecursionError):
-                        self.stats["bad_metadata"] = self.stats.get("bad_metadata", 0) + 1
+                    value = _decode_items(raw, {})
+                except _TooDeep:
+                    value = None
+                if value is None:
+                    self.stats["bad_metadata"] = self.stats.get("bad_metadata", 0) + 1
+                else:
+                    self.meta[key] = value
         if not saw_events:
             raise TraceReadError('no "traceEvents" list: this JSON is not a Chrome/Kineto trace')
         return self.meta
@@ -414,15 +523,20 @@ class TraceParser:
                 self.pos += 1
                 continue
             if c != 0x7B:
-                # Not an event object (a number, a string...): skip the value, count it.
-                end = self._value_end()
-                self.pos = end
-                self.stats["skipped"] = self.stats.get("skipped", 0) + 1
+                # Not an event object (a number, a string, null...): skip it, count it.
+                if not self._skip_non_events():
+                    end = self._value_end()
+                    self.pos = end
+                    self.stats["skipped"] = self.stats.get("skipped", 0) + 1
                 continue
             while len(self.buf) - self.pos < CHUNK_TARGET and self._fill():
                 pass
+            # Decode as many events as possible at once; when a chunk does not decode, halve it
+            # (not one event less: a bad event in the middle of a buffer of n events would cost
+            # n decodes of the buffer, quadratic).
             limit = len(self.buf)
-            for _ in range(4):
+            done = False
+            while True:
                 end = self._last_split(self.pos, limit)
                 if end is None:
                     break
@@ -431,20 +545,55 @@ class TraceParser:
                 if events is not None:
                     self._emit(events, on_events, chunk)
                     self.pos = end + 1
+                    done = True
                     break
-                limit = end
-            else:
-                end = None
-            if end is not None and self.pos == end + 1:
+                limit = self.pos + (end - self.pos) // 2 + 1
+            if done:
                 continue
             # Slow path: exactly one event.
             end = self._value_end()
             chunk = self.buf[self.pos:end]
             events = decode_events(chunk, self.stats)
             if events is None:
-                raise TraceReadError(f"malformed event at {self._where()}")
+                if not self._too_deep(chunk):
+                    raise TraceReadError(f"malformed event at {self._where()}")
+                # Valid JSON nested deeper than any decoder recurses: skip this one event.
+                self.stats["too_deep"] = self.stats.get("too_deep", 0) + 1
+                self.events_seen += 1
+                self.pos = end
+                continue
             self._emit(events, on_events, chunk)
             self.pos = end
+
+    def _too_deep(self, chunk: bytes) -> bool:
+        try:
+            _decode_items(b"[" + chunk + b"]", {})
+        except _TooDeep:
+            return True
+        return False
+
+    def _skip_non_events(self) -> bool:
+        """Skip a run of entries that are not objects (``null, 1, "x", [..]``) in one decode
+        instead of one Python step each. False when nothing could be skipped this way."""
+        while len(self.buf) - self.pos < CHUNK_TARGET and self._fill():
+            pass
+        buf, start = self.buf, self.pos
+        brace = buf.find(b"{", start, start + CHUNK_TARGET)
+        limit = brace if brace >= 0 else min(len(buf), start + CHUNK_TARGET)
+        for _ in range(4):
+            k = buf.rfind(b",", start, limit)
+            if k <= start:
+                return False
+            try:
+                items = _decode_items(b"[" + buf[start:k] + b"]", {})
+            except _TooDeep:
+                items = None
+            if isinstance(items, list):        # no '{' in the span, so no objects in it
+                self.stats["skipped"] = self.stats.get("skipped", 0) + len(items)
+                self.pos = k + 1
+                return True
+            limit = start + (k - start) // 2
+        return False
 
 
 def read_trace(path: str, on_events: Callable[[list[Event]], None],

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from array import array
+from operator import attrgetter
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -141,8 +142,14 @@ def _clean_int(v, default=_NONE):
     return v if _I64_MIN <= v <= _I64_MAX else default
 
 
-def _col_q(values: list) -> array:
-    """int64 column; values that are missing or out of range become -1."""
+def _col_q(values: list, getter=None) -> array:
+    """int64 column; values that are missing or out of range become -1. With ``getter``,
+    ``values`` are structs and the column is the getter's attribute of each (read in C)."""
+    if getter is not None:
+        try:
+            return array("q", map(getter, values))
+        except (OverflowError, TypeError):
+            values = list(map(getter, values))
     try:
         return array("q", values)
     except TypeError:
@@ -174,16 +181,28 @@ def _first(a, b):
     return a if a is not None else (b if b is not None else _NONE)
 
 
-_RANGE_COLS = dict(kind="b", name="i", thread="i", ts="d", dur="d", ext="q", corr="q", seq="q",
+_RANGE_COLS = dict(kind="b", name="i", thread="i", ts="d", dur="d", ext="q", ext1="q", corr="q", seq="q",
                    fwd_tid="q", sig="i")
-_GPU_COLS = dict(kind="b", name="i", device="i", stream="q", ts="d", dur="d", corr="q", ext="q",
+_GPU_COLS = dict(kind="b", name="i", device="i", stream="q", ts="d", dur="d", corr="q", ext="q", ext1="q",
                  grid_x="i", grid_y="i", grid_z="i", block_x="i", block_y="i", block_z="i",
                  registers="i", shared_memory="q", blocks_per_sm="d", warps_per_sm="d",
                  occupancy="d", bytes="q", pid="q", tid="q")
 _FLOW_COLS = dict(start="b", id="q", thread="i", ts="d")
 _MEMORY_COLS = dict(ts="d", thread="i", addr="q", bytes="q", total_allocated="q",
                     total_reserved="q", device_type="i", device_id="i")
-_GPU_ANN_COLS = dict(name="i", device="i", stream="q", ts="d", dur="d", ext="q")
+_GPU_ANN_COLS = dict(name="i", device="i", stream="q", ts="d", dur="d", ext="q", ext1="q")
+
+# Attribute getters: with map() they read struct fields in C, not in the bytecode loop.
+_g_name, _g_cat, _g_ts, _g_dur, _g_args, _g_pid, _g_tid = (attrgetter(a) for a in (
+    "name", "cat", "ts", "dur", "args", "pid", "tid"))
+_g_ext, _g_ext1, _g_corr, _g_seq, _g_fwd = (attrgetter(a) for a in (
+    "external_id", "external_id_v1", "correlation", "seq", "fwd_tid"))
+_g_sig = attrgetter("dims", "types", "strides", "concrete")
+_SIG_JOIN = b"\x00".join
+_g_regs, _g_smem, _g_bps, _g_wps, _g_occ, _g_bytes = (attrgetter(a) for a in (
+    "registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy", "bytes"))
+_g_addr, _g_nbytes, _g_talloc, _g_tres, _g_dtype, _g_did = (attrgetter(a) for a in (
+    "addr", "nbytes", "total_allocated", "total_reserved", "device_type", "device_id"))
 
 # Bucket codes for the dispatch loop (range kinds first, then the rest).
 _B_GPU, _B_GPU_ANN, _B_COUNTER, _B_SKIP = 10, 11, 12, 13
@@ -285,48 +304,30 @@ class TraceBuilder:
         for e in metas:
             self._add_meta(e)
 
-    def _timed(self, evs: list[Event]) -> list[Event]:
-        ts = [e.ts for e in evs]
-        if None in ts:
-            kept = [e for e in evs if e.ts is not None]
-            self.counts["no_ts"] += len(evs) - len(kept)
-            return kept
-        return evs
-
-    def _durations(self, evs: list[Event]) -> array:
-        durs = [e.dur for e in evs]
-        if None in durs or min(durs) < 0:
-            neg = sum(1 for d in durs if d is not None and d < 0)
-            self.counts["negative_dur"] += neg
-            durs = [d if d is not None and d >= 0 else 0.0 for d in durs]
-        return array("d", durs)
-
     def _intern_threads(self, evs: list[Event]) -> array:
-        index = self.threads.index
-        pids = {e.pid for e in evs}
+        pids = set(map(_g_pid, evs))
         if len(pids) == 1:
             # one process (the usual case): look threads up by tid alone, no tuple per event
             pid = next(iter(pids))
-            tids = [e.tid for e in evs]
-            local = {}
-            for t in set(tids):
-                local[t] = self.threads((pid, t))
-            return array("i", [local[t] for t in tids])
+            tids = list(map(_g_tid, evs))
+            local = {t: self.threads((pid, t)) for t in set(tids)}
+            return array("i", map(local.__getitem__, tids))
+        index = self.threads.index
         keys = [(e.pid, e.tid) for e in evs]
         for k in set(keys).difference(index):
             self.threads(k)
-        return array("i", [index[k] for k in keys])
+        return array("i", map(index.__getitem__, keys))
 
     def _intern_names(self, names: list) -> array:
         index = self.strings.index
         for n in set(names).difference(index):
             self.strings(n)
-        return array("i", [index[n] for n in names])
+        return array("i", map(index.__getitem__, names))
 
     def _add_python(self, evs: list[Event]) -> None:
         kinds = self._py_kind
         keep = self.keep_py.search
-        for name in {e.name for e in evs}.difference(kinds):
+        for name in set(map(_g_name, evs)).difference(kinds):
             if not isinstance(name, str):
                 kinds[name] = -1
             elif name.startswith("nn.Module"):
@@ -344,106 +345,103 @@ class TraceBuilder:
             self._add_ranges(PYFUNC, funcs)
 
     def _add_ranges(self, kind: int, evs: list[Event]) -> None:
-        evs = self._timed(evs)
         n = len(evs)
-        if not n:
-            return
         none = array("q", [_NONE]) * n
         cols = dict(kind=array("b", [kind]) * n,
-                    name=self._intern_names([e.name or "" for e in evs]),
+                    name=self._intern_names(list(map(_g_name, evs))),
                     thread=self._intern_threads(evs),
-                    ts=array("d", [e.ts for e in evs]),
-                    dur=self._durations(evs))
-        args = [e.args or NO_ARGS for e in evs]
+                    ts=array("d", map(_g_ts, evs)),
+                    dur=array("d", map(_g_dur, evs)))
+        args = list(map(_g_args, evs))
         if kind == OP:
-            cols["ext"] = _col_q([a.ext for a in args])
+            cols["ext"] = _col_q(args, _g_ext)
+            cols["ext1"] = _col_q(args, _g_ext1)
             cols["corr"] = none
-            cols["seq"] = _col_q([a.seq for a in args])
-            cols["fwd_tid"] = _col_q([a.fwd_tid for a in args])
-            sig = self.sigs
-            cols["sig"] = array("i", [sig(b"%b\x00%b\x00%b\x00%b" % (a.dims, a.types, a.strides, a.concrete))
-                                      if a.dims else _NONE for a in args])
+            cols["seq"] = _col_q(args, _g_seq)
+            cols["fwd_tid"] = _col_q(args, _g_fwd)
+            keys = list(map(_SIG_JOIN, map(_g_sig, args)))
+            index = self.sigs.index
+            for k in set(keys).difference(index):
+                self.sigs(k)
+            cols["sig"] = array("i", map(index.__getitem__, keys))
         elif kind == LAUNCH:
-            cols["ext"] = _col_q([a.ext for a in args])
-            cols["corr"] = _col_q([a.correlation for a in args])
+            cols["ext"] = _col_q(args, _g_ext)
+            cols["ext1"] = _col_q(args, _g_ext1)
+            cols["corr"] = _col_q(args, _g_corr)
             cols["seq"] = cols["fwd_tid"] = none
             cols["sig"] = array("i", [_NONE]) * n
         elif kind == ANNOTATION:
-            cols["ext"] = _col_q([a.ext for a in args])
+            cols["ext"] = _col_q(args, _g_ext)
+            cols["ext1"] = _col_q(args, _g_ext1)
             cols["corr"] = cols["seq"] = cols["fwd_tid"] = none
             cols["sig"] = array("i", [_NONE]) * n
         else:
-            cols["ext"] = cols["corr"] = cols["seq"] = cols["fwd_tid"] = none
+            cols["ext"] = cols["ext1"] = cols["corr"] = cols["seq"] = cols["fwd_tid"] = none
             cols["sig"] = array("i", [_NONE]) * n
         self.ranges.extend(**cols)
 
     def _add_gpu(self, evs: list[Event]) -> None:
-        evs = self._timed(evs)
-        if not evs:
-            return
         gpu_kind = {}
-        for cat in {e.cat for e in evs}:
+        for cat in set(map(_g_cat, evs)):
             gpu_kind[cat] = _GPU_CATS[cat.lower()]
-        args = [e.args or NO_ARGS for e in evs]
+        args = list(map(_g_args, evs))
         grids = [a.grid if a.grid and len(a.grid) == 3 else (0, 0, 0) for a in args]
         blocks = [a.block if a.block and len(a.block) == 3 else (0, 0, 0) for a in args]
-        nan = float("nan")
         self.gpu.extend(
-            kind=array("b", [gpu_kind[e.cat] for e in evs]),
-            name=self._intern_names([e.name or "" for e in evs]),
-            device=_col_l([a.device if a.device is not None else _int(e.pid, 0) for a, e in zip(args, evs)]),
+            kind=array("b", map(gpu_kind.__getitem__, map(_g_cat, evs))),
+            name=self._intern_names(list(map(_g_name, evs))),
+            device=_col_l([a.device for a in args]),
             stream=_col_q([_int(a.stream) if a.stream is not None else _int(e.tid) for a, e in zip(args, evs)]),
-            ts=array("d", [e.ts for e in evs]),
-            dur=self._durations(evs),
-            corr=_col_q([a.correlation for a in args]),
-            ext=_col_q([a.ext for a in args]),
+            ts=array("d", map(_g_ts, evs)),
+            dur=array("d", map(_g_dur, evs)),
+            corr=_col_q(args, _g_corr),
+            ext=_col_q(args, _g_ext),
+            ext1=_col_q(args, _g_ext1),
             grid_x=_col_l([g[0] for g in grids]), grid_y=_col_l([g[1] for g in grids]),
             grid_z=_col_l([g[2] for g in grids]),
             block_x=_col_l([b[0] for b in blocks]), block_y=_col_l([b[1] for b in blocks]),
             block_z=_col_l([b[2] for b in blocks]),
-            registers=_col_l([a.registers or 0 for a in args]),
-            shared_memory=_col_q([a.shared_memory or 0 for a in args]),
-            blocks_per_sm=_col_d([a.blocks_per_sm if a.blocks_per_sm is not None else nan for a in args]),
-            warps_per_sm=_col_d([a.warps_per_sm if a.warps_per_sm is not None else nan for a in args]),
-            occupancy=_col_d([a.occupancy if a.occupancy is not None else nan for a in args]),
-            bytes=_col_q([a.bytes for a in args]),
+            registers=_col_l(list(map(_g_regs, args))),
+            shared_memory=_col_q(args, _g_smem),
+            blocks_per_sm=_col_d(list(map(_g_bps, args))),
+            warps_per_sm=_col_d(list(map(_g_wps, args))),
+            occupancy=_col_d(list(map(_g_occ, args))),
+            bytes=_col_q(args, _g_bytes),
             pid=_col_q([_int(e.pid) for e in evs]),
             tid=_col_q([_int(e.tid) for e in evs]),
         )
 
     def _add_gpu_annotations(self, evs: list[Event]) -> None:
-        evs = self._timed(evs)
-        args = [e.args or NO_ARGS for e in evs]
+        args = list(map(_g_args, evs))
         self.gpu_ann.extend(
-            name=self._intern_names([e.name or "" for e in evs]),
-            device=_col_l([_int(a.device if a.device is not None else e.pid, 0) for a, e in zip(args, evs)]),
+            name=self._intern_names(list(map(_g_name, evs))),
+            device=_col_l([a.device if a.device >= 0 else _int(e.pid, 0) for a, e in zip(args, evs)]),
             stream=_col_q([_int(a.stream) if a.stream is not None else _int(e.tid) for a, e in zip(args, evs)]),
-            ts=array("d", [e.ts for e in evs]),
-            dur=self._durations(evs),
-            ext=_col_q([a.ext for a in args]),
+            ts=array("d", map(_g_ts, evs)),
+            dur=array("d", map(_g_dur, evs)),
+            ext=_col_q(args, _g_ext),
+            ext1=_col_q(args, _g_ext1),
         )
 
     def _add_flows(self, evs: list[Event]) -> None:
-        evs = self._timed(evs)
         self.flows.extend(
             start=array("b", [1 if e.ph == "s" else 0 for e in evs]),
             id=_col_q([_int(e.id) for e in evs]),
             thread=self._intern_threads(evs),
-            ts=array("d", [e.ts for e in evs]),
+            ts=array("d", map(_g_ts, evs)),
         )
 
     def _add_memory(self, evs: list[Event]) -> None:
-        evs = self._timed(evs)
-        args = [e.args or NO_ARGS for e in evs]
+        args = list(map(_g_args, evs))
         self.memory.extend(
-            ts=array("d", [e.ts for e in evs]),
+            ts=array("d", map(_g_ts, evs)),
             thread=self._intern_threads(evs),
-            addr=_col_q([a.addr or 0 for a in args]),
-            bytes=_col_q([a.nbytes or 0 for a in args]),
-            total_allocated=_col_q([a.total_allocated for a in args]),
-            total_reserved=_col_q([a.total_reserved for a in args]),
-            device_type=_col_l([_first(a.device_type, None) for a in args], _NONE),
-            device_id=_col_l([_first(a.device_id, None) for a in args], _NONE),
+            addr=_col_q(args, _g_addr),
+            bytes=_col_q(args, _g_nbytes),
+            total_allocated=_col_q(args, _g_talloc),
+            total_reserved=_col_q(args, _g_tres),
+            device_type=_col_l(list(map(_g_dtype, args)), _NONE),
+            device_id=_col_l(list(map(_g_did, args)), _NONE),
         )
 
     def add_raw(self, chunk: bytes) -> None:
@@ -462,15 +460,40 @@ class TraceBuilder:
                                   "metrics": metrics})
 
     def _add_meta(self, e: Event) -> None:
-        if e.name == "thread_name" and e.args is not None and isinstance(e.args.name, str):
+        if e.name == "thread_name" and isinstance(e.args.name, str):
             self.thread_names[(e.pid, e.tid)] = e.args.name
 
+    def _clean(self, t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Column fix-ups done once, vectorised: rows without a timestamp go, the two spellings
+        of External id merge, negative durations become 0."""
+        ts = t["ts"]
+        bad = np.isnan(ts) | np.isinf(ts)
+        if bad.any():
+            self.counts["no_ts"] += int(bad.sum())
+            t = {k: v[~bad] for k, v in t.items()}
+        if "ext1" in t:
+            ext1 = t.pop("ext1")
+            t["ext"] = np.where(t["ext"] >= 0, t["ext"], ext1)
+        if "dur" in t:
+            d = t["dur"]
+            neg = (d < 0) | np.isnan(d)
+            if neg.any():
+                self.counts["negative_dur"] += int((d < 0).sum())
+                t["dur"] = np.where(neg, 0.0, d)
+        return t
+
     def finish(self, path: str, meta: dict, stats: dict) -> Trace:
-        ranges = self.ranges.freeze()
-        gpu = self.gpu.freeze()
-        flows = self.flows.freeze()
-        memory = self.memory.freeze()
-        gpu_ann = self.gpu_ann.freeze()
+        ranges = self._clean(self.ranges.freeze())
+        gpu = self._clean(self.gpu.freeze())
+        flows = self._clean(self.flows.freeze())
+        memory = self._clean(self.memory.freeze())
+        gpu_ann = self._clean(self.gpu_ann.freeze())
+        # a GPU activity without a device field is on the device its pid names
+        gpu["device"] = np.where(gpu["device"] >= 0, gpu["device"], np.maximum(gpu["pid"], 0)).astype(np.int32)
+        # ops recorded without shapes: their empty signature is no signature
+        empty = self.sigs.index.get(b"\x00\x00\x00")
+        if empty is not None and len(ranges["sig"]):
+            ranges["sig"] = np.where(ranges["sig"] == empty, -1, ranges["sig"]).astype(np.int32)
         # All times become integer nanoseconds after the earliest timestamp: exact ordering and
         # containment tests, and no float64 precision loss on epoch-based microsecond clocks.
         starts = [t["ts"] for t in (ranges, gpu, flows, memory, gpu_ann) if len(t["ts"])]
