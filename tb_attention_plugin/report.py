@@ -22,7 +22,7 @@ from .roofline import devices as D
 from .roofline.attribute import Attribution, attribute
 from .roofline.classify import LOW_OCCUPANCY_PCT, ROOF_REACHED, SHORT_KERNEL_US, peak_key
 from .roofline.cost import MATRIX, NONE
-from .trace.correlate import Links, link
+from .trace.correlate import Links, link, take_or
 from .trace.records import ANNOTATION, GPU_KIND_NAMES, KERNEL, MEMCPY, MODULE, Trace
 from .trace.shapes import parse_args
 from .table import Coded, KernelTable
@@ -308,7 +308,7 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
     gp = links.gpu_parent
     ctx_r = gp.copy()
     has = gp >= 0
-    br = np.where(has, links.backward_root[np.maximum(gp, 0)], -1)
+    br = take_or(links.backward_root, gp)
     inb = br >= 0
     ctx_r[inb] = links.forward_of[br[inb]]
     path_cache: dict = {}

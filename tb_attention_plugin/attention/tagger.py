@@ -24,7 +24,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..trace.correlate import Links, outermost_marked
+from ..trace.correlate import Links, outermost_marked, take_or
 from ..trace.records import ANNOTATION, LAUNCH, MODULE, OP, PYFUNC, Trace
 from ..trace.shapes import parse_args
 from . import patterns as P
@@ -416,10 +416,10 @@ def tag(trace: Trace, links: Links, module_pattern: str = P.DEFAULT_MODULE_PATTE
     # 5. GPU activities
     gp = links.gpu_parent
     has = gp >= 0
-    g_inst = np.where(has, inst[np.maximum(gp, 0)], -1)
-    g_phase = np.where(has, phase[np.maximum(gp, 0)], -1).astype(np.int8)
-    g_src = np.where(has, source[np.maximum(gp, 0)], -1).astype(np.int8)
-    g_bwd = np.where(has, broot[np.maximum(gp, 0)] >= 0, False)
+    g_inst = take_or(inst, gp)
+    g_phase = take_or(phase, gp).astype(np.int8)
+    g_src = take_or(source, gp).astype(np.int8)
+    g_bwd = has & (take_or(broot, gp) >= 0)
     # a launch on an autograd thread outside any evaluate_function is still backward
     # kernels in scope whose phase is unknown: use the kernel name, else "other"
     names = trace.strings

@@ -216,6 +216,14 @@ def _link_backward(trace: Trace, parent: np.ndarray, broot: np.ndarray) -> np.nd
     return fwd
 
 
+def take_or(values: np.ndarray, idx: np.ndarray, default=-1) -> np.ndarray:
+    """``values[idx]`` where ``idx >= 0``, else ``default``; also when ``values`` is empty (a trace
+    with GPU kernels but no CPU events), where ``values[np.maximum(idx, 0)]`` would raise."""
+    if len(values) == 0:
+        return np.full(len(idx), default, dtype=np.result_type(values.dtype, np.asarray(default).dtype))
+    return np.where(idx >= 0, values[np.maximum(idx, 0)], default)
+
+
 def _depth(parent: np.ndarray) -> np.ndarray:
     depth = np.zeros(len(parent), dtype=np.int64)
     anc = parent.copy()
@@ -235,8 +243,8 @@ def link(trace: Trace) -> Links:
 
     launch_idx = np.flatnonzero(R["kind"] == LAUNCH)
     gpu_launch = _lookup(R["corr"][launch_idx], launch_idx, G["corr"])
-    gpu_parent = np.where(gpu_launch >= 0, parent[np.maximum(gpu_launch, 0)], -1)
-    gpu_op = np.where(gpu_launch >= 0, op_anc[np.maximum(gpu_launch, 0)], -1)
+    gpu_parent = take_or(parent, gpu_launch)
+    gpu_op = take_or(op_anc, gpu_launch)
     # No launch record (or a launch outside any op): fall back to the External id.
     need = gpu_op < 0
     if need.any():

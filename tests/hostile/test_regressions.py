@@ -1,0 +1,144 @@
+"""Regression tests for what the hostile corpus broke, one per fix, small and fast."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from tb_attention_plugin.trace import reader
+from tb_attention_plugin.trace.reader import TraceReadError, parse_size, read_trace
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EV = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.0, "dur": 2.0,
+      "args": {"correlation": 1, "device": 0, "stream": 7}}
+
+
+def _read(path, **kw):
+    out = []
+    meta, stats = read_trace(str(path), out.extend, **kw)
+    return meta, stats, out
+
+
+def _events(n, ts0=1.0):
+    return [json.dumps(dict(EV, ts=ts0 + i)).encode() for i in range(n)]
+
+
+# --- reader: TB_ATTENTION_MAX_BYTES=1G crashed every import (int("1G"))
+def test_max_bytes_env_accepts_sizes_and_survives_garbage():
+    assert parse_size("1G") == 1 << 30 and parse_size("512M") == 512 << 20 and parse_size("1.5GiB") == 3 << 29
+    assert parse_size("1000") == 1000
+    for bad in ("", "abc", "-1G", "nan", "0"):
+        with pytest.raises(ValueError):
+            parse_size(bad)
+    assert reader.max_bytes_from_env({"TB_ATTENTION_MAX_BYTES": "2G"}) == (2 << 30, None)
+    cap, warn = reader.max_bytes_from_env({"TB_ATTENTION_MAX_BYTES": "lots"})
+    assert cap == reader.BUILTIN_MAX_BYTES and "TB_ATTENTION_MAX_BYTES" in warn
+    for value, expect in (("1G", str(1 << 30)), ("garbage", str(16 << 30))):
+        r = subprocess.run([sys.executable, "-c", "from tb_attention_plugin.trace import reader; "
+                            "print(reader.DEFAULT_MAX_BYTES)"], capture_output=True, text=True,
+                           env=dict(os.environ, TB_ATTENTION_MAX_BYTES=value), timeout=60)
+        assert r.returncode == 0 and r.stdout.strip() == expect, r.stderr
+
+
+# --- reader: strings were matched by a backtracking regex (~100 bytes of memory per character)
+def test_string_end_agrees_with_json_on_escapes():
+    rnd = random.Random(7)
+    alphabet = ['a', '"', '\\', '\n', 'é', '}', ',', '{']
+    for _ in range(3000):
+        s = "".join(rnd.choice(alphabet) for _ in range(rnd.randrange(0, 40)))
+        enc = json.dumps(s).encode()
+        buf = b'xx' + enc + b', "next"'
+        assert reader._string_end(buf, 2) == 2 + len(enc), enc
+        assert reader._string_end(enc[:-1], 0) == -1          # unterminated
+    many = json.dumps('\\"' * 500 + "end").encode()            # > 64 escaped quotes: the bulk path
+    assert reader._string_end(many + b"]", 0) == len(many)
+    assert reader._string_end(b'"' + b"\\" * 200 + b'"', 0) == 202   # an even run: the quote closes it
+
+
+def test_a_long_string_does_not_cost_memory_per_character(tmp_path):
+    """A 40 MiB unterminated string under a 1 GiB address-space limit: a clear error, no MemoryError."""
+    p = tmp_path / "t.json"
+    with open(p, "wb") as f:
+        f.write(b'{"traceEvents":[{"ph":"X","name":"')
+        for _ in range(40):
+            f.write(b"A" * (1 << 20))
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30));"
+            "from tb_attention_plugin.trace.reader import read_trace, TraceReadError\n"
+            "try:\n    read_trace(sys.argv[1], lambda e: None)\nexcept TraceReadError as e:\n    print(e)")
+    r = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "ends early" in r.stdout or "not a complete" in r.stdout, r.stdout
+
+
+# --- reader: a bad event in the middle of a buffer made the chunk retry one event at a time
+def test_a_malformed_event_mid_buffer_is_found_in_linear_time(tmp_path):
+    body = b",".join(_events(8000))
+    p = tmp_path / "t.json"
+    p.write_bytes(b'{"traceEvents":[' + body + b',{"ph":"X" "name":1},' + body + b"]}")
+    t0 = time.monotonic()
+    with pytest.raises(TraceReadError) as e:
+        _read(p)
+    assert "malformed event" in str(e.value)
+    assert time.monotonic() - t0 < 5, "quadratic retry"      # was 27 s at 2000 events, hours at 8000
+
+
+# --- reader: one event nested 100k deep failed the whole file ("JSON nested too deeply")
+def test_an_event_nested_too_deeply_is_skipped_and_counted(tmp_path):
+    deep = b'{"ph":"X","name":"deep","ts":5,"dur":1,"args":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    body = b",".join(_events(3000))
+    p = tmp_path / "t.json"
+    p.write_bytes(b'{"traceEvents":[' + body + b"," + deep + b"," + body + b"]}")
+    t0 = time.monotonic()
+    _, stats, evs = _read(p)
+    assert len(evs) == 6000 and stats["too_deep"] == 1
+    assert time.monotonic() - t0 < 5
+
+
+def test_metadata_nested_too_deeply_is_ignored(tmp_path):
+    p = tmp_path / "t.json"
+    p.write_bytes(b'{"deviceProperties":' + b"[" * 100_000 + b"]" * 100_000 + b',"traceEvents":['
+                  + b",".join(_events(10)) + b"]}")
+    _, stats, evs = _read(p)
+    assert len(evs) == 10 and stats["bad_metadata"] == 1
+
+
+# --- reader: entries that are not objects were skipped one Python step each (10 MB of nulls: 8 s)
+def test_many_non_object_entries_are_skipped_fast(tmp_path):
+    p = tmp_path / "t.json"
+    p.write_bytes(b'{"traceEvents":[' + b"null, 1, \"x,y\", [1, [2]], " * 400_000 + b",".join(_events(5)) + b"]}")
+    t0 = time.monotonic()
+    _, stats, evs = _read(p)
+    assert len(evs) == 5 and stats["skipped"] == 1_600_000
+    assert time.monotonic() - t0 < 5
+
+
+# --- reader: a named pipe named like a trace blocked open() forever
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_a_named_pipe_is_refused_without_blocking(tmp_path):
+    p = tmp_path / "w.pt.trace.json"
+    os.mkfifo(p)
+    done = []
+    t = threading.Thread(target=lambda: done.append(pytest.raises(TraceReadError, _read, p)), daemon=True)
+    t.start()
+    t.join(10)
+    assert done, "open() blocked on a named pipe"
+    assert "not a regular file" in str(done[0].value)
+
+
+# --- engine: a trace with GPU kernels but no CPU events crashed (IndexError on an empty column)
+def test_a_gpu_only_trace_is_analysed(tmp_path):
+    from tb_attention_plugin.analyze import analyze_path
+    p = tmp_path / "w.1.pt.trace.json"
+    p.write_text(json.dumps({"traceEvents": [dict(EV, name="flash_fwd_kernel", ts=1.0 + 10 * i)
+                                             for i in range(3)]}))
+    rep = analyze_path(str(p))
+    assert rep["status"] == "ok", rep.get("error")
+    assert len(rep["kernels"]) == 3
+    assert not [w for w in rep["warnings"] if "failed" in w], rep["warnings"]
