@@ -101,18 +101,24 @@ def _bound(cu: Optional[float], mu: Optional[float]) -> str:
     return "latency"
 
 
+def _ns(us) -> int:
+    """Trace microseconds -> integer nanoseconds, as viewers read them: epoch-based timestamps
+    (~5e12 µs) leave a double only nanosecond precision, so spans are computed in integers."""
+    return int(round((us or 0.0) * 1000.0))
+
+
 class _Run:
     __slots__ = ("key", "ts", "end", "rows")
 
     def __init__(self, key, row):
         self.key = key
-        self.ts = row["ts"]
-        self.end = row["ts"] + (row["dur_us"] or 0.0)
+        self.ts = _ns(row["ts"])
+        self.end = self.ts + _ns(row["dur_us"])
         self.rows = [row]
 
     def add(self, row):
         self.rows.append(row)
-        self.end = max(self.end, row["ts"] + (row["dur_us"] or 0.0))
+        self.end = max(self.end, _ns(row["ts"]) + _ns(row["dur_us"]))
 
 
 def _summary_args(rows: list[dict]) -> dict:
@@ -215,7 +221,7 @@ def build_events(rows: Iterable[dict], used_pids: Iterable = (), per_kernel: boo
             args.update(_summary_args(rows_all))
             events.append({"ph": "X", "cat": CALL_CAT, "name": f"attention: {scope}" +
                            (" (backward)" if direction == "backward" else ""),
-                           "pid": pid, "tid": tid, "ts": round(t0, 3), "dur": round(max(t1 - t0, 0.0), 3),
+                           "pid": pid, "tid": tid, "ts": t0 / 1000.0, "dur": max(t1 - t0, 0) / 1000.0,
                            "args": args})
             stats["call_spans"] += 1
             for run in group:
@@ -226,8 +232,8 @@ def build_events(rows: Iterable[dict], used_pids: Iterable = (), per_kernel: boo
                 args.update(_summary_args(run.rows))
                 events.append({"ph": "X", "cat": PHASE_CAT,
                                "name": label + (" (backward)" if direction == "backward" else ""),
-                               "pid": pid, "tid": tid, "ts": round(run.ts, 3),
-                               "dur": round(max(run.end - run.ts, 0.0), 3), "args": args})
+                               "pid": pid, "tid": tid, "ts": run.ts / 1000.0,
+                               "dur": max(run.end - run.ts, 0) / 1000.0, "args": args})
                 stats["phase_spans"] += 1
                 stats["kernels"] += len(run.rows)
     return events, stats

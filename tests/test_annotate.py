@@ -44,6 +44,27 @@ def check_annotated(src, dst):
     added = new["traceEvents"][n:]
     orig_pids = {e.get("pid") for e in orig["traceEvents"]}
     assert all(e["pid"] not in orig_pids and e["pid"] >= PID_BASE for e in added)
+    # Trace Event Format: integer pid/tid, numeric ts/dur, named tracks; complete events on one
+    # track nest properly (chrome://tracing draws overlapping siblings wrongly)
+    tracks: dict = {}
+    for e in added:
+        assert isinstance(e["pid"], int) and isinstance(e["tid"], int) and e["ph"] in ("X", "M")
+        if e["ph"] == "M":
+            assert e["name"] in ("process_name", "process_labels", "process_sort_index", "thread_name",
+                                 "thread_sort_index") and "args" in e
+            continue
+        assert isinstance(e["ts"], (int, float)) and isinstance(e["dur"], (int, float)) and e["dur"] >= 0
+        t0, d = round(e["ts"] * 1000), round(e["dur"] * 1000)        # integer ns, as viewers read them
+        tracks.setdefault((e["pid"], e["tid"]), []).append((t0, -d, t0 + d))
+    named = {(e["pid"], e["tid"]) for e in added if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert set(tracks) <= named
+    for spans_ in tracks.values():
+        stack = []
+        for t0, _, t1 in sorted(spans_):
+            while stack and stack[-1] <= t0:
+                stack.pop()
+            assert not stack or t1 <= stack[-1], "overlapping slices on one track"
+            stack.append(t1)
     return orig, added
 
 
@@ -78,7 +99,8 @@ def test_annotate_naive_h200_trace(tmp_path):
     # phase spans nest inside their call span on the same track
     for p in phases:
         c = [c for c in calls if c["tid"] == p["tid"] and c["args"]["instance"] == p["args"]["instance"]
-             and c["ts"] <= p["ts"] and p["ts"] + p["dur"] <= c["ts"] + c["dur"] + 1e-6]
+             and round(c["ts"] * 1000) <= round(p["ts"] * 1000)
+             and round(p["ts"] * 1000) + round(p["dur"] * 1000) <= round(c["ts"] * 1000) + round(c["dur"] * 1000)]
         assert len(c) == 1
     # the GPU time in the spans is the attention GPU time of the report
     assert sum(p["args"]["gpu_time_us"] for p in phases) == pytest.approx(rep["attention_time_us"], abs=0.01)
