@@ -463,6 +463,38 @@ class TraceBuilder:
         if e.name == "thread_name" and isinstance(e.args.name, str):
             self.thread_names[(e.pid, e.tid)] = e.args.name
 
+    # -- parallel reading (parallel.py): one chunk's columns out, merged back in file order ------
+    def export(self) -> dict:
+        return {"strings": self.strings.items, "threads": self.threads.items, "sigs": self.sigs.items,
+                "tables": {name: getattr(self, name).cols for name in ("ranges", "gpu", "flows", "memory", "gpu_ann")},
+                "thread_names": self.thread_names, "counters": self.counters, "counts": self.counts,
+                "categories": self.categories}
+
+    def merge(self, exp: dict) -> None:
+        """Append another builder's columns, renumbering its strings, threads and signatures."""
+        def mapping(intern, items):
+            return np.array([intern(x) for x in items], dtype=np.int64)
+        smap = mapping(self.strings, exp["strings"])
+        tmap = mapping(self.threads, exp["threads"])
+        gmap = mapping(self.sigs, exp["sigs"])
+        remap = {"ranges": {"name": smap, "thread": tmap, "sig": gmap}, "gpu": {"name": smap},
+                 "flows": {"thread": tmap}, "memory": {"thread": tmap}, "gpu_ann": {"name": smap}}
+        for name, cols in exp["tables"].items():
+            table = getattr(self, name)
+            for k, a in cols.items():
+                m = remap[name].get(k)
+                if m is not None and len(a):
+                    v = np.frombuffer(a, dtype=a.typecode)
+                    out = np.where(v >= 0, m[np.maximum(v, 0)], v) if len(m) else v
+                    table.cols[k].frombytes(out.astype(v.dtype).tobytes())
+                else:
+                    table.cols[k].extend(a)
+        self.thread_names.update(exp["thread_names"])
+        self.counters.extend(exp["counters"][: max(0, 1_000_000 - len(self.counters))])
+        for k, v in exp["counts"].items():
+            self.counts[k] = self.counts.get(k, 0) + v
+        self.categories |= exp["categories"]
+
     def _clean(self, t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Column fix-ups done once, vectorised: rows without a timestamp go, the two spellings
         of External id merge, negative durations become 0."""
