@@ -1,60 +1,68 @@
-"""Reading with two processes gives the same analysis as reading serially."""
+"""Reading with two processes gives the same analysis as reading serially.
+
+Each case runs in a fresh interpreter: the parallel reader only forks a single-threaded
+process, and a test run has other threads (the plugin tests' loaders)."""
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
-from helpers import sample
+from helpers import ROOT, sample
 from synth import SynthTrace, mlp_and_loss, naive_attention
-from tb_attention_plugin.jsonout import to_json
-from tb_attention_plugin.report import analyze_trace
+
+SCRIPT = r"""
+import json, sys
 from tb_attention_plugin.trace import parallel, reader
 from tb_attention_plugin.trace.records import load_trace
+from tb_attention_plugin.report import analyze_trace
+from tb_attention_plugin.jsonout import to_json
+parallel.MIN_PARALLEL_BYTES = 0
+reader.CHUNK_TARGET = 4096            # many chunks: both processes get work
+path, mode = sys.argv[1], sys.argv[2]
+tr = load_trace(path)
+rep = json.loads(to_json(analyze_trace(tr)))
+rep.pop("path"); rep.pop("trace")
+print(json.dumps({"parallel": tr.stats.get("parallel"), "truncated": tr.stats.get("truncated"),
+                  "n_gpu": tr.n_gpu, "warnings": tr.warnings, "report": rep if mode == "full" else None}))
+"""
 
 
-@pytest.fixture
-def force_parallel(monkeypatch):
-    monkeypatch.setattr(parallel, "MIN_PARALLEL_BYTES", 0)
-    monkeypatch.setattr(reader, "CHUNK_TARGET", 4096)      # many chunks, both processes busy
-    monkeypatch.setenv("TB_ATTENTION_JOBS", "2")
+def run(path, jobs, mode="full"):
+    env = dict(os.environ, TB_ATTENTION_JOBS=str(jobs), PYTHONPATH=ROOT)
+    r = subprocess.run([sys.executable, "-c", SCRIPT, str(path), mode], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout)
 
 
-def _report(path):
-    rep = json.loads(to_json(analyze_trace(load_trace(path))))
-    rep.pop("path")
-    return rep
+@pytest.mark.parametrize("run_name", ["gpt4l_sdpa_train", "naive_bf16_s2048_fwd", "seed_mha"])
+def test_parallel_equals_serial(run_name):
+    path = sample(run_name)
+    par, ser = run(path, 2), run(path, 1)
+    assert par["parallel"] is True and ser["parallel"] is None
+    assert par["report"] == ser["report"]
 
 
-@pytest.mark.parametrize("run", ["gpt4l_sdpa_train", "naive_bf16_s2048_fwd", "seed_mha"])
-def test_parallel_equals_serial(run, force_parallel, monkeypatch):
-    path = sample(run)
-    tr = load_trace(path)
-    assert tr.stats.get("parallel") is True
-    par = json.loads(to_json(analyze_trace(tr)))
-    monkeypatch.setenv("TB_ATTENTION_JOBS", "1")
-    ser = json.loads(to_json(analyze_trace(load_trace(path))))
-    assert load_trace(path).stats.get("parallel") is None
-    par.pop("trace"), ser.pop("trace")
-    assert par == ser
-
-
-def test_single_line_file_falls_back_to_serial(tmp_path, force_parallel):
+def test_single_line_file_falls_back_to_serial(tmp_path):
     t = SynthTrace()
     for _ in range(30):
         naive_attention(t)
     mlp_and_loss(t)
     p = tmp_path / "one_line.json"
     p.write_text(json.dumps(t.doc(), separators=(",", ":")))      # no line breaks at all
-    tr = load_trace(str(p))
-    assert tr.stats.get("parallel") is None and tr.n_gpu == 30 * 8 + 3
+    out = run(p, 2, "summary")
+    assert out["parallel"] is None and out["n_gpu"] == 30 * 8 + 3
 
 
-def test_truncated_file_in_parallel_is_salvaged(tmp_path, force_parallel):
+def test_truncated_file_in_parallel_is_salvaged(tmp_path):
     t = SynthTrace()
     for _ in range(40):
         naive_attention(t)
     text = json.dumps(t.doc(), indent=1)
     p = tmp_path / "cut.json"
     p.write_text(text[: len(text) * 3 // 4])
-    tr = load_trace(str(p))
-    assert tr.stats.get("truncated") and 0 < tr.n_gpu < 40 * 8
-    assert any("truncated" in w for w in tr.warnings)
+    out = run(p, 2, "summary")
+    assert out["parallel"] is True and out["truncated"] and 0 < out["n_gpu"] < 40 * 8
+    assert any("truncated" in w for w in out["warnings"])
