@@ -17,13 +17,14 @@ from typing import Optional
 import msgspec
 
 from . import __version__
+from .roofline.ncu import sidecar_signature
 
 try:  # ISA-L inflates about 3x faster; same format as zlib
     from isal import isal_zlib as _inflate_lib
 except ImportError:  # pragma: no cover
     _inflate_lib = zlib
 
-ENGINE_VERSION = f"{__version__}+r2"     # bump when a report changes shape (r2: "advice")
+ENGINE_VERSION = f"{__version__}+r3"     # bump when a report changes shape (r2: "advice", r3: "measured")
 DEFAULT_MAX_BYTES = 1 << 30
 
 
@@ -43,7 +44,9 @@ class ReportCache:
         self._dec = msgspec.msgpack.Decoder()
 
     def key(self, path: str, st: os.stat_result, options_key: str) -> str:
-        ident = f"{os.path.abspath(path)}\0{st.st_size}\0{st.st_mtime_ns}\0{options_key}\0{ENGINE_VERSION}"
+        # an Nsight Compute export beside the trace changes its analysis (roofline/measured.py)
+        side = sidecar_signature(path)
+        ident = f"{os.path.abspath(path)}\0{st.st_size}\0{st.st_mtime_ns}\0{options_key}\0{ENGINE_VERSION}{side}"
         return hashlib.sha256(ident.encode("utf-8", "surrogateescape")).hexdigest()[:40]
 
     def _file(self, key: str) -> str:

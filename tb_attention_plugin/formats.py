@@ -60,6 +60,20 @@ def device_line(rep: dict) -> str:
             + ", ".join(parts) + f", memory {rate(bw, 'B/s')})")
 
 
+def measurements_line(rep: dict) -> str:
+    """'measured: ...' when hardware counters replaced the model (roofline/measured.py), else ''."""
+    m = rep.get("measurements")
+    if not m or not m.get("source"):
+        return ""
+    src = f"Nsight Compute export {m.get('file')}" if m["source"] == "ncu" else "CUPTI counter ranges"
+    if m.get("ranges") is not None:
+        return (f"measured: {src}, {m.get('rows')} ranges without a kernel timeline "
+                "(listed in the JSON report under measurements.ranges)")
+    steps = (m.get("window") or {}).get("steps") or []
+    return (f"measured: {src}, {m['kernels_joined']} of {m['kernels_total']} kernels"
+            + (f" ({', '.join(steps)})" if steps else "") + ": utilisations and bounds from the counters")
+
+
 def phase_rows(rep: dict) -> list[list[str]]:
     rows = []
     for p in rep.get("phases", []):
@@ -81,6 +95,8 @@ def render_text(reports: list[dict], markdown: bool = False, top: int = 10, memo
         h = "## " if markdown else ""
         out.append(f"{h}{rep['path']}")
         out.append(device_line(rep))
+        if measurements_line(rep):
+            out.append(measurements_line(rep))
         share = rep.get("attention_share")
         out.append(
             f"GPU time {us(rep['gpu_time_us'])} (busy {us(rep['gpu_busy_us'])}); attention {us(rep['attention_time_us'])}"

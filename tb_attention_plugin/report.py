@@ -22,6 +22,7 @@ from .roofline import devices as D
 from .roofline.attribute import Attribution, attribute
 from .roofline.classify import LOW_OCCUPANCY_PCT, ROOF_REACHED, SHORT_KERNEL_US, peak_key
 from .roofline.cost import MATRIX, NONE
+from .roofline.measured import apply as _measure
 from .trace.correlate import Links, link, take_or
 from .trace.records import ANNOTATION, GPU_KIND_NAMES, KERNEL, MEMCPY, MODULE, Trace
 from .trace.shapes import parse_args
@@ -345,6 +346,9 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
                                                             G["grid_z"].tolist(), is_kernel.tolist())]
     block = [[a, b, c] if ik else None for a, b, c, ik in zip(G["block_x"].tolist(), G["block_y"].tolist(),
                                                              G["block_z"].tolist(), is_kernel.tolist())]
+    # hardware counters (CUPTI ranges in the trace, an ncu export beside it) replace the model
+    meas = _measure(trace, links, launch_t, k_step, [s[2] for s in step_rows], dur, cu, mu, dram, aby, bound,
+                    reasons, estimated, peak_key_col.codes, peak_key_col.vocab, peak_f, bw, sms, blocks, devices)
     columns = {
         "id": np.arange(n, dtype=np.int64),
         "name": Coded(G["name"], names),
@@ -383,6 +387,7 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
         "grid": grid,
         "block": block,
         "occupancy_pct": np.where(is_kernel, np.round(occ, 1), np.nan),
+        "measured": meas.column if meas.column is not None else [None] * n,
     }
     # instance ids are ints in JSON
     extras: dict[int, dict] = {}
@@ -475,10 +480,11 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
         "bound_time_us": bound_time,
         "phases": phases,
         "kernels": table,
-        "notices": notices,
-        "warnings": list(trace.warnings),
+        "notices": notices + meas.notices,
+        "warnings": list(trace.warnings) + meas.warnings,
         "thresholds": {"roof_reached": ROOF_REACHED, "short_kernel_us": SHORT_KERNEL_US,
                        "low_occupancy_pct": LOW_OCCUPANCY_PCT},
+        "measurements": meas.block,
     }
 
 

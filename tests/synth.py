@@ -128,6 +128,17 @@ class SynthTrace:
     def step(self, n: int):
         return self.annotation(f"ProfilerStep#{n}")
 
+    def counter_range(self, name: str, metrics: dict, ts: Optional[float] = None, dur: float = 100.0) -> dict:
+        """A CUPTI range-profiler event (``cuda_profiler_range``) with its counters in ``args``,
+        as Kineto writes them: device 0 as pid/tid 0, times spread over the profiling span."""
+        if not hasattr(self, "_range_now"):
+            self._range_now = 1000.0
+        ev = {"ph": "X", "cat": "cuda_profiler_range", "name": name, "pid": 0, "tid": 0,
+              "ts": self._range_now if ts is None else ts, "dur": dur, "args": dict(metrics)}
+        self._range_now = ev["ts"] + dur
+        self.events.append(ev)
+        return ev
+
     def doc(self) -> dict:
         d = dict(self.meta)
         if self.device:

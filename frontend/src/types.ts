@@ -102,6 +102,36 @@ export interface Step {
   attention_time_us: number;
 }
 
+/** Hardware counters joined to a kernel (docs/report-schema.md, "Measured counters"). */
+export interface Measured {
+  source: "ncu" | "cupti";
+  file: string | null;
+  dram_bytes: number | null;
+  flops: number | null;
+  dram_pct: number | null;
+  tensor_pct: number | null;
+  fma_pct: number | null;
+  sm_pct: number | null;
+  dur_us: number | null;
+  tensor_flops: number | null;
+  core_flops: number | null;
+  row: number | null;
+  replaces: string[];
+}
+
+export interface Measurements {
+  source: "ncu" | "cupti" | null;
+  file: string | null;
+  kernels_joined: number;
+  kernels_total: number;
+  rows: number;
+  match_rate: number | null;
+  window: { steps: string[]; equal_windows: number; first_row: number | null; last_row: number | null } | null;
+  notes: string[];
+  ranges?: { index: number; name: string; op: string | null; measured: Measured }[];
+  ranges_total?: { count: number; flops: number | null; dram_bytes: number | null };
+}
+
 export interface Summary {
   path: string;
   status: string;
@@ -129,6 +159,7 @@ export interface Summary {
   notices: Notice[];
   warnings: string[];
   thresholds: { roof_reached: number };
+  measurements?: Measurements | null;
 }
 
 export interface Kernel {
@@ -170,6 +201,7 @@ export interface Kernel {
   occupancy_pct: number | null;
   shapes?: (number[] | null)[];
   cost_detail?: Record<string, unknown>;
+  measured?: Measured | null;
 }
 
 export interface KernelsResponse {
@@ -209,6 +241,7 @@ export interface RooflinePoint {
   achieved_bytes_per_s: number;
   compute_util: number | null;
   memory_util: number | null;
+  measured?: Measured | null;
 }
 
 export interface RooflineResponse {

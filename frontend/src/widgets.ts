@@ -3,6 +3,7 @@
 import { BOUND_COLORS, BOUND_LABELS, phaseColor, phaseLabel } from "./colors";
 import { append, Child, h, replace } from "./dom";
 import * as fmt from "./format";
+import type { Measured } from "./types";
 
 let tip: HTMLElement | null = null;
 
@@ -39,6 +40,29 @@ export function hideTip(): void {
 export function estBadge(estimated: boolean | null | undefined): Child {
   return estimated
     ? h("span", { class: "badge est", title: "estimated: FLOPs from a per-element estimate, or an op's cost split over several kernels" }, "est.")
+    : null;
+}
+
+const SOURCE_LABEL: Record<string, string> = { ncu: "Nsight Compute", cupti: "CUPTI" };
+
+/** The counters in words: "Nsight Compute (run.ncu.csv): DRAM 81 %, tensor pipe 43 %, FMA pipe 12 %". */
+export function measuredText(m: Measured | null | undefined): string {
+  if (!m) return "";
+  const pct = (v: number | null) => (v === null || v === undefined ? "n/a" : `${v.toFixed(0)} %`);
+  const parts: string[] = [];
+  if (m.dram_pct !== null || m.tensor_pct !== null || m.fma_pct !== null) {
+    parts.push(`DRAM ${pct(m.dram_pct)}, tensor pipe ${pct(m.tensor_pct)}, FMA pipe ${pct(m.fma_pct)}`);
+  }
+  if (m.dram_bytes !== null) parts.push(`${fmt.bytes(m.dram_bytes)} DRAM traffic`);
+  if (m.flops !== null) parts.push(`${fmt.flops(m.flops)} executed`);
+  const src = `${SOURCE_LABEL[m.source] || m.source}${m.file ? ` (${m.file})` : ""}`;
+  return `${src}: ${parts.join(" \u00b7 ") || "no usable counter"}`;
+}
+
+/** "measured": the row's utilisations and bound come from hardware counters. */
+export function measuredBadge(m: Measured | null | undefined): Child {
+  return m
+    ? h("span", { class: "badge basis-measured measured", title: `measured by ${measuredText(m)}` }, "measured")
     : null;
 }
 

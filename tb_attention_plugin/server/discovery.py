@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from ..analyze import looks_like_trace
+from ..roofline.ncu import is_sidecar_name
 
 PT_TRACE = re.compile(r"^(?P<worker>.+?)(?:\.(?P<span>\d+))?\.pt\.trace\.json(?:\.gz)?$")
 PLAIN_JSON = re.compile(r"^(?P<stem>.+?)\.json(?:\.gz)?$")
@@ -41,10 +42,13 @@ class FileInfo:
     span: Optional[str]  # time_ns string from the file name, None when absent
     size: int
     mtime_ns: int
+    sidecars: tuple = ()  # (name, size, mtime_ns) of the ncu exports beside it (roofline/measured.py)
 
     @property
     def stat_key(self) -> tuple:
-        return (self.size, self.mtime_ns)
+        """(size, mtime_ns), plus the exports beside the trace when there are any: a new or
+        changed ``*.ncu.csv`` makes the trace's analysis stale."""
+        return (self.size, self.mtime_ns) + ((self.sidecars,) if self.sidecars else ())
 
 
 @dataclass
@@ -94,6 +98,7 @@ class Scanner:
             except OSError:
                 continue
             subdirs = []
+            sidecars = _sidecars(entries)
             for e in entries:
                 if len(out.files) >= MAX_FILES:
                     out.truncated = True
@@ -108,7 +113,7 @@ class Scanner:
                 parsed = parse_name(e.name)
                 if parsed is None or e.name.startswith("."):
                     continue
-                info = self._file(e, parsed, root, seen_sniff)
+                info = self._file(e, parsed, root, seen_sniff, sidecars)
                 if info is not None:
                     out.files[info.rel] = info
             for sd in reversed(subdirs):
@@ -116,7 +121,7 @@ class Scanner:
         self._sniffed = seen_sniff
         return out
 
-    def _file(self, e: os.DirEntry, parsed, root: str, seen_sniff: dict) -> Optional[FileInfo]:
+    def _file(self, e: os.DirEntry, parsed, root: str, seen_sniff: dict, sidecars: tuple = ()) -> Optional[FileInfo]:
         worker, span, is_pt = parsed
         try:
             st = os.stat(e.path)          # follows a symlinked file: its target must stay inside
@@ -140,7 +145,22 @@ class Scanner:
             if not ok:
                 return None
         return FileInfo(run=run, name=e.name, rel=rel, abspath=real, worker=worker, span=span,
-                        size=int(st.st_size), mtime_ns=int(st.st_mtime_ns))
+                        size=int(st.st_size), mtime_ns=int(st.st_mtime_ns), sidecars=sidecars)
+
+
+def _sidecars(entries: list) -> tuple:
+    """Nsight Compute exports in a directory (by name; see roofline/measured.py)."""
+    out = []
+    for e in entries:
+        if not is_sidecar_name(e.name):
+            continue
+        try:
+            if e.is_file():
+                st = e.stat()
+                out.append((e.name, int(st.st_size), int(st.st_mtime_ns)))
+        except OSError:
+            continue
+    return tuple(out)
 
 
 def still_inside(info: FileInfo, logdir_real: str) -> bool:

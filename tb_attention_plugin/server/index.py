@@ -81,6 +81,7 @@ class KernelTable:
     text: dict                               # name -> int32 codes
     text_values: dict                        # name -> list of strings (code -> text)
     attention: np.ndarray                    # bool
+    measured: Optional[np.ndarray] = None    # bool: the row's bound comes from hardware counters
     _lower: dict = field(default_factory=dict, repr=False)
     _rank: dict = field(default_factory=dict, repr=False)
 
@@ -240,8 +241,11 @@ def build(report: dict) -> Loaded:
     else:
         attention = np.asarray([bool(v) for v in att[1]], dtype=bool)
     store = _EngineRows(kt) if engine else _PackedRows(rows)
+    mcol = column("measured")
+    measured = np.fromiter((v is not None for v in mcol[1]), dtype=bool, count=n) if mcol[0] == "list" else None
     table = KernelTable(n=n, store=store, num=num, cat=cat, cat_values=cat_values, text=text,
-                        text_values=text_values, attention=attention)
+                        text_values=text_values, attention=attention,
+                        measured=measured if measured is not None and measured.any() else None)
     summary = {k: v for k, v in report.items() if k != "kernels"}
     return Loaded(summary=summary, key_order=list(report.keys()), kernels=table)
 
@@ -347,7 +351,7 @@ def find_kernel(t: KernelTable, kid: int) -> Optional[dict]:
 # ---------------------------------------------------------------- roofline
 
 _POINT_FIELDS = ("name", "phase", "direction", "dtype", "peak", "bound", "bound_reason", "module_path",
-                 "op", "cost_op", "shapes", "cost_detail", "estimated", "id", "kind")
+                 "op", "cost_op", "shapes", "cost_detail", "estimated", "id", "kind", "measured")
 
 
 def roofline(loaded: Loaded, scope: str = "attention", group: bool = True, limit: int = 2000) -> dict:
@@ -386,9 +390,19 @@ def roofline(loaded: Loaded, scope: str = "attention", group: bool = True, limit
         first[1:] = inv[o][1:] != inv[o][:-1]
         rep[inv[o][first]] = idx[o][first]
         order = np.argsort(-g_time, kind="stable")
+        g_meas = None
+        if t.measured is not None:      # groups measured whole: their counters' utilisations, time-weighted
+            ms = t.measured[idx]
+            g_meas = np.bincount(inv, weights=ms.astype(float), minlength=len(uniq)) == g_n
+            w = np.where(ms, dur[idx], 0.0)
+            g_cu = np.bincount(inv, weights=np.nan_to_num(t.num["compute_util"][idx]) * w, minlength=len(uniq))
+            g_mu = np.bincount(inv, weights=np.nan_to_num(t.num["memory_util"][idx]) * w, minlength=len(uniq))
         for gi in order[:limit].tolist():
             r = t.row(int(rep[gi]))
-            points.append(_point(r, int(g_n[gi]), float(g_time[gi]), float(g_fl[gi]), float(g_by[gi]), device))
+            utils = (g_cu[gi] / g_time[gi], g_mu[gi] / g_time[gi]) if g_meas is not None and g_meas[gi] \
+                and g_time[gi] > 0 else None
+            points.append(_point(r, int(g_n[gi]), float(g_time[gi]), float(g_fl[gi]), float(g_by[gi]), device,
+                                 utils))
         shown = min(len(uniq), limit)
         truncated = len(uniq) - shown
     else:
@@ -421,7 +435,8 @@ def _code(t: KernelTable, col: str, value) -> int:
         return -2
 
 
-def _point(r: dict, n: int, time_us: float, flops: float, nbytes: float, device: dict) -> dict:
+def _point(r: dict, n: int, time_us: float, flops: float, nbytes: float, device: dict,
+           measured_utils: Optional[tuple] = None) -> dict:
     sec = time_us * 1e-6
     afl = flops / sec if sec > 0 else None
     aby = nbytes / sec if sec > 0 else None
@@ -436,6 +451,15 @@ def _point(r: dict, n: int, time_us: float, flops: float, nbytes: float, device:
         "compute_util": (afl / pf) if (afl is not None and pf) else (r.get("compute_util") if n == 1 else None),
         "memory_util": (aby / bw) if (aby is not None and bw) else (r.get("memory_util") if n == 1 else None),
     })
+    if r.get("measured"):
+        # hardware counters: the utilisations are the measured ones (the position stays the model's
+        # useful FLOPs over its bytes); a group shows them when all its kernels were measured
+        if n == 1:
+            p["compute_util"], p["memory_util"] = r.get("compute_util"), r.get("memory_util")
+        elif measured_utils is not None:
+            p["compute_util"], p["memory_util"] = (round(float(x), 4) for x in measured_utils)
+        else:
+            p["measured"] = None
     if n > 1:
         p["id"] = None
     return p

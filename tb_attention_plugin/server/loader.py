@@ -314,7 +314,7 @@ class Loader:
             return
         try:
             st = os.stat(info.abspath)
-            if (st.st_size, st.st_mtime_ns) != e.stat_key:
+            if (st.st_size, st.st_mtime_ns) != e.stat_key[:2]:
                 e.state, e.message = "waiting", "the file changed while it was analysed"
                 return
         except OSError:

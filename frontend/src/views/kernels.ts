@@ -3,10 +3,10 @@
 
 import { api, ApiError } from "../api";
 import { PHASE_ORDER, phaseLabel } from "../colors";
-import { debounce, h, replace } from "../dom";
+import { Child, debounce, h, replace } from "../dom";
 import * as fmt from "../format";
 import type { Kernel, KernelsResponse, Selection } from "../types";
-import { boundPill, estBadge, kv, phaseTag, utilCell } from "../widgets";
+import { boundPill, estBadge, kv, measuredBadge, measuredText, phaseTag, utilCell } from "../widgets";
 import * as states from "./states";
 
 export interface KernelQuery {
@@ -181,7 +181,7 @@ export class KernelTable {
         h("td", { class: "num" }, fmt.est(fmt.byteRate(k.achieved_bytes_per_s), k.estimated)),
         h("td", { class: "num" }, utilCell(k.compute_util, k.estimated)),
         h("td", { class: "num" }, utilCell(k.memory_util, k.estimated)),
-        h("td", null, boundPill(k.bound, k.bound_reason), estBadge(k.estimated)),
+        h("td", null, boundPill(k.bound, k.bound_reason), estBadge(k.estimated), measuredBadge(k.measured)),
       ));
       if (open) {
         tbody.appendChild(h("tr", { class: "details", id: detailsId }, h("td", { colspan: COLS.length + 1 }, details(k))));
@@ -213,6 +213,7 @@ function details(k: Kernel): HTMLElement {
     h("div", { class: "mono wrap" }, k.name),
     kv([
       ["bound", [boundPill(k.bound), " ", k.bound_reason]],
+      ...(k.measured ? [["counters", [measuredBadge(k.measured), " ", measuredText(k.measured)]] as [string, Child]] : []),
       ["op / cost op", `${k.op || fmt.DASH} / ${k.cost_op || fmt.DASH}`],
       ["module", k.module_path || fmt.DASH],
       ["attention scope", k.scope ? `${k.scope} (${k.tag_source || "?"})` : fmt.DASH],

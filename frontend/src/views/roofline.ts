@@ -6,7 +6,7 @@ import { PHASE_ORDER, phaseColor, phaseLabel } from "../colors";
 import { h, s, replace } from "../dom";
 import * as fmt from "../format";
 import type { RooflinePoint, RooflineResponse } from "../types";
-import { boundPill, estBadge, hideTip, phaseTag, showTip } from "../widgets";
+import { boundPill, estBadge, hideTip, measuredBadge, measuredText, phaseTag, showTip } from "../widgets";
 
 const W = 1000;
 const H = 520;
@@ -31,8 +31,9 @@ export function pointTip(p: RooflinePoint): HTMLElement {
       row("achieved", `${fmt.est(fmt.flopRate(p.achieved_flops_per_s), p.estimated)} \u00b7 ${fmt.est(fmt.byteRate(p.achieved_bytes_per_s), p.estimated)}`),
       row(`compute util.${p.peak ? ` (${p.peak})` : ""}`, fmt.est(fmt.pct(p.compute_util), p.estimated)),
       row("memory util.", fmt.est(fmt.pct(p.memory_util), p.estimated)),
+      p.measured ? row("measured", p.count > 1 ? `${measuredText(p.measured)} (longest kernel)` : measuredText(p.measured)) : null,
     )),
-    h("div", null, boundPill(p.bound), estBadge(p.estimated)),
+    h("div", null, boundPill(p.bound), estBadge(p.estimated), measuredBadge(p.measured)),
     h("div", { class: "tip-sub" }, p.count > 1 ? `longest kernel: ${p.bound_reason}` : p.bound_reason));
 }
 

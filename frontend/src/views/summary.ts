@@ -87,7 +87,20 @@ export function renderSummary(s: Summary): HTMLElement {
       legend([["fused", "#9c6ade"], ["unfused", "#e15759"], ["projections", "#76b7b2"], ["other", "#bab0ac"]]), fused, "fused"),
     card("Attention time by bound", topBound(s),
       legend(bounds.map((b) => [`${b} ${fmt.time(s.bound_time_us?.[b])}`, BOUND_COLORS[b]])), boundBar, "bounds"));
-  return section("Summary", "summary", grid);
+  return section("Summary", "summary", grid, measurementsNote(s));
+}
+
+/** Which kernels carry hardware counters (an ncu export beside the trace, CUPTI ranges in it). */
+function measurementsNote(s: Summary): Child {
+  const m = s.measurements;
+  if (!m || !m.source) return null;
+  const src = m.source === "ncu" ? `Nsight Compute export ${m.file || ""}` : "CUPTI counter ranges in the trace";
+  const text = m.ranges
+    ? `${src}: ${fmt.count(m.rows)} ranges without a kernel timeline (${fmt.flops(m.ranges_total?.flops ?? null)} counted); see the report's measurements.ranges.`
+    : `${src}: ${fmt.count(m.kernels_joined)} of ${fmt.count(m.kernels_total)} kernels measured`
+      + `${m.window && m.window.steps.length ? ` (${m.window.steps.join(", ")})` : ""}; their utilisations and bounds come from the counters.`;
+  return h("p", { class: "muted small", "data-testid": "measurements" },
+    h("span", { class: "badge basis-measured" }, "measured"), " ", text, m.notes.length ? ` ${m.notes.join(" ")}` : "");
 }
 
 function shareBar(share: number | null): HTMLElement {
