@@ -328,7 +328,7 @@ def test_ranges_without_kernels_are_listed(tmp_path):
     assert m["source"] == "cupti" and m["kernels_joined"] == 0 and m["rows"] == 8
     assert [r["name"] for r in m["ranges"]] == names
     assert [r["op"] for r in m["ranges"]][:2] == ["aten::addmm", "aten::bmm"]
-    assert m["ranges"][0]["measured"]["dram_bytes"] == 4_000_000
+    assert m["ranges"][0]["measured"]["dram_bytes"] == 4_000_000 and m["ranges"][0]["metrics"] == FULL
     assert m["ranges_total"] == {"count": 8, "flops": 8 * 4_000_000_000, "dram_bytes": 8 * 4_000_000}
     assert [n["code"] for n in rep["notices"]].count("counters_only") == 1
 

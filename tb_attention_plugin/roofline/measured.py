@@ -161,6 +161,7 @@ class Row:
     short: str
     values: Values
     ident: Optional[int] = None        # ncu "ID"
+    metrics: Optional[dict] = None     # CUPTI: the counters as recorded
 
 
 @dataclass
@@ -221,7 +222,8 @@ def cupti_source(trace) -> Optional[Source]:
     rows = []
     for c in trace.counters:
         nm = str(c.get("name") or "")
-        rows.append(Row(nm, N.short_name(nm), extract(c.get("metrics") or {}, 1e-3)))
+        m = c.get("metrics") or {}
+        rows.append(Row(nm, N.short_name(nm), extract(m, 1e-3), metrics=m))
     rows = [r for r in rows if r.short not in MARKERS]
     return Source("cupti", None, rows) if rows else None
 
@@ -609,7 +611,7 @@ def _ranges_block(trace, links, src: Source, joined: bool = True) -> tuple:
     for i, r in enumerate(src.rows[:MAX_RANGES_LISTED]):
         v = r.values
         rows.append({"index": i, "name": r.name, "op": ops[i],
-                     "measured": measured_json(src, v, r, [])})
+                     "measured": measured_json(src, v, r, []), "metrics": r.metrics})
         if v.flops is not None:
             tot_f += v.flops
             any_f = True
