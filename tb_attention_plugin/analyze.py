@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import stat as _stat
 import zlib
 from typing import Iterator, Optional
 
@@ -24,8 +25,16 @@ TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz", ".json", ".json.gz")
 def looks_like_trace(path: str) -> bool:
     """Cheap sniff of the first bytes: a JSON object with traceEvents, or a list of events."""
     try:
-        with open(path, "rb") as f:
-            head = f.read(65536)
+        st = os.stat(path)
+        if not _stat.S_ISREG(st.st_mode):      # a named pipe would block open() forever
+            return False
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        try:
+            if not _stat.S_ISREG(os.fstat(fd).st_mode):
+                return False
+            head = os.read(fd, 65536)
+        finally:
+            os.close(fd)
     except OSError:
         return False
     if head[:2] == b"\x1f\x8b":
@@ -39,6 +48,19 @@ def looks_like_trace(path: str) -> bool:
     if text[:1] != b"{":
         return False
     return b'"traceEvents"' in text or b'"schemaVersion"' in text or b'"deviceProperties"' in text
+
+
+def shown_path(path: str) -> str:
+    """``path`` as text that can always be printed and encoded as JSON: bytes of a file name that
+    are not UTF-8 (kept by Python as lone surrogates) become ``\\xff`` escapes."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        try:
+            return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:
+            return path.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def is_trace_name(name: str) -> bool:
@@ -55,6 +77,11 @@ def expand_paths(paths: list[str]) -> Iterator[tuple[str, bool]]:
                 dirs.sort()
                 for f in sorted(files):
                     full = os.path.join(root, f)
+                    try:
+                        if not _stat.S_ISREG(os.stat(full).st_mode):   # pipes, sockets, dangling links
+                            continue
+                    except OSError:
+                        continue
                     if f.endswith((".pt.trace.json", ".pt.trace.json.gz")):
                         found.append(full)
                     elif f.endswith((".json", ".json.gz")) and looks_like_trace(full):
@@ -69,30 +96,40 @@ def analyze_path(path: str, options: Optional[Options] = None, max_bytes: int = 
                  cache: Optional[ReportCache] = None) -> dict:
     """The report of one trace file, or an error entry. Never raises for bad input."""
     opt = options or Options()
+    shown = shown_path(path)
     try:
         st = os.stat(path)
     except OSError as e:
-        return error_entry(path, f"cannot open: {e.strerror or e}")
-    if os.path.isdir(path):
-        return error_entry(path, "is a directory, not a trace file")
+        return error_entry(shown, f"cannot open: {e.strerror or e}")
+    if _stat.S_ISDIR(st.st_mode):
+        return error_entry(shown, "is a directory, not a trace file")
+    if not _stat.S_ISREG(st.st_mode):        # opening a named pipe would block forever
+        kind = "a named pipe" if _stat.S_ISFIFO(st.st_mode) else "a socket" if _stat.S_ISSOCK(st.st_mode) else "a device"
+        return error_entry(shown, f"not a regular file ({kind})")
     key = None
     if cache is not None:
         key = cache.key(path, st, opt.key())
         hit = cache.get(key)
         if hit is not None:
-            hit["path"] = path
+            hit["path"] = shown
             return hit
     try:
         trace = load_trace(path, max_bytes=max_bytes)
         report = analyze_trace(trace, opt)
     except TraceReadError as e:
-        return error_entry(path, str(e))
+        return error_entry(shown, str(e))
     except ValueError as e:       # e.g. an unknown --step
-        return error_entry(path, str(e))
+        return error_entry(shown, str(e))
     except MemoryError:
-        return error_entry(path, "out of memory while analysing; try --max-bytes or a smaller trace")
+        return error_entry(shown, "out of memory while analysing; try --max-bytes or a smaller trace")
     except RecursionError:
-        return error_entry(path, "JSON nested too deeply")
+        return error_entry(shown, "JSON nested too deeply")
+    except Exception as e:        # an engine bug: one line for this file, never a traceback
+        if os.environ.get("TB_ATTENTION_DEBUG"):
+            raise
+        return error_entry(shown, f"internal error: {type(e).__name__}: {e} (please report it; "
+                                  "TB_ATTENTION_DEBUG=1 shows the traceback)")
+    report["path"] = shown
     if cache is not None and key is not None:
         cache.put(key, report)
     return report

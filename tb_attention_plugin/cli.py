@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from typing import Optional
 
@@ -85,8 +86,22 @@ def _fail(msg: str) -> int:
     return EXIT_BAD_INPUT
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
 def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
+    """One line of plain text: whitespace collapsed, other control characters (terminal escapes)
+    and bytes that are not UTF-8 shown escaped."""
+    from .analyze import shown_path
+    text = " ".join(shown_path(str(text)).split())
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def _shown(path: str) -> str:
+    """A file name in an error line: every control character escaped (a newline in a name must
+    not start a second line), bytes that are not UTF-8 as ``\\xff``."""
+    from .analyze import shown_path
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], shown_path(str(path)))
 
 
 def _files(paths: list[str]) -> list[str]:
@@ -111,6 +126,7 @@ def _reports(a, paths: list[str]) -> tuple[list[dict], list[dict]]:
 def _analyze_json(a, out) -> list[dict]:
     """Write the JSON envelope trace by trace; returns the error entries. A trace whose JSON is
     in the cache is copied from it without analysing anything."""
+    from .analyze import shown_path
     from .jsonout import envelope_head, iter_trace_body, to_json, trace_json_head
     opt = _options(a)
     cache = None if a.no_cache else ReportCache(a.cache_dir)
@@ -132,7 +148,7 @@ def _analyze_json(a, out) -> list[dict]:
                 key = None
             chunks = cache.get_json(key) if key else None
             if chunks is not None:
-                out.write(trace_json_head(f))
+                out.write(trace_json_head(shown_path(f)))
                 for c in chunks:
                     out.write(c)
                 continue
@@ -143,7 +159,7 @@ def _analyze_json(a, out) -> list[dict]:
             out.write(to_json(rep))
             continue
         writer = cache.json_writer(key) if (cache is not None and key) else None
-        out.write(trace_json_head(f))
+        out.write(trace_json_head(shown_path(f)))
         for c in iter_trace_body(rep):
             out.write(c)
             if writer:
@@ -174,13 +190,13 @@ def cmd_analyze(a) -> int:
             bad = _analyze_json(a, sys.stdout.buffer)
             sys.stdout.buffer.flush()
         for b in bad:
-            print(f"error: {b['path']}: {_one_line(b['error'])}", file=sys.stderr)
+            print(f"error: {_shown(b['path'])}: {_one_line(b['error'])}", file=sys.stderr)
         return EXIT_BAD_INPUT if bad else EXIT_OK
     from .formats import render_csv, render_text
     from .report import envelope, to_json
     ok, bad = _reports(a, a.paths)
     for b in bad:
-        print(f"error: {b['path']}: {_one_line(b['error'])}", file=sys.stderr)
+        print(f"error: {_shown(b['path'])}: {_one_line(b['error'])}", file=sys.stderr)
     if a.format == "json":
         text = msgspec.json.format(to_json(envelope(ok + bad)), indent=1).decode() + "\n"
     elif a.format == "csv":
@@ -200,7 +216,7 @@ def cmd_annotate(a) -> int:
         st = annotate_file(a.trace, a.output, per_kernel=a.per_kernel, max_bytes=a.max_bytes,
                            analyze=lambda p: analyze_path(p, opt, a.max_bytes, cache))
     except (AnnotateError, OSError) as e:
-        return _fail(f"error: {a.trace}: {_one_line(getattr(e, 'strerror', None) or e)}")
+        return _fail(f"error: {_shown(a.trace)}: {_one_line(getattr(e, 'strerror', None) or e)}")
     print(f"wrote {a.output}: {st['phase_spans']} phase spans and {st['call_spans']} attention-call spans on "
           f"{st['tracks']} track(s), {st['original_entries']} original events kept")
     if not st["phase_spans"]:
@@ -239,7 +255,7 @@ def _compare(a, base_path: str, new_path: str):
     new, bad_n = _side(a, new_path, new_path)
     bad = bad_b + bad_n
     for b in bad:
-        print(f"error: {b['path']}: {_one_line(b['error'])}", file=sys.stderr)
+        print(f"error: {_shown(b['path'])}: {_one_line(b['error'])}", file=sys.stderr)
     if bad:
         return None
     return compare_reports(base, new, normalize=a.normalize.replace("-", "_"), top=a.top)

@@ -125,3 +125,16 @@ def test_gpt_training_with_naive_attention():
     assert rep["attention_share"] > 0.5       # naive attention dominates this small GPT
     sdpa = report("gpt4l_sdpa_train")
     assert rep["attention_time_us"] > 3 * sdpa["attention_time_us"]
+
+
+def test_torch_compile_forward_inside_the_module():
+    """torch.compile'd eager attention: Inductor fuses scale, mask, softmax and dropout into one
+    Triton kernel, keeps cuBLAS for the matmuls and reorders the V projection after the softmax."""
+    rep = report("validation/compiled_naive_fwd")
+    ks = [k for k in rep["kernels"] if k["kind"] == "kernel"]
+    assert all(k["attention"] for k in ks)
+    ph = [k["phase"] for k in ks if not k["name"].startswith("void at::native")]
+    assert ph == ["qkv_proj", "layout", "qkv_proj", "layout", "qk_matmul", "softmax", "qkv_proj", "layout",
+                  "pv_matmul", "layout", "out_proj"]
+    soft = next(k for k in ks if k["phase"] == "softmax")
+    assert soft["name"].startswith("triton_red_fused__softmax") and soft["flops"] and soft["bytes"]

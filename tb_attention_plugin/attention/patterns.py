@@ -108,14 +108,34 @@ def short_op(name: str) -> str:
 
 
 def triton_ops(kernel_name: str) -> list[str]:
-    """Op names fused into an Inductor Triton kernel name, e.g. ['_softmax', 'div', 'masked_fill']."""
+    """Op names fused into an Inductor Triton kernel name, e.g. ['_softmax', 'div', 'masked_fill'].
+
+    Inductor joins op names with '_' (ops that start with '_' give '__'), so multi-word names are
+    matched against the known vocabulary first (longest first); unknown words stay single."""
     m = TRITON_KERNEL.match(kernel_name)
     if not m:
         return []
     body = kernel_name.split("fused", 1)[1] if "fused" in kernel_name else ""
     body = re.sub(r"_\d+$", "", body)
-    tokens = [t for t in re.split(r"_(?=_?[a-z])", body.strip("_")) if t]
-    return tokens
+    body = body[1:] if body.startswith("_") else body        # the separator after 'fused'
+    words = body.split("_")
+    out, i = [], 0
+    while i < len(words):
+        if not words[i]:                      # '__x' -> the op '_x'
+            i += 1
+            if i < len(words) and words[i]:
+                words[i] = "_" + words[i]
+            continue
+        for j in range(min(len(words), i + 4), i, -1):
+            cand = "_".join(words[i:j])
+            if cand in _KNOWN_OPS or cand.lstrip("_") in _KNOWN_OPS:
+                out.append(cand)
+                i = j
+                break
+        else:
+            out.append(words[i])
+            i += 1
+    return out
 
 
 def triton_phase(kernel_name: str) -> str | None:
@@ -136,3 +156,29 @@ def triton_phase(kernel_name: str) -> str | None:
     if low.startswith(("triton_tem_fused_bmm", "triton_tem_fused_baddbmm")):
         return "matmul"
     return None
+
+
+_KNOWN_OPS = (PROJ_OPS | BATCHED_MM_OPS | AMBIGUOUS_MM_OPS | SOFTMAX_OPS | DROPOUT_OPS | SCALE_OPS | MASK_OPS
+              | LAYOUT_OPS | ROTARY_OPS | frozenset({"_softmax_backward_data", "native_dropout_backward",
+                                                    "prepare_softmax_online", "masked_fill", "exp", "log"}))
+
+
+def triton_unit(kernel_name: str) -> str:
+    """Unit category of an Inductor kernel from the ops fused into it (see tagger._assign_phases)."""
+    ph = triton_phase(kernel_name)
+    if ph == "fused_attention":
+        return "fused"
+    if ph == "matmul":
+        return "mm"
+    if ph in ("softmax", "dropout", "mask"):
+        return ph
+    ops = {t.lstrip("_") for t in triton_ops(kernel_name)}
+    if not ops:
+        return "other"
+    if ops <= {o.lstrip("_") for o in LAYOUT_OPS}:
+        return "layout"
+    if ops <= {o.lstrip("_") for o in MASK_OPS | LAYOUT_OPS}:
+        return "mask"
+    if ops <= {o.lstrip("_") for o in SCALE_OPS | LAYOUT_OPS}:
+        return "scale"
+    return "other"

@@ -132,6 +132,8 @@ def _op_unit(ctx: _Ctx, r: int) -> _Unit:
     op = P.short_op(name)
     if P.FUSED_OP.search(name):
         return _Unit(r, "fused", op)
+    if name.startswith("triton_"):
+        return _Unit(r, P.triton_unit(name), op)
     if op in P.PROJ_OPS:
         return _Unit(r, "proj", op)
     if op in P.BATCHED_MM_OPS:
@@ -147,6 +149,12 @@ def _op_unit(ctx: _Ctx, r: int) -> _Unit:
                 return _Unit(r, "proj?", op)
             if len(tens) >= 2 and len(tens[0].shape) >= 3 and len(tens[1].shape) >= 3:
                 return _Unit(r, "mm", op)
+            if len(tens) >= 2 and len(tens[0].shape) == 2 and len(tens[1].shape) == 2:
+                (m, k), (_, n) = tens[0].shape, tens[1].shape
+                # a 2-D matmul can be single-head attention: QK^T makes a square [S, S] from a
+                # thin inner dim, PV consumes a square [S, S]; anything else is a projection
+                if not ((m == n and k < m) or (m == k and n < k)):
+                    return _Unit(r, "proj", op)
         return _Unit(r, "mm?", op)
     if op in P.SOFTMAX_OPS and not P.LOG_SOFTMAX.search(op):
         return _Unit(r, "softmax", op)
@@ -189,7 +197,11 @@ def _units(ctx: _Ctx, root: int) -> list[_Unit]:
                 out.append(_Unit(r, "rotary", P.python_function(name), "rotary"))
                 return
         elif k == OP:
-            if not P.TRANSPARENT_OP.search(name) or len(ctx.L.children(r)) == 0:
+            kids = ctx.L.children(r)
+            # Wrappers that are not operators (torch.compile's "Torch-Compiled Region",
+            # "CompiledFunction"...) hold the real ops: look inside them.
+            wrapper = "::" not in name and any(ctx.kind[c] != LAUNCH for c in kids)
+            if not wrapper and (not P.TRANSPARENT_OP.search(name) or len(kids) == 0):
                 out.append(_op_unit(ctx, r))
                 return
         elif k == LAUNCH:
@@ -230,7 +242,9 @@ def _assign_phases(units: list[_Unit]) -> list[str]:
         if u.fixed_phase:
             ph = u.fixed_phase
         elif c == "proj":
-            ph = "qkv_proj" if stage == 0 else ("out_proj" if stage == 3 else "other")
+            # between QK^T and PV only an input projection can still be needed (torch.compile
+            # schedules the V projection after the softmax)
+            ph = "out_proj" if stage == 3 else "qkv_proj"
         elif c == "mm":
             if stage in (1, 2):
                 ph, stage = "pv_matmul", 3

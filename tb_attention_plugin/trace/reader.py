@@ -427,6 +427,9 @@ class TraceParser:
                         if depth <= 0:
                             return i
                         continue
+            if len(buf) - self.pos > MAX_EVENT_BYTES:   # e.g. inside a string that never ends
+                raise TraceReadError(
+                    f"one value is larger than {_fmt_bytes(MAX_EVENT_BYTES)} at {self._where()}")
             rel = i - self.pos
             if not self._fill():
                 self._end_of_stream("inside an event")

@@ -46,6 +46,10 @@ _GPU_CATS = {
 DEFAULT_KEEP_PYTHON = r"(?i)attention|attn|rotary|rope\b|apply_rotary|sdpa|flash"
 
 _NONE = -1
+# Timestamps are microseconds (Kineto: since the epoch, ~1.8e15 today); they become int64
+# nanoseconds relative to the earliest one, so |ts| and dur must stay well inside 9.2e15 us.
+MAX_TS_US = 4e15          # the year 2096
+MAX_DUR_US = 1e12         # 11.6 days
 _decode_any = msgspec.json.Decoder().decode
 
 
@@ -502,6 +506,15 @@ class TraceBuilder:
         bad = np.isnan(ts) | np.isinf(ts)
         if bad.any():
             self.counts["no_ts"] += int(bad.sum())
+        # times nanosecond int64 columns cannot hold (ts=1e300, dur=1e25...): dropped, counted
+        far = np.abs(ts) > MAX_TS_US
+        if "dur" in t:
+            far |= t["dur"] > MAX_DUR_US
+        far &= ~bad
+        if far.any():
+            self.counts["out_of_range"] = self.counts.get("out_of_range", 0) + int(far.sum())
+            bad |= far
+        if bad.any():
             t = {k: v[~bad] for k, v in t.items()}
         if "ext1" in t:
             ext1 = t.pop("ext1")
@@ -562,6 +575,15 @@ def load_trace(path: str, max_bytes: int = DEFAULT_MAX_BYTES,
         truncated = str(e)
         meta, stats = getattr(e, "meta", {}), dict(getattr(e, "stats", {}), truncated=True)
     trace = builder.finish(path, meta if isinstance(meta, dict) else {}, stats)
+    n_events = builder.counts["events"]
+    kept = sum(len(t["ts"]) for t in (trace.ranges, trace.gpu, trace.flows, trace.memory, trace.gpu_annotations))
+    if not n_events and stats.get("skipped", 0) + stats.get("too_deep", 0):
+        raise TraceReadError(f"no trace events: none of the {stats.get('skipped', 0) + stats.get('too_deep', 0)} "
+                             "entries of traceEvents is an event object")
+    dropped = builder.counts["no_ts"] + builder.counts.get("out_of_range", 0)
+    if n_events and not kept and dropped:
+        raise TraceReadError(f"no usable events: {dropped} of the {n_events} events have no timestamp "
+                             "(or one out of range)")
     if truncated:
         trace.warnings.append(
             f"the file is truncated ({truncated}); analysed the {builder.counts['events']} "
@@ -569,8 +591,16 @@ def load_trace(path: str, max_bytes: int = DEFAULT_MAX_BYTES,
     skipped = stats.get("skipped", 0)
     if skipped:
         trace.warnings.append(f"{skipped} entries of traceEvents were not event objects and were skipped")
-    if stats.get("coerced_chunks"):
+    if stats.get("coerced_chunks", 0) > stats.get("repaired", 0):     # repaired chunks are coerced too
         trace.warnings.append("some events had fields of unexpected types; they were coerced or dropped")
     if builder.counts["negative_dur"]:
         trace.warnings.append(f"{builder.counts['negative_dur']} events had a negative duration (treated as 0)")
+    if builder.counts.get("out_of_range"):
+        trace.warnings.append(f"{builder.counts['out_of_range']} events had a timestamp or duration out of range "
+                              f"(|ts| > {MAX_TS_US:.0e} us or dur > {MAX_DUR_US:.0e} us) and were dropped")
+    if stats.get("too_deep"):
+        trace.warnings.append(f"{stats['too_deep']} events nested too deeply to decode and were skipped")
+    if stats.get("repaired"):
+        trace.warnings.append("some events held invalid UTF-8 or NaN/Infinity: bad characters were replaced, "
+                              "non-finite numbers dropped")
     return trace

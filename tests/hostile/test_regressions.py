@@ -142,3 +142,98 @@ def test_a_gpu_only_trace_is_analysed(tmp_path):
     assert rep["status"] == "ok", rep.get("error")
     assert len(rep["kernels"]) == 3
     assert not [w for w in rep["warnings"] if "failed" in w], rep["warnings"]
+
+
+# --- reader: a string that never ends was buffered to the end of the file (a 2 GiB gzip bomb:
+# quadratic copying, no error); the per-value cap now counts what is buffered, not what is parsed
+def test_an_unterminated_string_hits_the_value_cap(tmp_path, monkeypatch):
+    monkeypatch.setattr(reader, "MAX_EVENT_BYTES", 1 << 16)
+    p = tmp_path / "t.json"
+    p.write_bytes(b'{"traceEvents":[{"ph":"X","name":"' + b"A" * (4 << 20) + b'"}]}')
+    with pytest.raises(TraceReadError) as e:
+        _read(p)
+    assert "larger than 64.0 KiB" in str(e.value)
+
+
+# --- records: ts=1e300 overflowed the int64 nanosecond columns (RuntimeWarnings, garbage times)
+def test_times_out_of_range_are_dropped_with_a_warning(tmp_path):
+    import warnings
+    from tb_attention_plugin.trace.records import load_trace
+    p = tmp_path / "t.json"
+    evs = [dict(EV, ts=10.0 + i) for i in range(3)] + [dict(EV, ts=1e300, dur=1e300), dict(EV, ts=5.0, dur=1e25),
+                                                      dict(EV, ts=-(10 ** 30))]
+    p.write_text(json.dumps({"traceEvents": evs}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        t = load_trace(str(p))
+    assert len(t.gpu["ts"]) == 3 and t.gpu["ts_ns"].max() == 2000
+    assert any("3 events had a timestamp or duration out of range" in w for w in t.warnings)
+
+
+@pytest.mark.parametrize("content,msg", [
+    (b"[1, 2, 3]", "none of the 3 entries of traceEvents is an event object"),
+    (b'{"traceEvents": [[[[]]], null]}', "none of the 2 entries"),
+    (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "dur": 1}]}', "no usable events"),
+])
+def test_files_without_a_single_usable_event_are_errors(tmp_path, content, msg):
+    from tb_attention_plugin.analyze import analyze_path
+    p = tmp_path / "t.json"
+    p.write_bytes(content)
+    rep = analyze_path(str(p))
+    assert rep["status"] == "error" and msg in rep["error"], rep
+
+
+# --- analyze/CLI: named pipes blocked (analyze_path, the directory walk's sniff, parallel.suitable)
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_named_pipes_never_block_the_cli(tmp_path):
+    os.mkfifo(tmp_path / "a.pt.trace.json")
+    os.mkfifo(tmp_path / "export.json")            # a plain .json is sniffed: must not open it
+    r = subprocess.run([sys.executable, "-m", "tb_attention_plugin.cli", "analyze", "--no-cache",
+                        str(tmp_path), str(tmp_path / "a.pt.trace.json")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    # the directory walk skips both pipes; the one named on the command line is refused
+    assert r.stderr.splitlines() == [f"error: {tmp_path / 'a.pt.trace.json'}: not a regular file (a named pipe)"]
+
+
+# --- CLI: a newline or a terminal escape in a file name split the error line; a name that is not
+# UTF-8 made --format json raise UnicodeEncodeError (a traceback)
+def test_file_names_are_shown_escaped_on_one_line(tmp_path):
+    bad = tmp_path / "evil\n\x1b[31mred.pt.trace.json"
+    bad.write_bytes(b"")
+    r = subprocess.run([sys.executable, "-m", "tb_attention_plugin.cli", "analyze", "--no-cache", str(bad)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr == f"error: {tmp_path}/evil\\n\\x1b[31mred.pt.trace.json: file is empty\n"
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="macOS file systems refuse names that are not UTF-8")
+@pytest.mark.parametrize("fmt", ["json", "table", "csv", "markdown"])
+def test_a_file_name_that_is_not_utf8(tmp_path, fmt):
+    d = os.fsencode(str(tmp_path))
+    with open(os.path.join(d, b"\xff\xfe.pt.trace.json"), "w") as f:
+        json.dump({"traceEvents": [dict(EV, ts=1.0 + i) for i in range(3)]}, f)
+    with open(os.path.join(d, b"\xfe-empty.pt.trace.json"), "w"):
+        pass
+    r = subprocess.run([sys.executable, "-m", "tb_attention_plugin.cli", "analyze", "--no-cache", "-f", fmt,
+                        str(tmp_path)], capture_output=True, timeout=60)
+    assert r.returncode == 2, r.stderr.decode(errors="replace")
+    assert r.stderr.decode() == f"error: {tmp_path}/\\xfe-empty.pt.trace.json: file is empty\n"
+    out = r.stdout.decode("utf-8")                 # valid UTF-8 whatever the format
+    if fmt == "json":
+        paths = [t["path"] for t in json.loads(out)["traces"]]
+        assert f"{tmp_path}/\\xff\\xfe.pt.trace.json" in paths
+
+
+# --- analyze: an unexpected exception in the engine printed a traceback from the CLI
+def test_an_engine_bug_is_one_error_line(tmp_path, monkeypatch):
+    from tb_attention_plugin import analyze
+    monkeypatch.delenv("TB_ATTENTION_DEBUG", raising=False)
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": [EV]}))
+
+    def boom(*a, **k):
+        raise KeyError("surprise")
+    monkeypatch.setattr(analyze, "analyze_trace", boom)
+    rep = analyze.analyze_path(str(p))
+    assert rep["status"] == "error" and rep["error"].startswith("internal error: KeyError: 'surprise'")
