@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import signal
@@ -63,6 +64,7 @@ class Sample:
     rss_tree: int               # bytes, largest sampled sum over the process tree
     rc: Optional[int]
     timed_out: bool = False
+    cpu_s: float = 0.0          # user + system CPU seconds of the process and its reaped children
     note: str = ""
 
     @property
@@ -118,15 +120,60 @@ class TreeSampler(threading.Thread):
         self.join()
 
 
+# Peak RSS must come from a small launcher: at exec() Linux folds the RSS high-water mark of the
+# process image being replaced into the new program's ru_maxrss, so a child forked straight from
+# bench.py (tens of MB, more after it has read a report) would report at least bench.py's peak.
+GNU_TIME = "/usr/bin/time"
+RUSAGE_FMT = "RUSAGE %e %U %S %M"
+LAUNCHER = (  # fallback where GNU time is missing: python -S -I, ~8 MB
+    "import os, sys\n"
+    "pid = os.fork()\n"
+    "if pid == 0:\n"
+    "    try:\n"
+    "        os.execvp(sys.argv[2], sys.argv[2:])\n"
+    "    finally:\n"
+    "        os._exit(127)\n"
+    "_, st, ru = os.wait4(pid, 0)\n"
+    "with open(sys.argv[1], 'w') as f:\n"
+    "    f.write('RUSAGE 0 %f %f %d\\n' % (ru.ru_utime, ru.ru_stime, ru.ru_maxrss))\n"
+    "rc = os.waitstatus_to_exitcode(st)\n"
+    "sys.exit(rc if rc >= 0 else 128 - rc)\n")
+_launcher_kind: Optional[str] = None
+
+
+def launcher(ru_file: str) -> list[str]:
+    global _launcher_kind
+    if _launcher_kind is None:
+        try:
+            ok = subprocess.run([GNU_TIME, "-f", RUSAGE_FMT, "-o", os.devnull, "true"],
+                                capture_output=True).returncode == 0
+        except OSError:
+            ok = False
+        _launcher_kind = "time" if ok else "python"
+    if _launcher_kind == "time":
+        return [GNU_TIME, "-f", RUSAGE_FMT, "-o", ru_file]
+    return [sys.executable, "-S", "-I", "-c", LAUNCHER, ru_file]
+
+
+def launcher_note() -> str:
+    if _launcher_kind == "time":
+        return "GNU time (`/usr/bin/time`, ~2 MB)"
+    return "a `python -S` launcher (~8 MB: the floor of every RSS figure)"
+
+
 def measure(cmd: list[str], *, timeout: float, log_path: str, stdout_path: str = os.devnull,
             env: Optional[dict] = None, cwd: Optional[str] = None) -> Sample:
-    """Run ``cmd`` once in a new session; wall time, peak RSS, exit status."""
+    """Run ``cmd`` once, through a small launcher in a new session; wall, CPU, peak RSS, status."""
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    ru_file = log_path + ".rusage"
+    if os.path.exists(ru_file):
+        os.remove(ru_file)
+    wrapped = launcher(ru_file) + cmd
     with open(stdout_path, "wb") as out, open(log_path, "wb") as err:
         err.write(("$ " + shlex.join(cmd) + "\n").encode())
         err.flush()
         t0 = time.perf_counter()
-        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env, cwd=cwd,
+        p = subprocess.Popen(wrapped, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env, cwd=cwd,
                              start_new_session=True)
         sampler = TreeSampler(p.pid)
         sampler.start()
@@ -141,19 +188,24 @@ def measure(cmd: list[str], *, timeout: float, log_path: str, stdout_path: str =
 
         timer = threading.Timer(timeout, kill)
         timer.start()
-        _, status, ru = os.wait4(p.pid, 0)
+        p.wait()
         wall = time.perf_counter() - t0
         timer.cancel()
         sampler.stop()
-        rc = os.waitstatus_to_exitcode(status)
-        p.returncode = rc  # reaped by wait4; keep Popen from waiting again
-        if timed_out.is_set():
-            try:  # children left behind by the killed process group
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-    return Sample(ok=(rc == 0 and not timed_out.is_set()), wall_s=wall, rss_max_proc=ru.ru_maxrss * 1024,
-                  rss_tree=sampler.peak, rc=rc, timed_out=timed_out.is_set())
+        rc = p.returncode
+        try:  # whatever the measured process left behind in its session
+            os.killpg(p.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    cpu, maxrss = 0.0, 0
+    try:
+        with open(ru_file) as f:
+            line = [ln for ln in f.read().splitlines() if ln.startswith("RUSAGE ")][-1].split()
+        cpu, maxrss = float(line[2]) + float(line[3]), int(line[4]) * 1024
+    except (OSError, IndexError, ValueError):
+        pass
+    return Sample(ok=(rc == 0 and not timed_out.is_set()), wall_s=wall, rss_max_proc=maxrss,
+                  rss_tree=sampler.peak, rc=rc, timed_out=timed_out.is_set(), cpu_s=cpu)
 
 
 def tail(path: str, n: int = 15) -> str:
@@ -294,15 +346,32 @@ def check_output(cmd: list[str], env: dict, logs: str, label: str) -> str:
     out = os.path.join(logs, f"{label}-ours-output.json")
     r = subprocess.run(cmd, stdout=open(out, "wb"), stderr=subprocess.PIPE, env=env, cwd=REPO)
     size = os.path.getsize(out)
-    try:
-        with open(out, "rb") as f:
-            doc = json.load(f)
-        keys = ", ".join(list(doc)[:6]) if isinstance(doc, dict) else type(doc).__name__
-        verdict = f"valid JSON ({size / 1e6:.1f} MB; top-level keys: {keys})"
-    except ValueError as e:
-        verdict = f"NOT valid JSON ({size / 1e6:.1f} MB): {e}"
+    # parsed in another process: bench.py itself stays small (see launcher())
+    probe = subprocess.run([sys.executable, "-c", "import json, sys; d = json.load(open(sys.argv[1], 'rb')); "
+                            "print(', '.join(list(d)[:6]) if isinstance(d, dict) else type(d).__name__)", out],
+                           capture_output=True, text=True)
+    if probe.returncode == 0:
+        verdict = f"valid JSON ({size / 1e6:.1f} MB; top-level keys: {probe.stdout.strip()})"
+    else:
+        verdict = f"NOT valid JSON ({size / 1e6:.1f} MB): {probe.stderr.strip().splitlines()[-1:]}"
     os.remove(out) if size > 50e6 else None
     return f"our output (checked once, unmeasured, rc {r.returncode}): {verdict}"
+
+
+def code_fingerprint() -> str:
+    """Hash of tb_attention_plugin's sources: tells whether the code changed during a round."""
+    h = hashlib.sha256()
+    pkg = os.path.join(REPO, "tb_attention_plugin")
+    for root, dirs, files in os.walk(pkg):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for f in sorted(files):
+            if f.endswith((".py", ".json")):
+                try:
+                    with open(os.path.join(root, f), "rb") as fh:
+                        h.update(f.encode() + b"\0" + fh.read())
+                except OSError:
+                    pass
+    return h.hexdigest()
 
 
 def dir_bytes(path: str) -> int:
@@ -376,6 +445,7 @@ def summarize(samples: list[Sample]) -> dict:
         "failed": sum(1 for s in samples if not s.ok and not s.timed_out),
         "wall": med([s.wall_s for s in ok]), "wall_min": min((s.wall_s for s in ok), default=None),
         "wall_max": max((s.wall_s for s in ok), default=None),
+        "cpu": med([s.cpu_s for s in ok]),
         "rss": med([s.rss for s in ok]), "rss_proc": med([s.rss_max_proc for s in ok]),
         "rss_tree": med([s.rss_tree for s in ok]),
     }
@@ -416,9 +486,9 @@ def report(size_label: str, trace: dict, results: dict[str, list[Sample]], ours:
                  + (f" ({trace['bytes_on_disk'] / 1e6:.0f} MB gzip on disk)" if trace.get("gzip") else "")
                  + copies)
     lines.append("")
-    lines.append("| tool | runs ok | wall (median s) [min–max] | peak RSS (median GB) | RSS / file | "
-                 "ratio vs ours (cold): wall | ratio vs ours (cold): RSS |")
-    lines.append("|---|---|---|---|---|---|---|")
+    lines.append("| tool | runs ok | wall (median s) [min–max] | CPU (median s) | peak RSS (median GB) | "
+                 "RSS / file | ratio vs ours (cold): wall | CPU | RSS |")
+    lines.append("|---|---|---|---|---|---|---|---|---|")
     for key in ROWS:
         if key not in s:
             continue
@@ -434,10 +504,12 @@ def report(size_label: str, trace: dict, results: dict[str, list[Sample]], ours:
             rss += f" (largest process {fmt_gb(r['rss_proc'])})"
         per_file = "—" if r["rss"] is None else f"{r['rss'] / file_bytes:.2f}"
         if key == "ours cold":
-            rw = rr = "1.0× (ours)"
+            rw = rc = rr = "1.0× (ours)"
         else:
             rw, rr = fmt_ratio(r["wall"], cold.get("wall")), fmt_ratio(r["rss"], cold.get("rss"))
-        lines.append(f"| {names[key]} | {runs} | {wall} | {rss} | {per_file} | {rw} | {rr} |")
+            rc = fmt_ratio(r["cpu"], cold.get("cpu"))
+        lines.append(f"| {names[key]} | {runs} | {wall} | {fmt_s(r['cpu'])} | {rss} | {per_file} | "
+                     f"{rw} | {rc} | {rr} |")
     lines.append("")
     # targets
     checks = []
@@ -452,7 +524,9 @@ def report(size_label: str, trace: dict, results: dict[str, list[Sample]], ours:
         if s.get(key, {}).get("timeouts") and pw is None:
             check(f"cold ≥ {target:g}× faster than {key}{fb}", f"{key} timed out", None)
         elif pw is not None and cw:
-            check(f"cold ≥ {target:g}× faster than {key}{fb}", f"{pw / cw:.1f}×", pw / cw >= target)
+            pc, cc = s.get(key, {}).get("cpu"), cold.get("cpu")
+            cpu = f" (CPU time: {pc / cc:.1f}×)" if pc and cc else ""
+            check(f"cold ≥ {target:g}× faster than {key}{fb}", f"{pw / cw:.1f}× wall{cpu}", pw / cw >= target)
         else:
             check(f"cold ≥ {target:g}× faster than {key}", "not measured", None)
     if cold.get("rss") is not None:
@@ -483,6 +557,8 @@ def header(info: dict, command: str, trace_src: str, given: bool = False) -> str
         "",
         f"- machine: {info['cpu']}, {info['cores']} cores, {info['ram_gb']} GiB RAM, {info['os']}"
         " (shared, noisy: medians of the runs)",
+        f"- load average (1 min) at start / end: {info.get('load_start', '?')} / {info.get('load_end', '?')}"
+        " (above ~1 on 2 cores, other work competed with the runs: trust the CPU column over wall)",
         f"- tb-attention: commit {info.get('tb_attention_commit', '?')}, Python {info['python_ours']}, "
         + ", ".join(f"{k} {v}" for k, v in ov.items()),
     ]
@@ -506,14 +582,18 @@ def prepare_trace(size_mb: float, args) -> dict:
         count = None
         return {"out": path, "bytes_uncompressed": raw, "bytes_on_disk": os.path.getsize(path),
                 "events": count, "source": path, "gzip": path.endswith(".gz")}
-    name = f"bench_{size_mb:g}mb"
+    src = args.source or make_large_trace.default_source()
+    stem = re.sub(r"(_rank\d+)?(\.\d+)?\.pt\.trace\.json(\.gz)?$|\.json(\.gz)?$", "", os.path.basename(src))
+    name = f"bench_{size_mb:g}mb_{stem}"
     traces = os.path.join(WORK, "traces")
     meta = os.path.join(traces, name + (".gz" if args.gzip else "") + ".meta.json")
     if os.path.exists(meta):
         with open(meta) as f:
             info = json.load(f)
         if os.path.exists(info["out"]) and os.path.getsize(info["out"]) == info["bytes_on_disk"] \
-                and info.get("source") == (args.source or make_large_trace.default_source()):
+                and "source_memory_events" in info \
+                and os.path.abspath(info.get("source", "")) == os.path.abspath(
+                    args.source or make_large_trace.default_source()):
             log(f"reusing {os.path.relpath(info['out'], REPO)}")
             return info
     log(f"making a {size_mb:g} MB trace ...")
@@ -591,6 +671,7 @@ def main(argv=None) -> int:
     ours = resolve_ours(args) if "ours" in only else None
     peers_py = ensure_peers_venv(args.rebuild_peers) if only & {"tbprof", "hta", "orjson"} else None
     info = machine_info(peers_py)
+    info["load_start"] = round(os.getloadavg()[0], 2)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     logs = os.path.join(WORK, "logs", stamp)
     sizes = [None] if args.trace else args.sizes
@@ -615,7 +696,7 @@ def main(argv=None) -> int:
                 smp = measure(cmd, timeout=args.timeout, log_path=lp, **kw)
                 results[key].append(smp)
                 state = "TIMEOUT" if smp.timed_out else ("ok" if smp.ok else f"FAILED rc={smp.rc}")
-                log(f"[{label} round {i}/{args.runs}] {key:18s} {smp.wall_s:8.2f} s  "
+                log(f"[{label} round {i}/{args.runs}] {key:18s} {smp.wall_s:8.2f} s  cpu {smp.cpu_s:7.2f} s  "
                     f"{smp.rss / GB:6.2f} GB  {state}")
                 if not smp.ok and not smp.timed_out:
                     log(tail(lp))
@@ -634,6 +715,7 @@ def main(argv=None) -> int:
                 # A fresh copy in a fresh folder, with a fresh cache location, every round: whatever
                 # the cache is keyed on (path, inode, mtime) and wherever it lives (beside the file,
                 # $XDG_CACHE_HOME, $TB_ATTENTION_CACHE_DIR), round i cannot reuse round i-1's cache.
+                code_before = code_fingerprint()
                 rd = os.path.join(WORK, "ours", f"{label}-round{i}")
                 if os.path.isdir(rd):
                     shutil.rmtree(rd)
@@ -650,14 +732,22 @@ def main(argv=None) -> int:
                     run("ours first open", fill(ours.cached, mine), env=env, cwd=REPO)
                     run("ours warm", fill(ours.cached, mine), env=env, cwd=REPO)
                     cache_sizes.append(dir_bytes(rd) - os.path.getsize(mine) - before)
-                    if i == args.runs:  # unmeasured: check that what we timed printed a report
-                        notes.append(check_output(fill(ours.cached, mine), env, logs, label))
+                    first, warm = results["ours first open"][-1], results["ours warm"][-1]
+                    if first.ok and warm.ok and warm.cpu_s > max(1.0, 0.5 * first.cpu_s):
+                        notes.append(f"round {i}: the warm open took {warm.wall_s:.1f} s ({warm.cpu_s:.1f} s CPU), "
+                                     "like an analysis: it missed the cache")
                     if dir_bytes(cold_cache):
                         notes.append(f"round {i}: the --no-cache run wrote {dir_bytes(cold_cache) / 1e6:.1f} MB "
                                      "into its cache folder")
                 if args.load_row and not ours.fallback:
                     run("ours load_trace", [args.ours_python or sys.executable, "-c", FALLBACK_SNIPPET, mine],
                         env=ours_env(args), cwd=REPO)
+                if code_fingerprint() != code_before:
+                    notes.append(f"round {i}: tb_attention_plugin/ changed while our rows ran (someone edited "
+                                 "it): that round mixes two versions of the code, and a cache keyed on the "
+                                 "code misses")
+                if ours.cached and i == args.runs:  # unmeasured: check that what we timed printed a report
+                    notes.append(check_output(fill(ours.cached, mine), env, logs, label))
                 if not args.keep_cache:
                     shutil.rmtree(rd, ignore_errors=True)
         if cache_sizes:
@@ -668,17 +758,22 @@ def main(argv=None) -> int:
                              "first may find it warm (pass --ours-env to point it at a fresh folder)")
             else:
                 notes.append(f"on-disk cache written by the first open: {cs / 1e6:.1f} MB (median)")
-        if not args.trace and not args.source:
+        if not args.trace and 230e6 <= trace["bytes_uncompressed"] <= 300e6:
+            mem = trace.get("source_memory_events")
+            has = ("no memory events" if mem == 0 else
+                   f"{mem} memory events per copy" if mem else "memory events unknown")
             notes.append("stands in for the issue's reference case (a 12-layer GPT training trace from an "
                          "H200 with shapes, stacks and memory events, steps repeated 20 times: 893k events, "
-                         "267 MB): we have no 12-layer trace, so this repeats the 4-layer one (shapes and "
-                         "stacks, no memory events) to the same size; benchmarks/generate_gpt12_trace.py "
-                         "makes the real one on a GPU machine")
-        notes.append("peak RSS: max of the kernel's rusage for the largest process and a 10 Hz sample of "
+                         f"267 MB): we have no 12-layer trace, so this repeats `{os.path.basename(trace['source'])}` "
+                         f"({has}) to the same size; benchmarks/generate_gpt12_trace.py makes the real one "
+                         "on a GPU machine")
+        notes.append(f"each measurement runs under {launcher_note()}; "
+                     "peak RSS: max of the kernel's rusage for the largest process and a 10 Hz sample of "
                      "the summed RSS of the process tree (torch-tb-profiler parses in a spawned child, "
                      "HTA in a forked pool worker; pages shared after fork count twice in the sum)")
         notes.append("wall: spawn to exit of a fresh process (interpreter start and imports included); "
-                     "the trace is in the page cache for every row")
+                     "CPU: user + system seconds of the process and its children (less sensitive than "
+                     "wall to other load on the machine); the trace is in the page cache for every row")
         if ours and "ours" in only:
             shown = [a if a != "{file}" else "FILE" for a in (ours.cached or ours.cold)]
             shown = [os.path.relpath(a, REPO) if os.path.isabs(a) and a.startswith(REPO) else a for a in shown]
@@ -691,6 +786,7 @@ def main(argv=None) -> int:
                                                              for k, v in results.items() if v}})
         shutil.rmtree(rdir, ignore_errors=True)
 
+    info["load_end"] = round(os.getloadavg()[0], 2)
     text = header(info, command, trace_src, bool(args.trace)) + "\n" + "\n\n".join(out_md) + "\n"
     print(text)
     with open(os.path.join(WORK, f"results-{stamp}.json"), "w") as f:

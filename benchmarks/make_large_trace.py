@@ -525,7 +525,11 @@ def make(source: Optional[str] = None, target_mb: Optional[float] = None, reps: 
     out = out or default_out(source, reps, name, use_gzip)
     info = {"source": source, "out": out, "reps": reps, "steps_per_copy": plan.n_steps,
             "source_events": len(doc["traceEvents"]), "block_events": len(plan.block_idx),
-            "period_us": plan.period, "strides": plan.stride, "shared_ids": plan.shared_ids}
+            "period_us": plan.period, "strides": plan.stride, "shared_ids": plan.shared_ids,
+            "source_memory_events": sum(1 for e in doc["traceEvents"]
+                                        if isinstance(e, dict) and e.get("name") == "[memory]"),
+            "source_flags": {k: doc.get(k) for k in ("record_shapes", "with_stack", "profile_memory")
+                             if k in doc}}
     if reuse and os.path.exists(out):
         info.update(reused=True, bytes_on_disk=os.path.getsize(out))
         return info
