@@ -121,13 +121,19 @@ class _Run:
         return {i for c in self.sdpa_calls() if c["backend"] == "math" for i in c["kernel_ids"]}
 
 
+# the kernel fields the rules read (building only these is several times cheaper)
+_ROW_FIELDS = ("id", "name", "ts", "dur_us", "phase", "direction", "bound", "flops", "bytes", "memory_util",
+               "compute_util", "instance", "dtype", "peak", "kind", "op", "cost_op", "module", "scope",
+               "attention", "core", "estimated", "intensity", "shapes", "cost_detail", "module_path")
+
+
 def _attention_rows(kernels) -> list[dict]:
     if kernels is None:
         return []
     cols = getattr(kernels, "columns", None)
     if isinstance(cols, dict) and "attention" in cols and hasattr(kernels, "rows"):
         idx = np.flatnonzero(np.asarray(cols["attention"], dtype=bool))
-        rows = kernels.rows(idx) if len(idx) else []
+        rows = kernels.rows(idx, _ROW_FIELDS) if len(idx) else []
     else:
         rows = [k for k in kernels if k.get("attention")]
     return rows

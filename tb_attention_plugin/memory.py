@@ -1138,8 +1138,11 @@ def _data_movement(ctx: _Context, shapes: dict, report: dict, window) -> dict:
     gpu_of: dict[int, list] = {}
     if top_set and n_gpu:
         gop = L.gpu_op
-        for k in np.flatnonzero((tag.gpu_instance >= 0) & (gop >= 0) & keep).tolist():
-            x = int(gop[k])
+        # only kernels launched by a copy op itself or by one of its leaves (the usual case) can
+        # belong to it: filter those with numpy, then walk the few up to their top copy op
+        near = np.fromiter(set(tops) | top_set, dtype=np.int64)
+        cand = np.flatnonzero((tag.gpu_instance >= 0) & keep & np.isin(gop, near))
+        for k, x in zip(cand.tolist(), gop[cand].tolist()):
             for _ in range(12):
                 if x < 0:
                     break
@@ -1149,18 +1152,21 @@ def _data_movement(ctx: _Context, shapes: dict, report: dict, window) -> dict:
                 x = op_anc[x]
     groups: dict = {}
     memo: dict = {}
-    dur = G["dur"]
-    for top in sorted(top_set, key=lambda r: int(R["ts_ns"][r])):
-        inst = int(inst_r[top])
+    # plain lists: numpy scalar indexing in this per-op loop cost more than the work itself
+    dur = G["dur"].tolist()
+    ts_l, rdur_l = R["ts_ns"].tolist(), R["dur"].tolist()
+    phase_l, sig_l = tag.range_phase.tolist(), ctx.sig.tolist()
+    for top in sorted(top_set, key=lambda r: ts_l[r]):
+        inst = inst_l[top]
         s = shapes.get(inst)
         args = ctx.args(top) or []
         tens = [a for a in args if a.is_tensor]
         lists = [a for a in args if a.shapes is not None]
         shape = list(tens[0].shape) if tens else ([list(x) for x in lists[0].shapes] if lists else None)
         dtype = tens[0].dtype if tens else None
-        parent = int(L.op_ancestor[top])
-        within = ctx.name(parent) if parent >= 0 and int(inst_r[parent]) == inst else None
-        sg = int(ctx.sig[top])
+        parent = op_anc[top]
+        within = ctx.name(parent) if parent >= 0 and inst_l[parent] == inst else None
+        sg = sig_l[top]
         mkey = (nid_l[top], sg if sg >= 0 else -top - 1, within, None if s is None else
                 (s["sk"], s["h"], s["itemsize"], s["score_numel"], s["sq"]))
         hit = memo.get(mkey)
@@ -1168,7 +1174,7 @@ def _data_movement(ctx: _Context, shapes: dict, report: dict, window) -> dict:
             hit = memo[mkey] = (_copy_kind(ctx, top, args, s, within), _copy_bytes(ctx, top, s))
         (kind, detail), (nbytes, est) = hit
         ks = gpu_of.get(top, [])
-        key = (ctx.name(top), within, P.PHASES[tag.range_phase[top]] if tag.range_phase[top] >= 0 else "other",
+        key = (ctx.name(top), within, P.PHASES[phase_l[top]] if phase_l[top] >= 0 else "other",
                ctx.direction(top), kind, str(shape), dtype)
         g = groups.get(key)
         if g is None:
@@ -1180,8 +1186,8 @@ def _data_movement(ctx: _Context, shapes: dict, report: dict, window) -> dict:
                                                    and tens[0].shape[-1:] == (s["sk"],))}
         g["calls"] += 1
         g["instances"].add(inst)
-        g["cpu_time_us"] += float(R["dur"][top])
-        g["gpu_time_us"] += sum(float(dur[k]) for k in ks)
+        g["cpu_time_us"] += rdur_l[top]
+        g["gpu_time_us"] += sum(dur[k] for k in ks)
         g["kernels"] += len(ks)
         if nbytes is not None:
             g["bytes"] += nbytes

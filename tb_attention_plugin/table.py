@@ -79,21 +79,23 @@ class KernelTable(Sequence):
             return _nullable(vals) if c.dtype.kind == "f" else vals
         return [c[i] for i in (idx.tolist() if isinstance(idx, np.ndarray) else list(range(*idx.indices(self._n))))]
 
-    def rows(self, idx) -> list[dict]:
-        """Row dicts for an index array or a slice."""
+    def rows(self, idx, fields: Optional[Sequence[str]] = None) -> list[dict]:
+        """Row dicts for an index array or a slice (only ``fields``, when given: cheaper)."""
         if isinstance(idx, slice):
             positions = list(range(*idx.indices(self._n)))
             idx_arr = np.asarray(positions, dtype=np.int64)
         else:
             idx_arr = np.asarray(idx, dtype=np.int64)
             positions = idx_arr.tolist()
-        cols = [self._col_values(f, idx_arr) for f in FIELDS]
-        out = [dict(zip(FIELDS, vals)) for vals in zip(*cols)]
-        if self.extras:
+        names = FIELDS if fields is None else tuple(f for f in fields if f in self.columns)
+        extra_keys = EXTRA if fields is None else tuple(f for f in fields if f in EXTRA)
+        cols = [self._col_values(f, idx_arr) for f in names]
+        out = [dict(zip(names, vals)) for vals in zip(*cols)]
+        if self.extras and extra_keys:
             for row, p in zip(out, positions):
                 e = self.extras.get(p)
                 if e:
-                    row.update(e)
+                    row.update((k, v) for k, v in e.items() if k in extra_keys)
         return out
 
     def __getitem__(self, i):
