@@ -1100,6 +1100,21 @@ def _kernel_keep(report: dict, n_gpu: int) -> np.ndarray:
     return keep
 
 
+class _Lookup:
+    """``arr[i]`` as a Python scalar, memoised: cheap for the few indices a pass visits, without
+    turning a whole column into a list."""
+    __slots__ = ("a", "memo")
+
+    def __init__(self, a):
+        self.a, self.memo = a, {}
+
+    def __getitem__(self, i):
+        v = self.memo.get(i)
+        if v is None:
+            v = self.memo[i] = self.a[i].item()
+        return v
+
+
 def _data_movement(ctx: _Context, shapes: dict, report: dict, window) -> dict:
     t, tag, L, R = ctx.t, ctx.tag, ctx.L, ctx.R
     G = t.gpu
@@ -1121,9 +1136,12 @@ def _data_movement(ctx: _Context, shapes: dict, report: dict, window) -> dict:
     leaves = att_ops[np.isin(nid_att, list(leaf_ids))] if leaf_ids else np.zeros(0, np.int64)
     # the user-visible copy op of each leaf
     wrap_ids = {i for i, nm in enumerate(names) if _short(nm) in _COPY_WRAP}
-    op_anc = L.op_ancestor.tolist()
-    inst_l = inst_r.tolist()
-    nid_l = ctx.name_id.tolist()
+    # Lazy per-range lookups: a plain list of every range would cost ~16 MB per column on a
+    # large trace, and only a few thousand ranges are visited here.
+    op_anc_a, nid_a = L.op_ancestor, ctx.name_id
+    op_anc = _Lookup(op_anc_a)
+    inst_l = _Lookup(inst_r)
+    nid_l = _Lookup(nid_a)
     tops: dict[int, int] = {}
     for r in leaves.tolist():
         top = r
@@ -1152,10 +1170,9 @@ def _data_movement(ctx: _Context, shapes: dict, report: dict, window) -> dict:
                 x = op_anc[x]
     groups: dict = {}
     memo: dict = {}
-    # plain lists: numpy scalar indexing in this per-op loop cost more than the work itself
-    dur = G["dur"].tolist()
-    ts_l, rdur_l = R["ts_ns"].tolist(), R["dur"].tolist()
-    phase_l, sig_l = tag.range_phase.tolist(), ctx.sig.tolist()
+    dur = _Lookup(G["dur"])
+    ts_l, rdur_l = _Lookup(R["ts_ns"]), _Lookup(R["dur"])
+    phase_l, sig_l = _Lookup(tag.range_phase), _Lookup(ctx.sig)
     for top in sorted(top_set, key=lambda r: ts_l[r]):
         inst = inst_l[top]
         s = shapes.get(inst)
