@@ -1100,21 +1100,6 @@ def _kernel_keep(report: dict, n_gpu: int) -> np.ndarray:
     return keep
 
 
-class _Lookup:
-    """``arr[i]`` as a Python scalar, memoised: cheap for the few indices a pass visits, without
-    turning a whole column into a list."""
-    __slots__ = ("a", "memo")
-
-    def __init__(self, a):
-        self.a, self.memo = a, {}
-
-    def __getitem__(self, i):
-        v = self.memo.get(i)
-        if v is None:
-            v = self.memo[i] = self.a[i].item()
-        return v
-
-
 def _data_movement(ctx: _Context, shapes: dict, report: dict, window) -> dict:
     t, tag, L, R = ctx.t, ctx.tag, ctx.L, ctx.R
     G = t.gpu
@@ -1136,62 +1121,76 @@ def _data_movement(ctx: _Context, shapes: dict, report: dict, window) -> dict:
     leaves = att_ops[np.isin(nid_att, list(leaf_ids))] if leaf_ids else np.zeros(0, np.int64)
     # the user-visible copy op of each leaf
     wrap_ids = {i for i, nm in enumerate(names) if _short(nm) in _COPY_WRAP}
-    # Lazy per-range lookups: a plain list of every range would cost ~16 MB per column on a
-    # large trace, and only a few thousand ranges are visited here.
+    # Walk every leaf up to its top copy op with whole-array steps (a per-range Python walk, or
+    # plain lists of whole columns, cost seconds or ~16 MB per column on a large trace).
     op_anc_a, nid_a = L.op_ancestor, ctx.name_id
-    op_anc = _Lookup(op_anc_a)
-    inst_l = _Lookup(inst_r)
-    nid_l = _Lookup(nid_a)
-    tops: dict[int, int] = {}
-    for r in leaves.tolist():
-        top = r
-        inst = inst_l[r]
-        p = op_anc[r]
-        while p >= 0 and inst_l[p] == inst and nid_l[p] in wrap_ids:
-            top = p
-            p = op_anc[p]
-        tops[r] = top
-    top_set = set(tops.values())
+    is_wrap = np.zeros(len(names) + 1, dtype=bool)
+    is_wrap[list(wrap_ids)] = True                      # index -1 (no name) stays False
+    top_of = leaves.copy()
+    up = op_anc_a[leaves] if len(leaves) else np.zeros(0, np.int64)
+    live = np.arange(len(leaves))
+    while len(live):
+        p = up[live]
+        ok = p >= 0
+        live, p = live[ok], p[ok]
+        ok = (inst_r[p] == inst_r[leaves[live]]) & is_wrap[nid_a[p]]
+        live, p = live[ok], p[ok]
+        top_of[live] = p
+        up[live] = op_anc_a[p]
+    tops: dict[int, int] = dict(zip(leaves.tolist(), top_of.tolist()))
+    top_arr = np.unique(top_of)
+    top_set = set(top_arr.tolist())
     # GPU activities under each top copy op
     gpu_of: dict[int, list] = {}
     if top_set and n_gpu:
         gop = L.gpu_op
         # only kernels launched by a copy op itself or by one of its leaves (the usual case) can
-        # belong to it: filter those with numpy, then walk the few up to their top copy op
+        # belong to it: filter those with numpy, then walk them up to their top copy op together
         near = np.fromiter(set(tops) | top_set, dtype=np.int64)
         cand = np.flatnonzero((tag.gpu_instance >= 0) & keep & np.isin(gop, near))
-        for k, x in zip(cand.tolist(), gop[cand].tolist()):
-            for _ in range(12):
-                if x < 0:
-                    break
-                if x in top_set:
-                    gpu_of.setdefault(x, []).append(k)
-                    break
-                x = op_anc[x]
+        is_top = np.zeros(len(op_anc_a), dtype=bool)
+        is_top[top_arr] = True
+        x = gop[cand].astype(np.int64)
+        owner = np.full(len(cand), -1, np.int64)
+        live = np.arange(len(cand))
+        for _ in range(12):
+            xs = x[live]
+            ok = xs >= 0
+            live, xs = live[ok], xs[ok]
+            hit = is_top[xs]
+            owner[live[hit]] = xs[hit]
+            live = live[~hit]
+            if not len(live):
+                break
+            x[live] = op_anc_a[xs[~hit]]
+        found = owner >= 0
+        for k, o in zip(cand[found].tolist(), owner[found].tolist()):
+            gpu_of.setdefault(o, []).append(k)
     groups: dict = {}
     memo: dict = {}
-    dur = _Lookup(G["dur"])
-    ts_l, rdur_l = _Lookup(R["ts_ns"]), _Lookup(R["dur"])
-    phase_l, sig_l = _Lookup(tag.range_phase), _Lookup(ctx.sig)
-    for top in sorted(top_set, key=lambda r: ts_l[r]):
-        inst = inst_l[top]
+    order = top_arr[np.argsort(R["ts_ns"][top_arr], kind="stable")]
+    parent_a = op_anc_a[order]
+    per_top = zip(order.tolist(), inst_r[order].tolist(), parent_a.tolist(),
+                  np.where(parent_a >= 0, inst_r[np.maximum(parent_a, 0)], -2).tolist(),
+                  ctx.sig[order].tolist(), nid_a[order].tolist(), tag.range_phase[order].tolist(),
+                  R["dur"][order].tolist())
+    gdur = G["dur"]
+    for top, inst, parent, parent_inst, sg, nid, ph, rdur in per_top:
         s = shapes.get(inst)
         args = ctx.args(top) or []
         tens = [a for a in args if a.is_tensor]
         lists = [a for a in args if a.shapes is not None]
         shape = list(tens[0].shape) if tens else ([list(x) for x in lists[0].shapes] if lists else None)
         dtype = tens[0].dtype if tens else None
-        parent = op_anc[top]
-        within = ctx.name(parent) if parent >= 0 and inst_l[parent] == inst else None
-        sg = sig_l[top]
-        mkey = (nid_l[top], sg if sg >= 0 else -top - 1, within, None if s is None else
+        within = ctx.name(parent) if parent >= 0 and parent_inst == inst else None
+        mkey = (nid, sg if sg >= 0 else -top - 1, within, None if s is None else
                 (s["sk"], s["h"], s["itemsize"], s["score_numel"], s["sq"]))
         hit = memo.get(mkey)
         if hit is None:
             hit = memo[mkey] = (_copy_kind(ctx, top, args, s, within), _copy_bytes(ctx, top, s))
         (kind, detail), (nbytes, est) = hit
         ks = gpu_of.get(top, [])
-        key = (ctx.name(top), within, P.PHASES[phase_l[top]] if phase_l[top] >= 0 else "other",
+        key = (ctx.name(top), within, P.PHASES[ph] if ph >= 0 else "other",
                ctx.direction(top), kind, str(shape), dtype)
         g = groups.get(key)
         if g is None:
@@ -1203,8 +1202,8 @@ def _data_movement(ctx: _Context, shapes: dict, report: dict, window) -> dict:
                                                    and tens[0].shape[-1:] == (s["sk"],))}
         g["calls"] += 1
         g["instances"].add(inst)
-        g["cpu_time_us"] += rdur_l[top]
-        g["gpu_time_us"] += sum(dur[k] for k in ks)
+        g["cpu_time_us"] += rdur
+        g["gpu_time_us"] += float(gdur[ks].sum()) if ks else 0.0
         g["kernels"] += len(ks)
         if nbytes is not None:
             g["bytes"] += nbytes
