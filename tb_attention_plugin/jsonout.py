@@ -55,7 +55,7 @@ def iter_trace_body(t: dict) -> Iterator[bytes]:
     yield (enc[1:-1] + b',"kernels":[') if len(enc) > 2 else b'"kernels":['
     n = len(kt)
     for s in range(0, n, _CHUNK):
-        rows = _ENCODER.encode(kt.rows(slice(s, min(s + _CHUNK, n))))
+        rows = _ENCODER.encode(kt.encodable_rows(s, min(s + _CHUNK, n)))
         if s:
             yield b","
         yield rows[1:-1]

@@ -8,8 +8,10 @@ iteration), with the fields documented in docs/report-schema.md.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Iterator, Optional, Sequence
 
+import msgspec
 import numpy as np
 
 # Output order of the row fields.
@@ -20,6 +22,13 @@ FIELDS = ("id", "name", "kind", "ts", "dur_us", "device", "stream", "step", "att
           "occupancy_pct", "measured")
 # Optional fields, present on attention rows only.
 EXTRA = ("shapes", "cost_detail")
+
+
+@functools.lru_cache(maxsize=8)
+def _row_struct(names: tuple) -> type:
+    """A struct type with ``names`` (always encoded) and the optional EXTRA fields (omitted
+    while unset)."""
+    return msgspec.defstruct("KernelRow", [*names, *((k, object, msgspec.UNSET) for k in EXTRA)], gc=False)
 
 
 class Coded:
@@ -96,6 +105,24 @@ class KernelTable(Sequence):
                 e = self.extras.get(p)
                 if e:
                     row.update((k, v) for k, v in e.items() if k in extra_keys)
+        return out
+
+    def encodable_rows(self, start: int, stop: int) -> list:
+        """Rows ``start:stop`` as msgspec structs that encode exactly like :meth:`rows` (the
+        optional fields only where a row has them). Built in C from the columns: the JSON
+        writer's path, several times cheaper than a dict per row on large traces."""
+        idx = np.arange(start, stop, dtype=np.int64)
+        names = tuple(f for f in FIELDS if f in self.columns)
+        row_type = _row_struct(names)
+        out = list(map(row_type, *(self._col_values(f, idx) for f in names)))
+        if self.extras:
+            get = self.extras.get
+            for i, row in enumerate(out, start):
+                e = get(i)
+                if e:
+                    for k, v in e.items():
+                        if k in EXTRA:
+                            setattr(row, k, v)
         return out
 
     def __getitem__(self, i):
