@@ -565,15 +565,28 @@ def load_trace(path: str, max_bytes: int = DEFAULT_MAX_BYTES,
     A file that ends early keeps the events read before the cut (``salvage``) and says so in
     ``warnings``; with ``salvage=False`` it raises :class:`TraceTruncated`.
     """
-    builder = TraceBuilder(keep_python)
+    from . import parallel
     truncated = None
-    try:
-        meta, stats = read_trace(path, builder.add, max_bytes=max_bytes, on_raw=builder.add_raw)
-    except TraceTruncated as e:
-        if not salvage or builder.counts["events"] == 0:
-            raise
-        truncated = str(e)
-        meta, stats = getattr(e, "meta", {}), dict(getattr(e, "stats", {}), truncated=True)
+    meta = stats = None
+    if parallel.suitable(path):
+        builder = TraceBuilder(keep_python)
+        try:
+            meta, stats, truncated = parallel.load_parallel(path, max_bytes, keep_python, builder)
+        except parallel.NotSuited:
+            meta = stats = None
+        if truncated is not None:
+            if not salvage or builder.counts["events"] == 0:
+                raise TraceTruncated(truncated)
+            stats["truncated"] = True
+    if stats is None:
+        builder = TraceBuilder(keep_python)
+        try:
+            meta, stats = read_trace(path, builder.add, max_bytes=max_bytes, on_raw=builder.add_raw)
+        except TraceTruncated as e:
+            if not salvage or builder.counts["events"] == 0:
+                raise
+            truncated = str(e)
+            meta, stats = getattr(e, "meta", {}), dict(getattr(e, "stats", {}), truncated=True)
     trace = builder.finish(path, meta if isinstance(meta, dict) else {}, stats)
     n_events = builder.counts["events"]
     kept = sum(len(t["ts"]) for t in (trace.ranges, trace.gpu, trace.flows, trace.memory, trace.gpu_annotations))
