@@ -2,7 +2,8 @@
 
 The parent inflates the file and cuts the event list into chunks at line breaks that separate
 events (a raw line break cannot occur inside a JSON string, so such a cut is never inside a
-name); it builds the columns of every other chunk itself and a forked child builds the rest.
+name); a forked child builds the columns of the chunks it is handed and the parent builds the
+others (the child gets one whenever fewer than two wait for it, so the work balances itself).
 The child's per-chunk results come back through a pipe and are merged in file order, so the
 result is the same :class:`~.records.Trace` the serial reader builds.
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import queue
 import threading
 from array import array
 from typing import Any, Callable, Optional
@@ -171,6 +173,25 @@ def load_parallel(path: str, max_bytes: int, keep_python: str, builder) -> tuple
 
     reader = threading.Thread(target=receive, daemon=True)
     reader.start()
+    # Chunks go to the child from a thread: a 2 MB send blocks until the child has read it, and
+    # the child reads only between chunks, so sending inline would make the parent wait for the
+    # child's current chunk every other chunk.
+    outbox: queue.Queue = queue.Queue()
+
+    def send_jobs():
+        try:
+            while True:
+                item = outbox.get()
+                jobs_w.send(item)
+                if item is None:
+                    return
+        except (OSError, ValueError) as e:
+            problem.append(f"child stopped: {e}")
+            while outbox.get() is not None:      # drain, so the producer never blocks
+                pass
+
+    sender = threading.Thread(target=send_jobs, daemon=True)
+    sender.start()
     own: dict[int, Any] = {}
     count = [0]
     merged = [0]          # chunks [0, merged) are in the builder already
@@ -196,8 +217,11 @@ def load_parallel(path: str, max_bytes: int, keep_python: str, builder) -> tuple
         count[0] += 1
         if problem:
             raise NotSuited(problem[0])
-        if i % 2:
-            jobs_w.send((i, chunk))
+        # The child gets a chunk while it has fewer than two waiting; otherwise the parent builds
+        # it: the work balances itself, and a child starved of CPU by other processes on the
+        # machine never makes the parent wait.
+        if outbox.qsize() < 2:
+            outbox.put((i, chunk))
         else:
             own[i] = _partial(chunk, keep_python)
         merge_ready()
@@ -212,9 +236,12 @@ def load_parallel(path: str, max_bytes: int, keep_python: str, builder) -> tuple
                 raise TraceTruncated("gzip stream ends early; it may still be being written")
         except TraceTruncated as e:
             truncated, meta = str(e), parser.meta
-        jobs_w.send(None)
+        outbox.put(None)
+        sender.join()
         reader.join()
     except BaseException:
+        outbox.put(None)
+        sender.join(2)
         _stop(proc, jobs_w)
         raise
     finally:
