@@ -540,6 +540,8 @@ def _verdict_text(att: dict, faster: Optional[str], unit: str) -> str:
     if faster == "same":
         return f"attention time about the same {unit}: {x} (base) vs {y} (new)"
     if faster == "new":
+        if not att["speedup"]:        # the new run has no attention time at all: no ratio to print
+            return f"new run has no attention time {unit}; the baseline has {x}"
         return (f"new run is faster in attention: {y} vs {x} {unit} "
                 f"({_signed_pct(att['delta_pct'])}, {att['speedup']:.2f}x speedup)")
     if att["base"] == 0:

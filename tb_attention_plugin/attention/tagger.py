@@ -308,6 +308,7 @@ def _pattern_instances(ctx: _Ctx, inst: np.ndarray, broot: np.ndarray) -> list[l
                                       & (inst < 0) & (broot < 0)).tolist()]
     found, used = [], set()
     parent = ctx.L.parent
+    siblings: dict = {}       # parent (or thread, for top-level ops) -> (sibling ops, their positions)
     for r in cand:
         top = r
         while parent[top] >= 0 and ctx.kind[parent[top]] == OP:
@@ -315,15 +316,20 @@ def _pattern_instances(ctx: _Ctx, inst: np.ndarray, broot: np.ndarray) -> list[l
         if top in used:
             continue
         p = int(parent[top])
-        if p >= 0:
-            sib = [int(c) for c in ctx.L.children(p) if ctx.kind[c] == OP]
-        else:
-            th = R["thread"][top]
-            roots = ctx.L.roots
-            sib = [int(c) for c in roots[(R["thread"][roots] == th) & (ctx.kind[roots] == OP)]]
-        if top not in sib:
+        key = (p, None) if p >= 0 else (-1, int(R["thread"][top]))
+        hit = siblings.get(key)
+        if hit is None:      # built once per parent: per candidate it was O(n^2) on long flat threads
+            if p >= 0:
+                sib = [int(c) for c in ctx.L.children(p) if ctx.kind[c] == OP]
+            else:
+                th = R["thread"][top]
+                roots = ctx.L.roots
+                sib = [int(c) for c in roots[(R["thread"][roots] == th) & (ctx.kind[roots] == OP)]]
+            hit = siblings[key] = (sib, {c: k for k, c in enumerate(sib)})
+        sib, position = hit
+        i = position.get(top)
+        if i is None:
             continue
-        i = sib.index(top)
         qk = pv = None
         for j in range(i - 1, max(-1, i - 9), -1):
             u = _op_unit(ctx, sib[j])

@@ -43,6 +43,7 @@ class FileInfo:
     size: int
     mtime_ns: int
     sidecars: tuple = ()  # (name, size, mtime_ns) of the ncu exports beside it (roofline/measured.py)
+    fs_rel: str = ""     # ``rel`` as on disk when that differs (names that are not UTF-8)
 
     @property
     def stat_key(self) -> tuple:
@@ -67,6 +68,16 @@ def parse_name(name: str) -> Optional[tuple[str, Optional[str], bool]]:
     if m:
         return m.group("stem"), None, False
     return None
+
+
+def _text(name: str) -> str:
+    """A file or directory name as text JSON can carry: bytes that are not UTF-8 (kept by Python
+    as lone surrogates) become U+FFFD. One such name made every /runs answer a 500."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def _inside(path: str, root: str) -> bool:
@@ -134,7 +145,8 @@ class Scanner:
             return None
         rel_dir = os.path.relpath(os.path.dirname(e.path), root)
         run = "." if rel_dir in (".", "") else rel_dir.replace(os.sep, "/")
-        rel = e.name if run == "." else f"{run}/{e.name}"
+        fs_rel = e.name if run == "." else f"{run}/{e.name}"
+        run, name, rel, worker = _text(run), _text(e.name), _text(fs_rel), _text(worker)
         if not is_pt:
             prev = self._sniffed.get(rel)
             if prev is not None and prev[:2] == (st.st_size, st.st_mtime_ns):
@@ -144,8 +156,9 @@ class Scanner:
             seen_sniff[rel] = (st.st_size, st.st_mtime_ns, ok)
             if not ok:
                 return None
-        return FileInfo(run=run, name=e.name, rel=rel, abspath=real, worker=worker, span=span,
-                        size=int(st.st_size), mtime_ns=int(st.st_mtime_ns), sidecars=sidecars)
+        return FileInfo(run=run, name=name, rel=rel, abspath=real, worker=worker, span=span,
+                        size=int(st.st_size), mtime_ns=int(st.st_mtime_ns), sidecars=sidecars,
+                        fs_rel=fs_rel if fs_rel != rel else "")
 
 
 def _sidecars(entries: list) -> tuple:
@@ -166,6 +179,7 @@ def _sidecars(entries: list) -> tuple:
 def still_inside(info: FileInfo, logdir_real: str) -> bool:
     """Re-check right before opening: the path may have been swapped for an escaping symlink."""
     try:
-        return _inside(os.path.realpath(os.path.join(logdir_real, *info.rel.split("/"))), logdir_real)
+        return _inside(os.path.realpath(os.path.join(logdir_real, *(info.fs_rel or info.rel).split("/"))),
+                       logdir_real)
     except (OSError, ValueError):
         return False

@@ -237,3 +237,81 @@ def test_an_engine_bug_is_one_error_line(tmp_path, monkeypatch):
     monkeypatch.setattr(analyze, "analyze_trace", boom)
     rep = analyze.analyze_path(str(p))
     assert rep["status"] == "error" and rep["error"].startswith("internal error: KeyError: 'surprise'")
+
+
+# --- engine: an Nsight Compute export beside a trace was read through any symlink, so a link in
+# a log directory to a file elsewhere was read into the report (and a FIFO would have blocked);
+# listing the directory once per trace was O(n^2) for a run of thousands of traces
+def test_sidecar_exports_are_never_read_through_a_link_out_of_the_directory(tmp_path):
+    from tb_attention_plugin.roofline import ncu
+    data = os.path.join(ROOT, "tests", "data", "measured")
+    trace = "decode_gqa_flash.pt.trace.json.gz"
+    inside, outside = tmp_path / "logs", tmp_path / "elsewhere"
+    inside.mkdir()
+    outside.mkdir()
+    import shutil
+    shutil.copy(os.path.join(data, trace), inside / trace)
+    shutil.copy(os.path.join(data, "decode_gqa_flash.ncu.csv"), outside / "secret.ncu.csv")
+    os.symlink(outside / "secret.ncu.csv", inside / (trace + ".ncu.csv"))
+    shutil.copy(os.path.join(data, "decode_gqa_flash.ncu.csv"), inside / "real.ncu.csv")
+    os.symlink("real.ncu.csv", inside / "alias.ncu.csv")               # a link that stays: fine
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(inside / "pipe.ncu.csv")
+    names = [n for n, _, _ in ncu.sidecar_files(str(inside / trace))]
+    assert sorted(names) == ["alias.ncu.csv", "real.ncu.csv"]
+    from tb_attention_plugin.analyze import analyze_path
+    rep = analyze_path(str(inside / trace))
+    assert rep["status"] == "ok"
+    assert "secret" not in json.dumps(rep, default=str) and trace + ".ncu.csv" not in json.dumps(rep, default=str)
+
+
+def test_sidecar_listing_is_not_quadratic(tmp_path, monkeypatch):
+    from tb_attention_plugin.roofline import ncu
+    for i in range(300):
+        (tmp_path / f"w{i}.{i}.pt.trace.json").write_bytes(b"{}")
+    old = time.time() - 60
+    os.utime(tmp_path, (old, old))                 # a directory not modified in the last seconds
+    calls = []
+    real = ncu.is_sidecar_name
+    monkeypatch.setattr(ncu, "is_sidecar_name", lambda n: calls.append(n) or real(n))
+    for i in range(300):
+        assert ncu.sidecar_files(str(tmp_path / f"w{i}.{i}.pt.trace.json")) == []
+    assert len(calls) == 300                       # one listing, not one per trace
+    (tmp_path / "late.ncu.csv").write_text("x")    # a new export changes the directory: seen
+    assert [n for n, _, _ in ncu.sidecar_files(str(tmp_path / "w1.1.pt.trace.json"))] == ["late.ncu.csv"]
+
+
+# --- compare: a new run with no attention time at all raised TypeError (f"{None:.2f}") in the
+# verdict: a 500 from /compare, a traceback from `tb-attention compare`
+def test_compare_against_a_run_without_attention(tmp_path):
+    from tb_attention_plugin.analyze import analyze_path
+    from tb_attention_plugin.compare import compare_reports
+    sample = os.path.join(ROOT, "sample_traces", "sdpa_flash_s2048_fwd")
+    base = analyze_path(os.path.join(sample, sorted(os.listdir(sample))[0]))
+    p = tmp_path / "none.pt.trace.json"
+    p.write_text(json.dumps({"traceEvents": [dict(EV, name="elementwise_kernel")]}))
+    new = analyze_path(str(p))
+    assert base["status"] == new["status"] == "ok" and not new["attention_time_us"]
+    out = compare_reports(base, new)
+    assert out["verdict"]["faster"] == "new" and "no attention time" in out["verdict"]["summary"]
+
+
+# --- tagger: the eager-pattern search listed a softmax's siblings once per softmax: O(n^2) on a
+# long flat thread (60 000 top-level softmax ops: ~5 minutes, now ~1 s)
+def test_a_long_flat_thread_of_softmax_ops_is_linear(tmp_path):
+    from tb_attention_plugin.analyze import analyze_path
+    evs = []
+    for i in range(30000):
+        ts = 1000.0 + 10 * i
+        evs += [{"ph": "X", "cat": "cpu_op", "name": "aten::softmax", "pid": 1, "tid": 1, "ts": ts, "dur": 5,
+                 "args": {"External id": i + 1}},
+                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts + 1,
+                 "dur": 2, "args": {"correlation": i + 1, "External id": i + 1}},
+                {"ph": "X", "cat": "kernel", "name": "softmax_warp_forward", "pid": 0, "tid": 7, "ts": ts + 3,
+                 "dur": 4, "args": {"correlation": i + 1, "External id": i + 1, "device": 0, "stream": 7}}]
+    p = tmp_path / "flat.pt.trace.json"
+    p.write_text(json.dumps({"traceEvents": evs}))
+    t0 = time.monotonic()
+    rep = analyze_path(str(p))
+    assert rep["status"] == "ok" and len(rep["kernels"]) == 30000
+    assert time.monotonic() - t0 < 10        # ~75 s before
