@@ -166,6 +166,27 @@ def _col_q(values: list, getter=None) -> array:
     return array("q", [_clean_int(v) for v in values])
 
 
+def _int_col(structs: list, getter) -> array:
+    """int64 column of one attribute read with :func:`_int` (numeric strings parsed), in C when
+    every value is already a plain int."""
+    if set(map(type, map(getter, structs))) <= {int}:
+        try:
+            return array("q", map(getter, structs))
+        except OverflowError:
+            pass
+    return array("q", [_int(getter(x)) for x in structs])
+
+
+def _stream_col(args: list, evs: list) -> array:
+    """The stream of each GPU activity: ``args.stream``, or the event's tid when absent."""
+    if set(map(type, map(_g_stream, args))) <= {int}:
+        try:
+            return array("q", map(_g_stream, args))
+        except OverflowError:
+            pass
+    return array("q", [_int(a.stream) if a.stream is not None else _int(e.tid) for a, e in zip(args, evs)])
+
+
 def _col_l(values: list, default=0) -> array:
     try:
         return array("i", values)
@@ -203,8 +224,8 @@ _g_ext, _g_ext1, _g_corr, _g_seq, _g_fwd = (attrgetter(a) for a in (
     "external_id", "external_id_v1", "correlation", "seq", "fwd_tid"))
 _g_sig = attrgetter("dims", "types", "strides", "concrete")
 _SIG_JOIN = b"\x00".join
-_g_regs, _g_smem, _g_bps, _g_wps, _g_occ, _g_bytes = (attrgetter(a) for a in (
-    "registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy", "bytes"))
+_g_regs, _g_smem, _g_bps, _g_wps, _g_occ, _g_bytes, _g_stream = (attrgetter(a) for a in (
+    "registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy", "bytes", "stream"))
 _g_addr, _g_nbytes, _g_talloc, _g_tres, _g_dtype, _g_did = (attrgetter(a) for a in (
     "addr", "nbytes", "total_allocated", "total_reserved", "device_type", "device_id"))
 
@@ -395,7 +416,7 @@ class TraceBuilder:
             kind=array("b", map(gpu_kind.__getitem__, map(_g_cat, evs))),
             name=self._intern_names(list(map(_g_name, evs))),
             device=_col_l([a.device for a in args]),
-            stream=_col_q([_int(a.stream) if a.stream is not None else _int(e.tid) for a, e in zip(args, evs)]),
+            stream=_stream_col(args, evs),
             ts=array("d", map(_g_ts, evs)),
             dur=array("d", map(_g_dur, evs)),
             corr=_col_q(args, _g_corr),
@@ -411,8 +432,8 @@ class TraceBuilder:
             warps_per_sm=_col_d(list(map(_g_wps, args))),
             occupancy=_col_d(list(map(_g_occ, args))),
             bytes=_col_q(args, _g_bytes),
-            pid=_col_q([_int(e.pid) for e in evs]),
-            tid=_col_q([_int(e.tid) for e in evs]),
+            pid=_int_col(evs, _g_pid),
+            tid=_int_col(evs, _g_tid),
         )
 
     def _add_gpu_annotations(self, evs: list[Event]) -> None:
