@@ -312,33 +312,35 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
     br = take_or(links.backward_root, gp)
     inb = br >= 0
     ctx_r[inb] = links.forward_of[br[inb]]
-    path_cache: dict = {}
-    mod_codes, path_codes = np.zeros(n, np.int32), np.zeros(n, np.int32)
+    # one module path per distinct context range, then spread to the kernels
+    ctx_u, ctx_inv = np.unique(ctx_r, return_inverse=True)
     mod_vocab: dict = {None: 0}
     path_vocab: dict = {None: 0}
-    for k, r in enumerate(ctx_r.tolist()):
-        pth = path_cache.get(r)
-        if pth is None:
-            t = mods.path(r) if r >= 0 else ()
-            pth = path_cache[r] = (t[-1] if t else None, "/".join(t) if t else None)
-        mod_codes[k] = mod_vocab.setdefault(pth[0], len(mod_vocab))
-        path_codes[k] = path_vocab.setdefault(pth[1], len(path_vocab))
+    u_mod, u_path = np.zeros(len(ctx_u), np.int32), np.zeros(len(ctx_u), np.int32)
+    for j, r in enumerate(ctx_u.tolist()):
+        t = mods.path(r) if r >= 0 else ()
+        u_mod[j] = mod_vocab.setdefault(t[-1] if t else None, len(mod_vocab))
+        u_path[j] = path_vocab.setdefault("/".join(t) if t else None, len(path_vocab))
+    mod_codes, path_codes = u_mod[ctx_inv], u_path[ctx_inv]
     op_r = links.gpu_op
     rname = R["name"]
     opname_codes = np.where(op_r >= 0, rname[np.maximum(op_r, 0)] if len(rname) else 0, -1)
     costop_codes = np.where(attr.owner >= 0, rname[np.maximum(attr.owner, 0)] if len(rname) else 0, -1)
     str_vocab = names + [None]
     none_i = len(names)
-    dtype_by_owner = {o: c.dtype for o, c in attr.costs.items()}
-    dtypes = [dtype_by_owner.get(o) for o in attr.owner.tolist()]
+    own_u, own_inv = np.unique(attr.owner, return_inverse=True)
+    dtype_vocab: dict = {None: 0}
+    u_dtype = np.array([dtype_vocab.setdefault(c.dtype if c else None, len(dtype_vocab))
+                        for c in map(attr.costs.get, own_u.tolist())], dtype=np.int32)
+    dtype_col = Coded(u_dtype[own_inv] if n else np.zeros(0, np.int32), list(dtype_vocab))
     scope_vocab: dict = {None: 0}
     scope_codes = np.zeros(n, np.int32)
-    for k in np.flatnonzero(att).tolist():
-        scope_codes[k] = scope_vocab.setdefault(tagging.instances.get(int(inst[k]), {}).get("name"), len(scope_vocab))
-    estimated = np.zeros(n, dtype=bool)
-    for o, c in attr.costs.items():
-        if c.flops_estimated:
-            estimated |= attr.owner == o
+    if att.any():
+        inst_u, inst_inv = np.unique(inst[att], return_inverse=True)
+        scope_codes[att] = np.array([scope_vocab.setdefault(tagging.instances.get(i, {}).get("name"), len(scope_vocab))
+                                     for i in inst_u.tolist()], dtype=np.int32)[inst_inv]
+    est_owners = [o for o, c in attr.costs.items() if c.flops_estimated]
+    estimated = np.isin(attr.owner, est_owners) if est_owners else np.zeros(n, dtype=bool)
     estimated |= (attr.owner >= 0) & (attr.share < 1.0)
     step_vocab = [s[2] for s in step_rows] + [None]
     is_kernel = kind == KERNEL
@@ -369,7 +371,7 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
         "cost_op": Coded(np.where(costop_codes >= 0, costop_codes, none_i), str_vocab),
         "module": Coded(mod_codes, list(mod_vocab)),
         "module_path": Coded(path_codes, list(path_vocab)),
-        "dtype": Coded.from_values(dtypes),
+        "dtype": dtype_col,
         "flops": _sig_round(fl),
         "bytes": _sig_round(by),
         "dram_bytes": _sig_round(dram),
