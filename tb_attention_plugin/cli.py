@@ -359,6 +359,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     if not getattr(a, "command", None):
         parser.print_help()
         return EXIT_BAD_INPUT
+    from .trace.reader import MAX_BYTES_WARNING
+    if MAX_BYTES_WARNING and hasattr(a, "max_bytes"):
+        print(f"warning: {MAX_BYTES_WARNING}", file=sys.stderr)
     try:
         return a.func(a)
     except KeyboardInterrupt:

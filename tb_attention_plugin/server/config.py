@@ -25,7 +25,7 @@ import re
 from ..attention import patterns as P
 from ..report import Options
 from ..roofline import devices as D
-from ..trace.reader import DEFAULT_MAX_BYTES
+from ..trace.reader import max_bytes_from_env
 
 
 def _num(env, key, default, lo, hi, cast, warnings):
@@ -41,6 +41,14 @@ def _num(env, key, default, lo, hi, cast, warnings):
         warnings.append(f"{key}={v!r} is out of range [{lo}, {hi}]; using {default}")
         return default
     return n
+
+
+def _max_bytes(env, warnings: list) -> int:
+    """TB_ATTENTION_MAX_BYTES (``16G``, ``512M``, bytes); a bad value is a warning, not a crash."""
+    cap, warn = max_bytes_from_env(env)
+    if warn:
+        warnings.append(warn)
+    return cap
 
 
 def from_env(env=None) -> tuple[Options, dict, list]:
@@ -78,7 +86,7 @@ def from_env(env=None) -> tuple[Options, dict, list]:
         "workers": _num(env, "TB_ATTENTION_WORKERS", 1, 1, 32, int, warnings),
         "mode": mode,
         "memory_budget": _num(env, "TB_ATTENTION_MEMORY_MB", 1024, 16, 1 << 20, int, warnings) << 20,
-        "max_bytes": DEFAULT_MAX_BYTES,
+        "max_bytes": _max_bytes(env, warnings),
         "cache_dir": env.get("TB_ATTENTION_CACHE_DIR") or None,
         "use_cache": env.get("TB_ATTENTION_NO_CACHE", "") not in ("1", "true", "yes"),
     }

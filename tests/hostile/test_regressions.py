@@ -315,3 +315,27 @@ def test_a_long_flat_thread_of_softmax_ops_is_linear(tmp_path):
     rep = analyze_path(str(p))
     assert rep["status"] == "ok" and len(rep["kernels"]) == 30000
     assert time.monotonic() - t0 < 10        # ~75 s before
+
+
+# --- cache: every write listed and stat-ed the whole cache directory, O(n^2) over a run of many
+# traces (2000 tiny traces: 8 million stat calls, `analyze -f json DIR` 27 s, now 5 s)
+def test_the_report_cache_prunes_without_listing_itself_on_every_write(tmp_path, monkeypatch):
+    from tb_attention_plugin import cache as C
+    cap = 64 << 10
+    c = C.ReportCache(str(tmp_path / "c"), max_bytes=cap)
+    calls = []
+    real = c._prune
+    monkeypatch.setattr(c, "_prune", lambda: calls.append(1) or real())
+    for i in range(400):
+        c.put(f"k{i:04d}", {"status": "ok", "pad": os.urandom(600).hex()})
+    total = sum(p.stat().st_size for p in (tmp_path / "c").iterdir())
+    assert total <= cap + cap // 16 + 4096, total            # still bounded
+    assert 1 <= len(calls) <= 150, len(calls)                # not once per write (400)
+
+
+def test_the_plugin_reads_max_bytes_from_its_environment_and_warns_on_garbage():
+    from tb_attention_plugin.server import config
+    _, kw, warnings = config.from_env({"TB_ATTENTION_MAX_BYTES": "512M"})
+    assert kw["max_bytes"] == 512 << 20 and not warnings
+    _, kw, warnings = config.from_env({"TB_ATTENTION_MAX_BYTES": "lots"})
+    assert kw["max_bytes"] == 16 << 30 and any("TB_ATTENTION_MAX_BYTES ignored" in w for w in warnings)
