@@ -331,7 +331,8 @@ class _Context:
         self.sig = R["sig"]
         self.strings = trace.strings
         self._args: dict[int, list] = {}
-        self._outs: dict[int, list] = {}
+        self._outs: dict[tuple, list] = {}
+        self._makers: dict[tuple, dict] = {}
         self.end_ns = R["ts_ns"] + R["dur_ns"]
 
     def name(self, r: int) -> str:
@@ -350,7 +351,10 @@ class _Context:
         return a
 
     def outputs(self, r: int) -> list:
-        o = self._outs.get(r)
+        # an op's outputs depend only on its name and recorded inputs: memoised on those, so
+        # the same op in every layer and step is inferred once
+        key = (int(self.name_id[r]), int(self.sig[r]))
+        o = self._outs.get(key)
         if o is None:
             a = self.args(r)
             nm = self.name(r)
@@ -362,7 +366,7 @@ class _Context:
                     o = op_outputs(nm, a)
                 except (IndexError, ValueError, TypeError, ZeroDivisionError):
                     o = []
-            self._outs[r] = o
+            self._outs[key] = o
         return o
 
     def direction(self, r: int) -> str:
@@ -720,19 +724,32 @@ def _device_entry(ctx, shapes, idx, rng, inst, ph, bwd, dtype_code, dev_id) -> d
 
 
 def _maker(ctx: _Context, r: int, nbytes: int, device_type: int) -> dict:
-    """The op that made an allocation and the tensor it returned (see the module doc)."""
-    out = {"op": None, "alloc_op": None, "shape": None, "dtype": None, "output": None, "match": None}
+    """The op that made an allocation and the tensor it returned (see the module doc). A fresh
+    dict (callers mark it); the work is memoised on the op stack's names and inputs."""
     if r < 0:
-        return out
+        return dict(_NO_MAKER)
     op = r if ctx.kind[r] == OP else int(ctx.L.op_ancestor[r])
     if op < 0:
-        return out
-    out["alloc_op"] = ctx.name(op)
+        return dict(_NO_MAKER)
     chain = []
     x = op
+    anc = ctx.L.op_ancestor
     while x >= 0 and len(chain) < 10:
         chain.append(x)
-        x = int(ctx.L.op_ancestor[x])
+        x = int(anc[x])
+    key = (tuple((int(ctx.name_id[c]), int(ctx.sig[c])) for c in chain), nbytes, device_type)
+    hit = ctx._makers.get(key)
+    if hit is None:
+        hit = ctx._makers[key] = _maker_of_chain(ctx, chain, nbytes, device_type)
+    return dict(hit)
+
+
+_NO_MAKER = {"op": None, "alloc_op": None, "shape": None, "dtype": None, "output": None, "match": None}
+
+
+def _maker_of_chain(ctx: _Context, chain: list, nbytes: int, device_type: int) -> dict:
+    out = dict(_NO_MAKER)
+    out["alloc_op"] = ctx.name(chain[0])
     first = None
     for j, c in enumerate(chain):
         hit = _match_outputs(ctx.outputs(c), nbytes, device_type)
@@ -1173,33 +1190,43 @@ def _data_movement(ctx: _Context, shapes: dict, report: dict, window) -> dict:
     per_top = zip(order.tolist(), inst_r[order].tolist(), parent_a.tolist(),
                   np.where(parent_a >= 0, inst_r[np.maximum(parent_a, 0)], -2).tolist(),
                   ctx.sig[order].tolist(), nid_a[order].tolist(), tag.range_phase[order].tolist(),
-                  R["dur"][order].tolist())
+                  R["dur"][order].tolist(), (L.backward_root[order] >= 0).tolist())
     gdur = G["dur"]
-    for top, inst, parent, parent_inst, sg, nid, ph, rdur in per_top:
+    # Everything but the times depends only on the op, its inputs, its parent, the call's shapes,
+    # phase and direction: worked out once per such combination (the same copy in every layer).
+    static: dict = {}
+    for top, inst, parent, parent_inst, sg, nid, ph, rdur, bwd in per_top:
         s = shapes.get(inst)
-        args = ctx.args(top) or []
-        tens = [a for a in args if a.is_tensor]
-        lists = [a for a in args if a.shapes is not None]
-        shape = list(tens[0].shape) if tens else ([list(x) for x in lists[0].shapes] if lists else None)
-        dtype = tens[0].dtype if tens else None
-        within = ctx.name(parent) if parent >= 0 and parent_inst == inst else None
-        mkey = (nid, sg if sg >= 0 else -top - 1, within, None if s is None else
-                (s["sk"], s["h"], s["itemsize"], s["score_numel"], s["sq"]))
-        hit = memo.get(mkey)
-        if hit is None:
-            hit = memo[mkey] = (_copy_kind(ctx, top, args, s, within), _copy_bytes(ctx, top, s))
-        (kind, detail), (nbytes, est) = hit
+        pnid = int(nid_a[parent]) if parent >= 0 and parent_inst == inst else -1
+        skey = None if s is None else (s["sk"], s["h"], s["itemsize"], s["score_numel"], s["sq"])
+        st = static.get((nid, sg if sg >= 0 else -top - 1, pnid, skey, ph, bwd))
+        if st is None:
+            args = ctx.args(top) or []
+            tens = [a for a in args if a.is_tensor]
+            lists = [a for a in args if a.shapes is not None]
+            shape = list(tens[0].shape) if tens else ([list(x) for x in lists[0].shapes] if lists else None)
+            dtype = tens[0].dtype if tens else None
+            within = ctx.name(parent) if pnid >= 0 else None
+            mkey = (nid, sg if sg >= 0 else -top - 1, within, skey)
+            hit = memo.get(mkey)
+            if hit is None:
+                hit = memo[mkey] = (_copy_kind(ctx, top, args, s, within), _copy_bytes(ctx, top, s))
+            (kind, detail), (nbytes, est) = hit
+            key = (ctx.name(top), within, P.PHASES[ph] if ph >= 0 else "other",
+                   "backward" if bwd else "forward", kind, str(shape), dtype)
+            score_sized = bool(s is not None and tens and tens[0].numel == s["score_numel"]
+                               and tens[0].shape[-1:] == (s["sk"],))
+            nc = tens[0].is_contiguous() if tens else None
+            st = static[(nid, sg if sg >= 0 else -top - 1, pnid, skey, ph, bwd)] = (
+                key, within, kind, detail, shape, dtype, nbytes, est, score_sized, nc)
+        key, within, kind, detail, shape, dtype, nbytes, est, score_sized, nc = st
         ks = gpu_of.get(top, [])
-        key = (ctx.name(top), within, P.PHASES[ph] if ph >= 0 else "other",
-               ctx.direction(top), kind, str(shape), dtype)
         g = groups.get(key)
         if g is None:
             g = groups[key] = {"op": key[0], "within": within, "phase": key[2], "direction": key[3], "kind": kind,
                                "shape": shape, "dtype": dtype, "calls": 0, "instances": set(), "cpu_time_us": 0.0,
                                "gpu_time_us": 0.0, "kernels": 0, "bytes": 0.0, "bytes_estimated": False,
-                               "noncontiguous_input": None, "detail": detail,
-                               "score_sized": bool(s is not None and tens and tens[0].numel == s["score_numel"]
-                                                   and tens[0].shape[-1:] == (s["sk"],))}
+                               "noncontiguous_input": None, "detail": detail, "score_sized": score_sized}
         g["calls"] += 1
         g["instances"].add(inst)
         g["cpu_time_us"] += rdur
@@ -1208,7 +1235,6 @@ def _data_movement(ctx: _Context, shapes: dict, report: dict, window) -> dict:
         if nbytes is not None:
             g["bytes"] += nbytes
         g["bytes_estimated"] |= est or nbytes is None
-        nc = tens[0].is_contiguous() if tens else None
         if nc is not None:
             g["noncontiguous_input"] = (not nc) or bool(g["noncontiguous_input"])
     copies = []
