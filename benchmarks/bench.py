@@ -762,11 +762,13 @@ def main(argv=None) -> int:
             mem = trace.get("source_memory_events")
             has = ("no memory events" if mem == 0 else
                    f"{mem} memory events per copy" if mem else "memory events unknown")
-            notes.append("stands in for the issue's reference case (a 12-layer GPT training trace from an "
-                         "H200 with shapes, stacks and memory events, steps repeated 20 times: 893k events, "
-                         f"267 MB): we have no 12-layer trace, so this repeats `{os.path.basename(trace['source'])}` "
-                         f"({has}) to the same size; benchmarks/generate_gpt12_trace.py makes the real one "
-                         "on a GPU machine")
+            if os.path.abspath(trace["source"]) == os.path.abspath(make_large_trace.REFERENCE_SOURCE):
+                notes.append("the issue's reference case: a 12-layer GPT training trace from an H200 with shapes, "
+                             f"stacks and memory events ({has}), its steps repeated to the issue's 267 MB")
+            else:
+                notes.append("stands in for the issue's reference case (a 12-layer GPT training trace from an "
+                             "H200 with shapes, stacks and memory events, repeated to 267 MB): this repeats "
+                             f"`{os.path.basename(trace['source'])}` ({has}) to the same size")
         notes.append(f"each measurement runs under {launcher_note()}; "
                      "peak RSS: max of the kernel's rusage for the largest process and a 10 Hz sample of "
                      "the summed RSS of the process tree (torch-tb-profiler parses in a spawned child, "
