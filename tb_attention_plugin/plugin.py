@@ -25,7 +25,7 @@ from . import __version__
 from .report import Options
 from .server import config
 from .compare import compare_reports
-from .server.discovery import FileInfo
+from .server.discovery import FileInfo, still_inside
 from .server.index import BOUNDS, SORT_KEYS, KernelQuery, facets, find_kernel, query_kernels, roofline
 from .server.loader import Loader, Snapshot
 from .trace.reader import DEFAULT_MAX_BYTES
@@ -380,6 +380,16 @@ class AttentionPlugin(base_plugin.TBPlugin):
         if pending is not None:
             return pending
         max_bytes = getattr(self._loader, "max_bytes", None) or DEFAULT_MAX_BYTES
+        # The only route that reads a trace at request time: the file (or a directory above it)
+        # may have been swapped for a symlink out of the logdir since the last scan.
+        if not still_inside(info, self._loader.logdir):
+            raise not_found("no such trace file")
+        try:
+            st = os.stat(info.abspath)
+        except OSError:
+            raise not_found("the trace file is gone") from None
+        if (st.st_size, st.st_mtime_ns) != (info.size, info.mtime_ns):
+            raise HttpError(409, "the trace changed since it was analysed; try again in a few seconds")
         try:
             close_at, entries, pids = locate(info.abspath, max_bytes)
         except AnnotateError as e:
