@@ -73,6 +73,7 @@ DEFAULT_MAX_BYTES, MAX_BYTES_WARNING = max_bytes_from_env()
 _WS = b" \t\r\n"
 _WS_RE = re.compile(rb"[ \t\r\n]*")
 _STRUCT_RE = re.compile(rb'["\[\]{}]')
+_LITERAL_RE = re.compile(rb"[^,\]\}\s]*")
 _EVENT_LIST = msgspec.json.Decoder(list[Event])
 
 
@@ -313,10 +314,17 @@ def _decode_items(data: bytes, stats: dict):
     return items
 
 
-def decode_events(chunk: bytes, stats: dict) -> Optional[list[Event]]:
-    """Decode ``{..},{..}`` (no brackets). None if it is not a whole number of events (or one of
-    them nests too deeply to decode: the caller isolates it and skips it)."""
-    data = b"[" + chunk + b"]"
+def _framed(buf: bytes, start: int, end: int) -> bytes:
+    """``[`` + buf[start:end] + ``]`` with one copy."""
+    with memoryview(buf) as mv:
+        return b"".join((b"[", mv[start:end], b"]"))
+
+
+def decode_events(chunk: bytes, stats: dict, framed: bool = False) -> Optional[list[Event]]:
+    """Decode ``{..},{..}`` (no brackets; ``framed``: already inside ``[`` ``]``). None if it is
+    not a whole number of events (or one of them nests too deeply to decode: the caller isolates
+    it and skips it)."""
+    data = chunk if framed else b"[" + chunk + b"]"
     try:
         return _EVENT_LIST.decode(data)
     except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
@@ -356,6 +364,25 @@ class TraceParser:
         self.buf = self.buf[self.pos:] + data
         self.pos = 0
         return True
+
+    def _fill_to(self, want: int) -> None:
+        """Read until ``want`` bytes are buffered after ``pos`` (or the stream ends), joining
+        the blocks once: growing the buffer a block at a time copied it again for every block."""
+        have = len(self.buf) - self.pos
+        if have >= want:
+            return
+        parts = [memoryview(self.buf)[self.pos:]]
+        while have < want:
+            data = self.src.read()
+            if not data:
+                break
+            parts.append(data)
+            have += len(data)
+        if len(parts) > 1:
+            self.offset += self.pos
+            self.buf = b"".join(parts)
+            self.pos = 0
+        parts[0].release()
 
     def _where(self) -> str:
         return f"byte {self.offset + self.pos}"
@@ -403,7 +430,9 @@ class TraceParser:
                     f"one value is larger than {_fmt_bytes(MAX_EVENT_BYTES)} at {self._where()}")
             if depth == 0 and i == self.pos and i < len(buf) and buf[i] not in b'"[{':
                 # A literal (number, true, null...): it ends at a delimiter.
-                m = re.compile(rb"[^,\]\}\s]*").match(buf, i)
+                m = _LITERAL_RE.match(buf, i)
+                if m.end() == i:       # '}' or ']' where a value must start: never skip nothing (a loop)
+                    raise TraceReadError(f"malformed JSON at {self._where()} (unexpected {chr(buf[i])!r})")
                 if m.end() < len(buf) or self.src.eof:
                     return m.end()
             else:
@@ -508,11 +537,11 @@ class TraceParser:
             raise TraceReadError('no "traceEvents" list: this JSON is not a Chrome/Kineto trace')
         return self.meta
 
-    def _emit(self, events: list[Event], on_events, chunk: bytes = b"") -> None:
+    def _emit(self, events: list[Event], on_events, chunk: bytes = b"", framed: bool = False) -> None:
         self.events_seen += len(events)
         on_events(events)
         if self.on_raw is not None and self.raw_marker in chunk:
-            self.on_raw(chunk)
+            self.on_raw(chunk[1:-1] if framed else chunk)
 
     def _events(self, on_events) -> None:
         while True:
@@ -532,8 +561,7 @@ class TraceParser:
                     self.pos = end
                     self.stats["skipped"] = self.stats.get("skipped", 0) + 1
                 continue
-            while len(self.buf) - self.pos < CHUNK_TARGET and self._fill():
-                pass
+            self._fill_to(CHUNK_TARGET)
             # Decode as many events as possible at once; when a chunk does not decode, halve it
             # (not one event less: a bad event in the middle of a buffer of n events would cost
             # n decodes of the buffer, quadratic).
@@ -543,10 +571,10 @@ class TraceParser:
                 end = self._last_split(self.pos, limit)
                 if end is None:
                     break
-                chunk = self.buf[self.pos:end + 1]
-                events = decode_events(chunk, self.stats)
+                framed = _framed(self.buf, self.pos, end + 1)
+                events = decode_events(framed, self.stats, framed=True)
                 if events is not None:
-                    self._emit(events, on_events, chunk)
+                    self._emit(events, on_events, framed, framed=True)
                     self.pos = end + 1
                     done = True
                     break
@@ -578,8 +606,7 @@ class TraceParser:
     def _skip_non_events(self) -> bool:
         """Skip a run of entries that are not objects (``null, 1, "x", [..]``) in one decode
         instead of one Python step each. False when nothing could be skipped this way."""
-        while len(self.buf) - self.pos < CHUNK_TARGET and self._fill():
-            pass
+        self._fill_to(CHUNK_TARGET)
         buf, start = self.buf, self.pos
         brace = buf.find(b"{", start, start + CHUNK_TARGET)
         limit = brace if brace >= 0 else min(len(buf), start + CHUNK_TARGET)
