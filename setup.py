@@ -17,7 +17,7 @@ setup(
         "werkzeug>=2.0",
     ],
     entry_points={
-        "console_scripts": ["tb-attention=tb_attention_plugin.cli:main"],
+        "console_scripts": ["tb-attention=tb_attention_plugin.cli:run"],
         "tensorboard_plugins": ["attention=tb_attention_plugin.plugin:AttentionPlugin"],
     },
     classifiers=["Programming Language :: Python :: 3", "Framework :: TensorBoard"],

@@ -374,5 +374,18 @@ def main(argv: Optional[list[str]] = None) -> int:
         return EXIT_OK
 
 
+def run() -> None:
+    """The ``tb-attention`` command: :func:`main`, then exit without tearing the interpreter
+    down. The output is complete and flushed by then; freeing a large trace's objects one by one
+    at exit only adds time (~0.1 s at 250 MB)."""
+    rc = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(rc if isinstance(rc, int) else 1)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
