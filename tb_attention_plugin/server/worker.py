@@ -167,7 +167,24 @@ class WorkerProcess:
                     self._lock.release()
 
 
+def _exit_with_parent(poll_secs: float = 1.0) -> None:
+    """End this process when the TensorBoard that started it is gone (killed, crashed): a worker
+    in the middle of a long analysis would otherwise go on alone until the job ends."""
+    parent = os.getppid()
+
+    def watch():
+        while True:
+            time.sleep(poll_secs)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    t = threading.Thread(target=watch, name="tb-attention-parent-watch", daemon=True)
+    t.fork_safe = True          # holds no lock: the parallel reader may still fork (parallel.py)
+    t.start()
+
+
 def main() -> int:
+    _exit_with_parent()
     inp = sys.stdin.buffer
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)                     # stray prints go to stderr, never into the protocol

@@ -8,7 +8,7 @@ The child's per-chunk results come back through a pipe and are merged in file or
 result is the same :class:`~.records.Trace` the serial reader builds.
 
 Used by :func:`.records.load_trace` for big files when more than one CPU is available and the
-process has a single thread (forking a threaded process is unsafe). Anything unusual — a file
+process has a single thread, or only threads marked fork_safe (forking a threaded process is unsafe). Anything unusual — a file
 written on one line, a chunk that does not decode, a child that fails — makes it give up and
 the caller reads the file serially.
 """
@@ -42,8 +42,14 @@ def jobs_wanted() -> int:
     return min(2, os.cpu_count() or 1)
 
 
+def _only_fork_safe_threads() -> bool:
+    """No other thread could hold a lock at fork time (threads marked ``fork_safe`` only sleep)."""
+    me = threading.current_thread()
+    return all(t is me or getattr(t, "fork_safe", False) for t in threading.enumerate())
+
+
 def suitable(path: str) -> bool:
-    if jobs_wanted() < 2 or threading.active_count() != 1:
+    if jobs_wanted() < 2 or not _only_fork_safe_threads():
         return False
     if "fork" not in multiprocessing.get_all_start_methods():
         return False
