@@ -108,6 +108,16 @@ def _events_with(data: dict, fn) -> dict:
     return out
 
 
+def write_tiny_traces(d: str, n: int) -> None:
+    """``n`` traces of one kernel each in directory ``d`` (one worker each, as n ranks would)."""
+    os.makedirs(d, exist_ok=True)
+    tiny = _dump({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1,
+                                   "dur": 1, "args": {"device": 0, "stream": 7, "correlation": 1}}]})
+    for i in range(n):
+        with open(os.path.join(d, f"w{i:05d}.{i + 1}.pt.trace.json"), "wb") as f:
+            f.write(tiny)
+
+
 def build(outdir: str, tiny_traces: int = 2000, bombs: bool = True) -> list[Case]:
     """Write the corpus under ``outdir``; returns the cases in a stable order."""
     os.makedirs(outdir, exist_ok=True)
@@ -324,13 +334,7 @@ def build(outdir: str, tiny_traces: int = 2000, bombs: bool = True) -> list[Case
 
     # --- thousands of tiny traces in one run
     if tiny_traces:
-        d = os.path.join(outdir, "many_tiny")
-        os.makedirs(d, exist_ok=True)
-        tiny = _dump({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1,
-                                       "dur": 1, "args": {"device": 0, "stream": 7, "correlation": 1}}]})
-        for i in range(tiny_traces):
-            with open(os.path.join(d, f"w{i:05d}.{i + 1}.pt.trace.json"), "wb") as f:
-                f.write(tiny)
+        write_tiny_traces(os.path.join(outdir, "many_tiny"), tiny_traces)
         cases.append(Case("many_tiny", "many_tiny", f"{tiny_traces} tiny traces in one run directory",
                           "ok", None, "ready"))
     return cases

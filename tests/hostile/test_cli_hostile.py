@@ -62,7 +62,7 @@ def cli_results(corpus):
     def one(c):
         args = ["analyze", "--no-cache", os.path.join(root, c.rel)]
         if c.slow:        # decompresses to gigabytes: the cap (its default: test below)
-            args += ["--max-bytes", "128M"]
+            args += ["--max-bytes", "32M"]
         return c.name, run_cli(args)
     with ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2))) as ex:
         return dict(ex.map(one, cases))
@@ -97,14 +97,14 @@ def test_each_corpus_file(corpus, cli_results, case_name):
 def test_the_size_cap_is_configurable_and_says_how(corpus):
     root, _ = corpus
     bomb = os.path.join(root, "gzip_bomb_events", "w.1.pt.trace.json.gz")
-    msg = ("decompressed size exceeds the limit of 64.0 MiB (raise it with --max-bytes or "
+    msg = ("decompressed size exceeds the limit of 16.0 MiB (raise it with --max-bytes or "
            "TB_ATTENTION_MAX_BYTES)")
-    code, _, err, _ = run_cli(["analyze", "--max-bytes", "64M", bomb])
+    code, _, err, _ = run_cli(["analyze", "--max-bytes", "16M", bomb])
     assert code == 2 and one_error_line(err, bomb) == msg
-    code, _, err, _ = run_cli(["analyze", bomb], env=dict(ENV, TB_ATTENTION_MAX_BYTES="64M"))
+    code, _, err, _ = run_cli(["analyze", bomb], env=dict(ENV, TB_ATTENTION_MAX_BYTES="16M"))
     assert code == 2 and one_error_line(err, bomb) == msg
     # a bad value of the variable is a warning and the default, never a crash at import
-    code, _, err, _ = run_cli(["analyze", "--max-bytes", "64M", bomb], env=dict(ENV, TB_ATTENTION_MAX_BYTES="lots"))
+    code, _, err, _ = run_cli(["analyze", "--max-bytes", "16M", bomb], env=dict(ENV, TB_ATTENTION_MAX_BYTES="lots"))
     assert code == 2 and err.splitlines()[0].startswith("warning: TB_ATTENTION_MAX_BYTES ignored: not a size")
     assert err.splitlines()[1] == f"error: {bomb}: {msg}"
 
@@ -165,7 +165,7 @@ def _trace_bytes(n: int) -> bytes:
 def test_a_file_that_grows_while_it_is_read(tmp_path):
     """The profiler still writing: whatever the CLI sees is analysed, with a warning if it ends
     early; it never hangs waiting for more and never fails on a half-written event."""
-    data = _trace_bytes(200_000)
+    data = _trace_bytes(60_000)
     path = tmp_path / "live.pt.trace.json"
     path.write_bytes(data[: len(data) // 10])
     stop = threading.Event()
@@ -189,13 +189,13 @@ def test_a_file_that_grows_while_it_is_read(tmp_path):
     rep = json.loads(out)["traces"][0]
     n = len(rep["kernels"])
     truncated = [w for w in rep["warnings"] if w.startswith("the file is truncated")]
-    assert 0 < n <= 200_000
-    assert (n < 200_000) == bool(truncated), (n, rep["warnings"])
+    assert 0 < n <= 60_000
+    assert (n < 60_000) == bool(truncated), (n, rep["warnings"])
 
 
 def test_a_file_deleted_while_it_is_read(tmp_path):
     path = tmp_path / "gone.pt.trace.json"
-    path.write_bytes(_trace_bytes(300_000))
+    path.write_bytes(_trace_bytes(150_000))
     p = subprocess.Popen([sys.executable, "-m", "tb_attention_plugin.cli", "analyze", "-f", "json", str(path)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, preexec_fn=_limit(LIMIT_AS))
     time.sleep(0.3)
@@ -203,13 +203,14 @@ def test_a_file_deleted_while_it_is_read(tmp_path):
     out, err = p.communicate(timeout=TIMEOUT)
     err = err.decode()
     if p.returncode == 0:                 # it had the file open: an open file outlives its name
-        assert err == "" and len(json.loads(out)["traces"][0]["kernels"]) == 300_000
+        assert err == "" and len(json.loads(out)["traces"][0]["kernels"]) == 150_000
     else:                                 # removed before it was opened
         assert p.returncode == 2 and "No such file" in one_error_line(err, str(path))
 
 
 def test_a_directory_of_thousands_of_tiny_traces(tmp_path):
-    build(str(tmp_path), tiny_traces=2000, bombs=False)
+    from corpus import write_tiny_traces
+    write_tiny_traces(str(tmp_path / "many_tiny"), 2000)
     code, out, err, secs = run_cli(["analyze", "-f", "json", str(tmp_path / "many_tiny")])
     assert code == 0 and err == ""
     traces = json.loads(out)["traces"]
