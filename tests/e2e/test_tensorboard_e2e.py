@@ -260,3 +260,47 @@ def test_kernel_names_render_as_text(tensorboard, browser, tmp_path):
         _shot(page, "e2e_xss.png")
     finally:
         page.close()
+
+
+HTML_RUN = "<img src=x onerror=window.__xss=3>"
+HTML_FILE = "<svg onload=window.__xss=4>.1700000000000000000.pt.trace.json.gz"
+
+
+def test_run_file_and_module_names_render_as_text(tensorboard, browser, tmp_path):
+    """HTML in the run directory's name, the file (worker) name and nn.Module names: shown as
+    those characters in the selectors, the header and the kernel table; nothing executes."""
+    import gzip
+    base, logdir = tensorboard
+    with gzip.open(_sample("naive_bf16_s2048_fwd"), "rt", encoding="utf-8") as f:
+        data = json.load(f)
+    for ev in data["traceEvents"]:
+        if isinstance(ev, dict) and str(ev.get("name", "")).startswith("nn.Module: "):
+            ev["name"] = ev["name"].replace("_", "<img src=x onerror=window.__xss=5>_", 1)
+    src = str(tmp_path / "html.json.gz")
+    with gzip.open(src, "wt", encoding="utf-8") as f:
+        json.dump(data, f)
+    _drop(logdir, HTML_RUN, src, HTML_FILE)
+    _wait(lambda: any(r["run"] == HTML_RUN and r["files"][0]["state"] == "ready"
+                      for r in _get_json(base + "/data/plugin/attention/runs")["runs"]), 30, "html-named run ready")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    try:
+        page.goto(base + "/#attention")
+        frame = _plugin_frame(page)
+        frame.wait_for_selector("#trace-run", timeout=15000)
+        frame.select_option("#trace-run", HTML_RUN)
+        frame.wait_for_function("document.querySelector('#trace-meta') && "
+                                "document.querySelector('#trace-meta').textContent.includes('onerror=window.__xss=3')",
+                                timeout=15000)
+        frame.wait_for_selector("#kernel-table tbody tr", timeout=15000)
+        assert HTML_RUN in frame.inner_text("#trace-meta") or HTML_FILE in frame.inner_text("#trace-meta")
+        assert "<img src=x onerror=window.__xss=5>" in frame.inner_text("#kernel-table")
+        page.wait_for_timeout(300)
+        for f in (frame, page):
+            assert f.evaluate("window.__xss") is None
+        assert frame.locator('img[src="x"]').count() == 0 and frame.locator("svg[onload]").count() == 0
+        assert not dialogs
+        _shot(page, "e2e_xss_names.png")
+    finally:
+        page.close()
