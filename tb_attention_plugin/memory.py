@@ -31,6 +31,7 @@ from typing import Optional
 import numpy as np
 
 from .attention import patterns as P
+from .attention.tagger import call_numbers
 from .roofline.cost import SDPA_SCHEMAS, matmul_dims, op_cost, sdpa_shapes
 from .trace.correlate import Links
 from .trace.records import MEMCPY, MEMSET, OP, Trace
@@ -332,11 +333,18 @@ class _Context:
         self.strings = trace.strings
         self._args: dict[int, list] = {}
         self._outs: dict[tuple, list] = {}
+        self._calls: Optional[dict] = None
         self._makers: dict[tuple, dict] = {}
         self.end_ns = R["ts_ns"] + R["dur_ns"]
 
     def name(self, r: int) -> str:
         return self.strings[self.name_id[r]]
+
+    def call(self, instance: int) -> Optional[int]:
+        """The report's number of an attention call (the kernels' ``instance``)."""
+        if self._calls is None:
+            self._calls = call_numbers(self.t, self.tag)
+        return self._calls.get(instance) if instance >= 0 else None
 
     def short(self, r: int) -> str:
         return _short(self.name(r))
@@ -597,7 +605,7 @@ def _attention_spans(ctx: _Context, window) -> list[dict]:
             continue
         i = int(keys[j]) // 2
         out.append({"ts": round(base + a / 1000.0, 3), "end": round(base + b / 1000.0, 3),
-                    "direction": "backward" if int(keys[j]) % 2 else "forward", "instance": i,
+                    "direction": "backward" if int(keys[j]) % 2 else "forward", "instance": ctx.call(i),
                     "scope": ctx.tag.instances.get(i, {}).get("name")})
         if len(out) >= MAX_SPANS:
             break
@@ -855,7 +863,7 @@ def _peak(ctx, shapes, p, idx, rng, inst, ph, bwd, b, alloc, free_at, tot, ts, m
         "in_attention": bool(i >= 0),
         "phase": P.PHASES[ph[p]] if i >= 0 else None,
         "direction": "backward" if bwd[p] else "forward",
-        "instance": i if i >= 0 else None,
+        "instance": ctx.call(i),
         "scope": ctx.tag.instances.get(i, {}).get("name") if i >= 0 else None,
         "op": ctx.name(r) if r >= 0 else None,
         "live_allocs": int(len(live)), "live_bytes": live_bytes,

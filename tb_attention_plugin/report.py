@@ -17,7 +17,7 @@ import numpy as np
 from . import __version__
 from .attention import patterns as P
 from .options import Options
-from .attention.tagger import SOURCES, Tagging, tag
+from .attention.tagger import SOURCES, Tagging, call_numbers, tag
 from .roofline import devices as D
 from .roofline.attribute import Attribution, attribute
 from .roofline.classify import LOW_OCCUPANCY_PCT, ROOF_REACHED, SHORT_KERNEL_US, peak_key
@@ -290,12 +290,9 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
     call = np.full(n, -1, dtype=np.int64)
     att_idx = np.flatnonzero(inst >= 0)
     if len(att_idx):
+        numbers = call_numbers(trace, tagging)
         ids, inv = np.unique(inst[att_idx], return_inverse=True)
-        start = np.full(len(ids), np.iinfo(np.int64).max)
-        np.minimum.at(start, inv, G["ts_ns"][att_idx])
-        rank = np.empty(len(ids), dtype=np.int64)
-        rank[np.lexsort((ids, start))] = np.arange(len(ids))
-        call[att_idx] = rank[np.searchsorted(ids, inst[att_idx])]
+        call[att_idx] = np.array([numbers[i] for i in ids.tolist()], dtype=np.int64)[inv]
     att = inst >= 0
     ph_code = np.where(att, tagging.gpu_phase, -1).astype(np.int64)
     phase_vocab = list(P.PHASES) + [None]

@@ -404,3 +404,16 @@ def test_h200_llama_decode_dynamic_cache_is_flagged(impl):
         assert layer["kv_source"] == "repeat_kv" and "kv_expand" in flags and "score_cast" in flags
     else:
         assert layer["kv_source"] == "sdpa_inputs" and set(flags) == {"kv_cache_cat"}
+
+
+def test_call_numbers_match_the_kernels():
+    """``instance`` in the memory block is the kernels' call number, not an internal id."""
+    rep, mem = analyze(os.path.join(DATA, "h200", "gpt4l_naive_train_mem.pt.trace.json.gz"))
+    kernel_calls = {k["instance"] for k in rep["kernels"] if k["attention"]}
+    span_calls = {s["instance"] for s in mem["attention_spans"]}
+    assert span_calls and span_calls <= kernel_calls
+    assert kernel_calls == set(range(len(kernel_calls)))
+    peak = mem["devices"][0]["attention_peak"]
+    assert peak["instance"] in kernel_calls
+    # the call that held the peak ran kernels of the peak's phase
+    assert any(k["instance"] == peak["instance"] and k["phase"] == peak["phase"] for k in rep["kernels"])

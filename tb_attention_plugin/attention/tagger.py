@@ -355,6 +355,29 @@ def _pattern_instances(ctx: _Ctx, inst: np.ndarray, broot: np.ndarray) -> list[l
     return found
 
 
+def call_numbers(trace: Trace, tagging: Tagging) -> dict[int, int]:
+    """The public number of every attention call: 0, 1, 2... in the order its first kernel ran
+    on the GPU, then the calls without kernels in the order they started on the CPU. Internal
+    instance ids are range indices, which depend on how the file was read; these do not."""
+    keys = {}
+    g_inst = tagging.gpu_instance
+    att = np.flatnonzero(g_inst >= 0)
+    if len(att):
+        ids, inv = np.unique(g_inst[att], return_inverse=True)
+        start = np.full(len(ids), np.iinfo(np.int64).max)
+        np.minimum.at(start, inv, trace.gpu["ts_ns"][att])
+        keys.update(zip(ids.tolist(), ((0, t) for t in start.tolist())))
+    r_inst = tagging.range_instance
+    sel = np.flatnonzero(r_inst >= 0)
+    if len(sel):
+        ids, inv = np.unique(r_inst[sel], return_inverse=True)
+        start = np.full(len(ids), np.iinfo(np.int64).max)
+        np.minimum.at(start, inv, trace.ranges["ts_ns"][sel])
+        for i, t in zip(ids.tolist(), start.tolist()):
+            keys.setdefault(i, (1, t))
+    return {i: n for n, i in enumerate(sorted(keys, key=lambda i: (*keys[i], i)))}
+
+
 def tag(trace: Trace, links: Links, module_pattern: str = P.DEFAULT_MODULE_PATTERN,
         annotation_pattern: str = P.DEFAULT_ANNOTATION_PATTERN) -> Tagging:
     ctx = _Ctx(trace, links, re.compile(module_pattern), re.compile(annotation_pattern))
