@@ -24,7 +24,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from . import reader as _reader
-from .reader import ByteSource, TraceParser, TraceTruncated, decode_events
+from .reader import ByteSource, TraceParser, TraceReadError, TraceTruncated, decode_events
 
 _WS = b" \t\r"
 # Files smaller than this are read serially: starting a process costs more than it saves.
@@ -154,6 +154,10 @@ def load_parallel(path: str, max_bytes: int, keep_python: str, builder) -> tuple
 
     Returns (metadata, reader stats, truncation message or None). Raises NotSuited when the
     file or the child cannot do it; the caller then reads serially with a fresh builder."""
+    with open(path, "rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"
+    if not gz:
+        return load_split(path, max_bytes, keep_python, builder)
     ctx = multiprocessing.get_context("fork")
     jobs_r, jobs_w = ctx.Pipe(duplex=False)
     res_r, res_w = ctx.Pipe(duplex=False)
@@ -278,3 +282,276 @@ def _stop(proc, jobs_w) -> None:
     proc.join(2)
     if proc.is_alive():
         proc.kill()
+
+
+# -- uncompressed files: contiguous segments read by both processes --------------------------
+# A plain file can be read from anywhere, so instead of the parent cutting and sending every
+# chunk, the events region is split into segments at line breaks between events; the parent and
+# the child claim segments from a shared counter, each reading its own from the file and
+# building it into its own columns, and the parent merges them in file order. Each segment is
+# parsed as a small document of its own: ``{"traceEvents":[`` + its bytes + ``]}`` (the first
+# keeps the file's header, the last its trailing keys), with the same parser as a serial read.
+
+SEGMENT_BYTES = 16 << 20          # about this much per segment (at most MAX_SEGMENTS)
+MAX_SEGMENTS = 24
+
+
+class _SegmentSource:
+    """A ByteSource over ``prefix`` + file[start:end] + ``suffix`` (end None: to EOF)."""
+
+    def __init__(self, path: str, start: int, end: Optional[int], prefix: bytes, suffix: bytes):
+        self.path, self.gzip = path, False
+        self._f = open(path, "rb")
+        self._f.seek(start)
+        self._left = None if end is None else end - start
+        self._parts = [prefix] if prefix else []
+        self._suffix = suffix
+        self.total = 0                   # bytes of the file read (not the synthetic ones)
+        self.eof = False
+        self.truncated = False
+
+    def close(self) -> None:
+        self._f.close()
+
+    def read(self) -> bytes:
+        if self._parts:
+            return self._parts.pop()
+        if self.eof:
+            return b""
+        n = _reader.BLOCK if self._left is None else min(_reader.BLOCK, self._left)
+        out = self._f.read(n) if n > 0 else b""
+        self.total += len(out)
+        if self._left is not None:
+            self._left -= len(out)
+        if out:
+            return out
+        self.eof = True
+        s, self._suffix = self._suffix, b""
+        return s
+
+
+class _HeaderParser(TraceParser):
+    """Parses up to the first event of ``traceEvents`` and stops there."""
+
+    class Done(Exception):
+        pass
+
+    def _events(self, on_events) -> None:
+        self.events_start = self.offset + self.pos
+        raise self.Done()
+
+
+class _SegmentParser(TraceParser):
+    """Records where the events list ended, to check it ended where the segment does."""
+
+    events_end = None
+
+    def _events(self, on_events) -> None:
+        super()._events(on_events)
+        self.events_end = self.offset + self.pos        # just past the ']'
+
+
+def _find_cut(f, offset: int, limit: int) -> Optional[int]:
+    """Absolute position just after the ``,`` of the first ``}`` , newline ``{`` at or after
+    ``offset`` (and before ``limit``): a point between two events where no string can be."""
+    f.seek(offset)
+    buf = f.read(min(4 << 20, max(0, limit - offset)))
+    k = -1
+    while True:
+        k = buf.find(b"\n", k + 1)
+        if k < 0:
+            return None
+        a = k - 1
+        while a >= 0 and buf[a] in _WS:
+            a -= 1
+        b = k + 1
+        while b < len(buf) and buf[b] in b" \t\r\n":
+            b += 1
+        if a < 1 or b >= len(buf) or buf[a] != 0x2C or buf[b] != 0x7B:
+            continue
+        c = a - 1
+        while c >= 0 and buf[c] in b" \t\r\n":
+            c -= 1
+        if c >= 0 and buf[c] == 0x7D:
+            return offset + a + 1
+
+
+def _plan_segments(path: str, size: int, max_bytes: int) -> tuple[list, bool]:
+    """Cut points ``[0, c1, ..., None]`` and whether the top level is a bare list."""
+    if size > max_bytes:
+        raise NotSuited("over the size cap")       # the serial reader says so properly
+    hp = _HeaderParser(ByteSource(path, max_bytes))
+    try:
+        hp.parse(lambda events: None)
+        raise NotSuited("no traceEvents list")
+    except _HeaderParser.Done:
+        pass
+    finally:
+        hp.src.close()
+    bare = _first_byte(path) == b"["
+    start = hp.events_start
+    n = max(2, min(MAX_SEGMENTS, (size - start) // SEGMENT_BYTES))
+    cuts = [0]
+    with open(path, "rb") as f:
+        for k in range(1, n):
+            at = _find_cut(f, start + (size - start) * k // n, size)
+            if at is None or at <= cuts[-1] or at <= start:
+                continue
+            cuts.append(at)
+    if len(cuts) < 2:
+        raise NotSuited("no line breaks between events")
+    return cuts + [None], bare
+
+
+def _first_byte(path: str) -> bytes:
+    with open(path, "rb") as f:
+        head = f.read(4096).lstrip()
+    return head[:1]
+
+
+def _segment(path: str, cuts: list, i: int, bare: bool, max_bytes: int, keep_python: str, builder=None):
+    """Parse segment ``i`` into ``builder`` (a fresh one when None); returns (builder, meta,
+    stats, file bytes read, truncation message of the last segment or None)."""
+    from .records import TraceBuilder
+    b = builder if builder is not None else TraceBuilder(keep_python)
+    first, last = i == 0, cuts[i + 1] is None
+    open_ = b"[" if bare else b'{"traceEvents":['
+    close = b"]" if bare else b"]}"
+    src = _SegmentSource(path, cuts[i], cuts[i + 1], b"" if first else open_, b"" if last else close)
+    p = _SegmentParser(src)
+    p.on_raw = b.add_raw
+    truncated = None
+    try:
+        meta = p.parse(b.add)
+    except TraceTruncated as e:
+        if not last:
+            raise NotSuited(f"segment {i} ends early") from None
+        truncated, meta = str(e), p.meta     # the file itself ends early: salvage, as serially
+    except (TraceReadError, RecursionError, MemoryError) as e:
+        raise NotSuited(f"segment {i}: {e}") from None
+    finally:
+        src.close()
+    if not last:
+        # the events list must end exactly at the end of this segment: a cut anywhere else
+        # (inside metadata that follows the events, say) would misread the file
+        synthetic = (0 if first else len(open_)) + (cuts[i + 1] - cuts[i]) + 1
+        if p.events_end != synthetic:
+            raise NotSuited(f"segment {i} does not end inside the events")
+    return b, meta, p.stats, src.total, truncated
+
+
+def _split_child(path, cuts, bare, max_bytes, keep_python, counter, results) -> None:
+    try:
+        while True:
+            with counter.get_lock():
+                i = counter.value
+                counter.value += 1
+            if i >= len(cuts) - 1:
+                break
+            b, meta, stats, nbytes, truncated = _segment(path, cuts, i, bare, max_bytes, keep_python)
+            results.send((i, b.export(), meta, stats, nbytes, truncated))
+        results.send(None)
+    except NotSuited as e:
+        results.send(("unsuited", str(e)))
+    except BaseException as e:  # noqa: BLE001 - reported to the parent, which reads serially
+        results.send(("error", f"{type(e).__name__}: {e}"))
+    finally:
+        results.close()
+
+
+def load_split(path: str, max_bytes: int, keep_python: str, builder) -> tuple[dict, dict, Optional[str]]:
+    """Fill ``builder`` (a fresh TraceBuilder) from the uncompressed trace ``path`` with two
+    processes reading contiguous segments. Raises NotSuited when it cannot (the caller then
+    reads serially with a fresh builder, which also gives the proper error for a bad file)."""
+    size = os.path.getsize(path)
+    cuts, bare = _plan_segments(path, size, max_bytes)
+    n_seg = len(cuts) - 1
+    ctx = multiprocessing.get_context("fork")
+    counter = ctx.Value("i", 1)            # the parent takes segment 0 (the header) first
+    res_r, res_w = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_split_child, args=(path, cuts, bare, max_bytes, keep_python, counter, res_w),
+                       daemon=True)
+    proc.start()
+    res_w.close()
+    parts: dict[int, Any] = {}
+    problem: list[str] = []
+
+    def receive() -> None:
+        # a thread, so that the child's results (a few MB each) are taken as soon as they are
+        # sent: the child would otherwise wait on its send while the parent builds a segment
+        try:
+            while True:
+                item = res_r.recv()
+                if item is None:
+                    return
+                if isinstance(item[0], str):
+                    problem.append(item[1])
+                    return
+                parts[item[0]] = ("exported",) + item[1:]
+        except (EOFError, OSError) as e:
+            problem.append(f"child stopped: {e}")
+
+    receiver = threading.Thread(target=receive, name="tb-attention-split-receiver", daemon=True)
+    receiver.start()
+    merged = 1
+    metas, stats_all, total, truncated = [], [], 0, []
+
+    def merge_ready() -> None:
+        nonlocal merged, total
+        while merged < n_seg and merged in parts:
+            kind, data, meta, stats, nbytes, cut = parts.pop(merged)
+            if cut:
+                truncated.append(cut)
+            if kind == "exported":
+                builder.merge(data)
+            else:
+                builder.merge(data.export())
+            metas.append(meta)
+            stats_all.append(stats)
+            total += nbytes
+            merged += 1
+
+    try:
+        _, meta0, stats0, n0, cut0 = _segment(path, cuts, 0, bare, max_bytes, keep_python, builder)
+        if cut0:
+            truncated.append(cut0)
+        metas.append(meta0)
+        stats_all.append(stats0)
+        total += n0
+        while not problem:
+            merge_ready()
+            with counter.get_lock():
+                i = counter.value
+                counter.value += 1
+            if i >= n_seg:
+                break
+            b, meta, stats, nbytes, cut = _segment(path, cuts, i, bare, max_bytes, keep_python)
+            parts[i] = ("builder", b, meta, stats, nbytes, cut)
+        while not problem and merged < n_seg:
+            merge_ready()
+            if merged < n_seg and merged not in parts:
+                if not receiver.is_alive() and merged not in parts:
+                    problem.append(f"segment {merged} missing")
+                    break
+                receiver.join(0.002)
+        receiver.join()
+    except BaseException:
+        proc.kill()
+        raise
+    finally:
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+        res_r.close()
+    if problem:
+        raise NotSuited(problem[0])
+    meta = {}
+    for m in metas:
+        meta.update(m)
+    stats: dict = {}
+    for s in stats_all:
+        for k, v in s.items():
+            stats[k] = stats.get(k, 0) + v
+    stats["bytes"] = total
+    stats["parallel"] = True
+    return meta, stats, (truncated[0] if truncated else None)

@@ -20,6 +20,8 @@ from tb_attention_plugin.report import analyze_trace
 from tb_attention_plugin.jsonout import to_json
 parallel.MIN_PARALLEL_BYTES = 0
 reader.CHUNK_TARGET = 4096            # many chunks: both processes get work
+parallel.SEGMENT_BYTES = 8192         # many segments (plain files are read in segments)
+parallel.MAX_SEGMENTS = 64
 path, mode = sys.argv[1], sys.argv[2]
 tr = load_trace(path)
 rep = json.loads(to_json(analyze_trace(tr)))
@@ -66,3 +68,42 @@ def test_truncated_file_in_parallel_is_salvaged(tmp_path):
     out = run(p, 2, "summary")
     assert out["parallel"] is True and out["truncated"] and 0 < out["n_gpu"] < 40 * 8
     assert any("truncated" in w for w in out["warnings"])
+
+
+def _trace_text(n=40, indent=1, **extra):
+    t = SynthTrace()
+    for _ in range(n):
+        naive_attention(t)
+    mlp_and_loss(t)
+    d = t.doc()
+    d.update(extra)
+    return d, json.dumps(d, indent=indent)
+
+
+def test_metadata_after_the_events_is_not_cut(tmp_path):
+    """Keys after traceEvents holding lists of objects on separate lines (deviceProperties
+    written last) look like event boundaries; the result must still equal a serial read."""
+    d, _ = _trace_text()
+    dev = d.pop("deviceProperties")
+    d["deviceProperties"] = dev + [dict(dev[0], id=i) for i in range(1, 200)]
+    p = tmp_path / "meta_last.json"
+    p.write_text(json.dumps(d, indent=1))
+    par, ser = run(p, 2), run(p, 1)
+    assert par["report"] == ser["report"]
+
+
+def test_bare_event_list(tmp_path):
+    d, _ = _trace_text()
+    p = tmp_path / "bare.json"
+    p.write_text(json.dumps(d["traceEvents"], indent=1))
+    par, ser = run(p, 2), run(p, 1)
+    assert par["parallel"] is True and par["report"] == ser["report"]
+
+
+def test_gzip_files_use_the_chunk_reader(tmp_path):
+    import gzip
+    _, text = _trace_text()
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(gzip.compress(text.encode()))
+    par, ser = run(p, 2), run(p, 1)
+    assert par["parallel"] is True and par["report"] == ser["report"]
