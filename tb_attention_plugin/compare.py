@@ -152,23 +152,113 @@ def _col(c, idx) -> list:
     return [c[i] for i in idx.tolist()]
 
 
+def _attention_codes(kernels) -> Optional[tuple]:
+    """The attention kernels of a columnar table as codes: ``(name codes, name vocab, phase codes,
+    phase vocab, direction codes, direction vocab, dur_us)`` (code -1 = None), or None for a list
+    of row dicts or a table without coded columns."""
+    import numpy as np
+    cols = getattr(kernels, "columns", None)
+    if isinstance(cols, dict) and "attention" in cols:                     # table.KernelTable
+        coded = [cols.get(c) for c in ("name", "phase", "direction")]
+        dur = cols.get("dur_us")
+        if not all(hasattr(c, "codes") and hasattr(c, "vocab") for c in coded) or not isinstance(dur, np.ndarray):
+            return None
+        idx = np.flatnonzero(np.asarray(cols["attention"], dtype=bool))
+        out = []
+        for c in coded:
+            vocab = list(c.vocab)
+            codes = np.asarray(c.codes)[idx].astype(np.int64)
+            if any(v is None for v in vocab):          # None -> -1, as in the dashboard's table
+                remap = np.array([-1 if v is None else i for i, v in enumerate(vocab)], dtype=np.int64)
+                codes = remap[codes] if len(vocab) else codes
+            out += [codes, vocab]
+        return (*out, np.asarray(dur, dtype=np.float64)[idx])
+    if hasattr(kernels, "text_values") and hasattr(kernels, "attention"):  # server.index.KernelTable
+        idx = np.flatnonzero(kernels.attention)
+        return (kernels.text["name"][idx].astype(np.int64), kernels.text_values["name"],
+                kernels.cat["phase"][idx].astype(np.int64), kernels.cat_values.get("phase", []),
+                kernels.cat["direction"][idx].astype(np.int64), kernels.cat_values.get("direction", []),
+                kernels.num["dur_us"][idx])
+    return None
+
+
+def _kernel_groups_coded(codes: tuple) -> list[dict]:
+    """:func:`kernel_groups` over codes: names are normalised once per distinct name and the
+    sums are taken with ``np.bincount``, which adds row by row in trace order like the loop does,
+    so the result is the same, in the same order."""
+    import numpy as np
+    name_c, names, phase_c, phases, dir_c, dirs, dur = codes
+    keep = name_c >= 0                                  # a kernel without a name is skipped
+    if not keep.all():
+        name_c, phase_c, dir_c, dur = name_c[keep], phase_c[keep], dir_c[keep], dur[keep]
+    if not len(name_c):
+        return []
+    n_p, n_d = len(phases) + 1, len(dirs) + 1
+    combo = (name_c * n_p + (phase_c + 1)) * n_d + (dir_c + 1)
+    uniq, first, inv = np.unique(combo, return_index=True, return_inverse=True)
+    inv = inv.reshape(-1)
+    group_of: dict = {}                                  # group key -> group number, first seen first
+    pair_of: dict = {}                                   # (group number, name) -> pair number
+    combo_group = np.empty(len(uniq), dtype=np.int64)
+    combo_pair = np.empty(len(uniq), dtype=np.int64)
+    memo: dict = {}
+    groups: list = []
+    for u in np.argsort(first, kind="stable").tolist():
+        rest, d = divmod(int(uniq[u]), n_d)
+        nc, p = divmod(rest, n_p)
+        name = names[nc]
+        phase = phases[p - 1] if p else None
+        direction = (dirs[d - 1] if d else None) or "forward"
+        grp = memo.get(name)
+        if grp is None:
+            grp = memo[name] = kernel_group(name)
+        key = (grp, phase, direction)
+        gi = group_of.get(key)
+        if gi is None:
+            gi = group_of[key] = len(groups)
+            groups.append({"group": grp, "phase": phase, "direction": direction, "time_us": 0.0, "calls": 0,
+                           "names": []})
+        pk = (gi, name)
+        pi = pair_of.get(pk)
+        if pi is None:
+            pi = pair_of[pk] = len(pair_of)
+            groups[gi]["names"].append((name, pi))
+        combo_group[u], combo_pair[u] = gi, pi
+    row_group, row_pair = combo_group[inv], combo_pair[inv]
+    g_time = np.bincount(row_group, weights=dur, minlength=len(groups)).tolist()
+    g_calls = np.bincount(row_group, minlength=len(groups)).tolist()
+    p_time = np.bincount(row_pair, weights=dur, minlength=len(pair_of)).tolist()
+    for gi, g in enumerate(groups):
+        g["time_us"], g["calls"] = g_time[gi], g_calls[gi]
+        g["names"] = {name: p_time[pi] for name, pi in g["names"]}
+    return groups
+
+
 def kernel_groups(kernels) -> list[dict]:
     """Attention kernels grouped by (normalised name, phase, direction), longest first:
     ``[{group, phase, direction, time_us, calls, names: {name: time_us}}]``."""
-    groups: dict = {}
-    for name, phase, direction, dur in _attention_kernels(kernels):
-        if name is None:
-            continue
-        key = (kernel_group(name), phase, direction or "forward")
-        g = groups.get(key)
-        if g is None:
-            g = groups[key] = {"group": key[0], "phase": phase, "direction": key[2], "time_us": 0.0,
-                               "calls": 0, "names": {}}
-        d = float(dur or 0.0)
-        g["time_us"] += d
-        g["calls"] += 1
-        g["names"][name] = g["names"].get(name, 0.0) + d
-    out = sorted(groups.values(), key=lambda g: -g["time_us"])
+    codes = _attention_codes(kernels) if kernels is not None else None
+    if codes is not None:
+        out = sorted(_kernel_groups_coded(codes), key=lambda g: -g["time_us"])
+    else:
+        groups: dict = {}
+        memo: dict = {}
+        for name, phase, direction, dur in _attention_kernels(kernels):
+            if name is None:
+                continue
+            grp = memo.get(name)
+            if grp is None:
+                grp = memo[name] = kernel_group(name)
+            key = (grp, phase, direction or "forward")
+            g = groups.get(key)
+            if g is None:
+                g = groups[key] = {"group": key[0], "phase": phase, "direction": key[2], "time_us": 0.0,
+                                   "calls": 0, "names": {}}
+            d = float(dur or 0.0)
+            g["time_us"] += d
+            g["calls"] += 1
+            g["names"][name] = g["names"].get(name, 0.0) + d
+        out = sorted(groups.values(), key=lambda g: -g["time_us"])
     for g in out:
         g["time_us"] = round(g["time_us"], 3)
         g["names"] = {n: round(t, 3) for n, t in sorted(g["names"].items(), key=lambda x: -x[1])}
