@@ -70,7 +70,10 @@ class _Locator(TraceParser):
 
 def locate(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[int, int, set]:
     """(offset of the ``]`` closing traceEvents, number of entries in it, pids in use)."""
-    src = ByteSource(path, max_bytes)
+    try:
+        src = ByteSource(path, max_bytes)       # a directory, a pipe, a missing file: one line
+    except TraceReadError as e:
+        raise AnnotateError(str(e)) from None
     try:
         p = _Locator(src)
         pids: set = set()
@@ -264,7 +267,10 @@ def splice(path: str, close_at: int, entries: int, events: list[dict], compress:
     def out(b: bytes) -> bytes:
         return comp.compress(b) if comp is not None else b
 
-    src = ByteSource(path, max_bytes)
+    try:
+        src = ByteSource(path, max_bytes)
+    except TraceReadError as e:
+        raise AnnotateError(str(e)) from None
     try:
         pos = 0
         done = False

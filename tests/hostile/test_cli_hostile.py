@@ -216,3 +216,23 @@ def test_a_directory_of_thousands_of_tiny_traces(tmp_path):
     traces = json.loads(out)["traces"]
     assert len(traces) == 2000 and all(t["status"] == "ok" for t in traces)
     print(f"2000 tiny traces: {secs:.1f} s")
+
+
+def test_annotate_on_every_corpus_file(corpus, tmp_path):
+    """``tb-attention annotate``: a copy, or one error line (a directory, a pipe, a symlink loop
+    or a missing file raised TraceReadError out of annotate.locate: a traceback)."""
+    root, cases = corpus
+
+    def one(c):
+        out = tmp_path / f"{abs(hash(c.name))}.json.gz"
+        return c, run_cli(["annotate", "--no-cache", "--max-bytes", "32M", os.path.join(root, c.rel), "-o", str(out)])
+    with ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2))) as ex:
+        results = list(ex.map(one, cases + [cases[0].__class__("missing", "no/such.pt.trace.json", "", "error",
+                                                                  "No such file", "absent")]))
+    for c, (code, out, err, _) in results:
+        assert code in (0, 2), (c.name, code, err)
+        assert "Traceback" not in err, (c.name, err)
+        if code == 2:
+            one_error_line(err, os.path.join(root, c.rel))
+        if c.cli == "error":
+            assert code == 2, c.name
