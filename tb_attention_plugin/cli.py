@@ -97,6 +97,16 @@ def _one_line(text: str) -> str:
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
+_CONTROL_IN_TEXT = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _printable(text: str) -> str:
+    """Text reports hold names from the trace (kernels, ops, modules): their control characters
+    are shown escaped, so a kernel named ``\\x1b]2;...`` cannot drive the user's terminal.
+    Newlines and tabs stay (the report's own layout); JSON and CSV keep the data as it is."""
+    return _CONTROL_IN_TEXT.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 def _shown(path: str) -> str:
     """A file name in an error line: every control character escaped (a newline in a name must
     not start a second line), bytes that are not UTF-8 as ``\\xff``."""
@@ -202,7 +212,7 @@ def cmd_analyze(a) -> int:
     elif a.format == "csv":
         text = render_csv(ok, memory=a.memory)
     else:
-        text = render_text(ok, markdown=a.format == "markdown", top=a.top, memory=a.memory)
+        text = _printable(render_text(ok, markdown=a.format == "markdown", top=a.top, memory=a.memory))
     _emit(text, a.output)
     return EXIT_BAD_INPUT if bad else EXIT_OK
 
@@ -269,7 +279,7 @@ def cmd_compare(a) -> int:
     if a.format == "json":
         text = msgspec.json.format(msgspec.json.encode(cmp), indent=1).decode() + "\n"
     else:
-        text = render(cmp, markdown=a.format == "markdown")
+        text = _printable(render(cmp, markdown=a.format == "markdown"))
     _emit(text, a.output)
     return EXIT_OK
 
@@ -293,7 +303,7 @@ def cmd_check(a) -> int:
     if a.format == "json":
         sys.stdout.write(msgspec.json.encode({**res, "comparison": cmp}).decode() + "\n")
     else:
-        print(("PASS: " if res["passed"] else "FAIL: ") + res["explanation"])
+        print(_printable(("PASS: " if res["passed"] else "FAIL: ") + res["explanation"]))
     return EXIT_OK if res["passed"] else EXIT_FAIL
 
 

@@ -339,3 +339,24 @@ def test_the_plugin_reads_max_bytes_from_its_environment_and_warns_on_garbage():
     assert kw["max_bytes"] == 512 << 20 and not warnings
     _, kw, warnings = config.from_env({"TB_ATTENTION_MAX_BYTES": "lots"})
     assert kw["max_bytes"] == 16 << 30 and any("TB_ATTENTION_MAX_BYTES ignored" in w for w in warnings)
+
+
+# --- CLI: the table/markdown/compare reports printed kernel names raw, so a trace could send
+# terminal escape sequences (set the window title, clear the screen...) to whoever ran the CLI
+def test_text_reports_escape_control_characters_from_the_trace(tmp_path):
+    evil = "flash_fwd_kernel\x1b]2;pwned\x07\x1b[2Jkern"
+    evs = [dict(EV, name=evil, ts=1.0 + 10 * i) for i in range(3)]
+    p = tmp_path / "esc.pt.trace.json"
+    p.write_text(json.dumps({"traceEvents": evs}))
+    for args in (["analyze", "-f", "table"], ["analyze", "-f", "markdown"], ["compare"]):
+        paths = [str(p)] * (2 if args == ["compare"] else 1)
+        r = subprocess.run([sys.executable, "-m", "tb_attention_plugin.cli", *args, "--no-cache", *paths],
+                           capture_output=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert b"\x1b" not in r.stdout and b"\x07" not in r.stdout, args
+    r = subprocess.run([sys.executable, "-m", "tb_attention_plugin.cli", "analyze", "-f", "table", "--top", "5",
+                        "--no-cache", str(p)], capture_output=True, timeout=60)
+    assert b"\\x1b]2;pwned\\x07\\x1b[2Jkern" in r.stdout            # shown, escaped
+    r = subprocess.run([sys.executable, "-m", "tb_attention_plugin.cli", "analyze", "-f", "json", "--no-cache", str(p)],
+                       capture_output=True, timeout=60)
+    assert json.loads(r.stdout)["traces"][0]["kernels"][0]["name"] == evil     # the data itself is kept
