@@ -8,7 +8,6 @@ import shutil
 import sys
 import time
 
-import numpy as np
 import pytest
 from conftest import put, read_trace, sample_file, wait_for
 
@@ -192,7 +191,9 @@ def _big_report(n_target: int = 120_000) -> dict:
     return rep
 
 
-def test_kernel_queries_on_100k_kernels_are_fast():
+def test_kernel_queries_on_100k_kernels():
+    """Every kind of query answers on a 120k-kernel table, with consistent totals and pages.
+    (Speed is measured by benchmarks/bench_routes.py on a 1M-event trace, not here.)"""
     rep = _big_report()
     loaded = I.build(rep)
     t = loaded.kernels
@@ -204,21 +205,16 @@ def test_kernel_queries_on_100k_kernels_are_fast():
         I.KernelQuery(scope="all", q="block_3/sdpa", sort="phase"), I.KernelQuery(scope="all", offset=90_000, limit=500),
         I.KernelQuery(scope="other", sort="module_path"),
     ]
-    times = []
-    for _ in range(3):
-        for q in queries:
-            t0 = time.perf_counter()
-            out = I.query_kernels(t, q)
-            times.append(time.perf_counter() - t0)
-            assert out["total"] >= 0
-    p95 = float(np.percentile(times, 95))
-    assert p95 < 0.1, f"p95 {p95 * 1000:.1f} ms"
-    t0 = time.perf_counter()
-    I.roofline(loaded)
-    assert time.perf_counter() - t0 < 0.5
+    outs = [I.query_kernels(t, q) for q in queries]
+    assert outs[1]["total"] == t.n and outs[0]["total"] + outs[-1]["total"] == t.n
+    assert all(0 <= o["total"] <= t.n and len(o["rows"]) == min(q.limit, max(0, o["total"] - q.offset))
+               for o, q in zip(outs, queries))
+    names = [r["name"] for r in outs[2]["rows"]]
+    assert names == sorted(names)
+    assert I.roofline(loaded)["points"]
 
 
-def test_kernels_route_p95_on_100k_kernels(logdir, served):
+def test_kernels_route_on_100k_kernels(logdir, served):
     """Through the HTTP route (validation, lookup, JSON) with a 120k-kernel report."""
     put(logdir, "big", "sdpa_flash_s2048_fwd")
     big = I.build(_big_report())
@@ -231,15 +227,10 @@ def test_kernels_route_p95_on_100k_kernels(logdir, served):
     params = [dict(), dict(scope="all", sort="name", order="asc"), dict(scope="all", q="elementwise"),
               dict(phase="qkv_proj,out_proj", sort="compute_util"), dict(scope="all", offset=100_000, limit=100),
               dict(bound="latency", direction="backward", sort="memory_util", order="asc")]
-    times = []
-    for _ in range(4):
-        for p in params:
-            t0 = time.perf_counter()
-            r = s.get("/kernels", run="big", **p)
-            times.append(time.perf_counter() - t0)
-            assert r.status_code == 200 and r.json["all"] >= 100_000
-    p95 = float(np.percentile(times, 95))
-    assert p95 < 0.1, f"p95 {p95 * 1000:.1f} ms"
+    for p in params:
+        r = s.get("/kernels", run="big", **p)
+        assert r.status_code == 200 and r.json["all"] >= 100_000
+        assert len(r.json["rows"]) == min(r.json["limit"], max(0, r.json["total"] - r.json["offset"]))
 
 
 def test_plain_list_reports_are_indexed_too():
