@@ -93,11 +93,12 @@ def _fmt_bytes(n: int) -> str:
     return str(n)
 
 
-def _string_end(buf: bytes, start: int) -> int:
+def _string_end(buf: bytes, start: int, resume: int = 0) -> int:
     """Index just past the JSON string whose opening quote is ``buf[start]``; -1 if ``buf`` ends
     first. Linear time and no per-character state (a backtracking regex needs ~100 bytes of
-    memory per character: a 64 MiB string would take gigabytes)."""
-    i = start + 1
+    memory per character: a 64 MiB string would take gigabytes). ``resume``: what
+    :func:`_string_resume` said after an earlier call found no end in a shorter buffer."""
+    i = max(start + 1, resume)
     for _ in range(64):
         j = buf.find(b'"', i)
         if j < 0:
@@ -114,9 +115,24 @@ def _string_end(buf: bytes, start: int) -> int:
         i = j + 1
     # Many escaped quotes: resolve every escape of the string at once. Escapes pair up from the
     # left, so dropping ``\\\\`` pairs and then ``\\"`` leaves only real quotes.
-    w = buf[start + 1:].replace(b"\\\\", b"__").replace(b'\\"', b"__")
+    p = max(start + 1, resume)
+    w = buf[p:].replace(b"\\\\", b"__").replace(b'\\"', b"__")
     j = w.find(b'"')
-    return -1 if j < 0 else start + 2 + j
+    return -1 if j < 0 else p + 1 + j
+
+
+def _string_resume(buf: bytes, start: int) -> int:
+    """Where the search for the end of the string opened at ``buf[start]`` can go on once the
+    buffer grows: its end, less a trailing run of backslashes (their pairing is not settled).
+    No escape spans that point, so nothing before it is looked at again: without this, a 60 MiB
+    string of escaped quotes was re-scanned from its start for every block read (18 s)."""
+    n = len(buf)
+    seg = buf[max(start + 1, n - 64):]
+    run = len(seg) - len(seg.rstrip(b"\\"))
+    if run == len(seg) and n - 64 > start + 1:
+        seg = buf[start + 1:]
+        run = len(seg) - len(seg.rstrip(b"\\"))
+    return n - run
 
 
 def _open_regular(path: str):
@@ -404,12 +420,14 @@ class TraceParser:
         raise TraceReadError(f"not a complete JSON trace (ends {what})")
 
     def _string(self) -> str:
+        resume = 0                 # absolute offset where the search for the end goes on
         while True:
-            end = _string_end(self.buf, self.pos)
+            end = _string_end(self.buf, self.pos, resume - self.offset)
             if end >= 0:
                 break
             if len(self.buf) - self.pos > MAX_EVENT_BYTES:
                 raise TraceReadError(f"a string longer than {_fmt_bytes(MAX_EVENT_BYTES)} at {self._where()}")
+            resume = self.offset + _string_resume(self.buf, self.pos)
             if not self._fill():
                 self._end_of_stream("inside a string")
         raw = self.buf[self.pos:end]
@@ -423,6 +441,7 @@ class TraceParser:
         """Index just past the JSON value starting at ``pos`` (reads more as needed)."""
         i = self.pos
         depth = 0
+        open_string = (-1, 0)      # (absolute start, absolute resume) of a string still open
         while True:
             buf = self.buf
             if i - self.pos > MAX_EVENT_BYTES:
@@ -440,12 +459,15 @@ class TraceParser:
                 if m:
                     c = buf[m.start()]
                     if c == 0x22:  # '"'
-                        s = _string_end(buf, m.start())
+                        q = m.start()
+                        resume = open_string[1] - self.offset if open_string[0] == self.offset + q else 0
+                        s = _string_end(buf, q, resume)
                         if s >= 0:
                             i = s
                             if depth == 0:
                                 return i
                             continue
+                        open_string = (self.offset + q, self.offset + _string_resume(buf, q))
                     elif c in b"[{":
                         depth += 1
                         i = m.end()
