@@ -14,7 +14,7 @@ from typing import Iterator, Optional
 import msgspec
 import numpy as np
 
-from . import __version__
+from . import __version__, progress
 from .attention import patterns as P
 from .options import Options
 from .attention.tagger import SOURCES, Tagging, call_numbers, tag
@@ -123,11 +123,14 @@ def _notices(trace: Trace, n_kernels: int, n_attention: int, shapes_seen: bool,
 def analyze_trace(trace: Trace, options: Optional[Options] = None) -> dict:
     """The report dict of one loaded trace."""
     opt = options or Options()
+    progress.stage("analysing")
     links = link(trace)
     tagging = tag(trace, links, opt.module_pattern, opt.annotation_pattern)
     attr = attribute(trace, links)
     rep = build_report(trace, links, tagging, attr, opt)
+    progress.stage("memory")
     rep["memory"] = _memory_block(trace, links, tagging, attr, rep)
+    progress.stage("advice")
     rep["advice"] = _advice(rep, trace, links, tagging)
     return rep
 

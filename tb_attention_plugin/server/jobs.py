@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from typing import Optional
 
+from .. import progress
 from ..analyze import analyze_path
 from ..cache import ReportCache
 from ..report import Options
@@ -40,6 +41,7 @@ def analyze_job(path: str, options: Optional[Options] = None, max_bytes: int = D
     if report.get("status") != "ok":
         out = {"status": "error", "error": " ".join(str(report.get("error") or "unknown error").split())}
     else:
+        progress.stage("indexing")
         try:
             out = {"status": "ok", "loaded": build(report)}
         except MemoryError:

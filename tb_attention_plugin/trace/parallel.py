@@ -14,6 +14,7 @@ the caller reads the file serially.
 """
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 import queue
@@ -23,6 +24,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from .. import progress as _progress
 from . import reader as _reader
 from .reader import ByteSource, TraceParser, TraceReadError, TraceTruncated, decode_events
 
@@ -309,8 +311,18 @@ class _SegmentSource:
         self.total = 0                   # bytes of the file read (not the synthetic ones)
         self.eof = False
         self.truncated = False
+        self._progress = _progress.current()      # as ByteSource: one comparison per block
+        self._next_report = _progress.REPORT_BYTES if self._progress is not None else math.inf
+        self._reported = 0
+
+    def _report(self) -> None:
+        self._progress.add(self.total - self._reported)
+        self._reported = self.total
+        self._next_report = self.total + _progress.REPORT_BYTES
 
     def close(self) -> None:
+        if self._progress is not None:
+            self._report()
         self._f.close()
 
     def read(self) -> bytes:
@@ -321,6 +333,8 @@ class _SegmentSource:
         n = _reader.BLOCK if self._left is None else min(_reader.BLOCK, self._left)
         out = self._f.read(n) if n > 0 else b""
         self.total += len(out)
+        if self.total >= self._next_report:
+            self._report()
         if self._left is not None:
             self._left -= len(out)
         if out:
@@ -380,7 +394,7 @@ def _plan_segments(path: str, size: int, max_bytes: int) -> tuple[list, bool]:
     """Cut points ``[0, c1, ..., None]`` and whether the top level is a bare list."""
     if size > max_bytes:
         raise NotSuited("over the size cap")       # the serial reader says so properly
-    hp = _HeaderParser(ByteSource(path, max_bytes))
+    hp = _HeaderParser(ByteSource(path, max_bytes, report=False))    # the segments count the bytes
     try:
         hp.parse(lambda events: None)
         raise NotSuited("no traceEvents list")
@@ -441,6 +455,9 @@ def _segment(path: str, cuts: list, i: int, bare: bool, max_bytes: int, keep_pyt
 
 
 def _split_child(path, cuts, bare, max_bytes, keep_python, counter, results) -> None:
+    p = _progress.current()          # the parent's record, inherited through fork
+    if p is not None:
+        p.forked(1)                  # its own slot: the parent goes on counting in slot 0
     try:
         while True:
             with counter.get_lock():

@@ -22,6 +22,7 @@ from typing import Any, Callable, Optional
 
 import msgspec
 
+from .. import progress as _progress
 from .events import Args, Event
 
 try:  # ISA-L inflates about 3x faster than zlib; optional.
@@ -166,7 +167,7 @@ def _open_regular(path: str):
 class ByteSource:
     """Decompressed bytes of a file, one block at a time, with a cap on the total."""
 
-    def __init__(self, path: str, max_bytes: int = DEFAULT_MAX_BYTES):
+    def __init__(self, path: str, max_bytes: int = DEFAULT_MAX_BYTES, report: bool = True):
         self.path = path
         self.max_bytes = max_bytes
         self._f = _open_regular(path)
@@ -177,8 +178,20 @@ class ByteSource:
         self.total = 0
         self.eof = False
         self.truncated = False
+        # progress: one comparison per block on the hot path; never true without a record
+        self._progress = _progress.current() if report else None
+        self._next_report = _progress.REPORT_BYTES if self._progress is not None else math.inf
+        self._reported = 0
+
+    def _report(self) -> None:
+        pos = self._f.tell()         # file bytes consumed: compressed ones for gzip
+        self._progress.add(pos - self._reported)
+        self._reported = pos
+        self._next_report = self.total + _progress.REPORT_BYTES
 
     def close(self) -> None:
+        if self._progress is not None and not self._f.closed:
+            self._report()
         self._f.close()
 
     def read(self) -> bytes:
@@ -195,6 +208,8 @@ class ByteSource:
             raise TraceReadError(
                 f"decompressed size exceeds the limit of {_fmt_bytes(self.max_bytes)} "
                 "(raise it with --max-bytes or TB_ATTENTION_MAX_BYTES)")
+        if self.total >= self._next_report:
+            self._report()
         return out
 
     def _read_gzip(self) -> bytes:

@@ -24,6 +24,7 @@ from typing import Any, Optional
 import msgspec
 import numpy as np
 
+from .. import progress as _progress
 from .events import NO_ARGS, Args, Event
 from .reader import DEFAULT_MAX_BYTES, TraceReadError, TraceTruncated, read_trace
 
@@ -589,7 +590,9 @@ def load_trace(path: str, max_bytes: int = DEFAULT_MAX_BYTES,
     from . import parallel
     truncated = None
     meta = stats = None
-    if parallel.suitable(path):
+    _progress.begin_read(path)
+    tried_parallel = parallel.suitable(path)
+    if tried_parallel:
         builder = TraceBuilder(keep_python)
         try:
             meta, stats, truncated = parallel.load_parallel(path, max_bytes, keep_python, builder)
@@ -601,6 +604,8 @@ def load_trace(path: str, max_bytes: int = DEFAULT_MAX_BYTES,
             stats["truncated"] = True
     if stats is None:
         builder = TraceBuilder(keep_python)
+        if tried_parallel:
+            _progress.begin_read(path)         # the parallel read gave up: count from byte 0 again
         try:
             meta, stats = read_trace(path, builder.add, max_bytes=max_bytes, on_raw=builder.add_raw)
         except TraceTruncated as e:
