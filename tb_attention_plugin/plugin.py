@@ -240,6 +240,8 @@ class AttentionPlugin(base_plugin.TBPlugin):
              "size": info.size, "mtime": info.mtime_ns / 1e9,
              "state": snap.state if snap else "waiting", "message": snap.message if snap else None,
              "seconds": snap.seconds if snap else None}
+        if snap is not None and snap.progress is not None:
+            d["progress"] = snap.progress
         if snap is not None and snap.state == "ready" and snap.summary is not None:
             s = snap.summary
             d["device"] = (s.get("device") or {}).get("label")

@@ -27,6 +27,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from ..progress import Progress
+from ..progress import active as progress_active
 from ..report import Options
 from ..trace.reader import DEFAULT_MAX_BYTES
 from .discovery import FileInfo, Scanner, still_inside
@@ -61,6 +63,7 @@ class Entry:
     in_queue: bool = False
     prio: int = PRIO_BACKGROUND
     running: bool = False
+    progress: Optional[Progress] = None  # the record of the analysis while it runs
 
     @property
     def key(self) -> tuple:
@@ -81,6 +84,7 @@ class Snapshot:
     running: bool
     queued_at: Optional[float]
     started_at: Optional[float]
+    progress: Optional[dict] = None      # stage and bytes read, while it is being analysed
 
 
 class Loader:
@@ -265,6 +269,8 @@ class Loader:
             e = self._next_job()
             if e is None:
                 return
+            proc.progress.reset()          # before it is shown: not the previous job's numbers
+            e.progress = proc.progress
             try:
                 info = self._files.get(e.rel)
                 if info is None:
@@ -278,6 +284,7 @@ class Loader:
                 result = {"status": "error", "error": f"internal error: {type(ex).__name__}: {ex}", "truncated": False}
             with self._changed:
                 e.running = False
+                e.progress = None
                 self._busy -= 1
                 self._last_busy = time.monotonic()
                 if result is not None and self._entries.get(e.key) is e:
@@ -292,7 +299,8 @@ class Loader:
     def _run(self, proc: WorkerProcess, path: str, step: Optional[str]) -> dict:
         args = (path, self._options_for(step), self.max_bytes, self.cache_dir, self.use_cache)
         if self.mode == "thread":
-            return self._job(*args)
+            with progress_active(proc.progress):
+                return self._job(*args)
         try:
             return proc.run(args)
         except WorkerDied as e:
@@ -302,7 +310,8 @@ class Loader:
         except OSError as e:           # cannot start a process here: do it in this thread
             log.warning("tb-attention: cannot start a worker process (%s); analysing in-process", e)
             self.mode = "thread"
-            return self._job(*args)
+            with progress_active(proc.progress):
+                return self._job(*args)
 
     # ------------------------------------------------------------ results
 
@@ -357,6 +366,21 @@ class Loader:
 
     # ------------------------------------------------------------ queries (routes)
 
+    def _progress_of(self, e: Entry) -> Optional[dict]:
+        """How far the running analysis of ``e`` has got; None when it is not running. Only reads
+        memory: a worker that died, or one not started yet, shows its last numbers or none."""
+        if not e.running:
+            return None
+        rec = e.progress
+        snap = rec.snapshot() if rec is not None else None
+        info = self._files.get(e.rel)
+        size = info.size if info is not None else None
+        if snap is None or (snap["stage"] == "starting" and not snap["bytes_total"]):
+            gz = info is not None and info.name.endswith(".gz")
+            snap = {"stage": "starting", "bytes_read": 0, "bytes_total": size or None,
+                    "fraction": 0.0 if size else None, "basis": "compressed" if gz else "file"}
+        return snap
+
     def files(self) -> dict:
         with self._lock:
             return dict(self._files)
@@ -368,7 +392,8 @@ class Loader:
             for rel, info in self._files.items():
                 e = self._entries.get((rel, None))
                 snap = None if e is None else Snapshot(e.rel, None, e.state, e.message, e.summary, None,
-                                                       e.seconds, e.running, e.queued_at, e.started_at)
+                                                       e.seconds, e.running, e.queued_at, e.started_at,
+                                                       self._progress_of(e))
                 out.append((info, snap))
             return out
 
@@ -402,7 +427,7 @@ class Loader:
             if e.state == "ready" and e.loaded is not None and e.key in self._lru:
                 self._lru.move_to_end(e.key)
             return Snapshot(e.rel, e.step, e.state, e.message, e.summary, e.loaded, e.seconds,
-                            e.running, e.queued_at, e.started_at)
+                            e.running, e.queued_at, e.started_at, self._progress_of(e))
 
     def counts(self) -> dict:
         with self._lock:
@@ -421,7 +446,8 @@ class Loader:
                 if e.running:
                     info = self._files.get(e.rel)
                     loading.append({"file": e.rel, "step": e.step, "size": info.size if info else None,
-                                    "elapsed_s": round(now - (e.started_at or now), 1)})
+                                    "elapsed_s": round(now - (e.started_at or now), 1),
+                                    "progress": self._progress_of(e)})
             return {
                 "logdir": self.logdir, "counts": self.counts(), "loading": loading,
                 "queue": sum(1 for e in self._entries.values() if e.in_queue),

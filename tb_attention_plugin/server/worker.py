@@ -4,7 +4,9 @@ Started with :mod:`subprocess` rather than :mod:`multiprocessing` so that nothin
 program (TensorBoard, a notebook, a script without a ``__main__`` guard) is imported again in
 the child. Protocol on stdin/stdout: 8-byte little-endian length + pickle, one job at a time;
 the child exits at end of input. A child that dies (out of memory, a crash) fails only the job
-it was running; the parent starts a new one for the next job.
+it was running; the parent starts a new one for the next job. While a job runs, the child writes
+its progress (:mod:`..progress`) into a small file shared by descriptor, which the parent reads
+whenever asked, without a message on the pipe.
 """
 from __future__ import annotations
 
@@ -13,9 +15,12 @@ import pickle
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from typing import Optional
+
+from .. import progress as _progress
 
 _HDR = struct.Struct("<Q")
 
@@ -49,6 +54,7 @@ class WorkerProcess:
         self._bytes = 0
         self._lock = threading.Lock()
         self.last_used = time.monotonic()
+        self.progress, self._progress_file = _progress_record()
 
     @property
     def pid(self) -> Optional[int]:
@@ -60,8 +66,13 @@ class WorkerProcess:
         # the child must import this very package, wherever the parent found it
         pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env.pop(_progress.ENV_FD, None)
+        fds: tuple = ()
+        if self._progress_file is not None:
+            fds = (self._progress_file.fileno(),)
+            env[_progress.ENV_FD] = str(fds[0])
         return subprocess.Popen(self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None,
-                                env=env, close_fds=True, start_new_session=True)
+                                env=env, close_fds=True, pass_fds=fds, start_new_session=True)
 
     def run(self, args: tuple):
         with self._lock:
@@ -70,6 +81,7 @@ class WorkerProcess:
                 self._jobs = 0
                 self._bytes = 0
             p = self._proc
+            self.progress.reset()
             blob = pickle.dumps(args, protocol=pickle.HIGHEST_PROTOCOL)
             try:
                 p.stdin.write(_HDR.pack(len(blob)) + blob)
@@ -167,6 +179,25 @@ class WorkerProcess:
                     self._lock.release()
 
 
+def _progress_record():
+    """(record, file): the progress record of this worker's jobs, in an unlinked temporary file
+    (nothing is left behind whatever happens to either process) that every child it starts maps.
+    Where that is not possible, an in-memory record and no file: thread mode still reports, the
+    child does not."""
+    if os.name == "posix":
+        f = None
+        try:
+            f = tempfile.TemporaryFile()
+            f.truncate(_progress.SIZE)
+            rec = _progress.Progress.on_fd(f.fileno())
+            rec.reset()
+            return rec, f
+        except (OSError, ValueError):
+            if f is not None:
+                f.close()
+    return _progress.Progress.anonymous(), None
+
+
 def _exit_with_parent(poll_secs: float = 1.0) -> None:
     """End this process when the TensorBoard that started it is gone (killed, crashed): a worker
     in the middle of a long analysis would otherwise go on alone until the job ends."""
@@ -189,13 +220,15 @@ def main() -> int:
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)                     # stray prints go to stderr, never into the protocol
     from .jobs import analyze_job
+    record = _progress.from_env()
     while True:
         hdr = _read_exact(inp, _HDR.size)
         if len(hdr) < _HDR.size:
             return 0
         (n,) = _HDR.unpack(hdr)
         args = pickle.loads(_read_exact(inp, n))
-        res = analyze_job(*args)
+        with _progress.active(record):
+            res = analyze_job(*args)
         blob = pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL)
         out.write(_HDR.pack(len(blob)) + blob)
         out.flush()
