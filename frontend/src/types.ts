@@ -3,6 +3,18 @@
 export type LoadState = "waiting" | "queued" | "loading" | "ready" | "error";
 export type Bound = "memory" | "compute" | "latency" | "unknown";
 
+export type LoadStage = "starting" | "reading" | "analysing" | "memory" | "advice" | "indexing";
+
+/** How far the analysis of a file has got (only while it runs). Bytes are of the file as stored:
+ * compressed ones for a gzip file (basis "compressed"). */
+export interface LoadProgress {
+  stage: LoadStage;
+  bytes_read: number;
+  bytes_total: number | null;
+  fraction: number | null;
+  basis: "file" | "compressed";
+}
+
 export interface FileEntry {
   file: string;
   path: string;
@@ -13,6 +25,7 @@ export interface FileEntry {
   state: LoadState;
   message: string | null;
   seconds: number | null;
+  progress?: LoadProgress;
   device?: string | null;
   steps?: string[];
   attention_time_us?: number | null;

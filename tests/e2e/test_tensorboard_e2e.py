@@ -304,3 +304,42 @@ def test_run_file_and_module_names_render_as_text(tensorboard, browser, tmp_path
         _shot(page, "e2e_xss_names.png")
     finally:
         page.close()
+
+
+def test_loading_progress_bar(tensorboard, browser):
+    """A file being analysed shows a progress bar with its percentage and stage. The /runs answer
+    is made up (the routes' side is tests/plugin/test_progress_routes.py): the sample traces load
+    too fast to catch half-read."""
+    base, logdir = tensorboard
+    prog = {"stage": "reading", "bytes_read": 118_466_422, "bytes_total": 263_258_717, "fraction": 0.45,
+            "basis": "file"}
+    f = {"file": "w.1.pt.trace.json", "path": "big/w.1.pt.trace.json", "worker": "w", "span": "1",
+         "size": 263_258_717, "mtime": 1.7e9, "state": "loading", "message": None, "seconds": None, "progress": prog}
+    counts = {"waiting": 0, "queued": 0, "loading": 1, "ready": 0, "error": 0, "files": 1}
+    runs = {"logdir": logdir, "scanned": True, "scan_error": None, "poll_secs": 0.5, "counts": counts,
+            "runs": [{"run": "big", "files": [f], "counts": {"loading": 1},
+                      "workers": [{"worker": "w", "spans": [{"span": "1", "index": 1, "file": f["file"]}]}]}]}
+    page = browser.new_page(viewport={"width": 1400, "height": 700})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.route("**/data/plugin/attention/runs*",
+               lambda route: route.fulfill(status=200, content_type="application/json", body=json.dumps(runs)))
+    try:
+        page.goto(base + "/#attention")
+        frame = _plugin_frame(page)
+        bar = '#load-progress .file-progress[data-stage="reading"] [role="progressbar"]'
+        frame.wait_for_selector(bar, timeout=15000)
+        attrs = frame.eval_on_selector(bar, "e => ['aria-valuenow', 'aria-valuemin', 'aria-valuemax', 'aria-valuetext']"
+                                            ".map(a => e.getAttribute(a))")
+        assert attrs == ["45", "0", "100", "45 % read, reading the trace"]
+        text = frame.inner_text("#load-progress .file-progress")
+        assert "45 %" in text and "Reading the trace" in text and "of 263 MB" in text
+        _shot(page, "e2e_loading.png")
+        # the next poll: read, now analysing (the bar stays full, the stage says what runs)
+        prog.update(stage="analysing", bytes_read=prog["bytes_total"], fraction=1.0)
+        frame.wait_for_selector('#load-progress .file-progress[data-stage="analysing"]', timeout=10000)
+        text = frame.inner_text("#load-progress .file-progress")
+        assert "100 %" in text and "Finding attention" in text and "file read" in text
+    finally:
+        page.close()
+    assert not errors, errors

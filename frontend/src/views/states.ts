@@ -34,22 +34,59 @@ export function noTraces(runs: RunsResponse | null): HTMLElement {
       runs.scan_error ? ` \u2014 ${runs.scan_error}` : null) : null);
 }
 
+const STAGES: Record<string, string> = {
+  starting: "Starting",
+  reading: "Reading the trace",
+  analysing: "Finding attention and costing kernels",
+  memory: "Memory and data movement",
+  advice: "Advice",
+  indexing: "Indexing the kernel table",
+};
+
+/** One file being analysed: a progress bar of the bytes read, with the stage. */
+export function fileProgress(f: FileEntry): HTMLElement {
+  const p = f.progress;
+  const stage = p ? STAGES[p.stage] || p.stage : "Waiting for a worker";
+  const frac = p && p.fraction !== null && isFinite(p.fraction) ? Math.max(0, Math.min(1, p.fraction)) : null;
+  // floor: "100 %" only once the whole file is read
+  const pct = frac === null ? null : Math.floor(frac * 100);
+  const total = p && p.bytes_total ? p.bytes_total : f.size;
+  const compressed = p && p.basis === "compressed" ? " compressed" : "";
+  const read = !p || p.stage === "starting" || p.stage === "reading"
+    ? `${fmt.bytes(p ? p.bytes_read : 0)} of ${fmt.bytes(total)}${compressed}`
+    : `file read (${fmt.bytes(total)}${compressed})`;
+  const fill = h("span", { class: "load-bar-fill" });
+  fill.style.width = `${(frac ?? 0) * 100}%`;
+  const bar = h("span", {
+    class: "load-bar", role: "progressbar", "aria-label": `Analysing ${f.path}`,
+    "aria-valuemin": 0, "aria-valuemax": 100, "aria-valuenow": pct,
+    "aria-valuetext": `${pct === null ? "" : `${pct} % read, `}${stage.toLowerCase()}`,
+  }, fill);
+  return h("div", { class: "file-progress", "data-file": f.path, "data-stage": p ? p.stage : "starting" },
+    h("span", { class: "file-progress-name", title: f.path }, f.file),
+    bar,
+    h("span", { class: "file-progress-pct" }, pct === null ? "\u2026" : `${pct} %`),
+    h("span", { class: "file-progress-stage" }, stage),
+    h("span", { class: "muted" }, read));
+}
+
 export function progress(counts: Counts | null | undefined, files: FileEntry[] = []): HTMLElement | null {
   if (!counts || !counts.files) return null;
   const pending = counts.waiting + counts.queued + counts.loading;
   if (!pending) return null;
   const done = counts.ready + counts.error;
   const bar = h("progress", { max: counts.files, value: done, "aria-label": "traces analysed" });
-  const loading = files.filter((f) => f.state === "loading");
-  return h("div", { class: "progress", role: "status", "aria-live": "polite", id: "load-progress" },
+  const loading = files.filter((f) => f.state === "loading" || f.progress);
+  // Only the counts are a live region: the bars change at every poll and would be read out each time.
+  return h("div", { class: "progress", id: "load-progress" },
     h("span", { class: "spinner", "aria-hidden": "true" }),
-    h("span", null, `Analysing traces: ${done} of ${counts.files} done`,
+    h("span", { role: "status", "aria-live": "polite" }, `Analysing traces: ${done} of ${counts.files} done`,
       counts.loading ? `, ${counts.loading} loading` : "",
       counts.queued ? `, ${counts.queued} queued` : "",
       counts.waiting ? `, ${counts.waiting} waiting for the file to be complete` : "",
       counts.error ? ` (${counts.error} failed)` : ""),
     bar,
-    loading.length ? h("span", { class: "muted" }, loading.map((f) => `${f.file} (${fmt.fileSize(f.size)})`).join(", ")) : null);
+    loading.length ? h("div", { class: "file-progress-list" }, loading.map(fileProgress)) : null);
 }
 
 export function pending(state: string, message: string | null, file: string | null | undefined): HTMLElement {
