@@ -18,6 +18,7 @@ import math
 import multiprocessing
 import os
 import queue
+import stat
 import threading
 from array import array
 from typing import Any, Callable, Optional
@@ -30,7 +31,21 @@ from .reader import ByteSource, TraceParser, TraceReadError, TraceTruncated, dec
 
 _WS = b" \t\r"
 # Files smaller than this are read serially: starting a process costs more than it saves.
-MIN_PARALLEL_BYTES = int(os.environ.get("TB_ATTENTION_PARALLEL_MIN_BYTES", 48 << 20))
+def _min_bytes_from_env(default: int = 48 << 20) -> int:
+    """``TB_ATTENTION_PARALLEL_MIN_BYTES`` (``64M``, ``1G``, bytes); a bad value keeps the default
+    (this runs at import time: it must never raise)."""
+    v = os.environ.get("TB_ATTENTION_PARALLEL_MIN_BYTES", "").strip()
+    if not v:
+        return default
+    if v == "0":
+        return 0
+    try:
+        return _reader.parse_size(v)
+    except ValueError:
+        return default
+
+
+MIN_PARALLEL_BYTES = _min_bytes_from_env()
 
 
 class NotSuited(Exception):
@@ -56,12 +71,14 @@ def suitable(path: str) -> bool:
     if "fork" not in multiprocessing.get_all_start_methods():
         return False
     try:
-        size = os.path.getsize(path)
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):        # never open a named pipe: it could block
+            return False
         with open(path, "rb") as f:
             gz = f.read(2) == b"\x1f\x8b"
     except OSError:
         return False
-    return size * (8 if gz else 1) >= MIN_PARALLEL_BYTES
+    return st.st_size * (8 if gz else 1) >= MIN_PARALLEL_BYTES
 
 
 class RawChunkParser(TraceParser):

@@ -107,3 +107,18 @@ def test_gzip_files_use_the_chunk_reader(tmp_path):
     p.write_bytes(gzip.compress(text.encode()))
     par, ser = run(p, 2), run(p, 1)
     assert par["parallel"] is True and par["report"] == ser["report"]
+
+
+def test_bad_min_bytes_setting_keeps_the_default():
+    env = dict(os.environ, TB_ATTENTION_PARALLEL_MIN_BYTES="lots", PYTHONPATH=ROOT)
+    r = subprocess.run([sys.executable, "-c", "from tb_attention_plugin.trace import parallel as p; "
+                        "print(p.MIN_PARALLEL_BYTES)"], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0 and int(r.stdout) == 48 << 20
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes")
+def test_a_named_pipe_is_never_opened(tmp_path):
+    from tb_attention_plugin.trace import parallel
+    fifo = tmp_path / "trace.json"
+    os.mkfifo(fifo)
+    assert parallel.suitable(str(fifo)) is False        # returns at once: nothing opened it
