@@ -43,6 +43,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from typing import Optional
 from urllib.parse import urlencode
@@ -343,6 +344,18 @@ def wait_until_ready(tb: TensorBoard, timeout: float, poll: float = 0.2) -> dict
     last_summary = -1e9
     last_key = None
     sel: dict = {}
+    probe: Optional[threading.Thread] = None
+    pc = Client(tb.port, timeout=30)
+
+    def probe_summary(t: float) -> None:
+        s = pc.try_get(PREFIX + "/summary?" + urlencode({"run": BIG}))
+        if s is not None:
+            sd = _json(s[1])
+            out["pending_answers"].append({"t": round(t, 2), "status": s[0], "seconds": round(s[2], 3),
+                                           "state": sd.get("state"), "message": sd.get("message"),
+                                           "counts": sd.get("counts")})
+            if s[0] == 200 and sd.get("state") == "ready" and "summary_ready_s" not in out:
+                out["summary_ready_s"] = round(tb.elapsed(), 3)
     while True:                                      # 3. both runs analysed
         check()
         t = tb.elapsed()
@@ -361,10 +374,17 @@ def wait_until_ready(tb: TensorBoard, timeout: float, poll: float = 0.2) -> dict
         if st is not None:
             out["during_load"]["status"].append(st[2])
             loading = [{"file": x.get("file", "").split("/")[0], "elapsed_s": x.get("elapsed_s"),
-                        "size_mb": round((x.get("size") or 0) / 1e6, 1)} for x in _json(st[1]).get("loading") or []]
+                        "size_mb": round((x.get("size") or 0) / 1e6, 1),
+                        "stage": (x.get("progress") or {}).get("stage"),
+                        "fraction": (x.get("progress") or {}).get("fraction")}
+                       for x in _json(st[1]).get("loading") or []]
+        for run, f in states.items():              # /runs carries the same progress per file
+            if f.get("progress"):
+                out.setdefault("runs_progress", {}).setdefault(run, 0)
+                out["runs_progress"][run] += 1
         counts = d.get("counts") or {}
         key = (json.dumps({k: (v.get("state"), v.get("message")) for k, v in sorted(states.items())}),
-               json.dumps([x["file"] for x in loading]))
+               json.dumps([(x["file"], x["stage"]) for x in loading]))
         sample = {"t": round(t, 2), "counts": {k: v for k, v in counts.items() if v},
                   "states": {k: v.get("state") for k, v in sorted(states.items())},
                   "messages": {k: v.get("message") for k, v in sorted(states.items()) if v.get("message")},
@@ -373,7 +393,8 @@ def wait_until_ready(tb: TensorBoard, timeout: float, poll: float = 0.2) -> dict
         if key != last_key:
             last_key = key
             log(f"  {t:6.2f} s  " + ", ".join(f"{k}: {v}" for k, v in sample["states"].items())
-                + ("  loading " + ", ".join(f"{x['file']} ({x['elapsed_s']} s)" for x in loading) if loading else ""))
+                + ("  loading " + ", ".join(f"{x['file']} ({x['elapsed_s']} s, {_prog(x)})" for x in loading)
+                   if loading else ""))
         for run, f in states.items():
             if f.get("state") in ("ready", "error") and f"{run}_ready_s" not in out:
                 out[f"{run}_ready_s"] = round(t, 3)
@@ -382,19 +403,13 @@ def wait_until_ready(tb: TensorBoard, timeout: float, poll: float = 0.2) -> dict
                 if f.get("state") == "error":
                     raise RuntimeError(f"run {run} failed: {f.get('message')}")
         big = states.get(BIG) or {}
-        if big.get("state") == "loading" and t - last_summary > 2.0:
+        if big.get("state") == "loading" and t - last_summary > 2.0 and not (probe and probe.is_alive()):
             # what the dashboard's routes answer while the trace loads (202 + state + counts,
-            # after waiting up to 1.5 s for it)
+            # after waiting up to 1.5 s for it); from a thread with its own connection, so that
+            # the 0.2 s samples of /runs and /status (and the progress they carry) go on meanwhile
             last_summary = t
-            s = c.try_get(PREFIX + "/summary?" + urlencode({"run": BIG}))
-            if s is not None:
-                sd = _json(s[1])
-                out["pending_answers"].append({"t": round(t, 2), "status": s[0], "seconds": round(s[2], 3),
-                                               "state": sd.get("state"), "message": sd.get("message"),
-                                               "counts": sd.get("counts")})
-                if s[0] == 200 and sd.get("state") == "ready" and "summary_ready_s" not in out:
-                    out["summary_ready_s"] = round(tb.elapsed(), 3)
-                    continue                    # /runs says so too now: look again at once
+            probe = threading.Thread(target=probe_summary, args=(t,), daemon=True)
+            probe.start()
         if all(f"{r}_ready_s" in out for r in (BIG, SMALL)):
             for run, f in states.items():
                 sel[run] = {"run": run, "worker": f.get("worker"), "span": f.get("span"), "file": f.get("file")}
@@ -404,23 +419,73 @@ def wait_until_ready(tb: TensorBoard, timeout: float, poll: float = 0.2) -> dict
             break
         time.sleep(poll)
     out["workers"] = tb.worker_pids()
+    if probe is not None:
+        probe.join(5)
+    pc.close()
     c.close()
     for k in ("runs", "status"):
         out["during_load"][k] = lat_stats(out["during_load"][k])
+    out["big_progress"] = progress_seen(out, BIG)
+    log(f"  progress seen while {BIG} loaded: {progress_summary(out['big_progress'])}")
     return out
+
+
+def _prog(x: dict) -> str:
+    """`reading 45 %` from a loading entry's stage and fraction."""
+    if not x.get("stage"):
+        return "no progress"
+    f = x.get("fraction")
+    return x["stage"] + ("" if f is None else f" {f * 100:.0f} %")
+
+
+def progress_seen(st: dict, run: str) -> list:
+    """[(t, stage, fraction)] of ``run`` in the /status samples, consecutive repeats dropped."""
+    seen = []
+    for p in st["progress"]:
+        for x in p["loading"]:
+            if x["file"] == run and x.get("stage"):
+                item = (p["t"], x["stage"], x.get("fraction"))
+                if not seen or seen[-1][1:] != item[1:]:
+                    seen.append(item)
+    return seen
+
+
+def progress_summary(seen: list) -> str:
+    if not seen:
+        return "none (loaded too fast to catch, or no progress reported)"
+    stages = []
+    for _, stage, _ in seen:
+        if not stages or stages[-1] != stage:
+            stages.append(stage)
+    reading = [f for _, stage, f in seen if stage == "reading" and f is not None]
+    return (f"stages {' -> '.join(stages)}; fraction read while reading: "
+            + (", ".join(f"{f:.2f}" for f in reading) if reading else "none sampled")
+            + f" ({len(seen)} distinct samples, {seen[0][0]:.1f}–{seen[-1][0]:.1f} s)")
+
+
+def progress_cell(seen: list) -> str:
+    fr = [f for _, stage, f in seen if stage == "reading" and f is not None]
+    if not seen:
+        return "no progress seen"
+    return (f"progress seen in {len(seen)} samples" + (f", {fr[0] * 100:.0f}–{fr[-1] * 100:.0f} % read" if fr else "")
+            + f", up to stage `{seen[-1][1]}`")
 
 
 def progress_lines(st: dict) -> list[str]:
     """The loading states as they changed, compressed to one line per change."""
     lines, last, samples = [], None, st["progress"]
+
+    def key_of(p):
+        return (json.dumps(p["states"]), json.dumps([(x["file"], x.get("stage")) for x in p["loading"]]))
+
     for i, p in enumerate(samples):
-        key = (json.dumps(p["states"]), json.dumps([x["file"] for x in p["loading"]]))
+        key = key_of(p)
         nxt = samples[i + 1] if i + 1 < len(samples) else None
-        before_change = nxt is not None and key != (json.dumps(nxt["states"]), json.dumps([x["file"] for x in nxt["loading"]]))
+        before_change = nxt is not None and key != key_of(nxt)
         if key == last and not (before_change and p["loading"]):
             continue
         last = key
-        loading = ", ".join(f"`{x['file']}` {x['elapsed_s']} s" for x in p["loading"]) or "—"
+        loading = ", ".join(f"`{x['file']}` {x['elapsed_s']} s, {_prog(x)}" for x in p["loading"]) or "—"
         lines.append(f"| {p['t']:.2f} | " + ", ".join(f"{k}: {v}" + (f" ({p['messages'][k]})" if p["messages"].get(k) else "")
                                                       for k, v in p["states"].items())
                      + f" | {loading} | " + ", ".join(f"{k} {v}" for k, v in p["counts"].items()) + " |")
@@ -619,10 +684,15 @@ def build_report(info: dict, trace: dict, passes: dict, downloads: list, command
         su = passes[name]["startup"]
         pend = su["pending_answers"]
         lines += ["", f"{name.capitalize()} pass: what the routes reported while loading "
-                  "(`/runs` file states, `/status` loading list with elapsed seconds, `/runs` counts; "
-                  "one line per change, and the last sample before it):", "",
+                  "(`/runs` file states, `/status` loading list with elapsed seconds and progress, `/runs` counts; "
+                  "one line per change of state or stage, and the last sample before it):", "",
                   "| s | file states | loading | counts |", "|---|---|---|---|"]
         lines += progress_lines(su)
+        if su.get("big_progress") is not None:
+            lines += ["", f"Progress of `{BIG}` in `/status` (sampled every 0.2 s): "
+                      + progress_summary(su["big_progress"])
+                      + f"; `/runs` carried it in {su.get('runs_progress', {}).get(BIG, 0)} samples"
+                      + "."]
         if pend:
             codes = sorted({p["status"] for p in pend})
             secs = [p["seconds"] for p in pend if p["status"] == 202]
@@ -667,7 +737,8 @@ def build_report(info: dict, trace: dict, passes: dict, downloads: list, command
               f"| TensorBoard serves while the big trace loads, with progress | plugin routes answered "
               f"{su['plugin_s']:.2f} s after spawn, the trace was ready at {su[f'{BIG}_ready_s']:.2f} s; "
               f"`/runs` p95 {fmt_ms(su['during_load']['runs']['p95_ms'])} ms meanwhile; "
-              f"{'202 + state + counts seen' if saw_pending else 'no 202 seen (loaded too fast to catch)'} | "
+              f"{'202 + state + counts seen' if saw_pending else 'no 202 seen (loaded too fast to catch)'}; "
+              f"{progress_cell(su.get('big_progress') or [])} | "
               f"{'PASS' if serving else 'FAIL'} |"]
     if "warm" in passes:
         w = passes["warm"]["startup"]
