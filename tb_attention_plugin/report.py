@@ -344,10 +344,8 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
     estimated |= (attr.owner >= 0) & (attr.share < 1.0)
     step_vocab = [s[2] for s in step_rows] + [None]
     is_kernel = kind == KERNEL
-    grid = [[a, b, c] if ik else None for a, b, c, ik in zip(G["grid_x"].tolist(), G["grid_y"].tolist(),
-                                                            G["grid_z"].tolist(), is_kernel.tolist())]
-    block = [[a, b, c] if ik else None for a, b, c, ik in zip(G["block_x"].tolist(), G["block_y"].tolist(),
-                                                             G["block_z"].tolist(), is_kernel.tolist())]
+    grid = _dims_column(G["grid_x"], G["grid_y"], G["grid_z"], is_kernel)
+    block = _dims_column(G["block_x"], G["block_y"], G["block_z"], is_kernel)
     # hardware counters (CUPTI ranges in the trace, an ncu export beside it) replace the model
     meas = _measure(trace, links, launch_t, k_step, [s[2] for s in step_rows], dur, cu, mu, dram, aby, bound,
                     reasons, estimated, peak_key_col.codes, peak_key_col.vocab, peak_f, bw, sms, blocks, devices)
@@ -490,43 +488,60 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
     }
 
 
+def _dims_column(x: np.ndarray, y: np.ndarray, z: np.ndarray, is_kernel: np.ndarray) -> Coded:
+    """``[x, y, z]`` per kernel (None for copies and fills), coded: a trace has few distinct
+    launch shapes, and one list per kernel is most of the cost of this column."""
+    if not len(x):
+        return Coded(np.zeros(0, np.int32), [None])
+    xyz = np.stack([x, y, z], axis=1).astype(np.int64)
+    uniq, inv = np.unique(xyz, axis=0, return_inverse=True)
+    vocab = [list(t) for t in uniq.tolist()] + [None]
+    return Coded(np.where(is_kernel, inv.reshape(-1), len(uniq)), vocab)
+
+
 def _reasons(n, bound, host_copy, peak_key_col, cu, mu, afl, aby, dur, kind, sms, blocks, occ, by, bw) -> list:
     """The evidence behind each kernel's bound, in words (plain lists: numpy scalars are slow)."""
     pk_vocab = peak_key_col.vocab
     cols = [x.tolist() for x in (bound, host_copy, peak_key_col.codes, cu, mu, afl, aby, dur, kind, sms, blocks, occ,
                                  by, bw)]
     out = []
-    for b, hc, pkc, c, m, fl_s, by_s, d, kd, sm, bl, o, nb, w in zip(*cols):
-        if hc:
-            out.append(f"host-device transfer over the host link ({_fmt_bytes(nb if nb == nb else None)})")
-            continue
-        pk = pk_vocab[pkc]
-        label = f"{pk} peak" if pk else "compute peak"
-        if b == 1:
-            out.append(f"reaches {c * 100:.0f}% of the {label} ({_rate(fl_s, 'FLOP/s')})")
-        elif b == 0:
-            out.append(f"reaches {m * 100:.0f}% of memory bandwidth ({_rate(by_s, 'B/s')} of estimated DRAM traffic)")
-        elif b == 2:
-            why = []
-            if d < SHORT_KERNEL_US:
-                why.append(f"only {d:.1f} µs: launch overhead dominates")
-            if kd == KERNEL and sm and 0 < bl < sm:
-                why.append(f"grid of {bl} blocks < {sm} SMs")
-            if o == o and 0 < o < LOW_OCCUPANCY_PCT:
-                why.append(f"estimated occupancy {o:.0f}%")
-            if not why:
-                why.append("neither roof reached: stalls, poor access pattern or too little parallel work")
-            if m == m:
-                out.append("; ".join(why) + f" ({m * 100:.0f}% of bandwidth, {(c if c == c else 0.0) * 100:.0f}% of {label})")
-            else:
-                out.append("; ".join(why) + " (FLOPs and bytes unknown)")
-        elif d <= 0:
-            out.append("zero duration")
-        elif w != w:
-            out.append("unknown GPU: give its peaks with --peaks")
-        else:
-            out.append("FLOPs or bytes unknown (no recorded shapes, or an op without a cost formula)")
+    memo: dict = {}
+    for key in zip(*cols):
+        # the same kernel recurs with the same numbers in every layer and step
+        hit = memo.get(key)
+        if hit is None:
+            hit = memo[key] = _reason(pk_vocab, *key)
+        out.append(hit)
     return out
+
+
+def _reason(pk_vocab, b, hc, pkc, c, m, fl_s, by_s, d, kd, sm, bl, o, nb, w) -> str:
+    if hc:
+        return f"host-device transfer over the host link ({_fmt_bytes(nb if nb == nb else None)})"
+    pk = pk_vocab[pkc]
+    label = f"{pk} peak" if pk else "compute peak"
+    if b == 1:
+        return f"reaches {c * 100:.0f}% of the {label} ({_rate(fl_s, 'FLOP/s')})"
+    if b == 0:
+        return f"reaches {m * 100:.0f}% of memory bandwidth ({_rate(by_s, 'B/s')} of estimated DRAM traffic)"
+    if b == 2:
+        why = []
+        if d < SHORT_KERNEL_US:
+            why.append(f"only {d:.1f} µs: launch overhead dominates")
+        if kd == KERNEL and sm and 0 < bl < sm:
+            why.append(f"grid of {bl} blocks < {sm} SMs")
+        if o == o and 0 < o < LOW_OCCUPANCY_PCT:
+            why.append(f"estimated occupancy {o:.0f}%")
+        if not why:
+            why.append("neither roof reached: stalls, poor access pattern or too little parallel work")
+        if m == m:
+            return "; ".join(why) + f" ({m * 100:.0f}% of bandwidth, {(c if c == c else 0.0) * 100:.0f}% of {label})"
+        return "; ".join(why) + " (FLOPs and bytes unknown)"
+    if d <= 0:
+        return "zero duration"
+    if w != w:
+        return "unknown GPU: give its peaks with --peaks"
+    return "FLOPs or bytes unknown (no recorded shapes, or an op without a cost formula)"
 
 
 def _phase_row(phase, direction, m, dur, fl, by, cu, mu, known, bound, inst, name_ids, names, estimated, att_time):

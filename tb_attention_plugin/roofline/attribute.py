@@ -55,10 +55,19 @@ class _Owners:
         self.memo: dict[int, int] = {}
         self.cache: dict = {}
         self.costed_below: dict[int, bool] = {}
+        self.by_range: dict = {}
         R = trace.ranges
         self.kind, self.name, self.sig = R["kind"], R["name"], R["sig"]
 
     def cost_of(self, r: int):
+        # memoised per range: owner() walks the same ancestors for every kernel below them
+        hit = self.by_range.get(r, False)
+        if hit is not False:
+            return hit
+        c = self.by_range[r] = self._cost_of(r)
+        return c
+
+    def _cost_of(self, r: int):
         if self.kind[r] != OP or self.sig[r] < 0:
             return None
         name = self.t.strings[self.name[r]]
