@@ -673,8 +673,7 @@ def _device_entry(ctx, shapes, idx, rng, inst, ph, bwd, dtype_code, dev_id) -> d
     if len(am) > MAX_INFER:
         am = am[np.argsort(-b[am], kind="stable")[:MAX_INFER]]
     makers: dict[int, dict] = {}
-    for p in am.tolist():
-        makers[p] = _maker(ctx, int(rng[p]), int(b[p]), dtype_code)
+    makers.update(_makers(ctx, am, rng, b, dtype_code))
     score = np.zeros(n, dtype=bool)
     for p in am.tolist():
         s = shapes.get(int(inst[p]))
@@ -742,7 +741,7 @@ def _maker(ctx: _Context, r: int, nbytes: int, device_type: int) -> dict:
     chain = []
     x = op
     anc = ctx.L.op_ancestor
-    while x >= 0 and len(chain) < 10:
+    while x >= 0 and len(chain) < _CHAIN:
         chain.append(x)
         x = int(anc[x])
     key = (tuple((int(ctx.name_id[c]), int(ctx.sig[c])) for c in chain), nbytes, device_type)
@@ -753,6 +752,36 @@ def _maker(ctx: _Context, r: int, nbytes: int, device_type: int) -> dict:
 
 
 _NO_MAKER = {"op": None, "alloc_op": None, "shape": None, "dtype": None, "output": None, "match": None}
+_CHAIN = 10          # enclosing ops looked at for an allocation's maker
+
+
+def _makers(ctx: _Context, pos: np.ndarray, rng: np.ndarray, nbytes: np.ndarray, device_type: int) -> dict:
+    """:func:`_maker` of many allocations at once: their op stacks are built with whole-array
+    steps and the maker is worked out once per distinct (stack of names and inputs, size)."""
+    if not len(pos):
+        return {}
+    anc = ctx.L.op_ancestor
+    r = rng[pos].astype(np.int64)
+    ok = r >= 0
+    rr = np.maximum(r, 0)
+    op = np.where(ok, np.where(ctx.kind[rr] == OP, rr, anc[rr]), -1)
+    chain = np.full((len(pos), _CHAIN), -1, dtype=np.int64)
+    chain[:, 0] = op
+    for j in range(1, _CHAIN):
+        prev = chain[:, j - 1]
+        chain[:, j] = np.where(prev >= 0, anc[np.maximum(prev, 0)], -1)
+    live = chain >= 0
+    safe = np.maximum(chain, 0)
+    key = np.concatenate([np.where(live, ctx.name_id[safe], -1), np.where(live, ctx.sig[safe], -2),
+                          nbytes[pos].astype(np.int64)[:, None]], axis=1)
+    _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    inv = inv.reshape(-1)
+    made = []
+    for f in first.tolist():
+        c = chain[f]
+        made.append(_maker(ctx, int(rng[pos[f]]), int(nbytes[pos[f]]), device_type) if c[0] >= 0
+                    else dict(_NO_MAKER))
+    return {p: dict(made[g]) for p, g in zip(pos.tolist(), inv.tolist())}
 
 
 def _maker_of_chain(ctx: _Context, chain: list, nbytes: int, device_type: int) -> dict:
