@@ -493,24 +493,31 @@ def _dims_column(x: np.ndarray, y: np.ndarray, z: np.ndarray, is_kernel: np.ndar
     launch shapes, and one list per kernel is most of the cost of this column."""
     if not len(x):
         return Coded(np.zeros(0, np.int32), [None])
-    xyz = np.stack([x, y, z], axis=1).astype(np.int64)
-    uniq, inv = np.unique(xyz, axis=0, return_inverse=True)
-    vocab = [list(t) for t in uniq.tolist()] + [None]
+    x, y, z = (np.asarray(a, dtype=np.int64) for a in (x, y, z))
+    if x.min() >= 0 and x.max() < 1 << 31 and y.min() >= 0 and y.max() < 1 << 16 and z.min() >= 0 and z.max() < 1 << 16:
+        # CUDA's limits (x < 2^31, y and z < 2^16): one int64 per launch shape sorts much faster
+        uniq, inv = np.unique((x << 32) | (y << 16) | z, return_inverse=True)
+        vocab = [[int(u >> 32), int((u >> 16) & 0xFFFF), int(u & 0xFFFF)] for u in uniq.tolist()] + [None]
+    else:
+        uniq, inv = np.unique(np.stack([x, y, z], axis=1), axis=0, return_inverse=True)
+        vocab = [list(t) for t in uniq.tolist()] + [None]
     return Coded(np.where(is_kernel, inv.reshape(-1), len(uniq)), vocab)
 
 
 def _reasons(n, bound, host_copy, peak_key_col, cu, mu, afl, aby, dur, kind, sms, blocks, occ, by, bw) -> list:
     """The evidence behind each kernel's bound, in words (plain lists: numpy scalars are slow)."""
     pk_vocab = peak_key_col.vocab
-    cols = [x.tolist() for x in (bound, host_copy, peak_key_col.codes, cu, mu, afl, aby, dur, kind, sms, blocks, occ,
-                                 by, bw)]
+    arrays = (bound, host_copy, peak_key_col.codes, cu, mu, afl, aby, dur, kind, sms, blocks, occ, by, bw)
+    cols = [x.tolist() for x in arrays]
+    # The same kernel recurs with the same numbers in every layer and step: word each distinct
+    # one once. NaN never equals itself, so the memo's key has -inf in its place.
+    keys = [np.where(np.isnan(x), -np.inf, x).tolist() if x.dtype.kind == "f" else c for x, c in zip(arrays, cols)]
     out = []
     memo: dict = {}
-    for key in zip(*cols):
-        # the same kernel recurs with the same numbers in every layer and step
+    for key, vals in zip(zip(*keys), zip(*cols)):
         hit = memo.get(key)
         if hit is None:
-            hit = memo[key] = _reason(pk_vocab, *key)
+            hit = memo[key] = _reason(pk_vocab, *vals)
         out.append(hit)
     return out
 
