@@ -151,14 +151,12 @@ def _partial(chunk: bytes, keep_python: str) -> tuple:
     return b.export(), stats
 
 
-def _child(jobs, results, keep_python: str) -> None:
+def _send_all(results, produce) -> None:
+    """In the child: send every ``(index, result)`` that ``produce()`` yields, then None; a
+    failure is sent as ``("unsuited" | "error", message)`` and the parent reads serially."""
     try:
-        while True:
-            item = jobs.recv()
-            if item is None:
-                break
-            idx, chunk = item
-            results.send((idx, _partial(chunk, keep_python)))
+        for item in produce():
+            results.send(item)
         results.send(None)
     except NotSuited as e:
         results.send(("unsuited", str(e)))
@@ -166,6 +164,40 @@ def _child(jobs, results, keep_python: str) -> None:
         results.send(("error", f"{type(e).__name__}: {e}"))
     finally:
         results.close()
+
+
+def _start_receiver(res_r, store: dict, problem: list, name: str) -> threading.Thread:
+    """In the parent: a thread that files the child's results into ``store`` by index as soon as
+    they arrive (the child would otherwise wait on its send while the parent works) and notes a
+    failure in ``problem``. It ends with the child's final None."""
+    def receive() -> None:
+        try:
+            while True:
+                item = res_r.recv()
+                if item is None:
+                    return
+                if isinstance(item[0], str):
+                    problem.append(item[1])
+                    return
+                store[item[0]] = item[1]
+        except (EOFError, OSError) as e:
+            problem.append(f"child stopped: {e}")
+
+    t = threading.Thread(target=receive, name=name, daemon=True)
+    t.start()
+    return t
+
+
+def _child(jobs, results, keep_python: str) -> None:
+    def produce():
+        while True:
+            item = jobs.recv()
+            if item is None:
+                return
+            idx, chunk = item
+            yield idx, _partial(chunk, keep_python)
+
+    _send_all(results, produce)
 
 
 def load_parallel(path: str, max_bytes: int, keep_python: str, builder) -> tuple[dict, dict, Optional[str]]:
@@ -187,21 +219,7 @@ def load_parallel(path: str, max_bytes: int, keep_python: str, builder) -> tuple
     received: dict[int, Any] = {}
     problem: list[str] = []
 
-    def receive():
-        try:
-            while True:
-                item = res_r.recv()
-                if item is None:
-                    return
-                if isinstance(item[0], str):
-                    problem.append(item[1])
-                    return
-                received[item[0]] = item[1]
-        except (EOFError, OSError) as e:
-            problem.append(f"child stopped: {e}")
-
-    reader = threading.Thread(target=receive, daemon=True)
-    reader.start()
+    reader = _start_receiver(res_r, received, problem, "tb-attention-chunk-receiver")
     # Chunks go to the child from a thread: a 2 MB send blocks until the child has read it, and
     # the child reads only between chunks, so sending inline would make the parent wait for the
     # child's current chunk every other chunk.
@@ -475,22 +493,18 @@ def _split_child(path, cuts, bare, max_bytes, keep_python, counter, results) -> 
     p = _progress.current()          # the parent's record, inherited through fork
     if p is not None:
         p.forked(1)                  # its own slot: the parent goes on counting in slot 0
-    try:
+
+    def produce():
         while True:
             with counter.get_lock():
                 i = counter.value
                 counter.value += 1
             if i >= len(cuts) - 1:
-                break
+                return
             b, meta, stats, nbytes, truncated = _segment(path, cuts, i, bare, max_bytes, keep_python)
-            results.send((i, b.export(), meta, stats, nbytes, truncated))
-        results.send(None)
-    except NotSuited as e:
-        results.send(("unsuited", str(e)))
-    except BaseException as e:  # noqa: BLE001 - reported to the parent, which reads serially
-        results.send(("error", f"{type(e).__name__}: {e}"))
-    finally:
-        results.close()
+            yield i, ("exported", b.export(), meta, stats, nbytes, truncated)
+
+    _send_all(results, produce)
 
 
 def load_split(path: str, max_bytes: int, keep_python: str, builder) -> tuple[dict, dict, Optional[str]]:
@@ -509,24 +523,7 @@ def load_split(path: str, max_bytes: int, keep_python: str, builder) -> tuple[di
     res_w.close()
     parts: dict[int, Any] = {}
     problem: list[str] = []
-
-    def receive() -> None:
-        # a thread, so that the child's results (a few MB each) are taken as soon as they are
-        # sent: the child would otherwise wait on its send while the parent builds a segment
-        try:
-            while True:
-                item = res_r.recv()
-                if item is None:
-                    return
-                if isinstance(item[0], str):
-                    problem.append(item[1])
-                    return
-                parts[item[0]] = ("exported",) + item[1:]
-        except (EOFError, OSError) as e:
-            problem.append(f"child stopped: {e}")
-
-    receiver = threading.Thread(target=receive, name="tb-attention-split-receiver", daemon=True)
-    receiver.start()
+    receiver = _start_receiver(res_r, parts, problem, "tb-attention-split-receiver")
     merged = 1
     metas, stats_all, total, truncated = [], [], 0, []
 
