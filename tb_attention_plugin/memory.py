@@ -32,7 +32,7 @@ import numpy as np
 
 from .attention import patterns as P
 from .attention.tagger import call_numbers
-from .roofline.cost import SDPA_SCHEMAS, matmul_dims, op_cost, sdpa_shapes
+from .roofline.cost import SDPA_SCHEMAS, broadcast_shapes, matmul_dims, op_cost, sdpa_shapes
 from .trace.correlate import Links
 from .trace.records import MEMCPY, MEMSET, OP, Trace
 from .trace.shapes import DTYPES, SCALAR_TYPE_CODES, Arg, parse_args
@@ -117,20 +117,6 @@ def _int_value(args: list[Arg], i: int) -> Optional[int]:
         return int(t)
     except ValueError:
         return None
-
-
-def _broadcast(shapes: list[tuple]) -> Optional[tuple]:
-    if not shapes:
-        return None
-    nd = max(len(s) for s in shapes)
-    out = []
-    for i in range(nd):
-        dims = {s[len(s) - nd + i] for s in shapes if len(s) - nd + i >= 0}
-        dims.discard(1)
-        if len(dims) > 1:
-            return None
-        out.append(dims.pop() if dims else 1)
-    return tuple(out)
 
 
 def _resolve_view(shape: tuple, numel: int) -> Optional[tuple]:
@@ -287,7 +273,7 @@ def op_outputs(op: str, args: list[Arg]) -> list[tuple[tuple, Optional[str], int
             a0, a1 = a0 % len(sh), a1 % len(sh)
             add(sh[:a0] + (prod(sh[a0:a1 + 1]),) + sh[a1 + 1:])
     elif s in _SAME_SHAPE and t:
-        shape = _broadcast([a.shape for a in t]) or t[0].shape
+        shape = broadcast_shapes(*[a.shape for a in t]) or t[0].shape
         if s in _BOOL_OUT:
             add(shape, "bool", 1)
         elif s in ("_softmax", "_log_softmax") and len(args) > 2 and args[2].value.strip().lower() == "true":

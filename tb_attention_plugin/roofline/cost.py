@@ -42,7 +42,10 @@ def _tensors(args: list[Arg]) -> list[Arg]:
     return [a for a in args if a.is_tensor]
 
 
-def _broadcast(*shapes: tuple) -> Optional[tuple]:
+def broadcast_shapes(*shapes: tuple) -> Optional[tuple]:
+    """The shape of ``shapes`` broadcast together (numpy rules), or None if they do not broadcast."""
+    if not shapes:
+        return None
     nd = max(len(s) for s in shapes)
     out = []
     for i in range(nd):
@@ -117,7 +120,7 @@ def matmul_dims(a: tuple, b: tuple) -> Optional[tuple[int, int, int, int, tuple]
     k2, n = b2[-2], b2[-1]
     if k != k2:
         return None
-    batch = _broadcast(a2[:-2], b2[:-2]) if (len(a2) > 2 or len(b2) > 2) else ()
+    batch = broadcast_shapes(a2[:-2], b2[:-2]) if (len(a2) > 2 or len(b2) > 2) else ()
     if batch is None:
         return None
     out = batch + ((m,) if len(a) > 1 else ()) + ((n,) if len(b) > 1 else ())
@@ -329,7 +332,7 @@ def _elementwise(flops_per_elem: float, out_itemsize: Optional[int] = None, esti
         t = _tensors(args)
         if not t:
             return None
-        out_shape = _broadcast(*[a.shape for a in t])
+        out_shape = broadcast_shapes(*[a.shape for a in t])
         if out_shape is None:
             out_shape = t[0].shape
         n = prod(out_shape)
