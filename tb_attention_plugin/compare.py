@@ -22,6 +22,9 @@ from __future__ import annotations
 import re
 from typing import Iterable, Optional
 
+from .attention.patterns import strip_templates
+from .formats import text_table
+
 COMPARE_SCHEMA = 1
 
 PHASE_ORDER = ("qkv_proj", "rotary", "qk_matmul", "scale", "mask", "softmax", "dropout", "pv_matmul",
@@ -64,21 +67,6 @@ _TRANSPOSE = re.compile(r"^([TN]{1,3}|[tn]{1,2})$")
 _PARAM_WORDS = frozenset({"knob", "tilesize", "stage", "warpsize", "cga"})   # a parameter's name, its value cut
 
 
-def _strip_templates(s: str) -> str:
-    """Drop every balanced <...> (template arguments), however deeply nested."""
-    if "<" not in s:
-        return s
-    out, depth = [], 0
-    for ch in s:
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth = max(0, depth - 1)
-        elif depth == 0:
-            out.append(ch)
-    return "".join(out)
-
-
 def kernel_group(name: str) -> str:
     """The group a kernel name belongs to (docs/report-schema.md, "Kernel groups").
 
@@ -100,7 +88,7 @@ def kernel_group(name: str) -> str:
     if s.startswith("void "):
         s = s[5:]
     s = s.replace("(anonymous namespace)::", "")
-    s = _strip_templates(s)
+    s = strip_templates(s)
     cut = s.find("(")
     if cut > 0:
         s = s[:cut]
@@ -781,17 +769,6 @@ def _speed(r: dict) -> str:
     return f"{s:.2f}x faster" if s > 1 else f"{1 / s:.2f}x slower"
 
 
-def _table(headers, rows, markdown: bool) -> str:
-    if markdown:
-        out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-        out += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
-        return "\n".join(out)
-    widths = [max(len(h), *(len(str(r[i])) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)), "  ".join("-" * w for w in widths)]
-    out += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)) for r in rows]
-    return "\n".join(out)
-
-
 def render(cmp: dict, markdown: bool = False) -> str:
     """A comparison as a terminal table (or markdown for PR comments)."""
     h2 = "## " if markdown else ""
@@ -818,14 +795,14 @@ def render(cmp: dict, markdown: bool = False) -> str:
     sh = cmp["totals"]["attention_share"]
     rows.append(["attention share", _pct(sh["base"]), _pct(sh["new"]),
                  f"{sh['delta'] * 100:+.1f} pt" if sh["delta"] is not None else "–", "", ""])
-    out += [f"{h3}Totals", _table(["", "base", "new", "Δ", "Δ%", "speedup"], rows, markdown), ""]
+    out += [f"{h3}Totals", text_table(["", "base", "new", "Δ", "Δ%", "speedup"], rows, markdown), ""]
     rows = []
     for s in cmp["sections"]:
         rows.append([f"{s['label']} {_dir(s['direction'])}", _parts(s["base"]), _parts(s["new"]),
                      _signed_us(s["delta"]), _signed_pct(s["delta_pct"]), _speed(s)])
     if rows:
         out += [f"{h3}Matched work (fused vs decomposed side by side)",
-                _table(["", "base", "new", "Δ", "Δ%", "speedup"], rows, markdown), ""]
+                text_table(["", "base", "new", "Δ", "Δ%", "speedup"], rows, markdown), ""]
     rows = []
     for p in cmp["phases"]:
         x, y = p["base"] or {}, p["new"] or {}
@@ -833,7 +810,7 @@ def render(cmp: dict, markdown: bool = False) -> str:
                      _us(y.get("time_us")), y.get("bound", "–") if y else "–", _signed_us(p["delta"]),
                      _signed_pct(p["delta_pct"]), _speed(p)])
     if rows:
-        out += [f"{h3}Phases", _table(["phase", "dir", "base", "bound", "new", "bound", "Δ", "Δ%", "speedup"],
+        out += [f"{h3}Phases", text_table(["phase", "dir", "base", "bound", "new", "bound", "Δ", "Δ%", "speedup"],
                                       rows, markdown), ""]
     rows = []
     for g in cmp["kernel_groups"]:
@@ -844,7 +821,7 @@ def render(cmp: dict, markdown: bool = False) -> str:
                      f"{_us(y.get('time_us'))} ({_calls(y)})" if y else "–",
                      _signed_us(g["delta"]), _speed(g)])
     if rows:
-        out += [f"{h3}Top kernel groups", _table(["kernel group", "phase", "dir", "base", "new", "Δ", "speedup"],
+        out += [f"{h3}Top kernel groups", text_table(["kernel group", "phase", "dir", "base", "new", "Δ", "speedup"],
                                                 rows, markdown), ""]
     adv = cmp.get("advice") or {}
     for which, key in (("new run only", "only_new"), ("baseline only", "only_base")):

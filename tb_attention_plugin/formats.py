@@ -34,7 +34,9 @@ def rate(x: Optional[float], unit: str) -> str:
     return f"{x:.3g} {unit}"
 
 
-def _table(headers: list[str], rows: list[list[str]], markdown: bool) -> str:
+def text_table(headers: list[str], rows: list[list], markdown: bool) -> str:
+    """A plain-text table (columns padded) or a markdown one; cells are shown with str()."""
+    rows = [[str(c) for c in r] for r in rows]
     if markdown:
         out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
         out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
@@ -107,7 +109,7 @@ def render_text(reports: list[dict], markdown: bool = False, top: int = 10, memo
             out.append(f"step: {rep['step']}")
         out.append("")
         if rep.get("phases"):
-            out.append(_table(PHASE_HEADERS, phase_rows(rep), markdown))
+            out.append(text_table(PHASE_HEADERS, phase_rows(rep), markdown))
             out.append("")
             att = [k for k in rep["kernels"] if k["attention"]]
             att.sort(key=lambda k: -(k["dur_us"] or 0))
@@ -124,7 +126,7 @@ def render_text(reports: list[dict], markdown: bool = False, top: int = 10, memo
                     nm = name if len(name) <= 70 else name[:67] + "..."
                     rows.append([nm, PHASE_LABELS.get(ph, ph), "fwd" if d == "forward" else "bwd", str(n), us(t), k["bound"],
                                  pct(k["memory_util"]), pct(k["compute_util"])])
-                out.append(_table(["kernel", "phase", "dir", "calls", "total", "bound", "mem util", "compute util"],
+                out.append(text_table(["kernel", "phase", "dir", "calls", "total", "bound", "mem util", "compute util"],
                                   rows, markdown))
                 out.append("")
         if memory:

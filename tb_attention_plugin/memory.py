@@ -32,6 +32,7 @@ import numpy as np
 
 from .attention import patterns as P
 from .attention.tagger import call_numbers
+from .formats import text_table
 from .roofline.cost import SDPA_SCHEMAS, broadcast_shapes, matmul_dims, op_cost, sdpa_shapes
 from .trace.correlate import Links
 from .trace.records import MEMCPY, MEMSET, OP, Trace
@@ -1593,17 +1594,6 @@ def _us(x) -> str:
 
 
 # ------------------------------------------------------------------------------ rendering
-def _table(headers, rows, markdown):
-    if markdown:
-        out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-        out += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
-        return "\n".join(out)
-    widths = [max(len(h), *(len(str(r[i])) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)), "  ".join("-" * w for w in widths)]
-    out += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)) for r in rows]
-    return "\n".join(out)
-
-
 def _shape_text(sh) -> str:
     if not sh:
         return "?"
@@ -1637,7 +1627,7 @@ def render_memory_text(rep: dict, markdown: bool = False) -> str:
                      str(p["score_allocs"])]
                     for p in d["phases"]]
             out.append("")
-            out.append(_table(["phase", "dir", "allocs", "allocated", "frees", "freed", "net", "largest allocation",
+            out.append(text_table(["phase", "dir", "allocs", "allocated", "frees", "freed", "net", "largest allocation",
                                "S×S"], rows, markdown))
         pk = d.get("attention_peak")
         if pk:
@@ -1655,7 +1645,7 @@ def render_memory_text(rep: dict, markdown: bool = False) -> str:
             if pk["before_window_bytes"]:
                 rows.append(["(allocated before the trace)", "", "", "", "", fmt_bytes(pk["before_window_bytes"]),
                              f"{100 * pk['before_window_bytes'] / max(1, pk['total_allocated_bytes']):.1f}%", ""])
-            out.append(_table(["op", "shape", "dtype", "phase", "count", "bytes", "share", ""], rows, markdown))
+            out.append(text_table(["op", "shape", "dtype", "phase", "count", "bytes", "share", ""], rows, markdown))
         calls = [c for c in d.get("calls") or [] if c.get("fused_alloc_bytes") is not None]
         if calls:
             out.append("")
@@ -1666,7 +1656,7 @@ def render_memory_text(rep: dict, markdown: bool = False) -> str:
                              f"B{s['b']} H{s['h']}/{s['hk']} S{s['sq']}x{s['sk']} D{s['d']} {s['dtype']}",
                              fmt_bytes(c["core_peak_bytes"]), fmt_bytes(c["fused_alloc_bytes"]),
                              str(c["score_allocs"]), fmt_bytes(c.get("score_matrix_bytes"))])
-            out.append(_table(["attention call", "calls", "shapes", "core peak above inputs",
+            out.append(text_table(["attention call", "calls", "shapes", "core peak above inputs",
                                "fused kernel (out+lse)", "S×S allocs/call", "one S×S"], rows, markdown))
     fp = mem.get("footprint") or {}
     if fp.get("layers"):
@@ -1681,12 +1671,12 @@ def render_memory_text(rep: dict, markdown: bool = False) -> str:
                          fmt_bytes(g["kv_bytes_per_call"]), fmt_bytes(g["fused_activation_bytes"]),
                          f"{g['score_tensors']} × {fmt_bytes(g['score_matrix_bytes'])}" if g["score_tensors"] else "–",
                          g["kv_source"]])
-        out.append(_table(["attention call", "calls", "shapes", "K/V per call", "fused q+k+v+out+lse",
+        out.append(text_table(["attention call", "calls", "shapes", "K/V per call", "fused q+k+v+out+lse",
                            "S×S tensors", "K/V from"], rows, markdown))
         if len(fp.get("alternatives") or []) > 1:
             rows = [[a["name"], str(a["kv_heads"]) if a["kv_heads"] is not None else "latent", fmt_bytes(a["bytes"]),
                      f"{100 * ((a['ratio'] or 1) - 1):+.1f}%"] for a in fp["alternatives"]]
-            out.append(_table(["KV layout", "KV heads", "K/V bytes", "vs current"], rows, markdown))
+            out.append(text_table(["KV layout", "KV heads", "K/V bytes", "vs current"], rows, markdown))
             out.append(f"({mem['assumptions']['mla']})")
     elif fp.get("message"):
         out.append(f"K/V footprint: {fp['message']}")
@@ -1706,7 +1696,7 @@ def render_memory_text(rep: dict, markdown: bool = False) -> str:
                   "fwd" if g["direction"] == "forward" else "bwd", "", str(g["calls"]), str(g["instances"]),
                   _us(g["time_us"]), "", fmt_bytes(g["bytes"])] for g in dm["transfers"][:10]]
         if rows:
-            out.append(_table(["op", "kind", "phase", "dir", "shape", "calls", "attn calls", "GPU time", "CPU time",
+            out.append(text_table(["op", "kind", "phase", "dir", "shape", "calls", "attn calls", "GPU time", "CPU time",
                                "bytes"], rows, markdown))
     for f in mem.get("flags") or []:
         out.append(f"memory {f['severity']}: {f['message']} — {f['evidence']}. Fix: {f['fix']}")

@@ -182,3 +182,18 @@ def triton_unit(kernel_name: str) -> str:
     if ops <= {o.lstrip("_") for o in SCALE_OPS | LAYOUT_OPS}:
         return "scale"
     return "other"
+
+
+def strip_templates(s: str) -> str:
+    """Drop every balanced <...> (template arguments), however deeply nested."""
+    if "<" not in s:
+        return s
+    out, depth = [], 0
+    for ch in s:
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out)

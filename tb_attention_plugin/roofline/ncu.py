@@ -29,6 +29,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional, Tuple, Union
 
+from ..attention.patterns import strip_templates
+
 # identity columns (never converted to numbers, never scaled)
 IDENTITY_COLUMNS = {
     "ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Kernel Time", "Context", "Stream",
@@ -333,16 +335,7 @@ def short_name(kernel_name: str) -> str:
                 break
     if s.endswith(")"):
         s = s[:cut]
-    # drop template args
-    out, depth = [], 0
-    for ch in s:
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth = max(0, depth - 1)
-        elif depth == 0:
-            out.append(ch)
-    s = "".join(out).strip()
+    s = strip_templates(s).strip()
     s = s.split(" ")[-1] if " " in s else s
     return s.split("::")[-1]
 
