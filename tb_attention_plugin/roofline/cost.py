@@ -426,6 +426,8 @@ def _cat(args):
 
 
 def _fill(args):
+    """fill_ / zero_, and random fills (uniform_, normal_, bernoulli_...): write every element,
+    read none (the random numbers are generated in registers)."""
     t = _tensors(args)
     if not t:
         return None
@@ -439,14 +441,6 @@ def _scan(args):
         return None
     return Cost(float(t[0].numel), float(2 * t[0].nbytes), t[0].dtype, VECTOR, flops_estimated=True,
                 reads=float(t[0].nbytes))
-
-
-def _random_fill(args):
-    """uniform_ / normal_ / bernoulli_ ...: generate and write every element."""
-    t = _tensors(args)
-    if not t:
-        return None
-    return Cost(0.0, float(t[0].nbytes), t[0].dtype, NONE, reads=0.0)
 
 
 def _transform_bias_rescale_qkv(args):
@@ -521,8 +515,8 @@ _FORMULAS: dict[str, Callable] = {
     "aten::sum": _reduction, "aten::mean": _reduction, "aten::amax": _reduction, "aten::max": _reduction,
     "aten::all": _reduction, "aten::any": _reduction, "aten::amin": _reduction, "aten::min": _reduction,
     "aten::cumsum": _scan, "aten::cumprod": _scan,
-    "aten::uniform_": _random_fill, "aten::normal_": _random_fill, "aten::bernoulli_": _random_fill,
-    "aten::exponential_": _random_fill, "aten::random_": _random_fill,
+    "aten::uniform_": _fill, "aten::normal_": _fill, "aten::bernoulli_": _fill,
+    "aten::exponential_": _fill, "aten::random_": _fill,
     "aten::_transform_bias_rescale_qkv": _transform_bias_rescale_qkv,
 }
 for _n in _ELEMENTWISE_BINARY:
