@@ -294,9 +294,7 @@ def load_parallel(path: str, max_bytes: int, keep_python: str, builder) -> tuple
     finally:
         src.close()
     jobs_w.close()
-    proc.join(10)
-    if proc.is_alive():
-        proc.kill()
+    _reap(proc, 10)
     res_r.close()
     if problem:
         raise NotSuited(problem[0])
@@ -316,7 +314,12 @@ def _stop(proc, jobs_w) -> None:
         jobs_w.send(None)
     except OSError:
         pass
-    proc.join(2)
+    _reap(proc, 2)
+
+
+def _reap(proc, timeout: float) -> None:
+    """Wait for the child to end; kill it if it has not within ``timeout`` seconds."""
+    proc.join(timeout)
     if proc.is_alive():
         proc.kill()
 
@@ -570,9 +573,7 @@ def load_split(path: str, max_bytes: int, keep_python: str, builder) -> tuple[di
         proc.kill()
         raise
     finally:
-        proc.join(10)
-        if proc.is_alive():
-            proc.kill()
+        _reap(proc, 10)
         res_r.close()
     if problem:
         raise NotSuited(problem[0])
