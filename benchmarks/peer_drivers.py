@@ -3,7 +3,7 @@
 
     python peer_drivers.py tbprof RUN_DIR     # torch-tb-profiler 0.4.3, as its TensorBoard plugin loads a run
     python peer_drivers.py hta TRACE_DIR      # Holistic Trace Analysis 0.5.0: load + get_gpu_kernel_breakdown
-    python peer_drivers.py orjson FILE        # reference: orjson decode of the whole file
+    python peer_drivers.py orjson FILE...     # reference: orjson decode of the whole file(s)
 
 Each exits non-zero if the tool produced nothing (both peers swallow some errors), and prints a
 one-line summary on stdout so that a run can be checked after the fact.
@@ -65,24 +65,27 @@ def hta(trace_dir: str) -> int:
     return 0
 
 
-def orjson_decode(path: str) -> int:
+def orjson_decode(*paths: str) -> int:
     import orjson
 
-    with open(path, "rb") as f:
-        raw = f.read()
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    doc = orjson.loads(raw)
-    n = len(doc["traceEvents"]) if isinstance(doc, dict) else len(doc)
-    print(f"orjson ok: {n} events")
+    n = 0
+    for path in paths:
+        with open(path, "rb") as f:
+            raw = f.read()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        doc = orjson.loads(raw)
+        n += len(doc["traceEvents"]) if isinstance(doc, dict) else len(doc)
+        del doc, raw
+    print(f"orjson ok: {n} events in {len(paths)} file(s)")
     return 0
 
 
 def main(argv) -> int:
-    if len(argv) != 3 or argv[1] not in ("tbprof", "hta", "orjson"):
+    if len(argv) < 3 or argv[1] not in ("tbprof", "hta", "orjson"):
         print(__doc__, file=sys.stderr)
         return 2
-    return {"tbprof": tbprof, "hta": hta, "orjson": orjson_decode}[argv[1]](argv[2])
+    return {"tbprof": tbprof, "hta": hta, "orjson": orjson_decode}[argv[1]](*argv[2:])
 
 
 if __name__ == "__main__":  # the guard matters: torch-tb-profiler spawns processes that import this
