@@ -57,7 +57,7 @@ FALLBACK_SNIPPET = ("import sys; from tb_attention_plugin.trace.records import l
 CASES = {
     "eager": ["benchmarks/traces/gpt12_naive_train_mem.pt.trace.json.gz"],
     "sdpa": ["benchmarks/traces/gpt12_sdpa_train_mem.pt.trace.json.gz"],
-    "ddp2": ["tests/data/ddp2/*rank0*.pt.trace.json*", "tests/data/ddp2/*rank1*.pt.trace.json*"],
+    "ddp2": ["tests/data/ddp2/**/rank0.*.pt.trace.json*", "tests/data/ddp2/**/rank1.*.pt.trace.json*"],
 }
 CASE_NOTES = {
     "eager": "12-layer GPT training step on an H200, eager attention (matmul-softmax-dropout-matmul), "
