@@ -10,14 +10,20 @@ Conventions (documented in docs/cost-model.md):
 * Elementwise, softmax and dropout FLOPs are estimates per element (``flops_estimated``); their
   bytes are exact minimums. Bytes are always the minimum traffic: every input read once and
   every output written once, at the recorded dtypes.
+* Inputs are read at the size their recorded strides address (``Arg.read_bytes``): an expanded
+  (stride-0) dimension is read once, a slice or view only what it covers. ``out=`` tensors (the
+  arguments after an op's inputs) are written, never read. A mixed-dtype op's ``dtype`` is the
+  promoted (result) dtype of the bytes it moves; each tensor's bytes are at its own dtype.
+* ``upper_bound``: FLOPs and bytes are a dense upper bound (FlexAttention: the block mask's
+  sparsity is not in the trace). The classifier must not claim a roof from an upper bound.
 * Unknown stays ``None``: an op we have no formula for, or one recorded without shapes.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import prod
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from ..trace.shapes import SCALAR_TYPE_CODES, Arg
 
@@ -36,10 +42,66 @@ class Cost:
     reads: Optional[float] = None     # the part of ``bytes`` that is read (the rest is written)
     parts: Optional[dict] = None      # sub-step -> (bytes read, bytes written), fused attention backward
     fp32_on_tensor_cores: bool = False  # fp32 work this op's kernels do on TF32 tensor cores
+    upper_bound: bool = False         # FLOPs/bytes are a dense upper bound (mask sparsity unknown)
+    l2_hint: Optional[str] = None     # why some reads likely come from L2, not DRAM (see l2_reuse)
+    l2_bytes: float = 0.0             # the bytes of ``reads`` that l2_hint says are likely L2 hits
+    inputs: tuple = ()                # (shape, dtype, bytes read) of each tensor read
+    output: Optional[tuple] = None    # (shape, dtype) of the tensor written, when there is one
 
 
 def _tensors(args: list[Arg]) -> list[Arg]:
     return [a for a in args if a.is_tensor]
+
+
+def _split(args: list[Arg], n_in: int) -> tuple[list[Arg], list[Arg]]:
+    """Tensors among an op's first ``n_in`` arguments (its inputs), and after them: PyTorch records
+    ``out=`` tensors as trailing arguments (``mul.out(self, other, *, out)``); they are written,
+    not read."""
+    return [a for a in args[:n_in] if a.is_tensor], [a for a in args[n_in:] if a.is_tensor]
+
+
+def _reads(ts: list[Arg]) -> float:
+    return float(sum(a.read_bytes for a in ts))
+
+
+def _sigs(ts: list[Arg]) -> tuple:
+    return tuple((a.shape, a.dtype, a.read_bytes) for a in ts)
+
+
+# Type promotion categories (torch.result_type): bool < integer < floating < complex.
+_CATEGORY = {"bool": 0, "uint8": 1, "int8": 1, "int16": 1, "int32": 1, "int64": 1,
+             "fp4": 2, "fp8": 2, "fp16": 2, "bf16": 2, "fp32": 2, "fp64": 2,
+             "complex32": 3, "complex64": 3, "complex128": 3}
+_ITEMSIZE = {"bool": 1, "uint8": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8, "fp4": 1, "fp8": 1,
+             "fp16": 2, "bf16": 2, "fp32": 4, "fp64": 8, "complex32": 4, "complex64": 8, "complex128": 16}
+
+
+def _promote(dtypes: list[str]) -> Optional[str]:
+    known = [d for d in dtypes if d in _CATEGORY]
+    if not known:
+        return None
+    cat = max(_CATEGORY[d] for d in known)
+    top = [d for d in known if _CATEGORY[d] == cat]
+    size = max(_ITEMSIZE[d] for d in top)
+    widest = {d for d in top if _ITEMSIZE[d] == size}
+    if widest == {"fp16", "bf16"}:
+        return "fp32"                       # half and bfloat16 promote to float
+    return sorted(widest)[0]
+
+
+def result_dtype(tensors: list[Arg]) -> Optional[str]:
+    """The dtype of an elementwise op's result (``torch.result_type``, simplified): tensors with
+    dimensions set it; 0-dim tensors only when of a higher category. The trace records a wrapped
+    Python float as a 0-dim fp64 tensor, which promotes to the default dtype (fp32), not fp64."""
+    dim = _promote([a.dtype for a in tensors if a.shape and a.dtype])
+    zero = _promote([a.dtype for a in tensors if a.shape == () and a.dtype])
+    if zero == "fp64":
+        zero = "fp32"
+    if dim is None:
+        return zero
+    if zero is not None and _CATEGORY[zero] > _CATEGORY[dim]:
+        return zero
+    return dim
 
 
 def broadcast_shapes(*shapes: tuple) -> Optional[tuple]:
@@ -57,57 +119,52 @@ def broadcast_shapes(*shapes: tuple) -> Optional[tuple]:
     return tuple(out)
 
 
-def _first_dtype(args: list[Arg]) -> Optional[str]:
-    for a in args:
-        if a.is_tensor and a.dtype:
-            return a.dtype
-    return None
-
-
 # -- matmuls -------------------------------------------------------------------------------
+def _gemm(ins: list[Arg], outs: list[Arg], out_shape: tuple, flops: float, dtype: Optional[str], detail: dict,
+          out_itemsize: Optional[int] = None, out_dtype: Optional[str] = None) -> Cost:
+    """A matmul-like op: its inputs read at the size their strides address, one output written
+    (an ``out=`` tensor's dtype when there is one, else ``out_itemsize`` or the first input's)."""
+    reads = _reads(ins)
+    it = outs[0].itemsize if outs else (out_itemsize or ins[0].itemsize)
+    od = outs[0].dtype if outs else (out_dtype or ins[0].dtype)
+    return Cost(flops, reads + prod(out_shape) * it, dtype, MATRIX, detail=detail, reads=reads,
+                inputs=_sigs(ins), output=(tuple(out_shape), od))
+
+
 def _mm(args):
-    t = _tensors(args)
-    if len(t) < 2 or len(t[0].shape) != 2 or len(t[1].shape) != 2:
+    ins, outs = _split(args, 2)
+    if len(ins) < 2 or len(ins[0].shape) != 2 or len(ins[1].shape) != 2:
         return None
-    (m, k), (k2, n) = t[0].shape, t[1].shape
-    reads = float((m * k + k2 * n) * t[0].itemsize)
-    return Cost(2.0 * m * n * k, reads + m * n * t[0].itemsize,
-                t[0].dtype, MATRIX, detail={"m": m, "n": n, "k": k}, reads=reads)
+    (m, k), (_, n) = ins[0].shape, ins[1].shape
+    return _gemm(ins, outs, (m, n), 2.0 * m * n * k, ins[0].dtype, {"m": m, "n": n, "k": k})
 
 
 def _addmm(args):
-    t = _tensors(args)
-    if len(t) < 3:
+    ins, outs = _split(args, 5)             # addmm(self, mat1, mat2, *, beta, alpha)
+    if len(ins) < 3:
         return None
-    bias, a, b = t[0], t[1], t[2]
+    a, b = ins[1], ins[2]
     if len(a.shape) != 2 or len(b.shape) != 2:
         return None
     (m, k), (_, n) = a.shape, b.shape
-    reads = float(bias.nbytes + a.nbytes + b.nbytes)
-    return Cost(2.0 * m * n * k, reads + m * n * a.itemsize,
-                a.dtype, MATRIX, detail={"m": m, "n": n, "k": k}, reads=reads)
+    return _gemm(ins, outs, (m, n), 2.0 * m * n * k, a.dtype, {"m": m, "n": n, "k": k})
 
 
 def _bmm(args):
-    t = _tensors(args)
-    if len(t) < 2 or len(t[0].shape) != 3 or len(t[1].shape) != 3:
+    ins, outs = _split(args, 2)
+    if len(ins) < 2 or len(ins[0].shape) != 3 or len(ins[1].shape) != 3:
         return None
-    (b, m, k), (_, _, n) = t[0].shape, t[1].shape
-    out = b * m * n * t[0].itemsize
-    reads = float(t[0].nbytes + t[1].nbytes)
-    return Cost(2.0 * b * m * n * k, reads + out, t[0].dtype, MATRIX,
-                detail={"batch": b, "m": m, "n": n, "k": k}, reads=reads)
+    (b, m, k), (_, _, n) = ins[0].shape, ins[1].shape
+    return _gemm(ins, outs, (b, m, n), 2.0 * b * m * n * k, ins[0].dtype, {"batch": b, "m": m, "n": n, "k": k})
 
 
 def _baddbmm(args):
-    t = _tensors(args)
-    if len(t) < 3 or len(t[1].shape) != 3 or len(t[2].shape) != 3:
+    ins, outs = _split(args, 5)             # baddbmm(self, batch1, batch2, *, beta, alpha)
+    if len(ins) < 3 or len(ins[1].shape) != 3 or len(ins[2].shape) != 3:
         return None
-    (b, m, k), (_, _, n) = t[1].shape, t[2].shape
-    out = b * m * n * t[1].itemsize
-    reads = float(t[0].nbytes + t[1].nbytes + t[2].nbytes)
-    return Cost(2.0 * b * m * n * k, reads + out, t[1].dtype,
-                MATRIX, detail={"batch": b, "m": m, "n": n, "k": k}, reads=reads)
+    (b, m, k), (_, _, n) = ins[1].shape, ins[2].shape
+    return _gemm(ins, outs, (b, m, n), 2.0 * b * m * n * k, ins[1].dtype,
+                 {"batch": b, "m": m, "n": n, "k": k}, out_itemsize=ins[1].itemsize, out_dtype=ins[1].dtype)
 
 
 def matmul_dims(a: tuple, b: tuple) -> Optional[tuple[int, int, int, int, tuple]]:
@@ -128,41 +185,50 @@ def matmul_dims(a: tuple, b: tuple) -> Optional[tuple[int, int, int, int, tuple]
 
 
 def _matmul(args):
-    t = _tensors(args)
-    if len(t) < 2:
+    ins, outs = _split(args, 2)
+    if len(ins) < 2:
         return None
-    r = matmul_dims(t[0].shape, t[1].shape)
+    r = matmul_dims(ins[0].shape, ins[1].shape)
     if r is None:
         return None
     batch, m, n, k, out = r
-    reads = float(t[0].nbytes + t[1].nbytes)
-    return Cost(2.0 * batch * m * n * k, reads + prod(out) * t[0].itemsize,
-                t[0].dtype, MATRIX, detail={"batch": batch, "m": m, "n": n, "k": k}, reads=reads)
+    return _gemm(ins, outs, out, 2.0 * batch * m * n * k, ins[0].dtype,
+                 {"batch": batch, "m": m, "n": n, "k": k})
 
 
 def _linear(args):
-    t = _tensors(args)
-    if len(t) < 2 or len(t[1].shape) != 2 or not t[0].shape:
+    ins, outs = _split(args, 3)             # linear(input, weight, bias=None)
+    if len(ins) < 2 or len(ins[1].shape) != 2 or not ins[0].shape:
         return None
-    x, w = t[0], t[1]
+    x, w = ins[0], ins[1]
     n, k = w.shape
     if x.shape[-1] != k:
         return None
     rows = prod(x.shape[:-1])
-    bias = t[2].nbytes if len(t) > 2 else 0
-    reads = float(x.nbytes + w.nbytes + bias)
-    return Cost(2.0 * rows * n * k, reads + rows * n * x.itemsize, x.dtype,
-                MATRIX, detail={"m": rows, "n": n, "k": k}, reads=reads)
+    return _gemm(ins, outs, x.shape[:-1] + (n,), 2.0 * rows * n * k, x.dtype, {"m": rows, "n": n, "k": k})
+
+
+# _scaled_mm(self, mat2, scale_a, scale_b, bias=None, scale_result=None, out_dtype=None,
+# use_fast_accum=False): fp8 (or int8) operands, per-tensor / row-wise / block scales, output in
+# out_dtype (a ScalarType code; the input dtype when absent).
+_SCALED_MM_OUT_DTYPE = 6
 
 
 def _scaled_mm(args):
-    t = _tensors(args)
-    if len(t) < 2 or len(t[0].shape) != 2 or len(t[1].shape) != 2:
+    ins, outs = _split(args, 8)
+    if len(ins) < 2 or len(ins[0].shape) != 2 or len(ins[1].shape) != 2:
         return None
-    (m, k), (_, n) = t[0].shape, t[1].shape
-    reads = float(t[0].nbytes + t[1].nbytes)
-    return Cost(2.0 * m * n * k, reads + m * n * 2, t[0].dtype, MATRIX,
-                detail={"m": m, "n": n, "k": k}, reads=reads)
+    a, b = ins[0], ins[1]
+    (m, k), (k2, n) = a.shape, b.shape
+    if k != k2:
+        return None
+    out_dtype, out_itemsize = a.dtype, a.itemsize
+    code = args[_SCALED_MM_OUT_DTYPE].value.strip() if len(args) > _SCALED_MM_OUT_DTYPE else ""
+    if code.lstrip("-").isdigit() and int(code) in SCALAR_TYPE_CODES:
+        out_dtype, out_itemsize = SCALAR_TYPE_CODES[int(code)]
+    # the roof is the operands' (fp8 Tensor Cores), whatever the output dtype
+    return _gemm(ins, outs, (m, n), 2.0 * m * n * k, a.dtype, {"m": m, "n": n, "k": k},
+                 out_itemsize=out_itemsize, out_dtype=out_dtype)
 
 
 # -- scaled dot-product attention ------------------------------------------------------------
@@ -276,7 +342,7 @@ def sdpa_shapes(op: str, args: list[Arg]) -> Optional[dict]:
     dropout = _float_value(args, sch.dropout)
     return dict(b=b, h=h, hk=hk, sq=sq, sk=sk, d=d, dv=dv, dtype=q.dtype, itemsize=q.itemsize,
                 causal=causal, bottom_right=bottom_right, causal_known=causal_known,
-                mask_bytes=mask.nbytes if mask is not None else 0, dropout_p=dropout,
+                mask_bytes=mask.read_bytes if mask is not None else 0, dropout_p=dropout,
                 backward=sch.backward, lse=sch.lse_out, layout=sch.layout)
 
 
@@ -325,95 +391,125 @@ def _sdpa(op: str) -> Callable:
 
 
 # -- elementwise, reductions, copies ----------------------------------------------------------
-def _elementwise(flops_per_elem: float, out_itemsize: Optional[int] = None, estimated: bool = True):
-    """Inputs read once each, one output of the broadcast shape (at the first tensor's dtype
-    unless ``out_itemsize`` says otherwise, e.g. 1 for comparisons)."""
+def _elementwise(flops_per_elem: float, n_in: int, out_dtype: Optional[str] = None, estimated: bool = True,
+                 inplace: bool = False):
+    """Inputs (the first ``n_in`` arguments) read once each at the size their strides address,
+    one output of the broadcast shape written: an ``out=`` tensor (the first tensor argument
+    after the inputs: written, not read), ``self`` for in-place ops, else a new tensor at the
+    promoted dtype (``out_dtype``, e.g. bool for comparisons, overrides it)."""
     def cost(args):
-        t = _tensors(args)
-        if not t:
+        ins, outs = _split(args, n_in)
+        if not ins:
             return None
-        out_shape = broadcast_shapes(*[a.shape for a in t])
+        out_shape = broadcast_shapes(*[a.shape for a in ins])
         if out_shape is None:
-            out_shape = t[0].shape
+            out_shape = ins[0].shape
+        if outs:
+            dt, it = outs[0].dtype, outs[0].itemsize
+        elif inplace:
+            dt, it = ins[0].dtype, ins[0].itemsize
+        else:
+            dt = out_dtype or result_dtype(ins) or ins[0].dtype
+            it = _ITEMSIZE.get(dt or "", ins[0].itemsize)
         n = prod(out_shape)
-        # where(cond, x, y): the values, not the bool condition, set the dtype
-        main = next((a for a in t if a.dtype != "bool"), t[0])
-        itemsize = out_itemsize or main.itemsize
-        reads = float(sum(a.nbytes for a in t))
-        return Cost(flops_per_elem * n, reads + n * itemsize, main.dtype, VECTOR,
-                    flops_estimated=estimated and flops_per_elem > 0, reads=reads)
+        reads = _reads(ins)
+        # the op's dtype: the bytes it moves (a bool output of a comparison is not the math's dtype)
+        dtype = dt if out_dtype is None else (result_dtype(ins) or ins[0].dtype)
+        return Cost(flops_per_elem * n, reads + n * it, dtype, VECTOR,
+                    flops_estimated=estimated and flops_per_elem > 0, reads=reads,
+                    inputs=_sigs(ins), output=(tuple(out_shape), dt))
     return cost
 
 
-def _softmax(flops_per_elem: float):
+def _softmax(flops_per_elem: float, n_in: int = 3):
+    """softmax(self, dim, dtype) / _softmax(self, dim, half_to_float) / _masked_softmax(self,
+    mask, dim, mask_type): the input and any mask read, the output written (fp32 when
+    half_to_float, the given dtype for softmax(dtype=))."""
     def cost(args):
-        t = _tensors(args)
-        if not t:
+        ins, outs = _split(args, n_in)
+        if not ins:
             return None
-        x = t[0]
-        out_itemsize = x.itemsize
-        # _softmax(self, dim, half_to_float): fp32 output; softmax(self, dim, dtype) casts.
+        x = ins[0]
+        out_dtype, out_itemsize = x.dtype, x.itemsize
         if len(args) > 2 and args[2].value.strip().lower() == "true":
-            out_itemsize = 4
+            out_dtype, out_itemsize = "fp32", 4
         elif len(args) > 2 and args[2].value.strip().lstrip("-").isdigit():
-            code = int(args[2].value)
-            out_itemsize = SCALAR_TYPE_CODES.get(code, (None, x.itemsize))[1]
-        mask_b = sum(a.nbytes for a in t[1:])
-        return Cost(flops_per_elem * x.numel, float(x.nbytes + x.numel * out_itemsize + mask_b), x.dtype,
-                    VECTOR, flops_estimated=True, reads=float(x.nbytes + mask_b))
+            out_dtype, out_itemsize = SCALAR_TYPE_CODES.get(int(args[2].value), (x.dtype, x.itemsize))
+        if outs:
+            out_dtype, out_itemsize = outs[0].dtype, outs[0].itemsize
+        reads = _reads(ins)
+        return Cost(flops_per_elem * x.numel, reads + x.numel * out_itemsize, x.dtype, VECTOR,
+                    flops_estimated=True, reads=reads, inputs=_sigs(ins), output=(x.shape, out_dtype))
     return cost
 
 
 def _softmax_backward(args):
-    t = _tensors(args)
-    if len(t) < 2:
+    """_softmax_backward_data(grad_output, output, dim, input_dtype): grad_input at input_dtype."""
+    ins, outs = _split(args, 4)
+    if len(ins) < 2:
         return None
-    n = t[0].numel
-    return Cost(4.0 * n, float(t[0].nbytes + t[1].nbytes + n * t[0].itemsize), t[0].dtype, VECTOR,
-                flops_estimated=True, reads=float(t[0].nbytes + t[1].nbytes))
+    g = ins[0]
+    n = g.numel
+    dt, it = g.dtype, g.itemsize
+    if outs:
+        dt, it = outs[0].dtype, outs[0].itemsize
+    elif len(args) > 3 and args[3].value.strip().lstrip("-").isdigit():
+        dt, it = SCALAR_TYPE_CODES.get(int(args[3].value), (dt, it))
+    reads = _reads(ins[:2])
+    return Cost(4.0 * n, reads + n * it, g.dtype, VECTOR, flops_estimated=True, reads=reads,
+                inputs=_sigs(ins[:2]), output=(g.shape, dt))
 
 
 def _dropout(args):
-    t = _tensors(args)
-    if not t:
+    ins, _ = _split(args, 3)
+    if not ins:
         return None
-    x = t[0]
+    x = ins[0]
     p = _float_value(args, 1)
     train = _bool_value(args, 2)
+    reads = float(x.read_bytes)
     if train is False or p == 0.0:
-        return Cost(0.0, float(x.nbytes * 2), x.dtype, VECTOR, reads=float(x.nbytes))
+        return Cost(0.0, reads + x.nbytes, x.dtype, VECTOR, reads=reads, inputs=_sigs([x]), output=(x.shape, x.dtype))
     # read x, write out and a bool mask
-    return Cost(2.0 * x.numel, float(x.nbytes * 2 + x.numel), x.dtype, VECTOR, flops_estimated=True,
-                reads=float(x.nbytes))
+    return Cost(2.0 * x.numel, reads + x.nbytes + x.numel, x.dtype, VECTOR, flops_estimated=True,
+                reads=reads, inputs=_sigs([x]), output=(x.shape, x.dtype))
 
 
 def _copy(args):
+    """copy_(self, src): ``self`` (the destination, often a slice of a cache) is written, ``src``
+    read at the size its strides address (an expanded K/V repeat reads each element once)."""
     t = _tensors(args)
     if len(t) < 2:
         return None
     dst, src = t[0], t[1]
-    return Cost(0.0, float(src.numel * src.itemsize + dst.numel * dst.itemsize), dst.dtype, NONE,
-                reads=float(src.numel * src.itemsize))
+    reads = float(src.read_bytes)
+    return Cost(0.0, reads + dst.numel * dst.itemsize, dst.dtype, NONE, reads=reads,
+                inputs=_sigs([src]), output=(dst.shape, dst.dtype))
 
 
 def _unary_copy(args):
-    """clone / contiguous / triu...: read and write the tensor once."""
-    t = _tensors(args)
-    if not t:
+    """clone / contiguous / triu...: read the tensor (what its strides address), write it whole."""
+    ins, outs = _split(args, 2)
+    if not ins:
         return None
-    return Cost(0.0, float(2 * t[0].nbytes), t[0].dtype, NONE, reads=float(t[0].nbytes))
+    x = ins[0]
+    reads = float(x.read_bytes)
+    return Cost(0.0, reads + x.nbytes, x.dtype, NONE, reads=reads, inputs=_sigs([x]), output=(x.shape, x.dtype))
 
 
 def _to_copy(args):
+    """_to_copy(self, dtype, ...): a cast (quantisation to fp8 included) reads the input and
+    writes it at the new dtype."""
     t = _tensors(args)
     if not t:
         return None
     x = t[0]
-    out_size = x.itemsize
+    out_dtype, out_size = x.dtype, x.itemsize
     if len(args) > 1 and args[1].value.strip().lstrip("-").isdigit():
-        out_size = SCALAR_TYPE_CODES.get(int(args[1].value), (None, x.itemsize))[1]
-    return Cost(0.0, float(x.nbytes + x.numel * out_size), x.dtype, NONE,
-                detail={"out_itemsize": out_size}, reads=float(x.nbytes))
+        out_dtype, out_size = SCALAR_TYPE_CODES.get(int(args[1].value), (x.dtype, x.itemsize))
+    reads = float(x.read_bytes)
+    return Cost(0.0, reads + x.numel * out_size, x.dtype, NONE, detail={"out_itemsize": out_size},
+                reads=reads, inputs=_sigs([x]), output=(x.shape, out_dtype))
 
 
 def _cat(args):
@@ -431,16 +527,18 @@ def _fill(args):
     t = _tensors(args)
     if not t:
         return None
-    return Cost(0.0, float(t[0].nbytes), t[0].dtype, NONE, reads=0.0)
+    return Cost(0.0, float(t[0].nbytes), t[0].dtype, NONE, reads=0.0, output=(t[0].shape, t[0].dtype))
 
 
 def _scan(args):
     """cumsum / cumprod: read and write every element."""
-    t = _tensors(args)
-    if not t:
+    ins, _ = _split(args, 3)
+    if not ins:
         return None
-    return Cost(float(t[0].numel), float(2 * t[0].nbytes), t[0].dtype, VECTOR, flops_estimated=True,
-                reads=float(t[0].nbytes))
+    x = ins[0]
+    reads = float(x.read_bytes)
+    return Cost(float(x.numel), reads + x.nbytes, x.dtype, VECTOR, flops_estimated=True, reads=reads,
+                inputs=_sigs([x]), output=(x.shape, x.dtype))
 
 
 def _transform_bias_rescale_qkv(args):
@@ -449,8 +547,9 @@ def _transform_bias_rescale_qkv(args):
     if len(t) < 2:
         return None
     qkv, bias = t[0], t[1]
-    reads = float(qkv.nbytes + bias.nbytes)
-    return Cost(2.0 * qkv.numel, reads + qkv.nbytes, qkv.dtype, VECTOR, flops_estimated=True, reads=reads)
+    reads = _reads([qkv, bias])
+    return Cost(2.0 * qkv.numel, reads + qkv.nbytes, qkv.dtype, VECTOR, flops_estimated=True, reads=reads,
+                inputs=_sigs([qkv, bias]))
 
 
 def _triton(name: str) -> Callable:
@@ -467,7 +566,7 @@ def _triton(name: str) -> Callable:
         if not t:
             return None
         out = t[-1]
-        reads = float(sum(a.nbytes for a in t[:-1]))
+        reads = _reads(t[:-1])
         nbytes = reads + out.nbytes
         if template and len(t) >= 3:
             r = matmul_dims(t[0].shape, t[1].shape)
@@ -483,31 +582,37 @@ def _triton(name: str) -> Callable:
 
 
 def _reduction(args):
+    """sum / mean / amax / all...: the input read once; the (small) result is not counted."""
     t = _tensors(args)
     if not t:
         return None
-    return Cost(float(t[0].numel), float(t[0].nbytes), t[0].dtype, VECTOR, flops_estimated=True,
-                reads=float(t[0].nbytes))
+    x = t[0]
+    reads = float(x.read_bytes)
+    return Cost(float(x.numel), reads, x.dtype, VECTOR, flops_estimated=True, reads=reads, inputs=_sigs([x]))
 
 
+# Elementwise ops by the number of leading arguments that can be input tensors (``alpha``,
+# ``rounding_mode``... are never tensors, so a tensor after them is an ``out=`` tensor).
 _ELEMENTWISE_BINARY = ("add", "sub", "mul", "div", "true_divide", "rsub", "maximum", "minimum",
                        "pow", "bitwise_and", "bitwise_or")
 _ELEMENTWISE_UNARY = ("neg", "exp", "sin", "cos", "rsqrt", "sqrt", "tanh", "sigmoid", "silu", "gelu",
                       "relu", "abs", "reciprocal", "log", "erf", "square")
 # Produce a bool tensor.
-_COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not",
-                "isneginf", "isposinf", "isinf", "isnan")
+_COMPARISONS_BINARY = ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or")
+_COMPARISONS_UNARY = ("logical_not", "isneginf", "isposinf", "isinf", "isnan")
+_ACTIVATION_BACKWARD = ("silu_backward", "gelu_backward", "threshold_backward", "sigmoid_backward",
+                        "tanh_backward", "hardtanh_backward", "leaky_relu_backward")
 
 _FORMULAS: dict[str, Callable] = {
     "aten::mm": _mm, "aten::addmm": _addmm, "aten::bmm": _bmm, "aten::baddbmm": _baddbmm,
     "aten::matmul": _matmul, "aten::linear": _linear, "aten::_scaled_mm": _scaled_mm,
     "aten::_softmax": _softmax(5), "aten::softmax": _softmax(5), "aten::_safe_softmax": _softmax(5),
-    "aten::_masked_softmax": _softmax(5), "aten::_log_softmax": _softmax(5),
+    "aten::_masked_softmax": _softmax(5, n_in=4), "aten::_log_softmax": _softmax(5),
     "aten::_softmax_backward_data": _softmax_backward,
     "aten::native_dropout": _dropout, "aten::dropout": _dropout, "aten::feature_dropout": _dropout,
-    "aten::native_dropout_backward": _elementwise(1),
-    "aten::masked_fill": _elementwise(1), "aten::masked_fill_": _elementwise(1),
-    "aten::where": _elementwise(1),
+    "aten::native_dropout_backward": _elementwise(1, 2),
+    "aten::masked_fill": _elementwise(1, 3), "aten::masked_fill_": _elementwise(1, 3, inplace=True),
+    "aten::where": _elementwise(1, 3),
     "aten::copy_": _copy, "aten::clone": _unary_copy, "aten::contiguous": _unary_copy,
     "aten::triu": _unary_copy, "aten::tril": _unary_copy, "aten::triu_": _unary_copy,
     "aten::tril_": _unary_copy, "aten::_to_copy": _to_copy,
@@ -519,24 +624,72 @@ _FORMULAS: dict[str, Callable] = {
     "aten::exponential_": _fill, "aten::random_": _fill,
     "aten::_transform_bias_rescale_qkv": _transform_bias_rescale_qkv,
 }
-for _n in _ELEMENTWISE_BINARY:
-    _FORMULAS[f"aten::{_n}"] = _elementwise(1)
-    _FORMULAS[f"aten::{_n}_"] = _elementwise(1)
-for _n in _ELEMENTWISE_UNARY:
-    _FORMULAS[f"aten::{_n}"] = _elementwise(1)
-    _FORMULAS[f"aten::{_n}_"] = _elementwise(1)
-for _n in _COMPARISONS:
-    _FORMULAS[f"aten::{_n}"] = _elementwise(1, out_itemsize=1)
+for _names, _n_in in ((_ELEMENTWISE_BINARY, 2), (_ELEMENTWISE_UNARY, 1)):
+    for _n in _names:
+        _FORMULAS[f"aten::{_n}"] = _elementwise(1, _n_in)
+        _FORMULAS[f"aten::{_n}_"] = _elementwise(1, _n_in, inplace=True)
+for _names, _n_in in ((_COMPARISONS_BINARY, 2), (_COMPARISONS_UNARY, 1)):
+    for _n in _names:
+        _FORMULAS[f"aten::{_n}"] = _elementwise(1, _n_in, out_dtype="bool")
+for _n in _ACTIVATION_BACKWARD:
+    _FORMULAS[f"aten::{_n}"] = _elementwise(1, 2)
 for _n in SDPA_SCHEMAS:
     _FORMULAS[_n] = _sdpa(_n)
 
-for _n in ("silu_backward", "gelu_backward", "threshold_backward", "sigmoid_backward", "tanh_backward",
-           "hardtanh_backward", "leaky_relu_backward"):
-    _FORMULAS[f"aten::{_n}"] = _elementwise(1)
 _TRITON_OP = re.compile(r"^triton_(poi|red|per|tem|for)_\w+$")
 
 # Ops whose work is done by the ops they call: never the owner of a kernel's cost.
 COMPOSITE = {"aten::scaled_dot_product_attention", "aten::_scaled_dot_product_attention_math"}
+
+
+L2_WINDOW = 16       # ops looked back at for the writer of an input
+L2_MIN_SHARE = 0.25  # the share of an op's reads an L2-resident input must be to be worth a note
+
+
+def l2_reuse(costs: Sequence[Optional[Cost]], l2_bytes: Optional[float]) -> list[Optional[Cost]]:
+    """``costs`` (the cost of each kernel of one stream, in launch order; consecutive kernels of
+    one op share one Cost object) with ``l2_hint``/``l2_bytes`` set where an input was probably
+    still in L2: an earlier op (at most ``L2_WINDOW`` ops back) wrote a tensor of the input's
+    shape and dtype, and that tensor plus every byte moved since fits in the L2 (an LRU cache of
+    that size still holds it). The safe-softmax ``where`` reading the softmax just written is the
+    common case. Such reads are not DRAM traffic, so a memory roof must not be claimed from them.
+    Unknown costs in between end the search (their traffic is unknown). Signature:
+    ``l2_reuse(costs: Sequence[Optional[Cost]], l2_bytes: Optional[float]) -> list[Optional[Cost]]``."""
+    out: list[Optional[Cost]] = list(costs)
+    if not l2_bytes:
+        return out
+    ops: list[tuple[int, Optional[Cost]]] = []        # (first kernel index, cost) of each op
+    for i, c in enumerate(costs):
+        if not ops or ops[-1][1] is not c:
+            ops.append((i, c))
+    for j, (i, c) in enumerate(ops):
+        if c is None or not c.inputs or c.bytes is None:
+            continue
+        wanted = {(sh, dt): b for sh, dt, b in c.inputs}
+        moved, hit = 0.0, None
+        for k in range(j - 1, max(-1, j - 1 - L2_WINDOW), -1):
+            p = ops[k][1]
+            if p is None or p.bytes is None:
+                break
+            if p.output is not None and p.output in wanted:
+                b = float(wanted.pop(p.output))
+                if moved + b <= l2_bytes and (hit is None or b > hit[0]):
+                    hit = (b, p.output, j - k)
+            moved += p.bytes
+            if moved > l2_bytes or not wanted:
+                break
+        # a tiny operand (a 0-dim scalar, a bias) from L2 does not change the verdict
+        if hit is None or hit[0] < L2_MIN_SHARE * (c.reads or 0.0):
+            continue
+        b, (shape, dtype), back = hit
+        note = (f"reads the {dtype} {list(shape)} tensor written {back} op{'s' if back > 1 else ''} earlier "
+                f"({b / 1e6:.3g} MB, fits in L2 with everything moved since): likely an L2 hit, not DRAM traffic")
+        new = replace(c, l2_hint=note, l2_bytes=min(b, c.reads if c.reads is not None else b))
+        for q in range(i, len(costs)):
+            if costs[q] is not c:
+                break
+            out[q] = new
+    return out
 
 
 def has_formula(op: str) -> bool:

@@ -52,9 +52,37 @@ class Arg:
 
     @property
     def nbytes(self) -> int:
+        """Logical size: every element of the shape, as if it were contiguous."""
         if self.shapes is not None:
             return sum(prod(s) for s in self.shapes) * self.itemsize
         return self.numel * self.itemsize
+
+    @property
+    def distinct_elements(self) -> int:
+        """Elements of memory the tensor addresses, from its recorded strides.
+
+        An expanded (stride-0) dimension repeats the same elements, and overlapping strides
+        (``unfold``/``as_strided`` windows) cannot address more than the span from the first to
+        the last element, so a kernel that reads the tensor needs at most
+        min(product of the sizes of the non-zero-stride dims, span) elements from memory. Without
+        usable strides: every element of the shape."""
+        if self.shape is None:
+            return 0
+        st = self.strides
+        if st is None or len(st) != len(self.shape):
+            return self.numel
+        if any(size == 0 for size in self.shape):
+            return 0
+        addressed = prod(size for size, s in zip(self.shape, st) if s != 0)
+        span = 1 + sum((size - 1) * abs(s) for size, s in zip(self.shape, st))
+        return min(addressed, span)
+
+    @property
+    def read_bytes(self) -> int:
+        """Bytes a kernel must read to see every element once (stride-0 dims read once)."""
+        if self.shapes is not None:
+            return self.nbytes
+        return self.distinct_elements * self.itemsize
 
     def is_contiguous(self) -> Optional[bool]:
         if self.shape is None or self.strides is None or len(self.strides) != len(self.shape):
