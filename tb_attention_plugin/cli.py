@@ -246,6 +246,8 @@ def cmd_devices(a) -> int:
             m = e["measured"]
             fl = ", ".join(f"{k} {v / 1e12:g}" for k, v in m["flops"].items())
             print(f"    measured: {fl} TFLOP/s; memory {m['memory_bandwidth'] / 1e12:g} TB/s  [{m['source']}]")
+            for k, src in m.get("sources", {}).items():
+                print(f"    measured {k}: [{src}]")
     return EXIT_OK
 
 

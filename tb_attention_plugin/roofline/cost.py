@@ -231,6 +231,61 @@ def _scaled_mm(args):
                  out_itemsize=out_itemsize, out_dtype=out_dtype)
 
 
+def _scaled_mm_v2(args):
+    """_scaled_mm_v2(self, mat2, scale_a[], recipe_a, swizzle_a, scale_b[], recipe_b, swizzle_b,
+    bias, out_dtype, ...): the same GEMM as _scaled_mm, scales given as tensor lists."""
+    ins, outs = _split(args, 12)
+    if len(ins) < 2 or len(ins[0].shape) != 2 or len(ins[1].shape) != 2:
+        return None
+    a, b = ins[0], ins[1]
+    (m, k), (k2, n) = a.shape, b.shape
+    if k != k2:
+        return None
+    out_dtype, out_itemsize = a.dtype, a.itemsize
+    code = args[9].value.strip() if len(args) > 9 else ""
+    if code.lstrip("-").isdigit() and int(code) in SCALAR_TYPE_CODES:
+        out_dtype, out_itemsize = SCALAR_TYPE_CODES[int(code)]
+    c = _gemm(ins, outs, (m, n), 2.0 * m * n * k, a.dtype, {"m": m, "n": n, "k": k},
+              out_itemsize=out_itemsize, out_dtype=out_dtype)
+    # scale lists record no dtype: fp32 per element (row-wise / tensor-wise scales)
+    n_scale = sum(prod(sh) for x in (args[2], args[5]) if x.shapes is not None for sh in x.shapes) \
+        if len(args) > 5 else 0
+    if n_scale and c.bytes is not None and c.reads is not None:
+        c.bytes += 4.0 * n_scale
+        c.reads += 4.0 * n_scale
+    return c
+
+
+def _grouped(out_dtype_at: int, offs_at: int, n_in: int):
+    """_grouped_mm / _scaled_grouped_mm (MoE experts): ``self`` [T, K] tokens sorted by group with
+    ``offs`` the group ends and ``mat2`` [G, K, N] one weight per group: 2·T·K·N; [G, M, K] x
+    [G, K, N]: 2·G·M·N·K; [M, T] x [T, N] split along T (weight gradients): 2·M·T·N."""
+    def cost(args):
+        ins, outs = _split(args, n_in)
+        if len(ins) < 2:
+            return None
+        a, b = ins[0], ins[1]
+        if len(a.shape) == 2 and len(b.shape) == 3 and a.shape[1] == b.shape[1]:
+            (t, k), (g, _, n) = a.shape, b.shape
+            flops, out_shape, detail = 2.0 * t * k * n, (t, n), {"tokens": t, "groups": g, "n": n, "k": k}
+        elif len(a.shape) == 3 and len(b.shape) == 3 and a.shape[0] == b.shape[0] and a.shape[2] == b.shape[1]:
+            (g, m, k), (_, _, n) = a.shape, b.shape
+            flops, out_shape, detail = 2.0 * g * m * n * k, (g, m, n), {"batch": g, "m": m, "n": n, "k": k}
+        elif len(a.shape) == 2 and len(b.shape) == 2 and a.shape[1] == b.shape[0] \
+                and len(args) > offs_at and args[offs_at].is_tensor:
+            (m, t), (_, n) = a.shape, b.shape
+            g = args[offs_at].numel
+            flops, out_shape, detail = 2.0 * m * t * n, (g, m, n), {"groups": g, "m": m, "n": n, "k": t}
+        else:
+            return None
+        out_dtype, out_itemsize = a.dtype, a.itemsize
+        code = args[out_dtype_at].value.strip() if len(args) > out_dtype_at else ""
+        if code.lstrip("-").isdigit() and int(code) in SCALAR_TYPE_CODES:
+            out_dtype, out_itemsize = SCALAR_TYPE_CODES[int(code)]
+        return _gemm(ins, outs, out_shape, flops, a.dtype, detail, out_itemsize=out_itemsize, out_dtype=out_dtype)
+    return cost
+
+
 # -- scaled dot-product attention ------------------------------------------------------------
 def causal_fraction(sq: int, sk: int, bottom_right: bool = False) -> float:
     """Share of (query, key) pairs a causal mask keeps: query i sees keys 0..i (top-left
@@ -594,9 +649,12 @@ def _reduction(args):
 # Elementwise ops by the number of leading arguments that can be input tensors (``alpha``,
 # ``rounding_mode``... are never tensors, so a tensor after them is an ``out=`` tensor).
 _ELEMENTWISE_BINARY = ("add", "sub", "mul", "div", "true_divide", "rsub", "maximum", "minimum",
-                       "pow", "bitwise_and", "bitwise_or")
+                       "pow", "bitwise_and", "bitwise_or", "clamp_min", "clamp_max")
 _ELEMENTWISE_UNARY = ("neg", "exp", "sin", "cos", "rsqrt", "sqrt", "tanh", "sigmoid", "silu", "gelu",
-                      "relu", "abs", "reciprocal", "log", "erf", "square")
+                      "relu", "abs", "reciprocal", "log", "erf", "square",
+                      # fp8 quantisation: scale = max / amax(abs(x)), clamp, round, cast (_to_copy)
+                      "round", "floor", "ceil", "trunc", "sign", "exp2", "log2",
+                      "nan_to_num")
 # Produce a bool tensor.
 _COMPARISONS_BINARY = ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or")
 _COMPARISONS_UNARY = ("logical_not", "isneginf", "isposinf", "isinf", "isnan")
@@ -606,6 +664,8 @@ _ACTIVATION_BACKWARD = ("silu_backward", "gelu_backward", "threshold_backward", 
 _FORMULAS: dict[str, Callable] = {
     "aten::mm": _mm, "aten::addmm": _addmm, "aten::bmm": _bmm, "aten::baddbmm": _baddbmm,
     "aten::matmul": _matmul, "aten::linear": _linear, "aten::_scaled_mm": _scaled_mm,
+    "aten::_scaled_mm_v2": _scaled_mm_v2, "aten::_grouped_mm": _grouped(4, 2, 5),
+    "aten::_scaled_grouped_mm": _grouped(7, 4, 9), "aten::_scaled_grouped_mm_v2": _grouped(10, 8, 13),
     "aten::_softmax": _softmax(5), "aten::softmax": _softmax(5), "aten::_safe_softmax": _softmax(5),
     "aten::_masked_softmax": _softmax(5, n_in=4), "aten::_log_softmax": _softmax(5),
     "aten::_softmax_backward_data": _softmax_backward,
@@ -613,6 +673,8 @@ _FORMULAS: dict[str, Callable] = {
     "aten::native_dropout_backward": _elementwise(1, 2),
     "aten::masked_fill": _elementwise(1, 3), "aten::masked_fill_": _elementwise(1, 3, inplace=True),
     "aten::where": _elementwise(1, 3),
+    # clamp(self, min, max): min and max are Scalars or (clamp.Tensor) tensors
+    "aten::clamp": _elementwise(1, 3), "aten::clamp_": _elementwise(1, 3, inplace=True),
     "aten::copy_": _copy, "aten::clone": _unary_copy, "aten::contiguous": _unary_copy,
     "aten::triu": _unary_copy, "aten::tril": _unary_copy, "aten::triu_": _unary_copy,
     "aten::tril_": _unary_copy, "aten::_to_copy": _to_copy,

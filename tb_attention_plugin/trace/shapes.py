@@ -28,6 +28,7 @@ SCALAR_TYPE_CODES: dict[int, tuple[str, int]] = {
     0: ("uint8", 1), 1: ("int8", 1), 2: ("int16", 2), 3: ("int32", 4), 4: ("int64", 8),
     5: ("fp16", 2), 6: ("fp32", 4), 7: ("fp64", 8), 11: ("bool", 1), 15: ("bf16", 2),
     23: ("fp8", 1), 24: ("fp8", 1), 25: ("fp8", 1), 26: ("fp8", 1),
+    44: ("fp8", 1), 45: ("fp4", 1),            # Float8_e8m0fnu (MX scales), Float4_e2m1fn_x2 (two per byte)
 }
 FLOAT_DTYPES = {"fp64", "fp32", "fp16", "bf16", "fp8", "fp4"}
 

@@ -126,3 +126,52 @@ def test_l2_reuse_notes_an_operand_just_written():
 def test_distinct_elements(strides, expect):
     a = sargs([[2, 4]], [F], [strides])[0]
     assert a.distinct_elements == expect and a.read_bytes == 4 * expect
+
+
+FP8 = "c10::Float8_e4m3fn"
+
+
+def test_scaled_mm_flops_from_dims_and_the_fp8_roof():
+    """torch._scaled_mm(a [m,k] e4m3, b [k,n] e4m3 column-major, scale_a, scale_b, out_dtype=bf16)."""
+    m, k, n = 8192, 4096, 14336
+    a = sargs([[m, k], [k, n], [], [], [], [], [], []], [FP8, FP8, F, F, "", "", "Scalar", "Scalar"],
+              [[k, 1], [1, k], [], [], [], [], [], []], ["", "", "", "", "", "", "15", "False"])
+    c = op_cost("aten::_scaled_mm", a)
+    assert c.flops == 2.0 * m * n * k and c.dtype == "fp8" and c.engine == "matrix"
+    assert c.bytes == m * k + k * n + 4 + 4 + m * n * 2           # fp8 operands, fp32 scales, bf16 out
+    assert c.output == ((m, n), "bf16")
+    # row-wise scales [m, 1] and [1, n]; no out_dtype: fp8 output
+    a = sargs([[m, k], [k, n], [m, 1], [1, n]], [FP8, FP8, F, F])
+    c = op_cost("aten::_scaled_mm", a)
+    assert c.bytes == m * k + k * n + 4 * (m + n) + m * n
+    # the v2 API (scales as tensor lists)
+    a = sargs([[m, k], [k, n], [[m, 1]], [], [], [[1, n]], [], [], [], []],
+              [FP8, FP8, "TensorList", "", "", "TensorList", "", "", "", "Scalar"], concrete=[""] * 9 + ["15"])
+    c = op_cost("aten::_scaled_mm_v2", a)
+    assert c.flops == 2.0 * m * n * k and c.bytes == m * k + k * n + 4 * (m + n) + m * n * 2
+
+
+def test_grouped_mm_for_moe_experts():
+    t, k, n, g = 4096, 2048, 1408, 64
+    c = op_cost("aten::_grouped_mm", sargs([[t, k], [g, k, n], [g]], [BF, BF, "int"]))
+    assert c.flops == 2.0 * t * k * n and c.bytes == (t * k + g * k * n + t * n) * 2 + g * 4
+    c = op_cost("aten::_grouped_mm", sargs([[g, 16, k], [g, k, n]], [BF, BF]))
+    assert c.flops == 2.0 * g * 16 * k * n
+    c = op_cost("aten::_grouped_mm", sargs([[n, t], [t, k], [g]], [BF, BF, "int"]))   # weight gradient
+    assert c.flops == 2.0 * n * t * k and c.output[0] == (g, n, k)
+    c = op_cost("aten::_scaled_grouped_mm", sargs([[t, k], [g, k, n], [t], [g, n], [g]], [FP8, FP8, F, F, "int"]))
+    assert c.flops == 2.0 * t * k * n and c.dtype == "fp8"
+
+
+def test_quantisation_ops_are_elementwise_and_reductions():
+    """amax(abs(x)) -> scale = 448 / amax -> clamp(x * scale) -> _to_copy(float8_e4m3fn)."""
+    x = [4096, 4096]
+    n = 4096 * 4096
+    assert op_cost("aten::abs", sargs([x], [BF])).bytes == n * 4
+    assert op_cost("aten::amax", sargs([x, [], []], [BF, "ScalarList", "Scalar"])).bytes == n * 2
+    assert op_cost("aten::reciprocal", sargs([[]], [F])).bytes == 8
+    assert op_cost("aten::clamp", sargs([x, [], []], [F, "Scalar", "Scalar"], concrete=["", "-448", "448"])).bytes \
+        == n * 8
+    c = op_cost("aten::_to_copy", sargs([x] + [[]] * 6, [F, "Scalar", "", "", "", "Scalar", ""],
+                                        concrete=["", "24", "", "", "", "False", ""]))
+    assert c.bytes == n * 4 + n and c.output == (tuple(x), "fp8")

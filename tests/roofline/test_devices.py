@@ -56,3 +56,12 @@ def test_unknown_gpu_and_user_peaks(tmp_path):
 def test_legacy_compute_properties_key():
     d = D.resolve({"computeProperties": [{"id": 0, "name": "Tesla V100-DGXS-32GB"}]}, 0)
     assert d.key == "V100-SXM2"
+
+
+def test_h200_fp8_peak_is_the_measured_scaled_mm_with_its_own_source():
+    d = res("NVIDIA H200")
+    assert d.flops["fp8"] == 1467e12
+    assert "_scaled_mm" in d.sources["fp8"] and "e4m3" in d.sources["fp8"]
+    assert d.sources["bf16"] != d.sources["fp8"]
+    ds = D.resolve({"deviceProperties": [{"id": 0, "name": "NVIDIA H200"}]}, 0, basis="datasheet")
+    assert ds.flops["fp8"] == pytest.approx(1978.9e12) and "datasheet" in ds.sources["fp8"]
