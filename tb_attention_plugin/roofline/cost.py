@@ -607,11 +607,66 @@ def _transform_bias_rescale_qkv(args):
                 inputs=_sigs([qkv, bias]))
 
 
+_FLEX_TEMPLATE = re.compile(r"^triton_tem_fused_.*flex_(attention|decoding)")
+_FLOAT = {"fp64", "fp32", "fp16", "bf16", "fp8"}
+
+
+def flex_qkv(args: list[Arg]) -> Optional[tuple[Arg, Arg, Arg]]:
+    """q, k, v of a FlexAttention template launch: its first three floating-point 4-D buffers
+    ([B, H, S, D] logically, whatever the strides), checked for consistent B, D, Skv and GQA heads.
+    The block-mask tensors (int32 ``KV_NUM_BLKS``/``KV_IDX``...) and score-mod buffers follow."""
+    f4 = [a for a in args if a.is_tensor and len(a.shape) == 4 and a.dtype in _FLOAT]
+    if len(f4) < 3:
+        return None
+    q, k, v = f4[0], f4[1], f4[2]
+    if not (q.shape[0] == k.shape[0] == v.shape[0] and q.shape[3] == k.shape[3] and k.shape[1] == v.shape[1]
+            and k.shape[2] == v.shape[2] and k.shape[1] > 0 and q.shape[1] % k.shape[1] == 0):
+        return None
+    return q, k, v
+
+
+def looks_like_flex(args: list[Arg]) -> bool:
+    """A Triton template launched with q, k, v and a block mask (an int32 4-D ``KV_IDX``): Inductor
+    names flex templates after the ops fused into them (``triton_tem_fused__unsafe_view_...``)
+    as often as ``..._flex_attention_...``."""
+    return flex_qkv(args) is not None and any(
+        a.is_tensor and a.dtype == "int32" and len(a.shape) == 4 for a in args)
+
+
+def _flex(backward: bool) -> Callable:
+    """FlexAttention (torch.nn.attention.flex_attention, compiled: Inductor's
+    ``triton_tem_fused_flex_attention*`` / ``flex_decoding`` templates). The block mask's sparsity
+    (causal, sliding window, documents) is not in the trace, so FLOPs and bytes are those of DENSE
+    attention at the recorded dims: an upper bound (``upper_bound``). FLOPs follow SDPA's
+    convention (forward 2 matmuls, backward 5 = 2.5x); bytes are every recorded buffer read once
+    (q, k, v, block-mask and score-mod buffers, LSE) and the last one written."""
+    def cost(args):
+        qkv = flex_qkv(args)
+        if qkv is None:
+            return None
+        q, k, v = qkv
+        # the backward template also takes dO, dQ, dV (and writes dK): 7 such buffers to 4
+        backward_ = backward or sum(1 for a in args if a.is_tensor and len(a.shape) == 4 and a.dtype in _FLOAT) >= 6
+        b, h, sq, d = q.shape
+        hk, sk, dv = k.shape[1], k.shape[2], v.shape[3]
+        fwd = 2.0 * b * h * sq * sk * d + 2.0 * b * h * sq * sk * dv
+        dense = (2.0 * b * h * sq * sk * d * 3 + 2.0 * b * h * sq * sk * dv * 2) if backward_ else fwd
+        t = _tensors(args)
+        reads = _reads(t[:-1])
+        return Cost(dense, reads + t[-1].nbytes, q.dtype, MATRIX, flops_dense=dense, reads=reads,
+                    upper_bound=True, inputs=_sigs(t[:-1]),
+                    detail={"b": b, "h": h, "hk": hk, "sq": sq, "sk": sk, "d": d, "dv": dv, "causal": None,
+                            "mask": "block mask (sparsity not recorded): dense upper bound"})
+    return cost
+
+
 def _triton(name: str) -> Callable:
     """An Inductor-generated Triton kernel (torch.compile). Its recorded inputs are the kernel's
     buffers — inputs first, the output last — so each is read or written once; FLOPs are
     estimated as one per element per fused op named in the kernel (``fused__softmax_div_...``).
     Matmul templates (``triton_tem_fused_mm``/``bmm``) count 2·M·N·K from their operands."""
+    flex = _flex(backward="backward" in name)
+    named_flex = bool(_FLEX_TEMPLATE.search(name))
     ops = [t for t in re.split(r"_(?=_?[a-z])", name.split("fused", 1)[-1].strip("_")) if t and not t.isdigit()]
     per_elem = max(1, len(ops))
     template = name.startswith("triton_tem")
@@ -623,6 +678,8 @@ def _triton(name: str) -> Callable:
         out = t[-1]
         reads = _reads(t[:-1])
         nbytes = reads + out.nbytes
+        if template and (named_flex or looks_like_flex(args)):
+            return flex(args)
         if template and len(t) >= 3:
             r = matmul_dims(t[0].shape, t[1].shape)
             if r is not None:
@@ -634,6 +691,172 @@ def _triton(name: str) -> Callable:
         return Cost(float(per_elem * n), nbytes, t[0].dtype, VECTOR, flops_estimated=True, reads=reads,
                     detail={"fused_ops": ops})
     return cost
+
+
+# -- routing, sorting and indexing (MoE routers, top-k, token permutation, KV-cache writes) ------
+INDEX_ITEMSIZE = 8      # int64 indices: what topk/sort/argsort write, and index lists record no dtype
+
+
+def _int_value(args: list[Arg], i: int, default: Optional[int] = None) -> Optional[int]:
+    if i >= len(args):
+        return default
+    v = args[i].value.strip()
+    return int(v) if v.lstrip("-").isdigit() else default
+
+
+def _dim_size(x: Arg, dim: Optional[int]) -> int:
+    if not x.shape:
+        return 1
+    d = -1 if dim is None else dim
+    return x.shape[d] if -len(x.shape) <= d < len(x.shape) else 1
+
+
+def _sorting(kind: str) -> Callable:
+    """topk(self, k, dim) / sort(self, dim) / argsort(self, dim): read the input once; write the
+    values (not for argsort) and int64 indices — k per row for topk. FLOPs: an estimate of
+    n·log2(row) comparisons. (sort.stable records ``stable`` before ``dim``.)"""
+    def cost(args):
+        ins, _ = _split(args, 1)
+        if not ins:
+            return None
+        x = ins[0]
+        rest = [a for a in args[1:] if not a.is_tensor]
+        if kind == "topk":
+            k = _int_value(args, 1)
+            dim = _int_value(args, 2, -1)
+            if k is None:
+                return None
+            row = _dim_size(x, dim)
+            out_n = x.numel // max(row, 1) * min(k, row)
+        else:
+            ints = [int(a.value) for a in rest if a.value.strip().lstrip("-").isdigit()]
+            dim = ints[0] if ints else -1
+            row = _dim_size(x, dim)
+            out_n = x.numel
+        reads = float(x.read_bytes)
+        writes = out_n * INDEX_ITEMSIZE + (0 if kind == "argsort" else out_n * x.itemsize)
+        flops = float(x.numel * max(1, int(row).bit_length()))
+        return Cost(flops, reads + writes, x.dtype, VECTOR, flops_estimated=True, reads=reads,
+                    inputs=_sigs([x]), output=(x.shape, x.dtype))
+    return cost
+
+
+def _counting(args):
+    """histc / bincount: read the input (and weights) once; the histogram is small."""
+    ins, _ = _split(args, 2)
+    if not ins:
+        return None
+    reads = _reads(ins)
+    return Cost(float(ins[0].numel), reads, ins[0].dtype, VECTOR, flops_estimated=True, reads=reads,
+                inputs=_sigs(ins))
+
+
+def _gather_like(index_at: int, src_at: int, rows_from_index: bool) -> Callable:
+    """gather(self, dim, index) / index_select(self, dim, index) / embedding(weight, indices):
+    read the indices and the selected elements (at most the whole source), write them.
+    ``rows_from_index``: the output is ``index`` elements of whole rows along ``dim``
+    (index_select, embedding) rather than one element per index (gather)."""
+    def cost(args):
+        if len(args) <= max(index_at, src_at) or not args[index_at].is_tensor or not args[src_at].is_tensor:
+            return None
+        src, idx = args[src_at], args[index_at]
+        if rows_from_index:
+            if src_at == 0 and index_at == 2:            # index_select(self, dim, index)
+                dim = _int_value(args, 1, 0) or 0
+                row = src.numel // max(_dim_size(src, dim), 1)
+            else:                                        # embedding(weight [V, D], indices)
+                row = src.numel // max(src.shape[0], 1) if src.shape else 1
+            n = idx.numel * row
+        else:
+            n = idx.numel
+        gathered = min(n * src.itemsize, src.read_bytes)
+        reads = float(idx.read_bytes + gathered)
+        return Cost(0.0, reads + n * src.itemsize, src.dtype, NONE, reads=reads,
+                    inputs=_sigs([idx]), output=(None, src.dtype))
+    return cost
+
+
+def _scatter(accumulate: bool, inplace: bool, self_at: int = 0, index_at: int = 2, src_at: int = 3) -> Callable:
+    """scatter / scatter_add / scatter_reduce(self, dim, index, src), index_add / index_copy(self,
+    dim, index, source) (index_copy_ is a KV-cache write), in place or not: read the indices and
+    the source, write the elements of ``self`` they update (one per source element), reading them
+    first when ``accumulate``; out of place, ``self`` is also read and written whole."""
+    def cost(args):
+        if len(args) <= max(self_at, index_at) or not args[self_at].is_tensor or not args[index_at].is_tensor:
+            return None
+        dst, idx = args[self_at], args[index_at]
+        src = args[src_at] if src_at < len(args) and args[src_at].is_tensor else None
+        n = src.numel if src is not None else idx.numel
+        touched = min(n, dst.numel) * dst.itemsize
+        reads = float(idx.read_bytes + (src.read_bytes if src is not None else 0) + (touched if accumulate else 0))
+        writes = float(touched)
+        if not inplace:
+            reads += dst.read_bytes
+            writes = float(dst.nbytes)
+        return Cost(0.0, reads + writes, dst.dtype, NONE, reads=reads,
+                    inputs=_sigs([a for a in (idx, src) if a is not None]), output=(dst.shape, dst.dtype))
+    return cost
+
+
+def _index_list(args: list[Arg]) -> Optional[tuple[Arg, int, int]]:
+    """self, selected positions and index bytes of an advanced-indexing op (``self[idx...]``):
+    the index tensors (a tensor list: shapes recorded, dtypes not; taken as int64) broadcast."""
+    if len(args) < 2 or not args[0].is_tensor or args[1].shapes is None:
+        return None
+    x, shapes = args[0], [sh for sh in args[1].shapes]
+    if not shapes:
+        return None
+    b = broadcast_shapes(*shapes)
+    if b is None:
+        return None
+    sel = prod(b) * prod(x.shape[len(shapes):])
+    return x, sel, sum(prod(sh) for sh in shapes) * INDEX_ITEMSIZE
+
+
+def _index(args):
+    """index(self, indices): gather the selected elements (bool masks: every position, an upper
+    bound) — read the indices and what they select, write it."""
+    r = _index_list(args)
+    if r is None:
+        return None
+    x, sel, idx_b = r
+    reads = float(idx_b + min(sel * x.itemsize, x.read_bytes))
+    return Cost(0.0, reads + sel * x.itemsize, x.dtype, NONE, reads=reads, output=(None, x.dtype))
+
+
+def _index_put(args):
+    """index_put_(self, indices, values, accumulate): read the indices and values, write the
+    selected elements (read them too when accumulating)."""
+    r = _index_list(args)
+    if r is None:
+        return None
+    x, sel, idx_b = r
+    vals = args[2] if len(args) > 2 and args[2].is_tensor else None
+    acc = _bool_value(args, 3) is True
+    touched = min(sel, x.numel) * x.itemsize
+    reads = float(idx_b + (vals.read_bytes if vals is not None else 0) + (touched if acc else 0))
+    return Cost(0.0, reads + touched, x.dtype, NONE, reads=reads, output=(x.shape, x.dtype))
+
+
+def _one_hot(args):
+    """one_hot(self, num_classes): read the labels, write num_classes int64 per label."""
+    ins, _ = _split(args, 1)
+    c = _int_value(args, 1)
+    if not ins or c is None or c <= 0:
+        return None
+    x = ins[0]
+    reads = float(x.read_bytes)
+    return Cost(0.0, reads + x.numel * c * 8, "int64", NONE, reads=reads, output=(x.shape + (c,), "int64"))
+
+
+def _read_only(args):
+    """nonzero / masked_select / _unique2 / searchsorted...: the inputs read once; the output's
+    size depends on the data (not recorded), so it is left out: a lower bound of the traffic."""
+    t = _tensors(args)
+    if not t:
+        return None
+    reads = _reads(t)
+    return Cost(0.0, reads, t[0].dtype, NONE, reads=reads, inputs=_sigs(t), detail={"output": "data-dependent"})
 
 
 def _reduction(args):
@@ -685,6 +908,20 @@ _FORMULAS: dict[str, Callable] = {
     "aten::uniform_": _fill, "aten::normal_": _fill, "aten::bernoulli_": _fill,
     "aten::exponential_": _fill, "aten::random_": _fill,
     "aten::_transform_bias_rescale_qkv": _transform_bias_rescale_qkv,
+    "aten::topk": _sorting("topk"), "aten::sort": _sorting("sort"), "aten::argsort": _sorting("argsort"),
+    "aten::histc": _counting, "aten::bincount": _counting,
+    "aten::argmax": _reduction, "aten::argmin": _reduction,
+    "aten::gather": _gather_like(2, 0, False), "aten::index_select": _gather_like(2, 0, True),
+    "aten::embedding": _gather_like(1, 0, True),
+    "aten::scatter": _scatter(False, False), "aten::scatter_": _scatter(False, True),
+    "aten::scatter_add": _scatter(True, False), "aten::scatter_add_": _scatter(True, True),
+    "aten::scatter_reduce": _scatter(True, False), "aten::scatter_reduce_": _scatter(True, True),
+    "aten::index_add": _scatter(True, False), "aten::index_add_": _scatter(True, True),
+    "aten::index_copy": _scatter(False, False), "aten::index_copy_": _scatter(False, True),
+    "aten::index": _index, "aten::index_put_": _index_put, "aten::_index_put_impl_": _index_put,
+    "aten::one_hot": _one_hot,
+    "aten::nonzero": _read_only, "aten::masked_select": _read_only, "aten::_unique2": _read_only,
+    "aten::searchsorted": _read_only, "aten::bucketize": _read_only, "aten::masked_scatter": _read_only,
 }
 for _names, _n_in in ((_ELEMENTWISE_BINARY, 2), (_ELEMENTWISE_UNARY, 1)):
     for _n in _names:

@@ -175,3 +175,77 @@ def test_quantisation_ops_are_elementwise_and_reductions():
     c = op_cost("aten::_to_copy", sargs([x] + [[]] * 6, [F, "Scalar", "", "", "", "Scalar", ""],
                                         concrete=["", "24", "", "", "", "False", ""]))
     assert c.bytes == n * 4 + n and c.output == (tuple(x), "fp8")
+
+
+I32 = "int"
+
+
+def flex_fwd_args(b=2, h=16, hk=4, s=2048, d=128):
+    """Inductor's flex forward template: Q, K, V, M, L, KV_NUM_BLKS, KV_IDX, FULL_KV_NUM_BLKS,
+    FULL_KV_IDX, then the output (128-token blocks)."""
+    nb = s // 128
+    q, k = [b, h, s, d], [b, hk, s, d]
+    dims = [q, k, k, [b, h, s], [b, h, s], [b, 1, nb], [b, 1, nb, nb], [b, 1, nb], [b, 1, nb, nb], q]
+    types = [BF, BF, BF, F, F, I32, I32, I32, I32, BF]
+    return sargs(dims, types)
+
+
+@pytest.mark.parametrize("name", ["triton_tem_fused_flex_attention_0", "triton_tem_fused__unsafe_view_split_view_53"])
+def test_flex_attention_forward_is_a_dense_upper_bound(name):
+    b, h, hk, s, d = 2, 16, 4, 2048, 128
+    c = op_cost(name, flex_fwd_args(b, h, hk, s, d))
+    assert c.upper_bound and c.engine == "matrix" and c.dtype == "bf16"
+    assert c.flops == c.flops_dense == 4.0 * b * h * s * s * d
+    assert c.detail["hk"] == hk and c.detail["causal"] is None
+    qb, kb = b * h * s * d * 2, b * hk * s * d * 2
+    assert c.bytes >= qb + 2 * kb + qb                     # q, k, v read, out written (at least)
+
+
+def test_flex_attention_backward_is_two_and_a_half_forwards():
+    b, h, s, d = 1, 8, 1024, 64
+    q = [b, h, s, d]
+    nb = s // 128
+    dims = [q, q, q, [b, h, s], [b, h, s], q, q, q, [b, 1, nb], [b, 1, nb, nb], [b, 1, nb], [b, 1, nb, nb], q]
+    types = [BF, BF, BF, F, F, BF, BF, BF, I32, I32, I32, I32, BF]
+    for name in ("triton_tem_fused_flex_attention_backward_1", "triton_tem_fused_zeros_1"):
+        c = op_cost(name, sargs(dims, types))
+        assert c.upper_bound and c.flops == 2.5 * 4.0 * b * h * s * s * d, name
+
+
+def test_a_matmul_template_is_not_flex():
+    c = op_cost("triton_tem_fused_mm_0", sargs([[64, 32], [32, 16], [64, 16]], [BF, BF, BF]))
+    assert not c.upper_bound and c.flops == 2 * 64 * 32 * 16
+
+
+def test_moe_routing_ops_get_memory_costs():
+    t, e, k = 4096, 64, 8
+    logits = [t, e]
+    c = op_cost("aten::topk", sargs([logits, [], [], [], []], [F, "Scalar", "Scalar", "Scalar", "Scalar"],
+                                    concrete=["", str(k), "-1", "True", "True"]))
+    assert c.bytes == t * e * 4 + t * k * (4 + 8)
+    c = op_cost("aten::sort", sargs([[t * k], [], []], ["long int", "Scalar", "Scalar"], concrete=["", "0", "False"]))
+    assert c.bytes == t * k * 8 * 3
+    c = op_cost("aten::argsort", sargs([[t * k], [], []], ["long int", "Scalar", "Scalar"], concrete=["", "0", "False"]))
+    assert c.bytes == t * k * 8 * 2
+    h = 2048
+    # token permutation: index_select rows of the hidden states
+    c = op_cost("aten::index_select", sargs([[t, h], [], [t * k]], [BF, "Scalar", "long int"], concrete=["", "0", ""]))
+    assert c.bytes == t * k * 8 + min(t * k * h * 2, t * h * 2) + t * k * h * 2
+    c = op_cost("aten::gather", sargs([[t, e], [], [t, k]], [F, "Scalar", "long int"], concrete=["", "1", ""]))
+    assert c.bytes == t * k * 8 + t * k * 4 + t * k * 4
+    # combine: scatter_add_ of expert outputs back into tokens (read-modify-write what it touches)
+    c = op_cost("aten::scatter_add_", sargs([[t, h], [], [t * k, h], [t * k, h]], [BF, "Scalar", "long int", BF]))
+    assert c.bytes == t * k * h * 8 + t * k * h * 2 + t * h * 2 * 2
+    c = op_cost("aten::index_add_", sargs([[t, h], [], [t * k], [t * k, h]], [BF, "Scalar", "long int", BF]))
+    assert c.reads == t * k * 8 + t * k * h * 2 + t * h * 2
+    assert op_cost("aten::histc", sargs([[t * k], [], [], []], [F, "Scalar", "Scalar", "Scalar"])).bytes == t * k * 4
+    assert op_cost("aten::bincount", sargs([[t * k], [], []], ["long int", "", "Scalar"])).bytes == t * k * 8
+    c = op_cost("aten::one_hot", sargs([[t, k], []], ["long int", "Scalar"], concrete=["", str(e)]))
+    assert c.bytes == t * k * 8 + t * k * e * 8
+    # advanced indexing: x[idx] with idx [t*k] int64 (a tensor list: no dtype recorded)
+    c = op_cost("aten::index", sargs([[t, h], [[t * k]]], [BF, "TensorList"]))
+    assert c.bytes == t * k * 8 + t * h * 2 + t * k * h * 2
+    # KV-cache write: index_copy_ of the new token's K into the cache
+    c = op_cost("aten::index_copy_", sargs([[8, 8, 4096, 128], [], [1], [8, 8, 1, 128]],
+                                           [BF, "Scalar", "long int", BF], concrete=["", "2", "", ""]))
+    assert c.bytes == 8 + 2 * 8 * 8 * 128 * 2
