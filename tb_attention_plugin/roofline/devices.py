@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 T = 1e12
@@ -121,6 +121,69 @@ _BY_KEY = {d["key"]: d for d in _TABLE}
 _AMD_BY_ARCH = {(9, 0, 104): "MI250-GCD", (9, 0, 110): "MI250X-GCD", (9, 4, 304): "MI300X"}
 
 PEAK_KEYS = ("fp64", "fp32", "fp64_tensor", "tf32", "bf16", "fp16", "fp8", "int8")
+
+
+@dataclass(frozen=True)
+class SmLimits:
+    """Per-SM resources that bound how many thread blocks are resident at once (the inputs of the
+    CUDA occupancy calculation, roofline/occupancy.py)."""
+    arch: str                        # "sm_90"...
+    max_threads_per_sm: int
+    max_blocks_per_sm: int
+    registers_per_sm: int
+    max_registers_per_block: int
+    register_unit: int               # registers are allocated per warp in units of this many
+    sub_partitions: int              # register files per SM (a warp's registers live in one)
+    shared_per_sm: int               # bytes, the largest carveout
+    shared_unit: int                 # shared memory is allocated in units of this many bytes
+    shared_reserved_per_block: int   # bytes the CUDA runtime reserves in each block
+    max_shared_per_block: int        # bytes, opt-in maximum
+    warp_size: int = 32
+    source: str = ""
+
+
+_CUDA_GUIDE = ("CUDA C++ Programming Guide, 'Technical Specifications per Compute Capability' (threads, blocks, "
+               "registers and shared memory per SM, shared memory reserved per block); allocation units and "
+               "register-file partitions as in the CUDA Occupancy Calculator (cuda_occupancy.h)")
+# compute capability -> limits. The trace's deviceProperties override the per-SM totals it records.
+_SM_LIMITS: dict[tuple[int, int], SmLimits] = {
+    (7, 0): SmLimits("sm_70", 2048, 32, 65536, 65536, 256, 4, 96 * 1024, 256, 0, 96 * 1024, source=_CUDA_GUIDE),
+    (7, 5): SmLimits("sm_75", 1024, 16, 65536, 65536, 256, 4, 64 * 1024, 256, 0, 64 * 1024, source=_CUDA_GUIDE),
+    (8, 0): SmLimits("sm_80", 2048, 32, 65536, 65536, 256, 4, 164 * 1024, 128, 1024, 163 * 1024, source=_CUDA_GUIDE),
+    (8, 6): SmLimits("sm_86", 1536, 16, 65536, 65536, 256, 4, 100 * 1024, 128, 1024, 99 * 1024, source=_CUDA_GUIDE),
+    (8, 7): SmLimits("sm_87", 1536, 16, 65536, 65536, 256, 4, 164 * 1024, 128, 1024, 163 * 1024, source=_CUDA_GUIDE),
+    (8, 9): SmLimits("sm_89", 1536, 24, 65536, 65536, 256, 4, 100 * 1024, 128, 1024, 99 * 1024, source=_CUDA_GUIDE),
+    (9, 0): SmLimits("sm_90", 2048, 32, 65536, 65536, 256, 4, 228 * 1024, 128, 1024, 227 * 1024, source=_CUDA_GUIDE),
+}
+# Table entries without compute capability in the trace: their architecture.
+_ARCH_OF_KEY = {"H200-SXM": (9, 0), "H200-NVL": (9, 0), "H100-PCIe": (9, 0), "H100-NVL": (9, 0), "H100-SXM": (9, 0),
+                "A100-PCIe-80GB": (8, 0), "A100-80GB": (8, 0), "A100-40GB": (8, 0), "V100S": (7, 0),
+                "V100-PCIe": (7, 0), "V100-SXM2": (7, 0), "L40S": (8, 9), "L4": (8, 9), "A10": (8, 6),
+                "RTX4090": (8, 9), "T4": (7, 5)}
+
+
+def sm_limits(props: dict, key: Optional[str] = None) -> Optional[SmLimits]:
+    """The per-SM limits of a device from its trace properties (``computeMajor``/``computeMinor``,
+    else the table entry ``key``), with the totals the trace records (threads, registers and
+    shared memory per SM, warp size) taking precedence. None for AMD GPUs and unknown
+    architectures (their occupancy rules differ: wavefronts of 64, VGPR/LDS granularity)."""
+    major, minor = props.get("computeMajor", props.get("major")), props.get("computeMinor", props.get("minor"))
+    cc = (major, minor) if isinstance(major, int) and isinstance(minor, int) else _ARCH_OF_KEY.get(key or "")
+    name = str(props.get("name", "")).upper()
+    if cc is None or "AMD" in name or "RADEON" in name or "INSTINCT" in name:
+        return None
+    base = _SM_LIMITS.get(cc)
+    if base is None:
+        return None
+    over = {}
+    for field_, prop in (("max_threads_per_sm", "maxThreadsPerMultiprocessor"),
+                         ("registers_per_sm", "regsPerMultiprocessor"), ("max_registers_per_block", "regsPerBlock"),
+                         ("shared_per_sm", "sharedMemPerMultiprocessor"),
+                         ("max_shared_per_block", "sharedMemPerBlockOptin"), ("warp_size", "warpSize")):
+        v = props.get(prop)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            over[field_] = v
+    return replace(base, **over) if over else base
 
 
 @dataclass
