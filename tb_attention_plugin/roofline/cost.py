@@ -23,11 +23,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 from math import prod
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from ..trace.shapes import SCALAR_TYPE_CODES, Arg
 
 MATRIX, VECTOR, NONE = "matrix", "vector", "none"
+InputSig = tuple[tuple[int, ...], Optional[str], int]     # shape, dtype, bytes read
+OutputSig = tuple[Optional[tuple[int, ...]], Optional[str]]  # shape (None: data-dependent), dtype
 
 
 @dataclass
@@ -38,15 +40,18 @@ class Cost:
     engine: str = VECTOR              # which roof applies: matrix engine or vector units
     flops_estimated: bool = False     # a per-element estimate rather than an exact count
     flops_dense: Optional[float] = None
-    detail: dict = field(default_factory=dict)
+    detail: dict[str, Any] = field(default_factory=dict)
     reads: Optional[float] = None     # the part of ``bytes`` that is read (the rest is written)
-    parts: Optional[dict] = None      # sub-step -> (bytes read, bytes written), fused attention backward
+    parts: Optional[dict[str, tuple[float, float]]] = None  # sub-step -> (bytes read, bytes written), fused attention backward
     fp32_on_tensor_cores: bool = False  # fp32 work this op's kernels do on TF32 tensor cores
     upper_bound: bool = False         # FLOPs/bytes are a dense upper bound (mask sparsity unknown)
     l2_hint: Optional[str] = None     # why some reads likely come from L2, not DRAM (see l2_reuse)
     l2_bytes: float = 0.0             # the bytes of ``reads`` that l2_hint says are likely L2 hits
-    inputs: tuple = ()                # (shape, dtype, bytes read) of each tensor read
-    output: Optional[tuple] = None    # (shape, dtype) of the tensor written, when there is one
+    inputs: tuple[InputSig, ...] = ()  # (shape, dtype, bytes read) of each tensor read
+    output: Optional[OutputSig] = None  # (shape, dtype) of the tensor written, when there is one
+
+
+Formula = Callable[[list[Arg]], Optional[Cost]]
 
 
 def _tensors(args: list[Arg]) -> list[Arg]:
@@ -64,8 +69,8 @@ def _reads(ts: list[Arg]) -> float:
     return float(sum(a.read_bytes for a in ts))
 
 
-def _sigs(ts: list[Arg]) -> tuple:
-    return tuple((a.shape, a.dtype, a.read_bytes) for a in ts)
+def _sigs(ts: list[Arg]) -> tuple[InputSig, ...]:
+    return tuple((a.dims, a.dtype, a.read_bytes) for a in ts)
 
 
 # Type promotion categories (torch.result_type): bool < integer < floating < complex.
@@ -93,8 +98,8 @@ def result_dtype(tensors: list[Arg]) -> Optional[str]:
     """The dtype of an elementwise op's result (``torch.result_type``, simplified): tensors with
     dimensions set it; 0-dim tensors only when of a higher category. The trace records a wrapped
     Python float as a 0-dim fp64 tensor, which promotes to the default dtype (fp32), not fp64."""
-    dim = _promote([a.dtype for a in tensors if a.shape and a.dtype])
-    zero = _promote([a.dtype for a in tensors if a.shape == () and a.dtype])
+    dim = _promote([a.dtype for a in tensors if a.dims and a.dtype])
+    zero = _promote([a.dtype for a in tensors if a.is_tensor and a.dims == () and a.dtype])
     if zero == "fp64":
         zero = "fp32"
     if dim is None:
@@ -104,7 +109,7 @@ def result_dtype(tensors: list[Arg]) -> Optional[str]:
     return dim
 
 
-def broadcast_shapes(*shapes: tuple) -> Optional[tuple]:
+def broadcast_shapes(*shapes: tuple[int, ...]) -> Optional[tuple[int, ...]]:
     """The shape of ``shapes`` broadcast together (numpy rules), or None if they do not broadcast."""
     if not shapes:
         return None
@@ -120,7 +125,8 @@ def broadcast_shapes(*shapes: tuple) -> Optional[tuple]:
 
 
 # -- matmuls -------------------------------------------------------------------------------
-def _gemm(ins: list[Arg], outs: list[Arg], out_shape: tuple, flops: float, dtype: Optional[str], detail: dict,
+def _gemm(ins: list[Arg], outs: list[Arg], out_shape: tuple[int, ...], flops: float, dtype: Optional[str],
+          detail: dict[str, Any],
           out_itemsize: Optional[int] = None, out_dtype: Optional[str] = None) -> Cost:
     """A matmul-like op: its inputs read at the size their strides address, one output written
     (an ``out=`` tensor's dtype when there is one, else ``out_itemsize`` or the first input's)."""
@@ -131,43 +137,43 @@ def _gemm(ins: list[Arg], outs: list[Arg], out_shape: tuple, flops: float, dtype
                 inputs=_sigs(ins), output=(tuple(out_shape), od))
 
 
-def _mm(args):
+def _mm(args: list[Arg]) -> Optional[Cost]:
     ins, outs = _split(args, 2)
-    if len(ins) < 2 or len(ins[0].shape) != 2 or len(ins[1].shape) != 2:
+    if len(ins) < 2 or len(ins[0].dims) != 2 or len(ins[1].dims) != 2:
         return None
-    (m, k), (_, n) = ins[0].shape, ins[1].shape
+    (m, k), (_, n) = ins[0].dims, ins[1].dims
     return _gemm(ins, outs, (m, n), 2.0 * m * n * k, ins[0].dtype, {"m": m, "n": n, "k": k})
 
 
-def _addmm(args):
+def _addmm(args: list[Arg]) -> Optional[Cost]:
     ins, outs = _split(args, 5)             # addmm(self, mat1, mat2, *, beta, alpha)
     if len(ins) < 3:
         return None
     a, b = ins[1], ins[2]
-    if len(a.shape) != 2 or len(b.shape) != 2:
+    if len(a.dims) != 2 or len(b.dims) != 2:
         return None
-    (m, k), (_, n) = a.shape, b.shape
+    (m, k), (_, n) = a.dims, b.dims
     return _gemm(ins, outs, (m, n), 2.0 * m * n * k, a.dtype, {"m": m, "n": n, "k": k})
 
 
-def _bmm(args):
+def _bmm(args: list[Arg]) -> Optional[Cost]:
     ins, outs = _split(args, 2)
-    if len(ins) < 2 or len(ins[0].shape) != 3 or len(ins[1].shape) != 3:
+    if len(ins) < 2 or len(ins[0].dims) != 3 or len(ins[1].dims) != 3:
         return None
-    (b, m, k), (_, _, n) = ins[0].shape, ins[1].shape
+    (b, m, k), (_, _, n) = ins[0].dims, ins[1].dims
     return _gemm(ins, outs, (b, m, n), 2.0 * b * m * n * k, ins[0].dtype, {"batch": b, "m": m, "n": n, "k": k})
 
 
-def _baddbmm(args):
+def _baddbmm(args: list[Arg]) -> Optional[Cost]:
     ins, outs = _split(args, 5)             # baddbmm(self, batch1, batch2, *, beta, alpha)
-    if len(ins) < 3 or len(ins[1].shape) != 3 or len(ins[2].shape) != 3:
+    if len(ins) < 3 or len(ins[1].dims) != 3 or len(ins[2].dims) != 3:
         return None
-    (b, m, k), (_, _, n) = ins[1].shape, ins[2].shape
+    (b, m, k), (_, _, n) = ins[1].dims, ins[2].dims
     return _gemm(ins, outs, (b, m, n), 2.0 * b * m * n * k, ins[1].dtype,
                  {"batch": b, "m": m, "n": n, "k": k}, out_itemsize=ins[1].itemsize, out_dtype=ins[1].dtype)
 
 
-def matmul_dims(a: tuple, b: tuple) -> Optional[tuple[int, int, int, int, tuple]]:
+def matmul_dims(a: tuple[int, ...], b: tuple[int, ...]) -> Optional[tuple[int, int, int, int, tuple[int, ...]]]:
     """(batch, m, n, k, out_shape) of torch.matmul(a, b) with broadcasting."""
     if not a or not b:
         return None
@@ -184,11 +190,11 @@ def matmul_dims(a: tuple, b: tuple) -> Optional[tuple[int, int, int, int, tuple]
     return prod(batch), m, n, k, out
 
 
-def _matmul(args):
+def _matmul(args: list[Arg]) -> Optional[Cost]:
     ins, outs = _split(args, 2)
     if len(ins) < 2:
         return None
-    r = matmul_dims(ins[0].shape, ins[1].shape)
+    r = matmul_dims(ins[0].dims, ins[1].dims)
     if r is None:
         return None
     batch, m, n, k, out = r
@@ -196,16 +202,16 @@ def _matmul(args):
                  {"batch": batch, "m": m, "n": n, "k": k})
 
 
-def _linear(args):
+def _linear(args: list[Arg]) -> Optional[Cost]:
     ins, outs = _split(args, 3)             # linear(input, weight, bias=None)
-    if len(ins) < 2 or len(ins[1].shape) != 2 or not ins[0].shape:
+    if len(ins) < 2 or len(ins[1].dims) != 2 or not ins[0].dims:
         return None
     x, w = ins[0], ins[1]
-    n, k = w.shape
-    if x.shape[-1] != k:
+    n, k = w.dims
+    if x.dims[-1] != k:
         return None
-    rows = prod(x.shape[:-1])
-    return _gemm(ins, outs, x.shape[:-1] + (n,), 2.0 * rows * n * k, x.dtype, {"m": rows, "n": n, "k": k})
+    rows = prod(x.dims[:-1])
+    return _gemm(ins, outs, x.dims[:-1] + (n,), 2.0 * rows * n * k, x.dtype, {"m": rows, "n": n, "k": k})
 
 
 # _scaled_mm(self, mat2, scale_a, scale_b, bias=None, scale_result=None, out_dtype=None,
@@ -214,12 +220,12 @@ def _linear(args):
 _SCALED_MM_OUT_DTYPE = 6
 
 
-def _scaled_mm(args):
+def _scaled_mm(args: list[Arg]) -> Optional[Cost]:
     ins, outs = _split(args, 8)
-    if len(ins) < 2 or len(ins[0].shape) != 2 or len(ins[1].shape) != 2:
+    if len(ins) < 2 or len(ins[0].dims) != 2 or len(ins[1].dims) != 2:
         return None
     a, b = ins[0], ins[1]
-    (m, k), (k2, n) = a.shape, b.shape
+    (m, k), (k2, n) = a.dims, b.dims
     if k != k2:
         return None
     out_dtype, out_itemsize = a.dtype, a.itemsize
@@ -231,14 +237,14 @@ def _scaled_mm(args):
                  out_itemsize=out_itemsize, out_dtype=out_dtype)
 
 
-def _scaled_mm_v2(args):
+def _scaled_mm_v2(args: list[Arg]) -> Optional[Cost]:
     """_scaled_mm_v2(self, mat2, scale_a[], recipe_a, swizzle_a, scale_b[], recipe_b, swizzle_b,
     bias, out_dtype, ...): the same GEMM as _scaled_mm, scales given as tensor lists."""
     ins, outs = _split(args, 12)
-    if len(ins) < 2 or len(ins[0].shape) != 2 or len(ins[1].shape) != 2:
+    if len(ins) < 2 or len(ins[0].dims) != 2 or len(ins[1].dims) != 2:
         return None
     a, b = ins[0], ins[1]
-    (m, k), (k2, n) = a.shape, b.shape
+    (m, k), (k2, n) = a.dims, b.dims
     if k != k2:
         return None
     out_dtype, out_itemsize = a.dtype, a.itemsize
@@ -256,24 +262,25 @@ def _scaled_mm_v2(args):
     return c
 
 
-def _grouped(out_dtype_at: int, offs_at: int, n_in: int):
+def _grouped(out_dtype_at: int, offs_at: int, n_in: int) -> Formula:
     """_grouped_mm / _scaled_grouped_mm (MoE experts): ``self`` [T, K] tokens sorted by group with
     ``offs`` the group ends and ``mat2`` [G, K, N] one weight per group: 2·T·K·N; [G, M, K] x
     [G, K, N]: 2·G·M·N·K; [M, T] x [T, N] split along T (weight gradients): 2·M·T·N."""
-    def cost(args):
+    def cost(args: list[Arg]) -> Optional[Cost]:
         ins, outs = _split(args, n_in)
         if len(ins) < 2:
             return None
         a, b = ins[0], ins[1]
-        if len(a.shape) == 2 and len(b.shape) == 3 and a.shape[1] == b.shape[1]:
-            (t, k), (g, _, n) = a.shape, b.shape
+        out_shape: tuple[int, ...]
+        if len(a.dims) == 2 and len(b.dims) == 3 and a.dims[1] == b.dims[1]:
+            (t, k), (g, _, n) = a.dims, b.dims
             flops, out_shape, detail = 2.0 * t * k * n, (t, n), {"tokens": t, "groups": g, "n": n, "k": k}
-        elif len(a.shape) == 3 and len(b.shape) == 3 and a.shape[0] == b.shape[0] and a.shape[2] == b.shape[1]:
-            (g, m, k), (_, _, n) = a.shape, b.shape
+        elif len(a.dims) == 3 and len(b.dims) == 3 and a.dims[0] == b.dims[0] and a.dims[2] == b.dims[1]:
+            (g, m, k), (_, _, n) = a.dims, b.dims
             flops, out_shape, detail = 2.0 * g * m * n * k, (g, m, n), {"batch": g, "m": m, "n": n, "k": k}
-        elif len(a.shape) == 2 and len(b.shape) == 2 and a.shape[1] == b.shape[0] \
+        elif len(a.dims) == 2 and len(b.dims) == 2 and a.dims[1] == b.dims[0] \
                 and len(args) > offs_at and args[offs_at].is_tensor:
-            (m, t), (_, n) = a.shape, b.shape
+            (m, t), (_, n) = a.dims, b.dims
             g = args[offs_at].numel
             flops, out_shape, detail = 2.0 * m * t * n, (g, m, n), {"groups": g, "m": m, "n": n, "k": t}
         else:
@@ -355,7 +362,7 @@ def _float_value(args: list[Arg], i: Optional[int]) -> Optional[float]:
         return None
 
 
-def sdpa_shapes(op: str, args: list[Arg]) -> Optional[dict]:
+def sdpa_shapes(op: str, args: list[Arg]) -> Optional[dict[str, Any]]:
     """B, H (query heads), Hk (key/value heads), Sq, Sk, D, Dv, dtype, causal of an SDPA op."""
     sch = SDPA_SCHEMAS.get(op)
     if sch is None:
@@ -364,17 +371,17 @@ def sdpa_shapes(op: str, args: list[Arg]) -> Optional[dict]:
     if len(args) < qi + 3:
         return None
     q, k, v = args[qi], args[qi + 1], args[qi + 2]
-    if not (q.is_tensor and k.is_tensor and v.is_tensor) or len(q.shape) != 4 or len(k.shape) != 4 \
-            or len(v.shape) != 4:
+    if not (q.is_tensor and k.is_tensor and v.is_tensor) or len(q.dims) != 4 or len(k.dims) != 4 \
+            or len(v.dims) != 4:
         return None
     if sch.layout == "bhsd":
-        b, h, sq, d = q.shape
-        _, hk, sk, _ = k.shape
-        dv = v.shape[3]
+        b, h, sq, d = q.dims
+        _, hk, sk, _ = k.dims
+        dv = v.dims[3]
     else:
-        b, sq, h, d = q.shape
-        _, sk, hk, _ = k.shape
-        dv = v.shape[3]
+        b, sq, h, d = q.dims
+        _, sk, hk, _ = k.dims
+        dv = v.dims[3]
     causal, bottom_right, causal_known = False, False, True
     if sch.mask_type is not None:
         try:
@@ -401,8 +408,8 @@ def sdpa_shapes(op: str, args: list[Arg]) -> Optional[dict]:
                 backward=sch.backward, lse=sch.lse_out, layout=sch.layout)
 
 
-def _sdpa(op: str) -> Callable:
-    def cost(args):
+def _sdpa(op: str) -> Formula:
+    def cost(args: list[Arg]) -> Optional[Cost]:
         s = sdpa_shapes(op, args)
         if s is None:
             return None
@@ -447,18 +454,18 @@ def _sdpa(op: str) -> Callable:
 
 # -- elementwise, reductions, copies ----------------------------------------------------------
 def _elementwise(flops_per_elem: float, n_in: int, out_dtype: Optional[str] = None, estimated: bool = True,
-                 inplace: bool = False):
+                 inplace: bool = False) -> Formula:
     """Inputs (the first ``n_in`` arguments) read once each at the size their strides address,
     one output of the broadcast shape written: an ``out=`` tensor (the first tensor argument
     after the inputs: written, not read), ``self`` for in-place ops, else a new tensor at the
     promoted dtype (``out_dtype``, e.g. bool for comparisons, overrides it)."""
-    def cost(args):
+    def cost(args: list[Arg]) -> Optional[Cost]:
         ins, outs = _split(args, n_in)
         if not ins:
             return None
-        out_shape = broadcast_shapes(*[a.shape for a in ins])
+        out_shape = broadcast_shapes(*[a.dims for a in ins])
         if out_shape is None:
-            out_shape = ins[0].shape
+            out_shape = ins[0].dims
         if outs:
             dt, it = outs[0].dtype, outs[0].itemsize
         elif inplace:
@@ -476,11 +483,11 @@ def _elementwise(flops_per_elem: float, n_in: int, out_dtype: Optional[str] = No
     return cost
 
 
-def _softmax(flops_per_elem: float, n_in: int = 3):
+def _softmax(flops_per_elem: float, n_in: int = 3) -> Formula:
     """softmax(self, dim, dtype) / _softmax(self, dim, half_to_float) / _masked_softmax(self,
     mask, dim, mask_type): the input and any mask read, the output written (fp32 when
     half_to_float, the given dtype for softmax(dtype=))."""
-    def cost(args):
+    def cost(args: list[Arg]) -> Optional[Cost]:
         ins, outs = _split(args, n_in)
         if not ins:
             return None
@@ -494,11 +501,11 @@ def _softmax(flops_per_elem: float, n_in: int = 3):
             out_dtype, out_itemsize = outs[0].dtype, outs[0].itemsize
         reads = _reads(ins)
         return Cost(flops_per_elem * x.numel, reads + x.numel * out_itemsize, x.dtype, VECTOR,
-                    flops_estimated=True, reads=reads, inputs=_sigs(ins), output=(x.shape, out_dtype))
+                    flops_estimated=True, reads=reads, inputs=_sigs(ins), output=(x.dims, out_dtype))
     return cost
 
 
-def _softmax_backward(args):
+def _softmax_backward(args: list[Arg]) -> Optional[Cost]:
     """_softmax_backward_data(grad_output, output, dim, input_dtype): grad_input at input_dtype."""
     ins, outs = _split(args, 4)
     if len(ins) < 2:
@@ -512,10 +519,10 @@ def _softmax_backward(args):
         dt, it = SCALAR_TYPE_CODES.get(int(args[3].value), (dt, it))
     reads = _reads(ins[:2])
     return Cost(4.0 * n, reads + n * it, g.dtype, VECTOR, flops_estimated=True, reads=reads,
-                inputs=_sigs(ins[:2]), output=(g.shape, dt))
+                inputs=_sigs(ins[:2]), output=(g.dims, dt))
 
 
-def _dropout(args):
+def _dropout(args: list[Arg]) -> Optional[Cost]:
     ins, _ = _split(args, 3)
     if not ins:
         return None
@@ -524,13 +531,13 @@ def _dropout(args):
     train = _bool_value(args, 2)
     reads = float(x.read_bytes)
     if train is False or p == 0.0:
-        return Cost(0.0, reads + x.nbytes, x.dtype, VECTOR, reads=reads, inputs=_sigs([x]), output=(x.shape, x.dtype))
+        return Cost(0.0, reads + x.nbytes, x.dtype, VECTOR, reads=reads, inputs=_sigs([x]), output=(x.dims, x.dtype))
     # read x, write out and a bool mask
     return Cost(2.0 * x.numel, reads + x.nbytes + x.numel, x.dtype, VECTOR, flops_estimated=True,
-                reads=reads, inputs=_sigs([x]), output=(x.shape, x.dtype))
+                reads=reads, inputs=_sigs([x]), output=(x.dims, x.dtype))
 
 
-def _copy(args):
+def _copy(args: list[Arg]) -> Optional[Cost]:
     """copy_(self, src): ``self`` (the destination, often a slice of a cache) is written, ``src``
     read at the size its strides address (an expanded K/V repeat reads each element once)."""
     t = _tensors(args)
@@ -539,20 +546,20 @@ def _copy(args):
     dst, src = t[0], t[1]
     reads = float(src.read_bytes)
     return Cost(0.0, reads + dst.numel * dst.itemsize, dst.dtype, NONE, reads=reads,
-                inputs=_sigs([src]), output=(dst.shape, dst.dtype))
+                inputs=_sigs([src]), output=(dst.dims, dst.dtype))
 
 
-def _unary_copy(args):
+def _unary_copy(args: list[Arg]) -> Optional[Cost]:
     """clone / contiguous / triu...: read the tensor (what its strides address), write it whole."""
     ins, outs = _split(args, 2)
     if not ins:
         return None
     x = ins[0]
     reads = float(x.read_bytes)
-    return Cost(0.0, reads + x.nbytes, x.dtype, NONE, reads=reads, inputs=_sigs([x]), output=(x.shape, x.dtype))
+    return Cost(0.0, reads + x.nbytes, x.dtype, NONE, reads=reads, inputs=_sigs([x]), output=(x.dims, x.dtype))
 
 
-def _to_copy(args):
+def _to_copy(args: list[Arg]) -> Optional[Cost]:
     """_to_copy(self, dtype, ...): a cast (quantisation to fp8 included) reads the input and
     writes it at the new dtype."""
     t = _tensors(args)
@@ -564,10 +571,10 @@ def _to_copy(args):
         out_dtype, out_size = SCALAR_TYPE_CODES.get(int(args[1].value), (x.dtype, x.itemsize))
     reads = float(x.read_bytes)
     return Cost(0.0, reads + x.numel * out_size, x.dtype, NONE, detail={"out_itemsize": out_size},
-                reads=reads, inputs=_sigs([x]), output=(x.shape, out_dtype))
+                reads=reads, inputs=_sigs([x]), output=(x.dims, out_dtype))
 
 
-def _cat(args):
+def _cat(args: list[Arg]) -> Optional[Cost]:
     lists = [a for a in args if a.shapes is not None]
     if not lists or not lists[0].shapes:
         return None
@@ -576,16 +583,16 @@ def _cat(args):
     return Cost(0.0, None, None, NONE, detail={"elements": n})
 
 
-def _fill(args):
+def _fill(args: list[Arg]) -> Optional[Cost]:
     """fill_ / zero_, and random fills (uniform_, normal_, bernoulli_...): write every element,
     read none (the random numbers are generated in registers)."""
     t = _tensors(args)
     if not t:
         return None
-    return Cost(0.0, float(t[0].nbytes), t[0].dtype, NONE, reads=0.0, output=(t[0].shape, t[0].dtype))
+    return Cost(0.0, float(t[0].nbytes), t[0].dtype, NONE, reads=0.0, output=(t[0].dims, t[0].dtype))
 
 
-def _scan(args):
+def _scan(args: list[Arg]) -> Optional[Cost]:
     """cumsum / cumprod: read and write every element."""
     ins, _ = _split(args, 3)
     if not ins:
@@ -593,10 +600,10 @@ def _scan(args):
     x = ins[0]
     reads = float(x.read_bytes)
     return Cost(float(x.numel), reads + x.nbytes, x.dtype, VECTOR, flops_estimated=True, reads=reads,
-                inputs=_sigs([x]), output=(x.shape, x.dtype))
+                inputs=_sigs([x]), output=(x.dims, x.dtype))
 
 
-def _transform_bias_rescale_qkv(args):
+def _transform_bias_rescale_qkv(args: list[Arg]) -> Optional[Cost]:
     """nn.MultiheadAttention fast path: qkv [B, S, 3E] + bias [3E] -> q, k, v [B, H, S, D]."""
     t = _tensors(args)
     if len(t) < 2:
@@ -615,12 +622,12 @@ def flex_qkv(args: list[Arg]) -> Optional[tuple[Arg, Arg, Arg]]:
     """q, k, v of a FlexAttention template launch: its first three floating-point 4-D buffers
     ([B, H, S, D] logically, whatever the strides), checked for consistent B, D, Skv and GQA heads.
     The block-mask tensors (int32 ``KV_NUM_BLKS``/``KV_IDX``...) and score-mod buffers follow."""
-    f4 = [a for a in args if a.is_tensor and len(a.shape) == 4 and a.dtype in _FLOAT]
+    f4 = [a for a in args if a.is_tensor and len(a.dims) == 4 and a.dtype in _FLOAT]
     if len(f4) < 3:
         return None
     q, k, v = f4[0], f4[1], f4[2]
-    if not (q.shape[0] == k.shape[0] == v.shape[0] and q.shape[3] == k.shape[3] and k.shape[1] == v.shape[1]
-            and k.shape[2] == v.shape[2] and k.shape[1] > 0 and q.shape[1] % k.shape[1] == 0):
+    if not (q.dims[0] == k.dims[0] == v.dims[0] and q.dims[3] == k.dims[3] and k.dims[1] == v.dims[1]
+            and k.dims[2] == v.dims[2] and k.dims[1] > 0 and q.dims[1] % k.dims[1] == 0):
         return None
     return q, k, v
 
@@ -630,25 +637,25 @@ def looks_like_flex(args: list[Arg]) -> bool:
     names flex templates after the ops fused into them (``triton_tem_fused__unsafe_view_...``)
     as often as ``..._flex_attention_...``."""
     return flex_qkv(args) is not None and any(
-        a.is_tensor and a.dtype == "int32" and len(a.shape) == 4 for a in args)
+        a.is_tensor and a.dtype == "int32" and len(a.dims) == 4 for a in args)
 
 
-def _flex(backward: bool) -> Callable:
+def _flex(backward: bool) -> Formula:
     """FlexAttention (torch.nn.attention.flex_attention, compiled: Inductor's
     ``triton_tem_fused_flex_attention*`` / ``flex_decoding`` templates). The block mask's sparsity
     (causal, sliding window, documents) is not in the trace, so FLOPs and bytes are those of DENSE
     attention at the recorded dims: an upper bound (``upper_bound``). FLOPs follow SDPA's
     convention (forward 2 matmuls, backward 5 = 2.5x); bytes are every recorded buffer read once
     (q, k, v, block-mask and score-mod buffers, LSE) and the last one written."""
-    def cost(args):
+    def cost(args: list[Arg]) -> Optional[Cost]:
         qkv = flex_qkv(args)
         if qkv is None:
             return None
         q, k, v = qkv
         # the backward template also takes dO, dQ, dV (and writes dK): 7 such buffers to 4
-        backward_ = backward or sum(1 for a in args if a.is_tensor and len(a.shape) == 4 and a.dtype in _FLOAT) >= 6
-        b, h, sq, d = q.shape
-        hk, sk, dv = k.shape[1], k.shape[2], v.shape[3]
+        backward_ = backward or sum(1 for a in args if a.is_tensor and len(a.dims) == 4 and a.dtype in _FLOAT) >= 6
+        b, h, sq, d = q.dims
+        hk, sk, dv = k.dims[1], k.dims[2], v.dims[3]
         fwd = 2.0 * b * h * sq * sk * d + 2.0 * b * h * sq * sk * dv
         dense = (2.0 * b * h * sq * sk * d * 3 + 2.0 * b * h * sq * sk * dv * 2) if backward_ else fwd
         t = _tensors(args)
@@ -660,7 +667,7 @@ def _flex(backward: bool) -> Callable:
     return cost
 
 
-def _triton(name: str) -> Callable:
+def _triton(name: str) -> Formula:
     """An Inductor-generated Triton kernel (torch.compile). Its recorded inputs are the kernel's
     buffers — inputs first, the output last — so each is read or written once; FLOPs are
     estimated as one per element per fused op named in the kernel (``fused__softmax_div_...``).
@@ -671,7 +678,7 @@ def _triton(name: str) -> Callable:
     per_elem = max(1, len(ops))
     template = name.startswith("triton_tem")
 
-    def cost(args):
+    def cost(args: list[Arg]) -> Optional[Cost]:
         t = _tensors(args)
         if not t:
             return None
@@ -681,7 +688,7 @@ def _triton(name: str) -> Callable:
         if template and (named_flex or looks_like_flex(args)):
             return flex(args)
         if template and len(t) >= 3:
-            r = matmul_dims(t[0].shape, t[1].shape)
+            r = matmul_dims(t[0].dims, t[1].dims)
             if r is not None:
                 batch, m, n, k, _ = r
                 return Cost(2.0 * batch * m * n * k, nbytes, t[0].dtype, MATRIX, reads=reads,
@@ -705,17 +712,17 @@ def _int_value(args: list[Arg], i: int, default: Optional[int] = None) -> Option
 
 
 def _dim_size(x: Arg, dim: Optional[int]) -> int:
-    if not x.shape:
+    if not x.dims:
         return 1
     d = -1 if dim is None else dim
-    return x.shape[d] if -len(x.shape) <= d < len(x.shape) else 1
+    return x.dims[d] if -len(x.dims) <= d < len(x.dims) else 1
 
 
-def _sorting(kind: str) -> Callable:
+def _sorting(kind: str) -> Formula:
     """topk(self, k, dim) / sort(self, dim) / argsort(self, dim): read the input once; write the
     values (not for argsort) and int64 indices — k per row for topk. FLOPs: an estimate of
     n·log2(row) comparisons. (sort.stable records ``stable`` before ``dim``.)"""
-    def cost(args):
+    def cost(args: list[Arg]) -> Optional[Cost]:
         ins, _ = _split(args, 1)
         if not ins:
             return None
@@ -737,11 +744,11 @@ def _sorting(kind: str) -> Callable:
         writes = out_n * INDEX_ITEMSIZE + (0 if kind == "argsort" else out_n * x.itemsize)
         flops = float(x.numel * max(1, int(row).bit_length()))
         return Cost(flops, reads + writes, x.dtype, VECTOR, flops_estimated=True, reads=reads,
-                    inputs=_sigs([x]), output=(x.shape, x.dtype))
+                    inputs=_sigs([x]), output=(x.dims, x.dtype))
     return cost
 
 
-def _counting(args):
+def _counting(args: list[Arg]) -> Optional[Cost]:
     """histc / bincount: read the input (and weights) once; the histogram is small."""
     ins, _ = _split(args, 2)
     if not ins:
@@ -751,12 +758,12 @@ def _counting(args):
                 inputs=_sigs(ins))
 
 
-def _gather_like(index_at: int, src_at: int, rows_from_index: bool) -> Callable:
+def _gather_like(index_at: int, src_at: int, rows_from_index: bool) -> Formula:
     """gather(self, dim, index) / index_select(self, dim, index) / embedding(weight, indices):
     read the indices and the selected elements (at most the whole source), write them.
     ``rows_from_index``: the output is ``index`` elements of whole rows along ``dim``
     (index_select, embedding) rather than one element per index (gather)."""
-    def cost(args):
+    def cost(args: list[Arg]) -> Optional[Cost]:
         if len(args) <= max(index_at, src_at) or not args[index_at].is_tensor or not args[src_at].is_tensor:
             return None
         src, idx = args[src_at], args[index_at]
@@ -765,7 +772,7 @@ def _gather_like(index_at: int, src_at: int, rows_from_index: bool) -> Callable:
                 dim = _int_value(args, 1, 0) or 0
                 row = src.numel // max(_dim_size(src, dim), 1)
             else:                                        # embedding(weight [V, D], indices)
-                row = src.numel // max(src.shape[0], 1) if src.shape else 1
+                row = src.numel // max(src.dims[0], 1) if src.dims else 1
             n = idx.numel * row
         else:
             n = idx.numel
@@ -776,12 +783,12 @@ def _gather_like(index_at: int, src_at: int, rows_from_index: bool) -> Callable:
     return cost
 
 
-def _scatter(accumulate: bool, inplace: bool, self_at: int = 0, index_at: int = 2, src_at: int = 3) -> Callable:
+def _scatter(accumulate: bool, inplace: bool, self_at: int = 0, index_at: int = 2, src_at: int = 3) -> Formula:
     """scatter / scatter_add / scatter_reduce(self, dim, index, src), index_add / index_copy(self,
     dim, index, source) (index_copy_ is a KV-cache write), in place or not: read the indices and
     the source, write the elements of ``self`` they update (one per source element), reading them
     first when ``accumulate``; out of place, ``self`` is also read and written whole."""
-    def cost(args):
+    def cost(args: list[Arg]) -> Optional[Cost]:
         if len(args) <= max(self_at, index_at) or not args[self_at].is_tensor or not args[index_at].is_tensor:
             return None
         dst, idx = args[self_at], args[index_at]
@@ -794,7 +801,7 @@ def _scatter(accumulate: bool, inplace: bool, self_at: int = 0, index_at: int = 
             reads += dst.read_bytes
             writes = float(dst.nbytes)
         return Cost(0.0, reads + writes, dst.dtype, NONE, reads=reads,
-                    inputs=_sigs([a for a in (idx, src) if a is not None]), output=(dst.shape, dst.dtype))
+                    inputs=_sigs([a for a in (idx, src) if a is not None]), output=(dst.dims, dst.dtype))
     return cost
 
 
@@ -809,11 +816,11 @@ def _index_list(args: list[Arg]) -> Optional[tuple[Arg, int, int]]:
     b = broadcast_shapes(*shapes)
     if b is None:
         return None
-    sel = prod(b) * prod(x.shape[len(shapes):])
+    sel = prod(b) * prod(x.dims[len(shapes):])
     return x, sel, sum(prod(sh) for sh in shapes) * INDEX_ITEMSIZE
 
 
-def _index(args):
+def _index(args: list[Arg]) -> Optional[Cost]:
     """index(self, indices): gather the selected elements (bool masks: every position, an upper
     bound) — read the indices and what they select, write it."""
     r = _index_list(args)
@@ -824,7 +831,7 @@ def _index(args):
     return Cost(0.0, reads + sel * x.itemsize, x.dtype, NONE, reads=reads, output=(None, x.dtype))
 
 
-def _index_put(args):
+def _index_put(args: list[Arg]) -> Optional[Cost]:
     """index_put_(self, indices, values, accumulate): read the indices and values, write the
     selected elements (read them too when accumulating)."""
     r = _index_list(args)
@@ -835,10 +842,10 @@ def _index_put(args):
     acc = _bool_value(args, 3) is True
     touched = min(sel, x.numel) * x.itemsize
     reads = float(idx_b + (vals.read_bytes if vals is not None else 0) + (touched if acc else 0))
-    return Cost(0.0, reads + touched, x.dtype, NONE, reads=reads, output=(x.shape, x.dtype))
+    return Cost(0.0, reads + touched, x.dtype, NONE, reads=reads, output=(x.dims, x.dtype))
 
 
-def _one_hot(args):
+def _one_hot(args: list[Arg]) -> Optional[Cost]:
     """one_hot(self, num_classes): read the labels, write num_classes int64 per label."""
     ins, _ = _split(args, 1)
     c = _int_value(args, 1)
@@ -846,10 +853,10 @@ def _one_hot(args):
         return None
     x = ins[0]
     reads = float(x.read_bytes)
-    return Cost(0.0, reads + x.numel * c * 8, "int64", NONE, reads=reads, output=(x.shape + (c,), "int64"))
+    return Cost(0.0, reads + x.numel * c * 8, "int64", NONE, reads=reads, output=(x.dims + (c,), "int64"))
 
 
-def _read_only(args):
+def _read_only(args: list[Arg]) -> Optional[Cost]:
     """nonzero / masked_select / _unique2 / searchsorted...: the inputs read once; the output's
     size depends on the data (not recorded), so it is left out: a lower bound of the traffic."""
     t = _tensors(args)
@@ -859,7 +866,7 @@ def _read_only(args):
     return Cost(0.0, reads, t[0].dtype, NONE, reads=reads, inputs=_sigs(t), detail={"output": "data-dependent"})
 
 
-def _reduction(args):
+def _reduction(args: list[Arg]) -> Optional[Cost]:
     """sum / mean / amax / all...: the input read once; the (small) result is not counted."""
     t = _tensors(args)
     if not t:
@@ -884,7 +891,7 @@ _COMPARISONS_UNARY = ("logical_not", "isneginf", "isposinf", "isinf", "isnan")
 _ACTIVATION_BACKWARD = ("silu_backward", "gelu_backward", "threshold_backward", "sigmoid_backward",
                         "tanh_backward", "hardtanh_backward", "leaky_relu_backward")
 
-_FORMULAS: dict[str, Callable] = {
+_FORMULAS: dict[str, Formula] = {
     "aten::mm": _mm, "aten::addmm": _addmm, "aten::bmm": _bmm, "aten::baddbmm": _baddbmm,
     "aten::matmul": _matmul, "aten::linear": _linear, "aten::_scaled_mm": _scaled_mm,
     "aten::_scaled_mm_v2": _scaled_mm_v2, "aten::_grouped_mm": _grouped(4, 2, 5),
@@ -923,6 +930,7 @@ _FORMULAS: dict[str, Callable] = {
     "aten::nonzero": _read_only, "aten::masked_select": _read_only, "aten::_unique2": _read_only,
     "aten::searchsorted": _read_only, "aten::bucketize": _read_only, "aten::masked_scatter": _read_only,
 }
+_names: tuple[str, ...]
 for _names, _n_in in ((_ELEMENTWISE_BINARY, 2), (_ELEMENTWISE_UNARY, 1)):
     for _n in _names:
         _FORMULAS[f"aten::{_n}"] = _elementwise(1, _n_in)

@@ -23,12 +23,12 @@ import json
 import os
 import re
 from dataclasses import dataclass, field, replace
-from typing import Optional
+from typing import Any, Optional
 
 T = 1e12
 
 # name regex, key, label, datasheet peaks, source
-_TABLE: list[dict] = [
+_TABLE: list[dict[str, Any]] = [
     dict(key="H200-SXM", l2_mib=60, match=r"H200(?!.*NVL)", label="NVIDIA H200 SXM 141GB",
          flops=dict(fp64=34 * T, fp32=67 * T, fp64_tensor=67 * T, tf32=494.7 * T, bf16=989.4 * T,
                     fp16=989.4 * T, fp8=1978.9 * T, int8=1978.9 * T),
@@ -118,7 +118,7 @@ _TABLE: list[dict] = [
 _BY_KEY = {d["key"]: d for d in _TABLE}
 
 # Generic AMD names ("AMD Radeon Graphics") identified by (major, minor, compute units).
-_AMD_BY_ARCH = {(9, 0, 104): "MI250-GCD", (9, 0, 110): "MI250X-GCD", (9, 4, 304): "MI300X"}
+_AMD_BY_ARCH: dict[tuple[Any, Any, Any], str] = {(9, 0, 104): "MI250-GCD", (9, 0, 110): "MI250X-GCD", (9, 4, 304): "MI300X"}
 
 PEAK_KEYS = ("fp64", "fp32", "fp64_tensor", "tf32", "bf16", "fp16", "fp8", "int8")
 
@@ -162,7 +162,7 @@ _ARCH_OF_KEY = {"H200-SXM": (9, 0), "H200-NVL": (9, 0), "H100-PCIe": (9, 0), "H1
                 "RTX4090": (8, 9), "T4": (7, 5)}
 
 
-def sm_limits(props: dict, key: Optional[str] = None) -> Optional[SmLimits]:
+def sm_limits(props: dict[str, Any], key: Optional[str] = None) -> Optional[SmLimits]:
     """The per-SM limits of a device from its trace properties (``computeMajor``/``computeMinor``,
     else the table entry ``key``), with the totals the trace records (threads, registers and
     shared memory per SM, warp size) taking precedence. None for AMD GPUs and unknown
@@ -175,7 +175,7 @@ def sm_limits(props: dict, key: Optional[str] = None) -> Optional[SmLimits]:
     base = _SM_LIMITS.get(cc)
     if base is None:
         return None
-    over = {}
+    over: dict[str, Any] = {}
     for field_, prop in (("max_threads_per_sm", "maxThreadsPerMultiprocessor"),
                          ("registers_per_sm", "regsPerMultiprocessor"), ("max_registers_per_block", "regsPerBlock"),
                          ("shared_per_sm", "sharedMemPerMultiprocessor"),
@@ -205,7 +205,7 @@ class DevicePeaks:
     def known(self) -> bool:
         return self.memory_bandwidth is not None and bool(self.flops)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         refs = sorted(set(self.sources.values()))
         return {"id": self.id, "name": self.name, "key": self.key, "label": self.label,
                 "peaks": {"flops": dict(self.flops), "memory_bandwidth": self.memory_bandwidth},
@@ -215,7 +215,7 @@ class DevicePeaks:
                 "l2_bytes": self.l2_bytes}
 
 
-def _match(props: dict) -> tuple[Optional[dict], Optional[str]]:
+def _match(props: dict[str, Any]) -> tuple[Optional[dict[str, Any]], Optional[str]]:
     name = str(props.get("name", ""))
     mem = props.get("totalGlobalMem") or 0
     for entry in _TABLE:
@@ -233,7 +233,7 @@ def _match(props: dict) -> tuple[Optional[dict], Optional[str]]:
     return None, None
 
 
-def load_user_peaks(spec: Optional[str]) -> dict:
+def load_user_peaks(spec: Optional[str]) -> dict[str, Any]:
     """User peaks from a JSON file path or inline ``key=value,...`` (TFLOP/s and TB/s units).
 
     File format: ``{"flops": {"bf16": 312e12, ...}, "memory_bandwidth": 1.5e12}`` or a list of
@@ -264,7 +264,7 @@ def load_user_peaks(spec: Optional[str]) -> dict:
     return {"entries": [{"flops": flops, "memory_bandwidth": bw}]}
 
 
-def device_properties(meta: dict) -> list[dict]:
+def device_properties(meta: dict[str, Any]) -> list[dict[str, Any]]:
     props = meta.get("deviceProperties")
     if props is None:
         props = meta.get("computeProperties")
@@ -275,7 +275,7 @@ def device_properties(meta: dict) -> list[dict]:
     return [p for p in props if isinstance(p, dict)]
 
 
-def resolve(meta: dict, device_id: int, user: Optional[dict] = None,
+def resolve(meta: dict[str, Any], device_id: int, user: Optional[dict[str, Any]] = None,
             basis: str = "measured") -> DevicePeaks:
     """Peaks for ``device_id`` of a trace, from the table, a measurement or the user."""
     props = next((p for p in device_properties(meta) if p.get("id") == device_id), None)
@@ -321,6 +321,6 @@ def resolve(meta: dict, device_id: int, user: Optional[dict] = None,
     return dev
 
 
-def table() -> list[dict]:
+def table() -> list[dict[str, Any]]:
     """The built-in table, for documentation and ``tb-attention devices``."""
     return [dict(e) for e in _TABLE]

@@ -48,6 +48,11 @@ class Arg:
         return self.shape is not None
 
     @property
+    def dims(self) -> tuple[int, ...]:
+        """The shape, () for a non-tensor (typed code reads this instead of the Optional ``shape``)."""
+        return self.shape if self.shape is not None else ()
+
+    @property
     def numel(self) -> int:
         return prod(self.shape) if self.shape is not None else 0
 
@@ -96,7 +101,7 @@ class Arg:
         return True
 
 
-def _ints(x) -> Optional[tuple[int, ...]]:
+def _ints(x: object) -> Optional[tuple[int, ...]]:
     if isinstance(x, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in x):
         return tuple(x)
     return None
@@ -124,9 +129,9 @@ def parse_args(sig: Signature) -> list[Arg]:
     return out
 
 
-def tensor_list_dtype(args: list[Arg], types_raw: list) -> Optional[tuple[str, int]]:
+def tensor_list_dtype(args: list[Arg], types_raw: list[object]) -> Optional[tuple[str, int]]:
     """A tensor list records no element type; borrow the first typed tensor's, if any."""
     for a in args:
-        if a.is_tensor:
+        if a.is_tensor and a.dtype is not None:
             return a.dtype, a.itemsize
     return None
