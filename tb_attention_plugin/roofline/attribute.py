@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..attention.patterns import strip_templates
 from ..trace.correlate import Links
 from ..trace.records import KERNEL, MEMCPY, MEMSET, OP, Trace
 from ..trace.shapes import parse_args
@@ -28,7 +29,26 @@ from .cost import Cost, has_formula, op_cost
 MATRIX_KERNEL = re.compile(
     r"gemm|mma|nvjet|cutlass|cublas|Cijk_|flash_fwd|flash_bwd|dq_dk_dv|fmha|sdpa|attention|"
     r"AttentionKernel|triton_tem|_mm_|matmul|splitKreduce|dot_product", re.I)
-AUX_KERNEL = re.compile(r"dot_do_o|convert_dq|zero|fill|memset|splitKreduce|reduce_kernel|copy", re.I)
+AUX_KERNEL = re.compile(r"dot_do_o|convert_dq|zero|fill|memset|splitKreduce|reduce_kernel|copy|prepare_grouped",
+                        re.I)
+_MANGLED_PART = re.compile(r"(\d+)")
+
+
+def _function_name(name: str) -> str:
+    """The kernel's function name without template arguments or parameters, so that the
+    AUX_KERNEL words are not matched inside them (a CUTLASS grouped GEMM's template names
+    ``Copy`` atoms). Mangled names (``_ZN7cutlass13device_kernelI...``) keep their nested name."""
+    if name.startswith("_ZN"):
+        parts, i = [], 3
+        while True:
+            m = _MANGLED_PART.match(name, i)
+            if not m:
+                break
+            n = int(m.group(1))
+            parts.append(name[m.end():m.end() + n])
+            i = m.end() + n
+        return "::".join(parts) or name
+    return strip_templates(name).split("(", 1)[0]
 
 
 @dataclass
@@ -192,7 +212,7 @@ def attribute(trace: Trace, links: Links) -> Attribution:
         if c.flops is not None:
             f = fr
             if c.engine == "matrix":
-                mat = np.array([bool(MATRIX_KERNEL.search(kname[k])) and not AUX_KERNEL.search(kname[k])
+                mat = np.array([bool(MATRIX_KERNEL.search(kname[k])) and not AUX_KERNEL.search(_function_name(kname[k]))
                                 for k in ks])
                 if mat.any() and d[mat].sum() > 0:
                     f = np.where(mat, d / d[mat].sum(), 0.0)

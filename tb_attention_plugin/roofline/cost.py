@@ -833,16 +833,26 @@ def _index(args: list[Arg]) -> Optional[Cost]:
 
 def _index_put(args: list[Arg]) -> Optional[Cost]:
     """index_put_(self, indices, values, accumulate): read the indices and values, write the
-    selected elements (read them too when accumulating)."""
-    r = _index_list(args)
-    if r is None:
+    selected elements (read them too when accumulating). PyTorch often records the optional
+    index list without its shapes; then the values say how many elements are written and the
+    indices' own bytes are left out (``detail.indices``: a lower bound)."""
+    if len(args) < 3 or not args[0].is_tensor:
         return None
-    x, sel, idx_b = r
-    vals = args[2] if len(args) > 2 and args[2].is_tensor else None
+    x = args[0]
+    vals = args[2] if args[2].is_tensor else None
+    r = _index_list(args)
+    detail: dict[str, Any] = {}
+    if r is not None:
+        _, sel, idx_b = r
+    elif vals is not None:
+        sel, idx_b = vals.numel, 0
+        detail["indices"] = "not recorded: their bytes are left out"
+    else:
+        return None
     acc = _bool_value(args, 3) is True
     touched = min(sel, x.numel) * x.itemsize
     reads = float(idx_b + (vals.read_bytes if vals is not None else 0) + (touched if acc else 0))
-    return Cost(0.0, reads + touched, x.dtype, NONE, reads=reads, output=(x.dims, x.dtype))
+    return Cost(0.0, reads + touched, x.dtype, NONE, reads=reads, output=(x.dims, x.dtype), detail=detail)
 
 
 def _one_hot(args: list[Arg]) -> Optional[Cost]:

@@ -249,3 +249,15 @@ def test_moe_routing_ops_get_memory_costs():
     c = op_cost("aten::index_copy_", sargs([[8, 8, 4096, 128], [], [1], [8, 8, 1, 128]],
                                            [BF, "Scalar", "long int", BF], concrete=["", "2", "", ""]))
     assert c.bytes == 8 + 2 * 8 * 8 * 128 * 2
+
+
+def test_index_put_without_a_recorded_index_list():
+    """MoE combine (HF DeepseekV3): _index_put_impl_(out [2048, 1024], <indices not recorded>,
+    values [8192, 1024], accumulate=True): the values say what is written."""
+    c = op_cost("aten::_index_put_impl_", sargs([[2048, 1024], [], [8192, 1024], [], []], [BF, "", BF, "Scalar", "Scalar"],
+                                                concrete=["", "", "", "True", "True"]))
+    touched = 2048 * 1024 * 2
+    assert c.reads == 8192 * 1024 * 2 + touched and c.bytes == c.reads + touched
+    assert "indices" in c.detail
+    # aten::index with no recorded index list: what it selects is unknown
+    assert op_cost("aten::index", sargs([[2048, 1024], []], [BF, ""])) is None
