@@ -961,6 +961,7 @@ COMPOSITE = {"aten::scaled_dot_product_attention", "aten::_scaled_dot_product_at
 
 L2_WINDOW = 16       # ops looked back at for the writer of an input
 L2_MIN_SHARE = 0.25  # the share of an op's reads an L2-resident input must be to be worth a note
+L2_MIN_BYTES = 2**20  # ... and its size: a few kB from L2 change no verdict
 
 
 def l2_reuse(costs: Sequence[Optional[Cost]], l2_bytes: Optional[float]) -> list[Optional[Cost]]:
@@ -968,8 +969,8 @@ def l2_reuse(costs: Sequence[Optional[Cost]], l2_bytes: Optional[float]) -> list
     one op share one Cost object) with ``l2_hint``/``l2_bytes`` set where an input was probably
     still in L2: an earlier op (at most ``L2_WINDOW`` ops back) wrote a tensor of the input's
     shape and dtype, and that tensor plus every byte moved since fits in the L2 (an LRU cache of
-    that size still holds it). The safe-softmax ``where`` reading the softmax just written is the
-    common case. Such reads are not DRAM traffic, so a memory roof must not be claimed from them.
+    that size still holds it), and that input is at least a quarter of the op's reads and 1 MiB.
+    The safe-softmax ``where`` reading the softmax just written is the common case. Such reads are not DRAM traffic, so a memory roof must not be claimed from them.
     Unknown costs in between end the search (their traffic is unknown). Signature:
     ``l2_reuse(costs: Sequence[Optional[Cost]], l2_bytes: Optional[float]) -> list[Optional[Cost]]``."""
     out: list[Optional[Cost]] = list(costs)
@@ -996,7 +997,7 @@ def l2_reuse(costs: Sequence[Optional[Cost]], l2_bytes: Optional[float]) -> list
             if moved > l2_bytes or not wanted:
                 break
         # a tiny operand (a 0-dim scalar, a bias) from L2 does not change the verdict
-        if hit is None or hit[0] < L2_MIN_SHARE * (c.reads or 0.0):
+        if hit is None or hit[0] < max(L2_MIN_SHARE * (c.reads or 0.0), L2_MIN_BYTES):
             continue
         b, (shape, dtype), back = hit
         note = (f"reads the {dtype} {list(shape)} tensor written {back} op{'s' if back > 1 else ''} earlier "

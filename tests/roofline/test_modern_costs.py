@@ -86,3 +86,17 @@ def test_no_compute_util_above_one_from_an_exact_cost(name):
     r = analyze_path(trace(name), cache=None)
     over = [(k["name"][:60], k["compute_util"]) for k in r["kernels"] if (k["compute_util"] or 0) > 1.0]
     assert not over
+
+
+def test_l2_reuse_marks_the_mask_comparison_that_reads_what_was_just_written():
+    """flex_swa: the sliding-window mask's ``lt`` reads the [2048, 2048] int64 difference the
+    previous op wrote (33.6 MB, in the 60 MB L2): 6 TB/s from 'DRAM' otherwise. Tiny scalar
+    operands from L2 are not worth a note."""
+    from tb_attention_plugin.roofline.cost import l2_reuse
+    t, a = attributed("flex_swa_fwdbwd")
+    order = np.argsort(t.gpu["ts"], kind="stable")
+    costs = [a.costs.get(int(a.owner[i])) if a.owner[i] >= 0 else None for i in order.tolist()]
+    out = l2_reuse(costs, 60 * 2**20)
+    noted = {t.strings[t.ranges["name"][a.owner[i]]]: c for i, c in zip(order.tolist(), out) if c is not None and c.l2_hint}
+    assert "aten::lt" in noted and "int64 [2048, 2048]" in noted["aten::lt"].l2_hint
+    assert all(c.l2_bytes >= 2**20 for c in noted.values())
