@@ -700,6 +700,74 @@ def _triton(name: str) -> Formula:
     return cost
 
 
+# -- normalisation and losses (the ops around attention in a training step) -----------------------
+def _norm(n_in: int, stats_dtype_bytes: int = 4) -> Formula:
+    """native_layer_norm(input, normalized_shape, weight, bias, eps) / native_batch_norm /
+    cudnn_batch_norm(input, weight, bias, running_mean, running_var, ...) / _fused_rms_norm:
+    the input and the (small) affine parameters read once, the output written at the input's
+    dtype (plus per-row fp32 statistics, small). FLOPs: an estimate of 5 per element."""
+    def cost(args: list[Arg]) -> Optional[Cost]:
+        ins, _ = _split(args, n_in)
+        if not ins:
+            return None
+        x = ins[0]
+        reads = _reads(ins)
+        return Cost(5.0 * x.numel, reads + x.nbytes, x.dtype, VECTOR, flops_estimated=True, reads=reads,
+                    inputs=_sigs(ins), output=(x.dims, x.dtype))
+    return cost
+
+
+def _norm_backward(grad_at: int, input_at: int, n_in: int) -> Formula:
+    """native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias,
+    output_mask) and the like: grad_out, input and the small statistics/parameters read, the
+    input's gradient written (the parameter gradients are small). 8 FLOPs per element (estimate)."""
+    def cost(args: list[Arg]) -> Optional[Cost]:
+        if len(args) <= max(grad_at, input_at) or not args[grad_at].is_tensor or not args[input_at].is_tensor:
+            return None
+        ins, _ = _split(args, n_in)
+        x = args[input_at]
+        reads = _reads(ins)
+        return Cost(8.0 * x.numel, reads + x.nbytes, x.dtype, VECTOR, flops_estimated=True, reads=reads,
+                    inputs=_sigs(ins), output=(x.dims, x.dtype))
+    return cost
+
+
+def _nll_loss(args: list[Arg]) -> Optional[Cost]:
+    """nll_loss_forward(self [N, C], target [N], ...): the targets and one logit per row read."""
+    ins, _ = _split(args, 3)
+    if len(ins) < 2:
+        return None
+    x, target = ins[0], ins[1]
+    reads = float(target.read_bytes + min(target.numel * x.itemsize, x.read_bytes))
+    return Cost(float(target.numel), reads + 8.0, x.dtype, VECTOR, flops_estimated=True, reads=reads)
+
+
+def _nll_loss_backward(args: list[Arg]) -> Optional[Cost]:
+    """nll_loss_backward(grad_output, self, target, ...): the targets read, one gradient per row
+    written into grad_input (its zero fill is a separate fill_)."""
+    if len(args) < 3 or not args[1].is_tensor or not args[2].is_tensor:
+        return None
+    x, target = args[1], args[2]
+    reads = float(target.read_bytes) + 8.0
+    return Cost(float(target.numel), reads + target.numel * x.itemsize, x.dtype, VECTOR, flops_estimated=True,
+                reads=reads)
+
+
+def _embedding_backward(args: list[Arg]) -> Optional[Cost]:
+    """embedding_dense_backward(grad_output [..., D], indices, num_weights, ...): the gradient and
+    indices read, a [num_weights, D] gradient written (its sort/segment kernels move the indices
+    again: not counted, a minimum)."""
+    if len(args) < 3 or not args[0].is_tensor or not args[1].is_tensor:
+        return None
+    g, idx = args[0], args[1]
+    nw = _int_value(args, 2)
+    if nw is None or not g.dims:
+        return None
+    reads = float(g.read_bytes + idx.read_bytes)
+    return Cost(float(g.numel), reads + nw * g.dims[-1] * g.itemsize, g.dtype, VECTOR, flops_estimated=True,
+                reads=reads, output=((nw, g.dims[-1]), g.dtype))
+
+
 # -- routing, sorting and indexing (MoE routers, top-k, token permutation, KV-cache writes) ------
 INDEX_ITEMSIZE = 8      # int64 indices: what topk/sort/argsort write, and index lists record no dtype
 
@@ -908,7 +976,15 @@ _FORMULAS: dict[str, Formula] = {
     "aten::_scaled_grouped_mm": _grouped(7, 4, 9), "aten::_scaled_grouped_mm_v2": _grouped(10, 8, 13),
     "aten::_softmax": _softmax(5), "aten::softmax": _softmax(5), "aten::_safe_softmax": _softmax(5),
     "aten::_masked_softmax": _softmax(5, n_in=4), "aten::_log_softmax": _softmax(5),
-    "aten::_softmax_backward_data": _softmax_backward,
+    "aten::_softmax_backward_data": _softmax_backward, "aten::_log_softmax_backward_data": _softmax_backward,
+    "aten::native_layer_norm": _norm(4), "aten::_fused_rms_norm": _norm(3),
+    "aten::native_batch_norm": _norm(5), "aten::cudnn_batch_norm": _norm(5),
+    "aten::native_layer_norm_backward": _norm_backward(0, 1, 7),
+    "aten::_fused_rms_norm_backward": _norm_backward(0, 1, 5),
+    "aten::native_batch_norm_backward": _norm_backward(0, 1, 7),
+    "aten::cudnn_batch_norm_backward": _norm_backward(1, 0, 9),
+    "aten::nll_loss_forward": _nll_loss, "aten::nll_loss_backward": _nll_loss_backward,
+    "aten::embedding_dense_backward": _embedding_backward,
     "aten::native_dropout": _dropout, "aten::dropout": _dropout, "aten::feature_dropout": _dropout,
     "aten::native_dropout_backward": _elementwise(1, 2),
     "aten::masked_fill": _elementwise(1, 3), "aten::masked_fill_": _elementwise(1, 3, inplace=True),

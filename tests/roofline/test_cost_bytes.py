@@ -261,3 +261,27 @@ def test_index_put_without_a_recorded_index_list():
     assert "indices" in c.detail
     # aten::index with no recorded index list: what it selects is unknown
     assert op_cost("aten::index", sargs([[2048, 1024], []], [BF, ""])) is None
+
+
+def test_norms_losses_and_embedding_backward():
+    """The ops around attention in a training step: no longer 'unknown'."""
+    x = [4, 2048, 1024]
+    n = 4 * 2048 * 1024
+    c = op_cost("aten::native_layer_norm", sargs([x, [], [1024], [1024], []], [BF, "ScalarList", BF, BF, "Scalar"]))
+    assert c.bytes == n * 2 + 2 * 1024 * 2 + n * 2 and c.dtype == "bf16"
+    c = op_cost("aten::native_layer_norm_backward",
+                sargs([x, x, [], [4, 2048, 1], [4, 2048, 1], [1024], [1024], []],
+                      [BF, BF, "ScalarList", F, F, BF, BF, "GenericList"]))
+    assert c.reads == 2 * n * 2 + 2 * 4 * 2048 * 4 + 2 * 1024 * 2 and c.bytes == c.reads + n * 2
+    # cudnn_batch_norm_backward(input, grad_output, ...): the input's gradient at the input's size
+    c = op_cost("aten::cudnn_batch_norm_backward", sargs([[32, 64, 56, 56], [32, 64, 56, 56], [64]], [F, F, F]))
+    assert c.bytes == 3 * 32 * 64 * 56 * 56 * 4 + 64 * 4
+    # PyTorch 1.9's _log_softmax_backward_data(grad_output, output, dim, self): self is an input, not out=
+    c = op_cost("aten::_log_softmax_backward_data", sargs([[32, 1000], [32, 1000], [], [32, 1000]], [F, F, "Int", F]))
+    assert c.bytes == 3 * 32 * 1000 * 4
+    c = op_cost("aten::nll_loss_forward", sargs([[32, 1000], [32], [], [], []], [F, "long int", "", "Int", "Int"]))
+    assert c.reads == 32 * 8 + 32 * 4
+    c = op_cost("aten::embedding_dense_backward", sargs([[2, 1024, 1024], [2, 1024], [], [], []],
+                                                        [BF, "long int", "Scalar", "Scalar", "Scalar"],
+                                                        concrete=["", "", "32000", "-1", "False"]))
+    assert c.bytes == 2 * 1024 * 1024 * 2 + 2 * 1024 * 8 + 32000 * 1024 * 2
