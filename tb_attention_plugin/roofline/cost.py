@@ -42,7 +42,8 @@ class Cost:
     flops_dense: Optional[float] = None
     detail: dict[str, Any] = field(default_factory=dict)
     reads: Optional[float] = None     # the part of ``bytes`` that is read (the rest is written)
-    parts: Optional[dict[str, tuple[float, float]]] = None  # sub-step -> (bytes read, bytes written), fused attention backward
+    # sub-step -> (bytes read, bytes written), fused attention backward
+    parts: Optional[dict[str, tuple[float, float]]] = None
     fp32_on_tensor_cores: bool = False  # fp32 work this op's kernels do on TF32 tensor cores
     upper_bound: bool = False         # FLOPs/bytes are a dense upper bound (mask sparsity unknown)
     l2_hint: Optional[str] = None     # why some reads likely come from L2, not DRAM (see l2_reuse)
@@ -1046,7 +1047,8 @@ def l2_reuse(costs: Sequence[Optional[Cost]], l2_bytes: Optional[float]) -> list
     still in L2: an earlier op (at most ``L2_WINDOW`` ops back) wrote a tensor of the input's
     shape and dtype, and that tensor plus every byte moved since fits in the L2 (an LRU cache of
     that size still holds it), and that input is at least a quarter of the op's reads and 1 MiB.
-    The safe-softmax ``where`` reading the softmax just written is the common case. Such reads are not DRAM traffic, so a memory roof must not be claimed from them.
+    The safe-softmax ``where`` reading the softmax just written is the common case. Such reads
+    are not DRAM traffic, so a memory roof must not be claimed from them.
     Unknown costs in between end the search (their traffic is unknown). Signature:
     ``l2_reuse(costs: Sequence[Optional[Cost]], l2_bytes: Optional[float]) -> list[Optional[Cost]]``."""
     out: list[Optional[Cost]] = list(costs)

@@ -118,7 +118,8 @@ _TABLE: list[dict[str, Any]] = [
 _BY_KEY = {d["key"]: d for d in _TABLE}
 
 # Generic AMD names ("AMD Radeon Graphics") identified by (major, minor, compute units).
-_AMD_BY_ARCH: dict[tuple[Any, Any, Any], str] = {(9, 0, 104): "MI250-GCD", (9, 0, 110): "MI250X-GCD", (9, 4, 304): "MI300X"}
+_AMD_BY_ARCH: dict[tuple[Any, Any, Any], str] = {
+    (9, 0, 104): "MI250-GCD", (9, 0, 110): "MI250X-GCD", (9, 4, 304): "MI300X"}
 
 PEAK_KEYS = ("fp64", "fp32", "fp64_tensor", "tf32", "bf16", "fp16", "fp8", "int8")
 

@@ -52,7 +52,8 @@ def test_out_tensor_is_written_not_read():
     assert c.reads == n * 4 + 8 and c.bytes == n * 4 * 2 + 8
     # _softmax.out(self, dim, half_to_float, *, out): 805 MB -> 537 MB (ncu: 510,759,936)
     shape = [16, 16, 512, 512]
-    c = op_cost("aten::_softmax", sargs([shape, [], [], shape], [F, "Scalar", "Scalar", F], concrete=["", "-1", "False", ""]))
+    c = op_cost("aten::_softmax", sargs([shape, [], [], shape], [F, "Scalar", "Scalar", F],
+                                        concrete=["", "-1", "False", ""]))
     assert c.bytes == 2 * 16 * 16 * 512 * 512 * 4
     # where.self_out(cond, self, other, *, out) of the safe softmax (decode_gqa_math)
     s = [8, 32, 1, 8192]
@@ -225,7 +226,8 @@ def test_moe_routing_ops_get_memory_costs():
     assert c.bytes == t * e * 4 + t * k * (4 + 8)
     c = op_cost("aten::sort", sargs([[t * k], [], []], ["long int", "Scalar", "Scalar"], concrete=["", "0", "False"]))
     assert c.bytes == t * k * 8 * 3
-    c = op_cost("aten::argsort", sargs([[t * k], [], []], ["long int", "Scalar", "Scalar"], concrete=["", "0", "False"]))
+    c = op_cost("aten::argsort", sargs([[t * k], [], []], ["long int", "Scalar", "Scalar"],
+                                       concrete=["", "0", "False"]))
     assert c.bytes == t * k * 8 * 2
     h = 2048
     # token permutation: index_select rows of the hidden states
@@ -254,7 +256,8 @@ def test_moe_routing_ops_get_memory_costs():
 def test_index_put_without_a_recorded_index_list():
     """MoE combine (HF DeepseekV3): _index_put_impl_(out [2048, 1024], <indices not recorded>,
     values [8192, 1024], accumulate=True): the values say what is written."""
-    c = op_cost("aten::_index_put_impl_", sargs([[2048, 1024], [], [8192, 1024], [], []], [BF, "", BF, "Scalar", "Scalar"],
+    c = op_cost("aten::_index_put_impl_", sargs([[2048, 1024], [], [8192, 1024], [], []],
+                                                [BF, "", BF, "Scalar", "Scalar"],
                                                 concrete=["", "", "", "True", "True"]))
     touched = 2048 * 1024 * 2
     assert c.reads == 8192 * 1024 * 2 + touched and c.bytes == c.reads + touched

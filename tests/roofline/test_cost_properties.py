@@ -98,7 +98,8 @@ def test_bytes_are_monotone_in_shape(op, shape, dt, i, grow):
 
 @SETTINGS
 @given(op=st.sampled_from(ELEMENTWISE_OPS + ["aten::mm", "aten::bmm", "aten::matmul"]),
-       shape=st.lists(st.integers(1, 64), min_size=2, max_size=4), dt=dtypes, i=st.integers(0, 3), which=st.integers(0, 1))
+       shape=st.lists(st.integers(1, 64), min_size=2, max_size=4), dt=dtypes, i=st.integers(0, 3),
+       which=st.integers(0, 1))
 def test_a_stride_zero_never_increases_bytes(op, shape, dt, i, which):
     """Expanding a dimension (stride 0: the same elements repeated) never adds traffic."""
     if op == "aten::mm":

@@ -97,6 +97,7 @@ def test_l2_reuse_marks_the_mask_comparison_that_reads_what_was_just_written():
     order = np.argsort(t.gpu["ts"], kind="stable")
     costs = [a.costs.get(int(a.owner[i])) if a.owner[i] >= 0 else None for i in order.tolist()]
     out = l2_reuse(costs, 60 * 2**20)
-    noted = {t.strings[t.ranges["name"][a.owner[i]]]: c for i, c in zip(order.tolist(), out) if c is not None and c.l2_hint}
+    noted = {t.strings[t.ranges["name"][a.owner[i]]]: c
+             for i, c in zip(order.tolist(), out) if c is not None and c.l2_hint}
     assert "aten::lt" in noted and "int64 [2048, 2048]" in noted["aten::lt"].l2_hint
     assert all(c.l2_bytes >= 2**20 for c in noted.values())
