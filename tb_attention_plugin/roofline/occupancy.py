@@ -23,6 +23,11 @@ Signatures (the engine wires these into the kernel table):
     theoretical_occupancy(block_threads: np.ndarray, registers: np.ndarray, shared_bytes: np.ndarray,
                           limits: Optional[SmLimits]) -> Occupancy
     waves(grid_blocks: np.ndarray, num_sms: Optional[int], blocks_per_sm: np.ndarray) -> np.ndarray
+    kernel_occupancy(block_threads, registers, shared_bytes, grid_blocks, recorded_pct: np.ndarray,
+                     limits: Optional[SmLimits], num_sms: Optional[int]) -> KernelOccupancy
+
+``kernel_occupancy`` is what a kernel table shows: the recorded estimate where CUPTI wrote one
+(> 0), else the theoretical occupancy, with where it came from, and the waves.
 
 ``registers`` <= 0 or ``block_threads`` <= 0 mean "not recorded" (NaN results); a shared-memory
 size < 0 likewise; ``limits`` None (AMD, unknown architecture) gives NaN everywhere.
@@ -99,3 +104,28 @@ def waves(grid_blocks: np.ndarray, num_sms: Optional[int], blocks_per_sm: np.nda
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where((cap > 0) & (g > 0), g / cap, np.nan)
     return out
+
+
+SOURCES = ("recorded", "theoretical")     # KernelOccupancy.source codes 0, 1; -1 = neither
+
+
+@dataclass
+class KernelOccupancy:
+    pct: np.ndarray              # float, 0-100; NaN when neither recorded nor computable
+    source: np.ndarray           # int8 index into SOURCES, -1 with a NaN pct
+    theoretical: Occupancy
+    waves: np.ndarray            # float, NaN when unknown
+
+
+def kernel_occupancy(block_threads: np.ndarray, registers: np.ndarray, shared_bytes: np.ndarray,
+                     grid_blocks: np.ndarray, recorded_pct: np.ndarray, limits: Optional[SmLimits],
+                     num_sms: Optional[int]) -> KernelOccupancy:
+    """Occupancy per kernel of one device: Kineto's ``est. achieved occupancy %`` where it is > 0
+    (0 means CUPTI did not compute it), else the theoretical occupancy; and waves."""
+    th = theoretical_occupancy(block_threads, registers, shared_bytes, limits)
+    rec = np.asarray(recorded_pct, dtype=np.float64)
+    has_rec = np.isfinite(rec) & (rec > 0)
+    has_th = np.isfinite(th.fraction)
+    pct = np.where(has_rec, rec, np.where(has_th, th.fraction * 100.0, np.nan))
+    source = np.where(has_rec, 0, np.where(has_th, 1, -1)).astype(np.int8)
+    return KernelOccupancy(pct, source, th, waves(grid_blocks, num_sms, th.blocks_per_sm))

@@ -90,3 +90,13 @@ def test_agrees_with_cupti_on_every_full_wave_h200_kernel():
         assert np.all(np.abs(o.fraction[m] * 100 - G["occupancy"][m]) <= 1.0), f
         n += int(m.sum())
     assert n >= 500
+
+
+def test_kernel_occupancy_prefers_the_recorded_estimate_and_never_reports_zero_for_missing():
+    from tb_attention_plugin.roofline.occupancy import SOURCES, kernel_occupancy
+    k = kernel_occupancy(np.array([128, 128, 128, 0]), np.array([255, 18, 0, 0]), np.array([49152, 0, 0, 0]),
+                         np.array([1024, 16384, 10, 1]), np.array([0.0, 100.0, 0.0, 0.0]), sm_limits(H200), 132)
+    assert k.pct[0] == pytest.approx(12.5) and SOURCES[k.source[0]] == "theoretical"   # FlashAttention: 0 recorded
+    assert k.pct[1] == 100.0 and SOURCES[k.source[1]] == "recorded"
+    assert np.isnan(k.pct[2]) and k.source[2] == -1 and np.isnan(k.pct[3])
+    assert k.waves[0] == pytest.approx(1024 / (132 * 2))
