@@ -60,8 +60,14 @@ ELEMENTWISE_OPS = ["aten::add", "aten::mul", "aten::div", "aten::where", "aten::
                    "aten::native_dropout", "aten::_to_copy", "aten::fill_", "aten::silu_backward"]
 
 
+# the registry as imported (parsed Triton kernel names are added to it at run time: not those)
+FORMULA_OPS = sorted(k for k in C._FORMULAS if k not in C.COMPOSITE and not k.startswith("triton_")) + [
+    "triton_poi_fused_add_mul_0", "triton_red_fused__softmax_1", "triton_tem_fused_mm_2",
+    "triton_tem_fused_flex_attention_0", "triton_tem_fused_flex_attention_backward_1"]
+
+
 @SETTINGS
-@given(op=st.sampled_from(sorted(k for k in C._FORMULAS if k not in C.COMPOSITE)),
+@given(op=st.sampled_from(FORMULA_OPS),
        ts=st.lists(tensor_arg(), min_size=1, max_size=4), scalar=st.sampled_from(["", "1", "0.5", "True", "6"]))
 def test_every_formula_gives_nonnegative_flops_and_bytes(op, ts, scalar):
     """Whatever the recorded inputs, a formula returns None or non-negative numbers, reads <= bytes."""
@@ -190,3 +196,21 @@ def test_dtype_itemsizes_match_torch():
         assert DTYPES[name][1] == torch.empty(0, dtype=dt).element_size(), name
     for name, (short, size) in DTYPES.items():
         assert C._ITEMSIZE[short] == size, name
+
+
+@SETTINGS
+@given(b=st.integers(1, 4), hk=st.integers(1, 4), g=st.integers(1, 4), sq=st.integers(1, 512), sk=st.integers(1, 512),
+       d=st.sampled_from([32, 64, 128]), causal=st.booleans())
+def test_flex_upper_bound_is_at_least_sdpa_with_any_mask(b, hk, g, sq, sk, d, causal):
+    """FlexAttention's dense count bounds the same attention with any mask (here SDPA's causal)."""
+    h = hk * g
+    q, k = [b, h, sq, d], [b, hk, sk, d]
+    nb_q, nb_k = -(-sq // 128), -(-sk // 128)
+    flex = op_cost("triton_tem_fused_flex_attention_0", sargs(
+        [q, k, k, [b, h, sq], [b, h, sq], [b, 1, nb_q], [b, 1, nb_q, nb_k], q],
+        ["c10::BFloat16"] * 3 + ["float"] * 2 + ["int"] * 2 + ["c10::BFloat16"]))
+    sdpa = op_cost("aten::_scaled_dot_product_flash_attention", sargs(
+        [q, k, k, [], [], [], []], ["c10::BFloat16"] * 3 + ["Scalar"] * 4,
+        concrete=["", "", "", "0.", str(causal), "False", ""]))
+    assert flex.upper_bound and not sdpa.upper_bound
+    assert flex.flops >= sdpa.flops and flex.flops == sdpa.flops_dense
