@@ -176,8 +176,8 @@ def test_elementwise_output_follows_torch_type_promotion(shape, a, b, zero_dim):
     sb = [] if zero_dim else shape
     c = op_cost("aten::add", sargs([shape, sb, []], [a, b, "Scalar"], [contiguous(shape), contiguous(sb), []],
                                    ["", "", "1"]))
-    x = torch.zeros(shape, dtype=getattr(torch, TORCH_DTYPES[a]))
-    y = torch.zeros(sb, dtype=getattr(torch, TORCH_DTYPES[b]))
+    x = torch.empty(shape, dtype=getattr(torch, TORCH_DTYPES[a]), device="meta")
+    y = torch.empty(sb, dtype=getattr(torch, TORCH_DTYPES[b]), device="meta")
     ref = torch.result_type(x, y)
     if zero_dim and ref == torch.float64 and x.dtype != torch.float64:
         ref = torch.float32      # a 0-dim double in a trace is a wrapped Python float (default dtype)
