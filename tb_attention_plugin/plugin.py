@@ -364,7 +364,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
 
 
     def _memory(self, request) -> Response:
-        """The report's ``memory`` block (memory.py; docs/report-schema.md)."""
+        """The report's ``memory`` block (memory/; docs/report-schema.md)."""
         snap, sel, pending = self._get(request.args, need_index=False)
         if pending is not None:
             return pending

@@ -146,7 +146,7 @@ def _advice(rep, trace, links, tagging) -> list:
 
 
 def _memory_block(trace, links, tagging, attr, rep) -> dict:
-    """The ``memory`` block (memory.py); a failure there never loses the rest of the report."""
+    """The ``memory`` block (memory/); a failure there never loses the rest of the report."""
     from .memory import memory_report
     try:
         return memory_report(trace, links, tagging, attr, rep)

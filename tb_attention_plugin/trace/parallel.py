@@ -21,6 +21,7 @@ import queue
 import stat
 import threading
 from array import array
+from functools import partial
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -137,14 +138,13 @@ class RawChunkParser(TraceParser):
             self.pos = end
 
 
-def _partial(chunk: bytes, keep_python: str) -> tuple:
-    """Decode one chunk and build its columns with a fresh builder."""
-    from .records import TraceBuilder
+def _partial(chunk: bytes, make: Callable[[], Any]) -> tuple:
+    """Decode one chunk and build its columns with a fresh builder (``make()``)."""
     stats: dict = {}
     events = decode_events(chunk, stats)
     if events is None:
         raise NotSuited("a chunk did not decode")
-    b = TraceBuilder(keep_python)
+    b = make()
     b.add(events)
     if b'"cuda_profiler_range"' in chunk:
         b.add_raw(chunk)
@@ -188,14 +188,14 @@ def _start_receiver(res_r, store: dict, problem: list, name: str) -> threading.T
     return t
 
 
-def _child(jobs, results, keep_python: str) -> None:
+def _child(jobs, results, make: Callable[[], Any]) -> None:
     def produce():
         while True:
             item = jobs.recv()
             if item is None:
                 return
             idx, chunk = item
-            yield idx, _partial(chunk, keep_python)
+            yield idx, _partial(chunk, make)
 
     _send_all(results, produce)
 
@@ -204,7 +204,9 @@ def load_parallel(path: str, max_bytes: int, keep_python: str, builder) -> tuple
     """Fill ``builder`` (a fresh TraceBuilder) from ``path`` with two processes.
 
     Returns (metadata, reader stats, truncation message or None). Raises NotSuited when the
-    file or the child cannot do it; the caller then reads serially with a fresh builder."""
+    file or the child cannot do it; the caller then reads serially with a fresh builder.
+    Builders for the chunks are made like ``builder`` (records.py hands it in, so this module
+    never imports records.py, which imports this one)."""
     with open(path, "rb") as f:
         gz = f.read(2) == b"\x1f\x8b"
     if not gz:
@@ -212,7 +214,8 @@ def load_parallel(path: str, max_bytes: int, keep_python: str, builder) -> tuple
     ctx = multiprocessing.get_context("fork")
     jobs_r, jobs_w = ctx.Pipe(duplex=False)
     res_r, res_w = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(jobs_r, res_w, keep_python), daemon=True)
+    make = partial(type(builder), keep_python)
+    proc = ctx.Process(target=_child, args=(jobs_r, res_w, make), daemon=True)
     proc.start()
     jobs_r.close()
     res_w.close()
@@ -270,7 +273,7 @@ def load_parallel(path: str, max_bytes: int, keep_python: str, builder) -> tuple
         if outbox.qsize() < 2:
             outbox.put((i, chunk))
         else:
-            own[i] = _partial(chunk, keep_python)
+            own[i] = _partial(chunk, make)
         merge_ready()
 
     src = ByteSource(path, max_bytes)
@@ -461,11 +464,9 @@ def _first_byte(path: str) -> bytes:
     return head[:1]
 
 
-def _segment(path: str, cuts: list, i: int, bare: bool, max_bytes: int, keep_python: str, builder=None):
-    """Parse segment ``i`` into ``builder`` (a fresh one when None); returns (builder, meta,
-    stats, file bytes read, truncation message of the last segment or None)."""
-    from .records import TraceBuilder
-    b = builder if builder is not None else TraceBuilder(keep_python)
+def _segment(path: str, cuts: list, i: int, bare: bool, max_bytes: int, b):
+    """Parse segment ``i`` into the builder ``b``; returns (builder, meta, stats, file bytes
+    read, truncation message of the last segment or None)."""
     first, last = i == 0, cuts[i + 1] is None
     open_ = b"[" if bare else b'{"traceEvents":['
     close = b"]" if bare else b"]}"
@@ -492,7 +493,7 @@ def _segment(path: str, cuts: list, i: int, bare: bool, max_bytes: int, keep_pyt
     return b, meta, p.stats, src.total, truncated
 
 
-def _split_child(path, cuts, bare, max_bytes, keep_python, counter, results) -> None:
+def _split_child(path, cuts, bare, max_bytes, make, counter, results) -> None:
     p = _progress.current()          # the parent's record, inherited through fork
     if p is not None:
         p.forked(1)                  # its own slot: the parent goes on counting in slot 0
@@ -504,7 +505,7 @@ def _split_child(path, cuts, bare, max_bytes, keep_python, counter, results) -> 
                 counter.value += 1
             if i >= len(cuts) - 1:
                 return
-            b, meta, stats, nbytes, truncated = _segment(path, cuts, i, bare, max_bytes, keep_python)
+            b, meta, stats, nbytes, truncated = _segment(path, cuts, i, bare, max_bytes, make())
             yield i, ("exported", b.export(), meta, stats, nbytes, truncated)
 
     _send_all(results, produce)
@@ -520,7 +521,8 @@ def load_split(path: str, max_bytes: int, keep_python: str, builder) -> tuple[di
     ctx = multiprocessing.get_context("fork")
     counter = ctx.Value("i", 1)            # the parent takes segment 0 (the header) first
     res_r, res_w = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_split_child, args=(path, cuts, bare, max_bytes, keep_python, counter, res_w),
+    make = partial(type(builder), keep_python)         # a fresh builder like the caller's
+    proc = ctx.Process(target=_split_child, args=(path, cuts, bare, max_bytes, make, counter, res_w),
                        daemon=True)
     proc.start()
     res_w.close()
@@ -546,7 +548,7 @@ def load_split(path: str, max_bytes: int, keep_python: str, builder) -> tuple[di
             merged += 1
 
     try:
-        _, meta0, stats0, n0, cut0 = _segment(path, cuts, 0, bare, max_bytes, keep_python, builder)
+        _, meta0, stats0, n0, cut0 = _segment(path, cuts, 0, bare, max_bytes, builder)
         if cut0:
             truncated.append(cut0)
         metas.append(meta0)
@@ -559,7 +561,7 @@ def load_split(path: str, max_bytes: int, keep_python: str, builder) -> tuple[di
                 counter.value += 1
             if i >= n_seg:
                 break
-            b, meta, stats, nbytes, cut = _segment(path, cuts, i, bare, max_bytes, keep_python)
+            b, meta, stats, nbytes, cut = _segment(path, cuts, i, bare, max_bytes, make())
             parts[i] = ("builder", b, meta, stats, nbytes, cut)
         while not problem and merged < n_seg:
             merge_ready()

@@ -1,0 +1,144 @@
+"""The K/V footprint from shapes alone: K/V bytes of every attention call (what a KV cache holds
+at these shapes), per step, and what MHA, GQA, MQA and an MLA-style latent cache would hold."""
+from __future__ import annotations
+
+import re
+from math import prod
+
+import numpy as np
+
+from ..attention import patterns as P
+from ..formats import rounded
+from ..trace.records import OP
+from .calls import call_start, fused_bytes, kv_bytes
+from .context import TraceContext
+
+# MLA (DeepSeek-V2): per token and layer a 512-dim compressed KV latent plus a 64-dim decoupled
+# RoPE key, shared by all heads, stored at the K/V dtype.
+MLA_LATENT_DIM = 512
+MLA_ROPE_DIM = 64
+GQA_GROUPS = 8                 # the GQA alternative keeps 8 KV heads (Llama-2/3 70B style)
+
+
+def kv_footprint(ctx: TraceContext, shapes: dict, report: dict, window) -> dict:
+    """K/V bytes per call from shapes, per step, and what other KV layouts would hold."""
+    if not shapes:
+        return {"calls": 0, "layers": [], "kv_bytes": None, "basis": None, "alternatives": [],
+                "message": "no attention call with recorded K/V shapes (record_shapes=True)"}
+    R = ctx.R
+    steps = []
+    for r in np.flatnonzero(ctx.kind == 1).tolist():       # ANNOTATION
+        nm = ctx.name(r)
+        if nm.startswith("ProfilerStep#"):
+            steps.append((int(R["ts_ns"][r]), int(ctx.end_ns[r]), nm))
+    steps.sort()
+    by_step: dict = {}
+    starts = np.asarray([a for a, _, _ in steps], dtype=np.int64)
+    for i in shapes:
+        t0 = call_start(ctx, i)
+        k = int(np.searchsorted(starts, t0, side="right")) - 1 if len(starts) else -1
+        st = k if k >= 0 and steps[k][0] <= t0 <= steps[k][1] else None
+        by_step.setdefault(st, []).append(i)
+    if steps and any(k is not None for k in by_step):
+        best = max((k for k in by_step if k is not None), key=lambda k: sum(kv_bytes(shapes[i]) for i in by_step[k]))
+        basis_calls = by_step[best]
+        basis = f"{steps[best][2]} (the step with the most K/V)"
+    else:
+        basis_calls = list(shapes)
+        basis = "all calls in the trace"
+    layers: dict = {}
+    for i, s in shapes.items():
+        scope = ctx.tag.instances.get(i, {}).get("name")
+        key = (re.sub(r"_\d+$", "", scope or ""),) + tuple(s[k] for k in ("b", "h", "hk", "sq", "d", "dv", "dtype"))
+        g = layers.get(key)
+        sk_min = s["sk"]
+        if g is not None and s["sk"] > g["shapes"]["sk"]:
+            # decode steps of one layer differ only in the K/V length: the longest gives the figures
+            sk_min, calls, scopes = g["shapes"]["sk_min"], g["calls"], g["_scopes"]
+            g = None
+        elif g is not None:
+            g["shapes"]["sk_min"] = min(g["shapes"]["sk_min"], s["sk"])
+        else:
+            calls, scopes = 0, set()
+        if g is None:
+            fb = fused_bytes(s)
+            g = layers[key] = {
+                "scope": scope, "calls": calls, "_scopes": scopes, "source": s["op"], "kv_source": s["kv_source"],
+                "shapes": dict({k: s[k] for k in ("b", "h", "hk", "sq", "sk", "d", "dv", "dtype")}, sk_min=sk_min),
+                "heads_known": s["heads_known"],
+                "kv_bytes_per_call": kv_bytes(s), "k_bytes": fb["k"], "v_bytes": fb["v"], "q_bytes": fb["q"],
+                "out_bytes": fb["out"], "logsumexp_bytes": fb["logsumexp"],
+                "fused_activation_bytes": fb["working_set"],
+                "score_matrix_bytes": s["score_numel"] * s["itemsize"] if s["sq"] > 1 else 0,
+                "score_shape": s["score_shape"],
+                "score_tensors": _score_tensors(ctx, i, s),
+            }
+            g["unfused_activation_bytes"] = g["fused_activation_bytes"] + g["score_tensors"] * g["score_matrix_bytes"]
+        g["calls"] += 1
+        g["_scopes"].add(scope)
+    for key, g in layers.items():
+        if len(g.pop("_scopes")) > 1:
+            g["scope"] = key[0]
+    kv_total = sum(kv_bytes(shapes[i]) for i in basis_calls)
+    alts = _alternatives([shapes[i] for i in basis_calls])
+    return {"calls": len(shapes), "basis": basis, "basis_calls": len(basis_calls), "kv_bytes": kv_total,
+            "layers": sorted(layers.values(), key=lambda g: -g["kv_bytes_per_call"] * g["calls"])[:50],
+            "alternatives": alts, "message": None}
+
+
+
+def _alternatives(calls: list[dict]) -> list[dict]:
+    if not calls:
+        return []
+    cur = sum(kv_bytes(s) for s in calls)
+    known = all(s["heads_known"] for s in calls)
+    rows = [{"name": "current", "kv_heads": _heads_label(calls, "hk"), "bytes": cur, "saving": 0.0, "ratio": 1.0}]
+    if not known:
+        return rows
+    mha = sum(s["b"] * s["h"] * s["sk"] * (s["d"] + s["dv"]) * s["itemsize"] for s in calls)
+    rows.append({"name": "MHA", "kv_heads": _heads_label(calls, "h"), "bytes": mha})
+    if all(s["h"] > GQA_GROUPS and s["h"] % GQA_GROUPS == 0 for s in calls):
+        g = sum(s["b"] * GQA_GROUPS * s["sk"] * (s["d"] + s["dv"]) * s["itemsize"] for s in calls)
+        rows.append({"name": f"GQA-{GQA_GROUPS}", "kv_heads": GQA_GROUPS, "bytes": g})
+    mqa = sum(s["b"] * 1 * s["sk"] * (s["d"] + s["dv"]) * s["itemsize"] for s in calls)
+    rows.append({"name": "MQA", "kv_heads": 1, "bytes": mqa})
+    mla = sum(s["b"] * s["sk"] * (MLA_LATENT_DIM + MLA_ROPE_DIM) * s["itemsize"] for s in calls)
+    rows.append({"name": f"MLA (latent {MLA_LATENT_DIM}+{MLA_ROPE_DIM})", "kv_heads": None, "bytes": mla})
+    for r in rows:
+        r["saving"] = rounded(1 - r["bytes"] / cur, 4) if cur else None
+        r["ratio"] = rounded(r["bytes"] / cur, 4) if cur else None
+    return rows
+
+
+def _heads_label(calls, key):
+    v = {s[key] for s in calls}
+    return v.pop() if len(v) == 1 else sorted(v)
+
+
+def _score_tensors(ctx: TraceContext, inst: int, s: dict) -> int:
+    """Ops of one forward call whose output has the score matrix's shape [.., Sq, Sk]."""
+    if s["sq"] <= 1:
+        return 0
+    tag = ctx.tag
+    R = ctx.R
+    sel = np.flatnonzero((tag.range_instance == inst) & (ctx.kind == OP) & (ctx.L.backward_root < 0))
+    core = {P.PHASE_INDEX[p] for p in P.CORE_PHASES}
+    count = 0
+    seen_chain: set = set()
+    for r in sel[np.argsort(R["ts_ns"][sel], kind="stable")].tolist():
+        if int(tag.range_phase[r]) not in core:
+            continue
+        # only the outermost op of a chain that returns the same tensor
+        p = int(ctx.L.op_ancestor[r])
+        if p >= 0 and int(tag.range_instance[p]) == inst and p in seen_chain:
+            seen_chain.add(r)
+            continue
+        outs = ctx.outputs(r)
+        hits = [o for o in outs
+                if prod(o[0]) == s["score_numel"] and len(o[0]) >= 2 and o[0][-2:] == (s["sq"], s["sk"])]
+        if hits:
+            count += len(hits)
+            seen_chain.add(r)
+    return count
+
+
