@@ -32,6 +32,7 @@ from typing import Optional
 import numpy as np
 
 from .attention import patterns as P
+from .formats import pct, rounded as _r, us as _us
 from .roofline.cost import SDPA_SCHEMAS, sdpa_shapes
 from .trace.records import OP
 from .trace.shapes import parse_args
@@ -140,23 +141,11 @@ def _attention_rows(kernels) -> list[dict]:
 
 
 def _pct(x) -> str:
-    return "?" if x is None else f"{100 * x:.0f}%"
-
-
-def _us(x) -> str:
-    if x is None:
-        return "?"
-    if abs(x) >= 1e3:
-        return f"{x / 1e3:.2f} ms"
-    return f"{x:.1f} µs"
+    return pct(x, digits=0)          # findings read in whole percents
 
 
 def _dir(d: str) -> str:
     return "fwd" if d == "forward" else "bwd"
-
-
-def _r(x, nd=3):
-    return None if x is None else round(float(x), nd)
 
 
 def _group(rows: list[dict], top: int = 5) -> list[dict]:

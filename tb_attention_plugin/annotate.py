@@ -27,9 +27,8 @@ import tempfile
 import zlib
 from typing import Callable, Iterable, Iterator, Optional
 
-import msgspec
-
 from .attention.patterns import CORE_PHASES, PHASE_LABELS
+from .jsonout import to_json
 from .trace.reader import DEFAULT_MAX_BYTES, ByteSource, TraceParser, TraceReadError
 
 try:  # ISA-L deflates several times faster than zlib at its low levels; same gzip format
@@ -43,7 +42,6 @@ PID_BASE = 4_200_000        # above Linux's largest pid (2^22), so no real proce
 SORT_BASE = 5_000_000       # Kineto sorts GPU n at 5000000 + n; ours sorts next to it
 ROOF_REACHED = 0.5          # same threshold as roofline/classify.py (kept import-free of numpy)
 PHASE_CAT, CALL_CAT = "attention.phase", "attention.call"
-_enc = msgspec.json.Encoder()
 
 
 class AnnotateError(ValueError):
@@ -260,7 +258,7 @@ def splice(path: str, close_at: int, entries: int, events: list[dict], compress:
     offset ``close_at`` (the ``]`` of traceEvents); gzip-compressed when ``compress``."""
     insert = b""
     if events:
-        body = b",\n".join(_enc.encode(e) for e in events)
+        body = b",\n".join(to_json(e) for e in events)
         insert = (b",\n" if entries else b"\n") + body + b"\n"
     comp = _deflate_lib.compressobj(_LEVEL, zlib.DEFLATED, 31) if compress else None
 

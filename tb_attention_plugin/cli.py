@@ -17,6 +17,7 @@ import msgspec
 from . import __version__
 from .attention import patterns as P
 from .cache import ReportCache
+from .jsonout import to_json
 from .options import Options
 from .roofline import devices as D
 from .trace.reader import DEFAULT_MAX_BYTES
@@ -137,7 +138,7 @@ def _analyze_json(a, out) -> list[dict]:
     """Write the JSON envelope trace by trace; returns the error entries. A trace whose JSON is
     in the cache is copied from it without analysing anything."""
     from .analyze import shown_path
-    from .jsonout import envelope_head, iter_trace_body, to_json, trace_json_head
+    from .jsonout import envelope_head, iter_trace_body, trace_json_head
     opt = _options(a)
     cache = None if a.no_cache else ReportCache(a.cache_dir)
     files = _files(a.paths)
@@ -203,7 +204,7 @@ def cmd_analyze(a) -> int:
             print(f"error: {_shown(b['path'])}: {_one_line(b['error'])}", file=sys.stderr)
         return EXIT_BAD_INPUT if bad else EXIT_OK
     from .formats import render_csv, render_text
-    from .report import envelope, to_json
+    from .report import envelope
     ok, bad = _reports(a, a.paths)
     for b in bad:
         print(f"error: {_shown(b['path'])}: {_one_line(b['error'])}", file=sys.stderr)
@@ -237,7 +238,7 @@ def cmd_annotate(a) -> int:
 def cmd_devices(a) -> int:
     rows = D.table()
     if a.format == "json":
-        sys.stdout.write(msgspec.json.encode(rows).decode() + "\n")
+        sys.stdout.write(to_json(rows).decode() + "\n")
         return EXIT_OK
     for e in rows:
         fl = ", ".join(f"{k} {v / 1e12:g}" for k, v in e["flops"].items())
@@ -279,7 +280,7 @@ def cmd_compare(a) -> int:
     if cmp is None:
         return EXIT_BAD_INPUT
     if a.format == "json":
-        text = msgspec.json.format(msgspec.json.encode(cmp), indent=1).decode() + "\n"
+        text = msgspec.json.format(to_json(cmp), indent=1).decode() + "\n"
     else:
         text = _printable(render(cmp, markdown=a.format == "markdown"))
     _emit(text, a.output)
@@ -303,7 +304,7 @@ def cmd_check(a) -> int:
         return EXIT_BAD_INPUT
     res = check(cmp, a.max_regression if a.baseline else None, share)
     if a.format == "json":
-        sys.stdout.write(msgspec.json.encode({**res, "comparison": cmp}).decode() + "\n")
+        sys.stdout.write(to_json({**res, "comparison": cmp}).decode() + "\n")
     else:
         print(_printable(("PASS: " if res["passed"] else "FAIL: ") + res["explanation"]))
     return EXIT_OK if res["passed"] else EXIT_FAIL

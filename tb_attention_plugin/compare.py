@@ -23,7 +23,8 @@ import re
 from typing import Iterable, Optional
 
 from .attention.patterns import strip_templates
-from .formats import text_table
+from .formats import pct as _pct, signed_pct as _signed_pct, signed_us as _signed_us
+from .formats import significant as _sig, text_table, us as _us
 
 COMPARE_SCHEMA = 1
 
@@ -423,10 +424,6 @@ def _merge_phase(rows: list[dict], att_time, roof: float) -> dict:
     }
 
 
-def _sig(x):
-    return float(f"{x:.4g}") if x else x
-
-
 def _phase_key(p) -> tuple:
     d = DIRECTIONS.index(p["direction"]) if p["direction"] in DIRECTIONS else 2
     ph = PHASE_ORDER.index(p["phase"]) if p["phase"] in PHASE_ORDER else len(PHASE_ORDER)
@@ -731,31 +728,6 @@ def _regression_text(cmp: dict, budget: float) -> str:
 
 # ---------------------------------------------------------------- rendering
 
-def _us(x) -> str:
-    if x is None:
-        return "–"
-    a = abs(x)
-    if a >= 1e6:
-        return f"{x / 1e6:.2f} s"
-    if a >= 1e3:
-        return f"{x / 1e3:.2f} ms"
-    return f"{x:.1f} µs"
-
-
-def _signed_us(x) -> str:
-    if x is None:
-        return "–"
-    return ("+" if x > 0 else "−" if x < 0 else "±") + _us(abs(x))
-
-
-def _signed_pct(x) -> str:
-    if x is None:
-        return "–"
-    if x == float("inf"):
-        return "+∞%"
-    return f"{x:+.1f}%"
-
-
 def _dir(d: str) -> str:
     return "fwd" if d == "forward" else "bwd"
 
@@ -847,6 +819,3 @@ def _parts(s: Optional[dict]) -> str:
         return f"{s['parts'][0]['label']} {_us(s['time_us'])}"
     return f"{_us(s['time_us'])} = " + " + ".join(f"{p['label']} {_us(p['time_us'])}" for p in s["parts"])
 
-
-def _pct(x) -> str:
-    return "–" if x is None else f"{x * 100:.1f}%"

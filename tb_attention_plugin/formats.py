@@ -14,23 +14,51 @@ _BOUND_WORD = {"memory": "memory-bound", "compute": "compute-bound", "latency": 
                "unknown": "unknown (no shapes)"}
 
 
+# ------------------------------------------------------------------ numbers
+MISSING = "–"        # a value that is unknown or does not apply, in every text output
+MINUS = "-"          # the one minus sign (deltas, savings, negative sizes): plain ASCII, as Python
+                     # prints negative numbers, so text output can be grepped and pasted into code
+
+
+def _sign(x: float) -> str:
+    return "+" if x > 0 else MINUS if x < 0 else "±"
+
+
 def us(x: Optional[float]) -> str:
+    """A duration given in µs, in the unit that reads best: ``812.3 µs``, ``4.21 ms``, ``1.50 s``."""
     if x is None:
-        return "–"
-    if x >= 1e6:
+        return MISSING
+    a = abs(x)
+    if a >= 1e6:
         return f"{x / 1e6:.2f} s"
-    if x >= 1e3:
+    if a >= 1e3:
         return f"{x / 1e3:.2f} ms"
     return f"{x:.1f} µs"
 
 
-def pct(x: Optional[float]) -> str:
-    return "–" if x is None else f"{100 * x:.1f}%"
+def signed_us(x: Optional[float]) -> str:
+    """A change of duration: ``+1.20 ms``, ``-45.0 µs``, ``±0.0 µs``."""
+    return MISSING if x is None else _sign(x) + us(abs(x))
+
+
+def pct(x: Optional[float], digits: int = 1) -> str:
+    """A fraction as a percentage: 0.423 -> ``42.3%``."""
+    return MISSING if x is None else f"{100 * x:.{digits}f}%"
+
+
+def signed_pct(x: Optional[float], digits: int = 1) -> str:
+    """A change already in percent: 12.5 -> ``+12.5%``; infinity (from zero) -> ``+∞%``."""
+    if x is None:
+        return MISSING
+    if math.isinf(x):
+        return _sign(x) + "∞%"
+    return _sign(x) + f"{abs(x):.{digits}f}%"
 
 
 def rate(x: Optional[float], unit: str) -> str:
+    """A rate with an SI prefix: ``1.23 TFLOP/s``, ``4.8 TB/s``."""
     if x is None:
-        return "–"
+        return MISSING
     for scale, p in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(x) >= scale:
             return f"{x / scale:.3g} {p}{unit}"
@@ -38,11 +66,11 @@ def rate(x: Optional[float], unit: str) -> str:
 
 
 def fmt_bytes(b: Optional[float]) -> str:
-    """Binary units, as memory is usually read (GiB, MiB)."""
+    """A size in binary units, as memory is usually read: ``512 B``, ``1.5 MiB``, ``16 GiB``."""
     if b is None:
-        return "–"
+        return MISSING
     b = float(b)
-    sign = "-" if b < 0 else ""
+    sign = MINUS if b < 0 else ""
     b = abs(b)
     for u in ("B", "KiB", "MiB", "GiB", "TiB"):
         if b < 1024 or u == "TiB":
@@ -52,13 +80,25 @@ def fmt_bytes(b: Optional[float]) -> str:
 
 
 def rounded(x: Optional[float], nd: int = 3) -> Optional[float]:
-    """Round for the JSON; None, NaN and inf become null."""
+    """A number for the JSON, rounded to ``nd`` decimals; None, NaN and inf become null."""
     if x is None:
         return None
     x = float(x)
     return round(x, nd) if math.isfinite(x) else None
 
 
+def significant(x: Optional[float], digits: int = 4) -> Optional[float]:
+    """A number for the JSON with ``digits`` significant digits (FLOPs, bytes, rates); None, NaN
+    and inf become null."""
+    if x is None:
+        return None
+    x = float(x)
+    if not math.isfinite(x):
+        return None
+    return float(f"{x:.{digits}g}") if x else 0.0
+
+
+# ------------------------------------------------------------------ text
 def shape_text(sh) -> str:
     """``[2, 16, 2048, 64]``; a list of shapes joined with ``+``; ``?`` when unknown."""
     if not sh:

@@ -19,16 +19,17 @@ _CHUNK = 4096
 def _enc_hook(obj):
     if hasattr(obj, "rows") and hasattr(obj, "columns"):      # a KernelTable
         return list(obj)
-    if hasattr(obj, "item"):                                   # a numpy scalar
-        return obj.item()
+    if hasattr(obj, "tolist"):                                 # numpy scalars and arrays
+        return obj.tolist()
     raise TypeError(f"cannot encode {type(obj).__name__}")
 
 
+# The one JSON encoder: the CLI, the plugin's routes, the cache and annotate all write through it.
 _ENCODER = msgspec.json.Encoder(enc_hook=_enc_hook)
 
 
 def to_json(obj) -> bytes:
-    """Encode a report (or any part of one)."""
+    """Encode a report (or any part of one, or any route's answer)."""
     return _ENCODER.encode(obj)
 
 

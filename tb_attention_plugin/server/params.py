@@ -10,23 +10,13 @@ import re
 from typing import Iterable, Iterator, Optional
 from urllib.parse import unquote
 
-import msgspec
 from werkzeug.wrappers import Response
+
+from ..jsonout import to_json
 
 MAX_NAME = 1024
 _CTRL = re.compile(r"[\x00-\x1f\x7f]")
 _DRIVE = re.compile(r"^[A-Za-z]:")
-
-
-def _enc_hook(obj):
-    if hasattr(obj, "rows") and hasattr(obj, "columns"):      # the engine's kernel table
-        return list(obj)
-    if hasattr(obj, "tolist"):                                 # numpy scalars and arrays
-        return obj.tolist()
-    raise TypeError(f"cannot encode {type(obj).__name__}")
-
-
-_json = msgspec.json.Encoder(enc_hook=_enc_hook)
 
 
 class HttpError(Exception):
@@ -47,7 +37,7 @@ def not_found(message: str, **extra) -> HttpError:
 
 def json_response(data, code: int = 200, headers: Optional[list] = None) -> Response:
     """JSON body; ``data`` may also be an iterable of encoded chunks (streamed)."""
-    body = _json.encode(data) if not isinstance(data, Iterator) else data
+    body = to_json(data) if not isinstance(data, Iterator) else data
     h = [("X-Content-Type-Options", "nosniff"), ("Cache-Control", "no-cache, must-revalidate"),
          ("Expires", "0")]
     h.extend(headers or [])

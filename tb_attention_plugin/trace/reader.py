@@ -23,6 +23,7 @@ from typing import Any, Callable, Optional
 import msgspec
 
 from .. import progress as _progress
+from ..formats import fmt_bytes as _fmt_bytes
 from .events import Args, Event
 
 try:  # ISA-L inflates about 3x faster than zlib; optional.
@@ -84,14 +85,6 @@ class TraceReadError(ValueError):
 
 class TraceTruncated(TraceReadError):
     """The file ends in the middle of the trace (still being written, or cut off)."""
-
-
-def _fmt_bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
 
 
 def _string_end(buf: bytes, start: int, resume: int = 0) -> int:

@@ -97,7 +97,7 @@ def test_each_corpus_file(corpus, cli_results, case_name):
 def test_the_size_cap_is_configurable_and_says_how(corpus):
     root, _ = corpus
     bomb = os.path.join(root, "gzip_bomb_events", "w.1.pt.trace.json.gz")
-    msg = ("decompressed size exceeds the limit of 16.0 MiB (raise it with --max-bytes or "
+    msg = ("decompressed size exceeds the limit of 16 MiB (raise it with --max-bytes or "
            "TB_ATTENTION_MAX_BYTES)")
     code, _, err, _ = run_cli(["analyze", "--max-bytes", "16M", bomb])
     assert code == 2 and one_error_line(err, bomb) == msg
