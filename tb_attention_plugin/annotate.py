@@ -23,7 +23,7 @@ output is gzip when its name ends in ``.gz``.
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
 import zlib
 from typing import Callable, Iterable, Iterator, Optional
 
@@ -293,6 +293,19 @@ def splice(path: str, close_at: int, entries: int, events: list[dict], compress:
         yield comp.flush()
 
 
+def _new_file(folder: str) -> tuple[int, str]:
+    """A new file for the output, opened for writing under a temporary name beside it. Created
+    with mode 0666 less the umask, as any file a program writes (tempfile.mkstemp's are 0600,
+    which left the annotated trace unreadable to the group and to a TensorBoard run by another
+    user); O_EXCL, so an existing file is never reused."""
+    while True:
+        tmp = os.path.join(folder, f".tb-attention-{secrets.token_hex(8)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), tmp
+        except FileExistsError:
+            continue
+
+
 def annotate_file(src: str, dst: str, report: Optional[dict] = None, per_kernel: bool = False,
                   max_bytes: int = DEFAULT_MAX_BYTES, analyze: Optional[Callable[[str], dict]] = None) -> dict:
     """Write ``dst``: ``src`` plus the attention tracks. ``report`` is the analysis of ``src``
@@ -312,7 +325,7 @@ def annotate_file(src: str, dst: str, report: Optional[dict] = None, per_kernel:
     events, stats = build_events(kernel_rows(report), pids, per_kernel)
     compress = dst.endswith(".gz")
     d = os.path.dirname(os.path.abspath(dst))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tb-attention-", suffix=".tmp")
+    fd, tmp = _new_file(d)
     try:
         with os.fdopen(fd, "wb") as f:
             for chunk in splice(src, close_at, entries, events, compress, max_bytes):

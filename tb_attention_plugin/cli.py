@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import sys
 from typing import Optional
 
@@ -58,6 +59,21 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="refuse traces that decompress to more than this (default 16G)")
     g.add_argument("--no-cache", action="store_true", help="do not read or write the report cache")
     g.add_argument("--cache-dir", help="report cache directory (default ~/.cache/tb-attention)")
+
+
+def _wide_opt(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--wide", action="store_true",
+                   help="print every column and whole names; by default text fits the terminal width "
+                        "(COLUMNS, else the terminal, else 100)")
+
+
+def _width(a) -> Optional[int]:
+    """Columns text output may use: None (no limit) with --wide; else COLUMNS, the terminal's
+    width, or 100 when output is not a terminal; never under formats.MIN_WIDTH."""
+    if getattr(a, "wide", False):
+        return None
+    from .formats import MIN_WIDTH
+    return max(MIN_WIDTH, shutil.get_terminal_size((100, 24)).columns)
 
 
 def _compare_opts(p: argparse.ArgumentParser) -> None:
@@ -213,7 +229,8 @@ def cmd_analyze(a) -> int:
     elif a.format == "csv":
         text = render_csv(ok, memory=a.memory)
     else:
-        text = _printable(render_text(ok, markdown=a.format == "markdown", top=a.top, memory=a.memory))
+        text = _printable(render_text(ok, markdown=a.format == "markdown", top=a.top, memory=a.memory,
+                                      width=_width(a)))
     _emit(text, a.output)
     return EXIT_BAD_INPUT if bad else EXIT_OK
 
@@ -240,15 +257,8 @@ def cmd_devices(a) -> int:
     if a.format == "json":
         sys.stdout.write(to_json(rows).decode() + "\n")
         return EXIT_OK
-    for e in rows:
-        fl = ", ".join(f"{k} {v / 1e12:g}" for k, v in e["flops"].items())
-        print(f"{e['label']}: {fl} TFLOP/s; memory {e['memory_bandwidth'] / 1e12:g} TB/s  [{e['source']}]")
-        if e.get("measured"):
-            m = e["measured"]
-            fl = ", ".join(f"{k} {v / 1e12:g}" for k, v in m["flops"].items())
-            print(f"    measured: {fl} TFLOP/s; memory {m['memory_bandwidth'] / 1e12:g} TB/s  [{m['source']}]")
-            for k, src in m.get("sources", {}).items():
-                print(f"    measured {k}: [{src}]")
+    from .formats import render_devices
+    sys.stdout.write(render_devices(rows, _width(a)))
     return EXIT_OK
 
 
@@ -282,7 +292,7 @@ def cmd_compare(a) -> int:
     if a.format == "json":
         text = msgspec.json.format(to_json(cmp), indent=1).decode() + "\n"
     else:
-        text = _printable(render(cmp, markdown=a.format == "markdown"))
+        text = _printable(render(cmp, markdown=a.format == "markdown", width=_width(a)))
     _emit(text, a.output)
     return EXIT_OK
 
@@ -306,6 +316,7 @@ def cmd_check(a) -> int:
     if a.format == "json":
         sys.stdout.write(to_json({**res, "comparison": cmp}).decode() + "\n")
     else:
+        # one line, not wrapped: CI logs and greps read the verdict as one paragraph (docs/ci.md)
         print(_printable(("PASS: " if res["passed"] else "FAIL: ") + res["explanation"]))
     return EXIT_OK if res["passed"] else EXIT_FAIL
 
@@ -315,7 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="Where attention spends GPU time in PyTorch profiler traces.")
     p.add_argument("--version", action="version", version=f"tb-attention {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    an = sub.add_parser("analyze", help="analyse traces (files or directories)",
+    an = sub.add_parser("analyze", aliases=["analyse"], help="analyse traces (files or directories)",
                         description="Analyse torch.profiler traces: attention kernels, phases, roofline, bounds.")
     an.add_argument("paths", nargs="+", metavar="PATH", help="trace file (.json, .json.gz) or directory")
     an.add_argument("--format", "-f", choices=("table", "json", "csv", "markdown"), default="table")
@@ -325,6 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     an.add_argument("--memory", action="store_true",
                     help="add the memory section (allocations, KV footprint, data movement) to table/markdown/csv; "
                          "JSON always has the 'memory' block")
+    _wide_opt(an)
     _common(an)
     an.set_defaults(func=cmd_analyze)
     at = sub.add_parser("annotate", help="write a copy of a trace with attention phases as timeline tracks",
@@ -345,6 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--format", "-f", choices=("table", "json", "markdown"), default="table")
     cp.add_argument("--output", "-o", help="write to this file instead of stdout")
     _compare_opts(cp)
+    _wide_opt(cp)
     _common(cp)
     cp.set_defaults(func=cmd_compare)
     ck = sub.add_parser("check", help="CI gate: fail when attention time regressed beyond a budget",
@@ -362,6 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
     ck.set_defaults(func=cmd_check)
     dv = sub.add_parser("devices", help="list the built-in device peaks and their sources")
     dv.add_argument("--format", "-f", choices=("table", "json"), default="table")
+    _wide_opt(dv)
     dv.set_defaults(func=cmd_devices)
     return p
 

@@ -24,7 +24,7 @@ from typing import Iterable, Optional
 
 from .attention.patterns import strip_templates
 from .formats import pct as _pct, signed_pct as _signed_pct, signed_us as _signed_us
-from .formats import significant as _sig, text_table, us as _us
+from .formats import cut_middle, para, significant as _sig, text_table, us as _us
 
 COMPARE_SCHEMA = 1
 
@@ -741,19 +741,23 @@ def _speed(r: dict) -> str:
     return f"{s:.2f}x faster" if s > 1 else f"{1 / s:.2f}x slower"
 
 
-def render(cmp: dict, markdown: bool = False) -> str:
-    """A comparison as a terminal table (or markdown for PR comments)."""
+def render(cmp: dict, markdown: bool = False, width: Optional[int] = None) -> str:
+    """A comparison as a terminal table (or markdown for PR comments). ``width``: fit every line
+    to that many columns (formats.text_table, formats.para); None prints everything."""
+    if markdown:
+        width = None
     h2 = "## " if markdown else ""
     h3 = "### " if markdown else ""
     b, n = cmp["base"], cmp["new"]
     unit = cmp["normalization"]["unit"]
     li = "- " if markdown else ""
-    out = [f"{h2}Attention comparison", "", f"{li}base: {b['label']} ({b['traces']} trace(s), {b['steps']} step(s))",
-           f"{li}new:  {n['label']} ({n['traces']} trace(s), {n['steps']} step(s))",
+    out = [f"{h2}Attention comparison", "",
+           para(f"{li}base: {b['label']} ({b['traces']} trace(s), {b['steps']} step(s))", width, "      "),
+           para(f"{li}new:  {n['label']} ({n['traces']} trace(s), {n['steps']} step(s))", width, "      "),
            f"{li}times are {unit}" + ("" if unit == "in total" else " (per-step averages)"), "",
-           ("**" + cmp["verdict"]["summary"] + "**") if markdown else cmp["verdict"]["summary"], ""]
+           ("**" + cmp["verdict"]["summary"] + "**") if markdown else para(cmp["verdict"]["summary"], width), ""]
     for nt in cmp["notes"]:
-        out.append(f"{li}note: {nt}")
+        out.append(para(f"{li}note: {nt}", width))
     if cmp["notes"]:
         out.append("")
     rows = []
@@ -766,15 +770,17 @@ def render(cmp: dict, markdown: bool = False) -> str:
                      _speed(t)])
     sh = cmp["totals"]["attention_share"]
     rows.append(["attention share", _pct(sh["base"]), _pct(sh["new"]),
-                 f"{sh['delta'] * 100:+.1f} pt" if sh["delta"] is not None else "–", "", ""])
-    out += [f"{h3}Totals", text_table(["", "base", "new", "Δ", "Δ%", "speedup"], rows, markdown), ""]
+                 _signed_pct(sh["delta"] * 100 if sh["delta"] is not None else None, unit=" pt"), "", ""])
+    out += [f"{h3}Totals", text_table(["", "base", "new", "Δ", "Δ%", "speedup"], rows, markdown, width, drop=(5,)),
+            ""]
     rows = []
     for s in cmp["sections"]:
         rows.append([f"{s['label']} {_dir(s['direction'])}", _parts(s["base"]), _parts(s["new"]),
                      _signed_us(s["delta"]), _signed_pct(s["delta_pct"]), _speed(s)])
     if rows:
         out += [f"{h3}Matched work (fused vs decomposed side by side)",
-                text_table(["", "base", "new", "Δ", "Δ%", "speedup"], rows, markdown), ""]
+                text_table(["", "base", "new", "Δ", "Δ%", "speedup"], rows, markdown, width, cut=(0,), wrap=(1, 2),
+                           drop=(5, 4)), ""]
     rows = []
     for p in cmp["phases"]:
         x, y = p["base"] or {}, p["new"] or {}
@@ -783,25 +789,25 @@ def render(cmp: dict, markdown: bool = False) -> str:
                      _signed_pct(p["delta_pct"]), _speed(p)])
     if rows:
         out += [f"{h3}Phases", text_table(["phase", "dir", "base", "bound", "new", "bound", "Δ", "Δ%", "speedup"],
-                                      rows, markdown), ""]
+                                          rows, markdown, width, cut=(0,), drop=(8, 7)), ""]
     rows = []
     for g in cmp["kernel_groups"]:
         x, y = g["base"] or {}, g["new"] or {}
-        nm = g["group"] if len(g["group"]) <= 60 else g["group"][:57] + "..."
+        nm = cut_middle(g["group"], 60 if markdown else None)
         rows.append([nm, g["label"] or "–", _dir(g["direction"]),
                      f"{_us(x.get('time_us'))} ({_calls(x)})" if x else "–",
                      f"{_us(y.get('time_us'))} ({_calls(y)})" if y else "–",
                      _signed_us(g["delta"]), _speed(g)])
     if rows:
         out += [f"{h3}Top kernel groups", text_table(["kernel group", "phase", "dir", "base", "new", "Δ", "speedup"],
-                                                rows, markdown), ""]
+                                                    rows, markdown, width, cut=(0, 1), drop=(6, 2)), ""]
     adv = cmp.get("advice") or {}
     for which, key in (("new run only", "only_new"), ("baseline only", "only_base")):
         ids = adv.get(key) or []
         if ids:
             side = adv["new" if key == "only_new" else "base"]
             titles = [a["title"] for a in side if a["id"] in ids]
-            out.append(f"{li}advice ({which}): " + "; ".join(titles))
+            out.append(para(f"{li}advice ({which}): " + "; ".join(titles), width))
     return "\n".join(out).rstrip() + "\n"
 
 

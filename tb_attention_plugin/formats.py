@@ -6,9 +6,11 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
+import textwrap
 from typing import Optional
 
-from .attention.patterns import PHASE_LABELS
+from .attention.patterns import PHASE_LABELS, strip_templates
 
 _BOUND_WORD = {"memory": "memory-bound", "compute": "compute-bound", "latency": "latency-bound",
                "unknown": "unknown (no shapes)"}
@@ -46,13 +48,14 @@ def pct(x: Optional[float], digits: int = 1) -> str:
     return MISSING if x is None else f"{100 * x:.{digits}f}%"
 
 
-def signed_pct(x: Optional[float], digits: int = 1) -> str:
-    """A change already in percent: 12.5 -> ``+12.5%``; infinity (from zero) -> ``+∞%``."""
+def signed_pct(x: Optional[float], digits: int = 1, unit: str = "%") -> str:
+    """A change already in percent: 12.5 -> ``+12.5%``; infinity (from zero) -> ``+∞%``; ``unit``
+    " pt" for a change of a share in percentage points."""
     if x is None:
         return MISSING
     if math.isinf(x):
-        return _sign(x) + "∞%"
-    return _sign(x) + f"{abs(x):.{digits}f}%"
+        return _sign(x) + "∞" + unit
+    return _sign(x) + f"{abs(x):.{digits}f}{unit}"
 
 
 def rate(x: Optional[float], unit: str) -> str:
@@ -108,17 +111,174 @@ def shape_text(sh) -> str:
     return "[" + ", ".join(str(x) for x in sh) + "]"
 
 
-def text_table(headers: list[str], rows: list[list], markdown: bool) -> str:
-    """A plain-text table (columns padded) or a markdown one; cells are shown with str()."""
+ELLIPSIS = "…"
+MIN_WIDTH = 80       # narrower terminals get 80 columns: the tables need that much to stay legible
+_MIN_CUT = 12        # a column cut in the middle keeps at least this many characters
+_SOFT_CUT = 24       # ... and this many while a less important column can still be left out
+_SOFT_WRAP = 20      # a column whose cells wrap: as narrow, before columns are left out
+_SEP = "  "
+
+
+def cut_middle(text: str, width: Optional[int]) -> str:
+    """``text`` cut to ``width`` characters in the middle, where an ellipsis stands for what was
+    left out (kernel names differ at both ends: the namespace in front, the template at the end)."""
+    if width is None or len(text) <= width:
+        return text
+    if width <= 1:
+        return ELLIPSIS[:width]
+    head = width // 2
+    tail = width - 1 - head
+    return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
+
+
+def para(text: str, width: Optional[int], indent: str = "  ") -> str:
+    """A paragraph wrapped to ``width`` (unchanged when None), continuation lines indented."""
+    if width is None or len(text) <= width:
+        return text
+    return "\n".join(textwrap.wrap(text, width, subsequent_indent=indent, break_on_hyphens=False,
+                                    break_long_words=True)) or text
+
+
+def est(text: str, estimated: Optional[bool]) -> str:
+    """``~`` in front of an estimated figure, as the dashboard marks it."""
+    return f"~{text}" if estimated and text != MISSING else text
+
+
+def _header_width(h: str, lines: int) -> int:
+    """The narrowest column that shows header ``h`` on at most ``lines`` lines."""
+    for w in range(1, len(h) + 1):
+        if len(textwrap.wrap(h, w, break_on_hyphens=True, break_long_words=False)) <= lines \
+                and all(len(x) <= w for x in textwrap.wrap(h, w, break_on_hyphens=True, break_long_words=False)):
+            return w
+    return len(h)
+
+
+def _widths(headers: list[str], rows: list[list[str]], cols: list[int], width: int,
+            cut: set[int], wrap: set[int], floor_cut: int, floor_wrap: int) -> Optional[list[int]]:
+    """Column widths for ``cols`` that fit in ``width``, or None. Headers go over two lines, then
+    over as many as their words need; then columns that wrap (losing nothing) and columns cut in
+    the middle narrow (down to ``floor_wrap`` and ``floor_cut`` characters), widest first. Room left over goes back
+    to the headers, in column order, then to the cut columns."""
+    def need(i: int) -> int:
+        return max((len(r[i]) for r in rows), default=0)
+
+    def total(ws: list[int]) -> int:
+        return sum(ws) + len(_SEP) * (len(ws) - 1)
+
+    natural = [max(len(headers[i]), need(i)) for i in cols]
+    if total(natural) <= width:
+        return natural
+    fitted = None
+    for lines in (2, 99):        # headers on two lines if the cells can give enough, else on more
+        ws = [max(_header_width(headers[i], lines), need(i)) for i in cols]
+        floor = [max(_header_width(headers[i], lines), min(floor_cut if i in cut else floor_wrap, need(i)))
+                 if i in cut or i in wrap else w for i, w in zip(cols, ws)]
+        over = total(ws) - width
+        while over > 0:
+            j = max(range(len(cols)), key=lambda k: (ws[k] - floor[k], ws[k]))
+            room = ws[j] - floor[j]
+            if room <= 0:
+                break
+            others = [ws[k] for k in range(len(cols)) if k != j and (cols[k] in cut or cols[k] in wrap)]
+            step = min(room, over, max(1, ws[j] - max(others, default=0)))
+            ws[j] -= step
+            over -= step
+        if over <= 0:
+            fitted = ws
+            break
+    if fitted is None:
+        return None
+    ws = fitted
+    slack = width - total(ws)
+    for lines in (2, 1):                    # fewer header lines where the room allows
+        for k, i in enumerate(cols):
+            want = min(natural[k], max(ws[k], _header_width(headers[i], lines)))
+            if ws[k] < want <= ws[k] + slack:
+                slack -= want - ws[k]
+                ws[k] = want
+    for k in sorted(range(len(cols)), key=lambda k: ws[k]):   # cut cells get back what is left
+        if cols[k] not in cut and cols[k] not in wrap:
+            continue
+        if slack <= 0:
+            break
+        give = min(slack, natural[k] - ws[k])
+        ws[k] += give
+        slack -= give
+    return ws
+
+
+_UNIT = re.compile(r"(?<=\d) (?=(?:µs|ms|s|%|B|KiB|MiB|GiB|TiB)\b)")
+
+
+def _wrap_cell(text: str, width: int) -> list[str]:
+    """A cell over several lines: broken after `` + `` / `` = `` where it can be (a sum of
+    parts), never between a number and its unit."""
+    keep = _UNIT.sub("\u00a0", text)          # textwrap does not break at a no-break space
+    lines: list[str] = []
+    for part in re.split(r"(?<= [+=]) ", keep):
+        if lines and len(lines[-1]) + 1 + len(part) <= width:
+            lines[-1] += " " + part
+        elif len(part) <= width:
+            lines.append(part)
+        else:
+            lines += textwrap.wrap(part, width, break_on_hyphens=False)
+    return [x.replace("\u00a0", " ") for x in lines] or [""]
+
+
+def text_table(headers: list[str], rows: list[list], markdown: bool, width: Optional[int] = None,
+               cut: tuple[int, ...] = (), wrap: tuple[int, ...] = (), drop: tuple[int, ...] = ()) -> str:
+    """A plain-text table (columns padded) or a markdown one; cells are shown with str().
+
+    With a ``width``, a text table gives way in this order until it fits: headers go over
+    several lines; columns in ``cut`` are cut in the middle (``…``) and columns in ``wrap``
+    wrap over several lines, down to a floor; then columns in ``drop`` are left out, the first
+    first. Markdown tables (for files and PR comments) are never narrowed."""
     rows = [[str(c) for c in r] for r in rows]
     if markdown:
         out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
         out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
         return "\n".join(out)
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
-    out = [line, "  ".join("-" * w for w in widths)]
-    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    cols = list(range(len(headers)))
+    ws: Optional[list[int]] = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+                               for i, h in enumerate(headers)]
+    if width is not None:
+        elastic = set(cut) | set(wrap)
+        # while a column can still be left out, names and wrapped cells keep a legible width;
+        # only then do they narrow down to the hard floor
+        for floor_cut, floor_wrap in ((_SOFT_CUT, _SOFT_WRAP), (_MIN_CUT, _MIN_CUT)):
+            cols = list(range(len(headers)))
+            fit = _widths(headers, rows, cols, width, set(cut), set(wrap), floor_cut, floor_wrap)
+            for d in drop:
+                if fit is not None:
+                    break
+                cols = [c for c in cols if c != d]
+                fit = _widths(headers, rows, cols, width, set(cut), set(wrap), floor_cut, floor_wrap)
+            if fit is not None:
+                break
+        if fit is None:          # nothing left to give: as narrow as it gets
+            fit = [max(_header_width(headers[i], 99), min(_MIN_CUT, max((len(r[i]) for r in rows), default=0)))
+                   if i in elastic else max(_header_width(headers[i], 99), max((len(r[i]) for r in rows), default=0))
+                   for i in cols]
+        ws = fit
+    assert ws is not None
+    head = [textwrap.wrap(headers[i], w, break_on_hyphens=True) or [""] if len(headers[i]) > w else [headers[i]]
+            for i, w in zip(cols, ws)]
+    depth = max(len(h) for h in head)
+    head = [[""] * (depth - len(h)) + h for h in head]          # bottom-aligned over the rule
+    out = [_SEP.join(h[k].ljust(w) for h, w in zip(head, ws)).rstrip() for k in range(depth)]
+    out.append(_SEP.join("-" * w for w in ws))
+    for r in rows:
+        cells = []
+        for i, w in zip(cols, ws):
+            c = r[i]
+            if len(c) <= w:
+                cells.append([c])
+            elif i in wrap:
+                cells.append(_wrap_cell(c, w))
+            else:
+                cells.append([cut_middle(c, w)])
+        for k in range(max(len(c) for c in cells)):
+            out.append(_SEP.join((c[k] if k < len(c) else "").ljust(w) for c, w in zip(cells, ws)).rstrip())
     return "\n".join(out)
 
 
@@ -153,72 +313,114 @@ def measurements_line(rep: dict) -> str:
 def phase_rows(rep: dict) -> list[list[str]]:
     rows = []
     for p in rep.get("phases", []):
+        e = p.get("estimated")
         rows.append([PHASE_LABELS.get(p["phase"], p["phase"]), "fwd" if p["direction"] == "forward" else "bwd",
-                     us(p["time_us"]), _BOUND_WORD.get(p["bound"], p["bound"]), pct(p["memory_util"]),
-                     pct(p["compute_util"]), str(p["kernels"]), pct(p["share"])])
+                     us(p["time_us"]), _BOUND_WORD.get(p["bound"], p["bound"]), est(pct(p["memory_util"]), e),
+                     est(pct(p["compute_util"]), e), str(p["kernels"]), pct(p["share"])])
     return rows
 
 
 PHASE_HEADERS = ["operation", "dir", "latency", "bottleneck", "memory-bandwidth utilization",
                  "compute utilization", "kernels", "share of attention"]
+KERNEL_HEADERS = ["kernel", "phase", "dir", "calls", "total", "bound", "mem util", "compute util"]
+MARKDOWN_NAME = 70     # kernel names in markdown tables are cut to this many characters
 
 
-def render_text(reports: list[dict], markdown: bool = False, top: int = 10, memory: bool = False) -> str:
+def short_kernel_name(name: str) -> str:
+    """A kernel's name without what a narrow table cannot afford: the return type, ``(anonymous
+    namespace)::``, template arguments and the parameter list (``--wide`` shows the whole name)."""
+    s = name[5:] if name.startswith("void ") else name
+    s = strip_templates(s.replace("(anonymous namespace)::", ""))
+    cut = s.find("(")
+    return (s[:cut] if cut > 0 else s).strip() or name
+
+
+def _top_kernel_rows(rep: dict, top: int, name_width: Optional[int], short: bool) -> list[list[str]]:
+    """Attention kernels grouped by (name, phase, direction), longest total first; utilisations
+    are those of the group's longest kernel."""
+    att = [k for k in rep["kernels"] if k["attention"]]
+    att.sort(key=lambda k: -(k["dur_us"] or 0))
+    groups: dict = {}
+    for k in att:
+        g = groups.setdefault((k["name"], k["phase"], k["direction"]), [0.0, 0, k])
+        g[0] += k["dur_us"] or 0
+        g[1] += 1
+    rows = []
+    for (name, ph, d), (t, n, k) in sorted(groups.items(), key=lambda x: -x[1][0])[:top]:
+        e = k.get("estimated")
+        shown = short_kernel_name(name) if short else name
+        rows.append([cut_middle(shown, name_width), PHASE_LABELS.get(ph, ph), "fwd" if d == "forward" else "bwd",
+                     str(n), us(t), k["bound"], est(pct(k["memory_util"]), e), est(pct(k["compute_util"]), e)])
+    return rows
+
+
+def render_text(reports: list[dict], markdown: bool = False, top: int = 10, memory: bool = False,
+                width: Optional[int] = None) -> str:
+    """The readable report: per trace its summary, phase table, top kernels, (memory), notes and
+    advice. ``width``: fit every line to that many columns (tables narrow, prose wraps, names
+    are cut in the middle); None prints everything (``--wide``, files, markdown)."""
+    if markdown:
+        width = None
     out = []
     for rep in reports:
         if rep.get("status") != "ok":
             continue
         h = "## " if markdown else ""
-        out.append(f"{h}{rep['path']}")
-        out.append(device_line(rep))
+        out.append(f"{h}{cut_middle(rep['path'], width)}")
+        out.append(para(device_line(rep), width))
         if measurements_line(rep):
-            out.append(measurements_line(rep))
+            out.append(para(measurements_line(rep), width))
         share = rep.get("attention_share")
-        out.append(
+        out.append(para(
             f"GPU time {us(rep['gpu_time_us'])} (busy {us(rep['gpu_busy_us'])});"
             f" attention {us(rep['attention_time_us'])}"
             f" ({pct(share)}): core {us(rep['core_attention_time_us'])}, projections {us(rep['projection_time_us'])};"
             f" forward {us(rep['forward_time_us'])}, backward {us(rep['backward_time_us'])};"
-            f" fused {us(rep['fused_time_us'])}, unfused core {us(rep['unfused_core_time_us'])}")
+            f" fused {us(rep['fused_time_us'])}, unfused core {us(rep['unfused_core_time_us'])}", width))
         if rep.get("step"):
             out.append(f"step: {rep['step']}")
         out.append("")
         if rep.get("phases"):
-            out.append(text_table(PHASE_HEADERS, phase_rows(rep), markdown))
+            # narrowed: the operation label gives first, then the kernel count, then the share
+            out.append(text_table(PHASE_HEADERS, phase_rows(rep), markdown, width, cut=(0,), drop=(6, 7)))
             out.append("")
-            att = [k for k in rep["kernels"] if k["attention"]]
-            att.sort(key=lambda k: -(k["dur_us"] or 0))
-            groups: dict = {}
-            for k in att:
-                g = groups.setdefault((k["name"], k["phase"], k["direction"]), [0.0, 0, k])
-                g[0] += k["dur_us"] or 0
-                g[1] += 1
-            top_rows = sorted(groups.items(), key=lambda x: -x[1][0])[:top]
-            if top_rows:
+            rows = _top_kernel_rows(rep, top, MARKDOWN_NAME if markdown else None, short=width is not None)
+            if rows:
                 out.append(("### " if markdown else "") + "Top attention kernels (by total time)")
-                rows = []
-                for (name, ph, d), (t, n, k) in top_rows:
-                    nm = name if len(name) <= 70 else name[:67] + "..."
-                    rows.append([nm, PHASE_LABELS.get(ph, ph), "fwd" if d == "forward" else "bwd", str(n), us(t),
-                                 k["bound"],
-                                 pct(k["memory_util"]), pct(k["compute_util"])])
-                out.append(text_table(["kernel", "phase", "dir", "calls", "total", "bound", "mem util", "compute util"],
-                                  rows, markdown))
+                out.append(text_table(KERNEL_HEADERS, rows, markdown, width, cut=(0, 1), drop=(3, 2, 7)))
                 out.append("")
         if memory:
-            out.append(render_memory_text(rep, markdown))
+            out.append(render_memory_text(rep, markdown, width))
         for n in rep.get("notices", []):
-            out.append(f"note: {n['message']} — {n['fix']}")
+            out.append(para(f"note: {n['message']} — {n['fix']}", width))
         for w in rep.get("warnings", []):
-            out.append(f"warning: {w}")
+            out.append(para(f"warning: {w}", width))
         for a in rep.get("advice", []) or []:
             gain = a.get("estimated_gain_us")
-            est = f", est. gain {us(gain)}" if gain else ""
-            out.append(f"advice [{a.get('severity')}{est}]: {a.get('title')}: {a.get('detail')}")
+            g = f", est. gain {us(gain)}" if gain else ""
+            out.append(para(f"advice [{a.get('severity')}{g}]: {a.get('title')}: {a.get('detail')}", width))
             if a.get("how"):
-                out.append(f"  how: {a['how']}")
+                out.append(para(f"  how: {a['how']}", width, indent="    "))
         out.append("")
     return "\n".join(out).rstrip() + "\n"
+
+
+def render_devices(rows: list[dict], width: Optional[int] = None) -> str:
+    """``tb-attention devices``: each table entry's datasheet peaks and source, then the measured
+    ones where the table has them (roofline/devices.py)."""
+    out = []
+    for e in rows:
+        fl = ", ".join(f"{k} {v / 1e12:g}" for k, v in e["flops"].items())
+        out.append(para(f"{e['label']}: {fl} TFLOP/s; memory {e['memory_bandwidth'] / 1e12:g} TB/s  [{e['source']}]",
+                        width, indent="      "))
+        if e.get("measured"):
+            m = e["measured"]
+            fl = ", ".join(f"{k} {v / 1e12:g}" for k, v in m["flops"].items())
+            out.append(para(f"    measured: {fl} TFLOP/s; memory {m['memory_bandwidth'] / 1e12:g} TB/s  "
+                            f"[{m['source']}]", width, indent="      "))
+            for k, src in m.get("sources", {}).items():
+                out.append(para(f"    measured {k}: [{src}]", width, indent="      "))
+    return "\n".join(out) + "\n"
 
 
 CSV_COLUMNS = ["path", "id", "name", "kind", "ts", "dur_us", "device", "stream", "step", "attention", "phase",
@@ -252,8 +454,10 @@ def _held_phase(g: dict) -> str:
     return PHASE_LABELS.get(g["phase"], g["phase"]) + (" bwd" if g["direction"] == "backward" else "")
 
 
-def render_memory_text(rep: dict, markdown: bool = False) -> str:
-    """The memory section of the table / markdown report."""
+def render_memory_text(rep: dict, markdown: bool = False, width: Optional[int] = None) -> str:
+    """The memory section of the table / markdown report (``width``: as in :func:`render_text`)."""
+    if markdown:
+        width = None
     mem = rep.get("memory")
     h = "### " if markdown else ""
     if not mem:
@@ -261,16 +465,16 @@ def render_memory_text(rep: dict, markdown: bool = False) -> str:
     out = [f"{h}Memory and data movement"]
     if not mem.get("recorded"):
         fix = (mem.get("notice") or {}).get("fix")
-        out.append("allocations: not recorded" + (f" — {fix}" if fix else ""))
+        out.append(para("allocations: not recorded" + (f" — {fix}" if fix else ""), width))
     if mem.get("error"):
-        out.append(f"memory analysis failed: {mem['error']}")
+        out.append(para(f"memory analysis failed: {mem['error']}", width))
     for d in mem.get("devices") or []:
         a = d["attention"]
-        out.append(
+        out.append(para(
             f"{d['device']}: {d['allocs']} allocations ({fmt_bytes(d['alloc_bytes'])}), {d['frees']} frees; "
             f"peak allocated {fmt_bytes(d['peak_allocated_bytes'])}"
             + (f" (reserved {fmt_bytes(d['peak_reserved_bytes'])})" if d.get("peak_reserved_bytes") is not None else "")
-            + f"; inside attention {a['allocs']} allocations, {fmt_bytes(a['alloc_bytes'])}")
+            + f"; inside attention {a['allocs']} allocations, {fmt_bytes(a['alloc_bytes'])}", width))
         if d["phases"]:
             rows = [[PHASE_LABELS.get(p["phase"], p["phase"]), "fwd" if p["direction"] == "forward" else "bwd",
                      str(p["allocs"]), fmt_bytes(p["alloc_bytes"]), str(p["frees"]), fmt_bytes(p["free_bytes"]),
@@ -281,13 +485,13 @@ def render_memory_text(rep: dict, markdown: bool = False) -> str:
                     for p in d["phases"]]
             out.append("")
             out.append(text_table(["phase", "dir", "allocs", "allocated", "frees", "freed", "net", "largest allocation",
-                               "S×S"], rows, markdown))
+                                   "S×S"], rows, markdown, width, cut=(0,), wrap=(7,), drop=(4, 5)))
         pk = d.get("attention_peak")
         if pk:
             out.append("")
-            out.append(f"peak inside attention: {fmt_bytes(pk['total_allocated_bytes'])} allocated at "
-                       f"{PHASE_LABELS.get(pk['phase'], pk['phase'])} ({pk['direction']}, {pk['op'] or '?'}); "
-                       f"held by:")
+            out.append(para(f"peak inside attention: {fmt_bytes(pk['total_allocated_bytes'])} allocated at "
+                            f"{PHASE_LABELS.get(pk['phase'], pk['phase'])} ({pk['direction']}, {pk['op'] or '?'}); "
+                            f"held by:", width))
             rows = []
             for g in pk["held_by"]:
                 rows.append([g["op"] or "?", shape_text(g["shape"]), g["dtype"] or "?",
@@ -297,7 +501,8 @@ def render_memory_text(rep: dict, markdown: bool = False) -> str:
             if pk["before_window_bytes"]:
                 rows.append(["(allocated before the trace)", "", "", "", "", fmt_bytes(pk["before_window_bytes"]),
                              f"{100 * pk['before_window_bytes'] / max(1, pk['total_allocated_bytes']):.1f}%", ""])
-            out.append(text_table(["op", "shape", "dtype", "phase", "count", "bytes", "share", ""], rows, markdown))
+            out.append(text_table(["op", "shape", "dtype", "phase", "count", "bytes", "share", ""], rows, markdown,
+                                  width, cut=(0, 3), wrap=(1,), drop=(2,)))
         calls = [c for c in d.get("calls") or [] if c.get("fused_alloc_bytes") is not None]
         if calls:
             out.append("")
@@ -309,12 +514,13 @@ def render_memory_text(rep: dict, markdown: bool = False) -> str:
                              fmt_bytes(c["core_peak_bytes"]), fmt_bytes(c["fused_alloc_bytes"]),
                              str(c["score_allocs"]), fmt_bytes(c.get("score_matrix_bytes"))])
             out.append(text_table(["attention call", "calls", "shapes", "core peak above inputs",
-                               "fused kernel (out+lse)", "S×S allocs/call", "one S×S"], rows, markdown))
+                                   "fused kernel (out+lse)", "S×S allocs/call", "one S×S"], rows, markdown,
+                                  width, cut=(0,), wrap=(2,), drop=(1, 6)))
     fp = mem.get("footprint") or {}
     if fp.get("layers"):
         out.append("")
-        out.append(f"K/V footprint from shapes: {fmt_bytes(fp['kv_bytes'])} over {fp['basis_calls']} attention "
-                   f"calls ({fp['basis']})")
+        out.append(para(f"K/V footprint from shapes: {fmt_bytes(fp['kv_bytes'])} over {fp['basis_calls']} "
+                        f"attention calls ({fp['basis']})", width))
         rows = []
         for g in fp["layers"][:10]:
             s = g["shapes"]
@@ -325,34 +531,35 @@ def render_memory_text(rep: dict, markdown: bool = False) -> str:
                           if g["score_tensors"] else "–"),
                          g["kv_source"]])
         out.append(text_table(["attention call", "calls", "shapes", "K/V per call", "fused q+k+v+out+lse",
-                           "S×S tensors", "K/V from"], rows, markdown))
+                               "S×S tensors", "K/V from"], rows, markdown, width, cut=(0, 6), wrap=(2,), drop=(1, 6)))
         if len(fp.get("alternatives") or []) > 1:
             rows = [[a["name"], str(a["kv_heads"]) if a["kv_heads"] is not None else "latent", fmt_bytes(a["bytes"]),
-                     f"{100 * ((a['ratio'] or 1) - 1):+.1f}%"] for a in fp["alternatives"]]
-            out.append(text_table(["KV layout", "KV heads", "K/V bytes", "vs current"], rows, markdown))
-            out.append(f"({mem['assumptions']['mla']})")
+                     signed_pct(100 * ((a['ratio'] or 1) - 1))] for a in fp["alternatives"]]
+            out.append(text_table(["KV layout", "KV heads", "K/V bytes", "vs current"], rows, markdown, width))
+            out.append(para(f"({mem['assumptions']['mla']})", width))
     elif fp.get("message"):
-        out.append(f"K/V footprint: {fp['message']}")
+        out.append(para(f"K/V footprint: {fp['message']}", width))
     dm = mem.get("data_movement") or {}
     if dm.get("copies") or dm.get("transfers") or dm.get("allocator_calls"):
         out.append("")
         t = dm["totals"]
-        out.append(f"data movement inside attention: {t['copy_calls']} copies ({us(t['copy_gpu_time_us'])} GPU, "
-                   f"{fmt_bytes(t['copy_bytes'])}), {t['transfer_calls']} memcpy/memset ({us(t['transfer_time_us'])}, "
-                   f"{fmt_bytes(t['transfer_bytes'])}), {dm['allocator_calls']} aten::empty* calls")
+        out.append(para(f"data movement inside attention: {t['copy_calls']} copies ({us(t['copy_gpu_time_us'])} "
+                        f"GPU, {fmt_bytes(t['copy_bytes'])}), {t['transfer_calls']} memcpy/memset "
+                        f"({us(t['transfer_time_us'])}, {fmt_bytes(t['transfer_bytes'])}), "
+                        f"{dm['allocator_calls']} aten::empty* calls", width))
         rows = [[g["op"] + (f" in {g['within']}" if g["within"] else ""), g["kind"],
                  PHASE_LABELS.get(g["phase"], g["phase"]), "fwd" if g["direction"] == "forward" else "bwd",
                  shape_text(g["shape"]), str(g["calls"]), str(g["instances"]), us(g["gpu_time_us"]),
-                 us(g["cpu_time_us"]), fmt_bytes(g["bytes"]) + ("*" if g["bytes_estimated"] else "")]
+                 us(g["cpu_time_us"]), est(fmt_bytes(g["bytes"]), g["bytes_estimated"])]
                 for g in dm["copies"][:15]]
         rows += [[g["name"], g["kind"], PHASE_LABELS.get(g["phase"], g["phase"]),
                   "fwd" if g["direction"] == "forward" else "bwd", "", str(g["calls"]), str(g["instances"]),
                   us(g["time_us"]), "", fmt_bytes(g["bytes"])] for g in dm["transfers"][:10]]
         if rows:
             out.append(text_table(["op", "kind", "phase", "dir", "shape", "calls", "attn calls", "GPU time", "CPU time",
-                               "bytes"], rows, markdown))
+                                   "bytes"], rows, markdown, width, cut=(0, 2), wrap=(4,), drop=(6, 8, 1)))
     for f in mem.get("flags") or []:
-        out.append(f"memory {f['severity']}: {f['message']} — {f['evidence']}. Fix: {f['fix']}")
+        out.append(para(f"memory {f['severity']}: {f['message']} — {f['evidence']}. Fix: {f['fix']}", width))
     return "\n".join(out) + "\n"
 
 

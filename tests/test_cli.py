@@ -16,7 +16,7 @@ def run(args, capsys):
 
 
 def test_analyze_table_has_seed_style_columns(capsys):
-    code, out, err = run(["analyze", sample("naive_bf16_s2048_fwd")], capsys)
+    code, out, err = run(["analyze", sample("naive_bf16_s2048_fwd"), "--wide"], capsys)
     assert code == 0 and err == ""
     for col in ("operation", "latency", "bottleneck", "memory-bandwidth utilization", "compute utilization"):
         assert col in out

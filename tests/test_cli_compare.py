@@ -21,7 +21,7 @@ def run(args, capsys):
 
 
 def test_compare_table(capsys):
-    code, out, err = run(["compare", FLASH, MATH], capsys)
+    code, out, err = run(["compare", FLASH, MATH, "--wide"], capsys)
     assert code == 0 and err == ""
     assert "new run is slower in attention" in out
     assert "core attention fwd" in out and "fused attention 315.1 µs" in out

@@ -88,7 +88,9 @@ def test_each_corpus_file(corpus, cli_results, case_name):
     else:
         assert code == 0, (c.name, code, err)
         assert err == "", (c.name, err)                 # no RuntimeWarning, no stray output
-        warnings = [line[len("warning: "):] for line in out.splitlines() if line.startswith("warning: ")]
+        # a warning wraps to the terminal width: its continuation lines are indented
+        warnings = [w[len("warning: "):].replace("\n  ", " ")
+                    for w in re.findall(r"^warning: .*(?:\n  .*)*", out, flags=re.M)]
         if c.cli == "warn":
             assert any(re.search(c.problem, w) for w in warnings), (c.name, warnings)
     assert secs < TIMEOUT
