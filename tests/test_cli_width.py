@@ -83,7 +83,8 @@ def test_wide_prints_whole_names_and_every_column(capsys, monkeypatch):
     path = sample("naive_bf16_s2048_fwd")
     _, narrow, _ = run(["analyze", path, "--no-cache"], capsys, 100, monkeypatch)
     _, wide, _ = run(["analyze", path, "--no-cache", "--wide"], capsys, 100, monkeypatch)
-    long_name = "void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 11, false, false>"
+    long_name = ("void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 11, "
+                 "false, false>")
     assert long_name in wide and long_name not in narrow
     assert "…" in narrow and "…" not in wide
     assert "memory-bandwidth utilization  compute utilization  kernels  share of attention" in wide
@@ -132,7 +133,8 @@ def test_text_table_gives_way_in_order():
 
 
 def test_cut_middle():
-    assert cut_middle("abcdefghij", 5) == "ab…ij" and cut_middle("abc", 5) == "abc" and cut_middle("abc", None) == "abc"
+    assert cut_middle("abcdefghij", 5) == "ab…ij" and cut_middle("abc", 5) == "abc"
+    assert cut_middle("abc", None) == "abc"
     assert len(cut_middle("x" * 100, 24)) == 24
 
 
