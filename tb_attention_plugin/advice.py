@@ -38,7 +38,8 @@ from .trace.records import OP
 from .trace.shapes import parse_args
 
 # -- assumptions and thresholds (documented in docs/advice.md) ---------------------------------
-FUSED_PEAK_FRACTION = 0.35       # a fused attention kernel's FLOP rate, as a fraction of the bf16 peak
+FUSED_PEAK_FRACTION = 0.35       # a fused attention kernel's FLOP rate, as a fraction of the bf16/fp16 peak
+FUSED_PEAK_FRACTION_FP32 = 0.6   # ... and of the fp32 peak for fp32 inputs (mem-efficient kernel on CUDA cores)
 FUSED_BANDWIDTH_FRACTION = 0.8   # ... and its memory rate when it is bandwidth-limited (decode)
 ELEMENTWISE_SHARE = 0.10         # mem/latency-bound scale/mask/softmax/dropout time ≥ this share of unfused core
 SHORT_KERNEL_US = 10.0
@@ -46,6 +47,7 @@ MIN_SHORT_KERNELS = 8
 SHORT_COUNT_SHARE = 0.5          # short kernels ≥ half of the attention kernels ...
 SHORT_TIME_SHARE = 0.5           # ... and ≥ half of attention time, or
 IDLE_RATIO = 1.0                 # ... the GPU idles inside attention calls at least as long as it works
+LONG_GAP_US = 1000.0             # an idle gap longer than this is not launch latency (CPU work, sync, setup)
 BACKWARD_FLOP_RATIO = 2.5        # fused backward FLOPs / forward FLOPs
 BACKWARD_SLACK = 1.4             # fire above 2.5 × 1.4 = 3.5× the forward time
 DECODE_MAX_SQ = 16
@@ -54,8 +56,8 @@ HEAD_DIM_ALIGN = 8
 MIN_SHARE = 0.01                 # ignore work below 1 % of attention time
 HIGH, MEDIUM = 0.25, 0.05
 
-_FIELDS = ("id", "name", "phase", "direction", "dur_us", "ts", "bound", "memory_util", "compute_util",
-           "flops", "bytes", "intensity", "dtype", "peak", "instance", "op", "cost_op", "module_path", "scope")
+# every finding's keys; estimated_gain_us <= removable_us, the time the change acts on
+FINDING_KEYS = ("id", "severity", "title", "detail", "evidence", "estimated_gain_us", "removable_us", "how")
 _HF_MODELS = ("Llama", "Mistral", "Qwen", "Gemma", "GPT2", "Bert", "Phi", "Falcon")
 _MATMUL_PHASES = ("qkv_proj", "qk_matmul", "pv_matmul", "out_proj", "fused_attention")
 _ELEMENTWISE = ("scale", "mask", "softmax", "dropout")
@@ -73,7 +75,7 @@ def advise(report: dict, trace=None, links=None, tagging=None) -> list[dict]:
         a = rule(run)
         if a is not None:
             a["severity"] = run.severity(a["estimated_gain_us"])
-            out.append({k: a[k] for k in ("id", "severity", "title", "detail", "evidence", "estimated_gain_us", "how")})
+            out.append({k: a[k] for k in FINDING_KEYS})
     rank = {"high": 0, "medium": 1, "low": 2}
     out.sort(key=lambda a: (rank[a["severity"]], -(a["estimated_gain_us"] or 0.0)))
     return out
@@ -92,6 +94,7 @@ class _Run:
         self.bw = peaks.get("memory_bandwidth")
         self.device = dev.get("name")
         self.k = _attention_rows(report.get("kernels"))
+        self.by_id = {k["id"]: k for k in self.k}
         self.steps = 1 if report.get("step") is not None else max(1, len(report.get("steps") or []))
         self._sdpa = None
         self.has_backward = any(k["direction"] == "backward" for k in self.k) or self._trace_has_backward()
@@ -121,9 +124,28 @@ class _Run:
     def math_kernel_ids(self) -> set:
         return {i for c in self.sdpa_calls() if c["backend"] == "math" for i in c["kernel_ids"]}
 
+    def call_rows(self, c: dict) -> list[dict]:
+        """The attention kernel rows of one SDPA call (a dict lookup per kernel: rules that
+        visit every call stay linear in the number of kernels)."""
+        get = self.by_id.get
+        return [r for r in (get(i) for i in c["kernel_ids"]) if r is not None]
+
+    def fused_peak(self, dtype: Optional[str]) -> tuple[Optional[str], Optional[float], float]:
+        """The FLOP peak a fused kernel on inputs of ``dtype`` runs against, its name and the
+        fraction of it assumed: the dtype's own peak (fp16 and bf16 Tensor Cores; fp32 for fp32
+        inputs, which only the mem-efficient kernel takes); when the dtype was not recorded, the
+        bf16 peak, named so."""
+        if dtype == "fp32":
+            return ("fp32", self.flops_peak["fp32"], FUSED_PEAK_FRACTION_FP32) if self.flops_peak.get("fp32") \
+                else (None, None, FUSED_PEAK_FRACTION_FP32)
+        for name in ((dtype, "fp16" if dtype == "bf16" else "bf16") if dtype in ("bf16", "fp16") else ("bf16",)):
+            if self.flops_peak.get(name):
+                return name, self.flops_peak[name], FUSED_PEAK_FRACTION
+        return None, None, FUSED_PEAK_FRACTION
+
 
 # the kernel fields the rules read (building only these is several times cheaper)
-_ROW_FIELDS = ("id", "name", "ts", "dur_us", "phase", "direction", "bound", "flops", "bytes", "memory_util",
+_ROW_FIELDS = ("id", "name", "ts", "dur_us", "device", "phase", "direction", "bound", "flops", "bytes", "memory_util",
                "compute_util", "instance", "dtype", "peak", "kind", "op", "cost_op", "module", "scope",
                "attention", "core", "estimated", "intensity", "shapes", "cost_detail", "module_path")
 
@@ -195,12 +217,12 @@ def _phases(rows: list[dict]) -> list[dict]:
 
 
 def _fused_time_us(flops: Optional[float], io_bytes: Optional[float], peak: Optional[float],
-                   bw: Optional[float]) -> Optional[float]:
-    """A fused kernel's time: its FLOPs at FUSED_PEAK_FRACTION of the bf16 peak, or its minimum
+                   bw: Optional[float], fraction: float = FUSED_PEAK_FRACTION) -> Optional[float]:
+    """A fused kernel's time: its FLOPs at ``fraction`` of the peak of its dtype, or its minimum
     bytes at FUSED_BANDWIDTH_FRACTION of the bandwidth, whichever is longer."""
     if not flops or not peak:
         return None
-    t = flops / (FUSED_PEAK_FRACTION * peak)
+    t = flops / (fraction * peak)
     if io_bytes and bw:
         t = max(t, io_bytes / (FUSED_BANDWIDTH_FRACTION * bw))
     return t * 1e6
@@ -316,7 +338,11 @@ def _fuse_attention(run: _Run) -> Optional[dict]:
     slow_t = sum(k["dur_us"] or 0.0 for k in slow)
     if slow_t < ELEMENTWISE_SHARE * unfused:
         return None
-    # a fused kernel does the two matmuls' FLOPs (backward: 2.5x the forward's) and reads q, k, v once
+    # a fused kernel does the two matmuls' FLOPs (backward: 2.5x the forward's) in the dtype the
+    # matmuls run in now, and reads q, k, v once
+    dtype = _main_dtype(k for k in rows if k["phase"] in ("qk_matmul", "pv_matmul"))
+    peak_name, peak, frac = run.fused_peak(dtype)
+    item = _ITEMSIZE.get(dtype or "", 2)
     fwd_fl, io, per_inst = 0.0, 0.0, set()
     for k in rows:
         if k["direction"] == "forward" and k["phase"] in ("qk_matmul", "pv_matmul") and k["flops"]:
@@ -326,21 +352,21 @@ def _fuse_attention(run: _Run) -> Optional[dict]:
             if key not in per_inst and {"m", "n", "k"} <= set(cd):
                 per_inst.add(key)
                 b = cd.get("batch", 1)
-                # qk: Q (m x k) and K (k x n) read; pv: V (n x k... ) read and O written, at 2 bytes
-                io += 2.0 * b * (cd["m"] * cd["k"] + cd["k"] * cd["n"]) if k["phase"] == "qk_matmul" \
-                    else 2.0 * b * (cd["k"] * cd["n"] + cd["m"] * cd["n"])
+                # qk: Q (m x k) and K (k x n) read; pv: V (n x k) read and O (m x n) written
+                io += item * b * (cd["m"] * cd["k"] + cd["k"] * cd["n"]) if k["phase"] == "qk_matmul" \
+                    else item * b * (cd["k"] * cd["n"] + cd["m"] * cd["n"])
     t_fwd = sum(k["dur_us"] or 0.0 for k in rows if k["direction"] == "forward")
     t_bwd = unfused - t_fwd
-    est_f = _fused_time_us(fwd_fl, io, run.peak_bf16, run.bw) if t_fwd > 0 else 0.0
-    est_b = (_fused_time_us(BACKWARD_FLOP_RATIO * fwd_fl, 2 * io, run.peak_bf16, run.bw) if t_bwd > 0 else 0.0)
+    est_f = _fused_time_us(fwd_fl, io, peak, run.bw, frac) if t_fwd > 0 else 0.0
+    est_b = (_fused_time_us(BACKWARD_FLOP_RATIO * fwd_fl, 2 * io, peak, run.bw, frac) if t_bwd > 0 else 0.0)
     gain = None
     if est_f is not None and est_b is not None:
         gain = _r(max(0.0, unfused - est_f - est_b))
+        if gain < MIN_SHARE * run.att_time:
+            return None             # a fused kernel in this dtype would not be faster (fp32: see fp32_attention)
     mods = {(k.get("module_path") or "") + " " + (k.get("scope") or "") for k in rows}
     ctx = " ".join(mods)
-    how = ("Replace the explicit matmul → softmax → matmul with torch.nn.functional.scaled_dot_product_attention"
-           "(q, k, v, attn_mask=None, dropout_p=p if self.training else 0.0, is_causal=True) (pass attn_mask only "
-           "for masks that are not causal); it dispatches to FlashAttention, memory-efficient or cuDNN kernels.")
+    how = _sdpa_call_hint(rows)
     if "MultiheadAttention" in ctx:
         how = ("nn.MultiheadAttention runs the unfused path when it must return the attention weights: call it "
                "with need_weights=False (and batch_first=True) so it uses scaled_dot_product_attention. " + how)
@@ -357,8 +383,8 @@ def _fuse_attention(run: _Run) -> Optional[dict]:
                           f"of bandwidth" for p in worst)
               + ". A fused kernel keeps the score matrix on chip and skips these round trips through memory.")
     if gain is not None:
-        detail += (f" At {FUSED_PEAK_FRACTION:.0%} of the bf16 peak ({run.peak_bf16 / 1e12:.0f} TFLOP/s) the same "
-                   f"matmul FLOPs take about {_us(est_f + est_b)} fused")
+        detail += (f" At {frac:.0%} of the {_peak_label(peak_name, dtype)} ({peak / 1e12:.0f} TFLOP/s) "
+                   f"the same matmul FLOPs take about {_us(est_f + est_b)} fused")
         detail += " (backward counted as 2.5x the forward's FLOPs)." if t_bwd > 0 else "."
     return {"id": "fuse_attention", "title": "Use fused attention (scaled_dot_product_attention)",
             "detail": detail,
@@ -366,9 +392,44 @@ def _fuse_attention(run: _Run) -> Optional[dict]:
                          "share_of_attention": _r(unfused / run.att_time, 4), "phases": phases,
                          "kernels": _group(slow), "matmul_flops_forward": fwd_fl or None,
                          "fused_estimate_us": _r(est_f + est_b) if gain is not None else None,
-                         "assumption": f"fused kernel at {FUSED_PEAK_FRACTION:.0%} of the bf16 peak "
-                                       f"(or {FUSED_BANDWIDTH_FRACTION:.0%} of bandwidth if longer)"},
-            "estimated_gain_us": gain, "how": how}
+                         "dtype": dtype, "peak": peak_name, "peak_flops_per_s": peak,
+                         "assumption": f"fused kernel at {frac:.0%} of the "
+                                       f"{_peak_label(peak_name, dtype)} (or {FUSED_BANDWIDTH_FRACTION:.0%} of "
+                                       f"bandwidth if longer)"},
+            "estimated_gain_us": gain, "removable_us": _r(unfused), "how": how}
+
+
+_ITEMSIZE = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+
+
+def _main_dtype(rows) -> Optional[str]:
+    """The dtype that most of these kernels' time runs in (None when none was recorded)."""
+    t: dict = {}
+    for k in rows:
+        if k.get("dtype"):
+            t[k["dtype"]] = t.get(k["dtype"], 0.0) + (k["dur_us"] or 0.0)
+    return max(t.items(), key=lambda x: x[1])[0] if t else None
+
+
+def _peak_label(peak_name: Optional[str], dtype: Optional[str]) -> str:
+    if dtype is None:
+        return f"{peak_name} peak (dtype not recorded)"
+    return f"{peak_name} peak" if peak_name == dtype else f"{peak_name} peak (no {dtype} peak known)"
+
+
+def _sdpa_call_hint(rows: list[dict]) -> str:
+    """The SDPA call that replaces this unfused attention, with only the arguments the run shows
+    a need for: dropout_p when dropout kernels ran, is_causal / attn_mask when mask kernels ran."""
+    phases = {k["phase"] for k in rows}
+    args = "q, k, v"
+    if "dropout" in phases:
+        args += ", dropout_p=p if self.training else 0.0"
+    text = ("Replace the explicit matmul → softmax → matmul with torch.nn.functional.scaled_dot_product_attention"
+            f"({args})")
+    if "mask" in phases:
+        text += (" plus is_causal=True if the mask this run applies is the causal one, or attn_mask=mask for any "
+                 "other mask")
+    return text + "; it dispatches to FlashAttention, memory-efficient or cuDNN kernels."
 
 
 def _math_reasons(c: dict) -> list[str]:
@@ -405,8 +466,7 @@ def _sdpa_math_backend(run: _Run) -> Optional[dict]:
     calls = [c for c in run.sdpa_calls() if c["backend"] == "math" and c["kernel_ids"]]
     if not calls:
         return None
-    ids = {i for c in calls for i in c["kernel_ids"]}
-    rows = [k for k in run.k if k["id"] in ids]
+    rows = [k for c in calls for k in run.call_rows(c)]
     t = sum(k["dur_us"] or 0.0 for k in rows)
     if t <= 0:
         return None
@@ -414,6 +474,7 @@ def _sdpa_math_backend(run: _Run) -> Optional[dict]:
     for c in calls:
         by_shape.setdefault(_shape_key(c), []).append(c)
     inputs, reasons, est = [], [], 0.0
+    peaks_used: set = set()
     est_known = True
     bwd = any(k["direction"] == "backward" for k in rows)
     for key, cs in by_shape.items():
@@ -431,9 +492,12 @@ def _sdpa_math_backend(run: _Run) -> Optional[dict]:
             continue
         frac = 0.5 if s["causal"] and s["sq"] == s["sk"] else 1.0
         fl = 2.0 * s["b"] * s["h"] * s["sq"] * s["sk"] * (s["d"] + s["dv"]) * frac
-        io = 2.0 * (s["b"] * s["h"] * s["sq"] * (s["d"] + s["dv"]) + s["b"] * s["hk"] * s["sk"] * (s["d"] + s["dv"]))
-        f = _fused_time_us(fl, io, run.peak_bf16, run.bw)
-        fb = _fused_time_us(BACKWARD_FLOP_RATIO * fl, 2 * io, run.peak_bf16, run.bw) if bwd else 0.0
+        io = s["itemsize"] * (s["b"] * s["h"] * s["sq"] * (s["d"] + s["dv"])
+                              + s["b"] * s["hk"] * s["sk"] * (s["d"] + s["dv"]))
+        peak_name, peak, frac = run.fused_peak(s["dtype"])
+        peaks_used.add(f"{frac:.0%} of the {_peak_label(peak_name, s['dtype'])}")
+        f = _fused_time_us(fl, io, peak, run.bw, frac)
+        fb = _fused_time_us(BACKWARD_FLOP_RATIO * fl, 2 * io, peak, run.bw, frac) if bwd else 0.0
         if f is None or fb is None:
             est_known = False
         else:
@@ -454,20 +518,23 @@ def _sdpa_math_backend(run: _Run) -> Optional[dict]:
                    "torch.backends.cuda.enable_flash_sdp(False) / enable_mem_efficient_sdp(False) / "
                    "enable_cudnn_sdp(False), or a PyTorch build without fused kernels for this GPU.")
     if gain is not None:
-        detail += (f" A fused kernel at {FUSED_PEAK_FRACTION:.0%} of the bf16 peak would take about {_us(est)} for "
-                   f"the same calls.")
+        detail += (f" A fused kernel at {' / '.join(sorted(peaks_used))} would take "
+                   f"about {_us(est)} for the same calls.")
+    masked = any((c["shapes"] or {}).get("mask_bytes") for c in calls)
+    gqa = any((c["shapes"] or {}).get("h") != (c["shapes"] or {}).get("hk") for c in calls if c["shapes"])
     how = ("Let PyTorch pick a fused kernel: remove sdpa_kernel(SDPBackend.MATH) / the enable_*_sdp(False) "
            "switches, or ask for one explicitly with `with torch.nn.attention.sdpa_kernel([SDPBackend.FLASH_ATTENTION, "
            "SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION]):` (it raises, with the reason, if none "
            "applies). Flash and cuDNN need fp16/bf16 inputs (torch.autocast('cuda', dtype=torch.bfloat16)), "
-           "head dims ≤ 256 and a multiple of 8, no attn_mask (use is_causal=True) and q/k/v contiguous in the last "
-           "dim; for GQA pass enable_gqa=True.")
+           "head dims ≤ 256 and a multiple of 8"
+           + (", no attn_mask tensor (is_causal=True instead, if the mask is causal)" if masked else "")
+           + " and q/k/v contiguous in the last dim" + ("; for GQA pass enable_gqa=True." if gqa else "."))
     return {"id": "sdpa_math_backend", "title": "SDPA fell back to the math backend",
             "detail": detail,
             "evidence": {"time_us": _r(t), "share_of_attention": _r(t / run.att_time, 4), "calls": len(calls),
                          "inputs": inputs, "blockers": reasons, "phases": _phases(rows), "kernels": _group(rows),
                          "fused_estimate_us": _r(est) if est_known else None},
-            "estimated_gain_us": gain, "how": how}
+            "estimated_gain_us": gain, "removable_us": _r(t), "how": how}
 
 
 def _fp32_attention(run: _Run) -> Optional[dict]:
@@ -506,7 +573,7 @@ def _fp32_attention(run: _Run) -> Optional[dict]:
     return {"id": "fp32_attention", "title": "Attention matmuls run in fp32", "detail": detail,
             "evidence": {"time_us": _r(t), "share_of_attention": _r(t / run.att_time, 4), "kernels": _group(rows),
                          "phases": _phases(rows), "peaks_flops_per_s": {"fp32": p32, "tf32": ptf, "bf16": p16}},
-            "estimated_gain_us": gain, "how": how}
+            "estimated_gain_us": gain, "removable_us": _r(t), "how": how}
 
 
 _MATMUL_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "addmv", "_scaled_mm", "einsum"})
@@ -524,7 +591,7 @@ def _head_dims(run: _Run) -> dict:
         s = c["shapes"]
         if not s:
             continue
-        t = sum(k["dur_us"] or 0.0 for k in run.k if k["id"] in set(c["kernel_ids"]))
+        t = sum(k["dur_us"] or 0.0 for k in run.call_rows(c))
         for d in {s["d"], s["dv"]}:
             e = out.setdefault(d, {"time_us": 0.0, "calls": 0, "source": "sdpa inputs"})
             e["time_us"] += t
@@ -556,7 +623,7 @@ def _head_dim_alignment(run: _Run) -> Optional[dict]:
             "evidence": {"head_dims": {str(d): {"time_us": _r(e["time_us"]), "calls": e["calls"],
                                                 "source": e["source"]} for d, e in sorted(bad.items())},
                          "time_us": _r(t)},
-            "estimated_gain_us": None,
+            "estimated_gain_us": None, "removable_us": _r(t),
             "how": (f"Choose a head dim that is a multiple of {HEAD_DIM_ALIGN} (64, 80, 96, 128): e.g. change "
                     f"n_heads so that hidden / n_heads is aligned, or pad q/k/v to the next multiple of 8 once "
                     f"(zeros in the pad do not change the result if the scale is set explicitly).")}
@@ -568,8 +635,7 @@ def _decode_kv_heads(run: _Run) -> Optional[dict]:
         s = c["shapes"]
         if not s or s["sq"] > DECODE_MAX_SQ or s["h"] != s["hk"] or s["h"] < 2:
             continue
-        ids = set(c["kernel_ids"])
-        rows = [k for k in run.k if k["id"] in ids and k["phase"] in P.CORE_PHASES]
+        rows = [k for k in run.call_rows(c) if k["phase"] in P.CORE_PHASES]
         if not rows:
             continue
         t = sum(k["dur_us"] or 0.0 for k in rows)
@@ -610,7 +676,7 @@ def _decode_kv_heads(run: _Run) -> Optional[dict]:
               f"{e['kv_bytes_with_gqa'] / 1e6:.1f} MB, with MQA {e['kv_bytes_with_mqa'] / 1e6:.2f} MB.")
     return {"id": "decode_kv_heads", "title": "Memory-bound decode attention without GQA/MQA", "detail": detail,
             "evidence": {"calls": ev, "time_us": _r(t_all), "share_of_attention": _r(t_all / run.att_time, 4)},
-            "estimated_gain_us": _r(gain),
+            "estimated_gain_us": _r(gain), "removable_us": _r(t_all),
             "how": ("Use grouped-query attention (n_kv_heads = n_heads / 8, as Llama 2/3 70B) or multi-query "
                     "attention: project k/v to fewer heads and call F.scaled_dot_product_attention(q, k, v, "
                     "enable_gqa=True). This changes the model (fine-tune or uptrain from the MHA checkpoint by "
@@ -642,6 +708,7 @@ def _dropout_in_inference(run: _Run) -> Optional[dict]:
     detail += ". If this is inference, dropout only adds noise and time."
     return {"id": "dropout_in_inference", "title": "Dropout active without a backward pass", "detail": detail,
             "evidence": ev, "estimated_gain_us": _r(t) if rows else None,
+            "removable_us": _r(t) if rows else _r(sum(sum(k["dur_us"] or 0.0 for k in run.call_rows(c)) for c in sdpa_p)),
             "how": ("Call model.eval() before inference (nn.Dropout becomes the identity) and run under "
                     "torch.inference_mode(); for F.scaled_dot_product_attention pass dropout_p=self.p if "
                     "self.training else 0.0.")}
@@ -675,32 +742,83 @@ def _num(text: str) -> str:
         return text
 
 
-def _idle_inside(run: _Run, spans: list) -> float:
-    """GPU time inside the spans during which no GPU activity at all runs."""
-    kt = run.rep.get("kernels")
-    cols = getattr(kt, "columns", None)
-    if isinstance(cols, dict) and "ts" in cols:
-        ts = np.asarray(cols["ts"], dtype=np.float64)
-        te = ts + np.nan_to_num(np.asarray(cols["dur_us"], dtype=np.float64))
-    else:
-        pairs = [(k["ts"], k["ts"] + (k["dur_us"] or 0.0)) for k in (kt or []) if k.get("ts") is not None]
-        ts = np.asarray([a for a, _ in pairs], dtype=np.float64)
-        te = np.asarray([b for _, b in pairs], dtype=np.float64)
-    if not len(ts):
-        return 0.0
+def _busy_curve(ts: np.ndarray, te: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The union of intervals [ts, te) as sorted disjoint segments (starts, ends) and the busy
+    time before each segment starts (for busy-time-in-[a, b] lookups by searchsorted)."""
     o = np.argsort(ts, kind="stable")
     ts, te = ts[o], np.maximum.accumulate(te[o])
     new_seg = np.ones(len(ts), dtype=bool)
     new_seg[1:] = ts[1:] > te[:-1]
     starts = ts[new_seg]
-    ends = np.append(te[np.flatnonzero(new_seg)[1:] - 1], te[-1])
-    idle = 0.0
-    for s, e in spans:
-        i0 = max(0, int(np.searchsorted(ends, s, side="right")))
-        i1 = int(np.searchsorted(starts, e, side="left"))
-        busy = float(np.clip(np.minimum(ends[i0:i1], e) - np.maximum(starts[i0:i1], s), 0, None).sum())
-        idle += max(0.0, (e - s) - busy)
-    return idle
+    ends = np.append(te[np.flatnonzero(new_seg)[1:] - 1], te[-1]) if len(ts) else ts
+    before = np.concatenate(([0.0], np.cumsum(ends - starts)[:-1])) if len(ts) else ts
+    return starts, ends, before
+
+
+def _busy_until(curve: tuple, t: np.ndarray) -> np.ndarray:
+    """GPU busy time from the start of the trace up to each time in ``t``."""
+    starts, ends, before = curve
+    if not len(starts):
+        return np.zeros(len(t))
+    i = np.searchsorted(starts, t, side="right") - 1
+    ok = i >= 0
+    ic = np.maximum(i, 0)
+    return np.where(ok, before[ic] + np.clip(t - starts[ic], 0.0, ends[ic] - starts[ic]), 0.0)
+
+
+def _attention_gaps(run: _Run) -> dict:
+    """The GPU's idle time between consecutive kernels of the same attention call (same device,
+    call and direction), with no GPU activity at all in between: what kernel launches cost.
+
+    Gaps whose idle part is longer than LONG_GAP_US are set apart: no kernel launch takes that
+    long, so they are CPU work, a host sync or a one-time setup (a cuDNN plan, a cuBLAS handle),
+    which CUDA graphs do not remove. Overlapping gaps (calls on two streams) count once.
+    Vectorised: one sort per device, no per-call rescans."""
+    out = {"idle_us": 0.0, "gaps": 0, "long_gaps": 0, "long_gap_idle_us": 0.0}
+    rows = [k for k in run.k if k["ts"] is not None and k["instance"] is not None]
+    kt = run.rep.get("kernels")
+    cols = getattr(kt, "columns", None)
+    if not rows or kt is None:
+        return out
+    if isinstance(cols, dict) and "ts" in cols:
+        all_ts = np.asarray(cols["ts"], dtype=np.float64)
+        all_te = all_ts + np.nan_to_num(np.asarray(cols["dur_us"], dtype=np.float64))
+        all_dev = np.asarray(kt.column("device"), dtype=object) if "device" in cols else np.zeros(len(all_ts), object)
+    else:
+        pairs = [(k["ts"], k["ts"] + (k["dur_us"] or 0.0), k.get("device")) for k in kt if k.get("ts") is not None]
+        all_ts = np.asarray([a for a, _, _ in pairs], dtype=np.float64)
+        all_te = np.asarray([b for _, b, _ in pairs], dtype=np.float64)
+        all_dev = np.asarray([d for _, _, d in pairs], dtype=object)
+    ok = ~np.isnan(all_ts)
+    for dev in {k.get("device") for k in rows}:
+        mine = [k for k in rows if k.get("device") == dev]
+        sel = ok & (all_dev == dev)
+        curve = _busy_curve(all_ts[sel], all_te[sel])
+        ts = np.asarray([k["ts"] for k in mine], dtype=np.float64)
+        te = ts + np.asarray([k["dur_us"] or 0.0 for k in mine], dtype=np.float64)
+        keys = {}
+        call = np.asarray([keys.setdefault((k["instance"], k["direction"]), len(keys)) for k in mine], dtype=np.int64)
+        o = np.lexsort((ts, call))
+        ts, te, call = ts[o], te[o], call[o]
+        # the end of the call's work so far (kernels of one call can overlap on two streams)
+        run_end = te.copy()
+        for c in np.unique(call):
+            m = call == c
+            run_end[m] = np.maximum.accumulate(te[m])
+        same = call[1:] == call[:-1]
+        a, b = run_end[:-1][same], ts[1:][same]
+        pos = b > a
+        a, b = a[pos], b[pos]
+        idle = (b - a) - (_busy_until(curve, b) - _busy_until(curve, a))
+        long = idle > LONG_GAP_US
+        out["long_gaps"] += int(long.sum())
+        out["long_gap_idle_us"] += float(idle[long].sum())
+        a, b = a[~long], b[~long]
+        out["gaps"] += int((idle[~long] > 0).sum())
+        if len(a):
+            ga, gb, _ = _busy_curve(a, b)         # the union of the kept gaps
+            out["idle_us"] += float(((gb - ga) - (_busy_until(curve, gb) - _busy_until(curve, ga))).sum())
+    return out
 
 
 def _launch_overhead(run: _Run) -> Optional[dict]:
@@ -711,33 +829,32 @@ def _launch_overhead(run: _Run) -> Optional[dict]:
     if len(short) < MIN_SHORT_KERNELS or len(short) < SHORT_COUNT_SHARE * len(rows):
         return None
     t_short = sum(k["dur_us"] or 0.0 for k in short)
-    # GPU idle time inside each attention call (first kernel start to last kernel end)
-    by_inst: dict = {}
-    for k in rows:
-        if k["ts"] is None:
-            continue
-        by_inst.setdefault((k["instance"], k["direction"]), []).append((k["ts"], k["ts"] + (k["dur_us"] or 0.0)))
-    spans = [(min(a for a, _ in iv), max(b for _, b in iv)) for iv in by_inst.values()]
-    span_total = sum(e - s for s, e in spans)
-    idle = _idle_inside(run, spans)
+    gaps = _attention_gaps(run)
+    idle = gaps["idle_us"]
     if t_short < SHORT_TIME_SHARE * run.att_time and idle < IDLE_RATIO * run.att_time:
         return None
     detail = (f"{len(short)} of {len(rows)} attention kernels run for less than {SHORT_KERNEL_US:g} µs "
               f"({_us(t_short)}, {_pct(t_short / run.att_time)} of attention time), and the GPU sits idle for "
-              f"{_us(idle)} between kernels inside attention calls with no GPU work at all (the calls "
-              f"span {_us(span_total)}; attention kernels run {_us(run.att_time)}). The CPU cannot launch kernels "
-              f"as fast as the GPU finishes them. The profiler's own overhead widens these gaps (more so with "
-              f"with_stack=True): confirm with a lighter trace.")
+              f"{_us(idle)} in {gaps['gaps']} gaps between consecutive kernels of the same attention call, with no "
+              f"GPU work at all (attention kernels run {_us(run.att_time)}). The CPU cannot launch kernels as fast as "
+              f"the GPU finishes them.")
+    if gaps["long_gaps"]:
+        detail += (f" {gaps['long_gaps']} longer gap(s) ({_us(gaps['long_gap_idle_us'])} idle, each over "
+                   f"{_us(LONG_GAP_US)}) are not counted: no launch takes that long (CPU work, a host sync or a "
+                   f"one-time setup such as a cuDNN plan).")
+    detail += (" The profiler's own overhead widens these gaps (more so with with_stack=True): confirm with a "
+               "lighter trace.")
     return {"id": "launch_overhead", "title": "Many short attention kernels: launch-bound",
             "detail": detail,
             "evidence": {"short_kernels": len(short), "attention_kernels": len(rows), "short_time_us": _r(t_short),
-                         "idle_in_attention_us": _r(idle), "attention_span_us": _r(span_total),
-                         "threshold_us": SHORT_KERNEL_US, "kernels": _group(short)},
-            "estimated_gain_us": _r(idle) if idle > 0 else None,
+                         "idle_in_attention_us": _r(idle), "idle_gaps": gaps["gaps"],
+                         "long_gaps": gaps["long_gaps"], "long_gap_idle_us": _r(gaps["long_gap_idle_us"]),
+                         "long_gap_us": LONG_GAP_US, "threshold_us": SHORT_KERNEL_US, "kernels": _group(short)},
+            "estimated_gain_us": _r(idle) if idle > 0 else None, "removable_us": _r(idle),
             "how": ("Capture the step in a CUDA graph: torch.compile(model, mode=\"reduce-overhead\") (also fuses the "
                     "small elementwise kernels), or torch.cuda.CUDAGraph / torch.cuda.graphs.make_graphed_callables "
-                    "with static input buffers (a preallocated KV cache for decode). The estimate is the idle time "
-                    "inside attention calls, an upper bound on what graphs remove.")}
+                    "with static input buffers (a preallocated KV cache for decode). The estimate is the GPU's idle "
+                    "time between kernels of the same attention call, an upper bound on what graphs remove.")}
 
 
 def _slow_backward(run: _Run) -> Optional[dict]:
@@ -776,7 +893,7 @@ def _slow_backward(run: _Run) -> Optional[dict]:
                        f"forward: deterministic mode, an extra dq accumulation pass, atomics, a fallback kernel for this "
                        f"shape, or a recomputation."),
             "evidence": {"directions": ev, "threshold_ratio": limit},
-            "estimated_gain_us": _r(gain),
+            "estimated_gain_us": _r(gain), "removable_us": _r(sum(b for _, _, b in hits)),
             "how": ("Check torch.are_deterministic_algorithms_enabled() (deterministic flash/mem-efficient "
                     "backwards are slower); compare SDPA backends for the backward with torch.nn.attention.sdpa_kernel "
                     "(cuDNN and flash backwards differ by shape); keep q/k/v contiguous so the backward does not copy; "

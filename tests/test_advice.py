@@ -22,7 +22,7 @@ EXPECTED = {
     "gpt4l_sdpa_train": set(),
     "gpt4l_naive_train": {"fuse_attention"},
 }
-KEYS = {"id", "severity", "title", "detail", "evidence", "estimated_gain_us", "how"}
+KEYS = {"id", "severity", "title", "detail", "evidence", "estimated_gain_us", "removable_us", "how"}
 
 
 @pytest.fixture(scope="module")
@@ -66,10 +66,30 @@ def test_fuse_attention_cites_the_memory_bound_elementwise_kernels(reports):
     assert 0 < ev["fused_estimate_us"] < ev["time_us"]
     assert a["estimated_gain_us"] == pytest.approx(ev["time_us"] - ev["fused_estimate_us"], abs=0.01)
     assert "35% of the bf16 peak" in a["detail"] and "scaled_dot_product_attention" in a["how"]
+    # the run applies a mask and dropout: the suggested call carries them (is_causal only as a condition)
+    assert "is_causal=True if the mask" in a["how"] and "dropout_p=" in a["how"]
     assert a["severity"] == "high"
     # training: forward and backward both counted
     g = by_id(reports["gpt4l_naive_train"], "fuse_attention")
     assert {p["direction"] for p in g["evidence"]["phases"]} == {"forward", "backward"}
+
+
+def test_fuse_attention_names_the_peak_of_the_dtype_used(tmp_path):
+    """fp16 attention is estimated on the fp16 peak and says so; fp32 on the fp32 peak."""
+    from synth import naive_attention as naive
+    for dtype, name in (("c10::Half", "fp16"), (F32, "fp32")):
+        t = SynthTrace()
+        naive(t, dtype=dtype)
+        a = by_id(synth_report(tmp_path, t, f"{name}.json"), "fuse_attention")
+        assert a["evidence"]["dtype"] == name and a["evidence"]["peak"] == name
+        assert f"of the {name} peak" in a["detail"] and "bf16" not in a["detail"]
+
+
+def test_fuse_attention_suggests_no_mask_or_dropout_the_run_does_not_have(tmp_path):
+    t = SynthTrace()
+    naive_attention(t, causal_mask=False, dropout=False)
+    a = by_id(synth_report(tmp_path, t), "fuse_attention")
+    assert "is_causal" not in a["how"] and "attn_mask" not in a["how"] and "dropout_p" not in a["how"]
 
 
 def test_fuse_attention_silent_on_fused_and_math_backend(reports):
@@ -194,6 +214,27 @@ def test_launch_overhead(tmp_path, reports):
     assert not any("launch_overhead" in ids(r) for r in reports.values())
 
 
+def test_launch_overhead_counts_only_gaps_inside_calls_and_not_setup_stalls(tmp_path):
+    """The gain is the GPU's idle time between kernels of one call: not the wall time between
+    calls, not a one-time stall (a cuDNN plan build: 40 ms before the first kernel runs)."""
+    t = SynthTrace()
+    for call in range(3):
+        with t.module(f"Attention_{call}"):
+            for i in range(12):
+                with t.op("aten::mul", dims=[[8, 32, 1, 128], []], types=[BF16, "Scalar"]):
+                    t.kernel("void at::native::vectorized_elementwise_kernel<4, MulFunctor>", dur=2.0)
+                t.now += 40_000.0 if (call, i) == (0, 5) else 30.0
+        t.now += 50_000.0                      # the CPU between calls: not attention's idle time
+    rep = synth_report(tmp_path, t)
+    a = by_id(rep, "launch_overhead")
+    ev = a["evidence"]
+    assert ev["long_gaps"] == 1 and ev["long_gap_idle_us"] > 39_000
+    assert ev["idle_gaps"] == 3 * 11 - 1
+    assert a["estimated_gain_us"] == a["removable_us"] == ev["idle_in_attention_us"]
+    assert 32 * 28 < a["estimated_gain_us"] < 33 * 32      # ~30 µs per kept gap, nothing else
+    assert "cuDNN plan" in a["detail"]
+
+
 def _fwd_bwd(fwd_us: float, bwd_us: float) -> SynthTrace:
     t = SynthTrace()
     sdpa_call(t, "flash", b=4, h=16, hk=16, sq=2048, sk=2048, d=64, causal=True, dur=fwd_us, seq=41)
@@ -245,3 +286,27 @@ def test_advice_rendered_in_table_and_markdown(reports):
     assert "  how: Replace the explicit matmul" in text
     md = render_text([reports["naive_bf16_s2048_fwd"]], markdown=True)
     assert "Use fused attention" in md
+
+
+def test_sdpa_math_copies_needs_the_math_backend(tmp_path):
+    """A copy that SDPA's dispatcher makes before a cuDNN kernel is not the math backend's."""
+    t = SynthTrace()
+    q = [4, 16, 1024, 64]
+    for layer in range(2):
+        with t.module(f"Attention_{layer}"):
+            with t.op("aten::scaled_dot_product_attention", dims=[q, q, q, [], [], [], [], []],
+                      types=[BF16] * 3 + ["", "Scalar", "Scalar", "", "Scalar"],
+                      concrete=["", "", "", "", "0.0", "True", "", "False"]):
+                with t.op("aten::contiguous", dims=[q, []], types=[BF16, ""],
+                          strides=[[1048576, 64, 1024, 1], []]):
+                    with t.op("aten::clone", dims=[q, []], types=[BF16, ""]):
+                        with t.op("aten::copy_", dims=[q, q, []], types=[BF16, BF16, "Scalar"]):
+                            t.kernel("void at::native::elementwise_kernel<128, 2, direct_copy_kernel_cuda>", dur=20)
+                with t.op("aten::_scaled_dot_product_cudnn_attention", dims=[q, q, q, [], [], [], [], []],
+                          types=[BF16] * 3 + ["", "Scalar", "Scalar", "Scalar", ""]):
+                    t.kernel("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x64_4x1x1_kernel0_0",
+                             dur=100)
+    rep = synth_report(tmp_path, t)
+    codes = [f["code"] for f in rep["memory"]["flags"]]
+    assert "sdpa_math_copies" not in codes
+    assert rep["memory"]["data_movement"]["copies"], "the copy itself is still listed"

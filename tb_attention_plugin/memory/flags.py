@@ -11,7 +11,9 @@ from ..formats import fmt_bytes, rounded, shape_text, us
 from .outputs import short_name
 
 MAX_COPY_FLAGS = 6
-_SDPA_MATH = ("aten::_scaled_dot_product_attention_math", "aten::scaled_dot_product_attention")
+# only copies inside the math backend's own op: the fused backends' dispatcher
+# (aten::scaled_dot_product_attention itself) also pads, expands or makes inputs contiguous
+_SDPA_MATH = ("aten::_scaled_dot_product_attention_math", "aten::_scaled_dot_product_attention_math_for_mps")
 
 
 def _copy_flag(g: dict, n_calls: Optional[int]) -> Optional[dict]:
