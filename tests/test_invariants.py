@@ -1,0 +1,366 @@
+"""Physical invariants of every report, over every trace we have.
+
+Impossible numbers are the worst bugs a profiler can show (docs/robustness.md): utilisation above
+100 %, phases that do not add up to attention time, attention longer than the GPU was busy, negative
+FLOPs or bytes, a gain larger than the time it could remove, advice or a notice whose premise the run
+does not show. These tests check each of them on every trace in the repository (sample_traces/,
+validation/traces/, tests/data/**, benchmarks/traces/) and on the public traces in
+../shared/traces/public when that directory is present (``TB_ATTENTION_SHARED_TRACES`` points
+elsewhere). New trace files are picked up without editing this file.
+
+Each trace is analysed once per session (``_analysed``); every invariant is its own test per file,
+so a failure names the file and the invariant.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+from typing import Optional
+
+import numpy as np
+import pytest
+
+from helpers import ROOT, SHARED
+from tb_attention_plugin.analyze import analyze_path, expand_paths
+from tb_attention_plugin.attention import patterns as P
+
+# ------------------------------------------------------------------------- the traces
+
+_REPO_DIRS = ("sample_traces", os.path.join("validation", "traces"), os.path.join("tests", "data"),
+              os.path.join("benchmarks", "traces"))
+_PUBLIC = os.path.join(os.environ.get("TB_ATTENTION_SHARED_TRACES") or SHARED, "public")
+
+UTIL_TOL = 1e-6          # utilisations are rounded to 4 decimals in the JSON
+TIME_TOL_US = 0.02       # times are rounded to 3 decimals: a few rounding steps
+
+
+def _short_id(rel: str) -> str:
+    """A test id under pytest's 100-character limit: the profiler's numeric file suffix dropped."""
+    return re.sub(r"[._]\d{16,}(?=\.)", "", rel).replace(".pt.trace.json", "").replace(".json", "")
+
+
+def _trace_files() -> list[tuple[str, str]]:
+    out = []
+    for d in _REPO_DIRS:
+        full = os.path.join(ROOT, d)
+        if os.path.isdir(full):
+            out += [(_short_id(os.path.relpath(f, ROOT)), f) for f, _ in expand_paths([full])]
+    if os.path.isdir(_PUBLIC):
+        out += [(_short_id("public/" + os.path.relpath(f, _PUBLIC)), f) for f, _ in expand_paths([_PUBLIC])]
+    assert len({n for n, _ in out}) == len(set(out)), "two trace files share a test id"
+    return sorted(set(out))
+
+
+FILES = _trace_files()
+IDS = [name for name, _ in FILES]
+PATHS = dict(FILES)
+
+
+class _Analysed:
+    """A report and the op names its trace records (premises that only the trace shows)."""
+
+    def __init__(self, report: dict, names: frozenset):
+        self.rep = report
+        self.names = names
+        k = report.get("kernels") or []
+        cols = getattr(k, "columns", None)
+        self.rows = list(k) if cols is None else None
+        self.kernels = k
+
+    def col(self, name: str) -> np.ndarray:
+        """A kernel-row field as an array (floats: NaN for null)."""
+        k = self.kernels
+        cols = getattr(k, "columns", None)
+        if cols is not None and name in cols and isinstance(cols[name], np.ndarray):
+            return cols[name]
+        vals = [r.get(name) for r in (k if cols is None else k.rows(np.arange(len(k)), (name,)))]
+        try:
+            return np.asarray([np.nan if v is None else v for v in vals], dtype=np.float64)
+        except (TypeError, ValueError):
+            return np.asarray(vals, dtype=object)
+
+
+@functools.lru_cache(maxsize=None)
+def _analysed(name: str) -> _Analysed:
+    from tb_attention_plugin.trace.records import load_trace
+    path = PATHS[name]
+    rep = analyze_path(path)                 # no disk cache: the engine under test, every session
+    names: frozenset = frozenset()
+    if rep.get("status") == "ok":
+        try:
+            names = frozenset(load_trace(path).strings)
+        except Exception:                    # the report loaded it: a second read does not fail
+            names = frozenset()
+    return _Analysed(rep, names)
+
+
+def _ok(name: str) -> _Analysed:
+    a = _analysed(name)
+    if a.rep.get("status") != "ok":
+        pytest.skip(f"{name}: {a.rep.get('error')}")
+    return a
+
+
+def _busy_and_span(a: _Analysed) -> tuple[float, Optional[float]]:
+    """GPU busy time of the compute streams (the engine's compute_busy_us when the report has it,
+    else gpu_busy_us) and the span of GPU activity (span_us, else first start to last end)."""
+    rep = a.rep
+    busy = rep.get("compute_busy_us")
+    if busy is None:
+        busy = rep.get("gpu_busy_us")
+    span = rep.get("span_us")
+    if span is None and len(a.kernels):
+        ts, dur = a.col("ts"), np.nan_to_num(a.col("dur_us"))
+        dev = a.col("device")
+        spans = []
+        for d in set(dev.tolist()):
+            m = (dev == d) & ~np.isnan(ts)
+            if m.any():
+                spans.append(float((ts[m] + dur[m]).max() - ts[m].min()))
+        span = sum(spans) if spans else None
+    return float(busy or 0.0), span
+
+
+def _idle_us(a: _Analysed) -> float:
+    """Span minus the union of GPU activity, per device: all the GPU idle time in the trace."""
+    if a.rep.get("idle_us") is not None:
+        return float(a.rep["idle_us"])
+    ts, te = a.col("ts"), a.col("ts") + np.nan_to_num(a.col("dur_us"))
+    dev = a.col("device")
+    idle = 0.0
+    for d in set(dev.tolist()):
+        m = (dev == d) & ~np.isnan(ts)
+        if not m.any():
+            continue
+        s, e = ts[m], te[m]
+        o = np.argsort(s, kind="stable")
+        s, e = s[o], np.maximum.accumulate(e[o])
+        idle += float(np.clip(s[1:] - e[:-1], 0, None).sum())
+    return idle
+
+
+param = pytest.mark.parametrize("name", IDS)
+
+# ------------------------------------------------------------------------- every report
+
+
+@param
+def test_report_loads(name):
+    """Every trace we keep analyses (an error entry here is a regression, not bad input)."""
+    rep = _analysed(name).rep
+    assert rep.get("status") == "ok", rep.get("error")
+
+
+@param
+def test_utilisations_within_0_and_1(name):
+    a = _ok(name)
+    bad = []
+    for field in ("compute_util", "memory_util"):
+        v = a.col(field)
+        if v.dtype == object:
+            continue
+        over = np.flatnonzero((v > 1.0 + UTIL_TOL) | (v < 0))
+        if len(over):
+            names = a.kernels.rows(over[:3], ("name",)) if hasattr(a.kernels, "rows") else [a.rows[i] for i in over[:3]]
+            bad.append(f"{len(over)} kernel(s) with {field} outside [0, 1], max {np.nanmax(v):.4f}: "
+                       + "; ".join(r["name"][:60] for r in names))
+    for p in a.rep.get("phases") or []:
+        for field in ("compute_util", "memory_util"):
+            x = p.get(field)
+            if x is not None and not 0 <= x <= 1.0 + UTIL_TOL:
+                bad.append(f"phase {p['phase']} {p['direction']}: {field} {x}")
+    assert not bad, "\n".join(bad)
+
+
+@param
+def test_phase_times_sum_to_attention_time(name):
+    a = _ok(name)
+    phases = a.rep.get("phases") or []
+    total = sum(p.get("time_us") or 0.0 for p in phases)
+    att = a.rep.get("attention_time_us") or 0.0
+    assert total == pytest.approx(att, abs=TIME_TOL_US * (len(phases) + 1), rel=1e-6)
+
+
+@param
+def test_attention_within_busy_within_span(name):
+    a = _ok(name)
+    att = a.rep.get("attention_time_us") or 0.0
+    busy, span = _busy_and_span(a)
+    assert att <= busy + TIME_TOL_US, f"attention {att} µs > GPU busy {busy} µs"
+    if span is not None:
+        assert busy <= span + TIME_TOL_US, f"GPU busy {busy} µs > span {span} µs"
+
+
+@param
+def test_flops_and_bytes_not_negative(name):
+    a = _ok(name)
+    for field in ("flops", "bytes", "dram_bytes", "dur_us"):
+        v = a.col(field)
+        if v.dtype == object:
+            continue
+        assert not (v < 0).any(), f"{int((v < 0).sum())} kernel(s) with negative {field}"
+    for p in a.rep.get("phases") or []:
+        for field in ("flops", "bytes", "time_us"):
+            assert (p.get(field) or 0) >= 0, (p["phase"], field, p.get(field))
+
+
+@param
+def test_gains_within_the_time_they_remove(name):
+    """estimated_gain_us <= removable_us (the time the change acts on); that time is attention
+    kernel time (<= attention time), or for launch_overhead GPU idle time between attention kernels
+    (<= all the idle time in the trace)."""
+    a = _ok(name)
+    att = a.rep.get("attention_time_us") or 0.0
+    for f in a.rep.get("advice") or []:
+        g, rm = f.get("estimated_gain_us"), f.get("removable_us")
+        assert g is None or g >= 0, (f["id"], g)
+        assert rm is not None and rm >= 0, (f["id"], "removable_us", rm)
+        assert g is None or g <= rm + TIME_TOL_US, (f["id"], g, rm)
+        if f["id"] == "launch_overhead":
+            idle = _idle_us(a)
+            assert rm <= idle + TIME_TOL_US, (f["id"], "idle between attention kernels", rm, "> GPU idle", idle)
+        else:
+            assert rm <= att + TIME_TOL_US, (f["id"], "removable", rm, "> attention time", att)
+
+
+# ------------------------------------------------------------------------- premises
+
+
+def _phase_time(rep: dict, phases, direction: Optional[str] = None) -> float:
+    return sum(p.get("time_us") or 0.0 for p in rep.get("phases") or []
+               if p["phase"] in phases and (direction is None or p["direction"] == direction))
+
+
+def _premise(a: _Analysed, finding: dict) -> Optional[str]:
+    """Why a finding's premise is absent from the run, or None when it is present."""
+    rep, i = a.rep, finding["id"]
+    ev = finding.get("evidence") or {}
+    dirs = set(a.col("direction").tolist()) if len(a.kernels) else set()
+    if i == "fuse_attention":
+        if _phase_time(rep, ("qk_matmul", "pv_matmul")) <= 0:
+            return "no QK^T / PV matmul kernels"
+        if _phase_time(rep, ("scale", "mask", "softmax", "dropout")) <= 0:
+            return "no scale/mask/softmax/dropout kernels"
+        if "is_causal" in finding["how"] and _phase_time(rep, ("mask",)) <= 0:
+            return "suggests is_causal for a run without mask kernels"
+        if "dropout_p" in finding["how"] and _phase_time(rep, ("dropout",)) <= 0:
+            return "suggests dropout_p for a run without dropout kernels"
+        dt = ev.get("dtype")
+        if dt and ev.get("peak") not in (dt, None) and dt in (rep.get("device") or {}).get("peaks", {}).get("flops", {}):
+            return f"estimated on the {ev.get('peak')} peak for {dt} attention"
+    elif i == "sdpa_math_backend":
+        if "aten::_scaled_dot_product_attention_math" not in a.names:
+            return "no aten::_scaled_dot_product_attention_math op in the trace"
+    elif i == "fp32_attention":
+        mm = [p for p in rep.get("phases") or [] if p["phase"] in ("qkv_proj", "qk_matmul", "pv_matmul", "out_proj",
+                                                                   "fused_attention")]
+        if not mm or "fp32" not in set(a.col("dtype").tolist()):
+            return "no fp32 attention matmul kernels"
+    elif i == "head_dim_alignment":
+        dims = [int(d) for d in (ev.get("head_dims") or {})]
+        if not dims or not all(d % 8 for d in dims):
+            return f"head dims {dims} are aligned"
+    elif i == "decode_kv_heads":
+        if not all(c["sq"] <= 16 and c["h"] == c["hk"] for c in ev.get("calls") or []):
+            return "a call is not decode or already has fewer KV heads"
+    elif i == "dropout_in_inference":
+        if "backward" in dirs:
+            return "the trace has a backward pass"
+        if _phase_time(rep, ("dropout",)) <= 0 and not ev.get("sdpa_dropout_p"):
+            return "no dropout kernels and no SDPA dropout_p"
+    elif i == "launch_overhead":
+        dur = a.col("dur_us")
+        att = a.col("attention").astype(bool) if a.col("attention").dtype != object else np.zeros(len(dur), bool)
+        if int(((np.nan_to_num(dur) < 10.0) & att).sum()) < 8:
+            return "fewer than 8 short attention kernels"
+    elif i == "slow_backward":
+        fwd = _phase_time(rep, P.CORE_PHASES, "forward")
+        bwd = _phase_time(rep, P.CORE_PHASES, "backward")
+        if not (fwd > 0 and bwd > 2.5 * fwd):
+            return f"core backward {bwd} µs is not slow against forward {fwd} µs"
+    else:
+        return f"unknown rule {i}"
+    return None
+
+
+@param
+def test_every_advice_premise_is_in_the_run(name):
+    a = _ok(name)
+    bad = [f"{f['id']}: {why}" for f in a.rep.get("advice") or [] if (why := _premise(a, f))]
+    assert not bad, "; ".join(bad)
+
+
+def _notice_premise(a: _Analysed, code: str) -> Optional[str]:
+    rep = a.rep
+    kinds = a.col("kind").tolist() if len(a.kernels) else []
+    n_kernels = sum(1 for k in kinds if k == "kernel")
+    if code == "no_gpu_kernels":
+        if n_kernels:
+            return f"{n_kernels} GPU kernels"
+        if (rep.get("trace") or {}).get("partial"):
+            return "a truncated trace: the missing kernels may be in the lost part"
+    elif code == "no_attention":
+        if not n_kernels or (rep.get("attention_time_us") or 0) > 0:
+            return "no kernels, or attention found"
+    elif code == "no_shapes":
+        fl = a.col("flops")
+        if fl.dtype != object and (np.nan_to_num(fl) > 0).any():
+            return "kernels have FLOPs: shapes were recorded"
+    elif code == "no_stack":
+        if any(s.startswith("nn.Module:") for s in a.names):
+            return "nn.Module scopes are recorded"
+    elif code == "unknown_gpu":
+        devs = (rep.get("devices") or []) + [rep.get("device") or {}]
+        if not any(d and (d.get("key") is None or d.get("basis") == "unknown") for d in devs):
+            return "every device is known"
+    return None
+
+
+@param
+def test_every_notice_premise_is_in_the_run(name):
+    a = _ok(name)
+    bad = [f"{n['code']}: {why}" for n in a.rep.get("notices") or [] if (why := _notice_premise(a, n["code"]))]
+    flags = (a.rep.get("memory") or {}).get("flags") or []
+    if any(f.get("code") == "sdpa_math_copies" for f in flags) and \
+            "aten::_scaled_dot_product_attention_math" not in a.names:
+        bad.append("sdpa_math_copies: no SDPA call ran on the math backend")
+    assert not bad, "; ".join(bad)
+
+
+# ------------------------------------------------------------------------- where each rule must not fire
+
+def _named(fragment: str) -> list[str]:
+    return [n for n in IDS if fragment in n]
+
+
+# rule -> real traces whose evidence rules it out (the rule must stay silent there)
+SILENT = {
+    "fuse_attention": ("sdpa_flash_fwdbwd_causal", "sdpa_cudnn_fwd_full", "sdpa_math_s2048_fwd",
+                       "mha_bf16_noweights"),                       # fused, or the math backend's own rule
+    "sdpa_math_backend": ("sdpa_cudnn_fwd_full", "sdpa_flash_s2048_fwd", "naive_bf16_s2048_fwd",
+                          "hf_llama_sdpa_fwdbwd"),
+    "fp32_attention": ("naive_bf16_s2048_fwd", "naive_fp16_s2048_d128_fwd", "sdpa_math_s2048_fwd"),
+    "head_dim_alignment": ("naive_bf16_s2048_d64_fwd", "sdpa_flash_fwdbwd_causal_d128"),
+    "decode_kv_heads": ("decode_gqa_flash", "sdpa_flash_s2048_fwd"),    # GQA already; not decode
+    "dropout_in_inference": ("gpt4l_naive_train", "naive_bf16_s2048_d64_fwdbwd"),   # training runs
+    "launch_overhead": ("naive_bf16_s2048_fwd", "sdpa_flash_fwdbwd_causal", "mem_naive_s4096"),
+    "slow_backward": ("sdpa_flash_fwdbwd_causal", "gpt4l_sdpa_train", "gpt4l_naive_train"),
+    "sdpa_math_copies": ("sdpa_cudnn_fwdbwd_causal", "sdpa_flash_fwdbwd_full", "hf_llama_sdpa_fwdbwd"),
+    "no_gpu_kernels": ("sdpa_cudnn_s2048_fwd", "naive_bf16_s2048_fwd"),
+}
+
+
+@pytest.mark.parametrize("rule", sorted(SILENT))
+def test_each_rule_is_silent_where_its_premise_is_absent(rule):
+    runs = [n for frag in SILENT[rule] for n in _named(frag)]
+    if not runs:
+        pytest.skip(f"none of {SILENT[rule]} in this checkout")
+    fired = []
+    for n in runs:
+        rep = _ok(n).rep
+        codes = {f["id"] for f in rep.get("advice") or []} | {x["code"] for x in rep.get("notices") or []} \
+            | {f.get("code") for f in (rep.get("memory") or {}).get("flags") or []}
+        if rule in codes:
+            fired.append(n)
+    assert not fired, f"{rule} fired on {fired}"
