@@ -81,6 +81,14 @@ def advise(report: dict, trace=None, links=None, tagging=None) -> list[dict]:
     return out
 
 
+def attention_backends(report: dict, trace=None, links=None) -> list[dict]:
+    """The report's ``attention_backends``: core attention time per implementation
+    (attention/backends.py), with the kernels the trace shows inside SDPA's math backend."""
+    from .attention.backends import backends
+    run = _Run(report, trace, links)
+    return backends(report.get("kernels"), frozenset(run.math_kernel_ids()))
+
+
 # ------------------------------------------------------------------ the run, in a usable form
 
 class _Run:

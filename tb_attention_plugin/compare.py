@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from typing import Iterable, Optional
 
+from .attention.backends import BACKEND_LABELS, backends as _kernel_backends, describe as _describe_backends
 from .attention.patterns import strip_templates
 from .formats import pct as _pct, signed_pct as _signed_pct, signed_us as _signed_us
 from .formats import cut_middle, para, significant as _sig, text_table, us as _us
@@ -296,7 +297,18 @@ def summarize(report: dict, label: Optional[str] = None) -> dict:
                    for a in report.get("advice") or []],
         "notices": [n.get("code") for n in report.get("notices") or []],
         "roof_reached": (report.get("thresholds") or {}).get("roof_reached", ROOF_REACHED),
+        "backends": _side_backends(report, kernels),
+        "partial": bool((report.get("trace") or {}).get("partial")),
     }
+
+
+def _side_backends(report: dict, kernels) -> list[dict]:
+    """The report's ``attention_backends`` (the engine's, which sees SDPA's math backend in the op
+    tree); for a report from before that field, the same from its kernel rows."""
+    got = report.get("attention_backends")
+    if got is not None:
+        return [dict(b) for b in got]
+    return _kernel_backends(kernels) if kernels is not None else []
 
 
 def _groups_from_phases(phases: list[dict]) -> list[dict]:
@@ -374,7 +386,21 @@ def aggregate(sides: list[dict], label: Optional[str] = None) -> dict:
         "advice": list(adv.values()),
         "notices": sorted({c for s in sides for c in s["notices"]}),
         "roof_reached": roof,
+        "backends": _merge_backends([s.get("backends") or [] for s in sides]),
+        "partial": any(s.get("partial") for s in sides),
     }
+
+
+def _merge_backends(lists: list[list[dict]]) -> list[dict]:
+    out: dict = {}
+    for rows in lists:
+        for r in rows:
+            e = out.setdefault(r["backend"], {"backend": r["backend"], "label": r.get("label")
+                                              or BACKEND_LABELS.get(r["backend"], r["backend"]),
+                                              "time_us": 0.0, "kernels": 0, "forward_us": 0.0, "backward_us": 0.0})
+            for k in ("time_us", "kernels", "forward_us", "backward_us"):
+                e[k] = round(e[k] + (r.get(k) or 0), 3)
+    return sorted(out.values(), key=lambda e: -e["time_us"])
 
 
 def _sum(vals):
@@ -509,6 +535,7 @@ def compare_reports(base: dict, new: dict, *, normalize: str = "auto", top: int 
         faster = "new" if att["new"] < att["base"] else "base"
     notes = _notes(b, n, per_step)
     unit = "per step" if per_step else "in total"
+    be = _compare_backends(b, n, bd, nd)
     return {
         "kind": "tb-attention-compare",
         "schema": COMPARE_SCHEMA,
@@ -517,7 +544,8 @@ def compare_reports(base: dict, new: dict, *, normalize: str = "auto", top: int 
         "normalization": {"mode": "per_step" if per_step else "total", "base_divisor": bd, "new_divisor": nd,
                           "base_steps": b["steps"], "new_steps": n["steps"], "unit": unit},
         "verdict": {"attention_time_us": {k: att[k] for k in ("base", "new", "delta", "delta_pct", "ratio", "speedup")},
-                    "faster": faster, "summary": _verdict_text(att, faster, unit)},
+                    "faster": faster, "summary": _verdict_text(att, faster, unit) + _backend_clause(be)},
+        "backends": be,
         "totals": totals,
         "sections": sections,
         "phases": phases,
@@ -532,7 +560,31 @@ def compare_reports(base: dict, new: dict, *, normalize: str = "auto", top: int 
 
 def _side_info(s: dict) -> dict:
     return {"label": s["label"], "paths": s["paths"], "traces": s["traces"], "steps": s["steps"],
-            "step": s.get("step"), "device": _dev(s), "kernel_groups_source": s["kernel_groups_source"]}
+            "step": s.get("step"), "device": _dev(s), "kernel_groups_source": s["kernel_groups_source"],
+            "backend": _describe_backends(s.get("backends") or []), "partial": bool(s.get("partial"))}
+
+
+def _compare_backends(b: dict, n: dict, bd: float, nd: float) -> dict:
+    """Each side's core-attention implementations (per step when normalised), their names in
+    words, the main backend of each, and whether the set of backends changed."""
+    def side(s, div):
+        rows = [dict(r, time_us=_scale(r["time_us"], div), forward_us=_scale(r["forward_us"], div),
+                     backward_us=_scale(r["backward_us"], div), kernels=_scale(r["kernels"], div))
+                for r in s.get("backends") or []]
+        return rows
+    x, y = side(b, bd), side(n, nd)
+    dx, dy = _describe_backends(x), _describe_backends(y)
+    return {"base": x, "new": y, "base_label": dx, "new_label": dy,
+            "base_main": x[0]["backend"] if x else None, "new_main": y[0]["backend"] if y else None,
+            "changed": dx != dy}
+
+
+def _backend_clause(be: dict) -> str:
+    if be["changed"]:
+        return f"; attention backend changed: {be['base_label']} → {be['new_label']}"
+    if be["base_label"] != "none":
+        return f"; attention backend: {be['base_label']} on both sides"
+    return ""
 
 
 def _dev(s: dict) -> Optional[dict]:
@@ -672,6 +724,9 @@ def check(cmp: dict, max_regression_pct: Optional[float] = None,
         if max_attention_share is not None and share is not None:
             msg.append(f"; attention share {share * 100:.1f}% (budget {max_attention_share * 100:.1f}%)")
         parts.append("".join(msg) + ".")
+        be = cmp.get("backends")
+        if be and be.get("changed"):
+            parts.append(f"The attention backend changed: {be['base_label']} → {be['new_label']}.")
     for nt in cmp["notes"]:
         if nt.startswith("the runs hold different numbers") or nt.startswith("different GPUs"):
             parts.append(f"Note: {nt}.")
@@ -707,6 +762,11 @@ def _regression_text(cmp: dict, budget: float) -> str:
         shown.append(f"{p['label']} {_dir(p['direction'])} {_us(x)} -> {_us(y)} ({_signed_us(p['delta'])}{pct}"
                      + (f", {bound}-bound" if bound and bound != "unknown" else "") + ")")
     text = head
+    be = cmp.get("backends")
+    if be and be.get("changed"):
+        text += f" The attention backend changed: {be['base_label']} (base) → {be['new_label']} (new)."
+    elif be and be.get("base_label") not in (None, "none"):
+        text += f" Attention backend on both sides: {be['base_label']}."
     if bits:
         j = "; ".join(bits)
         text += " " + j[:1].upper() + j[1:] + "."

@@ -132,7 +132,18 @@ def analyze_trace(trace: Trace, options: Optional[Options] = None) -> dict:
     rep["memory"] = _memory_block(trace, links, tagging, attr, rep)
     progress.stage("advice")
     rep["advice"] = _advice(rep, trace, links, tagging)
+    rep["attention_backends"] = _backends(rep, trace, links)     # advice.py: compare/check name them
     return rep
+
+
+def _backends(rep, trace, links) -> list:
+    """``attention_backends`` (attention/backends.py via advice.py); a failure never loses the report."""
+    from .advice import attention_backends
+    try:
+        return attention_backends(rep, trace, links)
+    except Exception as e:  # noqa: BLE001 - reported in warnings
+        rep["warnings"].append(f"attention backends failed: {type(e).__name__}: {e}")
+        return []
 
 
 def _advice(rep, trace, links, tagging) -> list:

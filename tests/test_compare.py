@@ -234,3 +234,44 @@ def test_decode_gqa_math_vs_flash_synthetic(tmp_path):
     r = check(c, 10)
     assert not r["passed"] and "Attention time regressed" in r["explanation"]
     assert check(compare_reports(math, flash), 10)["passed"]
+
+
+@pytest.mark.parametrize("base,new,base_label,new_label", [
+    ("sdpa_cudnn_s2048_fwd", "sdpa_flash_s2048_fwd", "cuDNN (SDPA)", "FlashAttention (SDPA)"),
+    ("sdpa_efficient_s2048_fwd", "sdpa_flash_s2048_fwd", "mem-efficient CUTLASS (SDPA)", "FlashAttention (SDPA)"),
+    ("sdpa_math_s2048_fwd", "sdpa_cudnn_s2048_fwd", "SDPA math backend", "cuDNN (SDPA)"),
+    ("naive_bf16_s2048_fwd", "sdpa_flash_s2048_fwd", "eager (decomposed)", "FlashAttention (SDPA)"),
+])
+def test_compare_names_the_backend_change(reports, base, new, base_label, new_label):
+    c = compare_reports(reports[base], reports[new])
+    be = c["backends"]
+    assert (be["base_label"], be["new_label"], be["changed"]) == (base_label, new_label, True)
+    assert f"attention backend changed: {base_label} → {new_label}" in c["verdict"]["summary"]
+    assert c["base"]["backend"] == base_label and c["new"]["backend"] == new_label
+    assert be["base"][0]["time_us"] == pytest.approx(reports[base]["core_attention_time_us"], rel=0.02)
+    assert f"{base_label} → {new_label}" in render(c)
+    # the gate's failure paragraph names both (the slower side regressed)
+    slow, fast = (base, new) if reports[base]["attention_time_us"] < reports[new]["attention_time_us"] else (new, base)
+    r = check(compare_reports(reports[slow], reports[fast]), max_regression_pct=1.0)
+    assert not r["passed"] and "The attention backend changed:" in r["explanation"]
+
+
+def test_compare_same_backend_says_so(reports):
+    c = compare_reports(reports["sdpa_flash_s2048_fwd"], reports["sdpa_flash_s2048_fwd"])
+    assert not c["backends"]["changed"]
+    assert c["verdict"]["summary"].endswith("attention backend: FlashAttention (SDPA) on both sides")
+
+
+def test_backends_of_the_other_implementations():
+    """torch.compile (Triton kernels), the math backend seen in the op tree, library kernels."""
+    from tb_attention_plugin.attention.backends import backends, fused_backend
+    rows = [{"attention": True, "phase": "qk_matmul", "direction": "forward", "dur_us": 5.0, "op": "aten::bmm",
+             "name": "nvjet_sm90_tst_256x128", "scope": "nn.Module: A", "id": 0},
+            {"attention": True, "phase": "softmax", "direction": "forward", "dur_us": 3.0, "op": "triton_red_fused",
+             "name": "triton_red_fused__softmax_3", "scope": "nn.Module: A", "id": 1}]
+    assert [b["backend"] for b in backends(rows)] == ["compiled"]
+    assert [b["backend"] for b in backends(rows, frozenset({0, 1}))] == ["math"]
+    assert fused_backend(None, "void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128>>") == "library"
+    assert fused_backend(None, "triton_tem_fused_flex_attention_0") == "flex"
+    assert fused_backend("aten::_cudnn_attention_forward", "Memset (Device)") == "cudnn"
+    assert fused_backend(None, "Memset (Device)") is None
