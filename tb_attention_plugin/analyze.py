@@ -16,7 +16,7 @@ from typing import Iterator, Optional
 from .cache import ReportCache
 from .options import Options
 from .report import analyze_trace, error_entry
-from .trace.reader import DEFAULT_MAX_BYTES, TraceReadError
+from .trace.reader import DEFAULT_MAX_BYTES, TraceReadError, TraceTruncated
 from .trace.records import load_trace
 
 TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz", ".json", ".json.gz")
@@ -92,6 +92,35 @@ def expand_paths(paths: list[str]) -> Iterator[tuple[str, bool]]:
             yield p, True
 
 
+TRUNCATED = "truncated"
+PARTIAL_FIX = ("let the profiler finish writing the file (or copy it again) and re-run; the missing part may hold "
+               "what this notice says is absent")
+# notices that say something is absent: in a truncated file it may be in the part that is missing
+_ABSENCE_NOTICES = ("no_gpu_kernels", "no_attention", "no_shapes", "no_stack")
+
+
+def truncation_error(detail: str) -> str:
+    """The one-line error of a truncated trace (``error: <file>: truncated: ...``)."""
+    return f"{TRUNCATED}: {detail} (--allow-partial analyses the events before the cut)"
+
+
+def mark_partial(report: dict) -> None:
+    """``trace.partial``: the report covers only the events before a truncation (--allow-partial).
+    A notice that something is absent cannot recommend its usual fix on a partial trace (the
+    kernels, shapes or scopes may be in the missing part): its message says so and its fix is the
+    truncation's."""
+    tr = report.get("trace")
+    if not isinstance(tr, dict):
+        return
+    tr["partial"] = partial = bool(tr.get("truncated"))
+    if not partial:
+        return
+    for n in report.get("notices") or []:
+        if n.get("code") in _ABSENCE_NOTICES:
+            n["message"] = f"{n['message']} (only the events before the cut were read: the file is truncated)"
+            n["fix"] = PARTIAL_FIX
+
+
 def analyze_path(path: str, options: Optional[Options] = None, max_bytes: int = DEFAULT_MAX_BYTES,
                  cache: Optional[ReportCache] = None) -> dict:
     """The report of one trace file, or an error entry. Never raises for bad input."""
@@ -114,8 +143,10 @@ def analyze_path(path: str, options: Optional[Options] = None, max_bytes: int = 
             hit["path"] = shown
             return hit
     try:
-        trace = load_trace(path, max_bytes=max_bytes)
+        trace = load_trace(path, max_bytes=max_bytes, salvage=opt.allow_partial)
         report = analyze_trace(trace, opt)
+    except TraceTruncated as e:
+        return error_entry(shown, truncation_error(str(e)))
     except TraceReadError as e:
         return error_entry(shown, str(e))
     except ValueError as e:       # e.g. an unknown --step
@@ -130,6 +161,7 @@ def analyze_path(path: str, options: Optional[Options] = None, max_bytes: int = 
         return error_entry(shown, f"internal error: {type(e).__name__}: {e} (please report it; "
                                   "TB_ATTENTION_DEBUG=1 shows the traceback)")
     report["path"] = shown
+    mark_partial(report)
     if cache is not None and key is not None:
         cache.put(key, report)
     return report

@@ -29,7 +29,7 @@ from typing import Callable, Iterable, Iterator, Optional
 
 from .attention.patterns import CORE_PHASES, PHASE_LABELS
 from .jsonout import to_json
-from .trace.reader import DEFAULT_MAX_BYTES, ByteSource, TraceParser, TraceReadError
+from .trace.reader import DEFAULT_MAX_BYTES, ByteSource, TraceParser, TraceReadError, TraceTruncated
 
 try:  # ISA-L deflates several times faster than zlib at its low levels; same gzip format
     from isal import isal_zlib as _deflate_lib
@@ -81,7 +81,10 @@ def locate(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[int, int, set
 
         p.parse(on_events)
         if src.truncated or p.close_at is None:
-            raise AnnotateError("the trace is incomplete (no closing ']' for traceEvents)")
+            raise AnnotateError("truncated: the file ends before the closing ']' of traceEvents; it may still be "
+                                "being written (annotate needs the whole file)")
+    except TraceTruncated as e:
+        raise AnnotateError(f"truncated: {e} (annotate needs the whole file)") from None
     except TraceReadError as e:
         raise AnnotateError(str(e)) from None
     finally:

@@ -95,7 +95,14 @@ def _options(a) -> Options:
     except (ValueError, OSError) as e:
         raise SystemExit(_fail(f"error: --peaks: {e}"))
     return Options(module_pattern=a.module_pattern, annotation_pattern=a.annotation_pattern,
-                   peak_basis=a.peak_basis, user_peaks=user, step=a.step)
+                   peak_basis=a.peak_basis, user_peaks=user, step=a.step,
+                   allow_partial=bool(getattr(a, "allow_partial", False)))
+
+
+def _partial_opt(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--allow-partial", action="store_true",
+                   help="analyse the events before the cut of a truncated trace (marked partial in every "
+                        "output) instead of failing with exit 2")
 
 
 def _fail(msg: str) -> int:
@@ -338,6 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "JSON always has the 'memory' block")
     _wide_opt(an)
     _common(an)
+    _partial_opt(an)
     an.set_defaults(func=cmd_analyze)
     at = sub.add_parser("annotate", help="write a copy of a trace with attention phases as timeline tracks",
                         description="Copy a trace, adding attention calls and phases as their own tracks on the GPU "
@@ -359,6 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
     _compare_opts(cp)
     _wide_opt(cp)
     _common(cp)
+    _partial_opt(cp)
     cp.set_defaults(func=cmd_compare)
     ck = sub.add_parser("check", help="CI gate: fail when attention time regressed beyond a budget",
                         description="Exit 0 within budget, 1 when NEW's attention time exceeds BASE's by more than "
@@ -372,6 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
     ck.add_argument("--format", "-f", choices=("text", "json"), default="text")
     _compare_opts(ck)
     _common(ck)
+    _partial_opt(ck)
     ck.set_defaults(func=cmd_check)
     dv = sub.add_parser("devices", help="list the built-in device peaks and their sources")
     dv.add_argument("--format", "-f", choices=("table", "json"), default="table")

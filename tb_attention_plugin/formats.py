@@ -367,6 +367,10 @@ def render_text(reports: list[dict], markdown: bool = False, top: int = 10, memo
             continue
         h = "## " if markdown else ""
         out.append(f"{h}{cut_middle(rep['path'], width)}")
+        if (rep.get("trace") or {}).get("partial"):
+            mark = "**" if markdown else ""
+            out.append(para(f"{mark}PARTIAL: the file is truncated; only the events before the cut were analysed "
+                            f"(--allow-partial){mark}", width))
         out.append(para(device_line(rep), width))
         if measurements_line(rep):
             out.append(para(measurements_line(rep), width))
@@ -426,7 +430,7 @@ def render_devices(rows: list[dict], width: Optional[int] = None) -> str:
 CSV_COLUMNS = ["path", "id", "name", "kind", "ts", "dur_us", "device", "stream", "step", "attention", "phase",
                "direction", "tag_source", "scope", "op", "cost_op", "module_path", "dtype", "flops", "bytes",
                "intensity", "achieved_flops_per_s", "achieved_bytes_per_s", "compute_util", "memory_util",
-               "bound", "bound_reason", "estimated"]
+               "bound", "bound_reason", "estimated", "partial"]
 
 
 def render_csv(reports: list[dict], memory: bool = False) -> str:
@@ -436,8 +440,10 @@ def render_csv(reports: list[dict], memory: bool = False) -> str:
     for rep in reports:
         if rep.get("status") != "ok":
             continue
+        partial = bool((rep.get("trace") or {}).get("partial"))      # a truncated file read with --allow-partial
         for k in rep["kernels"]:
-            w.writerow([rep["path"] if c == "path" else ("" if k.get(c) is None else k.get(c)) for c in CSV_COLUMNS])
+            w.writerow([rep["path"] if c == "path" else partial if c == "partial"
+                        else ("" if k.get(c) is None else k.get(c)) for c in CSV_COLUMNS])
     if memory:
         # a second table after one blank line: the memory section, one long table
         buf.write("\n")

@@ -14,8 +14,11 @@ class Options:
     peak_basis: str = "measured"            # measured | datasheet
     user_peaks: dict = field(default_factory=dict)
     step: Optional[str] = None              # keep only this ProfilerStep ("3" or "ProfilerStep#3")
+    allow_partial: bool = False             # a truncated file: analyse the events before the cut
 
     def key(self) -> str:
         """Identity of everything that changes the result (for caches)."""
-        return repr((self.module_pattern, self.annotation_pattern, self.peak_basis,
-                     sorted((self.user_peaks or {}).items(), key=str), self.step))
+        base = (self.module_pattern, self.annotation_pattern, self.peak_basis,
+                sorted((self.user_peaks or {}).items(), key=str), self.step)
+        # a truncated file is an error without allow_partial: never served from a partial report
+        return repr(base + (("allow_partial",) if self.allow_partial else ()))

@@ -204,8 +204,8 @@ class AttentionPlugin(base_plugin.TBPlugin):
         return None, sel, self._pending(snap, sel)
 
     def _pending(self, snap: Snapshot, sel: dict) -> Response:
-        if snap.state == "error":
-            return json_response({"state": "error", "error": snap.message, "selection": sel})
+        if snap.state in ("error", "incomplete"):     # incomplete: a truncated file (loader.STATES)
+            return json_response({"state": snap.state, "error": snap.message, "selection": sel})
         state = snap.state if snap.state != "ready" else "loading"
         return json_response({"state": state, "message": snap.message, "selection": sel,
                               "counts": self._loader.counts()}, code=202)
@@ -335,7 +335,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
         n, nsel, npend = self._get(args, need_index=True, prefix="new_", run_key="new")
         if bpend is not None or npend is not None:
             states = {"base": b.state if b else _state_of(bpend), "new": n.state if n else _state_of(npend)}
-            if "error" in states.values():
+            if "error" in states.values() or "incomplete" in states.values():
                 errs = {k: _error_of(p) for k, p in (("base", bpend), ("new", npend)) if p is not None}
                 return json_response({"state": "error", "states": states, "errors": errs,
                                       "selection": {"base": bsel, "new": nsel}})

@@ -9,7 +9,7 @@ import time
 from typing import Optional
 
 from .. import progress
-from ..analyze import analyze_path
+from ..analyze import TRUNCATED, analyze_path
 from ..cache import ReportCache
 from ..report import Options
 from ..trace.reader import DEFAULT_MAX_BYTES
@@ -48,4 +48,6 @@ def analyze_job(path: str, options: Optional[Options] = None, max_bytes: int = D
             out = {"status": "error", "error": "out of memory while indexing the report"}
     out["seconds"] = round(time.monotonic() - t0, 3)
     out["truncated"] = is_truncation(out)
+    # the file ends early (analyze.truncation_error): "incomplete" in the dashboard, not an error
+    out["incomplete"] = out["status"] == "error" and str(out.get("error") or "").startswith(TRUNCATED + ":")
     return out

@@ -38,7 +38,10 @@ from .worker import WorkerDied, WorkerProcess
 
 log = logging.getLogger("tb_attention_plugin")
 
-STATES = ("waiting", "queued", "loading", "ready", "error")
+# "incomplete": the file is truncated (still being written, or cut short) and stayed so past the
+# grace period; it is analysed again when it changes. Not an error of the trace's content, and
+# never shown as a CPU-only trace.
+STATES = ("waiting", "queued", "loading", "ready", "error", "incomplete")
 PRIO_INTERACTIVE, PRIO_BACKGROUND = 0, 1
 
 
@@ -346,7 +349,8 @@ class Loader:
             e.loaded = loaded
             self._remember(e)
         else:
-            e.state, e.message = "error", result.get("error") or "unknown error"
+            e.state = "incomplete" if result.get("incomplete") else "error"
+            e.message = result.get("error") or "unknown error"
             e.summary, e.loaded = None, None
         self._changed.notify_all()
 

@@ -12,8 +12,9 @@ case, next to good runs) and ``docs/robustness.md``. Each :class:`Case` says wha
 * ``cli``: ``"ok"`` (analysed, exit 0), ``"warn"`` (analysed, exit 0, with a warning about what
   was skipped or repaired) or ``"error"`` (exit 2 and one ``error: <file>: <problem>`` line);
 * ``problem``: a regex the problem (or the warning, for ``"warn"``) must match;
-* ``plugin``: ``"ready"``, ``"error"`` (the run is listed with its message) or ``"absent"``
-  (not a trace file: not listed at all).
+* ``plugin``: ``"ready"``, ``"error"`` (the run is listed with its message), ``"incomplete"`` (a
+  truncated file: listed with its message, never as a CPU-only trace) or ``"absent"`` (not a trace
+  file: not listed at all).
 
 Nothing here materialises a big buffer: the gzip bombs are built from one compressed block
 repeated (full-flush deflate blocks are position independent), so a 2 GiB bomb is ~2 MB on disk
@@ -145,14 +146,16 @@ def build(outdir: str, tiny_traces: int = 2000, bombs: bool = True) -> list[Case
 
     # --- empty, truncated, not gzip, junk
     put("empty", T, b"", "empty file", "error", r"file is empty")
+    # a truncated trace is an error (exit 2; --allow-partial analyses the prefix), "incomplete" in the plugin
     put("truncated_json", T, good[: len(good) * 17 // 20],
-        "JSON cut at 85%, among the GPU kernels (a trace still being written)", "warn", r"truncated.*analysed the \d+ events before the cut")
+        "JSON cut at 85%, among the GPU kernels (a trace still being written)", "error",
+        r"^truncated: file ends early .*--allow-partial", plugin="incomplete")
     put("truncated_json_head", T, good[:40], "JSON cut before the first event", "error", r"ends early|not a complete")
     gz = gzip.compress(good, 6, mtime=0)
-    put("truncated_gzip", T + ".gz", gz[: len(gz) // 2], "gzip cut in half", "warn",
-        r"truncated.*analysed the \d+ events before the cut")
+    put("truncated_gzip", T + ".gz", gz[: len(gz) // 2], "gzip cut in half", "error",
+        r"^truncated: .*--allow-partial", plugin="incomplete")
     put("truncated_gzip_header", T + ".gz", gz[:5], "gzip cut inside its header", "error",
-        r"ends early|empty|corrupt gzip")
+        r"^truncated: file ends early", plugin="incomplete")
     put("gz_plain_text", T + ".gz", b"this is not gzip, just text\n", "a .gz that is plain text", "error",
         r"not a JSON trace")
     put("gz_binary_junk", T + ".gz", bytes(rnd.randrange(256) for _ in range(4096)),

@@ -138,16 +138,18 @@ def _complete_events(text: str) -> list:
         out.append(ev)
 
 
-def test_a_truncated_trace_is_analysed_up_to_the_cut(corpus):
+def test_a_truncated_trace_is_analysed_up_to_the_cut_with_allow_partial(corpus):
     root, _ = corpus
     path = os.path.join(root, "truncated_json", "w.1.pt.trace.json")
     with open(path, encoding="utf-8") as f:
         whole = _complete_events(f.read())
     gpu = [e for e in whole if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
     code, out, err, _ = run_cli(["analyze", "-f", "json", path])
+    assert code == 2 and one_error_line(err, path).startswith("truncated: ")
+    code, out, err, _ = run_cli(["analyze", "-f", "json", "--allow-partial", path])
     assert code == 0 and err == ""
     rep = json.loads(out)["traces"][0]
-    assert rep["status"] == "ok"
+    assert rep["status"] == "ok" and rep["trace"]["partial"] is True
     assert any(f"analysed the {len(whole)} events before the cut" in w for w in rep["warnings"]), rep["warnings"]
     full_path = os.path.join(root, "good", "w.1.pt.trace.json.gz")
     full = json.loads(run_cli(["analyze", "-f", "json", full_path])[1])["traces"][0]
@@ -165,8 +167,9 @@ def _trace_bytes(n: int) -> bytes:
 
 
 def test_a_file_that_grows_while_it_is_read(tmp_path):
-    """The profiler still writing: whatever the CLI sees is analysed, with a warning if it ends
-    early; it never hangs waiting for more and never fails on a half-written event."""
+    """The profiler still writing: with --allow-partial whatever the CLI sees is analysed, with a
+    warning if it ends early; it never hangs waiting for more and never fails on a half-written
+    event."""
     data = _trace_bytes(60_000)
     path = tmp_path / "live.pt.trace.json"
     path.write_bytes(data[: len(data) // 10])
@@ -183,7 +186,7 @@ def test_a_file_that_grows_while_it_is_read(tmp_path):
     t = threading.Thread(target=writer)
     t.start()
     try:
-        code, out, err, _ = run_cli(["analyze", "-f", "json", str(path)])
+        code, out, err, _ = run_cli(["analyze", "-f", "json", "--allow-partial", str(path)])
     finally:
         stop.set()
         t.join()
@@ -192,7 +195,7 @@ def test_a_file_that_grows_while_it_is_read(tmp_path):
     n = len(rep["kernels"])
     truncated = [w for w in rep["warnings"] if w.startswith("the file is truncated")]
     assert 0 < n <= 60_000
-    assert (n < 60_000) == bool(truncated), (n, rep["warnings"])
+    assert (n < 60_000) == bool(truncated) == rep["trace"]["partial"], (n, rep["warnings"])
 
 
 def test_a_file_deleted_while_it_is_read(tmp_path):

@@ -102,7 +102,9 @@ def test_half_written_trace_waits_then_loads(logdir, served):
     assert not summ["warnings"]
 
 
-def test_truncated_old_trace_is_reported_with_its_warning(logdir, served):
+def test_truncated_old_trace_is_incomplete_not_cpu_only(logdir, served):
+    """A file that stays truncated past the grace period is "incomplete" (in /runs, /status and
+    every route), with the truncation message: never analysed as a trace without GPU kernels."""
     data = gzip.decompress(open(sample_file("sdpa_flash_s2048_fwd"), "rb").read())
     path = logdir / "cut" / "old.pt.trace.json"
     path.parent.mkdir()
@@ -112,8 +114,10 @@ def test_truncated_old_trace_is_reported_with_its_warning(logdir, served):
     s = served(grace_secs=30.0)
     s.settled(1)
     r = s.get("/summary", run="cut").json
-    assert r["state"] == "ready"
-    assert any("truncated" in w for w in r["summary"]["warnings"])
+    assert r["state"] == "incomplete" and r["error"].startswith("truncated: ")
+    f = s.runs()["runs"][0]["files"][0]
+    assert f["state"] == "incomplete" and f["message"] == r["error"] and "notices" not in f
+    assert s.get("/status").json["counts"]["incomplete"] == 1
 
 
 def test_fresh_file_waits_for_settling(logdir, served):
