@@ -155,7 +155,7 @@ class _Run:
 # the kernel fields the rules read (building only these is several times cheaper)
 _ROW_FIELDS = ("id", "name", "ts", "dur_us", "device", "phase", "direction", "bound", "flops", "bytes", "memory_util",
                "compute_util", "instance", "dtype", "peak", "kind", "op", "cost_op", "module", "scope",
-               "attention", "core", "estimated", "intensity", "shapes", "cost_detail", "module_path")
+               "attention", "core", "estimated", "intensity", "shapes", "cost_detail", "module_path", "source")
 
 
 def _attention_rows(kernels) -> list[dict]:
@@ -180,15 +180,19 @@ def _dir(d: str) -> str:
 
 def _group(rows: list[dict], top: int = 5) -> list[dict]:
     """Kernel rows grouped by (name, phase, direction): calls, time, time-weighted utilisations,
-    the bound of most of their time."""
+    the bound of most of their time, the source line (with_stack) of most of their time."""
     g: dict = {}
     for k in rows:
         key = (k["name"], k["phase"], k["direction"])
-        e = g.setdefault(key, {"t": 0.0, "n": 0, "mu": 0.0, "cu": 0.0, "w": 0.0, "bounds": {}})
+        e = g.setdefault(key, {"t": 0.0, "n": 0, "mu": 0.0, "cu": 0.0, "w": 0.0, "bounds": {}, "src": {}})
         d = k["dur_us"] or 0.0
         e["t"] += d
         e["n"] += 1
         e["bounds"][k["bound"]] = e["bounds"].get(k["bound"], 0.0) + d
+        src = k.get("source")
+        if src:
+            sk = (src["file"], src["line"], src["function"])
+            e["src"][sk] = e["src"].get(sk, 0.0) + d
         if k.get("memory_util") is not None and k.get("compute_util") is not None:
             e["mu"] += k["memory_util"] * d
             e["cu"] += k["compute_util"] * d
@@ -198,8 +202,16 @@ def _group(rows: list[dict], top: int = 5) -> list[dict]:
         out.append({"name": name, "phase": phase, "direction": direction, "calls": e["n"], "time_us": _r(e["t"]),
                     "bound": max(e["bounds"].items(), key=lambda x: x[1])[0],
                     "memory_util": _r(e["mu"] / e["w"], 4) if e["w"] else None,
-                    "compute_util": _r(e["cu"] / e["w"], 4) if e["w"] else None})
+                    "compute_util": _r(e["cu"] / e["w"], 4) if e["w"] else None,
+                    "source": _main_source(e["src"])})
     return out
+
+
+def _main_source(acc: dict) -> Optional[dict]:
+    if not acc:
+        return None
+    f, ln, fn = max(acc.items(), key=lambda x: x[1])[0]
+    return {"file": f, "line": ln, "function": fn}
 
 
 def _phases(rows: list[dict]) -> list[dict]:

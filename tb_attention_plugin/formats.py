@@ -326,6 +326,24 @@ KERNEL_HEADERS = ["kernel", "phase", "dir", "calls", "total", "bound", "mem util
 MARKDOWN_NAME = 70     # kernel names in markdown tables are cut to this many characters
 
 
+def where(src: Optional[dict]) -> str:
+    """A source line (sources.py) as ``file.py:123`` (the file's last path component); empty without."""
+    if not src:
+        return ""
+    return f"{src['file'].rsplit('/', 1)[-1]}:{src['line']}"
+
+
+def advice_sources(finding: dict, n: int = 3) -> list[dict]:
+    """The distinct source lines of a finding's evidence kernel groups, longest first."""
+    seen, out = set(), []
+    for g in sorted((finding.get("evidence") or {}).get("kernels") or [], key=lambda g: -(g.get("time_us") or 0)):
+        s = g.get("source")
+        if s and (s["file"], s["line"]) not in seen:
+            seen.add((s["file"], s["line"]))
+            out.append(s)
+    return out[:n]
+
+
 def short_kernel_name(name: str) -> str:
     """A kernel's name without what a narrow table cannot afford: the return type, ``(anonymous
     namespace)::``, template arguments and the parameter list (``--wide`` shows the whole name)."""
@@ -350,7 +368,10 @@ def _top_kernel_rows(rep: dict, top: int, name_width: Optional[int], short: bool
         e = k.get("estimated")
         shown = short_kernel_name(name) if short else name
         rows.append([cut_middle(shown, name_width), PHASE_LABELS.get(ph, ph), "fwd" if d == "forward" else "bwd",
-                     str(n), us(t), k["bound"], est(pct(k["memory_util"]), e), est(pct(k["compute_util"]), e)])
+                     str(n), us(t), k["bound"], est(pct(k["memory_util"]), e), est(pct(k["compute_util"]), e),
+                     where(k.get("source"))])
+    if not any(r[-1] for r in rows):      # the source column only for traces recorded with_stack
+        rows = [r[:-1] for r in rows]
     return rows
 
 
@@ -391,7 +412,11 @@ def render_text(reports: list[dict], markdown: bool = False, top: int = 10, memo
             rows = _top_kernel_rows(rep, top, MARKDOWN_NAME if markdown else None, short=width is not None)
             if rows:
                 out.append(("### " if markdown else "") + "Top attention kernels (by total time)")
-                out.append(text_table(KERNEL_HEADERS, rows, markdown, width, cut=(0, 1), drop=(3, 2, 7)))
+                # the user's source line (sources.py) of each group's longest kernel, when recorded
+                with_src = len(rows[0]) > len(KERNEL_HEADERS)
+                headers = KERNEL_HEADERS + (["source"] if with_src else [])
+                out.append(text_table(headers, rows, markdown, width, cut=(0, 1) + ((8,) if with_src else ()),
+                                      drop=(3, 2, 7) + ((8,) if with_src else ())))
                 out.append("")
         if memory:
             out.append(render_memory_text(rep, markdown, width))
@@ -405,6 +430,10 @@ def render_text(reports: list[dict], markdown: bool = False, top: int = 10, memo
             out.append(para(f"advice [{a.get('severity')}{g}]: {a.get('title')}: {a.get('detail')}", width))
             if a.get("how"):
                 out.append(para(f"  how: {a['how']}", width, indent="    "))
+            srcs = advice_sources(a)
+            if srcs:
+                out.append(para("  where: " + ", ".join(f"{where(s)} ({s['function']})" for s in srcs), width,
+                                indent="    "))
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 

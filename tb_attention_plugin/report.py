@@ -128,12 +128,22 @@ def analyze_trace(trace: Trace, options: Optional[Options] = None) -> dict:
     tagging = tag(trace, links, opt.module_pattern, opt.annotation_pattern)
     attr = attribute(trace, links)
     rep = build_report(trace, links, tagging, attr, opt)
+    _sources(rep, trace, links)                   # sources.py: the user's source line per attention kernel
     progress.stage("memory")
     rep["memory"] = _memory_block(trace, links, tagging, attr, rep)
     progress.stage("advice")
     rep["advice"] = _advice(rep, trace, links, tagging)
     rep["attention_backends"] = _backends(rep, trace, links)     # advice.py: compare/check name them
     return rep
+
+
+def _sources(rep, trace, links) -> None:
+    """``source`` on attention kernel rows, ``sources`` on phase rows; a failure never loses the report."""
+    from .sources import attach_sources
+    try:
+        attach_sources(rep, trace, links)
+    except Exception as e:  # noqa: BLE001 - reported in warnings
+        rep["warnings"].append(f"source lines failed: {type(e).__name__}: {e}")
 
 
 def _backends(rep, trace, links) -> list:

@@ -20,8 +20,8 @@ FIELDS = ("id", "name", "kind", "ts", "dur_us", "device", "stream", "step", "att
           "bytes", "dram_bytes", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s", "peak", "peak_flops_per_s",
           "compute_util", "memory_util", "bound", "bound_reason", "estimated", "cost_share", "grid", "block",
           "occupancy_pct", "measured")
-# Optional fields, present on attention rows only.
-EXTRA = ("shapes", "cost_detail")
+# Optional fields, present on attention rows only (source: sources.py, with_stack traces).
+EXTRA = ("shapes", "cost_detail", "source")
 
 
 @functools.lru_cache(maxsize=8)

@@ -12,6 +12,9 @@ cost model actually looks at. Both Kineto schemas are mapped to one vocabulary h
 * GPU activities: ``kernel``/``Kernel``, ``gpu_memcpy``/``Memcpy``, ``gpu_memset``/``Memset``.
 * ``fwdbwd`` flows, ``[memory]`` instant events, ``gpu_user_annotation`` ranges, CUPTI
   ``cuda_profiler_range`` counter events, thread names.
+* ``stacks``: the user's own Python frames among the other ``python_function`` events
+  (``train.py(42): forward``; :mod:`.stacks` says which are user code), kept apart from the
+  ranges so that they change no nesting: they only answer "where in my code" (source lines).
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ import numpy as np
 from .. import progress as _progress
 from .events import NO_ARGS, Args, Event
 from .reader import DEFAULT_MAX_BYTES, TraceReadError, TraceTruncated, read_trace
+from .stacks import user_frame
 
 # CPU range kinds
 OP, ANNOTATION, MODULE, PYFUNC, LAUNCH = 0, 1, 2, 3, 4
@@ -125,6 +129,7 @@ class Trace:
     base_us: float                # every *_ns column is nanoseconds after this timestamp
     stats: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    stacks: dict[str, np.ndarray] = field(default_factory=dict)   # user Python frames (trace/stacks.py)
 
     @property
     def n_ranges(self) -> int:
@@ -217,6 +222,8 @@ _FLOW_COLS = dict(start="b", id="q", thread="i", ts="d")
 _MEMORY_COLS = dict(ts="d", thread="i", addr="q", bytes="q", total_allocated="q",
                     total_reserved="q", device_type="i", device_id="i")
 _GPU_ANN_COLS = dict(name="i", device="i", stream="q", ts="d", dur="d", ext="q", ext1="q")
+_STACK_COLS = dict(name="i", thread="i", ts="d", dur="d")
+_USER = -2                # python frame kind: a user frame, kept in the stacks table
 
 # Attribute getters: with map() they read struct fields in C, not in the bytecode loop.
 _g_name, _g_cat, _g_ts, _g_dur, _g_args, _g_pid, _g_tid = (attrgetter(a) for a in (
@@ -268,6 +275,7 @@ class TraceBuilder:
         self.flows = _Table(_FLOW_COLS)
         self.memory = _Table(_MEMORY_COLS)
         self.gpu_ann = _Table(_GPU_ANN_COLS)
+        self.stacks = _Table(_STACK_COLS)
         self.counters: list[dict] = []
         self.thread_names: dict[tuple, str] = {}
         self.counts = {"events": 0, "python_dropped": 0, "no_ts": 0, "negative_dur": 0, "other": 0}
@@ -360,15 +368,22 @@ class TraceBuilder:
                 kinds[name] = MODULE
             elif keep(name):
                 kinds[name] = PYFUNC
+            elif user_frame(name) is not None:
+                kinds[name] = _USER
             else:
                 kinds[name] = -1
         modules = [e for e in evs if kinds[e.name] == MODULE]
         funcs = [e for e in evs if kinds[e.name] == PYFUNC]
-        self.counts["python_dropped"] += len(evs) - len(modules) - len(funcs)
+        users = [e for e in evs if kinds[e.name] == _USER]
+        self.counts["python_dropped"] += len(evs) - len(modules) - len(funcs) - len(users)
         if modules:
             self._add_ranges(MODULE, modules)
         if funcs:
             self._add_ranges(PYFUNC, funcs)
+        if users:
+            self.stacks.extend(name=self._intern_names(list(map(_g_name, users))),
+                               thread=self._intern_threads(users),
+                               ts=array("d", map(_g_ts, users)), dur=array("d", map(_g_dur, users)))
 
     def _add_ranges(self, kind: int, evs: list[Event]) -> None:
         n = len(evs)
@@ -492,7 +507,8 @@ class TraceBuilder:
     # -- parallel reading (parallel.py): one chunk's columns out, merged back in file order ------
     def export(self) -> dict:
         return {"strings": self.strings.items, "threads": self.threads.items, "sigs": self.sigs.items,
-                "tables": {name: getattr(self, name).cols for name in ("ranges", "gpu", "flows", "memory", "gpu_ann")},
+                "tables": {name: getattr(self, name).cols
+                           for name in ("ranges", "gpu", "flows", "memory", "gpu_ann", "stacks")},
                 "thread_names": self.thread_names, "counters": self.counters, "counts": self.counts,
                 "categories": self.categories}
 
@@ -504,7 +520,8 @@ class TraceBuilder:
         tmap = mapping(self.threads, exp["threads"])
         gmap = mapping(self.sigs, exp["sigs"])
         remap = {"ranges": {"name": smap, "thread": tmap, "sig": gmap}, "gpu": {"name": smap},
-                 "flows": {"thread": tmap}, "memory": {"thread": tmap}, "gpu_ann": {"name": smap}}
+                 "flows": {"thread": tmap}, "memory": {"thread": tmap}, "gpu_ann": {"name": smap},
+                 "stacks": {"name": smap, "thread": tmap}}
         for name, cols in exp["tables"].items():
             table = getattr(self, name)
             for k, a in cols.items():
@@ -555,6 +572,7 @@ class TraceBuilder:
         flows = self._clean(self.flows.freeze())
         memory = self._clean(self.memory.freeze())
         gpu_ann = self._clean(self.gpu_ann.freeze())
+        stacks = self._clean(self.stacks.freeze())
         # a GPU activity without a device field is on the device its pid names
         gpu["device"] = np.where(gpu["device"] >= 0, gpu["device"], np.maximum(gpu["pid"], 0)).astype(np.int32)
         # ops recorded without shapes: their empty signature is no signature
@@ -565,7 +583,7 @@ class TraceBuilder:
         # containment tests, and no float64 precision loss on epoch-based microsecond clocks.
         starts = [t["ts"] for t in (ranges, gpu, flows, memory, gpu_ann) if len(t["ts"])]
         base = float(min(a.min() for a in starts)) if starts else 0.0
-        for t in (ranges, gpu, gpu_ann):
+        for t in (ranges, gpu, gpu_ann, stacks):
             t["ts_ns"] = np.rint((t["ts"] - base) * 1000.0).astype(np.int64)
             t["dur_ns"] = np.rint(t["dur"] * 1000.0).astype(np.int64)
         for t in (flows, memory):
@@ -577,7 +595,7 @@ class TraceBuilder:
         return Trace(path=path, meta=meta, strings=self.strings.items, ranges=ranges, gpu=gpu,
                      flows=flows, memory=memory, gpu_annotations=gpu_ann, signatures=sigs,
                      counters=self.counters, thread_names=self.thread_names,
-                     threads=self.threads.items, base_us=base, stats=st)
+                     threads=self.threads.items, base_us=base, stats=st, stacks=stacks)
 
 
 def load_trace(path: str, max_bytes: int = DEFAULT_MAX_BYTES,

@@ -1,0 +1,78 @@
+"""Source lines: the user's code that launched each attention kernel.
+
+With ``with_stack=True`` a trace records the Python frames around every op. For each attention
+kernel, the op that launched it (for a backward kernel: the forward op it differentiates, since
+autograd runs the backward outside any Python frame) is looked up in the trace's user frames
+(trace/stacks.py): the innermost one is the kernel row's ``source: {file, line, function}``.
+Phase rows get ``sources``: the three lines with the most kernel time in the phase. All lookups
+are one vectorised pass over the attention kernels, and one dict per distinct frame.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from .trace.stacks import frame_json, innermost
+
+TOP_SOURCES = 3
+
+
+def kernel_frames(trace, links, ids: np.ndarray) -> np.ndarray:
+    """For GPU activity ids, the index of the innermost user frame around the op that launched
+    each (its forward op for backward kernels), or -1."""
+    out = np.full(len(ids), -1, dtype=np.int64)
+    stacks = getattr(trace, "stacks", None) or {}
+    if not len(ids) or not len(stacks.get("ts", ())):
+        return out
+    gp = np.asarray(links.gpu_parent)
+    ok = (ids >= 0) & (ids < len(gp))
+    r = np.full(len(ids), -1, dtype=np.int64)
+    r[ok] = gp[ids[ok]]
+    has = r >= 0
+    broot = np.full(len(ids), -1, dtype=np.int64)
+    broot[has] = np.asarray(links.backward_root)[r[has]]
+    bwd = broot >= 0
+    r[bwd] = np.asarray(links.forward_of)[broot[bwd]]
+    has = r >= 0
+    R = trace.ranges
+    out[has] = innermost(stacks, R["thread"][r[has]].astype(np.int64), R["ts_ns"][r[has]])
+    return out
+
+
+def attach_sources(report: dict, trace, links) -> None:
+    """Set ``source`` on the attention kernel rows and ``sources`` on the phase rows."""
+    kt = report.get("kernels")
+    cols = getattr(kt, "columns", None)
+    if not isinstance(cols, dict) or "attention" not in cols or trace is None or links is None:
+        return
+    rows = np.flatnonzero(np.asarray(cols["attention"], dtype=bool))
+    if not len(rows) or not len((getattr(trace, "stacks", None) or {}).get("ts", ())):
+        return
+    ids = np.asarray(cols["id"], dtype=np.int64)[rows]
+    frames = kernel_frames(trace, links, ids)
+    memo: dict[int, Optional[dict]] = {}
+    dur = np.nan_to_num(np.asarray(cols["dur_us"], dtype=np.float64))[rows]
+    phase, direction = kt._col_values("phase", rows), kt._col_values("direction", rows)
+    per_phase: dict = {}
+    for row, f, d, ph, dr in zip(rows.tolist(), frames.tolist(), dur.tolist(), phase, direction):
+        if f < 0:
+            continue
+        src = memo.get(f, False)
+        if src is False:
+            src = memo[f] = frame_json(trace.strings, trace.stacks, f)
+        if src is None:
+            continue
+        e = kt.extras.get(row)
+        if e is None:
+            kt.extras[row] = {"source": src}
+        else:
+            e["source"] = src
+        key = (src["file"], src["line"], src["function"])
+        acc = per_phase.setdefault((ph, dr), {})
+        acc[key] = acc.get(key, 0.0) + d
+    for p in report.get("phases") or []:
+        acc = per_phase.get((p.get("phase"), p.get("direction")))
+        if acc:
+            top = sorted(acc.items(), key=lambda x: -x[1])[:TOP_SOURCES]
+            p["sources"] = [{"file": f, "line": ln, "function": fn, "time_us": round(t, 3)} for (f, ln, fn), t in top]
