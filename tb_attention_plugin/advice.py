@@ -728,7 +728,7 @@ def _dropout_in_inference(run: _Run) -> Optional[dict]:
     detail += ". If this is inference, dropout only adds noise and time."
     return {"id": "dropout_in_inference", "title": "Dropout active without a backward pass", "detail": detail,
             "evidence": ev, "estimated_gain_us": _r(t) if rows else None,
-            "removable_us": _r(t) if rows else _r(sum(sum(k["dur_us"] or 0.0 for k in run.call_rows(c)) for c in sdpa_p)),
+            "removable_us": _r(t) if rows else _r(sum(k["dur_us"] or 0.0 for c in sdpa_p for k in run.call_rows(c))),
             "how": ("Call model.eval() before inference (nn.Dropout becomes the identity) and run under "
                     "torch.inference_mode(); for F.scaled_dot_product_attention pass dropout_p=self.p if "
                     "self.training else 0.0.")}

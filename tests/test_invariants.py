@@ -247,7 +247,8 @@ def _premise(a: _Analysed, finding: dict) -> Optional[str]:
         if "dropout_p" in finding["how"] and _phase_time(rep, ("dropout",)) <= 0:
             return "suggests dropout_p for a run without dropout kernels"
         dt = ev.get("dtype")
-        if dt and ev.get("peak") not in (dt, None) and dt in (rep.get("device") or {}).get("peaks", {}).get("flops", {}):
+        known = (rep.get("device") or {}).get("peaks", {}).get("flops", {})
+        if dt and ev.get("peak") not in (dt, None) and dt in known:
             return f"estimated on the {ev.get('peak')} peak for {dt} attention"
     elif i == "sdpa_math_backend":
         if "aten::_scaled_dot_product_attention_math" not in a.names:

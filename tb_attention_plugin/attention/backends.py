@@ -61,7 +61,7 @@ def fused_backend(op: Optional[str], name: Optional[str]) -> Optional[str]:
     return "fused_other" if n else None
 
 
-def _rows(kernels: Any) -> Iterable[tuple]:
+def _rows(kernels: Any) -> Iterable[tuple[Any, ...]]:
     """(phase, direction, dur_us, op, name, scope, id) of the attention kernels of a kernel table: the
     engine's columnar table, the dashboard's compact table, or a list of row dicts."""
     import numpy as np
@@ -71,7 +71,7 @@ def _rows(kernels: Any) -> Iterable[tuple]:
     if isinstance(cols, dict) and "attention" in cols:                     # table.KernelTable
         idx = np.flatnonzero(np.asarray(cols["attention"], dtype=bool))
 
-        def col(c: str) -> list:
+        def col(c: str) -> list[Any]:
             x = cols.get(c)
             if x is None:
                 return [None] * len(idx)
@@ -79,13 +79,13 @@ def _rows(kernels: Any) -> Iterable[tuple]:
                 v = x.vocab
                 return [v[i] for i in np.asarray(x.codes)[idx].tolist()]
             if isinstance(x, np.ndarray):
-                return x[idx].tolist()
+                return list(x[idx].tolist())
             return [x[i] for i in idx.tolist()]
         return zip(*(col(c) for c in ("phase", "direction", "dur_us", "op", "name", "scope", "id")))
     if hasattr(kernels, "text_values") and hasattr(kernels, "attention"):  # server.index.KernelTable
         idx = np.flatnonzero(kernels.attention)
 
-        def col(c: str) -> list:
+        def col(c: str) -> list[Any]:
             if c in kernels.text:
                 v = kernels.text_values[c]
                 return [v[i] if i >= 0 else None for i in kernels.text[c][idx].tolist()]
@@ -93,19 +93,19 @@ def _rows(kernels: Any) -> Iterable[tuple]:
                 v = kernels.cat_values.get(c, [])
                 return [v[i] if i >= 0 else None for i in kernels.cat[c][idx].tolist()]
             if c in kernels.num:
-                return kernels.num[c][idx].tolist()
+                return list(kernels.num[c][idx].tolist())
             return [None] * len(idx)
         return zip(*(col(c) for c in ("phase", "direction", "dur_us", "op", "name", "scope", "id")))
     return ((k.get("phase"), k.get("direction"), k.get("dur_us"), k.get("op"), k.get("name"), k.get("scope"),
              k.get("id")) for k in kernels if k.get("attention"))
 
 
-def backends(kernels: Any, math_ids: frozenset = frozenset()) -> list[dict]:
+def backends(kernels: Any, math_ids: frozenset[int] = frozenset()) -> list[dict[str, Any]]:
     """The core-attention implementations of a report's kernels, longest first:
     ``[{backend, label, time_us, kernels, forward_us, backward_us}]``. ``math_ids``: ids of the
     kernels the trace shows inside SDPA's math backend (the op tree, which the rows do not hold)."""
-    memo: dict = {}
-    out: dict = {}
+    memo: dict[tuple[Any, Any], Optional[str]] = {}
+    out: dict[str, dict[str, Any]] = {}
 
     def add(be: str, direction: str, d: float) -> None:
         e = out.setdefault(be, {"backend": be, "label": BACKEND_LABELS[be], "time_us": 0.0, "kernels": 0,
@@ -115,7 +115,7 @@ def backends(kernels: Any, math_ids: frozenset = frozenset()) -> list[dict]:
         e["backward_us" if direction == "backward" else "forward_us"] += d
 
     triton = False
-    eager: list = []
+    eager: list[tuple[Any, float]] = []
     for phase, direction, dur, op, name, scope, kid in _rows(kernels):
         if phase not in P.CORE_PHASES:
             continue
@@ -145,7 +145,7 @@ def backends(kernels: Any, math_ids: frozenset = frozenset()) -> list[dict]:
     return rows
 
 
-def describe(rows: list[dict], share: float = 0.05) -> str:
+def describe(rows: list[dict[str, Any]], share: float = 0.05) -> str:
     """A side's backends in words: the main one, and any other above ``share`` of core time
     ("cuDNN (SDPA)", "FlashAttention (SDPA) + eager (decomposed)"); "none" without core attention."""
     total = sum(r["time_us"] for r in rows)
@@ -154,5 +154,5 @@ def describe(rows: list[dict], share: float = 0.05) -> str:
     return " + ".join(r["label"] for r in rows if r["time_us"] >= share * total) or rows[0]["label"]
 
 
-def main_backend(rows: list[dict]) -> Optional[str]:
-    return rows[0]["backend"] if rows and rows[0]["time_us"] > 0 else None
+def main_backend(rows: list[dict[str, Any]]) -> Optional[str]:
+    return str(rows[0]["backend"]) if rows and rows[0]["time_us"] > 0 else None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import sys
 from functools import lru_cache
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -47,7 +47,7 @@ def user_frame(name: str) -> Optional[tuple[str, int, str]]:
     return path, int(m.group("line")), m.group("func")
 
 
-def innermost(stacks: dict, thread: np.ndarray, ts_ns: np.ndarray) -> np.ndarray:
+def innermost(stacks: dict[str, np.ndarray], thread: np.ndarray, ts_ns: np.ndarray) -> np.ndarray:
     """For each (thread, time) point, the index (into ``stacks``) of the innermost user frame on
     that thread whose span contains the time, or -1."""
     out = np.full(len(thread), -1, dtype=np.int64)
@@ -94,7 +94,7 @@ def innermost(stacks: dict, thread: np.ndarray, ts_ns: np.ndarray) -> np.ndarray
     return out
 
 
-def frame_json(strings: list, stacks: dict, i: int) -> Optional[dict]:
+def frame_json(strings: list[str], stacks: dict[str, np.ndarray], i: int) -> Optional[dict[str, Any]]:
     """``{file, line, function}`` of frame ``i`` of the stacks table (None for -1)."""
     if i < 0:
         return None
