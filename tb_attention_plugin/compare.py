@@ -651,6 +651,9 @@ def _notes(b: dict, n: dict, per_step: bool) -> list[str]:
             out.append(f"the {which} aggregates traces from different GPUs")
         if s["traces"] > 1:
             out.append(f"the {which} aggregates {s['traces']} traces ({s['steps']} steps)")
+        if s.get("partial"):
+            out.append(f"the {which} holds a truncated trace read with --allow-partial: its numbers cover only "
+                       f"the events before the cut")
         if (s["totals"].get("attention_time_us") or 0) == 0:
             out.append(f"no attention found in the {which}")
         if "no_shapes" in s["notices"]:
@@ -728,7 +731,7 @@ def check(cmp: dict, max_regression_pct: Optional[float] = None,
         if be and be.get("changed"):
             parts.append(f"The attention backend changed: {be['base_label']} → {be['new_label']}.")
     for nt in cmp["notes"]:
-        if nt.startswith("the runs hold different numbers") or nt.startswith("different GPUs"):
+        if nt.startswith(("the runs hold different numbers", "different GPUs")) or "truncated trace" in nt:
             parts.append(f"Note: {nt}.")
     return {"passed": not failures, "failures": failures,
             "regression_pct": None if reg is None or reg == float("inf") else reg,

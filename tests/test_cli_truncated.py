@@ -80,6 +80,7 @@ def test_allow_partial_marks_every_output(tmp_path, capsys, whole, frac, gz):
     code, out, _ = run(["compare", sample(SOURCE), path, "-f", "json", "--allow-partial"], capsys)
     cmp = json.loads(out)
     assert code == 0 and cmp["new"]["partial"] is True and cmp["base"]["partial"] is False
+    assert any("truncated trace read with --allow-partial" in n for n in cmp["notes"])
 
 
 def test_allow_partial_is_not_served_from_the_cache_without_the_flag(tmp_path, capsys, whole):

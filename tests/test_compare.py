@@ -275,3 +275,12 @@ def test_backends_of_the_other_implementations():
     assert fused_backend(None, "triton_tem_fused_flex_attention_0") == "flex"
     assert fused_backend("aten::_cudnn_attention_forward", "Memset (Device)") == "cudnn"
     assert fused_backend(None, "Memset (Device)") is None
+
+
+def test_aggregated_sides_sum_their_backends(reports):
+    side = aggregate([summarize(reports["sdpa_flash_s2048_fwd"]), summarize(reports["naive_bf16_s2048_fwd"])], "dir")
+    got = {b["backend"]: b["time_us"] for b in side["backends"]}
+    assert got["flash"] == pytest.approx(reports["sdpa_flash_s2048_fwd"]["fused_time_us"], abs=0.01)
+    assert got["eager"] == pytest.approx(reports["naive_bf16_s2048_fwd"]["unfused_core_time_us"], abs=0.01)
+    c = compare_reports(side, reports["sdpa_flash_s2048_fwd"])
+    assert c["backends"]["base_label"] == "eager (decomposed) + FlashAttention (SDPA)" and c["backends"]["changed"]
