@@ -66,9 +66,20 @@ _ELEMENTWISE = ("scale", "mask", "softmax", "dropout")
 def advise(report: dict, trace=None, links=None, tagging=None) -> list[dict]:
     """The findings for one report (trace, links and tagging give the recorded op inputs; without
     them the rules that need inputs stay silent)."""
+    return _advise(_Run(report, trace, links))
+
+
+def advice_and_backends(report: dict, trace=None, links=None, tagging=None) -> tuple[list[dict], list[dict]]:
+    """``advice`` and ``attention_backends`` of one report, from one look at its SDPA calls."""
+    from .attention.backends import backends
+    run = _Run(report, trace, links)
+    return _advise(run), backends(report.get("kernels"), frozenset(run.math_kernel_ids()))
+
+
+def _advise(run: "_Run") -> list[dict]:
+    report = run.rep
     if report.get("status") not in (None, "ok") or not report.get("attention_time_us"):
         return []
-    run = _Run(report, trace, links)
     out = []
     for rule in (_fuse_attention, _sdpa_math_backend, _fp32_attention, _head_dim_alignment, _decode_kv_heads,
                  _dropout_in_inference, _launch_overhead, _slow_backward):
@@ -79,14 +90,6 @@ def advise(report: dict, trace=None, links=None, tagging=None) -> list[dict]:
     rank = {"high": 0, "medium": 1, "low": 2}
     out.sort(key=lambda a: (rank[a["severity"]], -(a["estimated_gain_us"] or 0.0)))
     return out
-
-
-def attention_backends(report: dict, trace=None, links=None) -> list[dict]:
-    """The report's ``attention_backends``: core attention time per implementation
-    (attention/backends.py), with the kernels the trace shows inside SDPA's math backend."""
-    from .attention.backends import backends
-    run = _Run(report, trace, links)
-    return backends(report.get("kernels"), frozenset(run.math_kernel_ids()))
 
 
 # ------------------------------------------------------------------ the run, in a usable form

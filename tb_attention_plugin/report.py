@@ -132,8 +132,8 @@ def analyze_trace(trace: Trace, options: Optional[Options] = None) -> dict:
     progress.stage("memory")
     rep["memory"] = _memory_block(trace, links, tagging, attr, rep)
     progress.stage("advice")
-    rep["advice"] = _advice(rep, trace, links, tagging)
-    rep["attention_backends"] = _backends(rep, trace, links)     # advice.py: compare/check name them
+    # advice.py: findings, and the attention backends that compare/check name
+    rep["advice"], rep["attention_backends"] = _advice(rep, trace, links, tagging)
     return rep
 
 
@@ -146,24 +146,15 @@ def _sources(rep, trace, links) -> None:
         rep["warnings"].append(f"source lines failed: {type(e).__name__}: {e}")
 
 
-def _backends(rep, trace, links) -> list:
-    """``attention_backends`` (attention/backends.py via advice.py); a failure never loses the report."""
-    from .advice import attention_backends
+def _advice(rep, trace, links, tagging) -> tuple:
+    """``advice`` and ``attention_backends`` (advice.py): findings from this run's numbers and its
+    attention implementations; a failure there never loses the report."""
+    from .advice import advice_and_backends
     try:
-        return attention_backends(rep, trace, links)
-    except Exception as e:  # noqa: BLE001 - reported in warnings
-        rep["warnings"].append(f"attention backends failed: {type(e).__name__}: {e}")
-        return []
-
-
-def _advice(rep, trace, links, tagging) -> list:
-    """``advice`` (advice.py): findings from this run's numbers; a failure there never loses the report."""
-    from .advice import advise
-    try:
-        return advise(rep, trace, links, tagging)
+        return advice_and_backends(rep, trace, links, tagging)
     except Exception as e:  # noqa: BLE001 - reported in warnings
         rep["warnings"].append(f"advice failed: {type(e).__name__}: {e}")
-        return []
+        return [], []
 
 
 def _memory_block(trace, links, tagging, attr, rep) -> dict:
