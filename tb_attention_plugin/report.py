@@ -128,9 +128,9 @@ def analyze_trace(trace: Trace, options: Optional[Options] = None) -> dict:
     tagging = tag(trace, links, opt.module_pattern, opt.annotation_pattern)
     attr = attribute(trace, links)
     rep = build_report(trace, links, tagging, attr, opt)
-    _sources(rep, trace, links)                   # sources.py: the user's source line per attention kernel
     progress.stage("memory")
     rep["memory"] = _memory_block(trace, links, tagging, attr, rep)
+    _sources(rep, trace, links)                   # sources.py: the user's source line per attention kernel
     progress.stage("advice")
     # advice.py: findings, and the attention backends that compare/check name
     rep["advice"], rep["attention_backends"] = _advice(rep, trace, links, tagging)
@@ -138,7 +138,7 @@ def analyze_trace(trace: Trace, options: Optional[Options] = None) -> dict:
 
 
 def _sources(rep, trace, links) -> None:
-    """``source`` on attention kernel rows, ``sources`` on phase rows; a failure never loses the report."""
+    """``source`` on attention kernel rows and calls, ``sources`` on phase rows; a failure never loses the report."""
     from .sources import attach_sources
     try:
         attach_sources(rep, trace, links)

@@ -4,7 +4,8 @@ With ``with_stack=True`` a trace records the Python frames around every op. For 
 kernel, the op that launched it (for a backward kernel: the forward op it differentiates, since
 autograd runs the backward outside any Python frame) is looked up in the trace's user frames
 (trace/stacks.py): the innermost one is the kernel row's ``source: {file, line, function}``.
-Phase rows get ``sources``: the three lines with the most kernel time in the phase. All lookups
+Phase rows get ``sources``: the three lines with the most kernel time in the phase; each attention
+call (``memory.attention_spans``: one per call and direction) the line of most of its kernel time. All lookups
 are one vectorised pass over the attention kernels, and one dict per distinct frame.
 """
 from __future__ import annotations
@@ -41,7 +42,7 @@ def kernel_frames(trace, links, ids: np.ndarray) -> np.ndarray:
 
 
 def attach_sources(report: dict, trace, links) -> None:
-    """Set ``source`` on the attention kernel rows and ``sources`` on the phase rows."""
+    """Set ``source`` on the attention kernel rows and calls, ``sources`` on the phase rows."""
     kt = report.get("kernels")
     cols = getattr(kt, "columns", None)
     if not isinstance(cols, dict) or "attention" not in cols or trace is None or links is None:
@@ -54,8 +55,10 @@ def attach_sources(report: dict, trace, links) -> None:
     memo: dict[int, Optional[dict]] = {}
     dur = np.nan_to_num(np.asarray(cols["dur_us"], dtype=np.float64))[rows]
     phase, direction = kt._col_values("phase", rows), kt._col_values("direction", rows)
+    instance = kt._col_values("instance", rows) if "instance" in cols else [None] * len(rows)
     per_phase: dict = {}
-    for row, f, d, ph, dr in zip(rows.tolist(), frames.tolist(), dur.tolist(), phase, direction):
+    per_call: dict = {}
+    for row, f, d, ph, dr, inst in zip(rows.tolist(), frames.tolist(), dur.tolist(), phase, direction, instance):
         if f < 0:
             continue
         src = memo.get(f, False)
@@ -71,8 +74,16 @@ def attach_sources(report: dict, trace, links) -> None:
         key = (src["file"], src["line"], src["function"])
         acc = per_phase.setdefault((ph, dr), {})
         acc[key] = acc.get(key, 0.0) + d
+        if inst is not None:
+            acc = per_call.setdefault((int(inst), dr), {})
+            acc[key] = acc.get(key, 0.0) + d
     for p in report.get("phases") or []:
         acc = per_phase.get((p.get("phase"), p.get("direction")))
         if acc:
             top = sorted(acc.items(), key=lambda x: -x[1])[:TOP_SOURCES]
             p["sources"] = [{"file": f, "line": ln, "function": fn, "time_us": round(t, 3)} for (f, ln, fn), t in top]
+    for span in (report.get("memory") or {}).get("attention_spans") or []:
+        acc = per_call.get((span.get("instance"), span.get("direction")))
+        if acc:
+            f, ln, fn = max(acc.items(), key=lambda x: x[1])[0]
+            span["source"] = {"file": f, "line": ln, "function": fn}

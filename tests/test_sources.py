@@ -50,6 +50,9 @@ def test_kernel_rows_and_phases_carry_the_innermost_user_frame(tmp_path):
     ph = next(p for p in rep["phases"] if p["phase"] == "fused_attention" and p["direction"] == "backward")
     assert ph["sources"] == [{"file": "model.py", "line": 42, "function": "attend", "time_us": 250.0}]
     assert all("source" not in k for k in rep["kernels"] if not k["attention"])
+    calls = {(c["instance"], c["direction"]): c.get("source") for c in rep["memory"]["attention_spans"]}
+    assert {"file": "model.py", "line": 80, "function": "other_attend"} in calls.values()
+    assert {"file": "model.py", "line": 42, "function": "attend"} in calls.values()
 
 
 def test_without_stacks_there_is_no_source(tmp_path):
