@@ -246,10 +246,12 @@ def _premise(a: _Analysed, finding: dict) -> Optional[str]:
             return "suggests is_causal for a run without mask kernels"
         if "dropout_p" in finding["how"] and _phase_time(rep, ("dropout",)) <= 0:
             return "suggests dropout_p for a run without dropout kernels"
-        dt = ev.get("dtype")
+        # the fused estimate names the peak of the dtype the matmuls run in (not "bf16" for fp16)
+        dt = _main_dtype(a, ("qk_matmul", "pv_matmul"))
         known = (rep.get("device") or {}).get("peaks", {}).get("flops", {})
-        if dt and ev.get("peak") not in (dt, None) and dt in known:
-            return f"estimated on the {ev.get('peak')} peak for {dt} attention"
+        named = set(re.findall(r"of the (\w+) peak", finding["detail"]))
+        if dt in known and named - {dt}:
+            return f"the detail speaks of the {'/'.join(sorted(named))} peak for {dt} attention matmuls"
     elif i == "sdpa_math_backend":
         if "aten::_scaled_dot_product_attention_math" not in a.names:
             return "no aten::_scaled_dot_product_attention_math op in the trace"
@@ -283,6 +285,16 @@ def _premise(a: _Analysed, finding: dict) -> Optional[str]:
     else:
         return f"unknown rule {i}"
     return None
+
+
+def _main_dtype(a: _Analysed, phases: tuple) -> Optional[str]:
+    """The dtype most of these phases' attention kernel time runs in, from the kernel rows."""
+    ph, dt, dur, att = a.col("phase"), a.col("dtype"), np.nan_to_num(a.col("dur_us")), a.col("attention")
+    t: dict = {}
+    for p, d, x, at in zip(ph.tolist(), dt.tolist(), dur.tolist(), att.tolist()):
+        if at and p in phases and d:
+            t[d] = t.get(d, 0.0) + x
+    return max(t.items(), key=lambda x: x[1])[0] if t else None
 
 
 @param
