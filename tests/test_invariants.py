@@ -357,7 +357,8 @@ SILENT = {
     "head_dim_alignment": ("naive_bf16_s2048_d64_fwd", "sdpa_flash_fwdbwd_causal_d128"),
     "decode_kv_heads": ("decode_gqa_flash", "sdpa_flash_s2048_fwd"),    # GQA already; not decode
     "dropout_in_inference": ("gpt4l_naive_train", "naive_bf16_s2048_d64_fwdbwd"),   # training runs
-    "launch_overhead": ("naive_bf16_s2048_fwd", "sdpa_flash_fwdbwd_causal", "mem_naive_s4096"),
+    "launch_overhead": ("naive_bf16_s2048_fwd", "sdpa_flash_fwdbwd_causal", "mem_naive_s4096",
+                        "decode_graph_replay"),             # the same decode replayed from a CUDA graph
     "slow_backward": ("sdpa_flash_fwdbwd_causal", "gpt4l_sdpa_train", "gpt4l_naive_train"),
     "sdpa_math_copies": ("sdpa_cudnn_fwdbwd_causal", "sdpa_flash_fwdbwd_full", "hf_llama_sdpa_fwdbwd"),
     "no_gpu_kernels": ("sdpa_cudnn_s2048_fwd", "naive_bf16_s2048_fwd"),
