@@ -859,6 +859,10 @@ def _launch_overhead(run: _Run) -> Optional[dict]:
     if t_short < SHORT_TIME_SHARE * run.att_time and idle < IDLE_RATIO * run.att_time:
         return None
     gain = max(0.0, idle - GRAPH_GAP_US * gaps["gaps"])     # a replayed graph still leaves ~0.4 µs a gap
+    # The gaps of a profiled run include the profiler's own CPU time per op, so they overstate what an
+    # unprofiled run loses; the estimate claims at most attention's own GPU time.
+    capped = gain > run.att_time
+    gain = min(gain, run.att_time)
     detail = (f"{len(short)} of {len(rows)} attention kernels run for less than {SHORT_KERNEL_US:g} µs "
               f"({_us(t_short)}, {_pct(t_short / run.att_time)} of attention time), and the GPU sits idle for "
               f"{_us(idle)} in {gaps['gaps']} gaps between consecutive kernels of the same attention call, with no "
@@ -870,6 +874,9 @@ def _launch_overhead(run: _Run) -> Optional[dict]:
                    f"one-time setup such as a cuDNN plan).")
     detail += (" The profiler's own overhead widens these gaps (more so with with_stack=True): confirm with a "
                "lighter trace.")
+    if capped:
+        detail += (f" The estimate is held to attention's own GPU time ({_us(run.att_time)}) because part of the "
+                   "idle time is the profiler's.")
     return {"id": "launch_overhead", "title": "Many short attention kernels: launch-bound",
             "detail": detail,
             "evidence": {"short_kernels": len(short), "attention_kernels": len(rows), "short_time_us": _r(t_short),
@@ -882,7 +889,7 @@ def _launch_overhead(run: _Run) -> Optional[dict]:
                     "small elementwise kernels), or torch.cuda.CUDAGraph / torch.cuda.graphs.make_graphed_callables "
                     "with static input buffers (a preallocated KV cache for decode). The estimate is the GPU's idle "
                     "time between kernels of the same attention call less the ~0.4 µs a replayed graph still leaves "
-                    "per gap: an upper bound on what graphs remove.")}
+                    "per gap (at most attention's GPU time): an upper bound on what graphs remove.")}
 
 
 def _slow_backward(run: _Run) -> Optional[dict]:

@@ -207,9 +207,9 @@ def test_flops_and_bytes_not_negative(name):
 
 @param
 def test_gains_within_the_time_they_remove(name):
-    """estimated_gain_us <= removable_us (the time the change acts on); that time is attention
-    kernel time (<= attention time), or for launch_overhead GPU idle time between attention kernels
-    (<= all the idle time in the trace)."""
+    """estimated_gain_us <= removable_us (the time the change acts on) and <= attention time; the
+    removable time is attention kernel time (<= attention time), or for launch_overhead GPU idle time
+    between attention kernels (<= all the idle time in the trace)."""
     a = _ok(name)
     att = a.rep.get("attention_time_us") or 0.0
     for f in a.rep.get("advice") or []:
@@ -217,6 +217,7 @@ def test_gains_within_the_time_they_remove(name):
         assert g is None or g >= 0, (f["id"], g)
         assert rm is not None and rm >= 0, (f["id"], "removable_us", rm)
         assert g is None or g <= rm + TIME_TOL_US, (f["id"], g, rm)
+        assert g is None or g <= att + TIME_TOL_US, (f["id"], "gain", g, "> attention time", att)
         if f["id"] == "launch_overhead":
             idle = _idle_us(a)
             assert rm <= idle + TIME_TOL_US, (f["id"], "idle between attention kernels", rm, "> GPU idle", idle)
