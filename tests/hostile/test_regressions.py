@@ -354,8 +354,9 @@ def test_text_reports_escape_control_characters_from_the_trace(tmp_path):
                            capture_output=True, timeout=60)
         assert r.returncode == 0, r.stderr
         assert b"\x1b" not in r.stdout and b"\x07" not in r.stdout, args
+    # --wide: at the default width the name is cut in the middle (formats.cut_middle), not dropped
     r = subprocess.run([sys.executable, "-m", "tb_attention_plugin.cli", "analyze", "-f", "table", "--top", "5",
-                        "--no-cache", str(p)], capture_output=True, timeout=60)
+                        "--wide", "--no-cache", str(p)], capture_output=True, timeout=60)
     assert b"\\x1b]2;pwned\\x07\\x1b[2Jkern" in r.stdout            # shown, escaped
     r = subprocess.run([sys.executable, "-m", "tb_attention_plugin.cli", "analyze", "-f", "json", "--no-cache", str(p)],
                        capture_output=True, timeout=60)
