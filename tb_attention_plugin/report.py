@@ -6,12 +6,10 @@ memset); numbers that are estimates say so (``estimated``), numbers we cannot kn
 """
 from __future__ import annotations
 
-import os
 import re
-from dataclasses import dataclass, field
-from typing import Iterator, Optional
+from dataclasses import dataclass
+from typing import Optional
 
-import msgspec
 import numpy as np
 
 from . import __version__, progress
@@ -19,12 +17,13 @@ from .attention import patterns as P
 from .options import Options
 from .attention.tagger import SOURCES, Tagging, call_numbers, tag
 from .roofline import devices as D
+from .roofline import frame as F
 from .roofline.attribute import Attribution, attribute
-from .roofline.classify import LOW_OCCUPANCY_PCT, ROOF_REACHED, SHORT_KERNEL_US, peak_key
-from .roofline.cost import MATRIX, NONE
-from .roofline.measured import apply as _measure
+from .roofline.classify import BOUNDS, LOW_OCCUPANCY_PCT, ROOF_REACHED, SHORT_KERNEL_US, classify, decide
+from .roofline.frame import KernelFrame
+from .roofline.measured import Result, apply as measure
 from .trace.correlate import Links, link, take_or
-from .trace.records import ANNOTATION, GPU_KIND_NAMES, KERNEL, MEMCPY, MODULE, Trace
+from .trace.records import ANNOTATION, GPU_KIND_NAMES, KERNEL, MODULE, Trace
 from .trace.shapes import parse_args
 from .table import Coded, KernelTable
 
@@ -167,9 +166,6 @@ def _memory_block(trace, links, tagging, attr, rep) -> dict:
         return {"recorded": bool(len(trace.memory["ts"])), "error": f"{type(e).__name__}: {e}"}
 
 
-_BOUNDS = ("memory", "compute", "latency", "unknown")
-
-
 def _sig_round(x: np.ndarray, digits: int = 4) -> np.ndarray:
     """Round to ``digits`` significant digits (vectorised; NaN stays NaN)."""
     out = np.array(x, dtype=np.float64, copy=True)
@@ -182,58 +178,54 @@ def _sig_round(x: np.ndarray, digits: int = 4) -> np.ndarray:
     return out
 
 
-def _kernel_peaks(trace: Trace, devices: dict, attr: Attribution, opt: Options):
-    """Per kernel: peak key, peak FLOP/s, memory bandwidth, SM count, L2 bytes (by unique combo)."""
-    G = trace.gpu
-    n = len(G["kind"])
-    names = trace.strings
-    owner = attr.owner
-    combos: dict = {}
-    code = np.empty(n, dtype=np.int64)
-    for k, (o, nid, dev) in enumerate(zip(owner.tolist(), G["name"].tolist(), G["device"].tolist())):
-        c = attr.costs.get(o)
-        key = (c.dtype if c else None, c.engine if c else NONE, c.fp32_on_tensor_cores if c else False, nid, dev)
-        j = combos.get(key)
-        if j is None:
-            j = combos[key] = len(combos)
-        code[k] = j
-    pk_keys, pk_vals, bws, sms, l2s = [], [], [], [], []
-    for (dtype, engine, tc32, nid, dev) in combos:
-        d = devices.get(dev) or D.resolve(trace.meta, dev, opt.user_peaks, opt.peak_basis)
-        devices.setdefault(dev, d)
-        pk, _ = peak_key(dtype, engine, names[nid], d.flops, tc32)
-        pk_keys.append(pk)
-        pk_vals.append(d.flops.get(pk, np.nan) if pk else np.nan)
-        bws.append(d.memory_bandwidth if d.memory_bandwidth else np.nan)
-        sms.append(d.num_sms or 0)
-        l2s.append(float(d.l2_bytes or 0))
-
-    def col(vals, dtype):
-        return np.asarray(vals, dtype=dtype)[code] if n else np.zeros(0, dtype)
-    return Coded(code, pk_keys), col(pk_vals, float), col(bws, float), col(sms, np.int64), col(l2s, float)
-
-
-def dram_traffic(nbytes: np.ndarray, reads: np.ndarray, l2: np.ndarray) -> np.ndarray:
-    """Estimated DRAM bytes of each kernel: everything read, and what is written beyond the room
-    the reads leave in the last-level cache (a write-back cache keeps smaller outputs until
-    later). Checked against Nsight Compute's DRAM bytes in validation/."""
-    rd = np.where(np.isnan(reads), nbytes, reads)
-    wr = np.maximum(nbytes - rd, 0.0)
-    room = np.maximum(l2 - rd, 0.0)
-    return rd + np.maximum(wr - room, 0.0)
-
-
 def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution, opt: Options) -> dict:
+    """The report of one trace, in named steps: devices, steps, the kernel frame (costed,
+    classified, overlaid with counters), the attention context of each kernel, the kernel table,
+    and the aggregates over the selected step."""
+    devices = _devices(trace, opt)
+    steps = _steps(trace, links, opt)
+    frame = roofline_frame(trace, attr, devices, opt)
+    frame, meas = measure(trace, links, frame, steps.launch_t, steps.kernel_step, steps.names, devices)
+    ctx = _context(trace, links, tagging)
+    table = _kernel_table(trace, attr, frame, ctx, steps, meas.column)
+    if not steps.keep.all():
+        table = table.take(np.flatnonzero(steps.keep))
+    return _assemble(trace, opt, devices, steps, frame, ctx, table, meas)
+
+
+def _devices(trace: Trace, opt: Options) -> dict:
+    """Peaks of every device the trace's kernels ran on or its metadata describes."""
+    G = trace.gpu
+    dev_ids = set(G["device"].tolist()) if len(G["kind"]) else set()
+    props_ids = {p.get("id") for p in D.device_properties(trace.meta) if isinstance(p.get("id"), int)}
+    return {i: D.resolve(trace.meta, i, opt.user_peaks, opt.peak_basis) for i in sorted(dev_ids | props_ids)}
+
+
+def roofline_frame(trace: Trace, attr: Attribution, devices: dict, opt: Options) -> KernelFrame:
+    """The classified kernel frame of a trace's cost attribution (before measured counters)."""
+    def resolve(dev: int) -> D.DevicePeaks:
+        return D.resolve(trace.meta, dev, opt.user_peaks, opt.peak_basis)
+    return classify(F.build(trace, attr, devices, resolve))
+
+
+@dataclass
+class Steps:
+    """ProfilerStep ranges, each kernel's step, and the kernels of the step analysed."""
+    rows: list                  # [(start ns, end ns, name, number, ts µs)] in time order
+    launch_t: np.ndarray        # per kernel: its launch's CPU time (ns), else its own start
+    kernel_step: np.ndarray     # per kernel: index into rows, -1 outside any step
+    keep: np.ndarray            # bool per kernel: in the step analysed (all without --step)
+
+    @property
+    def names(self) -> list:
+        return [s[2] for s in self.rows]
+
+
+def _steps(trace: Trace, links: Links, opt: Options) -> Steps:
+    """Steps: the ProfilerStep whose CPU range holds the launch (or the kernel, without a launch)."""
     G, R = trace.gpu, trace.ranges
     names = trace.strings
     n = len(G["kind"])
-
-    # devices used and their peaks
-    dev_ids = sorted(set(G["device"].tolist())) if n else []
-    props_ids = [p.get("id") for p in D.device_properties(trace.meta) if isinstance(p.get("id"), int)]
-    devices = {i: D.resolve(trace.meta, i, opt.user_peaks, opt.peak_basis) for i in sorted(set(dev_ids) | set(props_ids))}
-
-    # steps: the ProfilerStep whose CPU range holds the launch (or the kernel, without a launch)
     step_rows = []
     for r in np.flatnonzero(R["kind"] == ANNOTATION).tolist():
         m = _STEP.match(names[R["name"][r]])
@@ -260,45 +252,24 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
         if not idx:
             raise ValueError(f"no step '{opt.step}' (steps: {', '.join(s[2] for s in step_rows)})")
         keep = k_step == idx[0]
+    return Steps(step_rows, launch_t, k_step, keep)
 
-    # -- per-kernel numbers, vectorised ------------------------------------------------------
-    kind = G["kind"].astype(np.int64)
-    dur = G["dur"].astype(np.float64)
-    fl, by = attr.flops, attr.bytes
-    peak_key_col, peak_f, bw, sms, l2 = _kernel_peaks(trace, devices, attr, opt)
-    dram = dram_traffic(by, attr.reads, l2)
-    sec = dur * 1e-6
-    with np.errstate(divide="ignore", invalid="ignore"):
-        afl = np.where(sec > 0, fl / sec, np.nan)
-        aby = np.where(sec > 0, dram / sec, np.nan)
-        inten = np.where(by > 0, fl / by, np.nan)
-        mu = aby / bw
-        cu = np.where(fl > 0, afl / peak_f, np.where(np.isnan(fl), np.nan, 0.0))
-    cu = np.where(np.isnan(cu) & ~np.isnan(fl) & ~np.isnan(mu), 0.0, cu)
-    known = ~np.isnan(fl) & ~np.isnan(by) & ~np.isnan(mu) & (dur > 0)
-    host_copy = np.zeros(n, dtype=bool)
-    mc = np.flatnonzero(kind == MEMCPY)
-    for k in mc.tolist():
-        nm = names[G["name"][k]]
-        if not ("DtoD" in nm or "PtoP" in nm):
-            host_copy[k] = True
-    best = np.fmax(cu, mu)
-    bound = np.full(n, 3, dtype=np.int8)                                  # unknown
-    reached = known & (best >= ROOF_REACHED)
-    bound[reached & (cu >= mu)] = 1                                      # compute
-    bound[reached & (cu < mu)] = 0                                       # memory
-    bound[known & ~reached] = 2                                          # latency
-    # Too short to reach steady state on any roof, whatever its estimated traffic.
-    bound[(dur > 0) & (dur < SHORT_KERNEL_US) & (kind == KERNEL)] = 2
-    bound[host_copy] = 0
-    cu[host_copy] = np.nan
-    mu[host_copy] = np.nan
-    blocks = np.maximum(G["grid_x"], 1) * np.maximum(G["grid_y"], 1) * np.maximum(G["grid_z"], 1)
-    occ = G["occupancy"]
-    reasons = _reasons(n, bound, host_copy, peak_key_col, cu, mu, afl, aby, dur, kind, sms, blocks,
-                       G["occupancy"], by, bw)
 
-    # -- tagging, context -------------------------------------------------------------------
+@dataclass
+class Context:
+    """Per kernel: what attention call and phase it belongs to, and where in the model."""
+    attention: np.ndarray       # bool
+    instance: np.ndarray        # tagger instance id, -1 outside attention
+    call: np.ndarray            # attention call number (GPU order), -1 outside attention
+    phase: np.ndarray           # index into attention.patterns.PHASES, -1 outside attention
+    backward: np.ndarray        # bool
+    columns: dict               # kernel-table columns: phase, direction, core, tag_source, scope, op, module...
+
+
+def _context(trace: Trace, links: Links, tagging: Tagging) -> Context:
+    G, R = trace.gpu, trace.ranges
+    names = trace.strings
+    n = len(G["kind"])
     inst = tagging.gpu_instance
     # Attention calls are numbered 0, 1, 2... in the order their first kernel ran on the GPU:
     # stable ids that do not depend on how the trace was read.
@@ -310,17 +281,13 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
         call[att_idx] = np.array([numbers[i] for i in ids.tolist()], dtype=np.int64)[inv]
     att = inst >= 0
     ph_code = np.where(att, tagging.gpu_phase, -1).astype(np.int64)
-    phase_vocab = list(P.PHASES) + [None]
-    phase_col = Coded(np.where(ph_code >= 0, ph_code, len(P.PHASES)), phase_vocab)
+    phase_col = Coded(np.where(ph_code >= 0, ph_code, len(P.PHASES)), list(P.PHASES) + [None])
     core_set = np.array([p in P.CORE_PHASES for p in P.PHASES] + [False])
-    core = core_set[phase_col.codes]
     bwd = tagging.gpu_backward.astype(bool)
-    src_vocab = list(SOURCES) + [None]
     src = np.where(att & (tagging.gpu_source >= 0), tagging.gpu_source, len(SOURCES)).astype(np.int32)
     mods = _Modules(trace, links)
     gp = links.gpu_parent
     ctx_r = gp.copy()
-    has = gp >= 0
     br = take_or(links.backward_root, gp)
     inb = br >= 0
     ctx_r[inb] = links.forward_of[br[inb]]
@@ -333,75 +300,79 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
         t = mods.path(r) if r >= 0 else ()
         u_mod[j] = mod_vocab.setdefault(t[-1] if t else None, len(mod_vocab))
         u_path[j] = path_vocab.setdefault("/".join(t) if t else None, len(path_vocab))
-    mod_codes, path_codes = u_mod[ctx_inv], u_path[ctx_inv]
     op_r = links.gpu_op
     rname = R["name"]
     opname_codes = np.where(op_r >= 0, rname[np.maximum(op_r, 0)] if len(rname) else 0, -1)
-    costop_codes = np.where(attr.owner >= 0, rname[np.maximum(attr.owner, 0)] if len(rname) else 0, -1)
-    str_vocab = names + [None]
-    none_i = len(names)
-    own_u, own_inv = np.unique(attr.owner, return_inverse=True)
-    dtype_vocab: dict = {None: 0}
-    u_dtype = np.array([dtype_vocab.setdefault(c.dtype if c else None, len(dtype_vocab))
-                        for c in map(attr.costs.get, own_u.tolist())], dtype=np.int32)
-    dtype_col = Coded(u_dtype[own_inv] if n else np.zeros(0, np.int32), list(dtype_vocab))
     scope_vocab: dict = {None: 0}
     scope_codes = np.zeros(n, np.int32)
     if att.any():
         inst_u, inst_inv = np.unique(inst[att], return_inverse=True)
         scope_codes[att] = np.array([scope_vocab.setdefault(tagging.instances.get(i, {}).get("name"), len(scope_vocab))
                                      for i in inst_u.tolist()], dtype=np.int32)[inst_inv]
-    est_owners = [o for o, c in attr.costs.items() if c.flops_estimated]
-    estimated = np.isin(attr.owner, est_owners) if est_owners else np.zeros(n, dtype=bool)
-    estimated |= (attr.owner >= 0) & (attr.share < 1.0)
-    step_vocab = [s[2] for s in step_rows] + [None]
-    is_kernel = kind == KERNEL
-    grid = _dims_column(G["grid_x"], G["grid_y"], G["grid_z"], is_kernel)
-    block = _dims_column(G["block_x"], G["block_y"], G["block_z"], is_kernel)
-    # hardware counters (CUPTI ranges in the trace, an ncu export beside it) replace the model
-    meas = _measure(trace, links, launch_t, k_step, [s[2] for s in step_rows], dur, cu, mu, dram, aby, bound,
-                    reasons, estimated, peak_key_col.codes, peak_key_col.vocab, peak_f, bw, sms, blocks, devices)
     columns = {
-        "id": np.arange(n, dtype=np.int64),
-        "name": Coded(G["name"], names),
-        "kind": Coded(kind, GPU_KIND_NAMES),
-        "ts": G["ts"].astype(np.float64),
-        "dur_us": np.round(dur, 3),
-        "device": G["device"].astype(np.int64),
-        "stream": G["stream"].astype(np.int64),
-        "step": Coded(np.where(k_step >= 0, k_step, len(step_rows)), step_vocab),
         "attention": att,
         "phase": phase_col,
         "direction": Coded(bwd.astype(np.int32), ["forward", "backward"]),
-        "core": core,
-        "tag_source": Coded(src, src_vocab),
+        "core": core_set[phase_col.codes],
+        "tag_source": Coded(src, list(SOURCES) + [None]),
         "instance": np.where(att, call, np.nan).astype(np.float64),
         "scope": Coded(scope_codes, list(scope_vocab)),
-        "op": Coded(np.where(opname_codes >= 0, opname_codes, none_i), str_vocab),
-        "cost_op": Coded(np.where(costop_codes >= 0, costop_codes, none_i), str_vocab),
-        "module": Coded(mod_codes, list(mod_vocab)),
-        "module_path": Coded(path_codes, list(path_vocab)),
-        "dtype": dtype_col,
-        "flops": _sig_round(fl),
-        "bytes": _sig_round(by),
-        "dram_bytes": _sig_round(dram),
-        "intensity": _sig_round(inten),
-        "achieved_flops_per_s": _sig_round(afl),
-        "achieved_bytes_per_s": _sig_round(aby),
-        "peak": peak_key_col,
-        "peak_flops_per_s": _sig_round(peak_f),
-        "compute_util": np.round(cu, 4),
-        "memory_util": np.round(mu, 4),
-        "bound": Coded(bound, _BOUNDS),
-        "bound_reason": reasons,
-        "estimated": estimated,
-        "cost_share": np.where(attr.owner >= 0, np.round(attr.share, 4), np.nan),
-        "grid": grid,
-        "block": block,
-        "occupancy_pct": np.where(is_kernel, np.round(occ, 1), np.nan),
-        "measured": meas.column if meas.column is not None else [None] * n,
+        "op": Coded(np.where(opname_codes >= 0, opname_codes, len(names)), names + [None]),
+        "module": Coded(u_mod[ctx_inv], list(mod_vocab)),
+        "module_path": Coded(u_path[ctx_inv], list(path_vocab)),
     }
-    # instance ids are ints in JSON
+    return Context(att, inst, call, ph_code, bwd, columns)
+
+
+def _kernel_table(trace: Trace, attr: Attribution, frame: KernelFrame, ctx: Context, steps: Steps,
+                  measured: Optional[list]) -> KernelTable:
+    """Every GPU activity as a kernel-table row (docs/report-schema.md, *Kernel row*)."""
+    G, R = trace.gpu, trace.ranges
+    names = trace.strings
+    n = len(frame)
+    rname = R["name"]
+    costop_codes = np.where(attr.owner >= 0, rname[np.maximum(attr.owner, 0)] if len(rname) else 0, -1)
+    is_kernel = frame.kind == KERNEL
+    c = ctx.columns
+    columns = {
+        "id": np.arange(n, dtype=np.int64),
+        "name": Coded(G["name"], names),
+        "kind": Coded(frame.kind, GPU_KIND_NAMES),
+        "ts": G["ts"].astype(np.float64),
+        "dur_us": np.round(frame.dur_us, 3),
+        "device": G["device"].astype(np.int64),
+        "stream": G["stream"].astype(np.int64),
+        "step": Coded(np.where(steps.kernel_step >= 0, steps.kernel_step, len(steps.rows)), steps.names + [None]),
+        "attention": c["attention"], "phase": c["phase"], "direction": c["direction"], "core": c["core"],
+        "tag_source": c["tag_source"], "instance": c["instance"], "scope": c["scope"], "op": c["op"],
+        "cost_op": Coded(np.where(costop_codes >= 0, costop_codes, len(names)), names + [None]),
+        "module": c["module"], "module_path": c["module_path"],
+        "dtype": frame.dtype,
+        "flops": _sig_round(frame.flops),
+        "bytes": _sig_round(frame.bytes),
+        "dram_bytes": _sig_round(frame.dram_bytes),
+        "intensity": _sig_round(frame.intensity),
+        "achieved_flops_per_s": _sig_round(frame.achieved_flops),
+        "achieved_bytes_per_s": _sig_round(frame.achieved_bytes),
+        "peak": frame.peak,
+        "peak_flops_per_s": _sig_round(frame.peak_flops),
+        "compute_util": np.round(frame.compute_util, 4),
+        "memory_util": np.round(frame.memory_util, 4),
+        "bound": Coded(frame.bound, BOUNDS),
+        "bound_reason": frame.reason,
+        "estimated": frame.estimated,
+        "cost_share": np.where(attr.owner >= 0, np.round(attr.share, 4), np.nan),
+        "grid": _dims_column(G["grid_x"], G["grid_y"], G["grid_z"], is_kernel),
+        "block": _dims_column(G["block_x"], G["block_y"], G["block_z"], is_kernel),
+        "occupancy_pct": np.where(is_kernel, np.round(frame.occupancy, 1), np.nan),
+        "measured": measured if measured is not None else [None] * n,
+    }
+    return KernelTable(columns, _extras(trace, attr, ctx.attention))
+
+
+def _extras(trace: Trace, attr: Attribution, att: np.ndarray) -> dict[int, dict]:
+    """Attention rows' optional fields: the cost op's input shapes and the formula's inputs."""
+    R = trace.ranges
     extras: dict[int, dict] = {}
     sig_shapes: dict[int, list] = {}
     for k in np.flatnonzero(att & (attr.owner >= 0)).tolist():
@@ -419,44 +390,51 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
             e["cost_detail"] = c.detail
         if e:
             extras[k] = e
-    table = KernelTable(columns, extras)
-    if not keep.all():
-        table = table.take(np.flatnonzero(keep))
-    sel = keep
+    return extras
 
-    # -- aggregates --------------------------------------------------------------------------
+
+def _costed(frame: KernelFrame) -> np.ndarray:
+    """Rows whose FLOPs and bytes are known on a GPU of known peaks: they enter phase means."""
+    return ~np.isnan(frame.flops) & ~np.isnan(frame.bytes) & ~np.isnan(frame.bandwidth) & (frame.dur_us > 0)
+
+
+def _assemble(trace: Trace, opt: Options, devices: dict, steps: Steps, frame: KernelFrame, ctx: Context,
+              table: KernelTable, meas: Result) -> dict:
+    """The report dict: totals, phases and steps over the selected kernels, around the table."""
+    G, R = trace.gpu, trace.ranges
+    sel = steps.keep
+    dur = frame.dur_us
+    att, bwd, ph_code, inst = ctx.attention, ctx.backward, ctx.phase, ctx.instance
     gpu_time = float(dur[sel].sum())
     busy = 0.0
     for dv in set(G["device"][sel].tolist()):
         m = sel & (G["device"] == dv)
         busy += _union_us(G["ts_ns"][m], G["ts_ns"][m] + G["dur_ns"][m])
-    kern_time = float(dur[sel & is_kernel].sum())
+    kern_time = float(dur[sel & (frame.kind == KERNEL)].sum())
     a_sel = att & sel
     att_time = float(dur[a_sel].sum())
 
     def t_of(mask):
         return _r(dur[a_sel & mask].sum())
 
-    phase_names = np.array(list(P.PHASES) + [""], dtype=object)
     is_proj = np.isin(ph_code, [P.PHASE_INDEX["qkv_proj"], P.PHASE_INDEX["out_proj"]])
     unfused = np.isin(ph_code, [P.PHASE_INDEX[p] for p in P.UNFUSED_CORE_PHASES])
+    known = _costed(frame)
     phases = []
     for direction, dmask in (("forward", ~bwd), ("backward", bwd)):
         for pi, ph in enumerate(P.PHASES):
             m = a_sel & dmask & (ph_code == pi)
-            if not m.any():
-                continue
-            phases.append(_phase_row(ph, direction, m, dur, fl, by, cu, mu, known, bound, inst,
-                                     G["name"], names, estimated, att_time))
-    bound_time = {b: t_of(bound == i) for i, b in enumerate(_BOUNDS)}
+            if m.any():
+                phases.append(_phase_row(ph, direction, m, frame, known, inst, G["name"], trace.strings, att_time))
     used_devs = set(G["device"][sel].tolist())
     shapes_seen = bool((R["sig"] >= 0).any())
     notices = _notices(trace, int(sel.sum()), int(a_sel.sum()), shapes_seen, list(devices.values()), used_devs)
-    steps = []
-    for i, (s0, s1, sname, _, ts_us) in enumerate(step_rows):
-        m = k_step == i
-        steps.append({"name": sname, "ts": ts_us, "dur_us": _r((s1 - s0) / 1000.0),
-                      "gpu_time_us": _r(dur[m].sum()), "attention_time_us": _r(dur[m & att].sum())})
+    step_list = []
+    for i, (s0, s1, sname, _, ts_us) in enumerate(steps.rows):
+        m = steps.kernel_step == i
+        step_list.append({"name": sname, "ts": ts_us, "dur_us": _r((s1 - s0) / 1000.0),
+                          "gpu_time_us": _r(dur[m].sum()), "attention_time_us": _r(dur[m & att].sum())})
+    dev_ids = sorted(set(G["device"].tolist())) if len(G["kind"]) else []
     main_dev = devices.get(dev_ids[0]) if dev_ids else (next(iter(devices.values())) if devices else
                                                           D.resolve(trace.meta, 0, opt.user_peaks, opt.peak_basis))
     meta = trace.meta
@@ -474,14 +452,14 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
         },
         "device": main_dev.to_json() if main_dev else None,
         "devices": [d.to_json() for d in devices.values()],
-        "steps": steps,
+        "steps": step_list,
         "step": opt.step,
         "gpu_time_us": _r(gpu_time),
         "gpu_busy_us": _r(busy),
         "kernel_time_us": _r(kern_time),
         "attention_time_us": _r(att_time),
         "attention_share": _r(att_time / gpu_time, 4) if gpu_time > 0 else None,
-        "core_attention_time_us": t_of(core),
+        "core_attention_time_us": t_of(ctx.columns["core"]),
         "projection_time_us": t_of(is_proj),
         "forward_time_us": t_of(~bwd),
         "backward_time_us": t_of(bwd),
@@ -489,7 +467,7 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
         "unfused_core_time_us": t_of(unfused),
         "attention_kernels": int(a_sel.sum()),
         "instances": int(len(np.unique(inst[a_sel]))),
-        "bound_time_us": bound_time,
+        "bound_time_us": {b: t_of(frame.bound == i) for i, b in enumerate(BOUNDS)},
         "phases": phases,
         "kernels": table,
         "notices": notices + meas.notices,
@@ -516,65 +494,15 @@ def _dims_column(x: np.ndarray, y: np.ndarray, z: np.ndarray, is_kernel: np.ndar
     return Coded(np.where(is_kernel, inv.reshape(-1), len(uniq)), vocab)
 
 
-def _reasons(n, bound, host_copy, peak_key_col, cu, mu, afl, aby, dur, kind, sms, blocks, occ, by, bw) -> list:
-    """The evidence behind each kernel's bound, in words (plain lists: numpy scalars are slow)."""
-    pk_vocab = peak_key_col.vocab
-    arrays = (bound, host_copy, peak_key_col.codes, cu, mu, afl, aby, dur, kind, sms, blocks, occ, by, bw)
-    cols = [x.tolist() for x in arrays]
-    # The same kernel recurs with the same numbers in every layer and step: word each distinct
-    # one once. NaN never equals itself, so the memo's key has -inf in its place.
-    keys = [np.where(np.isnan(x), -np.inf, x).tolist() if x.dtype.kind == "f" else c for x, c in zip(arrays, cols)]
-    out = []
-    memo: dict = {}
-    for key, vals in zip(zip(*keys), zip(*cols)):
-        hit = memo.get(key)
-        if hit is None:
-            hit = memo[key] = _reason(pk_vocab, *vals)
-        out.append(hit)
-    return out
-
-
-def _reason(pk_vocab, b, hc, pkc, c, m, fl_s, by_s, d, kd, sm, bl, o, nb, w) -> str:
-    if hc:
-        return f"host-device transfer over the host link ({_fmt_bytes(nb if nb == nb else None)})"
-    pk = pk_vocab[pkc]
-    label = f"{pk} peak" if pk else "compute peak"
-    if b == 1:
-        return f"reaches {c * 100:.0f}% of the {label} ({_rate(fl_s, 'FLOP/s')})"
-    if b == 0:
-        return f"reaches {m * 100:.0f}% of memory bandwidth ({_rate(by_s, 'B/s')} of estimated DRAM traffic)"
-    if b == 2:
-        why = []
-        if d < SHORT_KERNEL_US:
-            why.append(f"only {d:.1f} µs: launch overhead dominates")
-        if kd == KERNEL and sm and 0 < bl < sm:
-            why.append(f"grid of {bl} blocks < {sm} SMs")
-        if o == o and 0 < o < LOW_OCCUPANCY_PCT:
-            why.append(f"estimated occupancy {o:.0f}%")
-        if not why:
-            why.append("neither roof reached: stalls, poor access pattern or too little parallel work")
-        if m == m:
-            return "; ".join(why) + f" ({m * 100:.0f}% of bandwidth, {(c if c == c else 0.0) * 100:.0f}% of {label})"
-        return "; ".join(why) + " (FLOPs and bytes unknown)"
-    if d <= 0:
-        return "zero duration"
-    if w != w:
-        return "unknown GPU: give its peaks with --peaks"
-    return "FLOPs or bytes unknown (no recorded shapes, or an op without a cost formula)"
-
-
-def _phase_row(phase, direction, m, dur, fl, by, cu, mu, known, bound, inst, name_ids, names, estimated, att_time):
+def _phase_row(phase: str, direction: str, m: np.ndarray, frame: KernelFrame, known: np.ndarray, inst: np.ndarray,
+               name_ids: np.ndarray, names: list, att_time: float) -> dict:
+    dur, fl, by, cu, mu = frame.dur_us, frame.flops, frame.bytes, frame.compute_util, frame.memory_util
     t = float(dur[m].sum())
     mk = m & known
     kt = float(dur[mk].sum())
     cu_m = float((np.nan_to_num(cu[mk]) * dur[mk]).sum() / kt) if kt > 0 else None
     mu_m = float((mu[mk] * dur[mk]).sum() / kt) if kt > 0 else None
-    if cu_m is None:
-        b = "unknown"
-    elif max(cu_m, mu_m) >= ROOF_REACHED:
-        b = "compute" if cu_m >= mu_m else "memory"
-    else:
-        b = "latency"
+    b = "unknown" if cu_m is None else BOUNDS[int(decide(np.array([cu_m]), np.array([mu_m]), np.zeros(1, bool))[0])]
     f_sum = float(np.nansum(fl[mk])) if kt > 0 else None
     b_sum = float(np.nansum(by[mk])) if kt > 0 else None
     sec = kt * 1e-6
@@ -583,8 +511,8 @@ def _phase_row(phase, direction, m, dur, fl, by, cu, mu, known, bound, inst, nam
         by_name[nid] = by_name.get(nid, 0.0) + d
     top = sorted(by_name.items(), key=lambda x: -x[1])[:5]
     btime = {}
-    for i, bn in enumerate(_BOUNDS):
-        v = float(dur[m & (bound == i)].sum())
+    for i, bn in enumerate(BOUNDS):
+        v = float(dur[m & (frame.bound == i)].sum())
         if v > 0:
             btime[bn] = _r(v)
     return {
@@ -597,32 +525,15 @@ def _phase_row(phase, direction, m, dur, fl, by, cu, mu, known, bound, inst, nam
         "achieved_bytes_per_s": _sig(b_sum / sec) if sec > 0 else None,
         "compute_util": _r(cu_m, 4), "memory_util": _r(mu_m, 4), "bound": b, "bound_time_us": btime,
         "cost_coverage": _r(kt / t, 4) if t > 0 else None,
-        "estimated": bool(estimated[m].any()),
+        "estimated": bool(frame.estimated[m].any()),
         "top_kernels": [{"name": names[nid], "time_us": _r(tt)} for nid, tt in top],
     }
-
-
-def _rate(x: float, unit: str) -> str:
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if x >= scale:
-            return f"{x / scale:.3g} {prefix}{unit}"
-    return f"{x:.3g} {unit}"
 
 
 def _legacy(trace: Trace) -> bool:
     """PyTorch 1.9-era traces: capitalised categories (Operator, Kernel, Runtime)."""
     return "computeProperties" in trace.meta or bool(
         trace.stats.get("categories", set()) & {"Operator", "Kernel", "Runtime"})
-
-
-def _fmt_bytes(b) -> str:
-    if b is None:
-        return "unknown size"
-    for u in ("B", "KB", "MB", "GB", "TB"):
-        if b < 1000:
-            return f"{b:.3g} {u}"
-        b /= 1000
-    return f"{b:.3g} PB"
 
 
 def error_entry(path: str, message: str) -> dict:

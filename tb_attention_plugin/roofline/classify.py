@@ -1,35 +1,53 @@
-"""Place a kernel on the roofline and say what bounds it.
+"""Place every GPU activity on the roofline and say what bounds it: the one classifier.
 
 ``compute_util`` = achieved FLOP/s / the peak for the kernel's dtype and engine;
-``memory_util``  = achieved bytes/s / the memory bandwidth.
+``memory_util``  = achieved DRAM bytes/s / the memory bandwidth.
 
-``bound``:
+``bound`` (rule in :func:`decide`, used for kernels, measured kernels and phase rows alike):
 
+* ``latency`` first for kernels shorter than ``SHORT_KERNEL_US``: launch and ramp-up dominate,
+  whatever the estimated traffic (unless measured counters show a roof reached).
 * ``compute`` / ``memory`` — that roof is reached: its utilisation is at least ``ROOF_REACHED``
   and the larger of the two (for a kernel left of the ridge point memory_util > compute_util and
   vice versa, so this is the roofline's own verdict).
 * ``latency`` — neither roof is reached. The reason names the likely cause from the launch
-  record: too short to amortise the launch (< ``SHORT_KERNEL_US``), a grid smaller than the
-  number of SMs, low estimated occupancy, or none of these (stalls, poor access pattern).
+  record: too short to amortise the launch, a grid smaller than the number of SMs, low
+  estimated occupancy, or none of these (stalls, poor access pattern).
 * ``unknown`` — FLOPs or bytes are unknown (no shapes recorded, or an op without a formula).
 
-Thresholds are documented in docs/cost-model.md and checked against Nsight Compute in
-validation/.
+Host-device copies are memory-bound by definition (the host link, not DRAM, is their roof).
+
+The thresholds live here and nowhere else; they are documented in docs/cost-model.md, reported
+in the JSON's ``thresholds`` and checked against Nsight Compute in validation/.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import replace
+from typing import TYPE_CHECKING, Optional
 
-from .cost import MATRIX, NONE, VECTOR
+import numpy as np
+
+from ..table import Coded
+from ..trace.records import KERNEL
+from .cost import MATRIX, NONE
+
+if TYPE_CHECKING:  # the frame module imports this one to pick roofs
+    from .frame import KernelFrame
 
 ROOF_REACHED = 0.5
 SHORT_KERNEL_US = 5.0
 LOW_OCCUPANCY_PCT = 20.0
 
+BOUNDS = ("memory", "compute", "latency", "unknown")
+BOUND_MEMORY, BOUND_COMPUTE, BOUND_LATENCY, BOUND_UNKNOWN = range(4)
+
+# Reason codes: which sentence explains a row's bound (worded once per distinct set of numbers).
+R_HOST, R_COMPUTE, R_MEMORY, R_LATENCY, R_LATENCY_UNCOSTED, R_ZERO, R_NO_PEAKS, R_NO_COST = range(8)
+# Latency evidence from the launch record (bit flags).
+E_SHORT, E_SMALL_GRID, E_LOW_OCCUPANCY = 1, 2, 4
+
 _TF32_KERNEL = re.compile(r"tf32|xmma_gemm_tf32|s1688gemm|s16816gemm|_tf32_", re.I)
-_F32_TENSOR_KERNEL = re.compile(r"f32f32_f32f32.*ffma|ffma|sgemm", re.I)
 
 
 def peak_key(dtype: Optional[str], engine: str, kernel_name: str, available: dict,
@@ -59,58 +77,160 @@ def peak_key(dtype: Optional[str], engine: str, kernel_name: str, available: dic
     return "fp32", "elementwise math runs in fp32: fp32 vector peak"
 
 
-@dataclass
-class Verdict:
-    bound: str
-    reason: str
-    compute_util: Optional[float]
-    memory_util: Optional[float]
-    achieved_flops_per_s: Optional[float]
-    achieved_bytes_per_s: Optional[float]
-    intensity: Optional[float]
+def decide(cu: np.ndarray, mu: np.ndarray, short: np.ndarray,
+           measured_reached: Optional[np.ndarray] = None) -> np.ndarray:
+    """The bound (codes into ``BOUNDS``) from utilisations: unknown where either is NaN; the
+    larger roof where it is reached; latency otherwise and for ``short`` kernels — unless
+    ``measured_reached`` (a measured utilisation reached a roof, so the short-kernel rule,
+    which exists because the model cannot see what counters show, does not apply)."""
+    cu = np.asarray(cu, dtype=np.float64)
+    mu = np.asarray(mu, dtype=np.float64)
+    known = ~np.isnan(cu) & ~np.isnan(mu)
+    bound = np.full(len(cu), BOUND_UNKNOWN, dtype=np.int8)
+    reached = known & (np.fmax(cu, mu) >= ROOF_REACHED)
+    bound[reached & (cu >= mu)] = BOUND_COMPUTE
+    bound[reached & (cu < mu)] = BOUND_MEMORY
+    bound[known & ~reached] = BOUND_LATENCY
+    override = short if measured_reached is None else short & ~measured_reached
+    bound[override] = BOUND_LATENCY
+    return bound
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.0f}%"
+def latency_evidence(frame: "KernelFrame") -> np.ndarray:
+    """Bit flags of what the launch record says about a kernel that reached no roof."""
+    d, occ, sms, bl = frame.dur_us, frame.occupancy, frame.num_sms, frame.blocks
+    flags = np.where(d < SHORT_KERNEL_US, E_SHORT, 0)
+    flags |= np.where((frame.kind == KERNEL) & (sms > 0) & (bl > 0) & (bl < sms), E_SMALL_GRID, 0)
+    with np.errstate(invalid="ignore"):
+        flags |= np.where((occ > 0) & (occ < LOW_OCCUPANCY_PCT), E_LOW_OCCUPANCY, 0)
+    return flags.astype(np.int8)
 
 
-def _rate(x: float, unit: str) -> str:
+def classify(frame: "KernelFrame") -> "KernelFrame":
+    """Rates, utilisations, bound and reason of every row: a new frame."""
+    dur, fl, by = frame.dur_us, frame.flops, frame.bytes
+    sec = dur * 1e-6
+    with np.errstate(divide="ignore", invalid="ignore"):
+        afl = np.where(sec > 0, fl / sec, np.nan)
+        aby = np.where(sec > 0, frame.dram_bytes / sec, np.nan)
+        inten = np.where(by > 0, fl / by, np.nan)
+        mu = aby / frame.bandwidth
+        cu = np.where(fl > 0, afl / frame.peak_flops, np.where(np.isnan(fl), np.nan, 0.0))
+    # no FLOP roof for this dtype (data movement): it reaches none of it
+    cu = np.where(np.isnan(cu) & ~np.isnan(fl) & ~np.isnan(mu), 0.0, cu)
+    costed = ~np.isnan(fl) & ~np.isnan(by) & (dur > 0)
+    cu_k = np.where(costed, cu, np.nan)
+    short = (dur > 0) & (dur < SHORT_KERNEL_US) & (frame.kind == KERNEL)
+    bound = decide(cu_k, np.where(costed, mu, np.nan), short)
+    host = frame.host_copy
+    bound[host] = BOUND_MEMORY
+    cu = np.where(host, np.nan, cu)
+    mu = np.where(host, np.nan, mu)
+    code = np.select(
+        [host, bound == BOUND_COMPUTE, bound == BOUND_MEMORY, (bound == BOUND_LATENCY) & ~np.isnan(mu),
+         bound == BOUND_LATENCY, dur <= 0, np.isnan(frame.bandwidth)],
+        [R_HOST, R_COMPUTE, R_MEMORY, R_LATENCY, R_LATENCY_UNCOSTED, R_ZERO, R_NO_PEAKS], R_NO_COST).astype(np.int8)
+    out = replace(frame, achieved_flops=afl, achieved_bytes=aby, intensity=inten, compute_util=cu,
+                  memory_util=mu, bound=bound)
+    return replace(out, reason=word(out, code))
+
+
+# ------------------------------------------------------------------------------ reasons
+
+
+def _pct_key(x: np.ndarray) -> np.ndarray:
+    """What ``f"{100 * x:.0f}"`` shows, as a number (NaN kept)."""
+    return np.round(x * 100.0)
+
+
+def _sig_key(x: np.ndarray, digits: int = 3) -> np.ndarray:
+    out = np.array(x, dtype=np.float64, copy=True)
+    ok = np.isfinite(out) & (out != 0)
+    if ok.any():
+        scale = 10.0 ** (digits - 1 - np.floor(np.log10(np.abs(out[ok]))))
+        out[ok] = np.round(out[ok] * scale) / scale
+    return out
+
+
+def word(frame: "KernelFrame", code: np.ndarray) -> Coded:
+    """The reason of every row, from its reason code and the numbers that code's sentence shows.
+    The same kernel recurs with the same numbers in every layer and step: rows whose shown
+    numbers agree share one sentence, worded once."""
+    n = len(code)
+    z = np.zeros(n)
+    flags = latency_evidence(frame)
+    lat = (code == R_LATENCY) | (code == R_LATENCY_UNCOSTED)
+    f_lat = np.where(lat, flags, 0)
+    cu0 = np.where(np.isnan(frame.compute_util), 0.0, frame.compute_util)
+    cols = [
+        code.astype(np.float64),
+        np.where((code == R_COMPUTE) | (code == R_LATENCY), frame.peak.codes, 0),
+        np.where(code == R_HOST, frame.bytes, z),
+        np.where(code == R_COMPUTE, _pct_key(frame.compute_util),
+                 np.where(code == R_LATENCY, _pct_key(cu0), z)),
+        np.where((code == R_MEMORY) | (code == R_LATENCY), _pct_key(frame.memory_util), z),
+        np.where(code == R_COMPUTE, _sig_key(frame.achieved_flops),
+                 np.where(code == R_MEMORY, _sig_key(frame.achieved_bytes), z)),
+        f_lat.astype(np.float64),
+        np.where(f_lat & E_SHORT, frame.dur_us, z),
+        np.where(f_lat & E_SMALL_GRID, frame.blocks, z),
+        np.where(f_lat & E_SMALL_GRID, frame.num_sms, z),
+        np.where(f_lat & E_LOW_OCCUPANCY, frame.occupancy, z),
+    ]
+    key = np.stack(cols, axis=1) if n else np.zeros((0, len(cols)))
+    key[np.isnan(key)] = -np.inf
+    if not n:
+        return Coded(np.zeros(0, np.int32), [])
+    _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    vocab = [_sentence(frame, int(code[i]), int(flags[i]), i) for i in first.tolist()]
+    return Coded(inv.reshape(-1), vocab)
+
+
+def _sentence(f: "KernelFrame", code: int, flags: int, i: int) -> str:
+    if code == R_HOST:
+        nb = float(f.bytes[i])
+        return f"host-device transfer over the host link ({fmt_bytes(nb if nb == nb else None)})"
+    if code == R_ZERO:
+        return "zero duration"
+    if code == R_NO_PEAKS:
+        return "unknown GPU: give its peaks with --peaks"
+    if code == R_NO_COST:
+        return "FLOPs or bytes unknown (no recorded shapes, or an op without a cost formula)"
+    pk = f.peak[i]
+    label = f"{pk} peak" if pk else "compute peak"
+    c, m = float(f.compute_util[i]), float(f.memory_util[i])
+    if code == R_COMPUTE:
+        return f"reaches {c * 100:.0f}% of the {label} ({rate(float(f.achieved_flops[i]), 'FLOP/s')})"
+    if code == R_MEMORY:
+        return (f"reaches {m * 100:.0f}% of memory bandwidth "
+                f"({rate(float(f.achieved_bytes[i]), 'B/s')} of estimated DRAM traffic)")
+    why = []
+    if flags & E_SHORT:
+        why.append(f"only {float(f.dur_us[i]):.1f} µs: launch overhead dominates")
+    if flags & E_SMALL_GRID:
+        why.append(f"grid of {int(f.blocks[i])} blocks < {int(f.num_sms[i])} SMs")
+    if flags & E_LOW_OCCUPANCY:
+        why.append(f"estimated occupancy {float(f.occupancy[i]):.0f}%")
+    if not why:
+        why.append("neither roof reached: stalls, poor access pattern or too little parallel work")
+    if code == R_LATENCY:
+        return "; ".join(why) + f" ({m * 100:.0f}% of bandwidth, {(c if c == c else 0.0) * 100:.0f}% of {label})"
+    return "; ".join(why) + " (FLOPs and bytes unknown)"
+
+
+def rate(x: float, unit: str) -> str:
+    """``1.23 TFLOP/s``: three significant digits and an SI prefix."""
     for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if x >= scale:
             return f"{x / scale:.3g} {prefix}{unit}"
     return f"{x:.3g} {unit}"
 
 
-def classify(dur_us: float, flops: Optional[float], nbytes: Optional[float], peak_flops: Optional[float],
-             peak_bw: Optional[float], peak_label: str = "", blocks: int = 0, num_sms: Optional[int] = None,
-             occupancy_pct: Optional[float] = None) -> Verdict:
-    if dur_us <= 0:
-        return Verdict("unknown", "zero duration", None, None, None, None, None)
-    sec = dur_us * 1e-6
-    afl = flops / sec if flops is not None else None
-    aby = nbytes / sec if nbytes is not None else None
-    intensity = (flops / nbytes) if (flops is not None and nbytes) else None
-    if nbytes is None or flops is None:
-        return Verdict("unknown", "FLOPs or bytes unknown (no recorded shapes, or an op without a cost formula)",
-                       None, None, afl, aby, intensity)
-    if peak_bw is None:
-        return Verdict("unknown", "unknown GPU: give its peaks with --peaks", None, None, afl, aby, intensity)
-    mu = aby / peak_bw
-    cu = (afl / peak_flops) if (peak_flops and flops > 0) else 0.0
-    if max(cu, mu) >= ROOF_REACHED:
-        if cu >= mu:
-            reason = f"reaches {_pct(cu)} of the {peak_label} ({_rate(afl, 'FLOP/s')})"
-            return Verdict("compute", reason, cu, mu, afl, aby, intensity)
-        reason = f"reaches {_pct(mu)} of memory bandwidth ({_rate(aby, 'B/s')})"
-        return Verdict("memory", reason, cu, mu, afl, aby, intensity)
-    why = []
-    if dur_us < SHORT_KERNEL_US:
-        why.append(f"only {dur_us:.1f} µs: launch overhead dominates")
-    if num_sms and 0 < blocks < num_sms:
-        why.append(f"grid of {blocks} blocks < {num_sms} SMs")
-    if occupancy_pct is not None and 0 < occupancy_pct < LOW_OCCUPANCY_PCT:
-        why.append(f"estimated occupancy {occupancy_pct:.0f}%")
-    if not why:
-        why.append("neither roof reached: stalls, poor access pattern or too little parallel work")
-    reason = "; ".join(why) + f" ({_pct(mu)} of bandwidth, {_pct(cu)} of {peak_label or 'compute peak'})"
-    return Verdict("latency", reason, cu, mu, afl, aby, intensity)
+def fmt_bytes(b: Optional[float]) -> str:
+    if b is None:
+        return "unknown size"
+    for u in ("B", "KB", "MB", "GB", "TB"):
+        if b < 1000:
+            return f"{b:.3g} {u}"
+        b /= 1000
+    return f"{b:.3g} PB"

@@ -35,13 +35,15 @@ import csv
 import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 import numpy as np
 
 from . import ncu as N
-from .classify import ROOF_REACHED, SHORT_KERNEL_US
+from ..table import Coded
+from .classify import BOUND_LATENCY, ROOF_REACHED, SHORT_KERNEL_US, decide, rate
+from .frame import KernelFrame
 
 MIN_MATCH_RATE = 0.9          # of the shorter sequence
 MIN_MATCHES = 3
@@ -352,33 +354,32 @@ def _join(short: list, durs: list, src: Source):
     return al, accepted(al, len(short), len(src.rows))
 
 
-def apply(trace, links, launch_t, k_step, step_names, dur, cu, mu, dram, aby, bound, reasons, estimated,
-          peak_codes, peak_vocab, peak_f, bw, sms, blocks, devices) -> Result:
-    """Find counters for the trace, join them, and overwrite the model's per-kernel arrays (in
-    place) where counters measure them. Never raises: a problem with the counters leaves the
-    model's numbers untouched and says so in ``warnings``."""
+def apply(trace, links, frame: KernelFrame, launch_t: np.ndarray, k_step: np.ndarray, step_names: list,
+          devices: dict) -> tuple[KernelFrame, Result]:
+    """Find counters for the trace, join them, and return a new frame whose rows carry the
+    measured numbers where counters measure them, with what was joined. Never raises: a problem
+    with the counters returns the model's frame untouched and says so in ``warnings``."""
     try:
-        return _apply(trace, links, launch_t, k_step, step_names, dur, cu, mu, dram, aby, bound, reasons,
-                      estimated, peak_codes, peak_vocab, peak_f, bw, sms, blocks, devices)
+        return _apply(trace, links, frame, launch_t, k_step, step_names, devices)
     except Exception as e:  # noqa: BLE001 - a counter file must never cost the report
-        return Result(warnings=[f"hardware counters ignored: {type(e).__name__}: {e}"])
+        return frame, Result(warnings=[f"hardware counters ignored: {type(e).__name__}: {e}"])
 
 
-def _apply(trace, links, launch_t, k_step, step_names, dur, cu, mu, dram, aby, bound, reasons, estimated,
-           peak_codes, peak_vocab, peak_f, bw, sms, blocks, devices) -> Result:
+def _apply(trace, links, frame: KernelFrame, launch_t, k_step, step_names, devices) -> tuple[KernelFrame, Result]:
     res = Result()
     cupti = cupti_source(trace) if trace.counters else None
     side = sidecar_files(trace.path) if trace.path else []
     if cupti is None and not side:
-        return res
+        return frame, res
     sources = [cupti] if cupti is not None else []
     if side:
         ncu_sources, w = sources_from_sidecars(trace.path, side)
         sources += ncu_sources
         res.warnings += w
     if not sources:
-        return res
-    n = len(dur)
+        return frame, res
+    n = len(frame)
+    dur = frame.dur_us
     order = launch_order(trace, launch_t)
     if not len(order):
         if cupti is not None:
@@ -386,7 +387,7 @@ def _apply(trace, links, launch_t, k_step, step_names, dur, cu, mu, dram, aby, b
             res.notices.append(notice)
         elif sources:
             res.warnings.append("an ncu export lies beside the trace, but the trace has no GPU kernels to join it to")
-        return res
+        return frame, res
     names = trace.strings
     gname = trace.gpu["name"]
     short_of: dict = {}
@@ -424,32 +425,20 @@ def _apply(trace, links, launch_t, k_step, step_names, dur, cu, mu, dram, aby, b
         else:
             res.block = {"source": None, "file": None, "kernels_joined": 0, "kernels_total": int(len(order)),
                          "match_rate": None, "window": None, "candidates": tried, "notes": []}
-        return res
+        return frame, res
     src, al = best
     col: list = [None] * n
-    joined = 0
     step_set = set()
     label = SOURCE_LABEL[src.kind]
-    ks = np.array([int(order[pos]) for pos, _ in al.pairs], dtype=np.int64)
-    saved = [(a, a[ks].copy()) for a in (cu, mu, dram, aby, bound, estimated)]
-    saved_reasons = [reasons[k] for k in ks.tolist()]
-    try:
-        for pos, j in al.pairs:
-            k = int(order[pos])
-            row = src.rows[j]
-            used = _overlay(k, row.values, label, dur, cu, mu, dram, aby, bound, reasons, estimated,
-                            peak_vocab[peak_codes[k]], peak_f[k], bw[k], sms[k], blocks[k],
-                            (devices.get(int(trace.gpu["device"][k])) or None))
-            col[k] = measured_json(src, row.values, row, used)
-            joined += 1
-            if k_step[k] >= 0:
-                step_set.add(int(k_step[k]))
-    except Exception:
-        for a, v in saved:            # all or nothing: the model's numbers come back
-            a[ks] = v
-        for k, r in zip(ks.tolist(), saved_reasons):
-            reasons[k] = r
-        raise
+    overlays = []
+    for pos, j in al.pairs:
+        k = int(order[pos])
+        row = src.rows[j]
+        ov = _overlay(k, row.values, label, frame, devices.get(int(trace.gpu["device"][k])))
+        overlays.append(ov)
+        col[k] = measured_json(src, row.values, row, ov.used)
+        if k_step[k] >= 0:
+            step_set.add(int(k_step[k]))
     first, last = int(order[al.lo + al.offset]), int(order[al.hi - 1 + al.offset])
     notes = []
     if al.ties:
@@ -460,7 +449,7 @@ def _apply(trace, links, launch_t, k_step, step_names, dur, cu, mu, dram, aby, b
         notes.append("not in these counters, so still modelled: " + ", ".join(missing))
     res.block = {
         "source": src.kind, "file": src.file, "group": src.group,
-        "kernels_joined": joined, "kernels_total": int(len(order)), "rows": len(src.rows),
+        "kernels_joined": len(overlays), "kernels_total": int(len(order)), "rows": len(src.rows),
         "match_rate": round(al.rate, 4),
         "window": {"offset": al.offset, "first_kernel_id": first, "last_kernel_id": last,
                    "first_ts": float(trace.gpu["ts"][first]), "last_ts": float(trace.gpu["ts"][last]),
@@ -470,7 +459,128 @@ def _apply(trace, links, launch_t, k_step, step_names, dur, cu, mu, dram, aby, b
         "candidates": tried, "notes": notes,
     }
     res.column = col
-    return res
+    return _overlaid(frame, overlays), res
+
+
+@dataclass
+class Overlay:
+    """What the counters measure of one kernel (None: not measured, the model stands)."""
+    k: int
+    text: str                          # "measured (Nsight Compute): DRAM 81%, ..."
+    used: list                         # the report fields the counters replace
+    dram_bytes: Optional[float] = None
+    memory_util: Optional[float] = None
+    compute_util: Optional[float] = None
+
+
+def _overlay(k: int, v: Values, label: str, frame: KernelFrame, dev) -> Overlay:
+    """What kernel k's counters measure, against the roofs of its frame row."""
+    used = []
+    d = float(frame.dur_us[k])
+    sec = d * 1e-6
+    bwk = float(frame.bandwidth[k])
+    pk = frame.peak[k]
+    if v.dram_bytes is not None:
+        used.append("dram_bytes")
+    m_mem = None
+    if v.dram_pct is not None:
+        m_mem = v.dram_pct / 100.0
+    elif v.dram_bytes is not None and sec > 0 and bwk == bwk and bwk > 0:
+        m_mem = v.dram_bytes / sec / bwk
+    if m_mem is not None:
+        used.append("memory_util")
+    m_cu, how = None, None
+    pipes = [x for x in (v.tensor_pct, v.fma_pct) if x is not None]
+    if pipes:
+        m_cu, how = max(pipes) / 100.0, "pipes"
+    elif sec > 0 and dev is not None:
+        m_cu = _compute_from_counts(v, sec, pk, float(frame.peak_flops[k]), dev.flops)
+        how = "flops" if m_cu is not None else None
+    if m_cu is not None:
+        used.append("compute_util")
+    parts = []
+    if v.dram_pct is not None or v.tensor_pct is not None or v.fma_pct is not None:
+        parts.append(f"DRAM {_pct(v.dram_pct)}, tensor pipe {_pct(v.tensor_pct)}, FMA pipe {_pct(v.fma_pct)}")
+    rates = []
+    if how == "flops":
+        rates.append(f"{rate(v.flops / sec, 'FLOP/s')} ({100 * m_cu:.0f}% of the {pk + ' ' if pk else ''}peak)")
+    elif v.flops is not None and sec > 0 and not pipes:
+        rates.append(f"{rate(v.flops / sec, 'FLOP/s')} on CUDA cores (no tensor-pipe counters: not used)")
+    if m_mem is not None and v.dram_pct is None:
+        rates.append(f"{rate(v.dram_bytes / sec, 'B/s')} of DRAM traffic ({100 * m_mem:.0f}% of bandwidth)")
+    if rates:
+        parts.append(", ".join(rates))
+    text = f"measured ({label}): " + "; ".join(parts) if parts else f"measured ({label})"
+    c = m_cu if m_cu is not None else float(frame.compute_util[k])
+    m = m_mem if m_mem is not None else float(frame.memory_util[k])
+    if (m_mem is not None or m_cu is not None) and c == c and m == m:
+        used.append("bound")
+    return Overlay(k, text, used, v.dram_bytes, m_mem, m_cu)
+
+
+def _overlaid(frame: KernelFrame, overlays: list) -> KernelFrame:
+    """A new frame: the measured numbers in place of the model's, the bound decided again by
+    the classifier's rule on them, and reasons citing the counters."""
+    if not overlays:
+        return frame
+    ks = np.array([o.k for o in overlays], dtype=np.int64)
+
+    def opt(vals: list) -> np.ndarray:
+        return np.array([np.nan if x is None else x for x in vals], dtype=np.float64)
+    m_dram = opt([o.dram_bytes for o in overlays])
+    m_mem = opt([o.memory_util for o in overlays])
+    m_cu = opt([o.compute_util for o in overlays])
+    dur = frame.dur_us[ks]
+    sec = dur * 1e-6
+    dram, aby = frame.dram_bytes.copy(), frame.achieved_bytes.copy()
+    mu, cu = frame.memory_util.copy(), frame.compute_util.copy()
+    has_dram = ~np.isnan(m_dram)
+    dram[ks[has_dram]] = m_dram[has_dram]
+    timed = has_dram & (sec > 0)
+    aby[ks[timed]] = m_dram[timed] / sec[timed]
+    mu[ks[~np.isnan(m_mem)]] = m_mem[~np.isnan(m_mem)]
+    cu[ks[~np.isnan(m_cu)]] = m_cu[~np.isnan(m_cu)]
+    c, m = cu[ks], mu[ks]
+    any_measured = ~np.isnan(m_mem) | ~np.isnan(m_cu)
+    decided = any_measured & ~np.isnan(c) & ~np.isnan(m)
+    measured_reached = np.fmax(m_mem, m_cu) >= ROOF_REACHED
+    verdict = decide(c, m, dur < SHORT_KERNEL_US, measured_reached)
+    bound = frame.bound.copy()
+    bound[ks[decided]] = verdict[decided]
+    estimated = frame.estimated.copy()
+    both = ~np.isnan(m_mem) & ~np.isnan(m_cu)
+    estimated[ks[decided & both]] = False
+    vocab = list(frame.reason.vocab)
+    index = {t: i for i, t in enumerate(vocab)}
+    codes = frame.reason.codes.copy()
+    for j, o in enumerate(overlays):
+        if not any_measured[j]:
+            # nothing the bound rests on was measured: the model's verdict stands
+            text = f"{frame.reason[o.k]} [{o.text}]"
+        else:
+            modelled = [s for s, ok in (("memory", m_mem[j] == m_mem[j]), ("compute", m_cu[j] == m_cu[j])) if not ok]
+            text = o.text + _verdict(j, o.k, frame, verdict, decided, modelled, float(c[j]), float(m[j]))
+        codes[o.k] = index.setdefault(text, len(index))
+    return replace(frame, dram_bytes=dram, achieved_bytes=aby, memory_util=mu, compute_util=cu, bound=bound,
+                   estimated=estimated, reason=Coded(codes, list(index)))
+
+
+def _verdict(j: int, k: int, frame: KernelFrame, verdict: np.ndarray, decided: np.ndarray, modelled: list,
+             c: float, m: float) -> str:
+    if not decided[j]:
+        return f"; {' and '.join(modelled)} unknown, so the bound is unknown"
+    out = ""
+    if verdict[j] == BOUND_LATENCY:
+        why = []
+        d, nsm, nblocks = float(frame.dur_us[k]), int(frame.num_sms[k]), int(frame.blocks[k])
+        if d < SHORT_KERNEL_US:
+            why.append(f"only {d:.1f} µs")
+        if nsm and 0 < nblocks < nsm:
+            why.append(f"grid of {nblocks} blocks < {nsm} SMs")
+        out = ": neither roof reached" + (f" ({'; '.join(why)})" if why else "")
+    if modelled:
+        out += f" ({modelled[0]} modelled: {100 * (m if modelled[0] == 'memory' else c):.0f}%)"
+    return out
 
 
 def _missing(src: Source) -> list:
@@ -482,78 +592,6 @@ def _missing(src: Source) -> list:
     if not ({"tensor_pct", "fma_pct", "tensor_flops"} & have):
         out.append("tensor-pipe work" if "core_flops" in have else "FLOPs and pipe utilisation")
     return out
-
-
-def _overlay(k, v: Values, label, dur, cu, mu, dram, aby, bound, reasons, estimated, pk, pf, bwk, nsm, nblocks,
-             dev) -> list:
-    """Overwrite kernel k's model numbers with what the counters measure; returns what was replaced."""
-    used = []
-    d = float(dur[k])
-    sec = d * 1e-6
-    if v.dram_bytes is not None:
-        dram[k] = v.dram_bytes
-        if sec > 0:
-            aby[k] = v.dram_bytes / sec
-        used.append("dram_bytes")
-    m_mem = None
-    if v.dram_pct is not None:
-        m_mem = v.dram_pct / 100.0
-    elif v.dram_bytes is not None and sec > 0 and bwk == bwk and bwk > 0:
-        m_mem = v.dram_bytes / sec / bwk
-    if m_mem is not None:
-        mu[k] = m_mem
-        used.append("memory_util")
-    m_cu, how = None, None
-    pipes = [x for x in (v.tensor_pct, v.fma_pct) if x is not None]
-    if pipes:
-        m_cu, how = max(pipes) / 100.0, "pipes"
-    elif sec > 0 and dev is not None:
-        m_cu = _compute_from_counts(v, sec, pk, pf, dev.flops)
-        how = "flops" if m_cu is not None else None
-    if m_cu is not None:
-        cu[k] = m_cu
-        used.append("compute_util")
-    parts = []
-    if v.dram_pct is not None or v.tensor_pct is not None or v.fma_pct is not None:
-        parts.append(f"DRAM {_pct(v.dram_pct)}, tensor pipe {_pct(v.tensor_pct)}, FMA pipe {_pct(v.fma_pct)}")
-    rates = []
-    if how == "flops":
-        rates.append(f"{_rate(v.flops / sec, 'FLOP/s')} ({100 * m_cu:.0f}% of the {pk + ' ' if pk else ''}peak)")
-    elif v.flops is not None and sec > 0 and not pipes:
-        rates.append(f"{_rate(v.flops / sec, 'FLOP/s')} on CUDA cores (no tensor-pipe counters: not used)")
-    if m_mem is not None and v.dram_pct is None:
-        rates.append(f"{_rate(v.dram_bytes / sec, 'B/s')} of DRAM traffic ({100 * m_mem:.0f}% of bandwidth)")
-    if rates:
-        parts.append(", ".join(rates))
-    text = f"measured ({label}): " + "; ".join(parts) if parts else f"measured ({label})"
-    if m_mem is None and m_cu is None:
-        # nothing the bound rests on was measured: the model's verdict stands
-        reasons[k] = f"{reasons[k]} [{text}]"
-        return used
-    c, m = cu[k], mu[k]
-    modelled = [s for s, ok in (("memory", m_mem is not None), ("compute", m_cu is not None)) if not ok]
-    if c != c or m != m:
-        reasons[k] = f"{text}; {' and '.join(modelled)} unknown, so the bound is unknown"
-        return used
-    measured_best = max(x for x in (m_mem, m_cu) if x is not None)
-    if max(c, m) >= ROOF_REACHED and not (modelled and d < SHORT_KERNEL_US and measured_best < ROOF_REACHED):
-        bound[k] = 1 if c >= m else 0
-        verdict = ""
-    else:
-        bound[k] = 2
-        why = []
-        if d < SHORT_KERNEL_US:
-            why.append(f"only {d:.1f} µs")
-        if nsm and 0 < nblocks < nsm:
-            why.append(f"grid of {nblocks} blocks < {nsm} SMs")
-        verdict = ": neither roof reached" + (f" ({'; '.join(why)})" if why else "")
-    used.append("bound")
-    if modelled:
-        verdict += f" ({modelled[0]} modelled: {100 * (m if modelled[0] == 'memory' else c):.0f}%)"
-    else:
-        estimated[k] = False
-    reasons[k] = text + verdict
-    return used
 
 
 def _compute_from_counts(v: Values, sec: float, pk, pf, peaks: dict) -> Optional[float]:
@@ -575,13 +613,6 @@ def _compute_from_counts(v: Values, sec: float, pk, pf, peaks: dict) -> Optional
             return None
         util += v.core_flops / sec / p_v
     return util
-
-
-def _rate(x: float, unit: str) -> str:
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if x >= scale:
-            return f"{x / scale:.3g} {prefix}{unit}"
-    return f"{x:.3g} {unit}"
 
 
 def _ranges_block(trace, links, src: Source, joined: bool = True) -> tuple:

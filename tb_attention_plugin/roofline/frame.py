@@ -1,0 +1,186 @@
+"""The kernel frame: one row per GPU activity, held as numpy columns, for the roofline steps.
+
+A trace has up to hundreds of thousands of GPU activities, and every step of the roofline works
+on all of them at once. The frame is the one place their numbers live between those steps:
+
+1. :func:`build` fills it from the cost attribution (FLOPs, bytes, dtype) and the device table
+   (which roof applies, its value, bandwidth, SMs, L2) — the inputs;
+2. :func:`.classify.classify` places each row on the roofline (rates, utilisations) and says
+   what bounds it (bound, latency cause, reason);
+3. :func:`.measured.apply` overlays hardware counters where a trace has them.
+
+Each step returns a new frame (``dataclasses.replace``); none mutates another's arrays. The
+report turns the frame into kernel-table columns and aggregates it; nothing else classifies.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from ..table import Coded
+from ..trace.records import KERNEL, MEMCPY, Trace
+from . import devices as D
+from .attribute import Attribution
+from .classify import BOUND_UNKNOWN, peak_key
+from .cost import NONE
+
+F64 = np.ndarray   # float64 column, NaN = unknown
+
+
+@dataclass(frozen=True)
+class KernelFrame:
+    """Columns of equal length, one row per GPU activity (the trace's ``gpu`` order)."""
+    # -- inputs: the activity, its cost and its roofs ------------------------------------------
+    kind: np.ndarray            # int64 GPU activity kind (trace.records KERNEL, MEMCPY, MEMSET)
+    dur_us: F64
+    flops: F64                  # this activity's share of its cost op's FLOPs
+    bytes: F64                  # ... of its minimum bytes
+    reads: F64                  # the part of ``bytes`` that is read
+    dram_bytes: F64             # estimated (or measured) DRAM traffic
+    dtype: Coded                # input dtype of the cost op
+    peak: Coded                 # which FLOP roof applies (None: data movement)
+    peak_flops: F64             # its value, FLOP/s
+    bandwidth: F64              # device memory bandwidth, B/s (NaN: unknown GPU)
+    num_sms: np.ndarray         # int64, 0 = unknown
+    l2_bytes: F64
+    blocks: np.ndarray          # int64 blocks in the grid (1 for copies)
+    occupancy: F64              # recorded achieved-occupancy estimate, %
+    host_copy: np.ndarray       # bool: memcpy over the host link
+    estimated: np.ndarray       # bool: FLOPs per-element estimates, or a split cost
+    upper_bound: np.ndarray     # bool: FLOPs/bytes are a dense upper bound (unknown sparsity)
+    # -- placed on the roofline and classified (classify.classify) ------------------------------
+    achieved_flops: F64
+    achieved_bytes: F64
+    intensity: F64
+    compute_util: F64
+    memory_util: F64
+    bound: np.ndarray           # int8 index into classify.BOUNDS
+    cause: np.ndarray           # int8 index into classify.CAUSES, -1 where bound is not latency
+    reason: Coded               # the evidence in words
+
+    def __len__(self) -> int:
+        return len(self.dur_us)
+
+
+def _nan(n: int) -> F64:
+    return np.full(n, np.nan)
+
+
+def dram_traffic(nbytes: F64, reads: F64, l2: F64) -> F64:
+    """Estimated DRAM bytes of each kernel: everything read, and what is written beyond the room
+    the reads leave in the last-level cache (a write-back cache keeps smaller outputs until
+    later). Checked against Nsight Compute's DRAM bytes in validation/."""
+    rd = np.where(np.isnan(reads), nbytes, reads)
+    wr = np.maximum(nbytes - rd, 0.0)
+    room = np.maximum(l2 - rd, 0.0)
+    return rd + np.maximum(wr - room, 0.0)
+
+
+def _roofs(trace: Trace, devices: dict, attr: Attribution, resolve: Any) -> tuple:
+    """Per activity: peak key, peak FLOP/s, bandwidth, SMs, L2 bytes, looked up once per distinct
+    (dtype, engine, TF32 flag, kernel name, device) and spread to the activities."""
+    G = trace.gpu
+    n = len(G["kind"])
+    names = trace.strings
+    combos: dict = {}
+    code = np.empty(n, dtype=np.int64)
+    costs = attr.costs
+    for k, (o, nid, dev) in enumerate(zip(attr.owner.tolist(), G["name"].tolist(), G["device"].tolist())):
+        c = costs.get(o)
+        key = (c.dtype if c else None, c.engine if c else NONE, c.fp32_on_tensor_cores if c else False, nid, dev)
+        j = combos.get(key)
+        if j is None:
+            j = combos[key] = len(combos)
+        code[k] = j
+    keys: list[Optional[str]] = []
+    vals, bws, sms, l2s = [], [], [], []
+    for (dtype, engine, tc32, nid, dev) in combos:
+        d = devices.get(dev) or resolve(dev)
+        devices.setdefault(dev, d)
+        pk, _ = peak_key(dtype, engine, names[nid], d.flops, tc32)
+        keys.append(pk)
+        vals.append(d.flops.get(pk, np.nan) if pk else np.nan)
+        bws.append(d.memory_bandwidth if d.memory_bandwidth else np.nan)
+        sms.append(d.num_sms or 0)
+        l2s.append(float(d.l2_bytes or 0))
+
+    def col(v: list, dtype: Any) -> np.ndarray:
+        return np.asarray(v, dtype=dtype)[code] if n else np.zeros(0, dtype)
+    # one vocabulary entry per distinct key (the combos repeat keys)
+    vocab: dict = {}
+    kc = np.asarray([vocab.setdefault(k, len(vocab)) for k in keys], dtype=np.int32)
+    peak = Coded(kc[code] if n else np.zeros(0, np.int32), list(vocab) or [None])
+    return peak, col(vals, float), col(bws, float), col(sms, np.int64), col(l2s, float)
+
+
+def build(trace: Trace, attr: Attribution, devices: dict, resolve: Any) -> KernelFrame:
+    """The frame's inputs from the cost attribution and the device table. ``devices`` maps a
+    device id to its :class:`.devices.DevicePeaks` (devices met only here are added through
+    ``resolve(device_id)``). The classified columns are left unknown: see classify.classify."""
+    G = trace.gpu
+    n = len(G["kind"])
+    names = trace.strings
+    kind = G["kind"].astype(np.int64)
+    dur = G["dur"].astype(np.float64)
+    peak, peak_f, bw, sms, l2 = _roofs(trace, devices, attr, resolve)
+    host_copy = np.zeros(n, dtype=bool)
+    for k in np.flatnonzero(kind == MEMCPY).tolist():
+        nm = names[G["name"][k]]
+        host_copy[k] = not ("DtoD" in nm or "PtoP" in nm)
+    blocks = np.maximum(G["grid_x"], 1) * np.maximum(G["grid_y"], 1) * np.maximum(G["grid_z"], 1)
+    own_u, own_inv = np.unique(attr.owner, return_inverse=True)
+    dtype_vocab: dict = {None: 0}
+    u_costs = [attr.costs.get(o) for o in own_u.tolist()]
+    u_dtype = np.array([dtype_vocab.setdefault(c.dtype if c else None, len(dtype_vocab)) for c in u_costs],
+                       dtype=np.int32)
+    u_est = np.array([bool(c is not None and c.flops_estimated) for c in u_costs], dtype=bool)
+    u_upper = np.array([bool(getattr(c, "upper_bound", False)) for c in u_costs], dtype=bool)
+    estimated = (u_est[own_inv] if n else np.zeros(0, bool)) | ((attr.owner >= 0) & (attr.share < 1.0))
+    return KernelFrame(
+        kind=kind, dur_us=dur, flops=attr.flops, bytes=attr.bytes, reads=attr.reads,
+        dram_bytes=dram_traffic(attr.bytes, attr.reads, l2),
+        dtype=Coded(u_dtype[own_inv] if n else np.zeros(0, np.int32), list(dtype_vocab)),
+        peak=peak, peak_flops=peak_f, bandwidth=bw, num_sms=sms, l2_bytes=l2,
+        blocks=blocks.astype(np.int64), occupancy=G["occupancy"].astype(np.float64),
+        host_copy=host_copy, estimated=estimated,
+        upper_bound=u_upper[own_inv] if n else np.zeros(0, bool),
+        achieved_flops=_nan(n), achieved_bytes=_nan(n), intensity=_nan(n), compute_util=_nan(n),
+        memory_util=_nan(n), bound=np.full(n, BOUND_UNKNOWN, dtype=np.int8), cause=np.full(n, -1, dtype=np.int8),
+        reason=Coded(np.zeros(n, np.int32), [""]))
+
+
+def is_kernel(frame: KernelFrame) -> np.ndarray:
+    return frame.kind == KERNEL
+
+
+def from_columns(dur_us: Any, **columns: Any) -> KernelFrame:
+    """A frame from the given input columns (scalars broadcast); the rest take their
+    "nothing recorded" values: kernels, unknown cost, no roof, no occupancy. For callers that
+    classify numbers that did not come from a trace (tests, what-if estimates)."""
+    d = np.atleast_1d(np.asarray(dur_us, dtype=np.float64))
+    n = len(d)
+
+    def col(name: str, default: Any, dtype: Any) -> np.ndarray:
+        return np.broadcast_to(np.asarray(columns.pop(name, default), dtype=dtype), (n,)).copy()
+    peak = columns.pop("peak", None)
+    peak_col = peak if isinstance(peak, Coded) else Coded.from_values([peak] * n if not isinstance(peak, list) else peak)
+    nbytes = col("bytes", np.nan, np.float64)
+    reads = col("reads", np.nan, np.float64)
+    l2 = col("l2_bytes", 0.0, np.float64)
+    f = KernelFrame(
+        kind=col("kind", KERNEL, np.int64), dur_us=d, flops=col("flops", np.nan, np.float64), bytes=nbytes,
+        reads=reads, dram_bytes=col("dram_bytes", np.nan, np.float64) if "dram_bytes" in columns
+        else dram_traffic(nbytes, reads, l2),
+        dtype=Coded.from_values([None] * n), peak=peak_col,
+        peak_flops=col("peak_flops", np.nan, np.float64), bandwidth=col("bandwidth", np.nan, np.float64),
+        num_sms=col("num_sms", 0, np.int64), l2_bytes=l2, blocks=col("blocks", 1, np.int64),
+        occupancy=col("occupancy", np.nan, np.float64), host_copy=col("host_copy", False, bool),
+        estimated=col("estimated", False, bool), upper_bound=col("upper_bound", False, bool),
+        achieved_flops=_nan(n), achieved_bytes=_nan(n), intensity=_nan(n), compute_util=_nan(n),
+        memory_util=_nan(n), bound=np.full(n, BOUND_UNKNOWN, dtype=np.int8), cause=np.full(n, -1, dtype=np.int8),
+        reason=Coded(np.zeros(n, np.int32), [""]))
+    if columns:
+        raise TypeError(f"unknown frame columns: {', '.join(sorted(columns))}")
+    return f
