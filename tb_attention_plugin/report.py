@@ -22,6 +22,7 @@ from .roofline.attribute import Attribution, attribute
 from .roofline.classify import BOUNDS, LOW_OCCUPANCY_PCT, ROOF_REACHED, SHORT_KERNEL_US, classify, decide
 from .roofline.frame import KernelFrame
 from .roofline.measured import Result, apply as measure
+from .trace.busy import busy_times, communication_mask
 from .trace.correlate import Links, link, take_or
 from .trace.records import ANNOTATION, GPU_KIND_NAMES, KERNEL, MODULE, Trace
 from .trace.shapes import parse_args
@@ -51,16 +52,6 @@ def _sig(x):
     if x == 0:
         return 0.0
     return float(f"{x:.4g}")
-
-
-def _union_us(starts: np.ndarray, ends: np.ndarray) -> float:
-    if not len(starts):
-        return 0.0
-    o = np.argsort(starts, kind="stable")
-    s, e = starts[o], ends[o]
-    run_end = np.maximum.accumulate(e)
-    gaps = np.maximum(s[1:] - run_end[:-1], 0)
-    return float((run_end[-1] - s[0] - gaps.sum()) / 1000.0)
 
 
 class _Modules:
@@ -406,10 +397,7 @@ def _assemble(trace: Trace, opt: Options, devices: dict, steps: Steps, frame: Ke
     dur = frame.dur_us
     att, bwd, ph_code, inst = ctx.attention, ctx.backward, ctx.phase, ctx.instance
     gpu_time = float(dur[sel].sum())
-    busy = 0.0
-    for dv in set(G["device"][sel].tolist()):
-        m = sel & (G["device"] == dv)
-        busy += _union_us(G["ts_ns"][m], G["ts_ns"][m] + G["dur_ns"][m])
+    busy = busy_times(trace, sel, communication_mask(trace), att)
     kern_time = float(dur[sel & (frame.kind == KERNEL)].sum())
     a_sel = att & sel
     att_time = float(dur[a_sel].sum())
@@ -455,10 +443,16 @@ def _assemble(trace: Trace, opt: Options, devices: dict, steps: Steps, frame: Ke
         "steps": step_list,
         "step": opt.step,
         "gpu_time_us": _r(gpu_time),
-        "gpu_busy_us": _r(busy),
+        "gpu_busy_us": busy["gpu_busy_us"],
+        "compute_busy_us": busy["compute_busy_us"],
+        "span_us": busy["span_us"],
+        "idle_us": busy["idle_us"],
         "kernel_time_us": _r(kern_time),
         "attention_time_us": _r(att_time),
-        "attention_share": _r(att_time / gpu_time, 4) if gpu_time > 0 else None,
+        "attention_busy_us": busy["attention_busy_us"],
+        "attention_share": _share(busy["attention_busy_us"], busy["compute_busy_us"]),
+        "communication": busy["communication"],
+        "streams": busy["streams"],
         "core_attention_time_us": t_of(ctx.columns["core"]),
         "projection_time_us": t_of(is_proj),
         "forward_time_us": t_of(~bwd),
@@ -476,6 +470,11 @@ def _assemble(trace: Trace, opt: Options, devices: dict, steps: Steps, frame: Ke
                        "low_occupancy_pct": LOW_OCCUPANCY_PCT},
         "measurements": meas.block,
     }
+
+
+def _share(part: Optional[float], whole: Optional[float]) -> Optional[float]:
+    """``part / whole`` for the JSON (4 decimals), null without a whole."""
+    return _r(part / whole, 4) if part is not None and whole else None
 
 
 def _dims_column(x: np.ndarray, y: np.ndarray, z: np.ndarray, is_kernel: np.ndarray) -> Coded:
