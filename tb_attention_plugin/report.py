@@ -19,7 +19,8 @@ from .attention.tagger import SOURCES, Tagging, call_numbers, tag
 from .roofline import devices as D
 from .roofline import frame as F
 from .roofline.attribute import Attribution, attribute
-from .roofline.classify import BOUNDS, LOW_OCCUPANCY_PCT, ROOF_REACHED, SHORT_KERNEL_US, classify, decide
+from .roofline.classify import (BOUNDS, LOW_OCCUPANCY_PCT, ROOF_REACHED, SHORT_KERNEL_US, classify, decide,
+                                raise_roofs)
 from .roofline.frame import KernelFrame
 from .roofline.measured import Result, apply as measure
 from .trace.busy import busy_times, communication_mask
@@ -175,13 +176,13 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
     and the aggregates over the selected step."""
     devices = _devices(trace, opt)
     steps = _steps(trace, links, opt)
-    frame = roofline_frame(trace, attr, devices, opt)
+    frame, adjustments = roofline_frame(trace, attr, devices, opt)
     frame, meas = measure(trace, links, frame, steps.launch_t, steps.kernel_step, steps.names, devices)
     ctx = _context(trace, links, tagging)
     table = _kernel_table(trace, attr, frame, ctx, steps, meas.column)
     if not steps.keep.all():
         table = table.take(np.flatnonzero(steps.keep))
-    return _assemble(trace, opt, devices, steps, frame, ctx, table, meas)
+    return _assemble(trace, opt, devices, adjustments, steps, frame, ctx, table, meas)
 
 
 def _devices(trace: Trace, opt: Options) -> dict:
@@ -192,11 +193,26 @@ def _devices(trace: Trace, opt: Options) -> dict:
     return {i: D.resolve(trace.meta, i, opt.user_peaks, opt.peak_basis) for i in sorted(dev_ids | props_ids)}
 
 
-def roofline_frame(trace: Trace, attr: Attribution, devices: dict, opt: Options) -> KernelFrame:
-    """The classified kernel frame of a trace's cost attribution (before measured counters)."""
+def roofline_frame(trace: Trace, attr: Attribution, devices: dict, opt: Options) -> tuple[KernelFrame, list]:
+    """The classified kernel frame of a trace's cost attribution (before measured counters), and
+    the roofs raised because a kernel beat the table's peak (classify.raise_roofs)."""
     def resolve(dev: int) -> D.DevicePeaks:
         return D.resolve(trace.meta, dev, opt.user_peaks, opt.peak_basis)
-    return classify(F.build(trace, attr, devices, resolve))
+
+    def datasheet(dev: int, peak: str) -> Optional[float]:
+        return D.resolve(trace.meta, dev, None, "datasheet").flops.get(peak)
+    frame, adjustments = raise_roofs(F.build(trace, attr, devices, resolve), datasheet)
+    return classify(frame), adjustments
+
+
+def _device_json(d: D.DevicePeaks, adjustments: list) -> dict:
+    """A device entry: its peaks as used (raised roofs included) and the raises, with why."""
+    out = d.to_json()
+    mine = [{k: v for k, v in a.items() if k != "device"} for a in adjustments if a["device"] == d.id]
+    for a in mine:
+        out["peaks"]["flops"][a["peak"]] = a["to"]
+    out["roof_adjustments"] = mine
+    return out
 
 
 @dataclass
@@ -352,6 +368,7 @@ def _kernel_table(trace: Trace, attr: Attribution, frame: KernelFrame, ctx: Cont
         "bound": Coded(frame.bound, BOUNDS),
         "bound_reason": frame.reason,
         "estimated": frame.estimated,
+        "upper_bound": frame.upper_bound,
         "cost_share": np.where(attr.owner >= 0, np.round(attr.share, 4), np.nan),
         "grid": _dims_column(G["grid_x"], G["grid_y"], G["grid_z"], is_kernel),
         "block": _dims_column(G["block_x"], G["block_y"], G["block_z"], is_kernel),
@@ -389,7 +406,7 @@ def _costed(frame: KernelFrame) -> np.ndarray:
     return ~np.isnan(frame.flops) & ~np.isnan(frame.bytes) & ~np.isnan(frame.bandwidth) & (frame.dur_us > 0)
 
 
-def _assemble(trace: Trace, opt: Options, devices: dict, steps: Steps, frame: KernelFrame, ctx: Context,
+def _assemble(trace: Trace, opt: Options, devices: dict, adjustments: list, steps: Steps, frame: KernelFrame, ctx: Context,
               table: KernelTable, meas: Result) -> dict:
     """The report dict: totals, phases and steps over the selected kernels, around the table."""
     G, R = trace.gpu, trace.ranges
@@ -438,8 +455,8 @@ def _assemble(trace: Trace, opt: Options, devices: dict, steps: Steps, frame: Ke
             "distributed": meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else None,
             "base_time_ns": meta.get("baseTimeNanoseconds") if isinstance(meta.get("baseTimeNanoseconds"), int) else None,
         },
-        "device": main_dev.to_json() if main_dev else None,
-        "devices": [d.to_json() for d in devices.values()],
+        "device": _device_json(main_dev, adjustments) if main_dev else None,
+        "devices": [_device_json(d, adjustments) for d in devices.values()],
         "steps": step_list,
         "step": opt.step,
         "gpu_time_us": _r(gpu_time),

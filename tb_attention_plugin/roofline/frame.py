@@ -34,6 +34,7 @@ class KernelFrame:
     """Columns of equal length, one row per GPU activity (the trace's ``gpu`` order)."""
     # -- inputs: the activity, its cost and its roofs ------------------------------------------
     kind: np.ndarray            # int64 GPU activity kind (trace.records KERNEL, MEMCPY, MEMSET)
+    device: np.ndarray          # int64 device id
     dur_us: F64
     flops: F64                  # this activity's share of its cost op's FLOPs
     bytes: F64                  # ... of its minimum bytes
@@ -58,6 +59,7 @@ class KernelFrame:
     memory_util: F64
     bound: np.ndarray           # int8 index into classify.BOUNDS
     cause: np.ndarray           # int8 index into classify.CAUSES, -1 where bound is not latency
+    note: np.ndarray            # int8 bit flags (classify.N_*): roof raised, L2 traffic, capped estimate
     reason: Coded               # the evidence in words
 
     def __len__(self) -> int:
@@ -139,7 +141,7 @@ def build(trace: Trace, attr: Attribution, devices: dict, resolve: Any) -> Kerne
     u_upper = np.array([bool(getattr(c, "upper_bound", False)) for c in u_costs], dtype=bool)
     estimated = (u_est[own_inv] if n else np.zeros(0, bool)) | ((attr.owner >= 0) & (attr.share < 1.0))
     return KernelFrame(
-        kind=kind, dur_us=dur, flops=attr.flops, bytes=attr.bytes, reads=attr.reads,
+        kind=kind, device=G["device"].astype(np.int64), dur_us=dur, flops=attr.flops, bytes=attr.bytes, reads=attr.reads,
         dram_bytes=dram_traffic(attr.bytes, attr.reads, l2),
         dtype=Coded(u_dtype[own_inv] if n else np.zeros(0, np.int32), list(dtype_vocab)),
         peak=peak, peak_flops=peak_f, bandwidth=bw, num_sms=sms, l2_bytes=l2,
@@ -148,7 +150,7 @@ def build(trace: Trace, attr: Attribution, devices: dict, resolve: Any) -> Kerne
         upper_bound=u_upper[own_inv] if n else np.zeros(0, bool),
         achieved_flops=_nan(n), achieved_bytes=_nan(n), intensity=_nan(n), compute_util=_nan(n),
         memory_util=_nan(n), bound=np.full(n, BOUND_UNKNOWN, dtype=np.int8), cause=np.full(n, -1, dtype=np.int8),
-        reason=Coded(np.zeros(n, np.int32), [""]))
+        note=np.zeros(n, np.int8), reason=Coded(np.zeros(n, np.int32), [""]))
 
 
 def is_kernel(frame: KernelFrame) -> np.ndarray:
@@ -170,7 +172,7 @@ def from_columns(dur_us: Any, **columns: Any) -> KernelFrame:
     reads = col("reads", np.nan, np.float64)
     l2 = col("l2_bytes", 0.0, np.float64)
     f = KernelFrame(
-        kind=col("kind", KERNEL, np.int64), dur_us=d, flops=col("flops", np.nan, np.float64), bytes=nbytes,
+        kind=col("kind", KERNEL, np.int64), device=col("device", 0, np.int64), dur_us=d, flops=col("flops", np.nan, np.float64), bytes=nbytes,
         reads=reads, dram_bytes=col("dram_bytes", np.nan, np.float64) if "dram_bytes" in columns
         else dram_traffic(nbytes, reads, l2),
         dtype=Coded.from_values([None] * n), peak=peak_col,
@@ -180,7 +182,7 @@ def from_columns(dur_us: Any, **columns: Any) -> KernelFrame:
         estimated=col("estimated", False, bool), upper_bound=col("upper_bound", False, bool),
         achieved_flops=_nan(n), achieved_bytes=_nan(n), intensity=_nan(n), compute_util=_nan(n),
         memory_util=_nan(n), bound=np.full(n, BOUND_UNKNOWN, dtype=np.int8), cause=np.full(n, -1, dtype=np.int8),
-        reason=Coded(np.zeros(n, np.int32), [""]))
+        note=np.zeros(n, np.int8), reason=Coded(np.zeros(n, np.int32), [""]))
     if columns:
         raise TypeError(f"unknown frame columns: {', '.join(sorted(columns))}")
     return f

@@ -503,11 +503,13 @@ def _overlay(k: int, v: Values, label: str, frame: KernelFrame, dev) -> Overlay:
         parts.append(f"DRAM {_pct(v.dram_pct)}, tensor pipe {_pct(v.tensor_pct)}, FMA pipe {_pct(v.fma_pct)}")
     rates = []
     if how == "flops":
-        rates.append(f"{rate(v.flops / sec, 'FLOP/s')} ({100 * m_cu:.0f}% of the {pk + ' ' if pk else ''}peak)")
+        over = ": above the roof, shown at 100%" if m_cu > 1.0 else ""
+        rates.append(f"{rate(v.flops / sec, 'FLOP/s')} ({100 * m_cu:.0f}% of the {pk + ' ' if pk else ''}peak{over})")
     elif v.flops is not None and sec > 0 and not pipes:
         rates.append(f"{rate(v.flops / sec, 'FLOP/s')} on CUDA cores (no tensor-pipe counters: not used)")
     if m_mem is not None and v.dram_pct is None:
-        rates.append(f"{rate(v.dram_bytes / sec, 'B/s')} of DRAM traffic ({100 * m_mem:.0f}% of bandwidth)")
+        over = ": above the roof, shown at 100%" if m_mem > 1.0 else ""
+        rates.append(f"{rate(v.dram_bytes / sec, 'B/s')} of DRAM traffic ({100 * m_mem:.0f}% of bandwidth{over})")
     if rates:
         parts.append(", ".join(rates))
     text = f"measured ({label}): " + "; ".join(parts) if parts else f"measured ({label})"
@@ -528,8 +530,9 @@ def _overlaid(frame: KernelFrame, overlays: list) -> KernelFrame:
     def opt(vals: list) -> np.ndarray:
         return np.array([np.nan if x is None else x for x in vals], dtype=np.float64)
     m_dram = opt([o.dram_bytes for o in overlays])
-    m_mem = opt([o.memory_util for o in overlays])
-    m_cu = opt([o.compute_util for o in overlays])
+    # utilisations are fractions of a roof: counter noise or a FLOP count over the roof stays at 1
+    m_mem = np.minimum(opt([o.memory_util for o in overlays]), 1.0)
+    m_cu = np.minimum(opt([o.compute_util for o in overlays]), 1.0)
     dur = frame.dur_us[ks]
     sec = dur * 1e-6
     dram, aby = frame.dram_bytes.copy(), frame.achieved_bytes.copy()

@@ -1,8 +1,9 @@
 """The one classifier (roofline/classify.py), as the report uses it: on a kernel frame."""
 import numpy as np
+import pytest
 
-from tb_attention_plugin.roofline.classify import (BOUNDS, ROOF_REACHED, SHORT_KERNEL_US, classify, decide,
-                                                   peak_key)
+from tb_attention_plugin.roofline.classify import (BOUNDS, N_ROOF_RAISED, ROOF_REACHED, SHORT_KERNEL_US, classify,
+                                                   decide, peak_key, raise_roofs)
 from tb_attention_plugin.roofline.cost import MATRIX, NONE, VECTOR
 from tb_attention_plugin.roofline.frame import from_columns
 from tb_attention_plugin.trace.records import KERNEL, MEMCPY
@@ -83,7 +84,7 @@ def test_vectorised_equals_one_by_one_and_words_each_reason_once():
     rng = np.random.default_rng(0)
     n = 400
     base = rng.choice([2.0, 40.0, 400.0], n)
-    fl = rng.choice([np.nan, 0.0, 1e9, 3e11], n)
+    fl = rng.choice([np.nan, 0.0, 1e9, 3e10], n)
     nb = rng.choice([np.nan, 1e6, 1e9], n)
     blocks = rng.choice([8, 1000], n)
     f = classify(from_columns(base, flops=fl, bytes=nb, reads=nb, peak_flops=801.5e12, bandwidth=BW, peak="bf16",
@@ -101,3 +102,56 @@ def test_peak_choice():
     assert peak_key("bf16", VECTOR, "softmax", H200)[0] == "fp32"
     assert peak_key("bf16", NONE, "copy", H200)[0] is None
     assert peak_key("bf16", MATRIX, "gemm", {"fp32": 15.7e12, "fp16": 125e12})[0] == "fp32"   # V100: no bf16 TC
+
+
+def test_a_kernel_faster_than_the_table_peak_raises_the_roof():
+    # LM-head GEMM at 869 TFLOP/s against a measured bf16 peak of 801.5: the roof was wrong
+    dur = np.array([100.0, 100.0, 100.0])
+    fl = np.array([869e12, 400e12, 2000e12]) * 100e-6
+    f = from_columns(dur, flops=fl, bytes=1e8, reads=1e8, peak_flops=801.5e12, bandwidth=BW, peak="bf16",
+                     estimated=np.array([False, False, True]))
+    f, adj = raise_roofs(f, lambda dev, pk: 989.4e12 if pk == "bf16" else None)
+    assert adj == [{"device": 0, "peak": "bf16", "from": 801.5e12, "to": pytest.approx(869e12),
+                    "reason": adj[0]["reason"]}]
+    assert "869 TFLOP/s" in adj[0]["reason"] and "datasheet's dense bf16 peak is 989 TFLOP/s" in adj[0]["reason"]
+    f = classify(f)
+    assert (f.peak_flops == adj[0]["to"]).all()
+    assert f.compute_util[0] == pytest.approx(1.0) and f.note[0] & N_ROOF_RAISED
+    assert f.compute_util[1] == pytest.approx(400 / 869)
+    assert "raised to 869 TFLOP/s" in f.reason[0] and "raised" not in f.reason[1]
+    # an estimate above even the raised roof does not move it: it is shown at the roof, and says so
+    assert f.compute_util[2] == 1.0 and "FLOP estimate exceeds" in f.reason[2]
+    # above the datasheet too: the FLOP count is suspect, and the reason says so
+    g, adj = raise_roofs(from_columns(100.0, flops=1100e12 * 100e-6, bytes=1e8, reads=1e8, peak_flops=801.5e12,
+                                      bandwidth=BW, peak="bf16"), lambda dev, pk: 989.4e12)
+    assert adj[0]["to"] == pytest.approx(1100e12) and "check the FLOP count" in adj[0]["reason"]
+    assert classify(g).compute_util[0] == pytest.approx(1.0)
+
+
+def test_traffic_above_dram_bandwidth_came_from_l2():
+    v = one(100.0, 1e8, 1.5 * BW * 100e-6, 50.5e12, peak="fp32")
+    assert v["mu"] == 1.0 and v["bound"] == "memory"
+    assert "served from L2" in v["reason"] and "100% of memory bandwidth" in v["reason"]
+
+
+def test_upper_bounds_never_claim_a_roof():
+    v = one(100.0, 0.8 * 801.5e12 * 100e-6, 1e8, upper_bound=True)
+    assert v["bound"] == "unknown" and "≤ 80% of the bf16 peak" in v["reason"] and "upper bound" in v["reason"]
+    # far from either roof even at the upper bound: latency holds
+    v = one(100.0, 0.1 * 801.5e12 * 100e-6, 1e6, upper_bound=True, blocks=1000, num_sms=132)
+    assert v["bound"] == "latency" and "≤ 10% of bf16 peak" in v["reason"]
+    # an upper bound above the roof is still an upper bound at the roof
+    v = one(100.0, 2 * 801.5e12 * 100e-6, 1e6, upper_bound=True)
+    assert v["cu"] == 1.0 and v["bound"] == "unknown"
+
+
+def test_every_utilisation_is_a_fraction_of_its_roof():
+    rng = np.random.default_rng(1)
+    n = 2000
+    f = from_columns(rng.uniform(0.5, 500, n), flops=rng.uniform(0, 2e12, n) * rng.choice([1e-6, 1e-3, 1], n),
+                     bytes=rng.uniform(0, 1e10, n), reads=np.nan, peak_flops=801.5e12, bandwidth=BW, peak="bf16",
+                     estimated=rng.random(n) < 0.3, upper_bound=rng.random(n) < 0.1)
+    f, _ = raise_roofs(f, lambda dev, pk: 989.4e12)
+    f = classify(f)
+    for u in (f.compute_util, f.memory_util):
+        assert np.nanmin(u) >= 0 and np.nanmax(u) <= 1.0
