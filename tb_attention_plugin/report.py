@@ -19,8 +19,8 @@ from .attention.tagger import SOURCES, Tagging, call_numbers, tag
 from .roofline import devices as D
 from .roofline import frame as F
 from .roofline.attribute import Attribution, attribute
-from .roofline.classify import (BOUNDS, LOW_OCCUPANCY_PCT, ROOF_REACHED, SHORT_KERNEL_US, classify, decide,
-                                raise_roofs)
+from .roofline.classify import (BOUNDS, CAUSES, LOW_OCCUPANCY_PCT, ROOF_REACHED, SHORT_KERNEL_US, classify,
+                                decide, raise_roofs)
 from .roofline.frame import KernelFrame
 from .roofline.measured import Result, apply as measure
 from .trace.busy import busy_times, communication_mask
@@ -366,6 +366,7 @@ def _kernel_table(trace: Trace, attr: Attribution, frame: KernelFrame, ctx: Cont
         "compute_util": np.round(frame.compute_util, 4),
         "memory_util": np.round(frame.memory_util, 4),
         "bound": Coded(frame.bound, BOUNDS),
+        "latency_cause": Coded(np.where(frame.cause >= 0, frame.cause, len(CAUSES)), list(CAUSES) + [None]),
         "bound_reason": frame.reason,
         "estimated": frame.estimated,
         "upper_bound": frame.upper_bound,
@@ -373,6 +374,9 @@ def _kernel_table(trace: Trace, attr: Attribution, frame: KernelFrame, ctx: Cont
         "grid": _dims_column(G["grid_x"], G["grid_y"], G["grid_z"], is_kernel),
         "block": _dims_column(G["block_x"], G["block_y"], G["block_z"], is_kernel),
         "occupancy_pct": np.where(is_kernel, np.round(frame.occupancy, 1), np.nan),
+        "occupancy_source": Coded(np.where(frame.occupancy_source >= 0, frame.occupancy_source,
+                                           len(F.OCCUPANCY_SOURCES)), list(F.OCCUPANCY_SOURCES) + [None]),
+        "waves": np.round(frame.waves, 3),
         "measured": measured if measured is not None else [None] * n,
     }
     return KernelTable(columns, _extras(trace, attr, ctx.attention))
@@ -479,6 +483,7 @@ def _assemble(trace: Trace, opt: Options, devices: dict, adjustments: list, step
         "attention_kernels": int(a_sel.sum()),
         "instances": int(len(np.unique(inst[a_sel]))),
         "bound_time_us": {b: t_of(frame.bound == i) for i, b in enumerate(BOUNDS)},
+        "latency_cause_time_us": {c: t_of(frame.cause == i) for i, c in enumerate(CAUSES)},
         "phases": phases,
         "kernels": table,
         "notices": notices + meas.notices,
@@ -531,6 +536,7 @@ def _phase_row(phase: str, direction: str, m: np.ndarray, frame: KernelFrame, kn
         v = float(dur[m & (frame.bound == i)].sum())
         if v > 0:
             btime[bn] = _r(v)
+    ctime = _cause_time(dur, m, frame.cause)
     return {
         "phase": phase, "label": P.PHASE_LABELS[phase], "direction": direction, "core": phase in P.CORE_PHASES,
         "time_us": _r(t), "share": _r(t / att_time, 4) if att_time > 0 else None,
@@ -539,11 +545,23 @@ def _phase_row(phase: str, direction: str, m: np.ndarray, frame: KernelFrame, kn
         "intensity": _sig(f_sum / b_sum) if kt > 0 and b_sum else None,
         "achieved_flops_per_s": _sig(f_sum / sec) if sec > 0 else None,
         "achieved_bytes_per_s": _sig(b_sum / sec) if sec > 0 else None,
-        "compute_util": _r(cu_m, 4), "memory_util": _r(mu_m, 4), "bound": b, "bound_time_us": btime,
+        "compute_util": _r(cu_m, 4), "memory_util": _r(mu_m, 4), "bound": b,
+        "latency_cause": max(ctime, key=ctime.__getitem__) if b == "latency" and ctime else None,
+        "bound_time_us": btime, "latency_cause_time_us": ctime,
         "cost_coverage": _r(kt / t, 4) if t > 0 else None,
         "estimated": bool(frame.estimated[m].any()),
         "top_kernels": [{"name": names[nid], "time_us": _r(tt)} for nid, tt in top],
     }
+
+
+def _cause_time(dur: np.ndarray, m: np.ndarray, cause: np.ndarray) -> dict:
+    """Time of the latency-bound rows in ``m`` by cause (causes with time only)."""
+    out = {}
+    for i, c in enumerate(CAUSES):
+        v = float(dur[m & (cause == i)].sum())
+        if v > 0:
+            out[c] = _r(v)
+    return out
 
 
 def _legacy(trace: Trace) -> bool:

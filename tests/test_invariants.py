@@ -404,3 +404,7 @@ def test_engine_denominators_and_roofs(name):
     for d in rep["devices"]:
         for adj in d.get("roof_adjustments") or []:
             assert adj["to"] > adj["from"] and d["peaks"]["flops"][adj["peak"]] == adj["to"]
+    for k in a.kernels:
+        occ = k["occupancy_pct"]
+        assert occ is None or 0 < occ <= 100, (k["name"], occ)       # 0 means "not computed": never shown
+        assert (k["latency_cause"] is not None) == (k["bound"] == "latency"), (k["name"], k["latency_cause"])

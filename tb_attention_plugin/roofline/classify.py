@@ -45,7 +45,13 @@ BOUND_MEMORY, BOUND_COMPUTE, BOUND_LATENCY, BOUND_UNKNOWN = range(4)
 # Reason codes: which sentence explains a row's bound (worded once per distinct set of numbers).
 R_HOST, R_COMPUTE, R_MEMORY, R_LATENCY, R_LATENCY_UNCOSTED, R_ZERO, R_NO_PEAKS, R_NO_COST, R_UPPER = range(9)
 # Latency evidence from the launch record (bit flags).
-E_SHORT, E_SMALL_GRID, E_LOW_OCCUPANCY = 1, 2, 4
+E_SHORT, E_SMALL_GRID, E_LOW_OCCUPANCY, E_FEW_WAVES = 1, 2, 4, 8
+# Why a latency-bound kernel reached no roof (frame.cause): too short for anything but the launch
+# to matter; too little parallel work resident (a grid smaller than the SMs, low occupancy, less
+# than one wave); or a full grid that still reaches neither roof (stalls, dependencies, access
+# pattern). "Latency-bound" alone is one word for these three, which call for different fixes.
+CAUSES = ("launch", "occupancy", "stalled")
+CAUSE_LAUNCH, CAUSE_OCCUPANCY, CAUSE_STALLED = range(3)
 # Notes on a row's numbers (bit flags, frame.note): its rate raised its roof (raise_roofs); its
 # estimated traffic is more than DRAM delivers (part came from L2); its FLOP estimate exceeded the
 # roof (shown at the roof); its FLOPs and bytes are dense upper bounds.
@@ -149,10 +155,25 @@ def latency_evidence(frame: "KernelFrame") -> np.ndarray:
     """Bit flags of what the launch record says about a kernel that reached no roof."""
     d, occ, sms, bl = frame.dur_us, frame.occupancy, frame.num_sms, frame.blocks
     flags = np.where(d < SHORT_KERNEL_US, E_SHORT, 0)
-    flags |= np.where((frame.kind == KERNEL) & (sms > 0) & (bl > 0) & (bl < sms), E_SMALL_GRID, 0)
+    small = (frame.kind == KERNEL) & (sms > 0) & (bl > 0) & (bl < sms)
+    flags |= np.where(small, E_SMALL_GRID, 0)
     with np.errstate(invalid="ignore"):
         flags |= np.where((occ > 0) & (occ < LOW_OCCUPANCY_PCT), E_LOW_OCCUPANCY, 0)
+        flags |= np.where(~small & (frame.waves < 1.0), E_FEW_WAVES, 0)
     return flags.astype(np.int8)
+
+
+def latency_cause(frame: "KernelFrame", bound: np.ndarray) -> np.ndarray:
+    """The cause (index into ``CAUSES``) of each latency-bound row, -1 elsewhere and where the
+    launch record cannot tell (a copy or a kernel whose grid or GPU is unknown, not short)."""
+    flags = latency_evidence(frame)
+    lat = bound == BOUND_LATENCY
+    cause = np.full(len(bound), -1, dtype=np.int8)
+    grid_known = (frame.kind == KERNEL) & (frame.num_sms > 0) & (frame.blocks > 0)
+    cause[lat & grid_known] = CAUSE_STALLED
+    cause[lat & ((flags & (E_SMALL_GRID | E_LOW_OCCUPANCY | E_FEW_WAVES)) != 0)] = CAUSE_OCCUPANCY
+    cause[lat & ((flags & E_SHORT) != 0)] = CAUSE_LAUNCH
+    return cause
 
 
 def classify(frame: "KernelFrame") -> "KernelFrame":
@@ -203,6 +224,7 @@ def classify(frame: "KernelFrame") -> "KernelFrame":
         R_NO_COST).astype(np.int8)
     out = replace(frame, dram_bytes=dram, achieved_flops=afl, achieved_bytes=aby, intensity=inten, compute_util=cu,
                   memory_util=mu, bound=bound, note=note)
+    out = replace(out, cause=latency_cause(out, bound))
     return replace(out, reason=word(out, code))
 
 
@@ -250,6 +272,9 @@ def word(frame: "KernelFrame", code: np.ndarray) -> Coded:
         np.where(f_lat & E_SMALL_GRID, frame.blocks, z),
         np.where(f_lat & E_SMALL_GRID, frame.num_sms, z),
         np.where(f_lat & E_LOW_OCCUPANCY, frame.occupancy, z),
+        np.where(f_lat & E_LOW_OCCUPANCY, frame.occupancy_source, z),
+        np.where(f_lat & E_FEW_WAVES, np.round(frame.waves, 2), z),
+        np.where(lat, frame.cause, z),
     ]
     key = np.stack(cols, axis=1) if n else np.zeros((0, len(cols)))
     key[np.isnan(key)] = -np.inf
@@ -304,13 +329,21 @@ def _sentence(f: "KernelFrame", code: int, flags: int, i: int) -> str:
     if flags & E_SMALL_GRID:
         why.append(f"grid of {int(f.blocks[i])} blocks < {int(f.num_sms[i])} SMs")
     if flags & E_LOW_OCCUPANCY:
-        why.append(f"estimated occupancy {float(f.occupancy[i]):.0f}%")
+        kind = "estimated" if f.occupancy_source[i] == 0 else "theoretical"
+        why.append(f"{kind} occupancy {float(f.occupancy[i]):.0f}%")
+    if flags & E_FEW_WAVES:
+        why.append(f"{float(f.waves[i]):.2f} of a wave: fewer blocks than the SMs hold at once")
+    cause = int(f.cause[i])
     if not why:
-        why.append("neither roof reached: stalls, poor access pattern or too little parallel work")
+        why.append("neither roof reached with a full grid: stalls, dependencies or a poor access pattern"
+                   if cause == CAUSE_STALLED else
+                   "neither roof reached: stalls, poor access pattern or too little parallel work")
+    head = f"latency ({CAUSES[cause]}): " if cause >= 0 else ""
     if code == R_LATENCY:
         le = "≤ " if f.upper_bound[i] else ""
-        return "; ".join(why) + f" ({le}{m * 100:.0f}% of bandwidth, {le}{(c if c == c else 0.0) * 100:.0f}% of {label})"
-    return "; ".join(why) + " (FLOPs and bytes unknown)"
+        return head + "; ".join(why) + \
+            f" ({le}{m * 100:.0f}% of bandwidth, {le}{(c if c == c else 0.0) * 100:.0f}% of {label})"
+    return head + "; ".join(why) + " (FLOPs and bytes unknown)"
 
 
 def rate(x: float, unit: str) -> str:

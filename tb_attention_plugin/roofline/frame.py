@@ -27,6 +27,9 @@ from .classify import BOUND_UNKNOWN, peak_key
 from .cost import NONE
 
 F64 = np.ndarray   # float64 column, NaN = unknown
+# Where a kernel's occupancy comes from: Kineto's "est. achieved occupancy %" (a recorded 0 means
+# Kineto did not compute it, never 0 %), or the CUDA occupancy calculation from the launch record.
+OCCUPANCY_SOURCES = ("recorded", "theoretical")
 
 
 @dataclass(frozen=True)
@@ -46,8 +49,10 @@ class KernelFrame:
     bandwidth: F64              # device memory bandwidth, B/s (NaN: unknown GPU)
     num_sms: np.ndarray         # int64, 0 = unknown
     l2_bytes: F64
-    blocks: np.ndarray          # int64 blocks in the grid (1 for copies)
-    occupancy: F64              # recorded achieved-occupancy estimate, %
+    blocks: np.ndarray          # int64 blocks in the grid (0: not recorded, copies and fills)
+    occupancy: F64              # occupancy %, NaN when neither recorded nor computable
+    occupancy_source: np.ndarray  # int8 index into OCCUPANCY_SOURCES, -1 with no occupancy
+    waves: F64                  # blocks / (SMs x resident blocks per SM), NaN when unknown
     host_copy: np.ndarray       # bool: memcpy over the host link
     estimated: np.ndarray       # bool: FLOPs per-element estimates, or a split cost
     upper_bound: np.ndarray     # bool: FLOPs/bytes are a dense upper bound (unknown sparsity)
@@ -131,7 +136,9 @@ def build(trace: Trace, attr: Attribution, devices: dict, resolve: Any) -> Kerne
     for k in np.flatnonzero(kind == MEMCPY).tolist():
         nm = names[G["name"][k]]
         host_copy[k] = not ("DtoD" in nm or "PtoP" in nm)
-    blocks = np.maximum(G["grid_x"], 1) * np.maximum(G["grid_y"], 1) * np.maximum(G["grid_z"], 1)
+    gx, gy, gz = (G[k].astype(np.int64) for k in ("grid_x", "grid_y", "grid_z"))
+    blocks = np.where((gx > 0) & (gy > 0) & (gz > 0), gx * gy * gz, 0)
+    occ, occ_src, waves = _occupancy(G, kind)
     own_u, own_inv = np.unique(attr.owner, return_inverse=True)
     dtype_vocab: dict = {None: 0}
     u_costs = [attr.costs.get(o) for o in own_u.tolist()]
@@ -145,7 +152,7 @@ def build(trace: Trace, attr: Attribution, devices: dict, resolve: Any) -> Kerne
         dram_bytes=dram_traffic(attr.bytes, attr.reads, l2),
         dtype=Coded(u_dtype[own_inv] if n else np.zeros(0, np.int32), list(dtype_vocab)),
         peak=peak, peak_flops=peak_f, bandwidth=bw, num_sms=sms, l2_bytes=l2,
-        blocks=blocks.astype(np.int64), occupancy=G["occupancy"].astype(np.float64),
+        blocks=blocks.astype(np.int64), occupancy=occ, occupancy_source=occ_src, waves=waves,
         host_copy=host_copy, estimated=estimated,
         upper_bound=u_upper[own_inv] if n else np.zeros(0, bool),
         achieved_flops=_nan(n), achieved_bytes=_nan(n), intensity=_nan(n), compute_util=_nan(n),
@@ -153,8 +160,15 @@ def build(trace: Trace, attr: Attribution, devices: dict, resolve: Any) -> Kerne
         note=np.zeros(n, np.int8), reason=Coded(np.zeros(n, np.int32), [""]))
 
 
-def is_kernel(frame: KernelFrame) -> np.ndarray:
-    return frame.kind == KERNEL
+def _occupancy(G: dict, kind: np.ndarray) -> tuple[F64, np.ndarray, F64]:
+    """Occupancy %, its source and waves per activity. Kineto's ``est. achieved occupancy %`` is
+    0 when it was not computed: only a positive value counts as recorded."""
+    n = len(kind)
+    rec = G["occupancy"].astype(np.float64)
+    recorded = (kind == KERNEL) & (rec > 0)
+    occ = np.where(recorded, rec, np.nan)
+    src = np.where(recorded, OCCUPANCY_SOURCES.index("recorded"), -1).astype(np.int8)
+    return occ, src, np.full(n, np.nan)
 
 
 def from_columns(dur_us: Any, **columns: Any) -> KernelFrame:
@@ -171,14 +185,16 @@ def from_columns(dur_us: Any, **columns: Any) -> KernelFrame:
     nbytes = col("bytes", np.nan, np.float64)
     reads = col("reads", np.nan, np.float64)
     l2 = col("l2_bytes", 0.0, np.float64)
+    occ = col("occupancy", np.nan, np.float64)
     f = KernelFrame(
         kind=col("kind", KERNEL, np.int64), device=col("device", 0, np.int64), dur_us=d, flops=col("flops", np.nan, np.float64), bytes=nbytes,
         reads=reads, dram_bytes=col("dram_bytes", np.nan, np.float64) if "dram_bytes" in columns
         else dram_traffic(nbytes, reads, l2),
         dtype=Coded.from_values([None] * n), peak=peak_col,
         peak_flops=col("peak_flops", np.nan, np.float64), bandwidth=col("bandwidth", np.nan, np.float64),
-        num_sms=col("num_sms", 0, np.int64), l2_bytes=l2, blocks=col("blocks", 1, np.int64),
-        occupancy=col("occupancy", np.nan, np.float64), host_copy=col("host_copy", False, bool),
+        num_sms=col("num_sms", 0, np.int64), l2_bytes=l2, blocks=col("blocks", 0, np.int64),
+        occupancy=occ, occupancy_source=col("occupancy_source", np.where(np.isnan(occ), -1, 0), np.int8),
+        waves=col("waves", np.nan, np.float64), host_copy=col("host_copy", False, bool),
         estimated=col("estimated", False, bool), upper_bound=col("upper_bound", False, bool),
         achieved_flops=_nan(n), achieved_bytes=_nan(n), intensity=_nan(n), compute_util=_nan(n),
         memory_util=_nan(n), bound=np.full(n, BOUND_UNKNOWN, dtype=np.int8), cause=np.full(n, -1, dtype=np.int8),

@@ -42,7 +42,7 @@ import numpy as np
 
 from . import ncu as N
 from ..table import Coded
-from .classify import BOUND_LATENCY, ROOF_REACHED, SHORT_KERNEL_US, decide, rate
+from .classify import BOUND_LATENCY, CAUSES, ROOF_REACHED, SHORT_KERNEL_US, decide, latency_cause, rate
 from .frame import KernelFrame
 
 MIN_MATCH_RATE = 0.9          # of the shorter sequence
@@ -550,6 +550,7 @@ def _overlaid(frame: KernelFrame, overlays: list) -> KernelFrame:
     verdict = decide(c, m, dur < SHORT_KERNEL_US, measured_reached)
     bound = frame.bound.copy()
     bound[ks[decided]] = verdict[decided]
+    cause = latency_cause(frame, bound)
     estimated = frame.estimated.copy()
     both = ~np.isnan(m_mem) & ~np.isnan(m_cu)
     estimated[ks[decided & both]] = False
@@ -562,14 +563,15 @@ def _overlaid(frame: KernelFrame, overlays: list) -> KernelFrame:
             text = f"{frame.reason[o.k]} [{o.text}]"
         else:
             modelled = [s for s, ok in (("memory", m_mem[j] == m_mem[j]), ("compute", m_cu[j] == m_cu[j])) if not ok]
-            text = o.text + _verdict(j, o.k, frame, verdict, decided, modelled, float(c[j]), float(m[j]))
+            text = o.text + _verdict(j, o.k, frame, verdict, decided, modelled, float(c[j]), float(m[j]),
+                                     int(cause[o.k]))
         codes[o.k] = index.setdefault(text, len(index))
     return replace(frame, dram_bytes=dram, achieved_bytes=aby, memory_util=mu, compute_util=cu, bound=bound,
-                   estimated=estimated, reason=Coded(codes, list(index)))
+                   cause=cause, estimated=estimated, reason=Coded(codes, list(index)))
 
 
 def _verdict(j: int, k: int, frame: KernelFrame, verdict: np.ndarray, decided: np.ndarray, modelled: list,
-             c: float, m: float) -> str:
+             c: float, m: float, cause: int) -> str:
     if not decided[j]:
         return f"; {' and '.join(modelled)} unknown, so the bound is unknown"
     out = ""
@@ -580,6 +582,8 @@ def _verdict(j: int, k: int, frame: KernelFrame, verdict: np.ndarray, decided: n
             why.append(f"only {d:.1f} µs")
         if nsm and 0 < nblocks < nsm:
             why.append(f"grid of {nblocks} blocks < {nsm} SMs")
+        if cause >= 0:
+            why.insert(0, f"latency ({CAUSES[cause]})")
         out = ": neither roof reached" + (f" ({'; '.join(why)})" if why else "")
     if modelled:
         out += f" ({modelled[0]} modelled: {100 * (m if modelled[0] == 'memory' else c):.0f}%)"

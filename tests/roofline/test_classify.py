@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from tb_attention_plugin.roofline.classify import (BOUNDS, N_ROOF_RAISED, ROOF_REACHED, SHORT_KERNEL_US, classify,
+from tb_attention_plugin.roofline.classify import (BOUNDS, CAUSES, N_ROOF_RAISED, ROOF_REACHED, SHORT_KERNEL_US, classify,
                                                    decide, peak_key, raise_roofs)
 from tb_attention_plugin.roofline.cost import MATRIX, NONE, VECTOR
 from tb_attention_plugin.roofline.frame import from_columns
@@ -15,7 +15,8 @@ BW = 4.24e12
 def one(dur_us, flops, nbytes, peak_flops=801.5e12, bw=BW, peak="bf16", **kw):
     f = classify(from_columns(dur_us, flops=flops, bytes=nbytes, reads=nbytes, peak_flops=peak_flops,
                               bandwidth=bw, peak=peak, **kw))
-    return {"bound": BOUNDS[f.bound[0]], "reason": f.reason[0], "cu": f.compute_util[0], "mu": f.memory_util[0]}
+    return {"bound": BOUNDS[f.bound[0]], "reason": f.reason[0], "cu": f.compute_util[0], "mu": f.memory_util[0],
+            "cause": CAUSES[f.cause[0]] if f.cause[0] >= 0 else None}
 
 
 def test_compute_bound_gemm():
@@ -34,7 +35,7 @@ def test_short_kernels_are_latency_bound_whatever_their_traffic():
     # 3 µs at 90 % of bandwidth by the model: too short to have reached it
     v = one(3.0, 0, 0.9 * BW * 3e-6, 50.5e12, peak="fp32", blocks=4, num_sms=132, occupancy=5.0)
     assert v["bound"] == "latency"
-    assert v["reason"] == ("only 3.0 µs: launch overhead dominates; grid of 4 blocks < 132 SMs; "
+    assert v["reason"] == ("latency (launch): only 3.0 µs: launch overhead dominates; grid of 4 blocks < 132 SMs; "
                            "estimated occupancy 5% (90% of bandwidth, 0% of fp32 peak)")
     # the rule is for kernels: a short device copy that reaches bandwidth stays memory-bound
     v = one(3.0, 0, 0.9 * BW * 3e-6, np.nan, peak=None, kind=MEMCPY)
@@ -43,13 +44,14 @@ def test_short_kernels_are_latency_bound_whatever_their_traffic():
 
 def test_latency_when_neither_roof_is_reached():
     v = one(500.0, 1e9, 1e8, blocks=1000, num_sms=132)
-    assert v["bound"] == "latency" and v["reason"].startswith("neither roof reached")
+    assert v["bound"] == "latency" and v["reason"].startswith("latency (stalled): neither roof reached with a full grid")
     assert SHORT_KERNEL_US < 500.0
 
 
 def test_short_kernel_without_cost_is_latency_and_says_what_is_missing():
     v = one(2.0, np.nan, np.nan)
-    assert v["bound"] == "latency" and v["reason"] == "only 2.0 µs: launch overhead dominates (FLOPs and bytes unknown)"
+    assert v["bound"] == "latency"
+    assert v["reason"] == "latency (launch): only 2.0 µs: launch overhead dominates (FLOPs and bytes unknown)"
 
 
 def test_unknown_without_cost_or_peaks():
@@ -155,3 +157,24 @@ def test_every_utilisation_is_a_fraction_of_its_roof():
     f = classify(f)
     for u in (f.compute_util, f.memory_util):
         assert np.nanmin(u) >= 0 and np.nanmax(u) <= 1.0
+
+
+def test_latency_names_its_cause():
+    # launch: too short for anything but the launch to matter
+    assert one(3.0, 1e6, 1e6, blocks=1000, num_sms=132)["cause"] == "launch"
+    # occupancy: a grid smaller than the SMs, low occupancy, or less than one wave
+    v = one(300.0, 1e9, 1e8, blocks=16, num_sms=132)
+    assert v["cause"] == "occupancy" and v["reason"].startswith("latency (occupancy): grid of 16 blocks < 132 SMs")
+    v = one(300.0, 1e9, 1e8, blocks=1000, num_sms=132, occupancy=12.0, occupancy_source=1)
+    assert v["cause"] == "occupancy" and "theoretical occupancy 12%" in v["reason"]
+    v = one(300.0, 1e9, 1e8, blocks=200, num_sms=132, waves=0.38)
+    assert v["cause"] == "occupancy" and "0.38 of a wave" in v["reason"]
+    # stalled: a full grid that reaches neither roof (a 1.5 ms attention kernel at 35 % of peak)
+    v = one(1500.0, 0.35 * 801.5e12 * 1500e-6, 1e9, blocks=4096, num_sms=132, occupancy=50.0, waves=4.0)
+    assert v["bound"] == "latency" and v["cause"] == "stalled"
+    # the cause is only for latency, and only where the launch record tells
+    assert one(100.0, 0.8 * 801.5e12 * 100e-6, 1e8, blocks=4096, num_sms=132)["cause"] is None
+    v = one(300.0, 1e9, 1e8)                 # no grid recorded
+    assert v["bound"] == "latency" and v["cause"] is None and not v["reason"].startswith("latency (")
+    # a recorded occupancy of 0 is "not computed" (Kineto), never low occupancy
+    assert one(300.0, 1e9, 1e8, blocks=1000, num_sms=132, occupancy=np.nan)["cause"] == "stalled"
