@@ -23,7 +23,7 @@ from .roofline.classify import (BOUNDS, CAUSES, LOW_OCCUPANCY_PCT, ROOF_REACHED,
                                 decide, raise_roofs)
 from .roofline.frame import KernelFrame
 from .roofline.measured import Result, apply as measure
-from .trace.busy import busy_times, communication_mask
+from .trace.busy import busy_times
 from .trace.correlate import Links, link, take_or
 from .trace.records import ANNOTATION, GPU_KIND_NAMES, KERNEL, MODULE, Trace
 from .trace.shapes import parse_args
@@ -176,7 +176,7 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
     and the aggregates over the selected step."""
     devices = _devices(trace, opt)
     steps = _steps(trace, links, opt)
-    frame, adjustments = roofline_frame(trace, attr, devices, opt)
+    frame, adjustments = roofline_frame(trace, links, attr, devices, opt)
     frame, meas = measure(trace, links, frame, steps.launch_t, steps.kernel_step, steps.names, devices)
     ctx = _context(trace, links, tagging)
     table = _kernel_table(trace, attr, frame, ctx, steps, meas.column)
@@ -193,7 +193,8 @@ def _devices(trace: Trace, opt: Options) -> dict:
     return {i: D.resolve(trace.meta, i, opt.user_peaks, opt.peak_basis) for i in sorted(dev_ids | props_ids)}
 
 
-def roofline_frame(trace: Trace, attr: Attribution, devices: dict, opt: Options) -> tuple[KernelFrame, list]:
+def roofline_frame(trace: Trace, links: Links, attr: Attribution, devices: dict,
+                   opt: Options) -> tuple[KernelFrame, list]:
     """The classified kernel frame of a trace's cost attribution (before measured counters), and
     the roofs raised because a kernel beat the table's peak (classify.raise_roofs)."""
     def resolve(dev: int) -> D.DevicePeaks:
@@ -201,7 +202,7 @@ def roofline_frame(trace: Trace, attr: Attribution, devices: dict, opt: Options)
 
     def datasheet(dev: int, peak: str) -> Optional[float]:
         return D.resolve(trace.meta, dev, None, "datasheet").flops.get(peak)
-    frame, adjustments = raise_roofs(F.build(trace, attr, devices, resolve), datasheet)
+    frame, adjustments = raise_roofs(F.build(trace, attr, devices, resolve, links.gpu_op), datasheet)
     return classify(frame), adjustments
 
 
@@ -418,7 +419,7 @@ def _assemble(trace: Trace, opt: Options, devices: dict, adjustments: list, step
     dur = frame.dur_us
     att, bwd, ph_code, inst = ctx.attention, ctx.backward, ctx.phase, ctx.instance
     gpu_time = float(dur[sel].sum())
-    busy = busy_times(trace, sel, communication_mask(trace), att)
+    busy = busy_times(trace, sel, frame.communication, att)
     kern_time = float(dur[sel & (frame.kind == KERNEL)].sum())
     a_sel = att & sel
     att_time = float(dur[a_sel].sum())

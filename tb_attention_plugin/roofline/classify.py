@@ -38,14 +38,26 @@ if TYPE_CHECKING:  # the frame module imports this one to pick roofs
 ROOF_REACHED = 0.5
 SHORT_KERNEL_US = 5.0
 LOW_OCCUPANCY_PCT = 20.0
+# A grid of at most 1/TINY_GRID_SM_FRACTION of the SMs reaches half of neither roof, whatever its
+# cost: its share of the matrix engines is that fraction, and one SM's load/store path (~64 B per
+# cycle) draws at most ~1/30 of an H200's DRAM bandwidth (Nsight Compute: a 32-block elementwise
+# kernel at 88 %). Used only when the cost is unknown, to give such kernels a bound.
+TINY_GRID_SM_FRACTION = 16
 
 BOUNDS = ("memory", "compute", "latency", "unknown")
 BOUND_MEMORY, BOUND_COMPUTE, BOUND_LATENCY, BOUND_UNKNOWN = range(4)
 
 # Reason codes: which sentence explains a row's bound (worded once per distinct set of numbers).
-R_HOST, R_COMPUTE, R_MEMORY, R_LATENCY, R_LATENCY_UNCOSTED, R_ZERO, R_NO_PEAKS, R_NO_COST, R_UPPER = range(9)
+R_HOST, R_COMPUTE, R_MEMORY, R_LATENCY, R_LATENCY_UNCOSTED, R_ZERO, R_NO_PEAKS, R_NO_COST, R_UPPER, R_COMM = range(10)
 # Latency evidence from the launch record (bit flags).
 E_SHORT, E_SMALL_GRID, E_LOW_OCCUPANCY, E_FEW_WAVES = 1, 2, 4, 8
+# Why a kernel's FLOPs or bytes are unknown (frame.missing), in words: the reason names what is missing.
+MISSING = ("no CPU op recorded around its launch (e.g. replayed from a CUDA graph)",
+           "no input shapes in the trace (profile with record_shapes=True)",
+           "its op recorded no input shapes",
+           "no cost formula for its op or the ops around it",
+           "its op's cost formula could not use the recorded inputs")
+M_NO_OP, M_NO_SHAPES, M_OP_NO_SHAPES, M_NO_FORMULA, M_INCOMPLETE = range(5)
 # Why a latency-bound kernel reached no roof (frame.cause): too short for anything but the launch
 # to matter; too little parallel work resident (a grid smaller than the SMs, low occupancy, less
 # than one wave); or a full grid that still reaches neither roof (stalls, dependencies, access
@@ -211,16 +223,23 @@ def classify(frame: "KernelFrame") -> "KernelFrame":
     cu_k = np.where(costed, cu, np.nan)
     short = (dur > 0) & (dur < SHORT_KERNEL_US) & (frame.kind == KERNEL)
     bound = decide(cu_k, np.where(costed, mu, np.nan), short)
+    # no cost, but a grid too small to reach either roof: latency all the same
+    tiny = ~costed & (dur > 0) & (frame.kind == KERNEL) & ~frame.communication & (frame.num_sms > 0) & (frame.blocks > 0) & \
+        (frame.blocks * TINY_GRID_SM_FRACTION <= frame.num_sms) & ~np.isnan(frame.bandwidth)
+    bound[tiny] = BOUND_LATENCY
     # an upper bound shows that a roof was not reached, never that it was
     claimed = upper & ((bound == BOUND_COMPUTE) | (bound == BOUND_MEMORY))
     bound[claimed] = BOUND_UNKNOWN
     bound[host] = BOUND_MEMORY
+    # collective communication waits on the interconnect and the other ranks: no roof of this GPU
+    comm = frame.communication
+    bound[comm] = BOUND_UNKNOWN
     cu = np.where(host, np.nan, cu)
     mu = np.where(host, np.nan, mu)
     code = np.select(
-        [host, claimed, bound == BOUND_COMPUTE, bound == BOUND_MEMORY, (bound == BOUND_LATENCY) & ~np.isnan(mu),
+        [comm, host, claimed, bound == BOUND_COMPUTE, bound == BOUND_MEMORY, (bound == BOUND_LATENCY) & ~np.isnan(mu),
          bound == BOUND_LATENCY, dur <= 0, np.isnan(frame.bandwidth)],
-        [R_HOST, R_UPPER, R_COMPUTE, R_MEMORY, R_LATENCY, R_LATENCY_UNCOSTED, R_ZERO, R_NO_PEAKS],
+        [R_COMM, R_HOST, R_UPPER, R_COMPUTE, R_MEMORY, R_LATENCY, R_LATENCY_UNCOSTED, R_ZERO, R_NO_PEAKS],
         R_NO_COST).astype(np.int8)
     out = replace(frame, dram_bytes=dram, achieved_flops=afl, achieved_bytes=aby, intensity=inten, compute_util=cu,
                   memory_util=mu, bound=bound, note=note)
@@ -275,6 +294,7 @@ def word(frame: "KernelFrame", code: np.ndarray) -> Coded:
         np.where(f_lat & E_LOW_OCCUPANCY, frame.occupancy_source, z),
         np.where(f_lat & E_FEW_WAVES, np.round(frame.waves, 2), z),
         np.where(lat, frame.cause, z),
+        np.where((code == R_LATENCY_UNCOSTED) | (code == R_NO_COST), frame.missing, z),
     ]
     key = np.stack(cols, axis=1) if n else np.zeros((0, len(cols)))
     key[np.isnan(key)] = -np.inf
@@ -305,12 +325,15 @@ def _sentence(f: "KernelFrame", code: int, flags: int, i: int) -> str:
     if code == R_HOST:
         nb = float(f.bytes[i])
         return f"host-device transfer over the host link ({fmt_bytes(nb if nb == nb else None)})"
+    if code == R_COMM:
+        return ("collective communication (NCCL/RCCL): its time is the interconnect's and the other ranks', "
+                "not bounded by this GPU's roofs")
     if code == R_ZERO:
         return "zero duration"
     if code == R_NO_PEAKS:
         return "unknown GPU: give its peaks with --peaks"
     if code == R_NO_COST:
-        return "FLOPs or bytes unknown (no recorded shapes, or an op without a cost formula)"
+        return f"FLOPs or bytes unknown: {_missing_words(f, i)}"
     pk = f.peak[i]
     label = f"{pk} peak" if pk else "compute peak"
     c, m = float(f.compute_util[i]), float(f.memory_util[i])
@@ -343,7 +366,14 @@ def _sentence(f: "KernelFrame", code: int, flags: int, i: int) -> str:
         le = "≤ " if f.upper_bound[i] else ""
         return head + "; ".join(why) + \
             f" ({le}{m * 100:.0f}% of bandwidth, {le}{(c if c == c else 0.0) * 100:.0f}% of {label})"
-    return head + "; ".join(why) + " (FLOPs and bytes unknown)"
+    if not flags & E_SHORT and flags & E_SMALL_GRID:
+        why.append(f"a grid of at most 1/{TINY_GRID_SM_FRACTION} of the SMs reaches half of neither roof")
+    return head + "; ".join(why) + f" (FLOPs and bytes unknown: {_missing_words(f, i)})"
+
+
+def _missing_words(f: "KernelFrame", i: int) -> str:
+    m = int(f.missing[i])
+    return MISSING[m] if m >= 0 else "no recorded shapes, or an op without a cost formula"
 
 
 def rate(x: float, unit: str) -> str:

@@ -20,10 +20,11 @@ from typing import Any, Optional
 import numpy as np
 
 from ..table import Coded
+from ..trace.busy import communication_mask
 from ..trace.records import KERNEL, MEMCPY, Trace
 from . import devices as D
 from .attribute import Attribution
-from .classify import BOUND_UNKNOWN, peak_key
+from .classify import BOUND_UNKNOWN, M_INCOMPLETE, M_NO_FORMULA, M_NO_OP, M_NO_SHAPES, M_OP_NO_SHAPES, peak_key
 from .cost import NONE
 
 F64 = np.ndarray   # float64 column, NaN = unknown
@@ -54,8 +55,10 @@ class KernelFrame:
     occupancy_source: np.ndarray  # int8 index into OCCUPANCY_SOURCES, -1 with no occupancy
     waves: F64                  # blocks / (SMs x resident blocks per SM), NaN when unknown
     host_copy: np.ndarray       # bool: memcpy over the host link
+    communication: np.ndarray   # bool: a collective-communication kernel (trace.busy.COMMUNICATION)
     estimated: np.ndarray       # bool: FLOPs per-element estimates, or a split cost
     upper_bound: np.ndarray     # bool: FLOPs/bytes are a dense upper bound (unknown sparsity)
+    missing: np.ndarray         # int8 index into classify.MISSING: why FLOPs/bytes are unknown, -1 when known
     # -- placed on the roofline and classified (classify.classify) ------------------------------
     achieved_flops: F64
     achieved_bytes: F64
@@ -122,10 +125,28 @@ def _roofs(trace: Trace, devices: dict, attr: Attribution, resolve: Any) -> tupl
     return peak, col(vals, float), col(bws, float), col(sms, np.int64), col(l2s, float)
 
 
-def build(trace: Trace, attr: Attribution, devices: dict, resolve: Any) -> KernelFrame:
+def _missing(trace: Trace, attr: Attribution, launch_op: np.ndarray, kind: np.ndarray) -> np.ndarray:
+    """Why each kernel's cost is unknown (index into MISSING), -1 where it is known or the
+    activity is a copy or fill (they carry their own byte counts)."""
+    unknown = (kind == KERNEL) & (np.isnan(attr.flops) | np.isnan(attr.bytes))
+    out = np.full(len(kind), -1, dtype=np.int8)
+    if not unknown.any():
+        return out
+    sig = trace.ranges["sig"]
+    has_op = launch_op >= 0
+    op_sig = np.where(has_op, sig[np.maximum(launch_op, 0)] if len(sig) else -1, -1)
+    no_shapes = M_OP_NO_SHAPES if (sig >= 0).any() else M_NO_SHAPES
+    out[unknown] = np.select(
+        [attr.owner[unknown] >= 0, ~has_op[unknown], op_sig[unknown] < 0],
+        [M_INCOMPLETE, M_NO_OP, no_shapes], M_NO_FORMULA)
+    return out
+
+
+def build(trace: Trace, attr: Attribution, devices: dict, resolve: Any, launch_op: np.ndarray) -> KernelFrame:
     """The frame's inputs from the cost attribution and the device table. ``devices`` maps a
     device id to its :class:`.devices.DevicePeaks` (devices met only here are added through
-    ``resolve(device_id)``). The classified columns are left unknown: see classify.classify."""
+    ``resolve(device_id)``); ``launch_op`` is each activity's innermost launching op (-1: none).
+    The classified columns are left unknown: see classify.classify."""
     G = trace.gpu
     n = len(G["kind"])
     names = trace.strings
@@ -153,8 +174,8 @@ def build(trace: Trace, attr: Attribution, devices: dict, resolve: Any) -> Kerne
         dtype=Coded(u_dtype[own_inv] if n else np.zeros(0, np.int32), list(dtype_vocab)),
         peak=peak, peak_flops=peak_f, bandwidth=bw, num_sms=sms, l2_bytes=l2,
         blocks=blocks.astype(np.int64), occupancy=occ, occupancy_source=occ_src, waves=waves,
-        host_copy=host_copy, estimated=estimated,
-        upper_bound=u_upper[own_inv] if n else np.zeros(0, bool),
+        host_copy=host_copy, communication=communication_mask(trace), estimated=estimated,
+        upper_bound=u_upper[own_inv] if n else np.zeros(0, bool), missing=_missing(trace, attr, launch_op, kind),
         achieved_flops=_nan(n), achieved_bytes=_nan(n), intensity=_nan(n), compute_util=_nan(n),
         memory_util=_nan(n), bound=np.full(n, BOUND_UNKNOWN, dtype=np.int8), cause=np.full(n, -1, dtype=np.int8),
         note=np.zeros(n, np.int8), reason=Coded(np.zeros(n, np.int32), [""]))
@@ -195,7 +216,9 @@ def from_columns(dur_us: Any, **columns: Any) -> KernelFrame:
         num_sms=col("num_sms", 0, np.int64), l2_bytes=l2, blocks=col("blocks", 0, np.int64),
         occupancy=occ, occupancy_source=col("occupancy_source", np.where(np.isnan(occ), -1, 0), np.int8),
         waves=col("waves", np.nan, np.float64), host_copy=col("host_copy", False, bool),
+        communication=col("communication", False, bool),
         estimated=col("estimated", False, bool), upper_bound=col("upper_bound", False, bool),
+        missing=col("missing", -1, np.int8),
         achieved_flops=_nan(n), achieved_bytes=_nan(n), intensity=_nan(n), compute_util=_nan(n),
         memory_util=_nan(n), bound=np.full(n, BOUND_UNKNOWN, dtype=np.int8), cause=np.full(n, -1, dtype=np.int8),
         note=np.zeros(n, np.int8), reason=Coded(np.zeros(n, np.int32), [""]))
