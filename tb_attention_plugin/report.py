@@ -202,7 +202,7 @@ def roofline_frame(trace: Trace, links: Links, attr: Attribution, devices: dict,
 
     def datasheet(dev: int, peak: str) -> Optional[float]:
         return D.resolve(trace.meta, dev, None, "datasheet").flops.get(peak)
-    frame, adjustments = raise_roofs(F.build(trace, attr, devices, resolve, links.gpu_op), datasheet)
+    frame, adjustments = raise_roofs(F.build(trace, links, attr, devices, resolve), datasheet)
     return classify(frame), adjustments
 
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..table import Coded
 from ..trace.busy import communication_mask
+from ..trace.correlate import Links
 from ..trace.records import KERNEL, MEMCPY, Trace
 from . import devices as D
 from .attribute import Attribution
@@ -142,11 +143,10 @@ def _missing(trace: Trace, attr: Attribution, launch_op: np.ndarray, kind: np.nd
     return out
 
 
-def build(trace: Trace, attr: Attribution, devices: dict, resolve: Any, launch_op: np.ndarray) -> KernelFrame:
+def build(trace: Trace, links: Links, attr: Attribution, devices: dict, resolve: Any) -> KernelFrame:
     """The frame's inputs from the cost attribution and the device table. ``devices`` maps a
     device id to its :class:`.devices.DevicePeaks` (devices met only here are added through
-    ``resolve(device_id)``); ``launch_op`` is each activity's innermost launching op (-1: none).
-    The classified columns are left unknown: see classify.classify."""
+    ``resolve(device_id)``). The classified columns are left unknown: see classify.classify."""
     G = trace.gpu
     n = len(G["kind"])
     names = trace.strings
@@ -174,8 +174,8 @@ def build(trace: Trace, attr: Attribution, devices: dict, resolve: Any, launch_o
         dtype=Coded(u_dtype[own_inv] if n else np.zeros(0, np.int32), list(dtype_vocab)),
         peak=peak, peak_flops=peak_f, bandwidth=bw, num_sms=sms, l2_bytes=l2,
         blocks=blocks.astype(np.int64), occupancy=occ, occupancy_source=occ_src, waves=waves,
-        host_copy=host_copy, communication=communication_mask(trace), estimated=estimated,
-        upper_bound=u_upper[own_inv] if n else np.zeros(0, bool), missing=_missing(trace, attr, launch_op, kind),
+        host_copy=host_copy, communication=communication_mask(trace, links), estimated=estimated,
+        upper_bound=u_upper[own_inv] if n else np.zeros(0, bool), missing=_missing(trace, attr, links.gpu_op, kind),
         achieved_flops=_nan(n), achieved_bytes=_nan(n), intensity=_nan(n), compute_util=_nan(n),
         memory_util=_nan(n), bound=np.full(n, BOUND_UNKNOWN, dtype=np.int8), cause=np.full(n, -1, dtype=np.int8),
         note=np.zeros(n, np.int8), reason=Coded(np.zeros(n, np.int32), [""]))

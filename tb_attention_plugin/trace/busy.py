@@ -15,11 +15,16 @@ import re
 
 import numpy as np
 
-from .records import Trace
+from .correlate import Links, outermost_marked
+from .records import MEMCPY, Trace
 
 # Collective-communication kernels: NCCL's (ncclKernel_*, ncclDevKernel_*), ROCm's RCCL (whose
 # kernels keep the nccl names) and anything named after PyTorch's c10d.
 COMMUNICATION = re.compile(r"nccl|rccl|c10d", re.I)
+# CPU ranges of a collective: c10d's ops, the backends' record_function ranges (nccl:all_reduce,
+# gloo:all_reduce) and Kineto's record_param_comms. GPU work launched inside them (gloo's staging
+# copies of a CUDA tensor to and from the host) is communication too.
+COMMUNICATION_RANGE = re.compile(r"^(c10d::|nccl:|gloo:|ucc:|mpi:|record_param_comms$)")
 
 
 def union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
@@ -33,16 +38,34 @@ def union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
     return int(run_end[-1] - s[0] - gaps.sum())
 
 
-def communication_mask(trace: Trace) -> np.ndarray:
-    """Per GPU activity: a collective-communication kernel (by name, tested once per name)."""
-    G = trace.gpu
-    ids = G["name"]
-    if not len(ids):
+def _matches(codes: np.ndarray, names: list, pattern: re.Pattern) -> np.ndarray:
+    """``pattern`` searched in the string of each code (once per distinct code)."""
+    if not len(codes):
         return np.zeros(0, dtype=bool)
-    uniq, inv = np.unique(ids, return_inverse=True)
-    names = trace.strings
-    hit = np.fromiter((bool(COMMUNICATION.search(names[i])) for i in uniq.tolist()), dtype=bool, count=len(uniq))
+    uniq, inv = np.unique(codes, return_inverse=True)
+    hit = np.fromiter((bool(pattern.search(names[i])) for i in uniq.tolist()), dtype=bool, count=len(uniq))
     return hit[inv.reshape(-1)]
+
+
+def communication_mask(trace: Trace, links: Links) -> np.ndarray:
+    """Per GPU activity: collective communication. A kernel named so (NCCL, RCCL, c10d); any
+    activity launched inside a collective's CPU range (c10d ops, ``nccl:``/``gloo:`` ranges,
+    ``record_param_comms``); and copies on a stream that carries such activity (gloo's staging
+    copies back to the device are launched from its own thread, outside those ranges)."""
+    G, R = trace.gpu, trace.ranges
+    n = len(G["name"])
+    comm = _matches(G["name"], trace.strings, COMMUNICATION)
+    if not n:
+        return comm
+    marked = _matches(R["name"], trace.strings, COMMUNICATION_RANGE)
+    if marked.any():
+        inside = outermost_marked(links.parent, marked) >= 0
+        gp = links.gpu_parent
+        comm |= (gp >= 0) & inside[np.maximum(gp, 0)]
+    if comm.any():
+        key = G["device"].astype(np.int64) * (1 << 32) + G["stream"].astype(np.int64)
+        comm |= (G["kind"] == MEMCPY) & np.isin(key, np.unique(key[comm]))
+    return comm
 
 
 def busy_times(trace: Trace, sel: np.ndarray, comm: np.ndarray, attention: np.ndarray) -> dict:

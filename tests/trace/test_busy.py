@@ -1,4 +1,5 @@
 """Busy time as interval unions, communication apart (trace/busy.py, report fields)."""
+import glob
 import os
 import sys
 
@@ -54,3 +55,20 @@ def test_ranks_of_one_model_get_one_share_over_compute_busy_time(tmp_path):
     assert a["gpu_busy_us"] != b["gpu_busy_us"]
     assert a["attention_share"] == b["attention_share"]
     assert a["communication"]["overlap_with_compute_us"] < b["communication"]["overlap_with_compute_us"]
+
+
+def test_recorded_gloo_ddp_ranks_share_attention_of_compute_alike():
+    """tests/data/ddp2: a 2-rank gloo DDP GPT on H200s. Gloo stages gradients through the host:
+    the DtoH copies launched inside c10d::allreduce_ and the HtoD copies back on the same streams
+    are communication, not compute."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = sorted(glob.glob(os.path.join(here, "data", "ddp2", "*", "*.json.gz")))
+    assert len(paths) == 2
+    a, b = (analyze_path(p) for p in paths)
+    for r in (a, b):
+        c = r["communication"]
+        assert c["kernels"] == 24 and c["busy_us"] > r["compute_busy_us"]     # half the busy time is waiting
+        assert r["compute_busy_us"] + c["busy_us"] - c["overlap_with_compute_us"] == pytest.approx(
+            r["gpu_busy_us"], abs=0.01)
+        assert r["attention_share"] == pytest.approx(r["attention_time_us"] / r["compute_busy_us"], abs=1e-4)
+    assert abs(a["attention_share"] - b["attention_share"]) < 0.005
