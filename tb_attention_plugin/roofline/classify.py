@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 import numpy as np
 
-from ..table import Coded
+from ..table import Coded, group_rows
 from ..trace.records import KERNEL
 from .cost import MATRIX, NONE
 
@@ -296,11 +296,9 @@ def word(frame: "KernelFrame", code: np.ndarray) -> Coded:
         np.where(lat, frame.cause, z),
         np.where((code == R_LATENCY_UNCOSTED) | (code == R_NO_COST), frame.missing, z),
     ]
-    key = np.stack(cols, axis=1) if n else np.zeros((0, len(cols)))
-    key[np.isnan(key)] = -np.inf
     if not n:
         return Coded(np.zeros(0, np.int32), [])
-    _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    first, inv = group_rows(*cols)
     vocab = [_sentence(frame, int(code[i]), int(flags[i]), i) + _notes(frame, int(code[i]), i)
              for i in first.tolist()]
     return Coded(inv.reshape(-1), vocab)

@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..table import Coded
+from ..table import Coded, group_rows
 from ..trace.busy import communication_mask
 from ..trace.correlate import Links
 from ..trace.records import KERNEL, MEMCPY, Trace
@@ -89,22 +89,26 @@ def dram_traffic(nbytes: F64, reads: F64, l2: F64) -> F64:
     return rd + np.maximum(wr - room, 0.0)
 
 
-def _roofs(trace: Trace, devices: dict, attr: Attribution, resolve: Any) -> tuple:
+def _cost_kinds(attr: Attribution) -> tuple[np.ndarray, list]:
+    """Per activity, a code into a list of the distinct (dtype, engine, TF32 flag, estimated,
+    upper bound) of its cost op: what the roof and the flags depend on, read once per owner."""
+    own_u, own_inv = np.unique(attr.owner, return_inverse=True)
+    kinds: dict = {}
+    u_kind = np.array([kinds.setdefault(
+        (c.dtype, c.engine, c.fp32_on_tensor_cores, bool(c.flops_estimated), bool(getattr(c, "upper_bound", False)))
+        if c is not None else (None, NONE, False, False, False), len(kinds))
+        for c in map(attr.costs.get, own_u.tolist())], dtype=np.int64)
+    return (u_kind[own_inv.reshape(-1)] if len(attr.owner) else np.zeros(0, np.int64)), list(kinds)
+
+
+def _roofs(trace: Trace, devices: dict, kind_code: np.ndarray, kinds: list, resolve: Any) -> tuple:
     """Per activity: peak key, peak FLOP/s, bandwidth, SMs, L2 bytes, looked up once per distinct
-    (dtype, engine, TF32 flag, kernel name, device) and spread to the activities."""
+    (cost kind, kernel name, device) and spread to the activities."""
     G = trace.gpu
     n = len(G["kind"])
     names = trace.strings
-    combos: dict = {}
-    code = np.empty(n, dtype=np.int64)
-    costs = attr.costs
-    for k, (o, nid, dev) in enumerate(zip(attr.owner.tolist(), G["name"].tolist(), G["device"].tolist())):
-        c = costs.get(o)
-        key = (c.dtype if c else None, c.engine if c else NONE, c.fp32_on_tensor_cores if c else False, nid, dev)
-        j = combos.get(key)
-        if j is None:
-            j = combos[key] = len(combos)
-        code[k] = j
+    first, code = group_rows(kind_code, G["name"], G["device"])
+    combos = [(*kinds[int(kind_code[i])][:3], int(G["name"][i]), int(G["device"][i])) for i in first.tolist()]
     keys: list[Optional[str]] = []
     vals, bws, sms, l2s = [], [], [], []
     for (dtype, engine, tc32, nid, dev) in combos:
@@ -152,33 +156,39 @@ def build(trace: Trace, links: Links, attr: Attribution, devices: dict, resolve:
     names = trace.strings
     kind = G["kind"].astype(np.int64)
     dur = G["dur"].astype(np.float64)
-    peak, peak_f, bw, sms, l2 = _roofs(trace, devices, attr, resolve)
-    host_copy = np.zeros(n, dtype=bool)
-    for k in np.flatnonzero(kind == MEMCPY).tolist():
-        nm = names[G["name"][k]]
-        host_copy[k] = not ("DtoD" in nm or "PtoP" in nm)
+    kind_code, kinds = _cost_kinds(attr)
+    peak, peak_f, bw, sms, l2 = _roofs(trace, devices, kind_code, kinds, resolve)
+    is_copy = kind == MEMCPY
+    host_copy = is_copy & ~_name_matches(G["name"], names, is_copy, ("DtoD", "PtoP"))
     gx, gy, gz = (G[k].astype(np.int64) for k in ("grid_x", "grid_y", "grid_z"))
     blocks = np.where((gx > 0) & (gy > 0) & (gz > 0), gx * gy * gz, 0)
     occ, occ_src, waves = _occupancy(G, kind)
-    own_u, own_inv = np.unique(attr.owner, return_inverse=True)
     dtype_vocab: dict = {None: 0}
-    u_costs = [attr.costs.get(o) for o in own_u.tolist()]
-    u_dtype = np.array([dtype_vocab.setdefault(c.dtype if c else None, len(dtype_vocab)) for c in u_costs],
-                       dtype=np.int32)
-    u_est = np.array([bool(c is not None and c.flops_estimated) for c in u_costs], dtype=bool)
-    u_upper = np.array([bool(getattr(c, "upper_bound", False)) for c in u_costs], dtype=bool)
-    estimated = (u_est[own_inv] if n else np.zeros(0, bool)) | ((attr.owner >= 0) & (attr.share < 1.0))
+    k_dtype = np.array([dtype_vocab.setdefault(k[0], len(dtype_vocab)) for k in kinds], dtype=np.int32)
+    k_est = np.array([k[3] for k in kinds], dtype=bool)
+    k_upper = np.array([k[4] for k in kinds], dtype=bool)
+    estimated = k_est[kind_code] | ((attr.owner >= 0) & (attr.share < 1.0))
     return KernelFrame(
         kind=kind, device=G["device"].astype(np.int64), dur_us=dur, flops=attr.flops, bytes=attr.bytes, reads=attr.reads,
         dram_bytes=dram_traffic(attr.bytes, attr.reads, l2),
-        dtype=Coded(u_dtype[own_inv] if n else np.zeros(0, np.int32), list(dtype_vocab)),
+        dtype=Coded(k_dtype[kind_code], list(dtype_vocab)),
         peak=peak, peak_flops=peak_f, bandwidth=bw, num_sms=sms, l2_bytes=l2,
         blocks=blocks.astype(np.int64), occupancy=occ, occupancy_source=occ_src, waves=waves,
         host_copy=host_copy, communication=communication_mask(trace, links), estimated=estimated,
-        upper_bound=u_upper[own_inv] if n else np.zeros(0, bool), missing=_missing(trace, attr, links.gpu_op, kind),
+        upper_bound=k_upper[kind_code], missing=_missing(trace, attr, links.gpu_op, kind),
         achieved_flops=_nan(n), achieved_bytes=_nan(n), intensity=_nan(n), compute_util=_nan(n),
         memory_util=_nan(n), bound=np.full(n, BOUND_UNKNOWN, dtype=np.int8), cause=np.full(n, -1, dtype=np.int8),
         note=np.zeros(n, np.int8), reason=Coded(np.zeros(n, np.int32), [""]))
+
+
+def _name_matches(codes: np.ndarray, names: list, rows: np.ndarray, words: tuple) -> np.ndarray:
+    """Rows (among ``rows``) whose name contains one of ``words``, tested once per name."""
+    out = np.zeros(len(codes), dtype=bool)
+    if rows.any():
+        u, inv = np.unique(codes[rows], return_inverse=True)
+        hit = np.array([any(w in names[i] for w in words) for i in u.tolist()], dtype=bool)
+        out[rows] = hit[inv.reshape(-1)]
+    return out
 
 
 def _occupancy(G: dict, kind: np.ndarray) -> tuple[F64, np.ndarray, F64]:

@@ -32,19 +32,26 @@ def union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
     if not len(starts):
         return 0
     o = np.argsort(starts, kind="stable")
-    s, e = starts[o], ends[o]
+    return _union_sorted(starts[o], ends[o])
+
+
+def _union_sorted(s: np.ndarray, e: np.ndarray) -> int:
+    """Union length of intervals already sorted by start (any subset of a sorted set is)."""
+    if not len(s):
+        return 0
     run_end = np.maximum.accumulate(e)
     gaps = np.maximum(s[1:] - run_end[:-1], 0)
     return int(run_end[-1] - s[0] - gaps.sum())
 
 
 def _matches(codes: np.ndarray, names: list, pattern: re.Pattern) -> np.ndarray:
-    """``pattern`` searched in the string of each code (once per distinct code)."""
+    """``pattern`` searched in the string of each code, once per string in use."""
     if not len(codes):
         return np.zeros(0, dtype=bool)
-    uniq, inv = np.unique(codes, return_inverse=True)
-    hit = np.fromiter((bool(pattern.search(names[i])) for i in uniq.tolist()), dtype=bool, count=len(uniq))
-    return hit[inv.reshape(-1)]
+    used = np.flatnonzero(np.bincount(codes, minlength=len(names)))
+    hit = np.zeros(max(len(names), int(used[-1]) + 1), dtype=bool)
+    hit[used] = [bool(pattern.search(names[i])) for i in used.tolist()]
+    return hit[codes]
 
 
 def communication_mask(trace: Trace, links: Links) -> np.ndarray:
@@ -71,38 +78,46 @@ def communication_mask(trace: Trace, links: Links) -> np.ndarray:
 def busy_times(trace: Trace, sel: np.ndarray, comm: np.ndarray, attention: np.ndarray) -> dict:
     """The report's busy-time fields over the activities in ``sel`` (docs/report-schema.md):
     ``gpu_busy_us``, ``compute_busy_us``, ``attention_busy_us``, ``span_us``, ``idle_us``,
-    ``communication`` and ``streams``. Times are summed over devices."""
+    ``communication`` and ``streams``. Times are summed over devices. The activities are sorted
+    by start once; every union is then a cumulative maximum over a subset."""
     G = trace.gpu
-    t0, dur_ns, dev, stream = G["ts_ns"], G["dur_ns"], G["device"], G["stream"]
-    t1 = t0 + dur_ns
-    compute = sel & ~comm
-    att = attention & compute
-    com = sel & comm
+    idx = np.flatnonzero(sel)
+    idx = idx[np.argsort(G["ts_ns"][idx], kind="stable")]
+    t0 = G["ts_ns"][idx]
+    t1 = t0 + G["dur_ns"][idx]
+    dev, stream = G["device"][idx], G["stream"][idx]
+    com = comm[idx]
+    cmp = ~com
+    att = attention[idx] & cmp
     tot = dict(all=0, compute=0, attention=0, comm=0, comm_compute=0, comm_attention=0, span=0)
-    for dv in np.unique(dev[sel]).tolist():
+
+    def u(m: np.ndarray) -> int:
+        return _union_sorted(t0[m], t1[m])
+    devices = np.unique(dev)
+    for dv in devices.tolist():
         on = dev == dv
-        m_all, m_cmp, m_att, m_com = sel & on, compute & on, att & on, com & on
-        u_all = union_ns(t0[m_all], t1[m_all])
-        u_cmp = union_ns(t0[m_cmp], t1[m_cmp])
-        u_att = union_ns(t0[m_att], t1[m_att])
-        u_com = union_ns(t0[m_com], t1[m_com])
+        u_all, u_cmp, u_att = u(on), u(on & cmp), u(on & att)
         tot["all"] += u_all
         tot["compute"] += u_cmp
         tot["attention"] += u_att
-        tot["comm"] += u_com
-        tot["span"] += int(t1[m_all].max() - t0[m_all].min())
-        if u_com:
+        tot["span"] += int(t1[on].max() - t0[on].min())
+        if (on & com).any():
             # |A ∩ B| = |A| + |B| - |A ∪ B|
-            both = m_com | m_cmp
-            tot["comm_compute"] += u_com + u_cmp - union_ns(t0[both], t1[both])
-            both = m_com | m_att
-            tot["comm_attention"] += u_com + u_att - union_ns(t0[both], t1[both])
+            u_com = u(on & com)
+            tot["comm"] += u_com
+            tot["comm_compute"] += u_com + u_cmp - u_all
+            tot["comm_attention"] += u_com + u_att - u(on & (com | att))
     streams = []
-    keys = np.unique(np.stack([dev[sel], stream[sel]], axis=1), axis=0) if sel.any() else np.zeros((0, 2), int)
-    for dv, st in keys.tolist():
-        m = sel & (dev == dv) & (stream == st)
-        streams.append({"device": int(dv), "stream": int(st), "busy_us": _us(union_ns(t0[m], t1[m])),
-                        "kernels": int(m.sum()), "communication": bool((m & comm).any())})
+    if len(idx):
+        key = dev.astype(np.int64) * (1 << 32) + stream.astype(np.int64)
+        keys, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        inv = inv.reshape(-1)
+        counts = np.bincount(inv, minlength=len(keys))
+        has_comm = np.bincount(inv, weights=com, minlength=len(keys)) > 0
+        for j in range(len(keys)):
+            m = inv == j
+            streams.append({"device": int(dev[first[j]]), "stream": int(stream[first[j]]),
+                            "busy_us": _us(u(m)), "kernels": int(counts[j]), "communication": bool(has_comm[j])})
     return {
         "gpu_busy_us": _us(tot["all"]),
         "compute_busy_us": _us(tot["compute"]),
@@ -110,7 +125,7 @@ def busy_times(trace: Trace, sel: np.ndarray, comm: np.ndarray, attention: np.nd
         "span_us": _us(tot["span"]),
         "idle_us": _us(tot["span"] - tot["all"]),
         "communication": {
-            "time_us": _us(int(dur_ns[com].sum())), "busy_us": _us(tot["comm"]),
+            "time_us": _us(int(G["dur_ns"][idx][com].sum())), "busy_us": _us(tot["comm"]),
             "overlap_with_compute_us": _us(tot["comm_compute"]),
             "overlap_with_attention_us": _us(tot["comm_attention"]), "kernels": int(com.sum()),
         },
