@@ -525,6 +525,10 @@ def _phase_row(phase: str, direction: str, m: np.ndarray, frame: KernelFrame, kn
     cu_m = float((np.nan_to_num(cu[mk]) * dur[mk]).sum() / kt) if kt > 0 else None
     mu_m = float((mu[mk] * dur[mk]).sum() / kt) if kt > 0 else None
     b = "unknown" if cu_m is None else BOUNDS[int(decide(np.array([cu_m]), np.array([mu_m]), np.zeros(1, bool))[0])]
+    # means over dense upper bounds are upper bounds: they show a roof not reached, never reached
+    upper = bool(frame.upper_bound[mk].any())
+    if upper and b in ("compute", "memory"):
+        b = "unknown"
     f_sum = float(np.nansum(fl[mk])) if kt > 0 else None
     b_sum = float(np.nansum(by[mk])) if kt > 0 else None
     sec = kt * 1e-6
@@ -550,7 +554,7 @@ def _phase_row(phase: str, direction: str, m: np.ndarray, frame: KernelFrame, kn
         "latency_cause": max(ctime, key=ctime.__getitem__) if b == "latency" and ctime else None,
         "bound_time_us": btime, "latency_cause_time_us": ctime,
         "cost_coverage": _r(kt / t, 4) if t > 0 else None,
-        "estimated": bool(frame.estimated[m].any()),
+        "estimated": bool(frame.estimated[m].any()), "upper_bound": upper,
         "top_kernels": [{"name": names[nid], "time_us": _r(tt)} for nid, tt in top],
     }
 
