@@ -377,7 +377,7 @@ def _kernel_table(trace: Trace, attr: Attribution, frame: KernelFrame, ctx: Cont
         "occupancy_pct": np.where(is_kernel, np.round(frame.occupancy, 1), np.nan),
         "occupancy_source": Coded(np.where(frame.occupancy_source >= 0, frame.occupancy_source,
                                            len(F.OCCUPANCY_SOURCES)), list(F.OCCUPANCY_SOURCES) + [None]),
-        "waves": np.round(frame.waves, 3),
+        "waves": _sig_round(frame.waves, 3),
         "measured": measured if measured is not None else [None] * n,
     }
     return KernelTable(columns, _extras(trace, attr, ctx.attention))
