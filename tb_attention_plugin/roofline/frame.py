@@ -24,6 +24,7 @@ from ..trace.busy import communication_mask
 from ..trace.correlate import Links
 from ..trace.records import KERNEL, MEMCPY, Trace
 from . import devices as D
+from . import occupancy as O
 from .attribute import Attribution
 from .classify import BOUND_UNKNOWN, M_INCOMPLETE, M_NO_FORMULA, M_NO_OP, M_NO_SHAPES, M_OP_NO_SHAPES, peak_key
 from .cost import NONE
@@ -31,7 +32,7 @@ from .cost import NONE
 F64 = np.ndarray   # float64 column, NaN = unknown
 # Where a kernel's occupancy comes from: Kineto's "est. achieved occupancy %" (a recorded 0 means
 # Kineto did not compute it, never 0 %), or the CUDA occupancy calculation from the launch record.
-OCCUPANCY_SOURCES = ("recorded", "theoretical")
+OCCUPANCY_SOURCES = O.SOURCES
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,7 @@ def build(trace: Trace, links: Links, attr: Attribution, devices: dict, resolve:
     host_copy = is_copy & ~_name_matches(G["name"], names, is_copy, ("DtoD", "PtoP"))
     gx, gy, gz = (G[k].astype(np.int64) for k in ("grid_x", "grid_y", "grid_z"))
     blocks = np.where((gx > 0) & (gy > 0) & (gz > 0), gx * gy * gz, 0)
-    occ, occ_src, waves = _occupancy(G, kind)
+    occ, occ_src, waves = _occupancy(trace, devices, kind, blocks)
     dtype_vocab: dict = {None: 0}
     k_dtype = np.array([dtype_vocab.setdefault(k[0], len(dtype_vocab)) for k in kinds], dtype=np.int32)
     k_est = np.array([k[3] for k in kinds], dtype=bool)
@@ -191,15 +192,28 @@ def _name_matches(codes: np.ndarray, names: list, rows: np.ndarray, words: tuple
     return out
 
 
-def _occupancy(G: dict, kind: np.ndarray) -> tuple[F64, np.ndarray, F64]:
-    """Occupancy %, its source and waves per activity. Kineto's ``est. achieved occupancy %`` is
-    0 when it was not computed: only a positive value counts as recorded."""
+def _occupancy(trace: Trace, devices: dict, kind: np.ndarray, blocks: np.ndarray) -> tuple[F64, np.ndarray, F64]:
+    """Occupancy %, its source and waves per kernel (roofline/occupancy.py), one device at a time:
+    Kineto's estimate where it is positive (0 means it was not computed), else the theoretical
+    occupancy from registers, shared memory and block size against the device's per-SM limits."""
+    G = trace.gpu
     n = len(kind)
-    rec = G["occupancy"].astype(np.float64)
-    recorded = (kind == KERNEL) & (rec > 0)
-    occ = np.where(recorded, rec, np.nan)
-    src = np.where(recorded, OCCUPANCY_SOURCES.index("recorded"), -1).astype(np.int8)
-    return occ, src, np.full(n, np.nan)
+    occ, src, waves = np.full(n, np.nan), np.full(n, -1, dtype=np.int8), np.full(n, np.nan)
+    is_k = kind == KERNEL
+    if not is_k.any():
+        return occ, src, waves
+    bx, by, bz = (G[k].astype(np.int64) for k in ("block_x", "block_y", "block_z"))
+    threads = np.where((bx > 0) & (by > 0) & (bz > 0), bx * by * bz, 0)
+    props = {p.get("id"): p for p in D.device_properties(trace.meta)}
+    for dev in np.unique(G["device"][is_k]).tolist():
+        rows = np.flatnonzero(is_k & (G["device"] == dev))
+        d = devices.get(dev)
+        p = props.get(dev) or (next(iter(props.values())) if props else {})
+        limits = D.sm_limits(p, d.key if d is not None else None)
+        ko = O.kernel_occupancy(threads[rows], G["registers"][rows], G["shared_memory"][rows], blocks[rows],
+                                G["occupancy"][rows], limits, d.num_sms if d is not None else None)
+        occ[rows], src[rows], waves[rows] = ko.pct, ko.source, ko.waves
+    return occ, src, waves
 
 
 def from_columns(dur_us: Any, **columns: Any) -> KernelFrame:
