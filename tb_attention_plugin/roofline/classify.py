@@ -284,6 +284,7 @@ def word(frame: "KernelFrame", code: np.ndarray) -> Coded:
         np.where((code == R_MEMORY) | (code == R_LATENCY) | (code == R_UPPER), _pct_key(frame.memory_util), z),
         np.where(code == R_HOST, 0, frame.note).astype(np.float64),
         np.where(frame.note & N_ROOF_RAISED, _sig_key(frame.peak_flops), z),
+        np.where(frame.note & N_L2, frame.l2_hint.codes, 0),
         np.where(code == R_COMPUTE, _sig_key(frame.achieved_flops),
                  np.where(code == R_MEMORY, _sig_key(frame.achieved_bytes), z)),
         f_lat.astype(np.float64),
@@ -312,8 +313,10 @@ def _notes(f: "KernelFrame", code: int, i: int) -> str:
         out += (f"; it ran faster than the table's {pk} peak, so that roof is raised to "
                 f"{rate(float(f.peak_flops[i]), 'FLOP/s')} (device.roof_adjustments)")
     if note & N_L2:
-        out += ("; the estimated traffic is more than DRAM delivers: part of it was served from L2 (an operand "
-                "still in cache, e.g. one just written), so DRAM is counted at its bandwidth")
+        hint = f.l2_hint[i]
+        out += ("; the estimated traffic is more than DRAM delivers: part of it was served from L2 ("
+                + (hint if hint else "an operand still in cache, e.g. one just written")
+                + "), so DRAM is counted at its bandwidth")
     if note & N_CAPPED:
         out += f"; the FLOP estimate exceeds the {pk or 'compute'} roof, so it is shown at the roof"
     return out

@@ -27,6 +27,7 @@ from . import devices as D
 from . import occupancy as O
 from .attribute import Attribution
 from .classify import BOUND_UNKNOWN, M_INCOMPLETE, M_NO_FORMULA, M_NO_OP, M_NO_SHAPES, M_OP_NO_SHAPES, peak_key
+from . import cost as C
 from .cost import NONE
 
 F64 = np.ndarray   # float64 column, NaN = unknown
@@ -46,6 +47,7 @@ class KernelFrame:
     bytes: F64                  # ... of its minimum bytes
     reads: F64                  # the part of ``bytes`` that is read
     dram_bytes: F64             # estimated (or measured) DRAM traffic
+    l2_hint: Coded              # why some reads were likely L2 hits (cost.l2_reuse), or None
     dtype: Coded                # input dtype of the cost op
     peak: Coded                 # which FLOP roof applies (None: data movement)
     peak_flops: F64             # its value, FLOP/s
@@ -169,9 +171,10 @@ def build(trace: Trace, links: Links, attr: Attribution, devices: dict, resolve:
     k_est = np.array([k[3] for k in kinds], dtype=bool)
     k_upper = np.array([k[4] for k in kinds], dtype=bool)
     estimated = k_est[kind_code] | ((attr.owner >= 0) & (attr.share < 1.0))
+    dram = dram_traffic(attr.bytes, attr.reads, l2)
     return KernelFrame(
         kind=kind, device=G["device"].astype(np.int64), dur_us=dur, flops=attr.flops, bytes=attr.bytes, reads=attr.reads,
-        dram_bytes=dram_traffic(attr.bytes, attr.reads, l2),
+        dram_bytes=dram, l2_hint=_l2_hints(trace, attr, kind, dur, dram, bw, l2),
         dtype=Coded(k_dtype[kind_code], list(dtype_vocab)),
         peak=peak, peak_flops=peak_f, bandwidth=bw, num_sms=sms, l2_bytes=l2,
         blocks=blocks.astype(np.int64), occupancy=occ, occupancy_source=occ_src, waves=waves,
@@ -180,6 +183,35 @@ def build(trace: Trace, links: Links, attr: Attribution, devices: dict, resolve:
         achieved_flops=_nan(n), achieved_bytes=_nan(n), intensity=_nan(n), compute_util=_nan(n),
         memory_util=_nan(n), bound=np.full(n, BOUND_UNKNOWN, dtype=np.int8), cause=np.full(n, -1, dtype=np.int8),
         note=np.zeros(n, np.int8), reason=Coded(np.zeros(n, np.int32), [""]))
+
+
+def _l2_hints(trace: Trace, attr: Attribution, kind: np.ndarray, dur: F64, dram: F64, bw: F64, l2: F64) -> Coded:
+    """For the kernels whose estimated DRAM traffic is more than the bandwidth delivers in their
+    time (few), the cost model's account of which input was likely still in L2 (``l2_reuse`` over
+    the ops just before it on its stream), e.g. the safe-softmax ``where`` reading the softmax
+    just written. Only those: the search walks back op by op, too slow for every kernel."""
+    n = len(kind)
+    sec = dur * 1e-6
+    with np.errstate(divide="ignore", invalid="ignore"):
+        over = (kind == KERNEL) & (attr.owner >= 0) & (sec > 0) & (dram / sec > bw)
+    codes = np.zeros(n, dtype=np.int32)
+    vocab: dict[Optional[str], int] = {None: 0}
+    if over.any():
+        G = trace.gpu
+        ks = np.flatnonzero(kind == KERNEL)
+        ks = ks[np.lexsort((G["ts_ns"][ks], G["stream"][ks], G["device"][ks]))]
+        pos = np.empty(n, dtype=np.int64)
+        pos[ks] = np.arange(len(ks))
+        same = G["device"][ks].astype(np.int64) * (1 << 32) + G["stream"][ks].astype(np.int64)
+        for k in np.flatnonzero(over).tolist():
+            p = int(pos[k])
+            lo = max(0, p - 4 * C.L2_WINDOW)
+            rows = ks[lo:p + 1][same[lo:p + 1] == same[p]].tolist()
+            window = [attr.costs.get(int(attr.owner[r])) for r in rows]
+            hint = C.l2_reuse(window, float(l2[k]))[-1]
+            if hint is not None and hint.l2_hint:
+                codes[k] = vocab.setdefault(hint.l2_hint, len(vocab))
+    return Coded(codes, list(vocab))
 
 
 def _name_matches(codes: np.ndarray, names: list, rows: np.ndarray, words: tuple) -> np.ndarray:
@@ -234,7 +266,7 @@ def from_columns(dur_us: Any, **columns: Any) -> KernelFrame:
     f = KernelFrame(
         kind=col("kind", KERNEL, np.int64), device=col("device", 0, np.int64), dur_us=d, flops=col("flops", np.nan, np.float64), bytes=nbytes,
         reads=reads, dram_bytes=col("dram_bytes", np.nan, np.float64) if "dram_bytes" in columns
-        else dram_traffic(nbytes, reads, l2),
+        else dram_traffic(nbytes, reads, l2), l2_hint=Coded.from_values(columns.pop("l2_hint", [None] * n)),
         dtype=Coded.from_values([None] * n), peak=peak_col,
         peak_flops=col("peak_flops", np.nan, np.float64), bandwidth=col("bandwidth", np.nan, np.float64),
         num_sms=col("num_sms", 0, np.int64), l2_bytes=l2, blocks=col("blocks", 0, np.int64),
