@@ -40,7 +40,6 @@ except ImportError:  # pragma: no cover
 
 PID_BASE = 4_200_000        # above Linux's largest pid (2^22), so no real process has it
 SORT_BASE = 5_000_000       # Kineto sorts GPU n at 5000000 + n; ours sorts next to it
-ROOF_REACHED = 0.5          # same threshold as roofline/classify.py (kept import-free of numpy)
 PHASE_CAT, CALL_CAT = "attention.phase", "attention.call"
 
 
@@ -97,12 +96,13 @@ _ROW_FIELDS = ("id", "name", "ts", "dur_us", "device", "stream", "attention", "p
                "scope", "flops", "bytes", "compute_util", "memory_util", "bound")
 
 
-def _bound(cu: Optional[float], mu: Optional[float]) -> str:
-    if cu is None or mu is None:
-        return "unknown"
-    if max(cu, mu) >= ROOF_REACHED:
-        return "compute" if cu >= mu else "memory"
-    return "latency"
+def _bound(rows: list[dict]) -> str:
+    """The bound of most of a run's time, by its kernels' own bounds (roofline/classify.py is the
+    one classifier; this module stays free of numpy)."""
+    by: dict[str, float] = {}
+    for r in rows:
+        by[r["bound"] or "unknown"] = by.get(r["bound"] or "unknown", 0.0) + (r["dur_us"] or 0.0)
+    return max(by, key=by.__getitem__) if by else "unknown"
 
 
 def _ns(us) -> int:
@@ -138,7 +138,7 @@ def _summary_args(rows: list[dict]) -> dict:
         names[r["name"]] = names.get(r["name"], 0.0) + (r["dur_us"] or 0.0)
     top = [n for n, _ in sorted(names.items(), key=lambda x: -x[1])[:3]]
     return {
-        "bound": _bound(cu, mu),
+        "bound": _bound(rows),
         "memory_util": None if mu is None else round(mu, 4),
         "compute_util": None if cu is None else round(cu, 4),
         "flops": None if fl is None else float(f"{fl:.4g}"),
