@@ -106,7 +106,8 @@ def _notices(trace: Trace, n_kernels: int, n_attention: int, shapes_seen: bool,
                     "fix": "profile with with_stack=True to attribute projections to attention modules"})
     for d in devices:
         if d.id in used_devices and not d.known:
-            out.append({"code": "unknown_gpu", "message": f"unknown GPU '{d.name}': utilisation and bound cannot be computed",
+            out.append({"code": "unknown_gpu",
+                        "message": f"unknown GPU '{d.name}': utilisation and bound cannot be computed",
                         "fix": "give its peaks: --peaks bf16=<TFLOP/s>,fp32=<TFLOP/s>,memory=<TB/s> or a JSON file"})
     return out
 
@@ -411,8 +412,8 @@ def _costed(frame: KernelFrame) -> np.ndarray:
     return ~np.isnan(frame.flops) & ~np.isnan(frame.bytes) & ~np.isnan(frame.bandwidth) & (frame.dur_us > 0)
 
 
-def _assemble(trace: Trace, opt: Options, devices: dict, adjustments: list, steps: Steps, frame: KernelFrame, ctx: Context,
-              table: KernelTable, meas: Result) -> dict:
+def _assemble(trace: Trace, opt: Options, devices: dict, adjustments: list, steps: Steps, frame: KernelFrame,
+              ctx: Context, table: KernelTable, meas: Result) -> dict:
     """The report dict: totals, phases and steps over the selected kernels, around the table."""
     G, R = trace.gpu, trace.ranges
     sel = steps.keep
@@ -458,7 +459,8 @@ def _assemble(trace: Trace, opt: Options, devices: dict, adjustments: list, step
             "record_shapes": shapes_seen, "with_stack": bool(any(R["kind"] == MODULE)) or bool(meta.get("with_stack")),
             "profile_memory": bool(len(trace.memory["ts"])),
             "distributed": meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else None,
-            "base_time_ns": meta.get("baseTimeNanoseconds") if isinstance(meta.get("baseTimeNanoseconds"), int) else None,
+            "base_time_ns": (meta.get("baseTimeNanoseconds")
+                             if isinstance(meta.get("baseTimeNanoseconds"), int) else None),
         },
         "device": _device_json(main_dev, adjustments) if main_dev else None,
         "devices": [_device_json(d, adjustments) for d in devices.values()],

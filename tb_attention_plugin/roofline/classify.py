@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import numpy as np
 
@@ -72,7 +72,7 @@ N_ROOF_RAISED, N_L2, N_CAPPED, N_UPPER = 1, 2, 4, 8
 _TF32_KERNEL = re.compile(r"tf32|xmma_gemm_tf32|s1688gemm|s16816gemm|_tf32_", re.I)
 
 
-def peak_key(dtype: Optional[str], engine: str, kernel_name: str, available: dict,
+def peak_key(dtype: Optional[str], engine: str, kernel_name: str, available: dict[str, float],
              fp32_on_tensor_cores: bool = False) -> tuple[Optional[str], str]:
     """Which FLOP peak applies, and why."""
     if engine == NONE or dtype is None:
@@ -118,7 +118,8 @@ def decide(cu: np.ndarray, mu: np.ndarray, short: np.ndarray,
     return bound
 
 
-def raise_roofs(frame: "KernelFrame", datasheet: Callable[[int, str], Optional[float]]) -> tuple:
+def raise_roofs(frame: "KernelFrame", datasheet: Callable[[int, str], Optional[float]]
+                ) -> tuple["KernelFrame", list[dict[str, Any]]]:
     """Roofs no kernel exceeds: ``(frame, adjustments)``.
 
     A kernel whose FLOPs are exact (from shapes: not estimated, not an upper bound) cannot run
@@ -224,7 +225,8 @@ def classify(frame: "KernelFrame") -> "KernelFrame":
     short = (dur > 0) & (dur < SHORT_KERNEL_US) & (frame.kind == KERNEL)
     bound = decide(cu_k, np.where(costed, mu, np.nan), short)
     # no cost, but a grid too small to reach either roof: latency all the same
-    tiny = ~costed & (dur > 0) & (frame.kind == KERNEL) & ~frame.communication & (frame.num_sms > 0) & (frame.blocks > 0) & \
+    tiny = ~costed & (dur > 0) & (frame.kind == KERNEL) & ~frame.communication & (frame.num_sms > 0) & \
+        (frame.blocks > 0) & \
         (frame.blocks * TINY_GRID_SM_FRACTION <= frame.num_sms) & ~np.isnan(frame.bandwidth)
     bound[tiny] = BOUND_LATENCY
     # an upper bound shows that a roof was not reached, never that it was

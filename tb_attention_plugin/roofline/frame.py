@@ -89,14 +89,15 @@ def dram_traffic(nbytes: F64, reads: F64, l2: F64) -> F64:
     rd = np.where(np.isnan(reads), nbytes, reads)
     wr = np.maximum(nbytes - rd, 0.0)
     room = np.maximum(l2 - rd, 0.0)
-    return rd + np.maximum(wr - room, 0.0)
+    out: F64 = rd + np.maximum(wr - room, 0.0)
+    return out
 
 
-def _cost_kinds(attr: Attribution) -> tuple[np.ndarray, list]:
+def _cost_kinds(attr: Attribution) -> tuple[np.ndarray, list[tuple[Any, ...]]]:
     """Per activity, a code into a list of the distinct (dtype, engine, TF32 flag, estimated,
     upper bound) of its cost op: what the roof and the flags depend on, read once per owner."""
     own_u, own_inv = np.unique(attr.owner, return_inverse=True)
-    kinds: dict = {}
+    kinds: dict[tuple[Any, ...], int] = {}
     u_kind = np.array([kinds.setdefault(
         (c.dtype, c.engine, c.fp32_on_tensor_cores, bool(c.flops_estimated), bool(getattr(c, "upper_bound", False)))
         if c is not None else (None, NONE, False, False, False), len(kinds))
@@ -104,7 +105,8 @@ def _cost_kinds(attr: Attribution) -> tuple[np.ndarray, list]:
     return (u_kind[own_inv.reshape(-1)] if len(attr.owner) else np.zeros(0, np.int64)), list(kinds)
 
 
-def _roofs(trace: Trace, devices: dict, kind_code: np.ndarray, kinds: list, resolve: Any) -> tuple:
+def _roofs(trace: Trace, devices: dict[int, D.DevicePeaks], kind_code: np.ndarray, kinds: list[tuple[Any, ...]],
+           resolve: Any) -> tuple[Coded, F64, F64, np.ndarray, F64]:
     """Per activity: peak key, peak FLOP/s, bandwidth, SMs, L2 bytes, looked up once per distinct
     (cost kind, kernel name, device) and spread to the activities."""
     G = trace.gpu
@@ -124,10 +126,10 @@ def _roofs(trace: Trace, devices: dict, kind_code: np.ndarray, kinds: list, reso
         sms.append(d.num_sms or 0)
         l2s.append(float(d.l2_bytes or 0))
 
-    def col(v: list, dtype: Any) -> np.ndarray:
+    def col(v: list[Any], dtype: Any) -> np.ndarray:
         return np.asarray(v, dtype=dtype)[code] if n else np.zeros(0, dtype)
     # one vocabulary entry per distinct key (the combos repeat keys)
-    vocab: dict = {}
+    vocab: dict[Optional[str], int] = {}
     kc = np.asarray([vocab.setdefault(k, len(vocab)) for k in keys], dtype=np.int32)
     peak = Coded(kc[code] if n else np.zeros(0, np.int32), list(vocab) or [None])
     return peak, col(vals, float), col(bws, float), col(sms, np.int64), col(l2s, float)
@@ -150,7 +152,8 @@ def _missing(trace: Trace, attr: Attribution, launch_op: np.ndarray, kind: np.nd
     return out
 
 
-def build(trace: Trace, links: Links, attr: Attribution, devices: dict, resolve: Any) -> KernelFrame:
+def build(trace: Trace, links: Links, attr: Attribution, devices: dict[int, D.DevicePeaks],
+          resolve: Any) -> KernelFrame:
     """The frame's inputs from the cost attribution and the device table. ``devices`` maps a
     device id to its :class:`.devices.DevicePeaks` (devices met only here are added through
     ``resolve(device_id)``). The classified columns are left unknown: see classify.classify."""
@@ -166,14 +169,15 @@ def build(trace: Trace, links: Links, attr: Attribution, devices: dict, resolve:
     gx, gy, gz = (G[k].astype(np.int64) for k in ("grid_x", "grid_y", "grid_z"))
     blocks = np.where((gx > 0) & (gy > 0) & (gz > 0), gx * gy * gz, 0)
     occ, occ_src, waves = _occupancy(trace, devices, kind, blocks)
-    dtype_vocab: dict = {None: 0}
+    dtype_vocab: dict[Optional[str], int] = {None: 0}
     k_dtype = np.array([dtype_vocab.setdefault(k[0], len(dtype_vocab)) for k in kinds], dtype=np.int32)
     k_est = np.array([k[3] for k in kinds], dtype=bool)
     k_upper = np.array([k[4] for k in kinds], dtype=bool)
     estimated = k_est[kind_code] | ((attr.owner >= 0) & (attr.share < 1.0))
     dram = dram_traffic(attr.bytes, attr.reads, l2)
     return KernelFrame(
-        kind=kind, device=G["device"].astype(np.int64), dur_us=dur, flops=attr.flops, bytes=attr.bytes, reads=attr.reads,
+        kind=kind, device=G["device"].astype(np.int64), dur_us=dur, flops=attr.flops, bytes=attr.bytes,
+        reads=attr.reads,
         dram_bytes=dram, l2_hint=_l2_hints(trace, attr, kind, dur, dram, bw, l2),
         dtype=Coded(k_dtype[kind_code], list(dtype_vocab)),
         peak=peak, peak_flops=peak_f, bandwidth=bw, num_sms=sms, l2_bytes=l2,
@@ -214,7 +218,7 @@ def _l2_hints(trace: Trace, attr: Attribution, kind: np.ndarray, dur: F64, dram:
     return Coded(codes, list(vocab))
 
 
-def _name_matches(codes: np.ndarray, names: list, rows: np.ndarray, words: tuple) -> np.ndarray:
+def _name_matches(codes: np.ndarray, names: list[str], rows: np.ndarray, words: tuple[str, ...]) -> np.ndarray:
     """Rows (among ``rows``) whose name contains one of ``words``, tested once per name."""
     out = np.zeros(len(codes), dtype=bool)
     if rows.any():
@@ -224,7 +228,8 @@ def _name_matches(codes: np.ndarray, names: list, rows: np.ndarray, words: tuple
     return out
 
 
-def _occupancy(trace: Trace, devices: dict, kind: np.ndarray, blocks: np.ndarray) -> tuple[F64, np.ndarray, F64]:
+def _occupancy(trace: Trace, devices: dict[int, D.DevicePeaks], kind: np.ndarray,
+               blocks: np.ndarray) -> tuple[F64, np.ndarray, F64]:
     """Occupancy %, its source and waves per kernel (roofline/occupancy.py), one device at a time:
     Kineto's estimate where it is positive (0 means it was not computed), else the theoretical
     occupancy from registers, shared memory and block size against the device's per-SM limits."""
@@ -258,13 +263,15 @@ def from_columns(dur_us: Any, **columns: Any) -> KernelFrame:
     def col(name: str, default: Any, dtype: Any) -> np.ndarray:
         return np.broadcast_to(np.asarray(columns.pop(name, default), dtype=dtype), (n,)).copy()
     peak = columns.pop("peak", None)
-    peak_col = peak if isinstance(peak, Coded) else Coded.from_values([peak] * n if not isinstance(peak, list) else peak)
+    peak_col = peak if isinstance(peak, Coded) else \
+        Coded.from_values([peak] * n if not isinstance(peak, list) else peak)
     nbytes = col("bytes", np.nan, np.float64)
     reads = col("reads", np.nan, np.float64)
     l2 = col("l2_bytes", 0.0, np.float64)
     occ = col("occupancy", np.nan, np.float64)
     f = KernelFrame(
-        kind=col("kind", KERNEL, np.int64), device=col("device", 0, np.int64), dur_us=d, flops=col("flops", np.nan, np.float64), bytes=nbytes,
+        kind=col("kind", KERNEL, np.int64), device=col("device", 0, np.int64), dur_us=d,
+        flops=col("flops", np.nan, np.float64), bytes=nbytes,
         reads=reads, dram_bytes=col("dram_bytes", np.nan, np.float64) if "dram_bytes" in columns
         else dram_traffic(nbytes, reads, l2), l2_hint=Coded.from_values(columns.pop("l2_hint", [None] * n)),
         dtype=Coded.from_values([None] * n), peak=peak_col,

@@ -418,8 +418,9 @@ def _apply(trace, links, frame: KernelFrame, launch_t, k_step, step_names, devic
                                 f"kernels ({why}; at least {MIN_MATCH_RATE:.0%} and {MIN_MATCHES} are needed)")
     if best is None:
         if sources and not any(t["accepted"] for t in tried) and not res.warnings:
-            res.warnings.append("ncu exports beside the trace (" + ", ".join(sorted({t['file'] for t in tried if t['file']}))
-                                + ") do not line up with its kernels; not used (another program or run?)")
+            files = ", ".join(sorted({t['file'] for t in tried if t['file']}))
+            res.warnings.append(f"ncu exports beside the trace ({files}) do not line up with its kernels; "
+                                "not used (another program or run?)")
         if cupti is not None:
             res.block, notice = _ranges_block(trace, links, cupti, joined=False)
         else:

@@ -12,6 +12,7 @@ maxima); the per-device and per-stream loops run once per distinct device or str
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 
@@ -44,14 +45,15 @@ def _union_sorted(s: np.ndarray, e: np.ndarray) -> int:
     return int(run_end[-1] - s[0] - gaps.sum())
 
 
-def _matches(codes: np.ndarray, names: list, pattern: re.Pattern) -> np.ndarray:
+def _matches(codes: np.ndarray, names: list[str], pattern: re.Pattern[str]) -> np.ndarray:
     """``pattern`` searched in the string of each code, once per string in use."""
     if not len(codes):
         return np.zeros(0, dtype=bool)
     used = np.flatnonzero(np.bincount(codes, minlength=len(names)))
     hit = np.zeros(max(len(names), int(used[-1]) + 1), dtype=bool)
     hit[used] = [bool(pattern.search(names[i])) for i in used.tolist()]
-    return hit[codes]
+    out: np.ndarray = hit[codes]
+    return out
 
 
 def communication_mask(trace: Trace, links: Links) -> np.ndarray:
@@ -75,7 +77,7 @@ def communication_mask(trace: Trace, links: Links) -> np.ndarray:
     return comm
 
 
-def busy_times(trace: Trace, sel: np.ndarray, comm: np.ndarray, attention: np.ndarray) -> dict:
+def busy_times(trace: Trace, sel: np.ndarray, comm: np.ndarray, attention: np.ndarray) -> dict[str, Any]:
     """The report's busy-time fields over the activities in ``sel`` (docs/report-schema.md):
     ``gpu_busy_us``, ``compute_busy_us``, ``attention_busy_us``, ``span_us``, ``idle_us``,
     ``communication`` and ``streams``. Times are summed over devices. The activities are sorted

@@ -45,7 +45,8 @@ def test_short_kernels_are_latency_bound_whatever_their_traffic():
 
 def test_latency_when_neither_roof_is_reached():
     v = one(500.0, 1e9, 1e8, blocks=1000, num_sms=132)
-    assert v["bound"] == "latency" and v["reason"].startswith("latency (stalled): neither roof reached with a full grid")
+    assert v["bound"] == "latency"
+    assert v["reason"].startswith("latency (stalled): neither roof reached with a full grid")
     assert SHORT_KERNEL_US < 500.0
 
 
