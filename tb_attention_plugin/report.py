@@ -19,8 +19,8 @@ from .attention.tagger import SOURCES, Tagging, call_numbers, tag
 from .roofline import devices as D
 from .roofline import frame as F
 from .roofline.attribute import Attribution, attribute
-from .roofline.classify import (BOUNDS, CAUSES, LOW_OCCUPANCY_PCT, ROOF_REACHED, SHORT_KERNEL_US, classify,
-                                decide, raise_roofs)
+from .roofline.classify import (BOUNDS, CAUSES, LOW_OCCUPANCY_PCT, ROOF_REACHED, SHORT_KERNEL_US,
+                                TINY_GRID_SM_FRACTION, classify, decide, raise_roofs)
 from .roofline.frame import KernelFrame
 from .roofline.measured import Result, apply as measure
 from .trace.busy import busy_times
@@ -492,7 +492,7 @@ def _assemble(trace: Trace, opt: Options, devices: dict, adjustments: list, step
         "notices": notices + meas.notices,
         "warnings": list(trace.warnings) + meas.warnings,
         "thresholds": {"roof_reached": ROOF_REACHED, "short_kernel_us": SHORT_KERNEL_US,
-                       "low_occupancy_pct": LOW_OCCUPANCY_PCT},
+                       "low_occupancy_pct": LOW_OCCUPANCY_PCT, "tiny_grid_sm_fraction": TINY_GRID_SM_FRACTION},
         "measurements": meas.block,
     }
 
