@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -190,7 +190,7 @@ def _devices(trace: Trace, opt: Options) -> dict:
     """Peaks of every device the trace's kernels ran on or its metadata describes."""
     G = trace.gpu
     dev_ids = set(G["device"].tolist()) if len(G["kind"]) else set()
-    props_ids = {p.get("id") for p in D.device_properties(trace.meta) if isinstance(p.get("id"), int)}
+    props_ids: set[int] = {p["id"] for p in D.device_properties(trace.meta) if isinstance(p.get("id"), int)}
     return {i: D.resolve(trace.meta, i, opt.user_peaks, opt.peak_basis) for i in sorted(dev_ids | props_ids)}
 
 
@@ -391,12 +391,12 @@ def _extras(trace: Trace, attr: Attribution, att: np.ndarray) -> dict[int, dict]
     sig_shapes: dict[int, list] = {}
     for k in np.flatnonzero(att & (attr.owner >= 0)).tolist():
         o = int(attr.owner[k])
-        e = {}
+        e: dict[str, Any] = {}
         sig = int(R["sig"][o])
         if sig >= 0:
             sh = sig_shapes.get(sig)
             if sh is None:
-                sh = sig_shapes[sig] = [list(a.shape) if a.is_tensor else None
+                sh = sig_shapes[sig] = [list(a.shape or ()) if a.is_tensor else None
                                         for a in parse_args(trace.signatures[sig])]
             e["shapes"] = sh
         c = attr.costs.get(o)
@@ -549,9 +549,9 @@ def _phase_row(phase: str, direction: str, m: np.ndarray, frame: KernelFrame, kn
         "time_us": _r(t), "share": _r(t / att_time, 4) if att_time > 0 else None,
         "kernels": int(m.sum()), "instances": int(len(np.unique(inst[m]))),
         "flops": _sig(f_sum), "bytes": _sig(b_sum),
-        "intensity": _sig(f_sum / b_sum) if kt > 0 and b_sum else None,
-        "achieved_flops_per_s": _sig(f_sum / sec) if sec > 0 else None,
-        "achieved_bytes_per_s": _sig(b_sum / sec) if sec > 0 else None,
+        "intensity": _sig(f_sum / b_sum) if f_sum is not None and b_sum else None,
+        "achieved_flops_per_s": _sig(f_sum / sec) if f_sum is not None and sec > 0 else None,
+        "achieved_bytes_per_s": _sig(b_sum / sec) if b_sum is not None and sec > 0 else None,
         "compute_util": _r(cu_m, 4), "memory_util": _r(mu_m, 4), "bound": b,
         "latency_cause": max(ctime, key=ctime.__getitem__) if b == "latency" and ctime else None,
         "bound_time_us": btime, "latency_cause_time_us": ctime,

@@ -35,7 +35,7 @@ class Coded:
     """A column of strings (or None) stored as int32 codes into a vocabulary."""
     __slots__ = ("codes", "vocab")
 
-    def __init__(self, codes: np.ndarray, vocab: Sequence[Optional[str]]):
+    def __init__(self, codes: np.ndarray, vocab: Sequence[Any]):
         self.codes = np.asarray(codes, dtype=np.int32)
         self.vocab = list(vocab)
 

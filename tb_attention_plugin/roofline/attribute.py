@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -73,31 +74,29 @@ class _Owners:
     def __init__(self, trace: Trace, links: Links):
         self.t, self.L = trace, links
         self.memo: dict[int, int] = {}
-        self.cache: dict = {}
+        self.cache: dict[tuple[str, int], Optional[Cost]] = {}
         self.costed_below: dict[int, bool] = {}
-        self.by_range: dict = {}
+        self.by_range: dict[int, Optional[Cost]] = {}
         R = trace.ranges
         self.kind, self.name, self.sig = R["kind"], R["name"], R["sig"]
 
-    def cost_of(self, r: int):
+    def cost_of(self, r: int) -> Optional[Cost]:
         # memoised per range: owner() walks the same ancestors for every kernel below them
-        hit = self.by_range.get(r, False)
-        if hit is not False:
-            return hit
+        if r in self.by_range:
+            return self.by_range[r]
         c = self.by_range[r] = self._cost_of(r)
         return c
 
-    def _cost_of(self, r: int):
+    def _cost_of(self, r: int) -> Optional[Cost]:
         if self.kind[r] != OP or self.sig[r] < 0:
             return None
         name = self.t.strings[self.name[r]]
         if not has_formula(name):
             return None
         key = (name, int(self.sig[r]))
-        c = self.cache.get(key, False)
-        if c is False:
-            c = self.cache[key] = op_cost(name, parse_args(self.t.signatures[int(self.sig[r])]))
-        return c
+        if key not in self.cache:
+            self.cache[key] = op_cost(name, parse_args(self.t.signatures[int(self.sig[r])]))
+        return self.cache[key]
 
     def _has_costed_descendant(self, r: int) -> bool:
         hit = self.costed_below.get(r)
@@ -127,6 +126,13 @@ class _Owners:
                 a = int(self.L.op_ancestor[a])
         self.memo[start] = owner
         return owner
+
+
+def _cost(owners: _Owners, o: int) -> Cost:
+    """The cost of an owner (an owner is a range with a cost, by definition)."""
+    c = owners.cost_of(o)
+    assert c is not None, o
+    return c
 
 
 def attribute(trace: Trace, links: Links) -> Attribution:
@@ -171,11 +177,11 @@ def attribute(trace: Trace, links: Links) -> Attribution:
     starts = np.concatenate(([0], np.flatnonzero(np.diff(owner[order])) + 1)) if len(order) else np.zeros(0, np.int64)
     counts = np.diff(np.concatenate((starts, [len(order)]))) if len(order) else np.zeros(0, np.int64)
     dur = G["dur"]
-    kname = None
+    kname: list[str] = []
     # Most ops launch one kernel: their cost is the op's, assigned in one vectorised step.
     single = order[starts[counts == 1]]
     if len(single):
-        cs = [owners.cost_of(int(o)) for o in owner[single].tolist()]
+        cs = [_cost(owners, int(o)) for o in owner[single].tolist()]
         for o, c in zip(owner[single].tolist(), cs):
             costs[o] = c
         nan = float("nan")
@@ -192,12 +198,12 @@ def attribute(trace: Trace, links: Links) -> Attribution:
                 if c.bytes is not None:
                     nbytes[k], reads[k] = c.bytes, c.reads
     multi = np.flatnonzero(counts > 1)
-    if len(multi) and kname is None:
+    if len(multi) and not kname:
         kname = [names[i] for i in G["name"].tolist()]
     for j in multi.tolist():
         ks = order[starts[j]:starts[j] + counts[j]].tolist()
         o = int(owner[ks[0]])
-        c = owners.cost_of(o)
+        c = _cost(owners, o)
         if c.bytes is None and "elements" in c.detail:
             c = _with_itemsize_from_kernel(c, [kname[k] for k in ks])
         costs[o] = c
@@ -212,8 +218,8 @@ def attribute(trace: Trace, links: Links) -> Attribution:
         if c.flops is not None:
             f = fr
             if c.engine == "matrix":
-                mat = np.array([bool(MATRIX_KERNEL.search(kname[k])) and not AUX_KERNEL.search(_function_name(kname[k]))
-                                for k in ks])
+                mat = np.array([bool(MATRIX_KERNEL.search(kname[k]))
+                                and not AUX_KERNEL.search(_function_name(kname[k])) for k in ks])
                 if mat.any() and d[mat].sum() > 0:
                     f = np.where(mat, d / d[mat].sum(), 0.0)
             flops[ks] = c.flops * f
@@ -242,7 +248,7 @@ def _split_bytes(c: Cost, kernel_names: list[str], fr: np.ndarray) -> tuple[np.n
 
     Fused attention backward: the pre-pass and post-pass kernels get their own traffic (see
     cost.py); the main kernel(s) the rest. Otherwise: by duration."""
-    total = float(c.bytes)
+    total = float(c.bytes or 0.0)
     reads = float(c.reads) if c.reads is not None else total
     b = total * fr
     r = reads * fr

@@ -261,7 +261,8 @@ def from_columns(dur_us: Any, **columns: Any) -> KernelFrame:
     n = len(d)
 
     def col(name: str, default: Any, dtype: Any) -> np.ndarray:
-        return np.broadcast_to(np.asarray(columns.pop(name, default), dtype=dtype), (n,)).copy()
+        out: np.ndarray = np.broadcast_to(np.asarray(columns.pop(name, default), dtype=dtype), (n,)).copy()
+        return out
     peak = columns.pop("peak", None)
     peak_col = peak if isinstance(peak, Coded) else \
         Coded.from_values([peak] * n if not isinstance(peak, list) else peak)

@@ -36,13 +36,16 @@ import math
 import os
 import re
 from dataclasses import dataclass, field, replace
-from typing import Optional
+from typing import Any, Iterable, Optional
 
 import numpy as np
 
 from . import ncu as N
 from ..table import Coded
 from .classify import BOUND_LATENCY, CAUSES, ROOF_REACHED, SHORT_KERNEL_US, decide, latency_cause, rate
+from ..trace.correlate import Links
+from ..trace.records import Trace
+from .devices import DevicePeaks
 from .frame import KernelFrame
 
 MIN_MATCH_RATE = 0.9          # of the shorter sequence
@@ -97,14 +100,14 @@ class Values:
         return (self.tensor_flops or 0.0) + (self.core_flops or 0.0)
 
 
-def _num(v) -> Optional[float]:
+def _num(v: Any) -> Optional[float]:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
     v = float(v)
     return v if math.isfinite(v) else None
 
 
-def _first(m: dict, names) -> Optional[float]:
+def _first(m: dict[str, Any], names: Iterable[str]) -> Optional[float]:
     for k in names:
         v = _num(m.get(k))
         if v is not None:
@@ -112,7 +115,7 @@ def _first(m: dict, names) -> Optional[float]:
     return None
 
 
-def extract(m: dict, dur_to_us: float = 1e-3, bytes_scale: float = 1.0) -> Values:
+def extract(m: dict[str, Any], dur_to_us: float = 1e-3, bytes_scale: float = 1.0) -> Values:
     """Values from one kernel's metrics (``name -> number``). ``dur_to_us`` converts
     ``gpu__time_duration`` to µs (CUPTI and unconverted ncu: nanoseconds)."""
     v = Values()
@@ -127,9 +130,9 @@ def extract(m: dict, dur_to_us: float = 1e-3, bytes_scale: float = 1.0) -> Value
     v.dram_pct, v.tensor_pct = _first(m, DRAM_PCT), _first(m, TENSOR_PCT)
     v.fma_pct, v.sm_pct = _first(m, FMA_PCT), _first(m, SM_PCT)
     # tensor ops per source type: the plain metric if there is one, else the sum of its _dst_ variants
-    plain: dict = {}
-    by_dst: dict = {}
-    core: dict = {}
+    plain: dict[str, float] = {}
+    by_dst: dict[str, float] = {}
+    core: dict[tuple[str, str], float] = {}
     for k, x in m.items():
         if not k.startswith(("sm__ops_path_tensor_src_", "smsp__sass_thread_inst_executed_op_")):
             continue
@@ -163,14 +166,14 @@ class Row:
     short: str
     values: Values
     ident: Optional[int] = None        # ncu "ID"
-    metrics: Optional[dict] = None     # CUPTI: the counters as recorded
+    metrics: Optional[dict[str, Any]] = None     # CUPTI: the counters as recorded
 
 
 @dataclass
 class Source:
     kind: str                          # "ncu" | "cupti"
     file: Optional[str]                # file name beside the trace (ncu), None (in the trace)
-    rows: list                         # [Row] in launch order, markers dropped
+    rows: list[Row]                    # in launch order, markers dropped
     group: Optional[str] = None        # "process 1234" when the export holds several processes
 
 
@@ -178,7 +181,8 @@ is_sidecar_name, sidecar_files, signature = N.is_sidecar_name, N.sidecar_files, 
 _stems = N.sidecar_stems
 
 
-def sources_from_sidecars(trace_path: str, names: Optional[list] = None) -> tuple[list, list]:
+def sources_from_sidecars(trace_path: str, names: Optional[list[tuple[str, int, Any]]] = None
+                          ) -> tuple[list[Source], list[str]]:
     """Parsed ncu exports beside a trace, and warnings."""
     d = os.path.dirname(os.path.abspath(trace_path))
     own = _stems(os.path.basename(trace_path))
@@ -202,25 +206,26 @@ def sources_from_sidecars(trace_path: str, names: Optional[list] = None) -> tupl
     return out, warns
 
 
-def _ncu_sources(name: str, table: N.NcuTable) -> list:
+def _ncu_sources(name: str, table: N.NcuTable) -> list[Source]:
     dur_col = next((c for c in DUR if c in table.units), DUR[0])
     unit = table.units.get(dur_col, "")
     dur_to_us = 1e6 if unit == "second" else 1e-3      # base-unit seconds, else ncu's default ns
-    procs: dict = {}
+    procs: dict[Any, list[Row]] = {}
     for r in table.rows:
         kname = str(r.get("Kernel Name") or "")
         short = N.short_name(kname)
         if not kname or short in MARKERS:
             continue
         metrics = {k: v for k, v in r.items() if k not in N.IDENTITY_COLUMNS}
-        ident = r.get("ID") if isinstance(r.get("ID"), int) else None
+        rid = r.get("ID")
+        ident = rid if isinstance(rid, int) else None
         procs.setdefault(r.get("Process ID"), []).append(Row(kname, short, extract(metrics, dur_to_us), ident))
     if len(procs) == 1:
         return [Source("ncu", name, next(iter(procs.values())))]
     return [Source("ncu", name, rows, group=f"process {pid}") for pid, rows in procs.items()]
 
 
-def cupti_source(trace) -> Optional[Source]:
+def cupti_source(trace: Trace) -> Optional[Source]:
     rows = []
     for c in trace.counters:
         nm = str(c.get("name") or "")
@@ -239,18 +244,18 @@ class Alignment:
     matches: int
     lo: int                            # overlapping measured rows: [lo, hi)
     hi: int
-    pairs: list                        # [(launch-order position, row index)] whose names match
+    pairs: list[tuple[int, int]]       # (launch-order position, row index) whose names match
     ties: int                          # other windows with as many matches
     rate: float                        # matches / length of the shorter sequence
 
 
-def align(trace_names: list, rows: list, trace_dur: Optional[list] = None,
-          row_dur: Optional[list] = None) -> Optional[Alignment]:
+def align(trace_names: list[str], rows: list[str], trace_dur: Optional[list[float]] = None,
+          row_dur: Optional[list[Optional[float]]] = None) -> Optional[Alignment]:
     """Best window of ``rows`` (short names) against ``trace_names`` (short names), or None."""
     n, m = len(trace_names), len(rows)
     if not n or not m:
         return None
-    vocab: dict = {}
+    vocab: dict[str, int] = {}
     a = np.fromiter((vocab.setdefault(x, len(vocab)) for x in trace_names), dtype=np.int64, count=n)
     b = np.fromiter((vocab.get(x, -1) for x in rows), dtype=np.int64, count=m)
     both = np.unique(b[b >= 0])
@@ -285,7 +290,7 @@ def align(trace_names: list, rows: list, trace_dur: Optional[list] = None,
     top = [o for k, o in scored if k == best]
     chosen = top[0]
     if len(top) > 1 and trace_dur is not None and row_dur is not None:
-        def spread(o):
+        def spread(o: int) -> float:
             lo, hi = max(0, -o), min(m, n - o)
             eq = np.flatnonzero(a[lo + o:hi + o] == b[lo:hi]) + lo
             ds = [abs(math.log(trace_dur[j + o] / row_dur[j])) for j in eq.tolist()
@@ -310,17 +315,17 @@ def accepted(al: Optional[Alignment], n: int, m: int) -> bool:
 
 @dataclass
 class Result:
-    block: Optional[dict] = None                 # report["measurements"]
-    column: Optional[list] = None                # per GPU activity: the "measured" dict or None
-    warnings: list = field(default_factory=list)
-    notices: list = field(default_factory=list)
+    block: Optional[dict[str, Any]] = None       # report["measurements"]
+    column: Optional[list[Any]] = None           # per GPU activity: the "measured" dict or None
+    warnings: list[str] = field(default_factory=list)
+    notices: list[dict[str, str]] = field(default_factory=list)
 
 
 def _pct(x: Optional[float]) -> str:
     return "n/a" if x is None else f"{x:.0f}%"
 
 
-def _clean(x: Optional[float], nd: int = 2):
+def _clean(x: Optional[float], nd: int = 2) -> Optional[float]:
     if x is None or not math.isfinite(x):
         return None
     if nd == 0:
@@ -328,7 +333,7 @@ def _clean(x: Optional[float], nd: int = 2):
     return round(x, nd)
 
 
-def measured_json(src: Source, v: Values, row: Row, used: list) -> dict:
+def measured_json(src: Source, v: Values, row: Row, used: list[str]) -> dict[str, Any]:
     return {"source": src.kind, "file": src.file, "dram_bytes": _clean(v.dram_bytes, 0),
             "flops": _clean(v.flops, 0), "dram_pct": _clean(v.dram_pct), "tensor_pct": _clean(v.tensor_pct),
             "fma_pct": _clean(v.fma_pct), "sm_pct": _clean(v.sm_pct), "dur_us": _clean(v.dur_us, 3),
@@ -336,7 +341,7 @@ def measured_json(src: Source, v: Values, row: Row, used: list) -> dict:
             "row": row.ident, "replaces": used}
 
 
-def launch_order(trace, launch_t: np.ndarray) -> np.ndarray:
+def launch_order(trace: Trace, launch_t: np.ndarray) -> np.ndarray:
     """Indices of the trace's kernels (GPU activities of kind kernel) in launch order."""
     from ..trace.records import KERNEL
     G = trace.gpu
@@ -349,13 +354,13 @@ def launch_order(trace, launch_t: np.ndarray) -> np.ndarray:
     return k[np.lexsort((G["ts_ns"][k], launch_t[k]))]
 
 
-def _join(short: list, durs: list, src: Source):
+def _join(short: list[str], durs: list[float], src: Source) -> tuple[Optional[Alignment], bool]:
     al = align(short, [r.short for r in src.rows], durs, [r.values.dur_us for r in src.rows])
     return al, accepted(al, len(short), len(src.rows))
 
 
-def apply(trace, links, frame: KernelFrame, launch_t: np.ndarray, k_step: np.ndarray, step_names: list,
-          devices: dict) -> tuple[KernelFrame, Result]:
+def apply(trace: Trace, links: Links, frame: KernelFrame, launch_t: np.ndarray, k_step: np.ndarray,
+          step_names: list[str], devices: dict[int, DevicePeaks]) -> tuple[KernelFrame, Result]:
     """Find counters for the trace, join them, and return a new frame whose rows carry the
     measured numbers where counters measure them, with what was joined. Never raises: a problem
     with the counters returns the model's frame untouched and says so in ``warnings``."""
@@ -365,7 +370,8 @@ def apply(trace, links, frame: KernelFrame, launch_t: np.ndarray, k_step: np.nda
         return frame, Result(warnings=[f"hardware counters ignored: {type(e).__name__}: {e}"])
 
 
-def _apply(trace, links, frame: KernelFrame, launch_t, k_step, step_names, devices) -> tuple[KernelFrame, Result]:
+def _apply(trace: Trace, links: Links, frame: KernelFrame, launch_t: np.ndarray, k_step: np.ndarray,
+           step_names: list[str], devices: dict[int, DevicePeaks]) -> tuple[KernelFrame, Result]:
     res = Result()
     cupti = cupti_source(trace) if trace.counters else None
     side = sidecar_files(trace.path) if trace.path else []
@@ -390,7 +396,7 @@ def _apply(trace, links, frame: KernelFrame, launch_t, k_step, step_names, devic
         return frame, res
     names = trace.strings
     gname = trace.gpu["name"]
-    short_of: dict = {}
+    short_of: dict[int, str] = {}
     short = []
     for i in gname[order].tolist():
         s = short_of.get(i)
@@ -401,15 +407,15 @@ def _apply(trace, links, frame: KernelFrame, launch_t, k_step, step_names, devic
     order = order[keep]
     short = [short[j] for j in keep]
     durs = dur[order].tolist()
-    best = None
-    tried = []
+    best: Optional[tuple[Source, Alignment]] = None
+    tried: list[dict[str, Any]] = []
     for src in sources:
         al, ok = _join(short, durs, src)
         label = src.file or "the trace's CUPTI ranges"
         tried.append({"source": src.kind, "file": src.file, "group": src.group, "rows": len(src.rows),
                       "matches": al.matches if al else 0, "match_rate": round(al.rate, 4) if al else 0.0,
                       "accepted": ok})
-        if ok and (best is None or al.matches > best[1].matches):
+        if ok and al is not None and (best is None or al.matches > best[1].matches):
             best = (src, al)
         if not ok and src.kind == "cupti" or not ok and src.file in _stems(os.path.basename(trace.path)):
             why = (f"{al.matches} of {min(len(short), len(src.rows))} kernels match in the best window"
@@ -418,7 +424,7 @@ def _apply(trace, links, frame: KernelFrame, launch_t, k_step, step_names, devic
                                 f"kernels ({why}; at least {MIN_MATCH_RATE:.0%} and {MIN_MATCHES} are needed)")
     if best is None:
         if sources and not any(t["accepted"] for t in tried) and not res.warnings:
-            files = ", ".join(sorted({t['file'] for t in tried if t['file']}))
+            files = ", ".join(sorted({str(t['file']) for t in tried if t['file']}))
             res.warnings.append(f"ncu exports beside the trace ({files}) do not line up with its kernels; "
                                 "not used (another program or run?)")
         if cupti is not None:
@@ -428,7 +434,7 @@ def _apply(trace, links, frame: KernelFrame, launch_t, k_step, step_names, devic
                          "match_rate": None, "window": None, "candidates": tried, "notes": []}
         return frame, res
     src, al = best
-    col: list = [None] * n
+    col: list[Any] = [None] * n
     step_set = set()
     label = SOURCE_LABEL[src.kind]
     overlays = []
@@ -468,13 +474,13 @@ class Overlay:
     """What the counters measure of one kernel (None: not measured, the model stands)."""
     k: int
     text: str                          # "measured (Nsight Compute): DRAM 81%, ..."
-    used: list                         # the report fields the counters replace
+    used: list[str]                    # the report fields the counters replace
     dram_bytes: Optional[float] = None
     memory_util: Optional[float] = None
     compute_util: Optional[float] = None
 
 
-def _overlay(k: int, v: Values, label: str, frame: KernelFrame, dev) -> Overlay:
+def _overlay(k: int, v: Values, label: str, frame: KernelFrame, dev: Optional[DevicePeaks]) -> Overlay:
     """What kernel k's counters measure, against the roofs of its frame row."""
     used = []
     d = float(frame.dur_us[k])
@@ -503,12 +509,12 @@ def _overlay(k: int, v: Values, label: str, frame: KernelFrame, dev) -> Overlay:
     if v.dram_pct is not None or v.tensor_pct is not None or v.fma_pct is not None:
         parts.append(f"DRAM {_pct(v.dram_pct)}, tensor pipe {_pct(v.tensor_pct)}, FMA pipe {_pct(v.fma_pct)}")
     rates = []
-    if how == "flops":
+    if how == "flops" and m_cu is not None and v.flops is not None:
         over = ": above the roof, shown at 100%" if m_cu > 1.0 else ""
         rates.append(f"{rate(v.flops / sec, 'FLOP/s')} ({100 * m_cu:.0f}% of the {pk + ' ' if pk else ''}peak{over})")
     elif v.flops is not None and sec > 0 and not pipes:
         rates.append(f"{rate(v.flops / sec, 'FLOP/s')} on CUDA cores (no tensor-pipe counters: not used)")
-    if m_mem is not None and v.dram_pct is None:
+    if m_mem is not None and v.dram_pct is None and v.dram_bytes is not None:
         over = ": above the roof, shown at 100%" if m_mem > 1.0 else ""
         rates.append(f"{rate(v.dram_bytes / sec, 'B/s')} of DRAM traffic ({100 * m_mem:.0f}% of bandwidth{over})")
     if rates:
@@ -521,14 +527,14 @@ def _overlay(k: int, v: Values, label: str, frame: KernelFrame, dev) -> Overlay:
     return Overlay(k, text, used, v.dram_bytes, m_mem, m_cu)
 
 
-def _overlaid(frame: KernelFrame, overlays: list) -> KernelFrame:
+def _overlaid(frame: KernelFrame, overlays: list[Overlay]) -> KernelFrame:
     """A new frame: the measured numbers in place of the model's, the bound decided again by
     the classifier's rule on them, and reasons citing the counters."""
     if not overlays:
         return frame
     ks = np.array([o.k for o in overlays], dtype=np.int64)
 
-    def opt(vals: list) -> np.ndarray:
+    def opt(vals: list[Optional[float]]) -> np.ndarray:
         return np.array([np.nan if x is None else x for x in vals], dtype=np.float64)
     m_dram = opt([o.dram_bytes for o in overlays])
     # utilisations are fractions of a roof: counter noise or a FLOP count over the roof stays at 1
@@ -571,7 +577,7 @@ def _overlaid(frame: KernelFrame, overlays: list) -> KernelFrame:
                    cause=cause, estimated=estimated, reason=Coded(codes, list(index)))
 
 
-def _verdict(j: int, k: int, frame: KernelFrame, verdict: np.ndarray, decided: np.ndarray, modelled: list,
+def _verdict(j: int, k: int, frame: KernelFrame, verdict: np.ndarray, decided: np.ndarray, modelled: list[str],
              c: float, m: float, cause: int) -> str:
     if not decided[j]:
         return f"; {' and '.join(modelled)} unknown, so the bound is unknown"
@@ -591,7 +597,7 @@ def _verdict(j: int, k: int, frame: KernelFrame, verdict: np.ndarray, decided: n
     return out
 
 
-def _missing(src: Source) -> list:
+def _missing(src: Source) -> list[str]:
     have = {f for f in ("dram_pct", "dram_bytes", "tensor_pct", "fma_pct", "tensor_flops", "core_flops", "dur_us")
             if any(getattr(r.values, f) is not None for r in src.rows)}
     out = []
@@ -602,7 +608,8 @@ def _missing(src: Source) -> list:
     return out
 
 
-def _compute_from_counts(v: Values, sec: float, pk, pf, peaks: dict) -> Optional[float]:
+def _compute_from_counts(v: Values, sec: float, pk: Optional[str], pf: float,
+                         peaks: dict[str, float]) -> Optional[float]:
     """Compute utilisation from FLOP counts when no pipe % was measured: tensor ops over the
     kernel's matrix roof, CUDA-core ops over the fp32 vector roof. CUDA-core counts alone say
     nothing about a kernel whose roof is a matrix engine (its tensor work is not counted)."""
@@ -623,14 +630,15 @@ def _compute_from_counts(v: Values, sec: float, pk, pf, peaks: dict) -> Optional
     return util
 
 
-def _ranges_block(trace, links, src: Source, joined: bool = True) -> tuple:
+def _ranges_block(trace: Trace, links: Optional[Links], src: Source,
+                  joined: bool = True) -> tuple[dict[str, Any], dict[str, str]]:
     """A trace with counter ranges but no kernel timeline (Kineto's CUPTI range-profiler mode
     cannot record kernels at the same time): the ranges themselves are the measured kernels.
     Range i is the i-th kernel launch on the CPU side when the counts agree (as HTA joins them),
     which names the op that launched it."""
     from ..trace.records import LAUNCH
     R = trace.ranges
-    ops: list = [None] * len(src.rows)
+    ops: list[Optional[str]] = [None] * len(src.rows)
     launches = np.zeros(0, dtype=np.int64)
     if len(R["kind"]):
         lk = np.flatnonzero(R["kind"] == LAUNCH)

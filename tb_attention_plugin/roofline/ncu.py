@@ -58,7 +58,7 @@ class NcuTable:
     units: Dict[str, str]
     rows: List[Dict[str, object]] = field(default_factory=list)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.rows)
 
     def metric_columns(self) -> List[str]:
