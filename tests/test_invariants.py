@@ -407,4 +407,8 @@ def test_engine_denominators_and_roofs(name):
     for k in a.kernels:
         occ = k["occupancy_pct"]
         assert occ is None or 0 < occ <= 100, (k["name"], occ)       # 0 means "not computed": never shown
-        assert (k["latency_cause"] is not None) == (k["bound"] == "latency"), (k["name"], k["latency_cause"])
+        assert k["latency_cause"] is None or k["bound"] == "latency", (k["name"], k["latency_cause"])
+        assert (k["occupancy_pct"] is None) == (k["occupancy_source"] is None), k["name"]
+    for p in rep["phases"]:
+        assert p["latency_cause"] is None or p["bound"] == "latency", (p["phase"], p["latency_cause"])
+        assert sum(p["latency_cause_time_us"].values()) <= p["bound_time_us"].get("latency", 0) + eps
