@@ -438,12 +438,19 @@ def main():
     ap.add_argument("--trace-until", type=float, default=190, help="seconds since t0: start no trace family after")
     ap.add_argument("--max-kernels", type=int, default=60)
     ap.add_argument("--batch-kernels", type=int, default=100)
+    ap.add_argument("--cap-kernels", type=int, default=0, help="launch-count cap for workloads over --max-kernels "
+                    "(default: --max-kernels)")
     ap.add_argument("--only", default="", help="comma list of workloads (debug)")
     ap.add_argument("--reuse", default="", help="earlier result dir: take meta/, ncu_caps/ncu_selected.json and "
                     "ncu cost from it; skip ceilings, traces and the ncu smoke (ncu-only repair run)")
     ap.add_argument("--tag-prefix", default="b")
     ap.add_argument("--keep-reports", action="store_true", help="also pack the (large) .ncu-rep files")
     ap.add_argument("--cpu-dry-run", action="store_true", help="local test: small CPU shapes (use a fake ncu)")
+    ap.add_argument("--families", default="sdpa,decode,naive,compile,mha,memory,hf",
+                    help="trace families, in this order (workloads.FAMILIES)")
+    ap.add_argument("--family-timeout", type=float, default=150, help="seconds one trace family may take")
+    ap.add_argument("--skip-ceilings", action="store_true", help="do not re-measure copy/matmul ceilings")
+    ap.add_argument("--no-generate", action="store_true", help="do not run sample_traces/generate.py")
     a = ap.parse_args()
     if a.t0:
         T0 = a.t0
@@ -477,14 +484,14 @@ def main():
         except Exception as e:
             log(f"metric selection failed: {e}")
             sections, metrics = WANTED_SECTIONS, MINIMAL_METRICS
-    if not DRY and not reuse:
+    if not DRY and not reuse and not a.skip_ceilings:
         rc, dt, txt = sh([sys.executable, os.path.join(HERE, "ceilings.py"), os.path.join(work, "ceilings.json")],
                          90, os.path.join(work, "logs", "ceilings.log"))
         log(f"ceilings rc={rc} {dt:.1f}s {' '.join(l.strip() for l in txt.splitlines() if 'TF' in l or 'TBps' in l)}")
     pk.meta()
 
     # ---- 2. traces, one process per family
-    order = ["sdpa", "decode", "naive", "compile", "mha", "memory", "hf"]
+    order = [f for f in a.families.split(",") if f]
     for fam in ([] if reuse else order):
         names = [n for n in W.names(fam) if not only or n in only]
         if not names:
@@ -493,14 +500,14 @@ def main():
             log(f"trace family {fam}: skipped (trace phase time used up)")
             continue
         deadline = T0 + a.trace_until + 20
-        to = max(30, min(left() - 200, deadline + 60 - time.time(), 150))
+        to = max(30, min(left() - 200, deadline + 60 - time.time(), a.family_timeout))
         rc, dt, txt = sh([sys.executable, os.path.join(HERE, "trace_workloads.py"), "--out", work,
                           "--workloads", ",".join(names), "--deadline", str(deadline)]
                          + (["--small", "--device", "cpu"] if DRY else []), to,
                          os.path.join(work, "logs", f"trace_{fam}.log"))
         log(f"trace family {fam}: rc={rc} {dt:.1f}s\n" + "\n".join(l for l in txt.splitlines() if l.startswith("[trace]")))
     # the sample-trace generator, on this GPU (checks it runs on CUDA; small traces)
-    if not reuse and time.time() - T0 < a.trace_until + 30:
+    if not reuse and not a.no_generate and time.time() - T0 < a.trace_until + 30:
         gen = os.path.join(os.path.dirname(HERE), "sample_traces", "generate.py")
         rc, dt, txt = sh([sys.executable, gen, "--out", os.path.join(work, "traces", "_generate")]
                          + (["--device", "cpu"] if DRY else []), 90, os.path.join(work, "logs", "generate.log"))
@@ -594,7 +601,7 @@ def main():
             log(f"ncu cost estimate now {per_kernel:.2f}s/kernel; {left():.0f}s left")
         pk.meta()
     for w in big:
-        cap = a.max_kernels + 1
+        cap = (a.cap_kernels or a.max_kernels) + 1
         t_est = fixed + meta[w].get("build_warmup_s", 2.0) * 1.2 + cap * per_kernel
         if t_est > left() - 25:
             skipped.append(w)

@@ -528,11 +528,16 @@ def _specs() -> List[Spec]:
             add(f"mem_{impl}_s{S}", "memory", build_mem,
                 f"{'NaiveAttention' if impl == 'naive' else 'SdpaAttention(flash)'} bf16 B2 H16 S{S} D64 causal "
                 f"training forward, profile_memory=True", 40, profile_memory=True, impl=impl, S=S)
+
+    # --- attention as run in late 2026 (issue #12): flex, FP8, MLA+MoE, CUDA-graph decode
+    from modern_workloads import specs as modern_specs
+
+    s += modern_specs()
     return s
 
 
 SPECS: Dict[str, Spec] = {sp.name: sp for sp in _specs()}
-FAMILIES: List[str] = ["sdpa", "naive", "decode", "mha", "memory", "compile", "hf"]
+FAMILIES: List[str] = ["sdpa", "naive", "decode", "mha", "memory", "compile", "hf", "modern"]
 
 
 def build(name: str, device: str = "cuda", small: bool = False) -> Workload:
