@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import csv
 import glob
+import gzip
 import json
 import math
 import os
@@ -73,11 +74,30 @@ def newest_raw() -> str:
     return dirs[-1]
 
 
+def load_json(path: str):
+    """``path`` or, where only that exists, ``path + ".gz"`` (later data sets are stored gzipped)."""
+    if not os.path.exists(path) and os.path.exists(path + ".gz"):
+        with gzip.open(path + ".gz", "rt") as f:
+            return json.load(f)
+    with open(path) as f:
+        return json.load(f)
+
+
+def workloads_in(raw: str) -> list[str]:
+    """Workloads of a data set with both ncu rows and metadata."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(raw, "ncu", "*.json")) + glob.glob(os.path.join(raw, "ncu", "*.json.gz"))):
+        w = os.path.basename(path).split(".json")[0]
+        if w.startswith(("batch_", "skipped")):
+            continue
+        if any(os.path.exists(os.path.join(raw, "meta", w + ext)) for ext in (".json", ".json.gz")):
+            out.append(w)
+    return out
+
+
 def join_workload(raw: str, workload: str, analyze) -> list[dict]:
-    with open(os.path.join(raw, "ncu", workload + ".json")) as f:
-        ncu = json.load(f)
-    with open(os.path.join(raw, "meta", workload + ".json")) as f:
-        meta = json.load(f)
+    ncu = load_json(os.path.join(raw, "ncu", workload + ".json"))
+    meta = load_json(os.path.join(raw, "meta", workload + ".json"))
     trace = os.path.join(HERE, meta["trace_files"][0])
     rep = analyze(trace)
     if rep.get("status") != "ok":
@@ -85,6 +105,8 @@ def join_workload(raw: str, workload: str, analyze) -> list[dict]:
     ks = [k for k in rep["kernels"] if k["kind"] == "kernel"]
     ks.sort(key=lambda k: (k["ts"], k["id"]))
     rows = ncu["kernels"]
+    if ncu.get("truncated_by_launch_count") and len(rows) < len(ks):
+        ks = ks[:len(rows)]   # ncu measured the first launches only (--launch-count)
     if len(ks) != len(rows):
         raise RuntimeError(f"{workload}: {len(ks)} trace kernels vs {len(rows)} ncu rows")
     out = []
@@ -267,18 +289,14 @@ def main(argv=None) -> int:
 
     rows, per_workload, failures = [], {}, []
     env = {}
-    for path in sorted(glob.glob(os.path.join(raw, "ncu", "*.json"))):
-        w = os.path.basename(path)[:-5]
-        if w.startswith(("batch_", "skipped")) or not os.path.exists(os.path.join(raw, "meta", w + ".json")):
-            continue
+    for w in workloads_in(raw):
         try:
             jr = join_workload(raw, w, analyze)
         except (RuntimeError, KeyError, OSError) as e:
             failures.append(str(e))
             continue
         if not env:
-            with open(os.path.join(raw, "meta", w + ".json")) as f:
-                env = json.load(f).get("env", {})
+            env = load_json(os.path.join(raw, "meta", w + ".json")).get("env", {})
         rows += jr
         clear = [r for r in jr if r["ncu_label"] != "unclear"]
         per_workload[w] = (len(jr), len(clear), sum(1 for r in clear if r["ours_bound"] == r["ncu_label"]))
