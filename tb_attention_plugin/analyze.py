@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import stat as _stat
 import zlib
 from typing import Iterator, Optional
@@ -121,6 +122,44 @@ def mark_partial(report: dict) -> None:
             n["fix"] = PARTIAL_FIX
 
 
+# a run directory is searched for a reference only among this many sibling traces, names that say
+# eager/capture/reference first, and none larger than this (a reference is one step, like the replay)
+REFERENCE_CANDIDATES = 6
+REFERENCE_MAX_BYTES = 512 << 20
+
+
+def find_reference(path: str, trace, max_bytes: int = DEFAULT_MAX_BYTES):
+    """(trace, path) of a sibling file that gives most of ``trace``'s CUDA-graph replays their
+    context (an eager run or the capture of the same step), or (None, None). Only looked for when
+    the trace has replayed kernels and no capture of its own."""
+    from .attention import graphs
+    from .trace.correlate import link
+    links = link(trace)
+    if not graphs.replayed(trace, links).any() or len(graphs.capture_nodes(trace, links)[0]):
+        return None, None
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return None, None
+    me = os.path.abspath(path)
+    cands = [os.path.join(folder, f) for f in names if is_trace_name(f) and os.path.join(folder, f) != me]
+    cands = [c for c in cands if os.path.isfile(c) and os.path.getsize(c) <= REFERENCE_MAX_BYTES]
+    cands.sort(key=lambda c: (not re.search(r"(?i)eager|capture|reference|\bref", os.path.basename(c)), c))
+    best, best_n = (None, None), 0
+    for c in cands[:REFERENCE_CANDIDATES]:
+        try:
+            ref = load_trace(c, max_bytes=max_bytes)
+        except (TraceReadError, OSError, ValueError, MemoryError):
+            continue
+        _, _, ctx = graphs.attach(trace, links, ref, c)
+        n = ctx.counts()["reference"]
+        if n > best_n:
+            best, best_n = (ref, shown_path(c)), n
+    rep = graphs.replayed(trace, links).sum()
+    return best if best_n >= 0.5 * rep else (None, None)
+
+
 def analyze_path(path: str, options: Optional[Options] = None, max_bytes: int = DEFAULT_MAX_BYTES,
                  cache: Optional[ReportCache] = None) -> dict:
     """The report of one trace file, or an error entry. Never raises for bad input."""
@@ -144,7 +183,15 @@ def analyze_path(path: str, options: Optional[Options] = None, max_bytes: int = 
             return hit
     try:
         trace = load_trace(path, max_bytes=max_bytes, salvage=opt.allow_partial)
-        report = analyze_trace(trace, opt)
+        ref, ref_path = None, None
+        if opt.reference:
+            try:
+                ref, ref_path = load_trace(opt.reference, max_bytes=max_bytes), shown_path(opt.reference)
+            except TraceReadError as e:
+                return error_entry(shown, f"reference {shown_path(opt.reference)}: {e}")
+        else:
+            ref, ref_path = find_reference(path, trace, max_bytes)
+        report = analyze_trace(trace, opt, reference=ref, reference_path=ref_path)
     except TraceTruncated as e:
         return error_entry(shown, truncation_error(str(e)))
     except TraceReadError as e:

@@ -55,6 +55,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--annotation-pattern", default=P.DEFAULT_ANNOTATION_PATTERN,
                    help="regex on record_function names that scope attention (default: %(default)s)")
     g.add_argument("--step", help="analyse one profiler step only (e.g. 3 or ProfilerStep#3)")
+    g.add_argument("--reference", metavar="TRACE",
+                   help="for kernels replayed from CUDA graphs: a trace of the same step run eagerly (or of the "
+                        "graph capture); their op, module, shapes and cost are carried over from it")
     g.add_argument("--max-bytes", type=_size, default=DEFAULT_MAX_BYTES,
                    help="refuse traces that decompress to more than this (default 16G)")
     g.add_argument("--no-cache", action="store_true", help="do not read or write the report cache")
@@ -90,13 +93,16 @@ def _options(a) -> Options:
             re.compile(pat)
         except re.error as e:
             raise SystemExit(_fail(f"error: {flag}: invalid regex: {e}"))
+    ref = getattr(a, "reference", None)
+    if ref is not None and not os.path.isfile(ref):
+        raise SystemExit(_fail(f"error: {ref}: --reference: not a readable trace file"))
     try:
         user = D.load_user_peaks(a.peaks)
     except (ValueError, OSError) as e:
         raise SystemExit(_fail(f"error: --peaks: {e}"))
     return Options(module_pattern=a.module_pattern, annotation_pattern=a.annotation_pattern,
                    peak_basis=a.peak_basis, user_peaks=user, step=a.step,
-                   allow_partial=bool(getattr(a, "allow_partial", False)))
+                   allow_partial=bool(getattr(a, "allow_partial", False)), reference=getattr(a, "reference", None))
 
 
 def _partial_opt(p: argparse.ArgumentParser) -> None:

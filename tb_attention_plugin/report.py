@@ -15,6 +15,7 @@ import numpy as np
 from . import __version__, progress
 from .attention import patterns as P
 from .options import Options
+from .attention import graphs
 from .attention.tagger import SOURCES, Tagging, call_numbers, tag
 from .roofline import devices as D
 from .roofline import frame as F
@@ -97,10 +98,12 @@ def _notices(trace: Trace, n_kernels: int, n_attention: int, shapes_seen: bool,
                     "fix": ("profile with with_stack=True so nn.Module scopes are recorded, wrap attention in "
                             "torch.profiler.record_function('attention'), or pass --module-pattern matching "
                             "your attention module's class name")})
-    if n_kernels and not shapes_seen:
+    # a file that says it recorded shapes (or stacks) and lacks them got its kernels elsewhere
+    # (CUDA-graph replays: see the graph_replay notice); advising the flag again would be wrong
+    if n_kernels and not shapes_seen and not meta.get("record_shapes"):
         out.append({"code": "no_shapes", "message": "no input shapes recorded: FLOPs and bytes are unknown",
                     "fix": "profile with record_shapes=True"})
-    if n_kernels and not any(trace.ranges["kind"] == MODULE) and n_attention:
+    if n_kernels and not any(trace.ranges["kind"] == MODULE) and n_attention and not meta.get("with_stack"):
         out.append({"code": "no_stack", "message": "no nn.Module scopes recorded: projections and module "
                     "context come only from op and annotation names",
                     "fix": "profile with with_stack=True to attribute projections to attention modules"})
@@ -112,12 +115,16 @@ def _notices(trace: Trace, n_kernels: int, n_attention: int, shapes_seen: bool,
     return out
 
 
-def analyze_trace(trace: Trace, options: Optional[Options] = None) -> dict:
-    """The report dict of one loaded trace."""
+def analyze_trace(trace: Trace, options: Optional[Options] = None, reference: Optional[Trace] = None,
+                  reference_path: Optional[str] = None) -> dict:
+    """The report dict of one loaded trace. ``reference``: a trace of the same step run without
+    CUDA graphs (or of the graph capture), whose CPU context is given to replayed kernels."""
     opt = options or Options()
     progress.stage("analysing")
     links = link(trace)
+    trace, links, graph = graphs.attach(trace, links, reference, reference_path)
     tagging = tag(trace, links, opt.module_pattern, opt.annotation_pattern)
+    graphs.apply(trace, links, tagging, graph)
     attr = attribute(trace, links)
     rep = build_report(trace, links, tagging, attr, opt)
     progress.stage("memory")
@@ -183,7 +190,13 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
     table = _kernel_table(trace, attr, frame, ctx, steps, meas.column)
     if not steps.keep.all():
         table = table.take(np.flatnonzero(steps.keep))
-    return _assemble(trace, opt, devices, adjustments, steps, frame, ctx, table, meas)
+    rep = _assemble(trace, opt, devices, adjustments, steps, frame, ctx, table, meas)
+    # CUDA-graph replays (attention/graphs.py): how their kernels got CPU context, and a notice when some have none
+    g_notice = graphs.notice(tagging.graph) if tagging.graph is not None else None
+    if g_notice:
+        rep["notices"].append(g_notice)
+    rep["graphs"] = graphs.summary(tagging.graph) if tagging.graph is not None else None
+    return rep
 
 
 def _devices(trace: Trace, opt: Options) -> dict:
@@ -324,6 +337,7 @@ def _context(trace: Trace, links: Links, tagging: Tagging) -> Context:
         "direction": Coded(bwd.astype(np.int32), ["forward", "backward"]),
         "core": core_set[phase_col.codes],
         "tag_source": Coded(src, list(SOURCES) + [None]),
+        "graph": Coded(*graphs.column(tagging, n)),
         "instance": np.where(att, call, np.nan).astype(np.float64),
         "scope": Coded(scope_codes, list(scope_vocab)),
         "op": Coded(np.where(opname_codes >= 0, opname_codes, len(names)), names + [None]),
@@ -353,7 +367,8 @@ def _kernel_table(trace: Trace, attr: Attribution, frame: KernelFrame, ctx: Cont
         "stream": G["stream"].astype(np.int64),
         "step": Coded(np.where(steps.kernel_step >= 0, steps.kernel_step, len(steps.rows)), steps.names + [None]),
         "attention": c["attention"], "phase": c["phase"], "direction": c["direction"], "core": c["core"],
-        "tag_source": c["tag_source"], "instance": c["instance"], "scope": c["scope"], "op": c["op"],
+        "tag_source": c["tag_source"], "graph": c["graph"], "instance": c["instance"], "scope": c["scope"],
+        "op": c["op"],
         "cost_op": Coded(np.where(costop_codes >= 0, costop_codes, len(names)), names + [None]),
         "module": c["module"], "module_path": c["module_path"],
         "dtype": frame.dtype,

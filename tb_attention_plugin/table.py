@@ -16,8 +16,8 @@ import numpy as np
 
 # Output order of the row fields.
 FIELDS = ("id", "name", "kind", "ts", "dur_us", "device", "stream", "step", "attention", "phase", "direction",
-          "core", "tag_source", "instance", "scope", "op", "cost_op", "module", "module_path", "dtype", "flops",
-          "bytes", "dram_bytes", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s", "peak",
+          "core", "tag_source", "graph", "instance", "scope", "op", "cost_op", "module", "module_path", "dtype",
+          "flops", "bytes", "dram_bytes", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s", "peak",
           "peak_flops_per_s", "compute_util", "memory_util", "bound", "latency_cause", "bound_reason", "estimated",
           "upper_bound", "cost_share", "grid", "block", "occupancy_pct", "occupancy_source", "waves", "measured")
 # Optional fields, present on attention rows only (source: sources.py, with_stack traces).

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -29,7 +29,8 @@ from ..trace.records import ANNOTATION, LAUNCH, MODULE, OP, PYFUNC, Trace
 from ..trace.shapes import parse_args
 from . import patterns as P
 
-SOURCES = ("module", "function", "annotation", "sdpa_op", "pattern", "kernel_name", "gpu_annotation")
+SOURCES = ("module", "function", "annotation", "sdpa_op", "pattern", "kernel_name", "gpu_annotation",
+           "graph_reference", "graph_structure")
 _SRC = {s: i for i, s in enumerate(SOURCES)}
 
 
@@ -44,6 +45,7 @@ class Tagging:
     gpu_source: np.ndarray
     gpu_backward: np.ndarray      # bool
     instances: dict[int, dict]    # instance id -> {"name", "source"}
+    graph: Any = None             # graphs.GraphContext: CUDA-graph replays and how they were attributed
 
     def phase_name(self, code: int) -> Optional[str]:
         return P.PHASES[code] if code >= 0 else None

@@ -1,0 +1,490 @@
+"""Kernels replayed from CUDA graphs: give them back the CPU context the replay does not record.
+
+A ``cudaGraphLaunch`` replays every kernel captured into the graph, and the profiler links all of
+them to that one runtime call: no op, no shapes, no module. Inference servers and
+``torch.compile(mode="reduce-overhead")`` run almost everything this way, so without help only
+kernels whose *names* say attention are found. Three ways back, best first:
+
+1. **Reference** (exact). The same step run eagerly (``--reference EAGER_TRACE``), or the
+   capture itself: launches recorded between ``cudaStreamBeginCapture`` and ``EndCapture`` with
+   their ops and modules but no kernels (the kernels run later, in the replay). The replayed
+   kernel sequence of each graph launch is aligned with the reference's (exact names first, then
+   names without template arguments inside the gaps; a capture-time reference carries no kernel
+   names, so it is used only when its launches match the replay one for one, in order and kind).
+   Each matched kernel takes the reference kernel's launching op and enclosing ranges, so op,
+   module, shapes, phase, direction and cost all follow from the reference's records.
+2. **Structure** (heuristic, no shapes). Within one graph launch, around each kernel that is
+   attention by name: the kernels from the first GEMM after the last normalisation (a reduction)
+   up to the attention kernel are its input side (GEMMs: Q/K/V projections; index_copy / scatter
+   / reshape_and_cache: KV-cache writes; the rest: rotary or other elementwise work), and the
+   kernels after it up to and including the first GEMM are its output side (that GEMM: the
+   output projection).
+3. **Name** only (the tagger's ``kernel_name`` source).
+
+The merged trace keeps the replay's own timing, streams and steps; the reference contributes CPU
+ranges only (on threads of their own, so nothing nests across the two files).
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from ..trace.correlate import Links, link
+from ..trace.records import ANNOTATION, KERNEL, LAUNCH, MEMCPY, MEMSET, Trace
+from . import patterns as P
+
+GRAPH_LAUNCH = re.compile(r"^cu(da)?GraphLaunch")
+CAPTURE_BEGIN = re.compile(r"^cu(da)?StreamBeginCapture")
+CAPTURE_END = re.compile(r"^cu(da)?StreamEndCapture")
+# runtime / driver calls that put one node into a graph being captured, by GPU activity kind
+NODE_CALL = ((KERNEL, re.compile(r"^(cudaLaunch\w*|cuLaunch\w*)$")),
+             (MEMCPY, re.compile(r"^cu(da)?Memcpy\w*Async")),
+             (MEMSET, re.compile(r"^cu(da)?Memset\w*Async")))
+_STEP = re.compile(r"^ProfilerStep#\d+$")
+
+# how a replayed kernel got its context (the report's per-kernel ``graph`` field)
+ATTRIBUTION = ("reference", "structure", "none")
+REF, STRUCT, NONE = 0, 1, 2
+
+
+@dataclass
+class GraphContext:
+    """What the analysis learned about graph replays in one trace."""
+    replayed: np.ndarray                 # bool per GPU activity: launched by a graph launch, no op of its own
+    how: np.ndarray                      # int8 per GPU activity: ATTRIBUTION code, -1 when not replayed
+    reference: Optional[str] = None      # path of the reference trace, "capture" for the trace's own capture
+    reference_kind: Optional[str] = None  # "eager" | "capture"
+    launches: int = 0                    # graph launches with replayed work
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n_replayed(self) -> int:
+        return int(self.replayed.sum())
+
+    def counts(self) -> dict:
+        how = self.how[self.replayed]
+        return {ATTRIBUTION[i]: int((how == i).sum()) for i in range(len(ATTRIBUTION))}
+
+
+def _names_matching(strings: list[str], pattern: re.Pattern) -> np.ndarray:
+    return np.array([bool(pattern.search(s)) for s in strings], dtype=bool) if strings else np.zeros(0, bool)
+
+
+def replayed(trace: Trace, links: Links) -> np.ndarray:
+    """GPU activities launched by a graph launch and without an op of their own."""
+    R = trace.ranges
+    gl = links.gpu_launch
+    if not len(gl) or not len(R["kind"]):
+        return np.zeros(len(gl), dtype=bool)
+    is_graph = _names_matching(trace.strings, GRAPH_LAUNCH)
+    has = gl >= 0
+    out = np.zeros(len(gl), dtype=bool)
+    out[has] = is_graph[R["name"][gl[has]]] & (links.gpu_op[has] < 0)
+    return out
+
+
+def _groups(trace: Trace, links: Links, mask: np.ndarray) -> list[np.ndarray]:
+    """Replayed activities per graph launch, each in GPU start order."""
+    idx = np.flatnonzero(mask)
+    if not len(idx):
+        return []
+    G = trace.gpu
+    order = idx[np.lexsort((G["ts_ns"][idx], links.gpu_launch[idx]))]
+    launch = links.gpu_launch[order]
+    cuts = np.flatnonzero(np.diff(launch)) + 1
+    return [g for g in np.split(order, cuts) if len(g)]
+
+
+def capture_nodes(trace: Trace, links: Links) -> tuple[np.ndarray, np.ndarray]:
+    """Node-creating calls made while a stream was being captured, in call order: (launch ranges,
+    GPU activity kind of each). They have no GPU activity of their own."""
+    R = trace.ranges
+    kind = R["kind"]
+    if not len(kind):
+        return np.zeros(0, np.int64), np.zeros(0, np.int8)
+    names = trace.strings
+    launches = np.flatnonzero(kind == LAUNCH)
+    nm = R["name"][launches]
+    begin = _names_matching(names, CAPTURE_BEGIN)[nm]
+    end = _names_matching(names, CAPTURE_END)[nm]
+    if not begin.any():
+        return np.zeros(0, np.int64), np.zeros(0, np.int8)
+    node_kind = np.full(len(names), -1, dtype=np.int8)
+    for k, pat in NODE_CALL:
+        node_kind[_names_matching(names, pat) & (node_kind < 0)] = k
+    linked = np.zeros(len(kind), dtype=bool)
+    linked[links.gpu_launch[links.gpu_launch >= 0]] = True
+    out_r, out_k = [], []
+    th, ts = R["thread"][launches], R["ts_ns"][launches]
+    for t in np.unique(th[begin]).tolist():
+        sel = np.flatnonzero(th == t)
+        sel = sel[np.argsort(ts[sel], kind="stable")]
+        capturing = False
+        for j in sel.tolist():
+            if begin[j]:
+                capturing = True
+            elif end[j]:
+                capturing = False
+            elif capturing:
+                r = int(launches[j])
+                k = node_kind[nm[j]]
+                if k >= 0 and not linked[r]:
+                    out_r.append(r)
+                    out_k.append(k)
+    return np.array(out_r, dtype=np.int64), np.array(out_k, dtype=np.int8)
+
+
+# -- alignment -------------------------------------------------------------------------------
+def _loose(name: str) -> str:
+    return " ".join(P.strip_templates(name).split())
+
+
+def align(query: list[str], ref: list[str]) -> list[tuple[int, int]]:
+    """Pairs (i, j) of query[i] ~ ref[j], increasing in both: exact-name blocks first
+    (difflib, no junk heuristics), then the gaps between blocks matched on names without template
+    arguments (positionally when a gap has the same length on both sides and every name agrees,
+    else by a second difflib pass on the loose names)."""
+    sm = difflib.SequenceMatcher(None, query, ref, autojunk=False)
+    pairs: list[tuple[int, int]] = []
+    qi = rj = 0
+    for a, b, size in sm.get_matching_blocks():
+        pairs.extend(_gap(query, ref, qi, a, rj, b))
+        pairs.extend((a + t, b + t) for t in range(size))
+        qi, rj = a + size, b + size
+    return pairs
+
+
+def _gap(query: list[str], ref: list[str], q0: int, q1: int, r0: int, r1: int) -> list[tuple[int, int]]:
+    if q1 <= q0 or r1 <= r0:
+        return []
+    lq = [_loose(x) for x in query[q0:q1]]
+    lr = [_loose(x) for x in ref[r0:r1]]
+    if len(lq) == len(lr) and lq == lr:
+        return [(q0 + t, r0 + t) for t in range(len(lq))]
+    if (q1 - q0) * (r1 - r0) > 4_000_000:      # a gap that large is not the same step
+        return []
+    sm = difflib.SequenceMatcher(None, lq, lr, autojunk=False)
+    return [(q0 + a + t, r0 + b + t) for a, b, size in sm.get_matching_blocks() for t in range(size)]
+
+
+# -- merging a reference trace ---------------------------------------------------------------
+def _merge(trace: Trace, ref: Trace, keep_ranges: np.ndarray) -> tuple[Trace, int]:
+    """``trace`` plus the reference ranges ``keep_ranges`` (and its flows), renumbered: strings,
+    signatures and threads appended; correlation and External ids cleared so that nothing of the
+    replay links to them; autograd sequence numbers shifted past the trace's own. Returns the
+    merged trace and the index of the first reference range."""
+    strings = list(trace.strings)
+    index = {s: i for i, s in enumerate(strings)}
+    smap = np.empty(len(ref.strings), dtype=np.int64)
+    for i, s in enumerate(ref.strings):
+        j = index.get(s)
+        if j is None:
+            j = index[s] = len(strings)
+            strings.append(s)
+        smap[i] = j
+    R, Q = trace.ranges, ref.ranges
+    n0 = len(R["kind"])
+    t_off = len(trace.threads)
+    g_off = len(trace.signatures)
+    seq_off = int(R["seq"].max()) + 1 if n0 and (R["seq"] >= 0).any() else 0
+    ranges = {}
+    for k, col in R.items():
+        add = Q[k][keep_ranges]
+        if k == "name":
+            add = smap[add].astype(col.dtype)
+        elif k == "thread":
+            add = (add + t_off).astype(col.dtype)
+        elif k == "sig":
+            add = np.where(add >= 0, add + g_off, -1).astype(col.dtype)
+        elif k in ("corr", "ext"):
+            add = np.full(len(add), -1, dtype=col.dtype)
+        elif k == "seq":
+            add = np.where(add >= 0, add + seq_off, -1).astype(col.dtype)
+        ranges[k] = np.concatenate((col, add.astype(col.dtype)))
+    F, FQ = trace.flows, ref.flows
+    id_off = int(F["id"].max()) + 1 if len(F["id"]) else 0
+    flows = {}
+    for k, col in F.items():
+        add = FQ[k]
+        if k == "thread":
+            add = add + t_off
+        elif k == "id":
+            add = add + id_off
+        flows[k] = np.concatenate((col, add.astype(col.dtype)))
+    merged = Trace(path=trace.path, meta=trace.meta, strings=strings, ranges=ranges, gpu=trace.gpu, flows=flows,
+                   memory=trace.memory, gpu_annotations=trace.gpu_annotations,
+                   signatures=list(trace.signatures) + list(ref.signatures), counters=trace.counters,
+                   thread_names=trace.thread_names,
+                   threads=list(trace.threads) + [("reference",) + tuple(t) for t in ref.threads],
+                   base_us=trace.base_us, stats=trace.stats, warnings=trace.warnings)
+    return merged, n0
+
+
+def _context_ranges(ref: Trace, rlinks: Links, kernels: np.ndarray) -> np.ndarray:
+    """Reference ranges to carry over: every range under a top-level range that holds a matched
+    kernel's launch (or the forward op of its backward), ProfilerStep annotations excepted — they
+    would add the reference's steps to the replay's."""
+    R = ref.ranges
+    n = len(R["kind"])
+    step = np.zeros(n, dtype=bool)
+    is_step = _names_matching(ref.strings, _STEP)
+    step[(R["kind"] == ANNOTATION)] = is_step[R["name"][R["kind"] == ANNOTATION]]
+    seeds = [int(x) for x in rlinks.gpu_launch[kernels].tolist() if x >= 0]
+    seeds += [int(x) for x in rlinks.gpu_op[kernels].tolist() if x >= 0]
+    br = [int(rlinks.backward_root[s]) for s in seeds if rlinks.backward_root[s] >= 0]
+    seeds += [int(rlinks.forward_of[b]) for b in br if rlinks.forward_of[b] >= 0]
+    tops = set()
+    for s in seeds:
+        top = s
+        for a in rlinks.ancestors(s):
+            if step[a]:
+                break
+            top = a
+        tops.add(top)
+    keep = np.zeros(n, dtype=bool)
+    for t in tops:
+        keep[rlinks.subtree(t)] = True
+    keep &= ~step
+    return np.flatnonzero(keep)
+
+
+def _reference_sequence(ref: Trace, rlinks: Links) -> tuple[str, np.ndarray, np.ndarray, list[str]]:
+    """("capture", launch ranges, kinds, []) when the reference holds a capture, else
+    ("eager", GPU activities with an op, kinds, names) in GPU start order."""
+    nodes, kinds = capture_nodes(ref, rlinks)
+    if len(nodes):
+        return "capture", nodes, kinds, []
+    G = ref.gpu
+    idx = np.flatnonzero((rlinks.gpu_op >= 0) & np.isin(G["kind"], (KERNEL, MEMCPY, MEMSET)))
+    idx = idx[np.lexsort((G["ts_ns"][idx], G["device"][idx]))]
+    return "eager", idx, G["kind"][idx], [ref.strings[i] for i in G["name"][idx].tolist()]
+
+
+def attach(trace: Trace, links: Links, reference: Optional[Trace] = None,
+           reference_path: Optional[str] = None) -> tuple[Trace, Links, GraphContext]:
+    """Find replayed kernels and, where a reference is at hand (``reference`` or the trace's own
+    capture), give them the reference's CPU context. Returns the (possibly merged) trace, its
+    links, and what was done."""
+    rep = replayed(trace, links)
+    n = len(rep)
+    ctx = GraphContext(replayed=rep, how=np.where(rep, NONE, -1).astype(np.int8))
+    if not rep.any():
+        return trace, links, ctx
+    groups = _groups(trace, links, rep)
+    ctx.launches = len(groups)
+    G = trace.gpu
+    # 1. the trace's own capture: launches recorded while capturing, matched one for one
+    nodes, kinds = capture_nodes(trace, links)
+    if len(nodes):
+        gp, go = links.gpu_parent.copy(), links.gpu_op.copy()
+        done = 0
+        for g in groups:
+            if len(g) == len(nodes) and np.array_equal(G["kind"][g], kinds):
+                gp[g] = links.parent[nodes]
+                go[g] = links.op_ancestor[nodes]
+                ctx.how[g] = REF
+                done += 1
+        if done:
+            ctx.reference, ctx.reference_kind = "capture", "capture"
+            links = _replace(links, gpu_parent=gp, gpu_op=go)
+            return trace, links, ctx
+        ctx.notes.append(f"the capture in this trace has {len(nodes)} nodes; no graph launch replayed that many")
+    if reference is None:
+        return trace, links, ctx
+    # 2. another trace of the same step
+    rlinks = link(reference)
+    kind, seq, rkinds, rnames = _reference_sequence(reference, rlinks)
+    if not len(seq):
+        ctx.notes.append("the reference trace has no kernels with CPU context and no graph capture")
+        return trace, links, ctx
+    match: dict[int, int] = {}      # replayed activity -> reference range (capture) or activity (eager)
+    for g in groups:
+        if kind == "capture":
+            if len(g) == len(seq) and np.array_equal(G["kind"][g], rkinds):
+                match.update(zip(g.tolist(), seq.tolist()))
+        else:
+            q = [trace.strings[i] for i in G["name"][g].tolist()]
+            for i, j in align(q, rnames):
+                if G["kind"][g[i]] == rkinds[j]:
+                    match[int(g[i])] = int(seq[j])
+    if not match:
+        ctx.notes.append("no replayed kernel sequence matched the reference's")
+        return trace, links, ctx
+    ks = np.array(sorted(match), dtype=np.int64)
+    rs = np.array([match[k] for k in ks.tolist()], dtype=np.int64)
+    if kind == "capture":
+        r_parent, r_op = rlinks.parent[rs], rlinks.op_ancestor[rs]
+        keep = _context_ranges_of_ranges(reference, rlinks, rs)
+    else:
+        r_parent, r_op = rlinks.gpu_parent[rs], rlinks.gpu_op[rs]
+        keep = _context_ranges(reference, rlinks, rs)
+    merged, off = _merge(trace, reference, keep)
+    # reference range index -> merged index
+    new_index = np.full(len(reference.ranges["kind"]), -1, dtype=np.int64)
+    new_index[keep] = off + np.arange(len(keep))
+    mlinks = link(merged)
+    gp, go = mlinks.gpu_parent.copy(), mlinks.gpu_op.copy()
+    gp[ks] = np.where(r_parent >= 0, new_index[np.maximum(r_parent, 0)], -1)
+    go[ks] = np.where(r_op >= 0, new_index[np.maximum(r_op, 0)], -1)
+    ctx.how[ks] = REF
+    ctx.reference, ctx.reference_kind = reference_path or reference.path, kind
+    return merged, _replace(mlinks, gpu_parent=gp, gpu_op=go), ctx
+
+
+def _context_ranges_of_ranges(ref: Trace, rlinks: Links, ranges: np.ndarray) -> np.ndarray:
+    """As :func:`_context_ranges`, seeded by capture-time launch ranges."""
+    R = ref.ranges
+    n = len(R["kind"])
+    is_step = _names_matching(ref.strings, _STEP)
+    step = (R["kind"] == ANNOTATION) & is_step[R["name"]] if n else np.zeros(0, bool)
+    tops = set()
+    for s in ranges.tolist():
+        top = s
+        for a in rlinks.ancestors(s):
+            if step[a]:
+                break
+            top = a
+        tops.add(top)
+    keep = np.zeros(n, dtype=bool)
+    for t in tops:
+        keep[rlinks.subtree(t)] = True
+    keep &= ~step
+    return np.flatnonzero(keep)
+
+
+def _replace(links: Links, **kw) -> Links:
+    d = dict(links.__dict__)
+    d.pop("_child_lists", None)
+    d.update(kw)
+    return Links(**d)
+
+
+# -- structure -------------------------------------------------------------------------------
+GEMM_KERNEL = re.compile(r"gemm|nvjet|cutlass|cublas|Cijk_|sm\d\d_xmma|_mm_|matmul|triton_tem_fused_(mm|addmm)", re.I)
+NORM_KERNEL = re.compile(r"reduce_kernel|norm|rms|welford|layer_norm|triton_(red|per)_", re.I)
+CACHE_WRITE_KERNEL = re.compile(r"index_copy|scatter|index_put|reshape_and_cache|AppendPagedKVCache|"
+                                r"append_paged_kv|store_kvcache|kv_cache|copy_blocks", re.I)
+ROTARY_KERNEL = re.compile(r"rotary|rope|neg_kernel|sin_kernel|cos_kernel|CatArrayBatchedCopy", re.I)
+SPLITK_REDUCE = re.compile(r"splitKreduce", re.I)
+
+
+def structure_phases(names: list[str], attention: list[bool]) -> dict[int, tuple[str, int]]:
+    """Phases of the kernels around recognised attention kernels in one replayed sequence.
+
+    ``attention[i]`` marks kernels that are attention by name. Returns {index: (phase, index of
+    the attention kernel it belongs to)} for the kernels the structure adds (the attention
+    kernels themselves are not in it)."""
+    out: dict[int, tuple[str, int]] = {}
+    n = len(names)
+    att_idx = [i for i in range(n) if attention[i]]
+    if not att_idx:
+        return out
+    # runs of adjacent attention kernels (a split-KV kernel and its combine) are one call
+    runs: list[tuple[int, int]] = []
+    for i in att_idx:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], i)
+        else:
+            runs.append((i, i))
+    prev_end = -1
+    for ri, (a, b) in enumerate(runs):
+        nxt = runs[ri + 1][0] if ri + 1 < len(runs) else n
+        # input side: back from a to the last normalisation, then forward to the first GEMM
+        lo = a
+        j = a - 1
+        while j > prev_end and not NORM_KERNEL.search(names[j]):
+            lo = j
+            j -= 1
+        first_gemm = next((k for k in range(lo, a) if GEMM_KERNEL.search(names[k]) and not attention[k]), None)
+        if first_gemm is not None:
+            for k in range(first_gemm, a):
+                nm = names[k]
+                if attention[k]:
+                    continue
+                if GEMM_KERNEL.search(nm) or SPLITK_REDUCE.search(nm):
+                    out[k] = ("qkv_proj", a)
+                elif CACHE_WRITE_KERNEL.search(nm):
+                    out[k] = ("layout", a)
+                elif ROTARY_KERNEL.search(nm):
+                    out[k] = ("rotary", a)
+                else:
+                    out[k] = ("other", a)
+        # output side: up to and including the first GEMM (and its split-K reduction)
+        k = b + 1
+        while k < nxt:
+            nm = names[k]
+            if GEMM_KERNEL.search(nm):
+                out[k] = ("out_proj", a)
+                if k + 1 < nxt and SPLITK_REDUCE.search(names[k + 1]):
+                    out[k + 1] = ("out_proj", a)
+                    k += 1
+                break
+            if NORM_KERNEL.search(nm) and not nm.startswith("void cudnn"):
+                break
+            out[k] = ("layout" if re.search(r"copy|transpose|permute", nm, re.I) else "other", a)
+            k += 1
+        prev_end = max(b, k)
+    return out
+
+
+def apply(trace: Trace, links: Links, tagging, ctx: GraphContext) -> None:
+    """After tagging: mark the sources of kernels attributed through the reference, and tag the
+    replayed kernels still without context by their place around attention kernels."""
+    from .tagger import SOURCES
+    src_ref, src_struct = SOURCES.index("graph_reference"), SOURCES.index("graph_structure")
+    tagging.graph = ctx
+    if not ctx.n_replayed:
+        return
+    inst, phase, source = tagging.gpu_instance, tagging.gpu_phase, tagging.gpu_source
+    ref = (ctx.how == REF) & (inst >= 0)
+    source[ref] = src_ref
+    names = trace.strings
+    G = trace.gpu
+    for g in _groups(trace, links, ctx.how == NONE):
+        kn = [names[i] for i in G["name"][g].tolist()]
+        att = (inst[g] >= 0).tolist()
+        for i, (ph, anchor) in structure_phases(kn, att).items():
+            k, a = int(g[i]), int(g[anchor])
+            inst[k] = inst[a]
+            phase[k] = P.PHASE_INDEX[ph]
+            source[k] = src_struct
+            ctx.how[k] = STRUCT
+
+
+def column(tagging, n: int) -> tuple[np.ndarray, list]:
+    """Codes and vocabulary of the per-kernel ``graph`` field: how a replayed kernel got its
+    context (``reference``, ``structure``, ``none``), None for kernels not replayed."""
+    ctx = getattr(tagging, "graph", None)
+    vocab = list(ATTRIBUTION) + [None]
+    if ctx is None or len(ctx.how) != n:
+        return np.full(n, len(ATTRIBUTION), dtype=np.int32), vocab
+    return np.where(ctx.how >= 0, ctx.how, len(ATTRIBUTION)).astype(np.int32), vocab
+
+
+def notice(ctx: GraphContext) -> Optional[dict]:
+    """The truthful notice about replayed kernels, or None."""
+    counts = ctx.counts()
+    missing = counts["structure"] + counts["none"]
+    if not ctx.n_replayed or not missing:
+        return None
+    msg = (f"{missing} of {ctx.n_replayed} kernels were replayed from CUDA graphs and have no CPU context "
+           f"(no op, shapes or module): they are tagged by name"
+           + (f" and by their place around attention kernels ({counts['structure']})" if counts["structure"] else "")
+           + ", and have no cost")
+    fix = ("pass --reference EAGER_TRACE (the same step run without the graph, or a trace of the graph capture), "
+           "or keep such a trace in the same directory")
+    if ctx.notes:
+        msg += "; " + "; ".join(ctx.notes)
+    return {"code": "graph_replay", "message": msg, "fix": fix}
+
+
+def summary(ctx: GraphContext) -> Optional[dict]:
+    """The report's ``graphs`` block (None when nothing was replayed)."""
+    if not ctx.n_replayed:
+        return None
+    return {"launches": ctx.launches, "replayed_kernels": ctx.n_replayed, "attributed": ctx.counts(),
+            "reference": ctx.reference, "reference_kind": ctx.reference_kind}
