@@ -444,7 +444,13 @@ def apply(trace: Trace, links: Links, tagging, ctx: GraphContext) -> None:
     source[ref] = src_ref
     names = trace.strings
     G = trace.gpu
+    by_name = SOURCES.index("kernel_name")
     for g in _groups(trace, links, ctx.how == NONE):
+        # adjacent kernels that are attention by name (a split-KV kernel and its combine) are one call
+        for a, b in zip(g[:-1].tolist(), g[1:].tolist()):
+            if source[a] == by_name and source[b] == by_name:
+                tagging.instances.pop(int(inst[b]), None)
+                inst[b] = inst[a]
         kn = [names[i] for i in G["name"][g].tolist()]
         att = (inst[g] >= 0).tolist()
         for i, (ph, anchor) in structure_phases(kn, att).items():

@@ -1,0 +1,306 @@
+"""CUDA-graph replays: structure tags, --reference (eager or capture), the trace's own capture, a
+reference found next to the replay, and truthful notices. Synthetic traces and the recorded H200
+decode step (tests/data/modern: eager, replay, capture of the same 4-layer GQA decode step)."""
+import glob
+import os
+import shutil
+
+import pytest
+
+from synth import BF16, SynthTrace
+from tb_attention_plugin.analyze import analyze_path
+from tb_attention_plugin.attention.graphs import align, structure_phases
+from tb_attention_plugin.options import Options
+
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "modern")
+
+# one decoder layer as a decode step launches it (names as PyTorch / cuBLAS / FlashAttention write them)
+LAYER = [
+    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, MeanOps>>", "norm"),
+    ("void at::native::vectorized_elementwise_kernel<4, rsqrt_kernel_cuda>", "norm"),
+    ("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT", "q"),
+    ("nvjet_sm90_tst_8x64_64x16_4x1_v_bz_TNN", "k"),
+    ("nvjet_sm90_tst_8x64_64x16_4x1_v_bz_TNN", "v"),
+    ("void at::native::elementwise_kernel<128, 4, neg_kernel_cuda>", "rope"),
+    ("void at::native::index_elementwise_kernel<128, 4, index_copy_kernel_impl>", "cache"),
+    ("void at::native::index_elementwise_kernel<128, 4, index_copy_kernel_impl>", "cache"),
+    ("void flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4>, true>", "attn"),
+    ("void flash::flash_fwd_splitkv_combine_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4>, 4>", "attn"),
+    ("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT", "o"),
+    ("void at::native::vectorized_elementwise_kernel<8, CUDAFunctor_add>", "residual"),
+    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, MeanOps>>", "norm"),
+    ("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT", "up"),
+    ("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT", "down"),
+]
+EXPECTED = {"q": "qkv_proj", "k": "qkv_proj", "v": "qkv_proj", "rope": "rotary", "cache": "layout",
+            "attn": "fused_attention", "o": "out_proj"}
+
+
+def graph_launch(t: SynthTrace, kernels: list[str], dur: float = 5.0) -> None:
+    """One cudaGraphLaunch and the kernels it replays: one correlation id, no op."""
+    t.corr += 1
+    ts = t._tick(0.5)
+    t.events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": t.pid, "tid": t.tid,
+                     "ts": ts, "dur": 3.0, "args": {"correlation": t.corr, "cbid": 311}})
+    t.gpu_now = max(t.gpu_now, ts + 1)
+    for name in kernels:
+        t.gpu_now += 0.2
+        t.events.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": round(t.gpu_now, 3),
+                         "dur": dur, "args": {"queued": 0, "device": 0, "context": 1, "stream": 7,
+                                              "correlation": t.corr, "grid": [32, 1, 1], "block": [128, 1, 1],
+                                              "registers per thread": 32, "shared memory": 0,
+                                              "blocks per SM": 0.2, "warps per SM": 1.0,
+                                              "est. achieved occupancy %": 2}})
+        t.gpu_now += dur
+
+
+def eager_layer(t: SynthTrace, b=8, h=2048) -> None:
+    """The same layer run eagerly with modules, ops and shapes."""
+    def lin(name, n):
+        with t.module(f"Linear_{name}"):
+            with t.op("aten::linear", dims=[[b, 1, h], [n, h]], types=[BF16, BF16]):
+                with t.op("aten::mm", dims=[[b, h], [h, n]], types=[BF16, BF16]):
+                    t.kernel(next(it), dur=5)
+
+    it = iter(n for n, _ in LAYER)
+    with t.module("DecodeLayer_0"):
+        with t.module("RMSNorm_0"):
+            with t.op("aten::mean", dims=[[b, 1, h]], types=["float"]):
+                t.kernel(next(it), dur=5)
+            with t.op("aten::rsqrt", dims=[[b, 1, 1]], types=["float"]):
+                t.kernel(next(it), dur=5)
+        with t.module("DecodeAttention_0"):
+            lin("q", h)
+            lin("k", 512)
+            lin("v", 512)
+            with t.op("aten::neg", dims=[[b, 16, 1, 64]], types=[BF16]):
+                t.kernel(next(it), dur=5)
+            for _ in range(2):
+                with t.op("aten::index_copy_", dims=[[b, 4, 4096, 128], [], [1], [b, 4, 1, 128]],
+                          types=[BF16, "", "long", BF16]):
+                    t.kernel(next(it), dur=5)
+            with t.op("aten::scaled_dot_product_attention", dims=[[b, 16, 1, 128], [b, 4, 4096, 128],
+                                                                 [b, 4, 4096, 128]], types=[BF16] * 3):
+                with t.op("aten::_scaled_dot_product_flash_attention",
+                          dims=[[b, 16, 1, 128], [b, 4, 4096, 128], [b, 4, 4096, 128]], types=[BF16] * 3):
+                    t.kernel(next(it), dur=5)
+                    t.kernel(next(it), dur=5)
+            lin("o", h)
+        with t.op("aten::add", dims=[[b, 1, h], [b, 1, h]], types=[BF16, BF16]):
+            t.kernel(next(it), dur=5)
+        with t.module("RMSNorm_1"):
+            with t.op("aten::mean", dims=[[b, 1, h]], types=["float"]):
+                t.kernel(next(it), dur=5)
+        with t.module("MLP_0"):
+            lin("up", 5632)
+            lin("down", h)
+
+
+def replay_trace(tmp_path, name="replay.pt.trace.json", layers=2, meta=True) -> str:
+    t = SynthTrace()
+    if meta:
+        t.meta.update(record_shapes=1, with_stack=1)
+    with t.step(1):
+        graph_launch(t, [n for _ in range(layers) for n, _ in LAYER])
+    return t.write(tmp_path / name)
+
+
+def eager_trace(tmp_path, name="eager.pt.trace.json", layers=2) -> str:
+    t = SynthTrace()
+    t.meta.update(record_shapes=1, with_stack=1)
+    with t.step(5):
+        for _ in range(layers):
+            eager_layer(t)
+    return t.write(tmp_path / name)
+
+
+def kernels(rep):
+    return [k for k in rep["kernels"] if k["kind"] == "kernel"]
+
+
+def test_structure_tags_the_projections_cache_writes_and_out_projection(tmp_path):
+    rep = analyze_path(replay_trace(tmp_path))
+    ks = kernels(rep)
+    roles = [r for _ in range(2) for _, r in LAYER]
+    for k, role in zip(ks, roles):
+        want = EXPECTED.get(role)
+        assert k["attention"] == (want is not None), (role, k["name"])
+        if want:
+            assert k["phase"] == want, role
+            assert k["tag_source"] == ("kernel_name" if role == "attn" else "graph_structure")
+            assert k["graph"] == ("none" if role == "attn" else "structure")
+        else:
+            assert k["graph"] == "none"
+    # the two layers are two attention calls, each with its own projections
+    assert rep["instances"] == 2
+    assert len({k["instance"] for k in ks if k["attention"]}) == 2
+
+
+def test_replay_notice_tells_the_truth(tmp_path):
+    rep = analyze_path(replay_trace(tmp_path))
+    codes = [n["code"] for n in rep["notices"]]
+    assert "graph_replay" in codes
+    # the file says it recorded shapes and stacks: never advise the flags again
+    assert "no_shapes" not in codes and "no_stack" not in codes
+    msg = next(n for n in rep["notices"] if n["code"] == "graph_replay")
+    assert msg["message"].startswith(f"{2 * len(LAYER)} of {2 * len(LAYER)} kernels were replayed")
+    assert "--reference" in msg["fix"]
+    assert rep["graphs"] == {"launches": 1, "replayed_kernels": 2 * len(LAYER),
+                             "attributed": {"reference": 0, "structure": 14, "none": 16},
+                             "reference": None, "reference_kind": None}
+
+
+def test_old_trace_without_flags_still_gets_the_flag_advice(tmp_path):
+    t = SynthTrace()
+    with t.op("aten::mm"):
+        t.kernel("flash_fwd_kernel", dur=5)
+    codes = [n["code"] for n in analyze_path(t.write(tmp_path / "x.json"))["notices"]]
+    assert "no_shapes" in codes
+
+
+def test_reference_carries_op_module_shapes_and_cost(tmp_path):
+    eager = analyze_path(eager_trace(tmp_path))
+    rep = analyze_path(replay_trace(tmp_path), Options(reference=str(tmp_path / "eager.pt.trace.json")))
+    ks, es = kernels(rep), kernels(eager)
+    assert len(ks) == len(es)
+    assert all(k["graph"] == "reference" for k in ks)
+    for k, e in zip(ks, es):
+        assert k["name"] == e["name"]
+        for f in ("attention", "phase", "direction", "op", "module_path", "flops", "bytes", "dtype"):
+            assert k[f] == e[f], (f, k["name"])
+        if k["attention"]:
+            assert k["tag_source"] == "graph_reference"
+            assert k.get("shapes") == e.get("shapes")
+    assert rep["attention_time_us"] == pytest.approx(eager["attention_time_us"])
+    assert rep["instances"] == eager["instances"] == 2
+    assert rep["graphs"]["attributed"] == {"reference": 30, "structure": 0, "none": 0}
+    assert rep["graphs"]["reference_kind"] == "eager"
+    assert "graph_replay" not in {n["code"] for n in rep["notices"]}
+    # the replay keeps its own steps: the reference's ProfilerStep#5 is not added
+    assert [s["name"] for s in rep["steps"]] == ["ProfilerStep#1"]
+
+
+def test_reference_alignment_survives_extra_and_missing_kernels(tmp_path):
+    ref = [n for n, _ in LAYER]
+    q = ref[:3] + ["void at::native::vectorized_elementwise_kernel<4, FillFunctor<float>>"] + ref[3:12] + ref[13:]
+    pairs = align(q, ref)
+    matched = {i for i, _ in pairs}
+    assert 3 not in matched                       # the extra kernel has no partner
+    assert len(pairs) == len(ref) - 1              # everything else but the dropped one
+    assert all(q[i] == ref[j] or q[i].split("<")[0] == ref[j].split("<")[0] for i, j in pairs)
+    assert [j for _, j in pairs] == sorted(j for _, j in pairs)
+
+
+def test_reference_match_on_names_without_template_arguments(tmp_path):
+    q = ["void k<1>()", "gemm_a", "void k<2>()"]
+    r = ["void k<7>()", "gemm_a", "void k<9>()"]
+    assert align(q, r) == [(0, 0), (1, 1), (2, 2)]
+
+
+def test_reference_found_next_to_the_replay(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    replay_trace(run, "worker.replay.pt.trace.json")
+    eager_trace(run, "worker.eager.pt.trace.json")
+    rep = analyze_path(str(run / "worker.replay.pt.trace.json"))
+    assert rep["graphs"]["attributed"]["reference"] == 30
+    assert rep["graphs"]["reference"].endswith("worker.eager.pt.trace.json")
+    # a directory of replays alone finds nothing and says so
+    other = tmp_path / "other"
+    other.mkdir()
+    replay_trace(other, "a.pt.trace.json")
+    replay_trace(other, "b.pt.trace.json")
+    rep = analyze_path(str(other / "a.pt.trace.json"))
+    assert rep["graphs"]["reference"] is None and "graph_replay" in {n["code"] for n in rep["notices"]}
+
+
+def test_reference_that_does_not_match_changes_nothing(tmp_path):
+    t = SynthTrace()
+    with t.module("Other_0"):
+        with t.op("aten::mm", dims=[[4, 4], [4, 4]], types=[BF16, BF16]):
+            t.kernel("some_unrelated_kernel", dur=5)
+    ref = t.write(tmp_path / "unrelated.json")
+    base = analyze_path(replay_trace(tmp_path))
+    rep = analyze_path(str(tmp_path / "replay.pt.trace.json"), Options(reference=ref))
+    assert [k["attention"] for k in kernels(rep)] == [k["attention"] for k in kernels(base)]
+    assert rep["graphs"]["attributed"]["reference"] == 0
+    assert "matched" in next(n for n in rep["notices"] if n["code"] == "graph_replay")["message"]
+
+
+def test_structure_phases_unit():
+    names = [n for n, _ in LAYER]
+    att = [r == "attn" for _, r in LAYER]
+    got = {i: ph for i, (ph, _) in structure_phases(names, att).items()}
+    want = {i: EXPECTED[r] for i, (_, r) in enumerate(LAYER) if r in EXPECTED and r != "attn"}
+    assert got == want
+    assert structure_phases(names, [False] * len(names)) == {}
+
+
+# -- the recorded H200 decode step ----------------------------------------------------------
+def one(name):
+    hits = glob.glob(os.path.join(DATA, name, "*.pt.trace.json.gz"))
+    if not hits:
+        pytest.skip(f"{name} trace not present")
+    return hits[0]
+
+
+def test_recorded_replay_with_reference_equals_eager():
+    eager = analyze_path(one("decode_graph_eager"))
+    rep = analyze_path(one("decode_graph_replay"), Options(reference=one("decode_graph_eager")))
+    ks, es = kernels(rep), kernels(eager)
+    assert [k["name"] for k in ks] == [e["name"] for e in es]
+    assert all(k["graph"] == "reference" for k in ks)
+    for k, e in zip(ks, es):
+        assert (k["attention"], k["phase"], k["op"], k["module_path"], k["cost_op"], k["dtype"]) == \
+               (e["attention"], e["phase"], e["op"], e["module_path"], e["cost_op"], e["dtype"])
+        if k["cost_share"] == 1.0:
+            assert (k["flops"], k["bytes"]) == (e["flops"], e["bytes"])
+    # an op's cost is split among its kernels by their durations, which are the replay's own
+    for f in ("flops", "bytes"):
+        assert sum(k[f] or 0 for k in ks) == pytest.approx(sum(e[f] or 0 for e in es), rel=1e-3)
+    assert not any(k["bound"] == "unknown" for k in ks)
+    assert {n["code"] for n in rep["notices"]}.isdisjoint({"no_shapes", "no_stack", "graph_replay"})
+
+
+def test_recorded_capture_trace_uses_its_own_capture():
+    eager = analyze_path(one("decode_graph_eager"))
+    rep = analyze_path(one("decode_graph_capture"))
+    assert rep["graphs"]["reference_kind"] == "capture" and rep["graphs"]["attributed"]["none"] == 0
+    att = [(k["name"], k["phase"]) for k in kernels(rep) if k["attention"]]
+    assert att == [(k["name"], k["phase"]) for k in kernels(eager) if k["attention"]]
+
+
+def test_recorded_replay_alone_by_structure_and_notice():
+    rep = analyze_path(one("decode_graph_replay"))
+    codes = {n["code"] for n in rep["notices"]}
+    assert "graph_replay" in codes and not codes & {"no_shapes", "no_stack"}
+    eager = analyze_path(one("decode_graph_eager"))
+    # the same kernels are attention as in the eager step, found without any reference
+    assert [k["attention"] for k in kernels(rep)] == [k["attention"] for k in kernels(eager)]
+
+
+def test_recorded_replay_finds_the_eager_trace_in_its_run_directory(tmp_path):
+    shutil.copy(one("decode_graph_replay"), tmp_path / "decode.replay.pt.trace.json.gz")
+    shutil.copy(one("decode_graph_eager"), tmp_path / "decode.eager.pt.trace.json.gz")
+    rep = analyze_path(str(tmp_path / "decode.replay.pt.trace.json.gz"))
+    assert rep["graphs"]["attributed"] == {"reference": 193, "structure": 0, "none": 0}
+
+
+def test_cli_reference_that_is_not_a_file(tmp_path, capsys):
+    from tb_attention_plugin.cli import main
+    try:
+        rc = main(["analyze", replay_trace(tmp_path), "--reference", str(tmp_path / "missing.json"), "--no-cache"])
+    except SystemExit as e:           # option errors leave through SystemExit, as for --peaks
+        rc = e.code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith("error: ") and "--reference" in err[0]
+
+
+def test_cli_reference_json(tmp_path, capsys):
+    import json
+    from tb_attention_plugin.cli import main
+    rc = main(["analyze", replay_trace(tmp_path), "--reference", eager_trace(tmp_path), "--no-cache", "-f", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    rep = out["traces"][0] if "traces" in out else out
+    assert rep["graphs"]["attributed"]["reference"] == 30
