@@ -366,10 +366,15 @@ def _replace(links: Links, **kw) -> Links:
 # -- structure -------------------------------------------------------------------------------
 GEMM_KERNEL = re.compile(r"gemm|nvjet|cutlass|cublas|Cijk_|sm\d\d_xmma|_mm_|matmul|triton_tem_fused_(mm|addmm)", re.I)
 NORM_KERNEL = re.compile(r"reduce_kernel|norm|rms|welford|layer_norm|triton_(red|per)_", re.I)
-CACHE_WRITE_KERNEL = re.compile(r"index_copy|scatter|index_put|reshape_and_cache|AppendPagedKVCache|"
-                                r"append_paged_kv|store_kvcache|kv_cache|copy_blocks", re.I)
+# generic cache writes (index_copy_/scatter_ into a static cache); library ones are in the catalogue
+CACHE_WRITE_KERNEL = re.compile(r"index_copy|scatter|index_put|store_kvcache|kv_cache", re.I)
 ROTARY_KERNEL = re.compile(r"rotary|rope|neg_kernel|sin_kernel|cos_kernel|CatArrayBatchedCopy", re.I)
 SPLITK_REDUCE = re.compile(r"splitKreduce", re.I)
+
+
+def _role(name: str) -> Optional[str]:
+    lib = P.library_kernel(name)
+    return lib.role if lib else None
 
 
 def structure_phases(names: list[str], attention: list[bool]) -> dict[int, tuple[str, int]]:
@@ -407,7 +412,7 @@ def structure_phases(names: list[str], attention: list[bool]) -> dict[int, tuple
                     continue
                 if GEMM_KERNEL.search(nm) or SPLITK_REDUCE.search(nm):
                     out[k] = ("qkv_proj", a)
-                elif CACHE_WRITE_KERNEL.search(nm):
+                elif CACHE_WRITE_KERNEL.search(nm) or _role(nm) == "kv_cache_write":
                     out[k] = ("layout", a)
                 elif ROTARY_KERNEL.search(nm):
                     out[k] = ("rotary", a)
@@ -452,7 +457,8 @@ def apply(trace: Trace, links: Links, tagging, ctx: GraphContext) -> None:
                 tagging.instances.pop(int(inst[b]), None)
                 inst[b] = inst[a]
         kn = [names[i] for i in G["name"][g].tolist()]
-        att = (inst[g] >= 0).tolist()
+        # anchors: the attention kernels themselves (a KV-cache write tagged by name is not one)
+        att = ((inst[g] >= 0) & (phase[g] == P.PHASE_INDEX["fused_attention"])).tolist()
         for i, (ph, anchor) in structure_phases(kn, att).items():
             k, a = int(g[i]), int(g[anchor])
             inst[k] = inst[a]

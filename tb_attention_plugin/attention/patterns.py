@@ -6,6 +6,8 @@ produce; nothing is tied to one model. The module pattern is configurable (``--m
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Optional
 
 PHASES = ("qkv_proj", "qk_matmul", "scale", "mask", "softmax", "dropout", "pv_matmul", "out_proj",
           "fused_attention", "rotary", "layout", "other")
@@ -36,13 +38,15 @@ SDPA_OP = re.compile(
     r"_efficient_attention_\w+|_cudnn_attention_\w+|_native_multi_head_attention|_fused_sdp_choice|"
     r"_triton_multi_head_attention|_masked_softmax|flex_attention\w*)$"
     r"|^(flash_attn|flash_attn_\d|xformers|xformers_flash|fa3|torch_flash|vllm|sglang|mha)::\w*(attn|attention|fwd|bwd|mha)\w*$"
-    r"|^(FlashAttnFunc|FlashAttnQKVPackedFunc|FlashAttnVarlenFunc|MemoryEfficientAttention\w*)\b")
+    r"|^(FlashAttnFunc|FlashAttnQKVPackedFunc|FlashAttnVarlenFunc|MemoryEfficientAttention\w*)\b"
+    r"|^(FusedAttnFunc\w*|(transformer_engine\w*::|tex::)?fused_attn_(fwd|bwd)\w*)$")
 # SDPA-family ops whose own kernels compute the whole attention (no per-phase children).
 FUSED_OP = re.compile(
     r"^aten::(_scaled_dot_product_(flash|efficient|cudnn|fused)_attention\w*|_flash_attention_\w+|"
     r"_efficient_attention_\w+|_cudnn_attention_\w+|_scaled_dot_product_flash_attention_for_cpu\w*|flex_attention\w*)$"
     r"|^(flash_attn|flash_attn_\d|xformers|xformers_flash|fa3|torch_flash|vllm|sglang|mha)::"
-    r"|^(FlashAttnFunc|FlashAttnQKVPackedFunc|FlashAttnVarlenFunc|MemoryEfficientAttention\w*)\b")
+    r"|^(FlashAttnFunc|FlashAttnQKVPackedFunc|FlashAttnVarlenFunc|MemoryEfficientAttention\w*)\b"
+    r"|^(FusedAttnFunc\w*|(transformer_engine\w*::|tex::)?fused_attn_(fwd|bwd)\w*)$")
 # Composite ops: their children carry the work (math backend, nn.MultiheadAttention fast path).
 TRANSPARENT_OP = re.compile(
     r"^aten::(scaled_dot_product_attention|_scaled_dot_product_attention_math|_native_multi_head_attention|"
@@ -54,6 +58,80 @@ ATTENTION_KERNEL = re.compile(
     r"attention_kernel|_sdpa_|native_sdpa|sdpa_|cudnn_generated_fort_native_sdpa|flash_attn|xformers|"
     r"flex_attention|fused_attention|paged_attention|decode_attention|mha_fwd|mha_bwd|attn_fwd|attn_bwd|"
     r"flash_decoding")
+
+@dataclass(frozen=True)
+class LibraryKernel:
+    """A kernel family of an attention library: what its name looks like, where the name comes
+    from, and the phase its time belongs to."""
+    library: str
+    pattern: re.Pattern
+    phase: str      # one of PHASES
+    role: str       # attention | combine (split-KV / cascade merge) | aux (pre/post-processing) | kv_cache_write
+    source: str     # the file that defines the kernel (for whoever updates this table)
+
+
+def _k(library: str, pattern: str, phase: str, role: str, source: str) -> LibraryKernel:
+    return LibraryKernel(library, re.compile(pattern), phase, role, source)
+
+
+# First match wins: KV-cache writes come before anything else, since their names contain "flash"
+# or "paged" and they are data movement, not attention math. Names are matched on the demangled
+# kernel name as the profiler writes it (templates included): a bare ``cutlass::device_kernel<...>``
+# is any CUTLASS kernel (most often a GEMM); only the ``flash::`` class inside makes it attention.
+KERNEL_CATALOGUE: tuple[LibraryKernel, ...] = (
+    # --- KV-cache writes: the attention layer's data movement (phase 'layout')
+    _k("vLLM", r"\breshape_and_cache(_flash)?_kernel|\bconcat_and_cache_mla_kernel", "layout", "kv_cache_write",
+       "vllm csrc/cache_kernels.cu"),
+    _k("FlashInfer", r"\b(RopeQuantize)?AppendPagedKV(Mla)?CacheKernel", "layout", "kv_cache_write",
+       "flashinfer include/flashinfer/page.cuh, pos_enc.cuh"),
+    # --- split-KV / cascade combine kernels: part of the fused attention call
+    _k("FlashAttention-2", r"flash_fwd_splitkv_combine_kernel", "fused_attention", "combine",
+       "flash-attention csrc/flash_attn/src/flash_fwd_kernel.h (also PyTorch's pytorch_flash:: copy)"),
+    _k("FlashAttention-3", r"flash::FlashAttnFwdCombine", "fused_attention", "combine",
+       "flash-attention hopper/flash_fwd_combine_kernel.h"),
+    _k("FlashMLA", r"flash_fwd_splitkv_mla_combine_kernel", "fused_attention", "combine",
+       "FlashMLA csrc/kernels (flash_fwd_mla_kernel.h / splitkv_mla.cu)"),
+    _k("FlashInfer", r"\b(Persistent)?(VariableLength)?MergeStates?(InPlace)?Kernel", "fused_attention", "combine",
+       "flashinfer include/flashinfer/attention/cascade.cuh"),
+    _k("vLLM", r"paged_attention_v2_reduce_kernel|^reduce_segments$", "fused_attention", "combine",
+       "vllm csrc/attention/attention_kernels.cuh; vllm/v1/attention/ops/triton_unified_attention.py"),
+    # --- the attention kernels
+    _k("FlashAttention-2", r"flash_fwd_kernel|flash_fwd_splitkv_kernel|flash_bwd_dq_dk_dv_loop\w*_kernel",
+       "fused_attention", "attention", "flash-attention csrc/flash_attn/src/flash_fwd_kernel.h, flash_bwd_kernel.h"),
+    _k("FlashAttention-2", r"flash_bwd_(dot_do_o|convert_dq|convert_dkv|clear_dkvaccum)_kernel", "fused_attention",
+       "aux", "flash-attention csrc/flash_attn/src/flash_bwd_preprocess_kernel.h"),
+    _k("FlashAttention-3", r"flash::FlashAttn(Fwd|Bwd)Sm\d+", "fused_attention", "attention",
+       "flash-attention hopper/flash_fwd_kernel_sm90.h, flash_bwd_kernel_sm90.h (in cutlass::device_kernel<...>)"),
+    _k("FlashAttention-3", r"flash::FlashAttnBwd(Preprocess|Postprocess\w*)", "fused_attention", "aux",
+       "flash-attention hopper/flash_bwd_preprocess_kernel.h, flash_bwd_postprocess_kernel.h"),
+    _k("FlashAttention-4", r"FlashAttention(Forward|Backward)(Sm\d+|Base)?|FlashAttentionBackward(Pre|Post)process",
+       "fused_attention", "attention", "flash-attention flash_attn/cute/flash_fwd_sm100.py, flash_bwd*.py (CuTe DSL)"),
+    _k("FlashMLA", r"flash_fwd_splitkv_mla_kernel|flash_(sparse_)?(decode|prefill)_fwd_kernel", "fused_attention",
+       "attention", "FlashMLA csrc/kernels"),
+    _k("xformers / PyTorch mem-efficient", r"fmha_cutlass[FB]_|\bAttention(Backward)?Kernel<",
+       "fused_attention", "attention", "xformers/csrc/attention/cuda/fmha/kernels; PyTorch "
+       "aten/src/ATen/native/transformers/cuda/mem_eff_attention/kernels"),
+    _k("FlashInfer", r"\b(Batch|Single)(Prefill|Decode)With(Paged|Ragged)?KVCache(Tensor)?Kernel|"
+       r"\bBatchMLAPagedAttention\w*Kernel|\bPODWithKVCacheTensorKernel", "fused_attention", "attention",
+       "flashinfer include/flashinfer/attention/prefill.cuh, decode.cuh, mla.cuh, pod.cuh"),
+    _k("vLLM", r"paged_attention_v[12]_kernel|kernel_unified_attention_[23]d", "fused_attention", "attention",
+       "vllm csrc/attention/attention_kernels.cuh; vllm/v1/attention/ops/triton_unified_attention.py"),
+    _k("cuDNN (SDPA, Transformer Engine fused_attn)", r"cudnn_generated_\w*sdpa\w*|cudnn\w*_fmha|"
+       r"\bsm\d+_?x?fmha", "fused_attention", "attention",
+       "cuDNN frontend SDPA graphs (PyTorch cudnn backend; transformer_engine fused_attn_fwd/bwd)"),
+    _k("TensorRT-LLM", r"\bfmhaSm\d+\w*Kernel|\bfmha_v2_\w+", "fused_attention", "attention",
+       "TensorRT-LLM cpp/tensorrt_llm/kernels (trtllm-gen fmha, fmha_v2)"),
+)
+
+
+def library_kernel(name: str) -> Optional[LibraryKernel]:
+    """The catalogue entry a kernel name belongs to, or None."""
+    for e in KERNEL_CATALOGUE:
+        if e.pattern.search(name):
+            return e
+    return None
+
+
 # Triton kernels produced by Inductor: triton_<kind>_fused_<op>_<op>..._<n>
 TRITON_KERNEL = re.compile(r"^triton_(poi|red|per|tem|mm|bmm|for|tma)_\w*?fused_?(?P<ops>\w*?)_?\d*$")
 

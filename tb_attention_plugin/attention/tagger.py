@@ -13,8 +13,10 @@
 4. **Backward.** A backward root (``evaluate_function: XBackward0``) takes the instance and phase
    of the forward op it differentiates; ops of the SDPA family are attention on their own too.
 5. **Kernels.** A GPU activity takes the instance and phase of the innermost CPU range around its
-   launch. Kernels with no CPU scope are attention when their name says so (FlashAttention,
-   cuDNN/CUTLASS fMHA, xformers, Inductor's fused softmax...).
+   launch. Kernels with no CPU scope are attention when their name says so: the library catalogue
+   (``patterns.KERNEL_CATALOGUE``: FlashAttention 2/3/4, xformers, FlashInfer, vLLM, FlashMLA,
+   cuDNN/Transformer Engine, TensorRT-LLM; KV-cache writes there are phase ``layout``), then the
+   generic name pattern (fMHA, Inductor's fused softmax...). CUDA-graph replays: ``graphs.py``.
 """
 from __future__ import annotations
 
@@ -474,7 +476,10 @@ def tag(trace: Trace, links: Links, module_pattern: str = P.DEFAULT_MODULE_PATTE
     # get the phase their name implies
     for k in np.flatnonzero((g_inst >= 0) & (g_phase == other)).tolist():
         nm = names[gname[k]]
-        if P.ATTENTION_KERNEL.search(nm):
+        lib = P.library_kernel(nm)
+        if lib is not None:
+            g_phase[k] = P.PHASE_INDEX[lib.phase]
+        elif P.ATTENTION_KERNEL.search(nm):
             g_phase[k] = fused_phase
         else:
             tp = P.triton_phase(nm)
@@ -482,7 +487,10 @@ def tag(trace: Trace, links: Links, module_pattern: str = P.DEFAULT_MODULE_PATTE
                 g_phase[k] = P.PHASE_INDEX[tp]
     for k in np.flatnonzero((g_inst >= 0) & (g_phase < 0)).tolist():
         tp = P.triton_phase(names[gname[k]])
-        if P.ATTENTION_KERNEL.search(names[gname[k]]):
+        lib = P.library_kernel(names[gname[k]])
+        if lib is not None:
+            g_phase[k] = P.PHASE_INDEX[lib.phase]
+        elif P.ATTENTION_KERNEL.search(names[gname[k]]):
             g_phase[k] = fused_phase
         elif tp and tp != "matmul":
             g_phase[k] = P.PHASE_INDEX[tp]
@@ -504,7 +512,10 @@ def tag(trace: Trace, links: Links, module_pattern: str = P.DEFAULT_MODULE_PATTE
     by_name = {}
     for nid in uniq:
         nm = names[nid]
-        if P.ATTENTION_KERNEL.search(nm):
+        lib = P.library_kernel(nm)       # the library catalogue first: it knows KV-cache writes
+        if lib is not None:
+            by_name[nid] = P.PHASE_INDEX[lib.phase]
+        elif P.ATTENTION_KERNEL.search(nm):
             by_name[nid] = fused_phase
         else:
             tp = P.triton_phase(nm)
