@@ -99,7 +99,12 @@ def join_workload(raw: str, workload: str, analyze) -> list[dict]:
     ncu = load_json(os.path.join(raw, "ncu", workload + ".json"))
     meta = load_json(os.path.join(raw, "meta", workload + ".json"))
     trace = os.path.join(HERE, meta["trace_files"][0])
-    rep = analyze(trace)
+    ref = meta.get("reference_workload")       # a CUDA-graph replay is analysed with --reference EAGER
+    if ref:
+        rmeta = load_json(os.path.join(raw, "meta", ref + ".json"))
+        rep = analyze(trace, os.path.join(HERE, rmeta["trace_files"][0]))
+    else:
+        rep = analyze(trace)
     if rep.get("status") != "ok":
         raise RuntimeError(f"{workload}: {rep.get('error')}")
     ks = [k for k in rep["kernels"] if k["kind"] == "kernel"]
@@ -284,8 +289,10 @@ def main(argv=None) -> int:
     raw = a.raw or newest_raw()
     from tb_attention_plugin.analyze import analyze_path
 
-    def analyze(p):
-        return analyze_path(p, cache=None)
+    from tb_attention_plugin.options import Options
+
+    def analyze(p, reference=None):
+        return analyze_path(p, Options(reference=reference), cache=None)
 
     rows, per_workload, failures = [], {}, []
     env = {}

@@ -517,7 +517,9 @@ def build_decode_graph(device, small, *, mode, layers=4, hidden=2048, heads=16, 
     meta = dict(kind="decode_graph", mode=mode if cuda else "eager (cpu)", layers=layers, hidden=hidden,
                 heads=heads, kv_heads=kv_heads, head_dim=head_dim, kv_len=max_len, batch=batch, q_len=1,
                 dtype=str(dt).replace("torch.", ""), pass_="fwd",
-                module="DecodeModel/DecodeLayer/DecodeAttention", graph="torch.cuda.CUDAGraph" if cuda else None)
+                module="DecodeModel/DecodeLayer/DecodeAttention", graph="torch.cuda.CUDAGraph" if cuda else None,
+                # how a user analyses the replay: tb-attention analyze REPLAY --reference EAGER
+                reference_workload="decode_graph_eager" if mode == "replay" else None)
     return Workload("", step, meta, keep=keep)
 
 
