@@ -29,13 +29,14 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
 from ..trace.correlate import Links, link
 from ..trace.records import ANNOTATION, KERNEL, LAUNCH, MEMCPY, MEMSET, Trace
 from . import patterns as P
+from .tagger import SOURCES, Tagging
 
 GRAPH_LAUNCH = re.compile(r"^cu(da)?GraphLaunch")
 CAPTURE_BEGIN = re.compile(r"^cu(da)?StreamBeginCapture")
@@ -65,12 +66,12 @@ class GraphContext:
     def n_replayed(self) -> int:
         return int(self.replayed.sum())
 
-    def counts(self) -> dict:
+    def counts(self) -> dict[str, int]:
         how = self.how[self.replayed]
         return {ATTRIBUTION[i]: int((how == i).sum()) for i in range(len(ATTRIBUTION))}
 
 
-def _names_matching(strings: list[str], pattern: re.Pattern) -> np.ndarray:
+def _names_matching(strings: list[str], pattern: re.Pattern[str]) -> np.ndarray:
     return np.array([bool(pattern.search(s)) for s in strings], dtype=bool) if strings else np.zeros(0, bool)
 
 
@@ -270,7 +271,6 @@ def attach(trace: Trace, links: Links, reference: Optional[Trace] = None,
     capture), give them the reference's CPU context. Returns the (possibly merged) trace, its
     links, and what was done."""
     rep = replayed(trace, links)
-    n = len(rep)
     ctx = GraphContext(replayed=rep, how=np.where(rep, NONE, -1).astype(np.int8))
     if not rep.any():
         return trace, links, ctx
@@ -356,7 +356,7 @@ def _context_ranges_of_ranges(ref: Trace, rlinks: Links, ranges: np.ndarray) -> 
     return np.flatnonzero(keep)
 
 
-def _replace(links: Links, **kw) -> Links:
+def _replace(links: Links, **kw: np.ndarray) -> Links:
     d = dict(links.__dict__)
     d.pop("_child_lists", None)
     d.update(kw)
@@ -436,10 +436,9 @@ def structure_phases(names: list[str], attention: list[bool]) -> dict[int, tuple
     return out
 
 
-def apply(trace: Trace, links: Links, tagging, ctx: GraphContext) -> None:
+def apply(trace: Trace, links: Links, tagging: Tagging, ctx: GraphContext) -> None:
     """After tagging: mark the sources of kernels attributed through the reference, and tag the
     replayed kernels still without context by their place around attention kernels."""
-    from .tagger import SOURCES
     src_ref, src_struct = SOURCES.index("graph_reference"), SOURCES.index("graph_structure")
     tagging.graph = ctx
     if not ctx.n_replayed:
@@ -467,17 +466,17 @@ def apply(trace: Trace, links: Links, tagging, ctx: GraphContext) -> None:
             ctx.how[k] = STRUCT
 
 
-def column(tagging, n: int) -> tuple[np.ndarray, list]:
+def column(tagging: Tagging, n: int) -> tuple[np.ndarray, list[Optional[str]]]:
     """Codes and vocabulary of the per-kernel ``graph`` field: how a replayed kernel got its
     context (``reference``, ``structure``, ``none``), None for kernels not replayed."""
     ctx = getattr(tagging, "graph", None)
-    vocab = list(ATTRIBUTION) + [None]
+    vocab: list[Optional[str]] = [*ATTRIBUTION, None]
     if ctx is None or len(ctx.how) != n:
         return np.full(n, len(ATTRIBUTION), dtype=np.int32), vocab
     return np.where(ctx.how >= 0, ctx.how, len(ATTRIBUTION)).astype(np.int32), vocab
 
 
-def notice(ctx: GraphContext) -> Optional[dict]:
+def notice(ctx: GraphContext) -> Optional[dict[str, str]]:
     """The truthful notice about replayed kernels, or None."""
     counts = ctx.counts()
     missing = counts["structure"] + counts["none"]
@@ -494,7 +493,7 @@ def notice(ctx: GraphContext) -> Optional[dict]:
     return {"code": "graph_replay", "message": msg, "fix": fix}
 
 
-def summary(ctx: GraphContext) -> Optional[dict]:
+def summary(ctx: GraphContext) -> Optional[dict[str, Any]]:
     """The report's ``graphs`` block (None when nothing was replayed)."""
     if not ctx.n_replayed:
         return None

@@ -64,7 +64,7 @@ class LibraryKernel:
     """A kernel family of an attention library: what its name looks like, where the name comes
     from, and the phase its time belongs to."""
     library: str
-    pattern: re.Pattern
+    pattern: re.Pattern[str]
     phase: str      # one of PHASES
     role: str       # attention | combine (split-KV / cascade merge) | aux (pre/post-processing) | kv_cache_write
     source: str     # the file that defines the kernel (for whoever updates this table)
