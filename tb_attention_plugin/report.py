@@ -6,6 +6,8 @@ memset); numbers that are estimates say so (``estimated``), numbers we cannot kn
 """
 from __future__ import annotations
 
+import dataclasses
+
 import re
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -20,7 +22,7 @@ from .attention.tagger import SOURCES, Tagging, call_numbers, tag
 from .roofline import devices as D
 from .roofline import frame as F
 from .roofline.attribute import Attribution, attribute
-from .roofline.classify import (BOUNDS, CAUSES, LOW_OCCUPANCY_PCT, ROOF_REACHED, SHORT_KERNEL_US,
+from .roofline.classify import (BOUND_UNKNOWN, BOUNDS, CAUSES, LOW_OCCUPANCY_PCT, ROOF_REACHED, SHORT_KERNEL_US,
                                 TINY_GRID_SM_FRACTION, classify, decide, raise_roofs)
 from .roofline.frame import KernelFrame
 from .roofline.measured import Result, apply as measure
@@ -186,6 +188,7 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
     steps = _steps(trace, links, opt)
     frame, adjustments = roofline_frame(trace, links, attr, devices, opt)
     frame, meas = measure(trace, links, frame, steps.launch_t, steps.kernel_step, steps.names, devices)
+    frame = _replay_reasons(frame, tagging.graph)
     ctx = _context(trace, links, tagging)
     table = _kernel_table(trace, attr, frame, ctx, steps, meas.column)
     if not steps.keep.all():
@@ -197,6 +200,18 @@ def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution
         rep["notices"].append(g_notice)
     rep["graphs"] = graphs.summary(tagging.graph) if tagging.graph is not None else None
     return rep
+
+
+def _replay_reasons(frame: KernelFrame, graph: Optional[graphs.GraphContext]) -> KernelFrame:
+    """Kernels replayed from a CUDA graph without a reference and left unknown say so, and how to fix
+    it: the generic reason would send the user to a profiler flag they already set."""
+    if graph is None or not graph.n_replayed:
+        return frame
+    m = (frame.bound == BOUND_UNKNOWN) & graph.replayed & (graph.how != graphs.REF)
+    if not m.any():
+        return frame
+    vocab = list(frame.reason.vocab) + [graphs.REPLAY_REASON]
+    return dataclasses.replace(frame, reason=Coded(np.where(m, len(vocab) - 1, frame.reason.codes), vocab))
 
 
 def _devices(trace: Trace, opt: Options) -> dict:

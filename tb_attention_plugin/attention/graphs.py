@@ -476,6 +476,9 @@ def column(tagging: Tagging, n: int) -> tuple[np.ndarray, list[Optional[str]]]:
     return np.where(ctx.how >= 0, ctx.how, len(ATTRIBUTION)).astype(np.int32), vocab
 
 
+REPLAY_REASON = "replayed from a CUDA graph: no CPU op, so no shapes and no cost (pass --reference EAGER_TRACE)"
+
+
 def notice(ctx: GraphContext) -> Optional[dict[str, str]]:
     """The truthful notice about replayed kernels, or None."""
     counts = ctx.counts()

@@ -304,3 +304,10 @@ def test_cli_reference_json(tmp_path, capsys):
     assert rc == 0
     rep = out["traces"][0] if "traces" in out else out
     assert rep["graphs"]["attributed"]["reference"] == 30
+
+
+def test_unknown_replayed_kernels_say_why(tmp_path):
+    rep = analyze_path(replay_trace(tmp_path))
+    unknown = [k for k in kernels(rep) if k["bound"] == "unknown"]
+    assert unknown and all("CUDA graph" in k["bound_reason"] and "--reference" in k["bound_reason"]
+                           for k in unknown)
