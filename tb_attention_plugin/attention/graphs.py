@@ -76,7 +76,8 @@ def _names_matching(strings: list[str], pattern: re.Pattern[str]) -> np.ndarray:
 
 
 def replayed(trace: Trace, links: Links) -> np.ndarray:
-    """GPU activities launched by a graph launch and without an op of their own."""
+    """GPU activities launched by a graph launch. An op around the launch (a wrapper that replays
+    the graph) did not launch them: its shapes are not theirs."""
     R = trace.ranges
     gl = links.gpu_launch
     if not len(gl) or not len(R["kind"]):
@@ -84,7 +85,7 @@ def replayed(trace: Trace, links: Links) -> np.ndarray:
     is_graph = _names_matching(trace.strings, GRAPH_LAUNCH)
     has = gl >= 0
     out = np.zeros(len(gl), dtype=bool)
-    out[has] = is_graph[R["name"][gl[has]]] & (links.gpu_op[has] < 0)
+    out[has] = is_graph[R["name"][gl[has]]]
     return out
 
 
@@ -274,6 +275,7 @@ def attach(trace: Trace, links: Links, reference: Optional[Trace] = None,
     ctx = GraphContext(replayed=rep, how=np.where(rep, NONE, -1).astype(np.int8))
     if not rep.any():
         return trace, links, ctx
+    links = _replace(links, gpu_op=np.where(rep, -1, links.gpu_op))
     groups = _groups(trace, links, rep)
     ctx.launches = len(groups)
     G = trace.gpu

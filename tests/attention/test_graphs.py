@@ -311,3 +311,14 @@ def test_unknown_replayed_kernels_say_why(tmp_path):
     unknown = [k for k in kernels(rep) if k["bound"] == "unknown"]
     assert unknown and all("CUDA graph" in k["bound_reason"] and "--reference" in k["bound_reason"]
                            for k in unknown)
+
+
+def test_op_around_the_graph_launch_lends_no_cost(tmp_path):
+    t = SynthTrace()
+    t.meta.update(record_shapes=1, with_stack=1)
+    with t.op("aten::mm", dims=[[4096, 4096], [4096, 4096]], types=[BF16, BF16]):   # a wrapper, say
+        graph_launch(t, [n for n, _ in LAYER])
+    rep = analyze_path(t.write(tmp_path / "x.json"))
+    ks = kernels(rep)
+    assert all(k["op"] is None and k["flops"] is None for k in ks)
+    assert rep["graphs"]["replayed_kernels"] == len(LAYER)
