@@ -160,7 +160,8 @@ class _Run:
 # the kernel fields the rules read (building only these is several times cheaper)
 _ROW_FIELDS = ("id", "name", "ts", "dur_us", "device", "phase", "direction", "bound", "flops", "bytes", "memory_util",
                "compute_util", "instance", "dtype", "peak", "kind", "op", "cost_op", "module", "scope",
-               "attention", "core", "estimated", "intensity", "shapes", "cost_detail", "module_path", "source")
+               "attention", "core", "estimated", "intensity", "shapes", "cost_detail", "module_path", "source",
+               "graph")
 
 
 def _attention_rows(kernels) -> list[dict]:
@@ -849,6 +850,9 @@ def _attention_gaps(run: _Run) -> dict:
 def _launch_overhead(run: _Run) -> Optional[dict]:
     rows = run.k
     if not rows:
+        return None
+    # kernels replayed from a CUDA graph are not launched by the CPU one by one: no such premise
+    if sum(1 for k in rows if k.get("graph")) * 2 >= len(rows):
         return None
     short = [k for k in rows if (k["dur_us"] or 0) < SHORT_KERNEL_US]
     if len(short) < MIN_SHORT_KERNELS or len(short) < SHORT_COUNT_SHARE * len(rows):

@@ -486,7 +486,9 @@ def _assemble(trace: Trace, opt: Options, devices: dict, adjustments: list, step
             "events": int(trace.stats.get("events", 0)), "bytes": int(trace.stats.get("bytes", 0) or 0),
             "truncated": bool(trace.stats.get("truncated", False)),
             "format": "kineto-legacy" if _legacy(trace) else "kineto",
-            "record_shapes": shapes_seen, "with_stack": bool(any(R["kind"] == MODULE)) or bool(meta.get("with_stack")),
+            # as recorded: the file's flag counts too (CUDA-graph replays carry no shapes of their own)
+            "record_shapes": shapes_seen or bool(meta.get("record_shapes")),
+            "with_stack": bool(any(R["kind"] == MODULE)) or bool(meta.get("with_stack")),
             "profile_memory": bool(len(trace.memory["ts"])),
             "distributed": meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else None,
             "base_time_ns": (meta.get("baseTimeNanoseconds")

@@ -322,3 +322,11 @@ def test_op_around_the_graph_launch_lends_no_cost(tmp_path):
     ks = kernels(rep)
     assert all(k["op"] is None and k["flops"] is None for k in ks)
     assert rep["graphs"]["replayed_kernels"] == len(LAYER)
+
+
+def test_no_cuda_graph_advice_for_a_cuda_graph_replay():
+    for ref in (None, "decode_graph_eager"):
+        rep = analyze_path(one("decode_graph_replay"), Options(reference=one(ref) if ref else None))
+        assert "launch_overhead" not in {a["id"] for a in rep["advice"]}
+    # the same step run eagerly is launch-bound, and is told to use CUDA graphs
+    assert "launch_overhead" in {a["id"] for a in analyze_path(one("decode_graph_eager"))["advice"]}
