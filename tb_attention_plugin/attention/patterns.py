@@ -165,6 +165,9 @@ COPY_OPS = frozenset({"copy_", "clone", "contiguous", "_to_copy", "cat", "stack"
                       "repeat_interleave", "repeat", "_unsafe_index", "gather"})
 COPY_REFINED_PHASES = ("qkv_proj", "out_proj", "qk_matmul", "pv_matmul", "softmax", "scale")
 LINEAR_MODULE = re.compile(r"(?i)linear|conv1d|^dense")
+# a norm inside an attention module: MLA's latent norms between the low-rank down and up
+# projections (q_a_layernorm, kv_a_layernorm), QK-norm (q_norm, k_norm) — part of the projection path
+NORM_MODULE = re.compile(r"(?i)norm")
 DROPOUT_MODULE = re.compile(r"(?i)dropout")
 SOFTMAX_MODULE = re.compile(r"(?i)^softmax")
 LOG_SOFTMAX = re.compile(r"log_softmax")

@@ -114,7 +114,7 @@ class _Unit:
 
     def __init__(self, r: int, cat: str, op: str = "", fixed_phase: Optional[str] = None):
         self.range = r
-        self.cat = cat          # proj | mm | softmax | dropout | scale | mask | layout | fused | rotary | other
+        self.cat = cat          # proj | mm | softmax | dropout | scale | mask | layout | fused | rotary | norm | other
         self.op = op
         self.fixed_phase = fixed_phase
 
@@ -187,6 +187,9 @@ def _units(ctx: _Ctx, root: int) -> list[_Unit]:
             if P.LINEAR_MODULE.search(cls):
                 out.append(_Unit(r, "proj", cls))
                 return
+            if P.NORM_MODULE.search(cls):
+                out.append(_Unit(r, "norm", cls))
+                return
             if P.ROTARY_NAME.search(cls):
                 out.append(_Unit(r, "rotary", cls, "rotary"))
                 return
@@ -256,6 +259,8 @@ def _assign_phases(units: list[_Unit]) -> list[str]:
                 ph, stage = "qk_matmul", 1
         elif c == "fused":
             ph, stage = "fused_attention", 3
+        elif c == "norm":
+            ph = "qkv_proj" if stage == 0 else "other"
         elif c == "softmax":
             ph, stage = "softmax", 2
         elif c == "dropout":

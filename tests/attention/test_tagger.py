@@ -201,3 +201,26 @@ def test_kernel_launched_from_python_inside_attention_module(tmp_path):
     rows, _ = run(t, tmp_path)
     assert [r[1] for r in rows[:2]] == ["qkv_proj", "fused_attention"]
     assert [r[1] for r in rows[2:]] == [None, None, None]
+
+
+def test_mla_latent_norms_are_part_of_the_projections(tmp_path):
+    """DeepSeek-V2/V3 MLA: q down -> RMSNorm -> q up; kv down -> RMSNorm -> kv up, inside the attention module."""
+    t = SynthTrace()
+    with t.module("DeepseekV3Attention_0"):
+        for lin, norm in (("Linear_0", "DeepseekV3RMSNorm_1"), ("Linear_2", "DeepseekV3RMSNorm_2")):
+            with t.module(lin):
+                with t.op("aten::linear", dims=[[2, 64, 256], [32, 256]], types=[BF16, BF16]):
+                    t.kernel("gemm_down", dur=2)
+            with t.module(norm):
+                with t.op("aten::pow", dims=[[2, 64, 32], []], types=[F32, ""]):
+                    t.kernel("pow_kernel", dur=1)
+                with t.op("aten::mul", dims=[[2, 64, 32], [2, 64, 32]], types=[F32, F32]):
+                    t.kernel("mul_kernel", dur=1)
+            with t.module(lin.replace("_0", "_1").replace("_2", "_3")):
+                with t.op("aten::linear", dims=[[2, 64, 32], [512, 32]], types=[BF16, BF16]):
+                    t.kernel("gemm_up", dur=2)
+        with t.op("aten::_scaled_dot_product_efficient_attention",
+                  dims=[[2, 8, 64, 64], [2, 8, 64, 64], [2, 8, 64, 64]], types=[BF16] * 3):
+            t.kernel("fmha_cutlassF_bf16_aligned_64x64_rf_sm80", dur=5)
+    rows, _ = run(t, tmp_path)
+    assert [r[1] for r in rows] == ["qkv_proj"] * 8 + ["fused_attention"]
