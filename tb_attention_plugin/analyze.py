@@ -126,6 +126,7 @@ def mark_partial(report: dict) -> None:
 # eager/capture/reference first, and none larger than this (a reference is one step, like the replay)
 REFERENCE_CANDIDATES = 6
 REFERENCE_MAX_BYTES = 512 << 20
+_REFERENCE_NAME = re.compile(r"(?i)eager|capture|reference|\bref\b")
 
 
 def find_reference(path: str, trace, max_bytes: int = DEFAULT_MAX_BYTES):
@@ -145,7 +146,10 @@ def find_reference(path: str, trace, max_bytes: int = DEFAULT_MAX_BYTES):
     me = os.path.abspath(path)
     cands = [os.path.join(folder, f) for f in names if is_trace_name(f) and os.path.join(folder, f) != me]
     cands = [c for c in cands if os.path.isfile(c) and os.path.getsize(c) <= REFERENCE_MAX_BYTES]
-    cands.sort(key=lambda c: (not re.search(r"(?i)eager|capture|reference|\bref", os.path.basename(c)), c))
+    hinted = [c for c in cands if _REFERENCE_NAME.search(os.path.basename(c))]
+    # in a directory of many traces (the ranks of a job), only files named as references are read:
+    # reading a few siblings for every rank would multiply the work
+    cands = hinted + ([c for c in cands if c not in hinted] if len(cands) <= REFERENCE_CANDIDATES else [])
     best, best_n = (None, None), 0
     for c in cands[:REFERENCE_CANDIDATES]:
         try:

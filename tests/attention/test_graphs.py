@@ -330,3 +330,16 @@ def test_no_cuda_graph_advice_for_a_cuda_graph_replay():
         assert "launch_overhead" not in {a["id"] for a in rep["advice"]}
     # the same step run eagerly is launch-bound, and is told to use CUDA graphs
     assert "launch_overhead" in {a["id"] for a in analyze_path(one("decode_graph_eager"))["advice"]}
+
+
+def test_many_ranks_do_not_read_each_other(tmp_path):
+    run = tmp_path / "job"
+    run.mkdir()
+    for r in range(8):
+        replay_trace(run, f"rank{r}.pt.trace.json")
+    eager_trace(run, "zz_unnamed.pt.trace.json")          # not named as a reference, among many files
+    rep = analyze_path(str(run / "rank0.pt.trace.json"))
+    assert rep["graphs"]["reference"] is None
+    eager_trace(run, "step.reference.pt.trace.json")      # named: found even among many
+    rep = analyze_path(str(run / "rank0.pt.trace.json"))
+    assert rep["graphs"]["reference"].endswith("step.reference.pt.trace.json")
