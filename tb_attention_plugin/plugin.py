@@ -23,7 +23,7 @@ from tensorboard.plugins import base_plugin
 
 from . import __version__
 from .report import Options
-from .server import config
+from .server import config, overview, timeline
 from .compare import compare_reports
 from .server.discovery import FileInfo, still_inside
 from .server.index import BOUNDS, SORT_KEYS, KernelQuery, facets, find_kernel, query_kernels, roofline
@@ -81,6 +81,8 @@ class AttentionPlugin(base_plugin.TBPlugin):
             "/report": self._route(self._report),
             "/memory": self._route(self._memory),
             "/annotated": self._route(self._annotated),
+            "/timeline": self._route(lambda r: timeline.route(self, r)),
+            "/overview": self._route(lambda r: overview.route(self, r)),
         }
 
     def is_active(self) -> bool:

@@ -86,10 +86,11 @@ class KernelTable:
     measured: Optional[np.ndarray] = None    # bool: the row's bound comes from hardware counters
     _lower: dict = field(default_factory=dict, repr=False)
     _rank: dict = field(default_factory=dict, repr=False)
+    memo: dict = field(default_factory=dict, repr=False)    # derived views (server/timeline.py)
 
     def __getstate__(self):                  # memo caches are not pickled across processes
         d = dict(self.__dict__)
-        d["_lower"], d["_rank"] = {}, {}
+        d["_lower"], d["_rank"], d["memo"] = {}, {}, {}
         return d
 
     def row(self, i: int) -> dict:

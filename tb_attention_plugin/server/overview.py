@@ -1,0 +1,69 @@
+"""The dashboard's runs overview: one row per run, from the summaries already analysed.
+
+With several runs in a log directory the first question is *which one is worth a look*: where is
+attention time largest, which phase leads, what bounds it, what did the analysis warn about. Each
+row comes from the run's default trace file (the one the Trace view opens: an analysed file of
+the first worker, latest span); nothing is analysed here and nothing waits.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+BOUNDS = ("compute", "memory", "latency", "unknown")
+
+
+def overview_row(summary: dict) -> dict:
+    """The overview figures of one trace report summary (fields of docs/report-schema.md; the
+    engine's newer fields ``compute_busy_us``, ``span_us``, ``idle_us`` when present)."""
+    att = summary.get("attention_time_us") or 0.0
+    phases = summary.get("phases") or []
+    top: Optional[dict] = None
+    if phases:
+        p = max(phases, key=lambda r: r.get("time_us") or 0.0)
+        if (p.get("time_us") or 0.0) > 0:
+            top = {"phase": p.get("phase"), "label": p.get("label"), "direction": p.get("direction"),
+                   "time_us": p.get("time_us"), "share": p.get("share")}
+    advice = summary.get("advice") or []
+    best = None
+    if advice:
+        a = advice[0]              # the engine sorts by severity, then gain
+        best = {"id": a.get("id"), "title": a.get("title"), "severity": a.get("severity"),
+                "estimated_gain_us": a.get("estimated_gain_us")}
+    device = summary.get("device") or {}
+    return {
+        "status": summary.get("status"),
+        "device": device.get("label") or device.get("name"),
+        "steps": len(summary.get("steps") or []),
+        "attention_time_us": att,
+        "attention_share": summary.get("attention_share"),
+        "gpu_busy_us": summary.get("gpu_busy_us"),
+        "compute_busy_us": summary.get("compute_busy_us"),
+        "span_us": summary.get("span_us"),
+        "idle_us": summary.get("idle_us"),
+        "top_phase": top,
+        "bound_time_us": {b: (summary.get("bound_time_us") or {}).get(b, 0.0) for b in BOUNDS},
+        "notices": [{"code": n.get("code"), "message": n.get("message")} for n in summary.get("notices") or []],
+        "advice": len(advice),
+        "top_advice": best,
+        "partial": bool((summary.get("trace") or {}).get("partial") or (summary.get("trace") or {}).get("truncated")),
+    }
+
+
+def route(plugin, request):
+    """``/overview``: ``{runs: [{run, file, state, message, ...overview_row}]}``, one per run."""
+    from werkzeug.datastructures import MultiDict
+
+    from .params import json_response
+    rows = []
+    for run, files in sorted(plugin._table().items()):
+        try:
+            info, _, _ = plugin._select(MultiDict({"run": run}))
+        except Exception:           # a run whose files vanished between the two looks
+            continue
+        snap = files.get(info.name, (None, None))[1]
+        row = {"run": run, "file": info.name, "files": len(files),
+               "state": snap.state if snap else "waiting", "message": snap.message if snap else None}
+        if snap is not None and snap.state == "ready" and snap.summary is not None:
+            row.update(overview_row(snap.summary))
+        rows.append(row)
+    return json_response({"runs": rows})
