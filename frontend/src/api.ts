@@ -1,7 +1,8 @@
 // Client of the plugin's JSON routes. Every request goes to the plugin's own origin, relative to
 // this module (…/data/plugin/attention/index.js), so nothing ever leaves TensorBoard.
 
-import type { CompareResponse, Counts, KernelsResponse, RooflineResponse, RunsResponse, Selection, Summary } from "./types";
+import type { CompareResponse, Counts, Kernel, KernelsResponse, OverviewRow, RooflineResponse, RunsResponse, Selection, Summary,
+  TimelineResponse } from "./types";
 import type { MemoryResponse } from "./views/memory";
 
 export class ApiError extends Error {
@@ -77,6 +78,11 @@ export const api = {
   reportUrl: (sel: Selection) => url("report", selParams(sel)),
   memory: (sel: Selection, signal?: AbortSignal) => getResult<MemoryResponse>("memory", selParams(sel), signal),
   annotatedUrl: (sel: Selection) => url("annotated", selParams(sel)),
+  overview: (signal?: AbortSignal) => getJson("overview", {}, signal).then((r) => r.body as { runs: OverviewRow[] }),
+  timeline: (sel: Selection, q: { t0?: number | null; t1?: number | null; width: number }, signal?: AbortSignal) =>
+    getResult<TimelineResponse>("timeline", { ...selParams(sel), t0: q.t0, t1: q.t1, width: q.width }, signal),
+  kernel: (sel: Selection, id: number, signal?: AbortSignal) =>
+    getResult<{ kernel: Kernel }>("kernel", { ...selParams(sel), id }, signal),
 };
 
 /** Call ``fn`` until it is no longer pending (the server answers 202 while a trace loads). */

@@ -81,13 +81,24 @@ export function tick(x: number): string {
   return `${+x.toPrecision(3)}`;
 }
 
-export function spanLabel(span: string | null, index: number): string {
-  if (!span) return `#${index}`;
-  const ms = Number(span) / 1e6;
-  if (!isFinite(ms) || ms < 1e11) return `#${index} (${span})`;
-  const d = new Date(ms);
+/** A span as "#2 · 2026-11-30 08:12:25": one format for every run. The date is the span's own
+ * timestamp when it is one (tensorboard_trace_handler writes epoch ns; µs, ms and s are read too),
+ * else the file's modification time (``mtimeSec``), else only the index. */
+export function spanLabel(span: string | null, index: number, mtimeSec?: number | null): string {
+  const d = spanDate(span) ?? (mtimeSec ? new Date(mtimeSec * 1000) : null);
+  if (!d) return `#${index}`;
   const pad = (n: number) => String(n).padStart(2, "0");
   return `#${index} \u00b7 ${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+}
+
+export function spanDate(span: string | null): Date | null {
+  if (!span || !/^\d+$/.test(span)) return null;
+  const v = Number(span);
+  for (const div of [1e6, 1e3, 1, 1e-3]) {          // ns, µs, ms, s -> ms
+    const ms = v / div;
+    if (ms >= 946684800000 && ms < 4102444800000) return new Date(ms);     // 2000..2100
+  }
+  return null;
 }
 
 export function fileSize(n: number | null | undefined): string {

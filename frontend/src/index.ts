@@ -4,26 +4,46 @@ import "./styles.css";
 import { api, ApiError, untilReady } from "./api";
 import { h, replace } from "./dom";
 import * as fmt from "./format";
-import type { RooflineResponse, RunsResponse, Selection, Summary } from "./types";
+import { KernelFilter, readState, UrlState, View, writeState } from "./state";
+import { followDarkMode } from "./theme";
+import type { Kernel, RooflineResponse, Run, RunsResponse, Selection, Summary } from "./types";
+import { renderAdvice } from "./views/advice";
 import { CompareView } from "./views/compare";
 import { KernelTable } from "./views/kernels";
 import { renderPhases } from "./views/phases";
-import { renderRoofline, RooflineControls } from "./views/roofline";
+import { renderRoofline, RooflineControls, ROOFLINE_HELP } from "./views/roofline";
+import { RunsView } from "./views/runs";
 import { fileOf, picker, resolve } from "./views/selectors";
 import * as states from "./views/states";
+import { renderStrip } from "./views/strip";
 import { renderSummary } from "./views/summary";
 import { renderMemory } from "./views/memory";
+import { Timeline } from "./views/timeline";
 import { section } from "./widgets";
 
-type View = "run" | "compare";
-const STORE_KEY = "tb-attention:v1";
+const STORE_KEY = "tb-attention:v2";
 
-function loadStored(): { view?: View; sel?: Selection } {
+function loadStored(): UrlState {
   try {
     return JSON.parse(window.sessionStorage.getItem(STORE_KEY) || "{}");
   } catch {
     return {};
   }
+}
+
+function runAttention(r: Run): number {
+  return Math.max(-1, ...r.files.map((f) => (f.state === "ready" ? f.attention_time_us ?? 0 : -1)));
+}
+
+/** The run to land on: the most attention time among analysed runs, else the newest. */
+export function bestRun(runs: RunsResponse): string | undefined {
+  let best: Run | undefined;
+  for (const r of runs.runs) if (runAttention(r) > 0 && (!best || runAttention(r) > runAttention(best))) best = r;
+  if (best) return best.run;
+  let newest: Run | undefined;
+  const mt = (r: Run) => Math.max(0, ...r.files.map((f) => f.mtime || 0));
+  for (const r of runs.runs) if (!newest || mt(r) > mt(newest)) newest = r;
+  return newest?.run;
 }
 
 class App {
@@ -33,32 +53,42 @@ class App {
   private progressSlot = h("div", { class: "progress-slot" });
   private main = h("main", { class: "content", id: "content", tabindex: -1 });
   private runs: RunsResponse | null = null;
-  private view: View = "run";
+  private view: View | null = null;
   private sel: Selection | null = null;
+  private kfilter: KernelFilter | undefined;
+  private pair: { base?: Selection; next?: Selection } = {};
   private shownKey = "";
   private pickerKey = "";
   private seq = 0;
   private compare: CompareView | null = null;
+  private runsView: RunsView | null = null;
+  private kernels: KernelTable | null = null;
   private roofCtl: RooflineControls = { scope: "attention", group: true };
   private timer: number | undefined;
+  private tabRuns: HTMLButtonElement;
   private tabRun: HTMLButtonElement;
   private tabCompare: HTMLButtonElement;
   private download: HTMLAnchorElement;
   private annotated: HTMLAnchorElement;
 
   constructor() {
-    const stored = loadStored();
-    this.view = stored.view === "compare" ? "compare" : "run";
-    this.sel = stored.sel || null;
+    const url = readState();
+    const st = url.view || url.sel ? url : loadStored();
+    this.view = st.view || null;
+    this.sel = st.sel || null;
+    this.kfilter = st.k;
+    this.pair = { base: st.base, next: st.next };
+    this.tabRuns = h("button", { type: "button", class: "tab", id: "tab-runs", hidden: true }, "Runs");
     this.tabRun = h("button", { type: "button", class: "tab", id: "tab-run" }, "Trace");
     this.tabCompare = h("button", { type: "button", class: "tab", id: "tab-compare" }, "Compare");
+    this.tabRuns.addEventListener("click", () => this.setView("runs"));
     this.tabRun.addEventListener("click", () => this.setView("run"));
     this.tabCompare.addEventListener("click", () => this.setView("compare"));
-    this.download = h("a", { class: "btn link", id: "download-report", download: "", hidden: true, title: "the full report of this trace as JSON (tb-attention analyze -f json)" }, "Download report");
-    this.annotated = h("a", { class: "btn link", id: "download-annotated", download: "", hidden: true, title: "this trace with attention calls and phases as timeline tracks, for Perfetto or chrome://tracing (tb-attention annotate)" }, "Annotated trace");
+    this.download = h("a", { class: "btn link", id: "download-report", download: "", hidden: true, title: "the full report of this trace as JSON (tb-attention analyze -f json)" }, "Report");
+    this.annotated = h("a", { class: "btn link", id: "download-annotated", download: "", hidden: true, title: "this trace with attention calls and phases as timeline tracks, for Perfetto (tb-attention annotate)" }, "Annotated trace");
     this.header.append(
       h("div", { class: "brand" }, h("span", { class: "logo", "aria-hidden": "true" }), h("span", null, "Attention")),
-      h("nav", { class: "tabs", "aria-label": "views" }, this.tabRun, this.tabCompare),
+      h("nav", { class: "tabs", "aria-label": "views" }, this.tabRuns, this.tabRun, this.tabCompare),
       this.pickerSlot,
       h("span", { class: "grow" }),
       this.annotated,
@@ -68,6 +98,7 @@ class App {
 
   mount(): void {
     document.body.classList.add("tba-body");
+    followDarkMode(document.body);
     document.body.appendChild(this.root);
     this.updateTabs();
     replace(this.main, states.pending("loading", "Looking for traces in the log directory", null));
@@ -75,15 +106,20 @@ class App {
   }
 
   private store(): void {
+    const st: UrlState = { view: this.view || undefined, sel: this.sel || undefined, k: this.kfilter,
+      base: this.pair.base, next: this.pair.next };
+    writeState(st);
     try {
-      window.sessionStorage.setItem(STORE_KEY, JSON.stringify({ view: this.view, sel: this.sel }));
+      window.sessionStorage.setItem(STORE_KEY, JSON.stringify(st));
     } catch {
       /* private mode: nothing to keep */
     }
   }
 
   private updateTabs(): void {
-    for (const [b, v] of [[this.tabRun, "run"], [this.tabCompare, "compare"]] as [HTMLButtonElement, View][]) {
+    const several = (this.runs?.runs.length || 0) > 1;
+    this.tabRuns.hidden = !several;
+    for (const [b, v] of [[this.tabRuns, "runs"], [this.tabRun, "run"], [this.tabCompare, "compare"]] as [HTMLButtonElement, View][]) {
       b.setAttribute("aria-pressed", this.view === v ? "true" : "false");
       b.classList.toggle("active", this.view === v);
     }
@@ -92,11 +128,13 @@ class App {
   private setView(v: View): void {
     if (this.view === v) return;
     this.view = v;
-    this.updateTabs();
-    this.store();
     this.shownKey = "";
     this.pickerKey = "";
     this.compare = null;
+    this.runsView = null;
+    if (v !== "compare") this.pair = {};
+    this.updateTabs();
+    this.store();
     if (this.runs) this.onRuns(this.runs);
   }
 
@@ -117,6 +155,7 @@ class App {
   }
 
   private onRuns(runs: RunsResponse): void {
+    const firstRuns = !this.runs || !this.runs.runs.length;
     this.runs = runs;
     const allFiles = runs.runs.flatMap((r) => r.files);
     replace(this.progressSlot, states.progress(runs.counts, allFiles));
@@ -127,7 +166,25 @@ class App {
       replace(this.pickerSlot);
       this.download.hidden = true;
       this.annotated.hidden = true;
+      this.updateTabs();
       replace(this.main, states.noTraces(runs));
+      return;
+    }
+    if (!this.view || (firstRuns && this.view === "runs" && runs.runs.length < 2)) {
+      this.view = runs.runs.length > 1 ? "runs" : "run";
+    }
+    if (this.view === "runs" && runs.runs.length < 2) this.view = "run";
+    this.updateTabs();
+    if (this.view === "runs") {
+      replace(this.pickerSlot);
+      this.download.hidden = true;
+      this.annotated.hidden = true;
+      if (!this.runsView) {
+        this.runsView = new RunsView((run) => this.openRun(run));
+        replace(this.main, this.runsView.el);
+      }
+      this.store();
+      void this.runsView.refresh();
       return;
     }
     if (this.view === "compare") {
@@ -135,14 +192,18 @@ class App {
       this.download.hidden = true;
       this.annotated.hidden = true;
       if (!this.compare) {
-        this.compare = new CompareView(runs);
+        const current = this.sel ? resolve(runs, this.sel) : resolve(runs, null, bestRun(runs));
+        this.compare = new CompareView(runs, current, this.pair, (b, n) => {
+          this.pair = { base: b, next: n };
+          this.store();
+        });
         replace(this.main, this.compare.el);
       } else {
         this.compare.update(runs);
       }
       return;
     }
-    this.sel = resolve(runs, this.sel);
+    this.sel = this.sel ? resolve(runs, this.sel) : resolve(runs, null, bestRun(runs));
     this.store();
     this.renderPicker();
     const f = fileOf(runs, this.sel);
@@ -151,6 +212,13 @@ class App {
       this.shownKey = key;
       void this.loadRun();
     }
+  }
+
+  private openRun(run: string): void {
+    if (!this.runs) return;
+    this.sel = resolve(this.runs, { run });
+    this.kfilter = undefined;
+    this.setView("run");
   }
 
   private renderPicker(): void {
@@ -170,7 +238,9 @@ class App {
 
   private select(s: Selection): void {
     if (!this.runs) return;
+    const runChanged = s.run !== this.sel?.run;
     this.sel = resolve(this.runs, s);
+    if (runChanged) this.kfilter = undefined;
     this.store();
     this.renderPicker();
     this.shownKey = "";
@@ -203,27 +273,57 @@ class App {
     }
   }
 
+  /** Filter the kernel table (from a phase, a roofline point or a finding) and bring it into view. */
+  private showKernels(f: KernelFilter): void {
+    if (!this.kernels) return;
+    this.kernels.apply(f);
+    this.revealKernels();
+  }
+
+  private pickKernel(k: Kernel): void {
+    if (!this.kernels) return;
+    this.kernels.pin(k);
+    this.revealKernels();
+  }
+
+  private revealKernels(): void {
+    const el = document.getElementById("kernels");
+    if (!el) return;
+    el.scrollIntoView({ block: "start", behavior: "auto" });
+    (document.getElementById("kernel-search") as HTMLElement | null)?.focus({ preventScroll: true });
+  }
+
   private renderRun(sel: Selection, s: Summary, my: number): void {
     const hasAttention = (s.attention_kernels || 0) > 0;
     const roofEl = h("div", { class: "roof-body" }, h("p", { class: "muted" }, "Loading the roofline\u2026"));
     const memEl = h("div", { class: "mem-slot" }, h("p", { class: "muted" }, "Loading the memory analysis\u2026"));
-    const kernels = new KernelTable(sel, hasAttention);
+    const pick = (f: KernelFilter) => this.showKernels(f);
+    this.kernels = new KernelTable(sel, hasAttention, this.kfilter, (f) => {
+      this.kfilter = f;
+      this.store();
+    });
     const meta = h("p", { class: "trace-meta muted", id: "trace-meta" },
       h("code", null, s.path.split("/").slice(-2).join("/")),
       ` \u00b7 ${fmt.count(s.trace.events)} events \u00b7 ${fmt.bytes(s.trace.bytes)} \u00b7 ${s.trace.format}`,
       s.trace.record_shapes ? "" : " \u00b7 no shapes", s.trace.with_stack ? "" : " \u00b7 no stack");
     const noGpu = s.notices.some((n) => n.code === "no_gpu_kernels");
+    const timeline = noGpu ? null : new Timeline(sel, (k) => this.pickKernel(k));
     replace(this.main,
       meta,
       states.notices(s),
+      noGpu ? null : renderStrip(s),
+      hasAttention ? renderAdvice(s, pick) : null,
       noGpu ? null : renderSummary(s),
-      hasAttention ? renderPhases(s) : null,
-      hasAttention ? section("Roofline", "roofline", h("p", { class: "section-help" },
-        "Each point is a kernel (or all kernels of one name and phase): achieved FLOP/s over FLOPs per byte moved. Under the slanted memory roof a kernel is limited by bandwidth, under a flat compute roof by math throughput; far below both it is latency-bound."), roofEl) : null,
-      noGpu ? null : section("Kernels", "kernels", kernels.el),
+      hasAttention ? renderPhases(s, pick) : null,
+      hasAttention ? section("Roofline", "roofline", h("p", { class: "section-help" }, ROOFLINE_HELP), roofEl) : null,
+      timeline ? timeline.el : null,
+      noGpu ? null : section("Kernels", "kernels", this.kernels.el),
       memEl);
     if (hasAttention) void this.loadRoofline(sel, roofEl, my);
     void this.loadMemory(sel, memEl, my);
+    if (this.kfilter && Object.values(this.kfilter).some((v) => v && v !== "attention")) {
+      window.setTimeout(() => { if (my === this.seq) document.getElementById("kernels")?.scrollIntoView({ block: "start" }); }, 300);
+    }
   }
 
   private async loadMemory(sel: Selection, el: HTMLElement, my: number): Promise<void> {
@@ -255,7 +355,7 @@ class App {
       renderRoofline(el, r.data as RooflineResponse, ctl, (c) => {
         this.roofCtl = c;
         void this.loadRoofline(sel, el, my).then(() => (document.getElementById(c.scope !== ctl.scope ? "roof-scope" : "roof-group") as HTMLElement | null)?.focus());
-      });
+      }, (f) => this.showKernels(f));
     } catch (e) {
       if (my !== this.seq) return;
       replace(el, states.apiError(e instanceof ApiError ? e.message : String(e)));

@@ -2,6 +2,8 @@
 
 export type LoadState = "waiting" | "queued" | "loading" | "ready" | "error";
 export type Bound = "memory" | "compute" | "latency" | "unknown";
+/** Why a latency-bound kernel reached neither roof (engine field ``latency_cause``). */
+export type LatencyCause = "launch" | "occupancy" | "stalled" | null;
 
 export type LoadStage = "starting" | "reading" | "analysing" | "memory" | "advice" | "indexing";
 
@@ -145,10 +147,74 @@ export interface Measurements {
   ranges_total?: { count: number; flops: number | null; dram_bytes: number | null };
 }
 
+/** A finding of the report's ``advice`` block (docs/report-schema.md#advice). */
+export interface AdvicePhase {
+  phase: string;
+  direction: string;
+  time_us: number;
+  kernels?: number;
+  memory_util?: number | null;
+  compute_util?: number | null;
+  bound_time_us?: Partial<Record<Bound, number>>;
+}
+
+export interface AdviceKernel {
+  name: string;
+  phase: string | null;
+  direction: string;
+  calls?: number;
+  time_us: number;
+  bound?: Bound;
+  memory_util?: number | null;
+  compute_util?: number | null;
+  source?: Source | null;
+}
+
+export interface Advice {
+  id: string;
+  severity: "high" | "medium" | "low";
+  title: string;
+  detail: string;
+  evidence: { time_us?: number; share_of_attention?: number; phases?: AdvicePhase[]; kernels?: AdviceKernel[];
+    [k: string]: unknown };
+  estimated_gain_us: number | null;
+  how: string;
+}
+
+/** The innermost user frame that launched a kernel (recorded with with_stack=True). */
+export interface Source {
+  file: string;
+  line: number | null;
+  function?: string | null;
+}
+
+export interface Communication {
+  time_us: number;
+  busy_us: number;
+  overlap_with_compute_us: number;
+  overlap_with_attention_us: number;
+  kernels: number;
+}
+
+export interface StreamRow {
+  device: number;
+  stream: number;
+  busy_us: number;
+  kernels: number;
+  communication: boolean;
+}
+
 export interface Summary {
   path: string;
   status: string;
+  span_us?: number | null;
+  idle_us?: number | null;
+  compute_busy_us?: number | null;
+  communication?: Communication | null;
+  streams?: StreamRow[];
+  advice?: Advice[];
   trace: { events: number; bytes: number; format: string; record_shapes: boolean; with_stack: boolean;
+    truncated?: boolean; partial?: boolean;
     profile_memory: boolean; distributed: unknown; base_time_ns: number | null };
   device: Device | null;
   devices: Device[];
@@ -207,6 +273,8 @@ export interface Kernel {
   memory_util: number | null;
   bound: Bound;
   bound_reason: string;
+  latency_cause?: LatencyCause;
+  source?: Source | null;
   estimated: boolean;
   cost_share: number | null;
   grid: number[] | null;
@@ -237,6 +305,8 @@ export interface RooflinePoint {
   peak: string | null;
   bound: Bound;
   bound_reason: string;
+  latency_cause?: LatencyCause;
+  source?: Source | null;
   module_path: string | null;
   op: string | null;
   cost_op: string | null;
@@ -296,10 +366,133 @@ export interface CompareRow {
   speedup: number | null;
 }
 
+export interface CompareDelta {
+  base: number | null;
+  new: number | null;
+  delta: number | null;
+  delta_pct?: number | null;
+  ratio: number | null;
+  speedup: number | null;
+}
+
+export interface CompareSectionSide {
+  time_us: number;
+  kernels: number;
+  parts: { phase: string; label: string; time_us: number; bound: Bound }[];
+  fused_time_us?: number;
+  unfused_time_us?: number;
+  implementation?: "fused" | "unfused" | "mixed";
+}
+
+export interface CompareSection {
+  section: string;
+  direction: string;
+  label: string;
+  summary: string;
+  base: CompareSectionSide | null;
+  new: CompareSectionSide | null;
+  delta: number | null;
+  delta_pct: number | null;
+  ratio: number | null;
+  speedup: number | null;
+}
+
+export interface CompareGroupSide {
+  time_us: number;
+  calls: number | null;
+  names: string[];
+  distinct_names: number;
+}
+
+export interface CompareGroup {
+  group: string;
+  phase: string;
+  label: string;
+  direction: string;
+  base: CompareGroupSide | null;
+  new: CompareGroupSide | null;
+  delta: number | null;
+  delta_pct: number | null;
+  ratio: number | null;
+  speedup: number | null;
+}
+
+export interface CompareAdviceItem {
+  id: string;
+  title: string;
+  estimated_gain_us: number | null;
+  severity?: string;
+}
+
+export interface CompareSideInfo {
+  label: string;
+  paths: string[];
+  traces: number;
+  steps: number;
+  step: string | null;
+  backend?: string | string[] | null;
+  backends?: string[] | null;
+  kernel_groups_source?: string;
+}
+
 export interface CompareResponse {
+  base?: CompareSideInfo;
+  new?: CompareSideInfo;
+  verdict?: { attention_time_us: CompareDelta; faster: "new" | "base" | "same" | null; summary: string };
+  normalization?: { mode: string; unit: string; base_steps: number; new_steps: number };
+  sections?: CompareSection[];
+  kernel_groups?: CompareGroup[];
+  advice?: { base: CompareAdviceItem[]; new: CompareAdviceItem[]; only_base: string[]; only_new: string[] };
   phases: CompareRow[];
-  totals: Record<string, { base: number | null; new: number | null; delta: number | null; ratio: number | null; speedup: number | null }>;
+  totals: Record<string, CompareDelta>;
   devices: { base: { label: string; name: string; basis: string } | null; new: { label: string; name: string; basis: string } | null };
   notes: string[];
   selection: { base: Selection; new: Selection };
+}
+
+/** /overview: one row per run (server/overview.py). */
+export interface OverviewRow {
+  run: string;
+  file: string;
+  files: number;
+  state: LoadState;
+  message: string | null;
+  status?: string;
+  device?: string | null;
+  steps?: number;
+  attention_time_us?: number;
+  attention_share?: number | null;
+  gpu_busy_us?: number | null;
+  compute_busy_us?: number | null;
+  span_us?: number | null;
+  idle_us?: number | null;
+  top_phase?: { phase: string; label: string; direction: string; time_us: number; share: number | null } | null;
+  bound_time_us?: Record<Bound, number>;
+  notices?: { code: string; message: string }[];
+  advice?: number;
+  top_advice?: { id: string; title: string; severity: string; estimated_gain_us: number | null } | null;
+  partial?: boolean;
+}
+
+/** /timeline: runs of GPU activity per lane (device, stream), times relative to t0 (server/timeline.py). */
+export interface TimelineLane {
+  device: number;
+  stream: number;
+  kernels: number;
+  kernels_total: number;
+  busy_us: number;
+  attention_us: number;
+  runs: { start: number[]; end: number[]; cat: number[]; n: number[]; id: number[]; busy: number[] };
+  calls: { start: number[]; end: number[]; n: number[] };
+}
+
+export interface TimelineResponse {
+  t0: number;
+  t1: number;
+  width: number;
+  px_us: number;
+  extent: [number, number];
+  categories: string[];
+  lanes: TimelineLane[];
+  steps: { name: string; t0: number; t1: number; kernels: number }[];
 }

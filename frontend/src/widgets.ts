@@ -1,9 +1,10 @@
 // Small shared pieces: tooltip, badges, bound pills, utilisation bars, sections.
 
-import { BOUND_COLORS, BOUND_LABELS, phaseColor, phaseLabel } from "./colors";
+import { boundLabel, boundTitle } from "./bound";
+import { BOUND_COLORS, phaseColor, phaseLabel } from "./colors";
 import { append, Child, h, replace } from "./dom";
 import * as fmt from "./format";
-import type { Measured } from "./types";
+import type { LatencyCause, Measured } from "./types";
 
 let tip: HTMLElement | null = null;
 
@@ -66,9 +67,10 @@ export function measuredBadge(m: Measured | null | undefined): Child {
     : null;
 }
 
-export function boundPill(bound: string | null | undefined, reason?: string | null): HTMLElement {
+export function boundPill(bound: string | null | undefined, reason?: string | null, cause?: LatencyCause | string | null): HTMLElement {
   const b = bound || "unknown";
-  const el = h("span", { class: `pill bound-${b}`, title: reason || null }, BOUND_LABELS[b] || b);
+  const el = h("span", { class: `pill bound-${b}`, title: boundTitle(reason, b === "latency" ? cause : null),
+    "data-cause": b === "latency" && cause ? cause : null }, boundLabel(b, cause));
   el.style.setProperty("--c", BOUND_COLORS[b] || "#6e7781");
   return el;
 }

@@ -4,7 +4,7 @@ import { api, ApiError, untilReady } from "../api";
 import { phaseColor } from "../colors";
 import { h, s, replace } from "../dom";
 import * as fmt from "../format";
-import type { CompareResponse, CompareRow, RunsResponse, Selection } from "../types";
+import type { CompareGroupSide, CompareResponse, CompareRow, CompareSideInfo, RunsResponse, Selection } from "../types";
 import { boundPill, estBadge, hideTip, phaseTag, section, showTip, utilCell } from "../widgets";
 import { picker, resolve } from "./selectors";
 import * as states from "./states";
@@ -108,6 +108,84 @@ function totals(d: CompareResponse): HTMLElement {
       h("th", { scope: "col", class: "num" }, "New"), h("th", { scope: "col", class: "num" }, "\u0394"))), tbody));
 }
 
+function backends(side: CompareSideInfo | undefined): string | null {
+  if (!side) return null;
+  const b = side.backends ?? side.backend;
+  if (!b) return null;
+  return Array.isArray(b) ? b.join(", ") : String(b);
+}
+
+function verdict(d: CompareResponse, b: Selection, n: Selection): HTMLElement | null {
+  const v = d.verdict;
+  if (!v) return null;
+  const cls = v.faster === "new" ? "better" : v.faster === "base" ? "worse" : "";
+  const bb = backends(d.base);
+  const nb = backends(d.new);
+  return h("div", { class: `verdict ${cls}`, id: "compare-verdict", role: "status" },
+    h("div", { class: "verdict-line" }, v.summary),
+    h("div", { class: "muted small" }, `baseline ${label(b)}${bb ? ` (${bb})` : ""} \u00b7 new ${label(n)}${nb ? ` (${nb})` : ""}`,
+      d.normalization ? ` \u00b7 ${d.normalization.mode === "per_step" ? `per step (${d.normalization.base_steps} vs ${d.normalization.new_steps} steps)` : "totals"}` : ""));
+}
+
+function sectionsTable(d: CompareResponse): HTMLElement | null {
+  const rows = d.sections || [];
+  if (!rows.length) return null;
+  const impl = (x: { implementation?: string } | null) => x && x.implementation ? h("span", { class: `badge impl-${x.implementation}` }, x.implementation) : null;
+  const tbody = h("tbody");
+  for (const r of rows) {
+    tbody.appendChild(h("tr", { "data-section": r.section, "data-direction": r.direction },
+      h("th", { scope: "row" }, h("div", null, `${r.label} \u00b7 ${r.direction === "forward" ? "fwd" : "bwd"}`),
+        h("div", { class: "muted small" }, r.summary)),
+      h("td", { class: "num" }, r.base ? fmt.time(r.base.time_us) : fmt.DASH, impl(r.base),
+        r.base ? h("div", { class: "muted small" }, `${fmt.count(r.base.kernels)} kernels`) : null),
+      h("td", { class: "num" }, r.new ? fmt.time(r.new.time_us) : fmt.DASH, impl(r.new),
+        r.new ? h("div", { class: "muted small" }, `${fmt.count(r.new.kernels)} kernels`) : null),
+      deltaCell(r.delta, r.speedup)));
+  }
+  return h("div", { class: "table-wrap" }, h("table", { class: "data sections-table", id: "compare-sections" },
+    h("caption", { class: "sr-only" }, "the same work matched across implementations"),
+    h("thead", null, h("tr", null, h("th", { scope: "col" }, "Work"), h("th", { scope: "col", class: "num" }, "Baseline"),
+      h("th", { scope: "col", class: "num" }, "New"), h("th", { scope: "col", class: "num" }, "\u0394"))), tbody));
+}
+
+function groupsTable(d: CompareResponse): HTMLElement | null {
+  const rows = d.kernel_groups || [];
+  if (!rows.length) return null;
+  const side = (x: CompareGroupSide | null) =>
+    x ? [fmt.time(x.time_us), x.calls !== null ? h("div", { class: "muted small" }, `${fmt.count(x.calls)} calls`) : null] : [fmt.DASH];
+  const tbody = h("tbody");
+  for (const g of rows) {
+    const names = (g.base?.names || []).concat(g.new?.names || []);
+    tbody.appendChild(h("tr", { "data-group": g.group },
+      h("th", { scope: "row" }, h("div", { class: "mono ellipsis", title: names.join("\n") || g.group }, g.group),
+        h("div", { class: "small" }, phaseTag(g.phase, `${g.label} \u00b7 ${g.direction === "forward" ? "fwd" : "bwd"}`))),
+      h("td", { class: "num" }, ...side(g.base)),
+      h("td", { class: "num" }, ...side(g.new)),
+      deltaCell(g.delta, g.speedup)));
+  }
+  return h("div", { class: "table-wrap" }, h("table", { class: "data groups-table", id: "compare-groups" },
+    h("caption", { class: "sr-only" }, "kernel groups"),
+    h("thead", null, h("tr", null, h("th", { scope: "col" }, "Kernel group"), h("th", { scope: "col", class: "num" }, "Baseline"),
+      h("th", { scope: "col", class: "num" }, "New"), h("th", { scope: "col", class: "num" }, "\u0394"))), tbody));
+}
+
+function adviceDiff(d: CompareResponse): HTMLElement | null {
+  const a = d.advice;
+  if (!a) return null;
+  const byId = (list: typeof a.base, id: string) => list.find((x) => x.id === id);
+  const item = (x: { id: string; title: string; estimated_gain_us: number | null } | undefined, id: string) =>
+    h("li", { "data-advice": id }, x ? x.title : id,
+      x && x.estimated_gain_us ? h("span", { class: "muted" }, ` (${fmt.est(fmt.time(x.estimated_gain_us), true)} at stake)`) : null);
+  const both = a.new.filter((x) => !a.only_new.includes(x.id));
+  const block = (title: string, cls: string, items: HTMLElement[], empty: string) =>
+    h("div", { class: `advice-diff-col ${cls}` }, h("div", { class: "side-title" }, title),
+      items.length ? h("ul", null, items) : h("p", { class: "muted small" }, empty));
+  return h("div", { class: "advice-diff", id: "compare-advice" },
+    block("Fixed in the new run", "fixed", a.only_base.map((id) => item(byId(a.base, id), id)), "nothing the baseline was advised is gone"),
+    block("New in the new run", "new", a.only_new.map((id) => item(byId(a.new, id), id)), "no new finding"),
+    block("In both", "both", both.map((x) => item(x, x.id)), "none"));
+}
+
 export class CompareView {
   readonly el = h("div", { class: "compare", id: "compare-view" });
   private pickers = h("div", { class: "compare-pickers card" });
@@ -116,11 +194,21 @@ export class CompareView {
   base: Selection | null = null;
   next: Selection | null = null;
 
-  constructor(private runs: RunsResponse) {
+  /** Starts from the run being viewed (``current``) as the baseline, against the next run with
+   * the most attention time; a pair from the URL wins. */
+  constructor(private runs: RunsResponse, current: Selection | null, pair: { base?: Selection; next?: Selection },
+    private onChange: (base: Selection, next: Selection) => void = () => undefined) {
     this.el.append(this.pickers, this.out);
-    this.base = resolve(runs, null);
-    const second = runs.runs.find((r) => r.run !== this.base?.run);
-    this.next = resolve(runs, null, second?.run);
+    this.base = resolve(runs, pair.base || current);
+    if (pair.next) this.next = resolve(runs, pair.next);
+    else {
+      // the sibling run: the longest common name prefix (llama_eager -> llama_sdpa), then the most attention time
+      const me = this.base?.run || "";
+      const common = (x: string) => { let i = 0; while (i < x.length && i < me.length && x[i] === me[i]) i++; return i; };
+      const others = runs.runs.filter((r) => r.run !== me);
+      others.sort((a, b) => common(b.run) - common(a.run) || runAttention(b) - runAttention(a));
+      this.next = resolve(runs, null, others[0]?.run ?? this.base?.run);
+    }
     this.update(runs);
   }
 
@@ -154,6 +242,7 @@ export class CompareView {
     if (!this.base || !this.next) return;
     const b = this.base;
     const n = this.next;
+    this.onChange(b, n);
     try {
       const r = await untilReady(() => api.compare(b, n), (p) => {
         if (p.kind === "pending") replace(this.out, states.pending(p.state, p.message, null));
@@ -166,15 +255,28 @@ export class CompareView {
       if (r.kind !== "ready") return;
       const d = r.data;
       const devNote = d.devices.base && d.devices.new ? `${d.devices.base.label} vs ${d.devices.new.label}` : "";
+      const sections = sectionsTable(d);
+      const groups = groupsTable(d);
+      const adv = adviceDiff(d);
       replace(this.out,
+        verdict(d, b, n),
         d.notes.length ? h("div", { class: "notices" }, d.notes.map((t) => h("div", { class: "note note-warn", role: "status" }, t))) : null,
         section("Totals", "compare-totals-section", h("p", { class: "section-help" }, `${label(b)} (baseline) vs ${label(n)} (new). ${devNote}`), totals(d)),
-        section("Per phase", "compare-phases", chart(d.phases), table(d)));
+        sections ? section("Matched work", "compare-matched", h("p", { class: "section-help" },
+          "The same work in both runs, whatever kernels implement it: core attention (one fused kernel, or QK\u1d40 + scale + mask + softmax + dropout + PV), the projections, the rest."), sections) : null,
+        adv ? section("Advice", "compare-advice-section", h("p", { class: "section-help" }, "Findings of each run: what the change fixed, what is new."), adv) : null,
+        section("Per phase", "compare-phases", chart(d.phases), table(d)),
+        groups ? section("Kernel groups", "compare-groups-section", h("p", { class: "section-help" },
+          "Attention kernels grouped by name without tile and template parameters, per phase and direction; the longest first."), groups) : null);
     } catch (e) {
       if (my !== this.seq) return;
       replace(this.out, states.apiError(e instanceof ApiError ? e.message : String(e)));
     }
   }
+}
+
+function runAttention(r: RunsResponse["runs"][number]): number {
+  return Math.max(0, ...r.files.map((f) => f.attention_time_us || 0));
 }
 
 function label(sel: Selection): string {

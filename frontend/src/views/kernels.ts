@@ -5,8 +5,10 @@ import { api, ApiError } from "../api";
 import { PHASE_ORDER, phaseLabel } from "../colors";
 import { Child, debounce, h, replace } from "../dom";
 import * as fmt from "../format";
-import type { Kernel, KernelsResponse, Selection } from "../types";
+import type { KernelFilter } from "../state";
+import type { Kernel, KernelsResponse, Selection, Source } from "../types";
 import { boundPill, estBadge, kv, measuredBadge, measuredText, phaseTag, utilCell } from "../widgets";
+import { boundLabel } from "../bound";
 import * as states from "./states";
 
 export interface KernelQuery {
@@ -32,16 +34,22 @@ interface Col {
   num?: boolean;
   sort?: string;
   title?: string;
+  opt?: boolean;        // dropped first on narrow screens (the row's details keep it)
+}
+
+export function sourceText(src: Source | null | undefined): string {
+  if (!src) return "";
+  return `${src.file}${src.line ? `:${src.line}` : ""}`;
 }
 
 const COLS: Col[] = [
   { key: "name", label: "Kernel", sort: "name" },
+  { key: "op", label: "Op · module", sort: "op", title: "the CPU op that launched it, its nn.Module and source line" },
   { key: "phase", label: "Phase", sort: "phase" },
-  { key: "direction", label: "Dir.", sort: "direction" },
   { key: "dur_us", label: "Duration", num: true, sort: "dur_us" },
-  { key: "flops", label: "FLOPs", num: true, sort: "flops" },
-  { key: "achieved_flops_per_s", label: "FLOP/s", num: true, sort: "achieved_flops_per_s", title: "achieved FLOP/s" },
-  { key: "achieved_bytes_per_s", label: "Bandwidth", num: true, sort: "achieved_bytes_per_s", title: "achieved bytes/s" },
+  { key: "flops", label: "FLOPs", num: true, sort: "flops", opt: true },
+  { key: "achieved_flops_per_s", label: "FLOP/s", num: true, sort: "achieved_flops_per_s", title: "achieved FLOP/s", opt: true },
+  { key: "achieved_bytes_per_s", label: "Bandwidth", num: true, sort: "achieved_bytes_per_s", title: "achieved bytes/s", opt: true },
   { key: "compute_util", label: "Compute", num: true, sort: "compute_util", title: "compute utilisation (of the dtype's peak)" },
   { key: "memory_util", label: "Memory", num: true, sort: "memory_util", title: "memory-bandwidth utilisation" },
   { key: "bound", label: "Bound", sort: "bound" },
@@ -59,21 +67,63 @@ export class KernelTable {
   private searchInput: HTMLInputElement;
   private controls: HTMLElement;
   private lastFacetsShown = false;
+  private pinned = h("div", { class: "pinned", id: "kernel-pinned" });
+  private pinnedId: number | null = null;
 
-  constructor(private sel: Selection, hasAttention: boolean) {
-    this.q = defaultQuery(hasAttention);
+  constructor(private sel: Selection, hasAttention: boolean, initial: KernelFilter | undefined,
+    private onFilter: (f: KernelFilter) => void = () => undefined) {
+    this.q = { ...defaultQuery(hasAttention), ...clean(initial) };
     this.el = h("div", { class: "kernels" });
     this.body = h("div", { class: "kernels-body", "aria-live": "polite", "aria-busy": "false" });
-    this.searchInput = h("input", { type: "search", id: "kernel-search", placeholder: "kernel, op or module name", value: "", "aria-label": "search kernels" });
+    this.searchInput = h("input", { type: "search", id: "kernel-search", placeholder: "kernel, op or module name (e.g. aten::softmax)", value: this.q.q, "aria-label": "search kernels" });
     this.searchInput.addEventListener("input", debounce(() => this.set({ q: this.searchInput.value.trim(), offset: 0 }), 250));
     this.controls = h("div", { class: "controls" });
-    this.el.append(this.controls, this.body);
+    this.el.append(this.controls, this.pinned, this.body);
     this.renderControls(null);
     void this.load();
   }
 
+  /** The filters as they stand (for the URL). */
+  filter(): KernelFilter {
+    const q = this.q;
+    return { phase: q.phase, direction: q.direction, bound: q.bound, scope: q.scope, q: q.q };
+  }
+
+  /** Filter from elsewhere (a phase bar, a roofline point, a finding): back to page one. */
+  apply(f: KernelFilter): void {
+    this.q = { ...this.q, phase: "", direction: "", bound: "", q: "", ...clean(f), offset: 0 };
+    this.searchInput.value = this.q.q;
+    this.renderControls(this.last);
+    this.unpin();
+    this.onFilter(this.filter());
+    void this.load();
+  }
+
+  /** Show one kernel (picked on the timeline) above the table, with its details, and list its
+   * namesakes below. */
+  pin(k: Kernel): void {
+    this.pinnedId = k.id;
+    const close = h("button", { type: "button", class: "btn", title: "clear the selection" }, "Clear");
+    close.addEventListener("click", () => this.unpin());
+    replace(this.pinned, h("div", { class: "pinned-box", "data-id": k.id },
+      h("div", { class: "pinned-head" }, h("strong", null, "Selected kernel"), h("span", { class: "muted small" }, ` #${k.id} · ${fmt.time(k.dur_us)}`),
+        h("span", { class: "grow" }), close),
+      details(k)));
+    this.q = { ...this.q, phase: "", direction: "", bound: "", q: k.name, scope: k.attention ? "attention" : "all", offset: 0 };
+    this.searchInput.value = k.name;
+    this.renderControls(this.last);
+    this.onFilter(this.filter());
+    void this.load();
+  }
+
+  private unpin(): void {
+    this.pinnedId = null;
+    replace(this.pinned);
+  }
+
   private set(patch: Partial<KernelQuery>): void {
     this.q = { ...this.q, ...patch };
+    if ("phase" in patch || "direction" in patch || "bound" in patch || "scope" in patch || "q" in patch) this.onFilter(this.filter());
     void this.load();
   }
 
@@ -93,7 +143,7 @@ export class KernelTable {
       this.mkSelect("kernel-scope", "Kernels", this.q.scope, [["attention", "attention"], ["all", "all GPU activity"], ["other", "outside attention"]], "scope"),
       this.mkSelect("kernel-phase", "Phase", this.q.phase, [["", "all phases"], ...phases.map((p) => [p, phaseLabel(p)] as [string, string])], "phase"),
       this.mkSelect("kernel-direction", "Direction", this.q.direction, [["", "both"], ["forward", "forward"], ["backward", "backward"]], "direction"),
-      this.mkSelect("kernel-bound", "Bound", this.q.bound, [["", "any"], ["compute", "compute"], ["memory", "memory"], ["latency", "latency"], ["unknown", "unknown"]], "bound"),
+      this.mkSelect("kernel-bound", "Bound", this.q.bound, [["", "any"], ["compute", "compute"], ["memory", "memory"], ["latency", "latency (any cause)"], ["unknown", "unknown"]], "bound"),
       searchField);
   }
 
@@ -139,7 +189,7 @@ export class KernelTable {
     const tr = h("tr", null, h("th", { scope: "col", class: "expander-col" }, h("span", { class: "sr-only" }, "details")));
     for (const c of COLS) {
       const active = this.q.sort === c.sort;
-      const th = h("th", { scope: "col", class: c.num ? "num" : null, "aria-sort": active ? (this.q.order === "asc" ? "ascending" : "descending") : "none" });
+      const th = h("th", { scope: "col", class: `${c.num ? "num" : ""}${c.opt ? " opt" : ""} col-${c.key}`, "aria-sort": active ? (this.q.order === "asc" ? "ascending" : "descending") : "none" });
       const btn = h("button", { type: "button", class: `sort${active ? " active" : ""}`, title: c.title ? `sort by ${c.title}` : `sort by ${c.label.toLowerCase()}`, "data-sort": c.sort || "" },
         c.label, h("span", { class: "arrow", "aria-hidden": "true" }, active ? (this.q.order === "asc" ? "\u25b2" : "\u25bc") : "\u25b4\u25be"));
       btn.addEventListener("click", () => {
@@ -168,20 +218,25 @@ export class KernelTable {
         (this.body.querySelector(`button[aria-controls="${detailsId}"]`) as HTMLElement | null)?.focus();
       });
       const nameCell = h("td", { class: "kname" },
-        h("div", { class: "mono ellipsis", title: k.name }, k.name),
-        k.module_path ? h("div", { class: "muted small ellipsis", title: k.module_path }, k.module_path) : (k.op ? h("div", { class: "muted small ellipsis" }, k.op) : null));
-      tbody.appendChild(h("tr", { "data-id": k.id },
+        h("div", { class: "mono ellipsis", title: k.name }, k.name));
+      const src = sourceText(k.source);
+      const opCell = h("td", { class: "kop" },
+        h("div", { class: "mono ellipsis small", title: k.op || "" }, k.op || fmt.DASH),
+        k.module_path ? h("div", { class: "muted small ellipsis", title: k.module_path }, k.module_path) : null,
+        src ? h("div", { class: "source small ellipsis", title: `${src}${k.source?.function ? ` (${k.source.function})` : ""}` }, src) : null);
+      tbody.appendChild(h("tr", { "data-id": k.id, class: k.id === this.pinnedId ? "selected" : null },
         h("td", { class: "expander-col" }, toggle),
         nameCell,
-        h("td", null, k.attention ? phaseTag(k.phase) : h("span", { class: "muted" }, k.kind === "kernel" ? "\u2014" : k.kind)),
-        h("td", null, k.attention ? (k.direction === "forward" ? "fwd" : "bwd") : ""),
+        opCell,
+        h("td", { class: "kphase" }, k.attention ? [phaseTag(k.phase), h("span", { class: "dir" }, k.direction === "forward" ? "fwd" : "bwd")]
+          : h("span", { class: "muted" }, k.kind === "kernel" ? "\u2014" : k.kind)),
         h("td", { class: "num" }, fmt.time(k.dur_us)),
-        h("td", { class: "num" }, fmt.est(fmt.flops(k.flops), k.estimated)),
-        h("td", { class: "num" }, fmt.est(fmt.flopRate(k.achieved_flops_per_s), k.estimated)),
-        h("td", { class: "num" }, fmt.est(fmt.byteRate(k.achieved_bytes_per_s), k.estimated)),
+        h("td", { class: "num opt" }, fmt.est(fmt.flops(k.flops), k.estimated)),
+        h("td", { class: "num opt" }, fmt.est(fmt.flopRate(k.achieved_flops_per_s), k.estimated)),
+        h("td", { class: "num opt" }, fmt.est(fmt.byteRate(k.achieved_bytes_per_s), k.estimated)),
         h("td", { class: "num" }, utilCell(k.compute_util, k.estimated)),
         h("td", { class: "num" }, utilCell(k.memory_util, k.estimated)),
-        h("td", null, boundPill(k.bound, k.bound_reason), estBadge(k.estimated), measuredBadge(k.measured)),
+        h("td", { class: "kbound" }, boundPill(k.bound, k.bound_reason, k.latency_cause), estBadge(k.estimated), measuredBadge(k.measured)),
       ));
       if (open) {
         tbody.appendChild(h("tr", { class: "details", id: detailsId }, h("td", { colspan: COLS.length + 1 }, details(k))));
@@ -207,12 +262,21 @@ export class KernelTable {
   }
 }
 
-function details(k: Kernel): HTMLElement {
+function clean(f: KernelFilter | undefined): Partial<KernelQuery> {
+  const out: Partial<KernelQuery> = {};
+  if (!f) return out;
+  for (const key of ["phase", "direction", "bound", "q"] as const) if (typeof f[key] === "string") out[key] = f[key] as string;
+  if (f.scope === "attention" || f.scope === "all" || f.scope === "other") out.scope = f.scope;
+  return out;
+}
+
+export function details(k: Kernel): HTMLElement {
   const cd = k.cost_detail ? Object.entries(k.cost_detail).map(([a, b]) => `${a}=${typeof b === "object" ? JSON.stringify(b) : String(b)}`).join(", ") : null;
   return h("div", { class: "kernel-details" },
     h("div", { class: "mono wrap" }, k.name),
     kv([
-      ["bound", [boundPill(k.bound), " ", k.bound_reason]],
+      ["bound", [boundPill(k.bound, null, k.latency_cause), " ", k.bound_reason]],
+      ...(k.source ? [["source", `${sourceText(k.source)}${k.source.function ? ` in ${k.source.function}` : ""}`] as [string, Child]] : []),
       ...(k.measured ? [["counters", [measuredBadge(k.measured), " ", measuredText(k.measured)]] as [string, Child]] : []),
       ["op / cost op", `${k.op || fmt.DASH} / ${k.cost_op || fmt.DASH}`],
       ["module", k.module_path || fmt.DASH],
@@ -223,6 +287,7 @@ function details(k: Kernel): HTMLElement {
       ["FLOPs / bytes", [`${fmt.est(fmt.flops(k.flops), k.estimated)} / ${fmt.est(fmt.bytes(k.bytes), k.estimated)} \u00b7 ${fmt.intensity(k.intensity)}`, estBadge(k.estimated),
         k.cost_share !== null && k.cost_share < 1 ? ` (${fmt.pct(k.cost_share)} of the op's cost)` : ""]],
       ["launch", k.grid ? `grid [${k.grid.join(", ")}] \u00b7 block [${(k.block || []).join(", ")}] \u00b7 occupancy ${k.occupancy_pct ?? fmt.DASH} %` : k.kind],
+      ...(k.bound === "latency" ? [["latency cause", boundLabel(k.bound, k.latency_cause)] as [string, Child]] : []),
       ["step / stream", `${k.step || fmt.DASH} / device ${k.device}, stream ${k.stream}`],
     ]));
 }

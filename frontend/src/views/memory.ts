@@ -297,9 +297,27 @@ export function allocationChart(dev: MemDevice, spans: MemoryBlock["attention_sp
     const x = X(p.ts);
     const y = Y(p.total_allocated_bytes);
     svg.appendChild(s("circle", { cx: x, cy: y, r: 4.5, fill: color, stroke: "#fff", "stroke-width": 1.5, id }));
+    const text = `${label} ${fmt.bytes(p.total_allocated_bytes)}`;
     const right = x > W - 220;
-    svg.appendChild(s("text", { x: right ? x - 8 : x + 8, y: y - 8 < M.t + 12 ? y + 16 : y - 8, class: "bar-label",
-      "text-anchor": right ? "end" : "start" }, `${label} ${fmt.bytes(p.total_allocated_bytes)}`));
+    // The label must not cross the curve: it goes above the highest point of the curve under its
+    // width (the allocation often stays at the peak level after it), or below when no room is left.
+    const tw = 6.5 * text.length + 12;
+    const ta = t0 + ((right ? x - tw - M.l : x - M.l) / pw) * span;
+    const tb = t0 + ((right ? x - M.l : x + tw - M.l) / pw) * span;
+    let hi = p.total_allocated_bytes;
+    for (let i = 0; i < n; i++) {
+      const end = i + 1 < n ? c.ts[i + 1] : t1;
+      if (end >= ta && c.ts[i] <= tb) hi = Math.max(hi, c.allocated[i]);
+    }
+    const above = Y(hi) - 8;
+    let lo = Infinity;
+    for (let i = 0; i < n; i++) {
+      const end = i + 1 < n ? c.ts[i + 1] : t1;
+      if (end >= ta && c.ts[i] <= tb) lo = Math.min(lo, c.allocated[i]);
+    }
+    const ly = above >= M.t + 12 ? above : Math.min(M.t + ph - 4, Y(Math.max(lo, vmin)) + 16);
+    svg.appendChild(s("text", { x: right ? x - 8 : x + 8, y: ly, class: "bar-label halo", id: `${id}-label`,
+      "text-anchor": right ? "end" : "start" }, text));
   };
   if (dev.peak && dev.attention_peak && dev.peak.ts !== dev.attention_peak.ts) mark(dev.peak, "peak", "#57606a", "mem-peak");
   mark(dev.attention_peak, "peak in attention", "#cf222e", "mem-attention-peak");

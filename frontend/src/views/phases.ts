@@ -5,6 +5,8 @@ import { PHASE_ORDER, phaseColor } from "../colors";
 import { h, s } from "../dom";
 import * as fmt from "../format";
 import type { Phase, Summary } from "../types";
+import type { KernelFilter } from "../state";
+import { LATENCY_DEFINITION } from "../bound";
 import { boundPill, estBadge, hideTip, phaseTag, section, showTip, utilCell } from "../widgets";
 
 const W = 1000;
@@ -20,7 +22,11 @@ function niceStep(max: number, target = 6): number {
   return 10 * p;
 }
 
-export function phaseChart(phases: Phase[]): SVGElement {
+export type PickPhase = (f: KernelFilter) => void;
+
+const pickOf = (p: Phase): KernelFilter => ({ phase: p.phase, direction: p.direction, scope: "attention", q: "", bound: "" });
+
+export function phaseChart(phases: Phase[], onPick?: PickPhase): SVGElement {
   const dirs = (["forward", "backward"] as const).filter((d) => phases.some((p) => p.direction === d));
   const totals = dirs.map((d) => phases.filter((p) => p.direction === d).reduce((a, p) => a + (p.time_us || 0), 0));
   const max = Math.max(...totals, 1e-9);
@@ -44,7 +50,8 @@ export function phaseChart(phases: Phase[]): SVGElement {
     for (const p of rows) {
       const w = ((p.time_us || 0) / max) * plotW;
       if (w <= 0) continue;
-      const g = s("g", { class: "seg" });
+      const g = s("g", { class: "seg", "data-phase": p.phase, "data-direction": p.direction });
+      if (onPick) g.addEventListener("click", () => { hideTip(); onPick(pickOf(p)); });
       const rect = s("rect", { x, y, width: Math.max(w, 0.5), height: ROW_H, fill: phaseColor(p.phase), rx: 2 });
       g.appendChild(rect);
       g.appendChild(s("title", null, `${p.label} (${d}): ${fmt.time(p.time_us)}, ${fmt.pct(p.share)} of attention`));
@@ -79,7 +86,7 @@ function legend(phases: Phase[]): HTMLElement {
     present.map((ph) => phaseTag(ph, phases.find((p) => p.phase === ph)?.label)));
 }
 
-export function phaseTable(phases: Phase[], caption = "Attention phases"): HTMLElement {
+export function phaseTable(phases: Phase[], caption = "Attention phases", onPick?: PickPhase): HTMLElement {
   const thead = h("thead", null, h("tr", null,
     h("th", { scope: "col" }, "Operation"),
     h("th", { scope: "col", class: "num" }, "Latency"),
@@ -100,8 +107,11 @@ export function phaseTable(phases: Phase[], caption = "Attention phases"): HTMLE
     for (const p of rows) {
       const cov = p.cost_coverage !== null && p.cost_coverage < 0.999
         ? h("span", { class: "badge", title: "share of this phase's time whose FLOPs and bytes are known" }, `${fmt.pct(p.cost_coverage, 0)} costed`) : null;
+      const name: HTMLElement = onPick ? h("button", { type: "button", class: "linkish", title: "show these kernels in the kernel table" }, phaseTag(p.phase, p.label))
+        : phaseTag(p.phase, p.label);
+      if (onPick) name.addEventListener("click", () => onPick(pickOf(p)));
       tbody.appendChild(h("tr", { "data-phase": p.phase, "data-direction": p.direction },
-        h("th", { scope: "row" }, phaseTag(p.phase, p.label), p.core ? null : h("span", { class: "badge subtle" }, "non-core")),
+        h("th", { scope: "row" }, name, p.core ? null : h("span", { class: "badge subtle" }, "non-core")),
         h("td", { class: "num" }, fmt.time(p.time_us)),
         h("td", { class: "num" }, fmt.pct(p.share)),
         h("td", null, boundPill(p.bound), estBadge(p.estimated), cov),
@@ -117,16 +127,16 @@ export function phaseTable(phases: Phase[], caption = "Attention phases"): HTMLE
     h("caption", { class: "sr-only" }, caption), thead, tbody));
 }
 
-export function renderPhases(sm: Summary): HTMLElement {
+export function renderPhases(sm: Summary, onPick?: PickPhase): HTMLElement {
   const phases = sm.phases || [];
   if (!phases.length) {
     return section("Phase breakdown", "phases", h("p", { class: "muted" }, "No attention phases in this trace."));
   }
   const roof = sm.thresholds?.roof_reached;
   return section("Phase breakdown", "phases",
-    h("p", { class: "section-help" }, "Attention GPU time by phase and direction. A phase is compute- or memory-bound when its time-weighted utilisation of that roof reaches ",
-      roof !== undefined ? fmt.pct(roof, 0) : "the threshold", "; otherwise latency-bound (launch overhead, small grids). Values marked ~ or est. are estimates."),
+    h("p", { class: "section-help", id: "bound-definition" }, "Attention GPU time by phase and direction. A phase is compute- or memory-bound when its time-weighted utilisation of that roof reaches ",
+      roof !== undefined ? fmt.pct(roof, 0) : "the threshold", `; ${LATENCY_DEFINITION}. Values marked ~ or est. are estimates. Click a bar or a phase to list its kernels.`),
     legend(phases),
-    phaseChart(phases),
-    phaseTable(phases));
+    phaseChart(phases, onPick),
+    phaseTable(phases, "Attention phases", onPick));
 }

@@ -6,6 +6,8 @@ import { PHASE_ORDER, phaseColor, phaseLabel } from "../colors";
 import { h, s, replace } from "../dom";
 import * as fmt from "../format";
 import type { RooflinePoint, RooflineResponse } from "../types";
+import type { KernelFilter } from "../state";
+import { LATENCY_DEFINITION } from "../bound";
 import { boundPill, estBadge, hideTip, measuredBadge, measuredText, phaseTag, showTip } from "../widgets";
 
 const W = 1000;
@@ -33,7 +35,8 @@ export function pointTip(p: RooflinePoint): HTMLElement {
       row("memory util.", fmt.est(fmt.pct(p.memory_util), p.estimated)),
       p.measured ? row("measured", p.count > 1 ? `${measuredText(p.measured)} (longest kernel)` : measuredText(p.measured)) : null,
     )),
-    h("div", null, boundPill(p.bound), estBadge(p.estimated), measuredBadge(p.measured)),
+    h("div", null, boundPill(p.bound, null, p.latency_cause), estBadge(p.estimated), measuredBadge(p.measured)),
+    p.source ? h("div", { class: "source" }, `${p.source.file}${p.source.line ? `:${p.source.line}` : ""}${p.source.function ? ` (${p.source.function})` : ""}`) : null,
     h("div", { class: "tip-sub" }, p.count > 1 ? `longest kernel: ${p.bound_reason}` : p.bound_reason));
 }
 
@@ -41,7 +44,7 @@ function row(k: string, v: string): HTMLElement {
   return h("tr", null, h("th", { scope: "row" }, k), h("td", null, v));
 }
 
-export function rooflineChart(data: RooflineResponse): HTMLElement {
+export function rooflineChart(data: RooflineResponse, onPick?: (f: KernelFilter) => void): HTMLElement {
   const pts = data.points.filter((p) => p.intensity > 0 && p.achieved_flops_per_s > 0);
   const bw = data.roofs.memory_bandwidth || null;
   const roofs = Object.entries(data.roofs.compute || {}).filter(([, v]) => v && v > 0) as [string, number][];
@@ -88,10 +91,32 @@ export function rooflineChart(data: RooflineResponse): HTMLElement {
     const xa = Math.max(x0, y0 / bw);
     const xb = Math.min(x1, top / bw);
     roofG.appendChild(s("line", { x1: X(xa), y1: Y(bw * xa), x2: X(xb), y2: Y(bw * xb), class: "roof memory-roof" }));
-    const lx = Math.max(xa * 3, x0 * 3);
-    const angle = (Math.atan2(Y(bw * lx * 10) - Y(bw * lx), X(lx * 10) - X(lx)) * 180) / Math.PI;
-    svg.appendChild(s("text", { x: X(lx), y: Y(bw * lx) - 8, class: "roof-label", transform: `rotate(${angle} ${X(lx)} ${Y(bw * lx) - 8})` },
-      `memory ${fmt.byteRate(bw)}`));
+    // The label sits above the slanted roof (where no kernel can be) at the place along it with the
+    // fewest points nearby; a halo keeps it readable if one is there anyway.
+    const label = `memory ${fmt.byteRate(bw)}`;
+    const labelPx = 7 * label.length;
+    const angle = (Math.atan2(Y(bw * xa * 10) - Y(bw * xa), X(xa * 10) - X(xa)) * 180) / Math.PI;
+    const rad = (angle * Math.PI) / 180;
+    let best = Math.max(xa * 3, x0 * 3);
+    let bestN = Infinity;
+    for (let f = 1.5; xa * f * 1.0 < xb; f *= 1.6) {
+      const lx = xa * f;
+      const ex = X(lx) + labelPx * Math.cos(rad);
+      if (ex > X(xb) - 4) break;
+      const n = pts.filter((p) => {
+        const px = X(p.intensity);
+        const py = Y(p.achieved_flops_per_s);
+        if (px < X(lx) - 8 || px > ex + 8) return false;
+        const lineY = Y(bw * lx) + (px - X(lx)) * Math.tan(rad);
+        return py > lineY - 26 && py < lineY + 14;
+      }).length;
+      if (n < bestN) {
+        bestN = n;
+        best = lx;
+      }
+    }
+    svg.appendChild(s("text", { x: X(best), y: Y(bw * best) - 8, class: "roof-label halo", transform: `rotate(${angle} ${X(best)} ${Y(bw * best) - 8})` },
+      label));
   }
   roofs.forEach(([k, v], i) => {
     const xr = bw ? v / bw : x0;
@@ -119,6 +144,12 @@ export function rooflineChart(data: RooflineResponse): HTMLElement {
       showTip(e.pageX, e.pageY, pointTip(p));
     });
     c.addEventListener("mouseleave", hideTip);
+    if (onPick) {
+      c.addEventListener("click", () => {
+        hideTip();
+        onPick({ q: p.name, phase: p.phase || "", direction: p.phase ? p.direction : "", scope: p.phase ? "attention" : "all", bound: "" });
+      });
+    }
     circles.push(c);
     ptsG.appendChild(c);
   });
@@ -147,12 +178,15 @@ export function rooflineChart(data: RooflineResponse): HTMLElement {
     else if (e.key === "End") { focusPoint(order.length - 1); e.preventDefault(); }
     else if (e.key === "Escape") { hideTip(); ring.setAttribute("r", "0"); cur = -1; }
   });
-  svg.addEventListener("blur", () => { hideTip(); ring.setAttribute("r", "0"); });
+  const clearRing = () => { ring.setAttribute("r", "0"); cur = -1; };
+  svg.addEventListener("blur", () => { hideTip(); clearRing(); });
+  svg.addEventListener("mousemove", clearRing);
+  svg.addEventListener("mousedown", (ev) => { ev.preventDefault(); clearRing(); });
 
   const present = PHASE_ORDER.filter((ph) => pts.some((p) => p.phase === ph));
   const legend = h("div", { class: "legend" }, present.map((ph) => phaseTag(ph)),
     pts.some((p) => !p.phase) ? phaseTag(null, "not attention") : null,
-    h("span", { class: "muted" }, "\u00b7 point area \u221d GPU time"));
+    h("span", { class: "muted" }, "\u00b7 point area \u221d GPU time \u00b7 click a point to list its kernels"));
   return h("div", { class: "roofline-wrap" }, legend, svg, live);
 }
 
@@ -161,7 +195,11 @@ export interface RooflineControls {
   group: boolean;
 }
 
-export function renderRoofline(el: HTMLElement, data: RooflineResponse, ctl: RooflineControls, onChange: (c: RooflineControls) => void): void {
+export const ROOFLINE_HELP = "Each point is a kernel (or all kernels of one name and phase): achieved FLOP/s over FLOPs per byte moved. " +
+  "Under the slanted memory roof a kernel is limited by bandwidth, under a flat compute roof by math throughput; a kernel is " + LATENCY_DEFINITION + ".";
+
+export function renderRoofline(el: HTMLElement, data: RooflineResponse, ctl: RooflineControls, onChange: (c: RooflineControls) => void,
+  onPick?: (f: KernelFilter) => void): void {
   const scopeSel = h("select", { id: "roof-scope" },
     h("option", { value: "attention" }, "attention kernels"),
     h("option", { value: "all" }, "all kernels"));
@@ -181,7 +219,7 @@ export function renderRoofline(el: HTMLElement, data: RooflineResponse, ctl: Roo
   const hasPts = data.points.length > 0;
   replace(el,
     controls,
-    hasPts ? rooflineChart(data) : h("p", { class: "muted empty-chart" }, "No kernel with known FLOPs and bytes to plot.",
+    hasPts ? rooflineChart(data, onPick) : h("p", { class: "muted empty-chart" }, "No kernel with known FLOPs and bytes to plot.",
       om.unknown_cost ? " Record input shapes (record_shapes=True) so that FLOPs and bytes can be computed." : ""),
     notes.length ? h("p", { class: "muted small" }, notes.join(" \u00b7 ")) : null,
     !data.roofs.memory_bandwidth ? h("p", { class: "muted small" }, "The device's peaks are unknown: roofs are not drawn.") : null);

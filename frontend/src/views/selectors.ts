@@ -25,6 +25,9 @@ export function resolve(runs: RunsResponse, want: Selection | null, fallbackRun?
   if (!run) run = runs.runs.find((r) => r.run === fallbackRun) || runs.runs[0];
   if (!run) return null;
   const sameRun = want && want.run === run.run;
+  // a file named in the URL carries its worker and span
+  const byFile = sameRun && want!.file ? run.workers.find((w) => w.spans.some((sp) => sp.file === want!.file)) : undefined;
+  if (byFile && want) want = { ...want, worker: byFile.worker, span: byFile.spans.find((sp) => sp.file === want!.file)!.span };
   let worker = run.workers.find((w) => sameRun && w.worker === want!.worker);
   if (!worker) {
     const readyWorkers = run.workers.filter((w) => w.spans.some((sp) => run!.files.find((f) => f.file === sp.file)?.state === "ready"));
@@ -57,7 +60,7 @@ export function picker(runs: RunsResponse, sel: Selection, onChange: (s: Selecti
   const workerOpts: [string, string][] = run.workers.map((w) => [w.worker, w.worker]);
   const spanOpts: [string, string][] = worker.spans.map((sp) => {
     const f = run.files.find((x) => x.file === sp.file);
-    return [sp.span ?? "", `${fmt.spanLabel(sp.span, sp.index)}${STATE_SUFFIX[f?.state || "ready"]}`];
+    return [sp.span ?? "", `${fmt.spanLabel(sp.span, sp.index, f?.mtime)}${STATE_SUFFIX[f?.state || "ready"]}`];
   });
   const file = run.files.find((f) => f.file === sel.file);
   const steps = file?.steps || [];

@@ -136,8 +136,28 @@ function extraFix(n: Notice): Child {
   return null;
 }
 
+/** A trace analysed only in part (the file ends early: Kineto still writing, or killed) or any
+ * status other than "ok": said first, in words, so that no figure below is read as complete. */
+export function statusNote(summary: Summary): HTMLElement | null {
+  const t = summary.trace || ({} as Summary["trace"]);
+  const partial = summary.status === "partial" || t.partial || t.truncated;
+  if (partial) {
+    return h("div", { class: "notice notice-incomplete", id: "status-incomplete", "data-status": summary.status },
+      note("warn", "Incomplete trace",
+        h("p", null, "The file ends early (it may still be being written, or the profiler was stopped): the events before the cut were analysed, so times and counts below cover only part of the run."),
+        h("p", null, h("strong", null, "How to fix: "), "let the profiler finish writing (", h("code", null, "prof.stop()"), " or the end of the ", h("code", null, "with profile(...)"), " block) and reload.")));
+  }
+  if (summary.status && summary.status !== "ok") {
+    return h("div", { class: "notice notice-status", id: "status-other", "data-status": summary.status },
+      note("warn", `Analysis status: ${summary.status}`, h("p", null, "This report is not a complete analysis; read its figures with care.")));
+  }
+  return null;
+}
+
 export function notices(summary: Summary): HTMLElement | null {
   const items: HTMLElement[] = [];
+  const st = statusNote(summary);
+  if (st) items.push(st);
   for (const n of summary.notices || []) {
     const kind = n.code === "no_stack" ? "info" : "warn";
     items.push(h("div", { class: `notice notice-${n.code}`, "data-code": n.code },

@@ -1,0 +1,92 @@
+// Runs overview: one row per run (its default trace), the landing page when a log directory holds
+// several runs. Sorted by attention time, so the run worth a look comes first; a click opens it.
+
+import { api, ApiError } from "../api";
+import { BOUND_COLORS, BOUND_LABELS } from "../colors";
+import { h, replace } from "../dom";
+import * as fmt from "../format";
+import type { OverviewRow } from "../types";
+import { phaseTag, section } from "../widgets";
+import * as states from "./states";
+
+const BOUNDS = ["compute", "memory", "latency", "unknown"] as const;
+
+function boundMix(r: OverviewRow): HTMLElement {
+  const bt = r.bound_time_us;
+  const total = bt ? BOUNDS.reduce((a, b) => a + (bt[b] || 0), 0) : 0;
+  const bar = h("div", { class: "split mix", role: "img",
+    "aria-label": bt ? BOUNDS.map((b) => `${b} ${fmt.time(bt[b])}`).join(", ") : "no attention" });
+  if (bt && total > 0) {
+    for (const b of BOUNDS) {
+      if (!bt[b]) continue;
+      const seg = h("span", { class: "split-seg", title: `${BOUND_LABELS[b]}: ${fmt.time(bt[b])} (${fmt.pct(bt[b] / total, 0)})` });
+      seg.style.width = `${(bt[b] / total) * 100}%`;
+      seg.style.background = BOUND_COLORS[b];
+      bar.appendChild(seg);
+    }
+  }
+  let top = "";
+  if (bt && total > 0) {
+    const best = BOUNDS.reduce((x, y) => ((bt[y] || 0) > (bt[x] || 0) ? y : x));
+    top = `${fmt.pct(bt[best] / total, 0)} ${best}`;
+  }
+  return h("div", { class: "mix-cell" }, h("span", { class: "small" }, top || fmt.DASH), bar);
+}
+
+export function runsTable(rows: OverviewRow[], onOpen: (run: string) => void): HTMLElement {
+  const sorted = rows.slice().sort((a, b) => (b.attention_time_us ?? -1) - (a.attention_time_us ?? -1) || a.run.localeCompare(b.run));
+  const tbody = h("tbody");
+  for (const r of sorted) {
+    const open = h("button", { type: "button", class: "linkish run-link", title: "open this run in the Trace view", "data-run": r.run },
+      r.run === "." ? "(log directory)" : r.run);
+    open.addEventListener("click", () => onOpen(r.run));
+    const ready = r.state === "ready";
+    tbody.appendChild(h("tr", { "data-run": r.run },
+      h("th", { scope: "row" }, open, h("div", { class: "muted small ellipsis", title: r.file }, `${r.file}${r.files > 1 ? ` (+${r.files - 1})` : ""}`)),
+      ready ? h("td", { class: "small" }, r.device || fmt.DASH) : h("td", { colspan: 6, class: "muted" }, r.state === "error" ? `failed: ${r.message || ""}` : `${r.state}\u2026`),
+      ready ? h("td", { class: "num" }, fmt.time(r.attention_time_us)) : null,
+      ready ? h("td", { class: "num" }, fmt.pct(r.attention_share)) : null,
+      ready ? h("td", null, r.top_phase ? [phaseTag(r.top_phase.phase, `${r.top_phase.label} ${r.top_phase.direction === "backward" ? "bwd" : "fwd"}`),
+        h("span", { class: "muted small" }, ` ${fmt.pct(r.top_phase.share, 0)}`)] : h("span", { class: "muted" }, fmt.DASH)) : null,
+      ready ? h("td", null, boundMix(r)) : null,
+      ready ? h("td", { class: "small" }, r.top_advice
+        ? [h("span", { class: `badge sev sev-${r.top_advice.severity}` }, r.top_advice.severity), " ", r.top_advice.title,
+          r.top_advice.estimated_gain_us ? h("span", { class: "muted" }, ` (${fmt.est(fmt.time(r.top_advice.estimated_gain_us), true)})`) : null,
+          (r.advice || 0) > 1 ? h("span", { class: "muted" }, ` +${(r.advice || 0) - 1} more`) : null]
+        : h("span", { class: "muted" }, "none")) : null,
+      h("td", { class: "small" }, (r.partial ? [h("span", { class: "badge warn" }, "incomplete")] : []).concat(
+        (r.notices || []).map((n) => h("span", { class: "badge", title: n.message }, n.code.replace(/_/g, " ")))))));
+  }
+  return h("div", { class: "table-wrap" }, h("table", { class: "data runs-table", id: "runs-table" },
+    h("caption", { class: "sr-only" }, "runs in the log directory"),
+    h("thead", null, h("tr", null,
+      h("th", { scope: "col" }, "Run"), h("th", { scope: "col" }, "Device"), h("th", { scope: "col", class: "num" }, "Attention"),
+      h("th", { scope: "col", class: "num", title: "attention time / GPU busy time" }, "Share"), h("th", { scope: "col" }, "Top phase"),
+      h("th", { scope: "col" }, "Bound mix"), h("th", { scope: "col" }, "Top advice"), h("th", { scope: "col" }, "Notices"))),
+    tbody));
+}
+
+export class RunsView {
+  readonly el = h("div", { id: "runs-view" });
+  private body = h("div");
+  private seq = 0;
+
+  constructor(private onOpen: (run: string) => void) {
+    this.el.appendChild(section("Runs", "runs",
+      h("p", { class: "section-help" }, "One row per run (its latest trace), the most attention time first. Click a run to open it."),
+      this.body));
+    replace(this.body, h("p", { class: "muted" }, "Loading\u2026"));
+  }
+
+  async refresh(): Promise<void> {
+    const my = ++this.seq;
+    try {
+      const d = await api.overview();
+      if (my !== this.seq) return;
+      replace(this.body, runsTable(d.runs, this.onOpen));
+    } catch (e) {
+      if (my !== this.seq) return;
+      replace(this.body, states.apiError(e instanceof ApiError ? e.message : String(e)));
+    }
+  }
+}

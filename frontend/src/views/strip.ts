@@ -1,0 +1,99 @@
+// The run in context: step time, GPU busy and idle, attention's share of each, communication, and
+// a one-line diagnosis. A run whose GPU idles most of the step is CPU- or launch-bound, and then
+// attention kernels are not what limits it, however they look on the roofline.
+
+import { h, Child } from "../dom";
+import * as fmt from "../format";
+import type { Summary } from "../types";
+
+export const IDLE_DIAGNOSIS = 0.5;         // idle share of the span above which the diagnosis says so
+export const SMALL_ATTENTION = 0.1;        // attention share of GPU work below which it is not the lever
+
+export interface Context {
+  stepUs: number | null;         // mean profiled step (CPU range), when the trace has steps
+  steps: number;
+  spanUs: number | null;         // wall time the GPU figures are measured against
+  spanEstimated: boolean;        // from the steps' CPU ranges, not the GPU's first-to-last activity
+  busyUs: number;                // compute busy (or all GPU busy on older reports)
+  idleUs: number | null;
+  attentionUs: number;
+  commUs: number | null;
+  commOverlapUs: number | null;
+}
+
+export function context(s: Summary): Context {
+  const steps = s.step ? s.steps.filter((x) => x.name === s.step) : s.steps;
+  const stepSum = steps.reduce((a, x) => a + (x.dur_us || 0), 0);
+  const busy = s.compute_busy_us ?? s.gpu_busy_us;
+  let span: number | null = s.span_us ?? null;
+  let est = false;
+  if (span === null && stepSum > 0) {
+    span = stepSum;
+    est = true;
+  }
+  let idle: number | null = s.idle_us ?? null;
+  if (idle === null && span !== null) idle = Math.max(0, span - s.gpu_busy_us);
+  const c = s.communication;
+  return {
+    stepUs: steps.length ? stepSum / steps.length : null, steps: steps.length,
+    spanUs: span, spanEstimated: est, busyUs: busy, idleUs: idle, attentionUs: s.attention_time_us || 0,
+    commUs: c ? c.time_us : null, commOverlapUs: c ? c.overlap_with_compute_us : null,
+  };
+}
+
+/** One line that says what limits the run, or null when nothing stands out. */
+export function diagnosis(c: Context): string | null {
+  if (c.spanUs && c.idleUs !== null && c.idleUs / c.spanUs > IDLE_DIAGNOSIS) {
+    const idle = fmt.pct(c.idleUs / c.spanUs, 0);
+    return `GPU idle ${c.spanEstimated ? "~" : ""}${idle} of the ${c.steps ? "step" : "trace"}: CPU/launch-bound; attention is not the bottleneck`;
+  }
+  if (c.busyUs > 0 && c.attentionUs / c.busyUs < SMALL_ATTENTION) {
+    return `Attention is ${fmt.pct(c.attentionUs / c.busyUs, 0)} of GPU work: making it faster gains at most that much`;
+  }
+  if (c.spanUs && c.attentionUs / c.spanUs > 0.5) {
+    return `Attention takes ${fmt.pct(c.attentionUs / c.spanUs, 0)} of the ${c.steps ? "step" : "trace"}: it is the place to optimise`;
+  }
+  return null;
+}
+
+function fig(label: string, value: Child, sub: Child, testid: string, title?: string): HTMLElement {
+  return h("div", { class: "fig", "data-testid": testid, title: title || null },
+    h("div", { class: "fig-label" }, label), h("div", { class: "fig-value" }, value), h("div", { class: "fig-sub" }, sub));
+}
+
+export function renderStrip(s: Summary): HTMLElement {
+  const c = context(s);
+  const span = c.spanUs;
+  const e = (t: string) => (c.spanEstimated ? fmt.est(t, true) : t);
+  const other = Math.max(0, c.busyUs - c.attentionUs);
+  const bar = h("div", { class: "split strip-bar", role: "img",
+    "aria-label": `attention ${fmt.time(c.attentionUs)}, other GPU work ${fmt.time(other)}${c.idleUs !== null ? `, idle ${fmt.time(c.idleUs)}` : ""}` });
+  const total = c.attentionUs + other + (c.idleUs || 0);
+  const seg = (v: number, cls: string, t: string) => {
+    if (!(v > 0) || !(total > 0)) return;
+    const el = h("span", { class: `split-seg ${cls}`, title: t });
+    el.style.width = `${(v / total) * 100}%`;
+    bar.appendChild(el);
+  };
+  seg(c.attentionUs, "seg-attention", `attention ${fmt.time(c.attentionUs)}`);
+  seg(other, "seg-other", `other GPU work ${fmt.time(other)}`);
+  seg(c.idleUs || 0, "seg-idle", `GPU idle ${fmt.time(c.idleUs)}`);
+  const dx = diagnosis(c);
+  return h("section", { class: "strip card", id: "overview-strip", "aria-label": "run overview" },
+    h("div", { class: "figs" },
+      fig(c.steps ? "Step time" : "Trace span", c.steps ? fmt.time(c.stepUs) : e(fmt.time(span)),
+        c.steps ? `${c.steps} step${c.steps > 1 ? "s" : ""}${s.step ? "" : " profiled (mean)"}` : "first to last GPU activity", "strip-step"),
+      fig("GPU busy", fmt.time(c.busyUs),
+        span ? `${e(fmt.pct(c.busyUs / span, 0))} of the ${c.steps ? "step" + (c.steps > 1 ? "s" : "") : "span"}` : "span unknown", "strip-busy",
+        s.compute_busy_us !== undefined && s.compute_busy_us !== null ? "union of compute-stream activity (communication excluded)" : "union of all GPU activity"),
+      fig("GPU idle", c.idleUs === null ? fmt.DASH : e(fmt.time(c.idleUs)),
+        span && c.idleUs !== null ? `${e(fmt.pct(c.idleUs / span, 0))} of the ${c.steps ? "step" + (c.steps > 1 ? "s" : "") : "span"}` : "needs steps or the engine's span", "strip-idle",
+        c.spanEstimated ? "estimated from the profiler steps' CPU ranges (the engine's GPU span is not in this report)" : undefined),
+      fig("Attention", fmt.time(c.attentionUs),
+        [h("span", { "data-testid": "strip-att-busy" }, c.busyUs > 0 ? fmt.pct(c.attentionUs / c.busyUs, 0) : fmt.DASH), " of busy \u00b7 ",
+          span ? e(fmt.pct(c.attentionUs / span, 0)) : fmt.DASH, " of the ", c.steps ? "step" : "span"], "strip-attention"),
+      fig("Communication", c.commUs === null ? fmt.DASH : fmt.time(c.commUs),
+        c.commUs === null ? "not in this report" : c.commUs > 0 ? `${fmt.time(c.commOverlapUs)} overlapped with compute` : "none recorded", "strip-comm")),
+    bar,
+    dx ? h("p", { class: "diagnosis", "data-testid": "diagnosis" }, dx) : null);
+}
