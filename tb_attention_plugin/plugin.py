@@ -295,7 +295,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
             bound=list_param(args, "bound", BOUNDS),
             kind=choice_param(args, "kind", ("kernel", "memcpy", "memset")),
             scope=choice_param(args, "scope", ("attention", "all", "other"), "attention"),
-            q=text_param(args, "q"),
+            q=text_param(args, "q", max_len=4096),    # a whole C++ kernel name (the timeline and roofline search by it)
         )
 
     def _kernels(self, request) -> Response:

@@ -232,7 +232,7 @@ def test_report_download(two_runs):
     ("/kernels", {"run": "gpt", "direction": "up"}),
     ("/kernels", {"run": "gpt", "scope": "everything"}),
     ("/kernels", {"run": "gpt", "kind": "sync"}),
-    ("/kernels", {"run": "gpt", "q": "x" * 500}),
+    ("/kernels", {"run": "gpt", "q": "x" * 5000}),
     ("/kernels", {"run": "gpt", "q": "a\x00b"}),
     ("/summary", {"run": "gpt", "step": "three"}),
     ("/roofline", {"run": "gpt", "group": "maybe"}),

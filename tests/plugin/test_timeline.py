@@ -125,3 +125,14 @@ def test_overview_route(served):
     assert rows["gpt"]["state"] == "ready" and rows["gpt"]["attention_time_us"] > 0
     assert rows["gpt"]["top_phase"]["phase"]
     assert abs(sum(rows["gpt"]["bound_time_us"].values()) - rows["gpt"]["attention_time_us"]) < 1.0
+
+
+def test_kernels_search_by_a_whole_long_kernel_name(served):
+    """The timeline and the roofline select a kernel by searching its full name (C++ names run to
+    hundreds of characters)."""
+    rows = served.get("/kernels", run="gpt", scope="all", sort="name", limit=1000).json["rows"]
+    name = max((r["name"] for r in rows), key=len)
+    assert len(name) > 200
+    r = served.get("/kernels", run="gpt", scope="all", q=name)
+    assert r.status_code == 200, r.data
+    assert r.json["total"] >= 1 and all(x["name"] == name for x in r.json["rows"])

@@ -27,7 +27,7 @@ function deltaCell(d: number | null, speedup: number | null): HTMLElement {
   if (speedup !== null && isFinite(speedup) && speedup > 0 && Math.abs(speedup - 1) > 0.005) {
     note = speedup > 1 ? `${fmt.ratio(speedup)} faster` : `${fmt.ratio(1 / speedup)} slower`;
   }
-  return h("td", { class: `num ${cls}` }, fmt.signedTime(d), note ? h("span", { class: "muted small" }, ` (${note})`) : null);
+  return h("td", { class: `num delta ${cls}` }, fmt.signedTime(d), note ? h("span", { class: "muted small delta-note" }, ` (${note})`) : null);
 }
 
 function chart(rows: CompareRow[]): SVGElement {

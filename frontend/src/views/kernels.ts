@@ -287,7 +287,7 @@ export function details(k: Kernel): HTMLElement {
       ["FLOPs / bytes", [`${fmt.est(fmt.flops(k.flops), k.estimated)} / ${fmt.est(fmt.bytes(k.bytes), k.estimated)} \u00b7 ${fmt.intensity(k.intensity)}`, estBadge(k.estimated),
         k.cost_share !== null && k.cost_share < 1 ? ` (${fmt.pct(k.cost_share)} of the op's cost)` : ""]],
       ["launch", k.grid ? `grid [${k.grid.join(", ")}] \u00b7 block [${(k.block || []).join(", ")}] \u00b7 occupancy ${k.occupancy_pct ?? fmt.DASH} %` : k.kind],
-      ...(k.bound === "latency" ? [["latency cause", boundLabel(k.bound, k.latency_cause)] as [string, Child]] : []),
+      ...(k.bound === "latency" && k.latency_cause ? [["latency cause", boundLabel(k.bound, k.latency_cause)] as [string, Child]] : []),
       ["step / stream", `${k.step || fmt.DASH} / device ${k.device}, stream ${k.stream}`],
     ]));
 }

@@ -95,5 +95,9 @@ export function renderStrip(s: Summary): HTMLElement {
       fig("Communication", c.commUs === null ? fmt.DASH : fmt.time(c.commUs),
         c.commUs === null ? "not in this report" : c.commUs > 0 ? `${fmt.time(c.commOverlapUs)} overlapped with compute` : "none recorded", "strip-comm")),
     bar,
+    h("div", { class: "mini-legend strip-legend small" },
+      h("span", null, h("span", { class: "dot seg-attention", "aria-hidden": "true" }), "attention"),
+      h("span", null, h("span", { class: "dot seg-other", "aria-hidden": "true" }), "other GPU work"),
+      h("span", null, h("span", { class: "dot seg-idle", "aria-hidden": "true" }), "GPU idle")),
     dx ? h("p", { class: "diagnosis", "data-testid": "diagnosis" }, dx) : null);
 }
