@@ -158,12 +158,17 @@ def test_attention_tab_end_to_end(tensorboard, browser):
         _drop(logdir, "flash", _sample("sdpa_flash_s2048_fwd"))
         _drop(logdir, "gpt", _sample("gpt4l_sdpa_train"))
         _drop(logdir, "math", _sample("sdpa_math_s2048_fwd"))
-        frame.wait_for_selector("#summary", timeout=20000)
+        frame.wait_for_selector("#summary, #runs-table", timeout=20000)
         _wait(lambda: _get_json(base + "/data/plugin/attention/runs")["counts"]["ready"] == 3, 20, "3 traces ready")
 
-        # 3. the default run (flash): summary, phase table, roofline
+        # 3. several runs: the runs overview is the landing page; open flash from it
+        page.reload()
+        frame = _plugin_frame(page)
+        frame.wait_for_selector('#runs-table button[data-run="flash"]', timeout=15000)
+        frame.click('#runs-table button[data-run="flash"]')
         frame.wait_for_selector("#trace-run", timeout=10000)
         assert frame.eval_on_selector("#trace-run", "e => e.value") == "flash"
+        frame.wait_for_selector("#summary", timeout=10000)
         summary = frame.text_content("#summary")
         assert "Attention time" in summary and "H200" in summary and "GPU busy time" in summary
         frame.wait_for_selector('#phase-table tr[data-phase="fused_attention"][data-direction="forward"]', timeout=10000)
@@ -211,7 +216,7 @@ def test_attention_tab_end_to_end(tensorboard, browser):
         page.set_viewport_size({"width": 1400, "height": 1750})
         page.reload()
         frame = _plugin_frame(page)
-        frame.wait_for_selector("#roofline-chart circle.pt", timeout=20000)
+        frame.wait_for_selector("#roofline-chart circle.pt", timeout=20000)   # the selection came back from the URL
         frame.select_option("#trace-run", "gpt")
         frame.wait_for_function("document.querySelector('#trace-meta') && document.querySelector('#trace-meta').textContent.includes('gpt4l_sdpa_train')", timeout=15000)
         frame.wait_for_selector("#roofline-chart circle.pt", timeout=10000)
@@ -239,7 +244,7 @@ def test_kernel_names_render_as_text(tensorboard, browser, tmp_path):
     dialogs = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     try:
-        page.goto(base + "/#attention")
+        page.goto(base + "/#attention&att.view=run")       # the Trace view (the runs overview is the landing page)
         frame = _plugin_frame(page)
         frame.wait_for_selector("#trace-run", timeout=15000)
         frame.select_option("#trace-run", "xss")
@@ -286,7 +291,7 @@ def test_run_file_and_module_names_render_as_text(tensorboard, browser, tmp_path
     dialogs = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     try:
-        page.goto(base + "/#attention")
+        page.goto(base + "/#attention&att.view=run")       # the Trace view (the runs overview is the landing page)
         frame = _plugin_frame(page)
         frame.wait_for_selector("#trace-run", timeout=15000)
         frame.select_option("#trace-run", HTML_RUN)
