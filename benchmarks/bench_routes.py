@@ -521,6 +521,8 @@ def route_plan(c: Client, sel: dict) -> tuple[list[tuple[str, str, str]], dict]:
     st, body, _ = c.get(first)
     total_att = int(_json(body).get("total") or 0)
     info = {"kernels_all": total_all, "kernels_attention": total_att, "deep_offset": deep}
+    st, body, _ = c.get(q("timeline", width=100))
+    ext = (_json(body).get("extent") or [0.0, 1.0]) if st == 200 else [0.0, 1.0]
     plan = [
         ("index.js", "the dashboard's code", f"{PREFIX}/index.js"),
         ("runs", "run table (polled every 1.5–10 s)", f"{PREFIX}/runs"),
@@ -542,6 +544,9 @@ def route_plan(c: Client, sel: dict) -> tuple[list[tuple[str, str, str]], dict]:
         ("kernels", "text search q=attn, page 3, by FLOPs", q("kernels", offset=100, limit=50, sort="flops", order="desc", scope="all", q="attn")),
         ("kernels", "limit=1000 (largest page)", q("kernels", offset=0, limit=1000, sort="dur_us", order="desc", scope="all")),
         ("kernel", "one row by id", q("kernel", id=kid)),
+        ("overview", "runs overview (one row per run)", f"{PREFIX}/overview"),
+        ("timeline", "whole trace, 1200 px (every kernel merged per pixel)", q("timeline", width=1200)),
+        ("timeline", "zoomed: the first 1 % of the trace, 1200 px", q("timeline", width=1200, t0=ext[0], t1=ext[0] + (ext[1] - ext[0]) / 100)),
         ("compare", f"{BIG} vs {SMALL}", f"{PREFIX}/compare?" + urlencode({**sel_params(b, "base_"), **sel_params(s, "new_")})),
     ]
     return plan, info

@@ -237,3 +237,25 @@ def test_compare_starts_from_the_current_run(tb, page):
     assert ("Use fused attention" in fixed) == ("fuse_attention" in want["advice"]["only_base"])
     assert "att.view=compare" in page.url and "att.n.run=llama_sdpa" in page.url
     shot(page, "e2e15_compare.png")
+
+
+def test_incomplete_trace_is_said_first(tb, page):
+    """A report of a file that ends early (``trace.truncated``; ``--allow-partial``'s
+    ``trace.partial``) says so above every figure. The summary is the real one with the flag set:
+    the sample traces are complete."""
+    import json
+
+    def truncated(route):
+        resp = route.fetch()
+        body = resp.json()
+        if body.get("summary"):
+            body["summary"]["trace"]["truncated"] = True
+        route.fulfill(response=resp, body=json.dumps(body))
+
+    page.route("**/data/plugin/attention/summary*", truncated)
+    frame = _open(page, tb, "#attention&att.view=run&att.run=flash")
+    frame.wait_for_selector("#status-incomplete", timeout=20000)
+    assert "Incomplete trace" in frame.inner_text("#status-incomplete")
+    # it comes before the figures
+    assert frame.evaluate("document.querySelector('#status-incomplete').compareDocumentPosition("
+                          "document.querySelector('#overview-strip')) & Node.DOCUMENT_POSITION_FOLLOWING")
