@@ -164,7 +164,10 @@ def _offscreen(frame, table: str) -> list:
 def test_layout_at_1000_px(tb, browser):
     page = browser.new_page(viewport={"width": 1000, "height": 900})
     try:
-        frame = _open(page, tb, "#attention&att.view=run&att.run=llama_eager")
+        frame = _open(page, tb)
+        frame.wait_for_selector("#runs-table tbody tr", timeout=20000)
+        assert _offscreen(frame, "#runs-table") == []
+        _open_run(frame, "llama_eager")
         frame.wait_for_selector("#kernel-table tbody tr", timeout=20000)
         frame.wait_for_selector("#phase-table tbody tr", timeout=10000)
         for t in ("#kernel-table", "#phase-table"):

@@ -16,7 +16,7 @@ const LABEL_W = 112;
 const AXIS_H = 22;
 const CALL_H = 5;
 const KERNEL_H = 18;
-const LANE_H = CALL_H + KERNEL_H + 9;
+const LANE_H = CALL_H + KERNEL_H + 13;
 
 interface Hit {
   lane: TimelineLane;
@@ -59,6 +59,8 @@ export class Timeline {
     this.bind();
     void this.fetch(null);
     window.addEventListener("resize", () => this.scheduleFetch(50));
+    // colours come from the theme's CSS variables: redraw when dark mode toggles
+    new MutationObserver(() => this.draw()).observe(document.body, { attributes: true, attributeFilter: ["class"] });
   }
 
   private width(): number {
@@ -254,9 +256,9 @@ export class Timeline {
     d.lanes.forEach((lane, li) => {
       const y = AXIS_H + li * LANE_H;
       g.fillStyle = text;
-      g.fillText(`${d.lanes.some((l) => l.device !== lane.device) ? `GPU ${lane.device} ` : ""}stream ${lane.stream}`, 6, y + CALL_H + 14);
+      g.fillText(`${d.lanes.some((l) => l.device !== lane.device) ? `GPU ${lane.device} ` : ""}stream ${lane.stream}`, 6, y + CALL_H + 11);
       g.fillStyle = muted;
-      g.fillText(`${fmt.count(lane.kernels_total)} kernels`, 6, y + CALL_H + 26);
+      g.fillText(`${fmt.count(lane.kernels_total)} kernels`, 6, y + CALL_H + 24);
       g.save();
       g.beginPath();
       g.rect(LABEL_W, y, pw, LANE_H);
