@@ -1,6 +1,7 @@
 // Summary cards: device and peaks, GPU time, attention time and share, forward vs backward,
 // fused vs unfused core attention, time by bound.
 
+import { LATENCY_DEFINITION } from "../bound";
 import { BOUND_COLORS, BOUND_LABELS } from "../colors";
 import { h, Child } from "../dom";
 import * as fmt from "../format";
@@ -87,7 +88,8 @@ export function renderSummary(s: Summary): HTMLElement {
     card("Fused vs unfused core", [fmt.time(s.fused_time_us), h("span", { class: "vs" }, " / "), fmt.time(s.unfused_core_time_us)],
       legend([["fused", "#9c6ade"], ["unfused", "#e15759"], ["projections", "#76b7b2"], ["other", "#bab0ac"]]), fused, "fused"),
     card("Attention time by bound", topBound(s),
-      legend(bounds.map((b) => [`${b} ${fmt.time(s.bound_time_us?.[b])}`, BOUND_COLORS[b]])), boundBar, "bounds"));
+      legend(bounds.map((b) => [`${b} ${fmt.time(s.bound_time_us?.[b])}`, BOUND_COLORS[b],
+        b === "latency" ? `latency: ${LATENCY_DEFINITION}` : undefined] as [string, string, string?])), boundBar, "bounds"));
   return section("Summary", "summary", grid, measurementsNote(s));
 }
 
@@ -113,11 +115,11 @@ function shareBar(share: number | null): HTMLElement {
   return bar;
 }
 
-function legend(items: [string, string][]): HTMLElement {
-  return h("span", { class: "mini-legend" }, items.map(([l, c]) => {
+function legend(items: [string, string, string?][]): HTMLElement {
+  return h("span", { class: "mini-legend" }, items.map(([l, c, title]) => {
     const sw = h("span", { class: "dot", "aria-hidden": "true" });
     sw.style.background = c;
-    return h("span", null, sw, l);
+    return h("span", { title: title || null }, sw, l);
   }));
 }
 
