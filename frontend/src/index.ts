@@ -307,7 +307,8 @@ class App {
       ` \u00b7 ${fmt.count(s.trace.events)} events \u00b7 ${fmt.bytes(s.trace.bytes)} \u00b7 ${s.trace.format}`,
       s.trace.record_shapes ? "" : " \u00b7 no shapes", s.trace.with_stack ? "" : " \u00b7 no stack");
     const noGpu = s.notices.some((n) => n.code === "no_gpu_kernels");
-    const timeline = noGpu ? null : new Timeline(sel, (k) => this.pickKernel(k));
+    const comm = new Set((s.streams || []).filter((x) => x.communication).map((x) => `${x.device}:${x.stream}`));
+    const timeline = noGpu ? null : new Timeline(sel, (k) => this.pickKernel(k), comm);
     replace(this.main,
       meta,
       states.notices(s),

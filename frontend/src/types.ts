@@ -104,6 +104,9 @@ export interface Phase {
   memory_util: number | null;
   bound: Bound;
   bound_time_us: Partial<Record<Bound, number>>;
+  latency_cause?: LatencyCause;
+  latency_cause_time_us?: Partial<Record<string, number>>;
+  sources?: (Source & { time_us: number })[];
   cost_coverage: number | null;
   estimated: boolean;
   top_kernels: { name: string; time_us: number }[];
@@ -178,7 +181,17 @@ export interface Advice {
   evidence: { time_us?: number; share_of_attention?: number; phases?: AdvicePhase[]; kernels?: AdviceKernel[];
     [k: string]: unknown };
   estimated_gain_us: number | null;
+  removable_us?: number | null;
   how: string;
+}
+
+export interface BackendRow {
+  backend: string;
+  label: string;
+  time_us: number;
+  kernels: number;
+  forward_us: number;
+  backward_us: number;
 }
 
 /** The innermost user frame that launched a kernel (recorded with with_stack=True). */
@@ -213,6 +226,9 @@ export interface Summary {
   communication?: Communication | null;
   streams?: StreamRow[];
   advice?: Advice[];
+  attention_busy_us?: number | null;
+  latency_cause_time_us?: Partial<Record<string, number>>;
+  attention_backends?: BackendRow[];
   trace: { events: number; bytes: number; format: string; record_shapes: boolean; with_stack: boolean;
     truncated?: boolean; partial?: boolean;
     profile_memory: boolean; distributed: unknown; base_time_ns: number | null };
@@ -430,8 +446,8 @@ export interface CompareSideInfo {
   traces: number;
   steps: number;
   step: string | null;
-  backend?: string | string[] | null;
-  backends?: string[] | null;
+  backend?: string | null;
+  partial?: boolean;
   kernel_groups_source?: string;
 }
 
@@ -443,6 +459,7 @@ export interface CompareResponse {
   sections?: CompareSection[];
   kernel_groups?: CompareGroup[];
   advice?: { base: CompareAdviceItem[]; new: CompareAdviceItem[]; only_base: string[]; only_new: string[] };
+  backends?: { base: BackendRow[]; new: BackendRow[]; base_label: string; new_label: string; changed: boolean };
   phases: CompareRow[];
   totals: Record<string, CompareDelta>;
   devices: { base: { label: string; name: string; basis: string } | null; new: { label: string; name: string; basis: string } | null };

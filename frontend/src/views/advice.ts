@@ -24,7 +24,8 @@ export function rankAdvice(items: Advice[]): Advice[] {
 function gainText(a: Advice, attention: number): string {
   if (a.estimated_gain_us === null || a.estimated_gain_us === undefined) return "gain not estimated";
   const share = attention > 0 ? ` (${fmt.pct(a.estimated_gain_us / attention, 0)} of attention time)` : "";
-  return `${fmt.est(fmt.time(a.estimated_gain_us), true)} saved${share}`;
+  const acts = a.removable_us ? ` \u00b7 acts on ${fmt.time(a.removable_us)}` : "";
+  return `${fmt.est(fmt.time(a.estimated_gain_us), true)} saved${share}${acts}`;
 }
 
 /** Evidence values that are not phases or kernels: short "key: value" lines. */

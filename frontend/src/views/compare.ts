@@ -109,10 +109,7 @@ function totals(d: CompareResponse): HTMLElement {
 }
 
 function backends(side: CompareSideInfo | undefined): string | null {
-  if (!side) return null;
-  const b = side.backends ?? side.backend;
-  if (!b) return null;
-  return Array.isArray(b) ? b.join(", ") : String(b);
+  return side && side.backend ? side.backend : null;
 }
 
 function verdict(d: CompareResponse, b: Selection, n: Selection): HTMLElement | null {

@@ -6,7 +6,7 @@ import { h, s } from "../dom";
 import * as fmt from "../format";
 import type { Phase, Summary } from "../types";
 import type { KernelFilter } from "../state";
-import { LATENCY_DEFINITION } from "../bound";
+import { CAUSE_LABELS, LATENCY_DEFINITION } from "../bound";
 import { boundPill, estBadge, hideTip, phaseTag, section, showTip, utilCell } from "../widgets";
 
 const W = 1000;
@@ -77,13 +77,22 @@ function phaseTip(p: Phase): HTMLElement {
     h("div", { class: "tip-title" }, phaseTag(p.phase, `${p.label} \u00b7 ${p.direction}`)),
     h("div", null, `${fmt.time(p.time_us)} \u00b7 ${fmt.pct(p.share)} of attention \u00b7 ${fmt.count(p.kernels)} kernels`),
     h("div", null, `compute ${fmt.est(fmt.pct(p.compute_util), p.estimated)} \u00b7 memory ${fmt.est(fmt.pct(p.memory_util), p.estimated)} \u00b7 ${p.bound}`),
-    p.top_kernels.length ? h("div", { class: "tip-sub" }, `longest: ${p.top_kernels[0].name}`) : null);
+    p.top_kernels.length ? h("div", { class: "tip-sub" }, `longest: ${p.top_kernels[0].name}`) : null,
+    (p.sources || []).length ? h("div", { class: "source" }, (p.sources || []).map((x) =>
+      h("div", null, `${x.file}${x.line ? `:${x.line}` : ""}${x.function ? ` (${x.function})` : ""} \u00b7 ${fmt.time(x.time_us)}`))) : null,
+    h("div", { class: "tip-sub" }, "click to list its kernels"));
 }
 
 function legend(phases: Phase[]): HTMLElement {
   const present = PHASE_ORDER.filter((ph) => phases.some((p) => p.phase === ph));
   return h("div", { class: "legend", "aria-label": "phase colours" },
     present.map((ph) => phaseTag(ph, phases.find((p) => p.phase === ph)?.label)));
+}
+
+/** "latency-bound time by cause: launch 12 µs, stalled 300 µs" (the pill's tooltip). */
+export function causeText(t: Partial<Record<string, number>> | undefined): string | null {
+  const parts = Object.entries(t || {}).filter(([, v]) => (v || 0) > 0).map(([k, v]) => `${CAUSE_LABELS[k] || k} ${fmt.time(v)}`);
+  return parts.length ? `latency-bound time by cause: ${parts.join(", ")}` : null;
 }
 
 export function phaseTable(phases: Phase[], caption = "Attention phases", onPick?: PickPhase): HTMLElement {
@@ -114,7 +123,7 @@ export function phaseTable(phases: Phase[], caption = "Attention phases", onPick
         h("th", { scope: "row" }, name, p.core ? null : h("span", { class: "badge subtle" }, "non-core")),
         h("td", { class: "num" }, fmt.time(p.time_us)),
         h("td", { class: "num" }, fmt.pct(p.share)),
-        h("td", null, boundPill(p.bound), estBadge(p.estimated), cov),
+        h("td", null, boundPill(p.bound, causeText(p.latency_cause_time_us), p.latency_cause), estBadge(p.estimated), cov),
         h("td", { class: "num" }, utilCell(p.memory_util, p.estimated)),
         h("td", { class: "num" }, utilCell(p.compute_util, p.estimated)),
         h("td", { class: "num small" }, fmt.est(fmt.flopRate(p.achieved_flops_per_s), p.estimated), h("br"),

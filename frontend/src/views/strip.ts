@@ -17,6 +17,7 @@ export interface Context {
   busyUs: number;                // compute busy (or all GPU busy on older reports)
   idleUs: number | null;
   attentionUs: number;
+  attentionBusyUs: number;       // union of attention intervals (= attentionUs unless they overlap on several streams)
   commUs: number | null;
   commOverlapUs: number | null;
 }
@@ -36,7 +37,9 @@ export function context(s: Summary): Context {
   const c = s.communication;
   return {
     stepUs: steps.length ? stepSum / steps.length : null, steps: steps.length,
-    spanUs: span, spanEstimated: est, busyUs: busy, idleUs: idle, attentionUs: s.attention_time_us || 0,
+    spanUs: span, spanEstimated: est, busyUs: busy, idleUs: idle,
+    attentionUs: s.attention_time_us || 0,
+    attentionBusyUs: s.attention_busy_us ?? s.attention_time_us ?? 0,
     commUs: c ? c.time_us : null, commOverlapUs: c ? c.overlap_with_compute_us : null,
   };
 }
@@ -47,11 +50,11 @@ export function diagnosis(c: Context): string | null {
     const idle = fmt.pct(c.idleUs / c.spanUs, 0);
     return `GPU idle ${c.spanEstimated ? "~" : ""}${idle} of the ${c.steps ? "step" : "trace"}: CPU/launch-bound; attention is not the bottleneck`;
   }
-  if (c.busyUs > 0 && c.attentionUs / c.busyUs < SMALL_ATTENTION) {
-    return `Attention is ${fmt.pct(c.attentionUs / c.busyUs, 0)} of GPU work: making it faster gains at most that much`;
+  if (c.busyUs > 0 && c.attentionBusyUs / c.busyUs < SMALL_ATTENTION) {
+    return `Attention is ${fmt.pct(c.attentionBusyUs / c.busyUs, 0)} of GPU work: making it faster gains at most that much`;
   }
-  if (c.spanUs && c.attentionUs / c.spanUs > 0.5) {
-    return `Attention takes ${fmt.pct(c.attentionUs / c.spanUs, 0)} of the ${c.steps ? "step" : "trace"}: it is the place to optimise`;
+  if (c.spanUs && c.attentionBusyUs / c.spanUs > 0.5) {
+    return `Attention takes ${fmt.pct(c.attentionBusyUs / c.spanUs, 0)} of the ${c.steps ? "step" : "trace"}: it is the place to optimise`;
   }
   return null;
 }
@@ -65,17 +68,17 @@ export function renderStrip(s: Summary): HTMLElement {
   const c = context(s);
   const span = c.spanUs;
   const e = (t: string) => (c.spanEstimated ? fmt.est(t, true) : t);
-  const other = Math.max(0, c.busyUs - c.attentionUs);
+  const other = Math.max(0, c.busyUs - c.attentionBusyUs);
   const bar = h("div", { class: "split strip-bar", role: "img",
-    "aria-label": `attention ${fmt.time(c.attentionUs)}, other GPU work ${fmt.time(other)}${c.idleUs !== null ? `, idle ${fmt.time(c.idleUs)}` : ""}` });
-  const total = c.attentionUs + other + (c.idleUs || 0);
+    "aria-label": `attention ${fmt.time(c.attentionBusyUs)}, other GPU work ${fmt.time(other)}${c.idleUs !== null ? `, idle ${fmt.time(c.idleUs)}` : ""}` });
+  const total = c.attentionBusyUs + other + (c.idleUs || 0);
   const seg = (v: number, cls: string, t: string) => {
     if (!(v > 0) || !(total > 0)) return;
     const el = h("span", { class: `split-seg ${cls}`, title: t });
     el.style.width = `${(v / total) * 100}%`;
     bar.appendChild(el);
   };
-  seg(c.attentionUs, "seg-attention", `attention ${fmt.time(c.attentionUs)}`);
+  seg(c.attentionBusyUs, "seg-attention", `attention ${fmt.time(c.attentionBusyUs)}`);
   seg(other, "seg-other", `other GPU work ${fmt.time(other)}`);
   seg(c.idleUs || 0, "seg-idle", `GPU idle ${fmt.time(c.idleUs)}`);
   const dx = diagnosis(c);
@@ -90,8 +93,8 @@ export function renderStrip(s: Summary): HTMLElement {
         span && c.idleUs !== null ? `${e(fmt.pct(c.idleUs / span, 0))} of the ${c.steps ? "step" + (c.steps > 1 ? "s" : "") : "span"}` : "needs steps or the engine's span", "strip-idle",
         c.spanEstimated ? "estimated from the profiler steps' CPU ranges (the engine's GPU span is not in this report)" : undefined),
       fig("Attention", fmt.time(c.attentionUs),
-        [h("span", { "data-testid": "strip-att-busy" }, c.busyUs > 0 ? fmt.pct(c.attentionUs / c.busyUs, 0) : fmt.DASH), " of busy \u00b7 ",
-          span ? e(fmt.pct(c.attentionUs / span, 0)) : fmt.DASH, " of the ", c.steps ? "step" : "span"], "strip-attention"),
+        [h("span", { "data-testid": "strip-att-busy" }, c.busyUs > 0 ? fmt.pct(c.attentionBusyUs / c.busyUs, 0) : fmt.DASH), " of busy \u00b7 ",
+          span ? e(fmt.pct(c.attentionBusyUs / span, 0)) : fmt.DASH, " of the ", c.steps ? "step" : "span"], "strip-attention"),
       fig("Communication", c.commUs === null ? fmt.DASH : fmt.time(c.commUs),
         c.commUs === null ? "not in this report" : c.commUs > 0 ? `${fmt.time(c.commOverlapUs)} overlapped with compute` : "none recorded", "strip-comm")),
     bar,

@@ -1,7 +1,7 @@
 // Summary cards: device and peaks, GPU time, attention time and share, forward vs backward,
 // fused vs unfused core attention, time by bound.
 
-import { LATENCY_DEFINITION } from "../bound";
+import { CAUSE_LABELS, LATENCY_DEFINITION } from "../bound";
 import { BOUND_COLORS, BOUND_LABELS } from "../colors";
 import { h, Child } from "../dom";
 import * as fmt from "../format";
@@ -88,9 +88,26 @@ export function renderSummary(s: Summary): HTMLElement {
     card("Fused vs unfused core", [fmt.time(s.fused_time_us), h("span", { class: "vs" }, " / "), fmt.time(s.unfused_core_time_us)],
       legend([["fused", "#9c6ade"], ["unfused", "#e15759"], ["projections", "#76b7b2"], ["other", "#bab0ac"]]), fused, "fused"),
     card("Attention time by bound", topBound(s),
-      legend(bounds.map((b) => [`${b} ${fmt.time(s.bound_time_us?.[b])}`, BOUND_COLORS[b],
-        b === "latency" ? `latency: ${LATENCY_DEFINITION}` : undefined] as [string, string, string?])), boundBar, "bounds"));
+      [legend(bounds.map((b) => [`${b} ${fmt.time(s.bound_time_us?.[b])}`, BOUND_COLORS[b],
+        b === "latency" ? `latency: ${LATENCY_DEFINITION}` : undefined] as [string, string, string?])), causeLine(s)], boundBar, "bounds"),
+    backendCard(s));
   return section("Summary", "summary", grid, measurementsNote(s));
+}
+
+/** Latency-bound attention time by cause, when the engine records it. */
+function causeLine(s: Summary): Child {
+  const parts = Object.entries(s.latency_cause_time_us || {}).filter(([, v]) => (v || 0) > 0);
+  if (!parts.length) return null;
+  return h("div", { class: "small muted cause-line", "data-testid": "latency-causes", title: LATENCY_DEFINITION },
+    "latency: ", parts.map(([k, v]) => `${CAUSE_LABELS[k] || k} ${fmt.time(v)}`).join(" \u00b7 "));
+}
+
+/** Core attention by implementation (flash, cuDNN, math, eager...), when the engine names them. */
+function backendCard(s: Summary): Child {
+  const rows = s.attention_backends || [];
+  if (!rows.length) return null;
+  return card("Attention backend", h("span", { class: "small-value" }, rows[0].label),
+    rows.map((r) => h("div", null, `${r.label} ${fmt.time(r.time_us)}`)), null, "backends");
 }
 
 /** Which kernels carry hardware counters (an ncu export beside the trace, CUPTI ranges in it). */

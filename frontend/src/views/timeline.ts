@@ -44,7 +44,9 @@ export class Timeline {
   private kernelCache = new Map<number, Kernel>();
   private hoverId = -1;
 
-  constructor(private sel: Selection, private onSelect: (k: Kernel) => void) {
+  /** ``comm``: "device:stream" of the streams that carry collective communication (the report's
+   * ``streams``), labelled so. */
+  constructor(private sel: Selection, private onSelect: (k: Kernel) => void, private comm: Set<string> = new Set()) {
     const reset = h("button", { type: "button", class: "btn", id: "timeline-reset" }, "Reset zoom");
     reset.addEventListener("click", () => this.setView(this.full));
     this.stepSel.addEventListener("change", () => this.pickStep(this.stepSel.value));
@@ -256,7 +258,8 @@ export class Timeline {
     d.lanes.forEach((lane, li) => {
       const y = AXIS_H + li * LANE_H;
       g.fillStyle = text;
-      g.fillText(`${d.lanes.some((l) => l.device !== lane.device) ? `GPU ${lane.device} ` : ""}stream ${lane.stream}`, 6, y + CALL_H + 11);
+      const isComm = this.comm.has(`${lane.device}:${lane.stream}`);
+      g.fillText(`${d.lanes.some((l) => l.device !== lane.device) ? `GPU ${lane.device} ` : ""}stream ${lane.stream}${isComm ? " \u00b7 comm" : ""}`, 6, y + CALL_H + 11);
       g.fillStyle = muted;
       g.fillText(`${fmt.count(lane.kernels_total)} kernels`, 6, y + CALL_H + 24);
       g.save();
