@@ -67,10 +67,13 @@ export function measuredBadge(m: Measured | null | undefined): Child {
     : null;
 }
 
-export function boundPill(bound: string | null | undefined, reason?: string | null, cause?: LatencyCause | string | null): HTMLElement {
+/** A bound as a coloured pill; ``short`` drops "-bound" (tables whose column says "Bound"). */
+export function boundPill(bound: string | null | undefined, reason?: string | null, cause?: LatencyCause | string | null,
+  short = false): HTMLElement {
   const b = bound || "unknown";
-  const el = h("span", { class: `pill bound-${b}`, title: boundTitle(reason, b === "latency" ? cause : null),
-    "data-cause": b === "latency" && cause ? cause : null }, boundLabel(b, cause));
+  const label = boundLabel(b, cause);
+  const el = h("span", { class: `pill bound-${b}`, title: boundTitle(reason, b === "latency" ? cause : null) || label,
+    "data-cause": b === "latency" && cause ? cause : null }, short ? label.replace("-bound", "") : label);
   el.style.setProperty("--c", BOUND_COLORS[b] || "#6e7781");
   return el;
 }

@@ -154,11 +154,20 @@ def test_dark_mode_follows_tensorboard(tb, page):
 
 
 def _offscreen(frame, table: str) -> list:
+    """Header cells, and body cells' contents, that end right of the page (or of the table's
+    scroll box, which would hide them behind a scrollbar)."""
     return frame.evaluate(f"""() => {{
         const w = document.documentElement.clientWidth;
-        return [...document.querySelectorAll('{table} thead th')]
-            .filter(th => th.offsetParent !== null && th.getBoundingClientRect().right > w + 1)
-            .map(th => th.textContent); }}""")
+        const t = document.querySelector('{table}');
+        if (!t) return ['no table'];
+        const box = t.parentElement.getBoundingClientRect();
+        const right = Math.min(w, box.right) + 1;
+        const out = [...t.querySelectorAll('thead th')]
+            .filter(th => th.offsetParent !== null && th.getBoundingClientRect().right > right)
+            .map(th => th.textContent);
+        for (const el of t.querySelectorAll('tbody td > *, tbody th > *'))
+            if (el.offsetParent !== null && el.getBoundingClientRect().right > right) out.push(el.textContent);
+        return out; }}""")
 
 
 def test_layout_at_1000_px(tb, browser):

@@ -223,7 +223,8 @@ export class KernelTable {
       const opCell = h("td", { class: "kop" },
         h("div", { class: "mono ellipsis small", title: k.op || "" }, k.op || fmt.DASH),
         k.module_path ? h("div", { class: "muted small ellipsis", title: k.module_path }, k.module_path) : null,
-        src ? h("div", { class: "source small ellipsis", title: `${src}${k.source?.function ? ` (${k.source.function})` : ""}` }, src) : null);
+        src ? h("div", { class: "source small ellipsis", title: `${src}${k.source?.function ? ` (${k.source.function})` : ""}` },
+          src.split("/").pop()) : null);
       tbody.appendChild(h("tr", { "data-id": k.id, class: k.id === this.pinnedId ? "selected" : null },
         h("td", { class: "expander-col" }, toggle),
         nameCell,
@@ -236,7 +237,7 @@ export class KernelTable {
         h("td", { class: "num opt" }, fmt.est(fmt.byteRate(k.achieved_bytes_per_s), k.estimated)),
         h("td", { class: "num" }, utilCell(k.compute_util, k.estimated)),
         h("td", { class: "num" }, utilCell(k.memory_util, k.estimated)),
-        h("td", { class: "kbound" }, boundPill(k.bound, k.bound_reason, k.latency_cause), estBadge(k.estimated), measuredBadge(k.measured)),
+        h("td", { class: "kbound" }, boundPill(k.bound, k.bound_reason, k.latency_cause, true), estBadge(k.estimated), measuredBadge(k.measured)),
       ));
       if (open) {
         tbody.appendChild(h("tr", { class: "details", id: detailsId }, h("td", { colspan: COLS.length + 1 }, details(k))));

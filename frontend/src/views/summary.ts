@@ -86,11 +86,10 @@ export function renderSummary(s: Summary): HTMLElement {
     card("Forward vs backward", [fmt.time(s.forward_time_us), h("span", { class: "vs" }, " / "), fmt.time(s.backward_time_us)],
       legend([["forward", "#4e79a7"], ["backward", "#f28e2b"]]), fwdBwd, "fwd-bwd"),
     card("Fused vs unfused core", [fmt.time(s.fused_time_us), h("span", { class: "vs" }, " / "), fmt.time(s.unfused_core_time_us)],
-      legend([["fused", "#9c6ade"], ["unfused", "#e15759"], ["projections", "#76b7b2"], ["other", "#bab0ac"]]), fused, "fused"),
+      [legend([["fused", "#9c6ade"], ["unfused", "#e15759"], ["projections", "#76b7b2"], ["other", "#bab0ac"]]), backendLine(s)], fused, "fused"),
     card("Attention time by bound", topBound(s),
       [legend(bounds.map((b) => [`${b} ${fmt.time(s.bound_time_us?.[b])}`, BOUND_COLORS[b],
-        b === "latency" ? `latency: ${LATENCY_DEFINITION}` : undefined] as [string, string, string?])), causeLine(s)], boundBar, "bounds"),
-    backendCard(s));
+        b === "latency" ? `latency: ${LATENCY_DEFINITION}` : undefined] as [string, string, string?])), causeLine(s)], boundBar, "bounds"));
   return section("Summary", "summary", grid, measurementsNote(s));
 }
 
@@ -103,11 +102,11 @@ function causeLine(s: Summary): Child {
 }
 
 /** Core attention by implementation (flash, cuDNN, math, eager...), when the engine names them. */
-function backendCard(s: Summary): Child {
+function backendLine(s: Summary): Child {
   const rows = s.attention_backends || [];
   if (!rows.length) return null;
-  return card("Attention backend", h("span", { class: "small-value" }, rows[0].label),
-    rows.map((r) => h("div", null, `${r.label} ${fmt.time(r.time_us)}`)), null, "backends");
+  return h("div", { class: "small muted", "data-testid": "backends", title: rows.map((r) => `${r.label}: ${fmt.time(r.time_us)}`).join("\n") },
+    `backend: ${rows.map((r) => r.label).join(" + ")}`);
 }
 
 /** Which kernels carry hardware counters (an ncu export beside the trace, CUPTI ranges in it). */
