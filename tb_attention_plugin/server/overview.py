@@ -7,17 +7,17 @@ the first worker, latest span); nothing is analysed here and nothing waits.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 BOUNDS = ("compute", "memory", "latency", "unknown")
 
 
-def overview_row(summary: dict) -> dict:
+def overview_row(summary: dict[str, Any]) -> dict[str, Any]:
     """The overview figures of one trace report summary (fields of docs/report-schema.md; the
     engine's newer fields ``compute_busy_us``, ``span_us``, ``idle_us`` when present)."""
     att = summary.get("attention_time_us") or 0.0
     phases = summary.get("phases") or []
-    top: Optional[dict] = None
+    top: Optional[dict[str, Any]] = None
     if phases:
         p = max(phases, key=lambda r: r.get("time_us") or 0.0)
         if (p.get("time_us") or 0.0) > 0:
@@ -49,7 +49,7 @@ def overview_row(summary: dict) -> dict:
     }
 
 
-def route(plugin, request):
+def route(plugin: Any, request: Any) -> Any:
     """``/overview``: ``{runs: [{run, file, state, message, ...overview_row}]}``, one per run."""
     from werkzeug.datastructures import MultiDict
 

@@ -13,7 +13,7 @@ the same way, so the page can draw a bracket over each call.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -27,16 +27,16 @@ class Columns:
     ts: np.ndarray          # start, µs (float64)
     dur: np.ndarray         # duration, µs (float64)
     lane: np.ndarray        # int64 index into ``lanes``
-    lanes: list             # [(device, stream)]
+    lanes: list[tuple[int, int]]    # (device, stream) per lane
     cat: np.ndarray         # int32: phase code (>= 0) or NON_ATTENTION
-    cats: list              # phase names, by code
+    cats: list[str]         # phase names, by code
     instance: np.ndarray    # int64 attention-call id, -1 when none
     ids: np.ndarray         # int64 kernel ids (the kernel table's ``id``)
     step: np.ndarray        # int32 step code, -1 when none
-    steps: list             # step names, by code
+    steps: list[str]        # step names, by code
 
 
-def _runs(s: np.ndarray, e: np.ndarray, c: np.ndarray, ids: np.ndarray, px: float, ncat: int) -> dict:
+def _runs(s: np.ndarray, e: np.ndarray, c: np.ndarray, ids: np.ndarray, px: float, ncat: int) -> dict[str, Any]:
     """Runs of one lane's kernels (sorted by start). ``c`` holds category codes shifted to >= 0."""
     n = len(s)
     if n == 0:
@@ -61,7 +61,7 @@ def _runs(s: np.ndarray, e: np.ndarray, c: np.ndarray, ids: np.ndarray, px: floa
     return {"start": g_s, "end": g_e, "cat": cat, "n": count, "id": kid, "busy": busy}
 
 
-def _calls(s: np.ndarray, e: np.ndarray, inst: np.ndarray, px: float) -> dict:
+def _calls(s: np.ndarray, e: np.ndarray, inst: np.ndarray, px: float) -> dict[str, Any]:
     """Extents of the attention calls of one lane, neighbours closer than a pixel merged."""
     m = inst >= 0
     if not m.any():
@@ -83,11 +83,12 @@ def _calls(s: np.ndarray, e: np.ndarray, inst: np.ndarray, px: float) -> dict:
             "n": np.diff(np.append(starts, len(c_s)))}
 
 
-def _rel(a, t0: float) -> list:
-    return np.round(np.asarray(a, dtype=np.float64) - t0, 3).tolist()
+def _rel(a: Any, t0: float) -> list[float]:
+    out: list[float] = np.round(np.asarray(a, dtype=np.float64) - t0, 3).tolist()
+    return out
 
 
-def decimate(cols: Columns, t0: Optional[float], t1: Optional[float], width: int) -> dict:
+def decimate(cols: Columns, t0: Optional[float], t1: Optional[float], width: int) -> dict[str, Any]:
     """Runs per lane for the window [t0, t1] (µs, the trace's clock; None = the whole extent)
     drawn ``width`` pixels wide. Times in the answer are relative to ``t0``."""
     width = int(max(1, min(MAX_WIDTH, width)))
@@ -121,7 +122,8 @@ def decimate(cols: Columns, t0: Optional[float], t1: Optional[float], width: int
             "attention_us": round(float((e - s)[att].sum()), 3),
             "runs": {"start": _rel(r["start"], a), "end": _rel(r["end"], a),
                      "cat": (np.asarray(r["cat"], dtype=np.int64) - 1).tolist(),
-                     "n": np.asarray(r["n"], dtype=np.int64).tolist(), "id": np.asarray(r["id"], dtype=np.int64).tolist(),
+                     "n": np.asarray(r["n"], dtype=np.int64).tolist(),
+                     "id": np.asarray(r["id"], dtype=np.int64).tolist(),
                      "busy": np.round(np.asarray(r["busy"], dtype=np.float64), 3).tolist()},
             "calls": {"start": _rel(calls["start"], a), "end": _rel(calls["end"], a),
                       "n": np.asarray(calls["n"], dtype=np.int64).tolist()},
@@ -130,22 +132,22 @@ def decimate(cols: Columns, t0: Optional[float], t1: Optional[float], width: int
             "categories": list(cols.cats), "lanes": lanes, "steps": step_extents(cols)}
 
 
-def step_extents(cols: Columns) -> list:
+def step_extents(cols: Columns) -> list[dict[str, Any]]:
     """GPU extent of each profiler step's kernels (the step's CPU range leads its GPU work)."""
-    out = []
+    out: list[dict[str, Any]] = []
     end = cols.ts + cols.dur
     for code, name in enumerate(cols.steps):
         m = cols.step == code
         if m.any():
             out.append({"name": name, "t0": float(cols.ts[m].min()), "t1": float(end[m].max()),
                         "kernels": int(m.sum())})
-    out.sort(key=lambda x: x["t0"])
+    out.sort(key=lambda x: float(x["t0"]))
     return out
 
 
 # ---------------------------------------------------------------- from the plugin's kernel table
 
-def _int_field(t, name: str, null: int) -> np.ndarray:
+def _int_field(t: Any, name: str, null: int) -> np.ndarray:
     """An integer column of the loaded kernel table (the engine's array when it has one; NaN
     and None -> ``null``)."""
     store = t.store
@@ -162,11 +164,11 @@ def _int_field(t, name: str, null: int) -> np.ndarray:
     return np.fromiter((null if v is None or v != v else int(v) for v in vals), dtype=np.int64, count=t.n)
 
 
-def columns_of(t) -> Columns:
+def columns_of(t: Any) -> Columns:
     """:class:`Columns` of a :class:`server.index.KernelTable` (computed once, then memoised)."""
     if getattr(t, "memo", None) is None:      # a table unpickled from an older cache
         t.memo = {}
-    memo = t.memo.get("timeline")
+    memo: Optional[Columns] = t.memo.get("timeline")
     if memo is not None:
         return memo
     dev = _int_field(t, "device", 0)
@@ -187,7 +189,7 @@ def columns_of(t) -> Columns:
     return cols
 
 
-def route(plugin, request):
+def route(plugin: Any, request: Any) -> Any:
     """``/timeline``: the selection's parameters plus ``t0``, ``t1`` (µs, optional) and ``width``."""
     from .params import bad, int_param, json_response
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from tbutil import ARGS, CHROMIUM, ROOT, copy_run, get_json, plugin_frame, settled, shot, tensorboard, wait
 
 pytestmark = pytest.mark.e2e
@@ -33,8 +32,8 @@ def test_both_tabs_load_and_ours_is_unaffected(tmp_path):
         wait(lambda: "gpt" in (get_json(base + "/data/plugin/pytorch_profiler/runs").get("runs") or []), 60,
              "torch-tb-profiler's run list")
         # both tabs active (TensorBoard hides a plugin whose is_active() is false at page load)
-        wait(lambda: all(get_json(base + "/data/plugins_listing")[k].get("enabled") for k in ("attention", "pytorch_profiler")),
-             60, "both plugins active")
+        wait(lambda: all(get_json(base + "/data/plugins_listing")[k].get("enabled")
+                         for k in ("attention", "pytorch_profiler")), 60, "both plugins active")
         with sync_api.sync_playwright() as p:
             b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
             try:

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 
 import pytest
-
 from tbutil import ARGS, CHROMIUM, ROOT, copy_run, get_json, plugin_frame, settled, shot, tensorboard
 
 pytestmark = pytest.mark.e2e
@@ -59,6 +57,17 @@ def page(browser):
     assert not errors, errors
 
 
+def _value_is(frame, sel: str, value: str, timeout: float = 10000) -> None:
+    frame.wait_for_function(f"(() => {{ const e = document.querySelector({sel!r}); "
+                            f"return !!e && e.value === {value!r}; }})()", timeout=timeout)
+
+
+def _text_has(frame, sel: str, pattern: str, timeout: float = 10000) -> None:
+    """Wait until the element's text matches the regular expression ``pattern``."""
+    frame.wait_for_function(f"(() => {{ const e = document.querySelector({sel!r}); "
+                            f"return !!e && new RegExp({pattern!r}).test(e.textContent); }})()", timeout=timeout)
+
+
 def _open(page, base, hash_="#attention"):
     page.goto(base + "/" + hash_)
     return plugin_frame(page)
@@ -67,8 +76,7 @@ def _open(page, base, hash_="#attention"):
 def _open_run(frame, run):
     frame.wait_for_selector(f'#runs-table button[data-run="{run}"]', timeout=20000)
     frame.click(f'#runs-table button[data-run="{run}"]')
-    frame.wait_for_function(f"document.querySelector('#trace-meta') && document.querySelector('#trace-meta').textContent.includes('{run}/')",
-                            timeout=20000)
+    _text_has(frame, "#trace-meta", re.escape(run + "/"), timeout=20000)
 
 
 def test_runs_overview_is_the_landing_page(tb, page):
@@ -97,28 +105,29 @@ def test_advice_strip_click_through_and_url_state(tb, page):
     assert re.search(r"\d+ % of busy", strip)
     shot(page, "e2e15_advice.png")
     # a phase of the finding -> the kernel table, filtered to that phase and direction
-    link = '#advice .finding[data-advice="fuse_attention"] .finding-links button[data-phase="softmax"][data-direction="backward"]'
+    link = ('#advice .finding[data-advice="fuse_attention"] .finding-links '
+            'button[data-phase="softmax"][data-direction="backward"]')
     frame.click(link)
     frame.wait_for_function("document.querySelector('#kernel-phase').value === 'softmax' && "
                             "document.querySelector('#kernel-direction').value === 'backward'", timeout=5000)
-    frame.wait_for_function("document.querySelector('#kernel-count') && /of \\d+ kernels/.test(document.querySelector('#kernel-count').textContent)",
-                            timeout=10000)
+    _text_has(frame, "#kernel-count", r"of \d+ kernels")
     phases = frame.eval_on_selector_all("#kernel-table tbody tr[data-id] td.kphase", "ts => ts.map(t => t.textContent)")
     assert phases and all("softmax" in p and "bwd" in p for p in phases)
     # the selection and the filter are in TensorBoard's URL hash and survive a reload
-    assert "att.run=llama_eager" in page.url and "att.k.phase=softmax" in page.url and page.url.split("#")[1].startswith("attention&")
+    assert "att.run=llama_eager" in page.url and "att.k.phase=softmax" in page.url
+    assert page.url.split("#")[1].startswith("attention&")
     page.reload()
     frame = plugin_frame(page)
-    frame.wait_for_function("document.querySelector('#trace-run') && document.querySelector('#trace-run').value === 'llama_eager'",
-                            timeout=20000)
-    frame.wait_for_function("document.querySelector('#kernel-phase') && document.querySelector('#kernel-phase').value === 'softmax'",
-                            timeout=10000)
+    _value_is(frame, "#trace-run", "llama_eager", timeout=20000)
+    _value_is(frame, "#kernel-phase", "softmax")
     # search by op name
     frame.select_option("#kernel-phase", "")
     frame.select_option("#kernel-direction", "")
     frame.fill("#kernel-search", "aten::_softmax")
-    frame.wait_for_function("(() => { const ts = [...document.querySelectorAll('#kernel-table tbody tr[data-id] td.kop')];"
-                            " return ts.length > 0 && ts.every(t => t.textContent.includes('aten::_softmax')); })()", timeout=10000)
+    frame.wait_for_function("(() => { const ts = [...document.querySelectorAll("
+                            "'#kernel-table tbody tr[data-id] td.kop')];"
+                            " return ts.length > 0 && ts.every(t => t.textContent.includes('aten::_softmax')); })()",
+                            timeout=10000)
 
 
 def test_roofline_point_and_phase_bar_filter_the_kernel_table(tb, page):
@@ -139,7 +148,8 @@ def test_roofline_point_and_phase_bar_filter_the_kernel_table(tb, page):
 def test_dark_mode_follows_tensorboard(tb, page):
     frame = _open(page, tb, "#attention&att.view=run&att.run=llama_eager")
     frame.wait_for_selector("#summary", timeout=20000)
-    bg = lambda: frame.evaluate("getComputedStyle(document.body).backgroundColor")
+    def bg():
+        return frame.evaluate("getComputedStyle(document.body).backgroundColor")
     assert not frame.evaluate("document.body.classList.contains('tba-dark')")
     light = bg()
     page.evaluate("document.body.classList.add('dark-mode')")       # what TensorBoard's toggle does
@@ -197,7 +207,7 @@ def test_layout_at_1000_px(tb, browser):
 def test_timeline_draws_zooms_and_selects_a_kernel(tb, page):
     frame = _open(page, tb, "#attention&att.view=run&att.run=llama_eager")
     frame.wait_for_selector("#timeline-canvas", timeout=20000)
-    frame.wait_for_function("/kernels in \\d+ marks/.test(document.querySelector('.timeline-status').textContent)", timeout=15000)
+    _text_has(frame, ".timeline-status", r"kernels in \d+ marks", timeout=15000)
     frame.evaluate("document.getElementById('timeline').scrollIntoView()")
     # something is drawn: some pixels in the kernel row are not the background
     painted = frame.evaluate("""() => {
@@ -206,7 +216,8 @@ def test_timeline_draws_zooms_and_selects_a_kernel(tb, page):
         for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++; return n; }""")
     assert painted > 1000
     before = frame.inner_text(".timeline-status")
-    box = frame.eval_on_selector("#timeline-canvas", "c => { const r = c.getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; }")
+    box = frame.eval_on_selector("#timeline-canvas",
+                                 "c => { const r = c.getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; }")
     frame.hover("#timeline-canvas", position={"x": box[2] * 0.6, "y": 30})
     page.mouse.wheel(0, -600)
     frame.wait_for_function(f"document.querySelector('.timeline-status').textContent !== {before!r}", timeout=5000)

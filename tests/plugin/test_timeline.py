@@ -60,12 +60,13 @@ def test_lanes_calls_and_steps():
     c = _cols([0, 10, 20, 30], [5, 5, 5, 5], lane=[0, 1, 0, 0], cat=[0, 2, 0, NON_ATTENTION], inst=[7, 8, 7, -1],
               step=[0, 0, 1, 1])
     d = decimate(c, None, None, 1000)
-    assert [(l["device"], l["stream"]) for l in d["lanes"]] == [(0, 0), (0, 1)]
+    assert [(ln["device"], ln["stream"]) for ln in d["lanes"]] == [(0, 0), (0, 1)]
     assert d["lanes"][0]["kernels"] == 3 and d["lanes"][1]["kernels"] == 1
     assert d["lanes"][0]["attention_us"] == 10 and d["lanes"][0]["busy_us"] == 15
     calls = d["lanes"][0]["calls"]
     assert calls["start"] == [0] and calls["end"] == [25] and calls["n"] == [1]
-    assert [(s["name"], s["t0"], s["t1"]) for s in d["steps"]] == [("ProfilerStep#1", 0, 15), ("ProfilerStep#2", 20, 35)]
+    steps = [(s["name"], s["t0"], s["t1"]) for s in d["steps"]]
+    assert steps == [("ProfilerStep#1", 0, 15), ("ProfilerStep#2", 20, 35)]
     empty = decimate(_cols([], []), None, None, 100)
     assert empty["lanes"][0]["runs"]["n"] == []
 
@@ -102,7 +103,7 @@ def test_timeline_route(served):
     d = r.json
     assert d["state"] == "ready" and d["lanes"] and d["steps"]
     kernels = served.get("/kernels", run="gpt", scope="all", limit=1).json["all"]
-    assert sum(l["kernels"] for l in d["lanes"]) == kernels
+    assert sum(ln["kernels"] for ln in d["lanes"]) == kernels
     for lane in d["lanes"]:
         runs = lane["runs"]
         assert len(runs["start"]) <= 2 * 600
