@@ -292,6 +292,9 @@ export interface Kernel {
   latency_cause?: LatencyCause;
   source?: Source | null;
   estimated: boolean;
+  upper_bound?: boolean;
+  occupancy_source?: "recorded" | "theoretical" | null;
+  waves?: number | null;
   cost_share: number | null;
   grid: number[] | null;
   block: number[] | null;

@@ -85,9 +85,10 @@ export function phaseTag(phase: string | null | undefined, label?: string | null
 }
 
 /** A utilisation: the percentage and a thin bar (capped at 100 %; above shows a marker). */
-export function utilCell(u: number | null | undefined, estimated = false): HTMLElement {
-  const wrap = h("span", { class: "util" });
-  append(wrap, [h("span", { class: "num" }, fmt.est(fmt.pct(u), estimated))]);
+export function utilCell(u: number | null | undefined, estimated = false, upper = false): HTMLElement {
+  const wrap = h("span", { class: "util", title: upper ? "an upper bound: the FLOPs and bytes are a dense upper bound (e.g. FlexAttention's block mask is not in the trace)" : null });
+  const text = fmt.est(fmt.pct(u), estimated && !upper);
+  append(wrap, [h("span", { class: "num" }, upper && text !== fmt.DASH ? `\u2264${text}` : text)]);
   if (u !== null && u !== undefined && isFinite(u)) {
     const bar = h("span", { class: "util-bar", "aria-hidden": "true" });
     const fill = h("span", { class: `util-fill${u > 1 ? " over" : ""}` });

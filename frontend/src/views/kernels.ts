@@ -232,11 +232,11 @@ export class KernelTable {
         h("td", { class: "kphase" }, k.attention ? [phaseTag(k.phase), h("span", { class: "dir" }, k.direction === "forward" ? "fwd" : "bwd")]
           : h("span", { class: "muted" }, k.kind === "kernel" ? "\u2014" : k.kind)),
         h("td", { class: "num" }, fmt.time(k.dur_us)),
-        h("td", { class: "num opt" }, fmt.est(fmt.flops(k.flops), k.estimated)),
+        h("td", { class: "num opt" }, k.upper_bound && k.flops !== null ? `\u2264${fmt.flops(k.flops)}` : fmt.est(fmt.flops(k.flops), k.estimated)),
         h("td", { class: "num opt" }, fmt.est(fmt.flopRate(k.achieved_flops_per_s), k.estimated)),
         h("td", { class: "num opt" }, fmt.est(fmt.byteRate(k.achieved_bytes_per_s), k.estimated)),
-        h("td", { class: "num" }, utilCell(k.compute_util, k.estimated)),
-        h("td", { class: "num" }, utilCell(k.memory_util, k.estimated)),
+        h("td", { class: "num" }, utilCell(k.compute_util, k.estimated, !!k.upper_bound)),
+        h("td", { class: "num" }, utilCell(k.memory_util, k.estimated, !!k.upper_bound)),
         h("td", { class: "kbound" }, boundPill(k.bound, k.bound_reason, k.latency_cause, true), estBadge(k.estimated), measuredBadge(k.measured)),
       ));
       if (open) {
@@ -287,7 +287,9 @@ export function details(k: Kernel): HTMLElement {
       ["dtype / roof", `${k.dtype || fmt.DASH} / ${k.peak ? `${k.peak} ${fmt.flopRate(k.peak_flops_per_s)}` : fmt.DASH}`],
       ["FLOPs / bytes", [`${fmt.est(fmt.flops(k.flops), k.estimated)} / ${fmt.est(fmt.bytes(k.bytes), k.estimated)} \u00b7 ${fmt.intensity(k.intensity)}`, estBadge(k.estimated),
         k.cost_share !== null && k.cost_share < 1 ? ` (${fmt.pct(k.cost_share)} of the op's cost)` : ""]],
-      ["launch", k.grid ? `grid [${k.grid.join(", ")}] \u00b7 block [${(k.block || []).join(", ")}] \u00b7 occupancy ${k.occupancy_pct ?? fmt.DASH} %` : k.kind],
+      ["launch", k.grid ? `grid [${k.grid.join(", ")}] \u00b7 block [${(k.block || []).join(", ")}] \u00b7 occupancy ${k.occupancy_pct ?? fmt.DASH} %`
+        + `${k.occupancy_source ? ` (${k.occupancy_source})` : ""}${k.waves !== null && k.waves !== undefined ? ` \u00b7 ${k.waves.toFixed(2)} waves` : ""}` : k.kind],
+      ...(k.upper_bound ? [["cost", "FLOPs and bytes are a dense upper bound (the mask's sparsity is not in the trace): utilisations are upper bounds"] as [string, Child]] : []),
       ...(k.bound === "latency" && k.latency_cause ? [["latency cause", boundLabel(k.bound, k.latency_cause)] as [string, Child]] : []),
       ["step / stream", `${k.step || fmt.DASH} / device ${k.device}, stream ${k.stream}`],
     ]));
