@@ -173,13 +173,21 @@ export interface AdviceKernel {
   source?: Source | null;
 }
 
+/** The evidence keys every rule may give. */
+export interface AdviceEvidence {
+  time_us?: number;
+  share_of_attention?: number;
+  phases?: AdvicePhase[];
+  kernels?: AdviceKernel[];
+}
+
 export interface Advice {
   id: string;
   severity: "high" | "medium" | "low";
   title: string;
   detail: string;
-  evidence: { time_us?: number; share_of_attention?: number; phases?: AdvicePhase[]; kernels?: AdviceKernel[];
-    [k: string]: unknown };
+  /** The numbers (docs/report-schema.md#advice); rule-specific keys beside these (read as AdviceEvidence). */
+  evidence: Record<string, unknown>;
   estimated_gain_us: number | null;
   removable_us?: number | null;
   how: string;
@@ -449,6 +457,7 @@ export interface CompareSideInfo {
   traces: number;
   steps: number;
   step: string | null;
+  device: { label: string; name: string; basis: string } | null;
   backend?: string | null;
   partial?: boolean;
   kernel_groups_source?: string;
@@ -458,7 +467,7 @@ export interface CompareResponse {
   base?: CompareSideInfo;
   new?: CompareSideInfo;
   verdict?: { attention_time_us: CompareDelta; faster: "new" | "base" | "same" | null; summary: string };
-  normalization?: { mode: string; unit: string; base_steps: number; new_steps: number };
+  normalization?: { mode: string; unit: string; base_steps: number; new_steps: number; base_divisor: number; new_divisor: number };
   sections?: CompareSection[];
   kernel_groups?: CompareGroup[];
   advice?: { base: CompareAdviceItem[]; new: CompareAdviceItem[]; only_base: string[]; only_new: string[] };

@@ -5,7 +5,7 @@
 import { phaseLabel } from "../colors";
 import { h, Child } from "../dom";
 import * as fmt from "../format";
-import type { Advice, Summary } from "../types";
+import type { Advice, AdviceEvidence, Summary } from "../types";
 import type { KernelFilter } from "../state";
 import { boundPill, phaseTag, section } from "../widgets";
 
@@ -50,8 +50,9 @@ function link(label: Child, title: string, onClick: () => void, attrs: Record<st
 }
 
 function finding(a: Advice, attention: number, onPick: (f: KernelFilter) => void): HTMLElement {
-  const phases = a.evidence?.phases || [];
-  const kernels = a.evidence?.kernels || [];
+  const ev = (a.evidence || {}) as AdviceEvidence;
+  const phases = ev.phases || [];
+  const kernels = ev.kernels || [];
   const other = otherEvidence(a);
   return h("article", { class: `finding sev-${a.severity}`, "data-advice": a.id },
     h("header", { class: "finding-head" },
