@@ -192,7 +192,7 @@ class App {
       this.download.hidden = true;
       this.annotated.hidden = true;
       if (!this.compare) {
-        const current = this.sel ? resolve(runs, this.sel) : resolve(runs, null, bestRun(runs));
+        const current = resolve(runs, this.sel, bestRun(runs));
         this.compare = new CompareView(runs, current, this.pair, (b, n) => {
           this.pair = { base: b, next: n };
           this.store();
@@ -203,7 +203,7 @@ class App {
       }
       return;
     }
-    this.sel = this.sel ? resolve(runs, this.sel) : resolve(runs, null, bestRun(runs));
+    this.sel = resolve(runs, this.sel, bestRun(runs));     // a run gone from the log directory: the best one
     this.store();
     this.renderPicker();
     const f = fileOf(runs, this.sel);

@@ -163,6 +163,12 @@ def test_dark_mode_follows_tensorboard(tb, page):
     frame.wait_for_function("!document.body.classList.contains('tba-dark')", timeout=5000)
 
 
+def _all_tables_fit(frame) -> dict:
+    """{table id: cells off-screen} for every data table on the page."""
+    ids = frame.eval_on_selector_all("table.data", "ts => ts.map((t, i) => t.id || (t.id = 'tbl-' + i))")
+    return {i: bad for i in ids if (bad := _offscreen(frame, "#" + i))}
+
+
 def _offscreen(frame, table: str) -> list:
     """Header cells, and body cells' contents, that end right of the page (or of the table's
     scroll box, which would hide them behind a scrollbar)."""
@@ -191,14 +197,17 @@ def test_layout_at_1000_px(tb, browser):
         frame.wait_for_selector("#phase-table tbody tr", timeout=10000)
         for t in ("#kernel-table", "#phase-table"):
             assert _offscreen(frame, t) == [], t
+        frame.wait_for_selector("#memory table.data", timeout=10000)
+        assert _all_tables_fit(frame) == {}
         assert frame.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth + 1")
         header = frame.evaluate("document.querySelector('.topbar').getBoundingClientRect().height")
         assert header < 0.15 * 900
         shot(page, "e2e15_1000.png")
         frame.click("#tab-compare")
         frame.wait_for_selector("#compare-table tbody tr", timeout=30000)
-        for t in ("#compare-table", "#compare-totals", "#compare-sections"):
+        for t in ("#compare-table", "#compare-totals", "#compare-sections", "#compare-groups"):
             assert _offscreen(frame, t) == [], t
+        assert _all_tables_fit(frame) == {}
         shot(page, "e2e15_1000_compare.png")
     finally:
         page.close()
