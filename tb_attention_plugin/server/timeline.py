@@ -147,20 +147,18 @@ def step_extents(cols: Columns) -> list[dict[str, Any]]:
 
 # ---------------------------------------------------------------- from the plugin's kernel table
 
-def _int_field(t: Any, name: str, null: int) -> np.ndarray:
-    """An integer column of the loaded kernel table (the engine's array when it has one; NaN
-    and None -> ``null``)."""
-    store = t.store
-    table = getattr(store, "table", None)
+def _int_field(t: Any, name: str, null: int, rows: Optional[list[dict[str, Any]]]) -> np.ndarray:
+    """An integer column of the loaded kernel table: the engine's array when it has one, else
+    from ``rows`` (the decoded row dicts); NaN and None -> ``null``."""
+    table = getattr(t.store, "table", None)
     if table is not None and hasattr(table, "columns") and name in table.columns:
         c = table.columns[name]
-        if isinstance(c, np.ndarray):
-            a = c.astype(np.float64) if c.dtype.kind in "fiub" else None
-            if a is not None:
-                return np.where(np.isnan(a), null, a).astype(np.int64)
+        if isinstance(c, np.ndarray) and c.dtype.kind in "fiub":
+            a = c.astype(np.float64)
+            return np.where(np.isnan(a), null, a).astype(np.int64)
         vals = table.column(name)
     else:
-        vals = [r.get(name) for r in store.rows(range(t.n))]
+        vals = [r.get(name) for r in rows or ()]
     return np.fromiter((null if v is None or v != v else int(v) for v in vals), dtype=np.int64, count=t.n)
 
 
@@ -171,8 +169,10 @@ def columns_of(t: Any) -> Columns:
     memo: Optional[Columns] = t.memo.get("timeline")
     if memo is not None:
         return memo
-    dev = _int_field(t, "device", 0)
-    stream = _int_field(t, "stream", 0)
+    engine = getattr(t.store, "table", None) is not None
+    rows = None if engine else t.store.rows(range(t.n))      # packed rows: decoded once
+    dev = _int_field(t, "device", 0, rows)
+    stream = _int_field(t, "stream", 0, rows)
     pairs = np.stack([dev, stream], axis=1) if t.n else np.zeros((0, 2), dtype=np.int64)
     uniq, lane = np.unique(pairs, axis=0, return_inverse=True)
     lanes = [(int(d), int(s)) for d, s in uniq.tolist()]
@@ -182,7 +182,7 @@ def columns_of(t: Any) -> Columns:
         ts=np.nan_to_num(t.num["ts"], nan=0.0), dur=np.nan_to_num(t.num["dur_us"], nan=0.0),
         lane=np.asarray(lane, dtype=np.int64).reshape(-1),
         lanes=lanes, cat=cat, cats=list(t.cat_values["phase"]),
-        instance=_int_field(t, "instance", -1),
+        instance=_int_field(t, "instance", -1, rows),
         ids=np.nan_to_num(t.num["id"], nan=-1).astype(np.int64),
         step=t.cat["step"].astype(np.int32), steps=list(t.cat_values["step"]))
     t.memo["timeline"] = cols

@@ -137,3 +137,22 @@ def test_kernels_search_by_a_whole_long_kernel_name(served):
     r = served.get("/kernels", run="gpt", scope="all", q=name)
     assert r.status_code == 200, r.data
     assert r.json["total"] >= 1 and all(x["name"] == name for x in r.json["rows"])
+
+
+def test_columns_from_engine_table_and_packed_rows_agree():
+    """The loaded kernel table holds either the engine's columns or packed row dicts (older cache
+    entries); the timeline reads both the same way."""
+    from conftest import sample_file
+
+    from tb_attention_plugin.analyze import analyze_path
+    from tb_attention_plugin.server.index import build
+    from tb_attention_plugin.server.timeline import columns_of
+
+    r = analyze_path(sample_file("gpt4l_sdpa_train"))
+    a = columns_of(build(r).kernels)
+    r["kernels"] = list(r["kernels"])
+    b = columns_of(build(r).kernels)
+    assert a.lanes == b.lanes and a.cats == b.cats and a.steps == b.steps
+    for f in ("ts", "dur", "lane", "cat", "instance", "ids", "step"):
+        assert np.array_equal(getattr(a, f), getattr(b, f)), f
+    assert (a.instance >= 0).any() and (a.cat >= 0).any()
