@@ -64,7 +64,7 @@ export function picker(runs: RunsResponse, sel: Selection, onChange: (s: Selecti
   });
   const file = run.files.find((f) => f.file === sel.file);
   const steps = file?.steps || [];
-  const stepOpts: [string, string][] = [["", steps.length ? `all ${steps.length} steps` : "whole trace"], ...steps.map((s) => [s, s.replace("ProfilerStep#", "step ")] as [string, string])];
+  const stepOpts: [string, string][] = [["", steps.length > 1 ? `all ${steps.length} steps` : steps.length ? "the 1 step" : "whole trace"], ...steps.map((s) => [s, s.replace("ProfilerStep#", "step ")] as [string, string])];
   return h("div", { class: "picker", role: "group", "aria-label": idPrefix === "base" ? "baseline trace" : idPrefix === "new" ? "new trace" : "trace" },
     mk(`${idPrefix}-run`, "Run", runOpts, sel.run, (v) => onChange({ run: v })),
     mk(`${idPrefix}-worker`, "Worker", workerOpts, worker.worker, (v) => onChange({ run: sel.run, worker: v })),
