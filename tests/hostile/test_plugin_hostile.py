@@ -24,7 +24,7 @@ def _all_routes(s, run: str, file: str = None) -> dict:
     out = {}
     for route, extra in (("/summary", {}), ("/phases", {}), ("/kernels", {"scope": "all", "q": "<script>"}),
                          ("/kernel", {"id": "0"}), ("/roofline", {"group": "0"}), ("/memory", {}), ("/report", {}),
-                         ("/annotated", {})):
+                         ("/annotated", {}), ("/timeline", {"width": "400"})):
         r = s.get(route, **sel, **extra)
         out[route] = r.status_code
         ctype = r.headers.get("Content-Type", "")
@@ -35,6 +35,8 @@ def _all_routes(s, run: str, file: str = None) -> dict:
         assert r.headers.get("X-Content-Type-Options") == "nosniff", route
     r = s.get("/compare", base="good", new=run, new_file=file)
     out["/compare"] = r.status_code
+    r = s.get("/overview")
+    assert r.status_code == 200 and r.headers.get("Content-Type") == "application/json"
     return out
 
 

@@ -14,7 +14,8 @@ from conftest import harness
 
 PREFIX = harness.PREFIX
 SECRET = "SECRET_7f3a_do_not_serve"
-TRACE_ROUTES = ("/summary", "/phases", "/kernels", "/kernel", "/roofline", "/memory", "/report", "/annotated")
+TRACE_ROUTES = ("/summary", "/phases", "/kernels", "/kernel", "/roofline", "/memory", "/report", "/annotated",
+                "/timeline")
 NAME_KEYS = ("run", "worker", "span", "file")
 TRICKS = [
     "..", "../", "../..", "../../../../etc/passwd", "gpt/..", "gpt/../..", "gpt/./../..", "./../gpt",
@@ -101,7 +102,7 @@ def test_compare_refuses_every_trick_on_both_sides(world):
     "/summary?run=gpt&file=w.1.pt.trace.json.gz%00.txt", "/summary?run=%C0%AE%C0%AE%C0%AF",
     "/summary?run=gpt&run=..", "/summary?run=gpt&file=..%5C..%5Csetup.py", "/annotated?run=linked_dir",
     "/annotated?run=gpt&file=evil.pt.trace.json.gz", "/report?run=gpt&file=notes.pt.trace.json",
-    "/kernels?run=gpt&q=" + "%2e" * 300, "/summary?run=" + "a" * 100_000,
+    "/kernels?run=gpt&q=" + "%2e" * 5000, "/summary?run=" + "a" * 100_000,
 ])
 def test_raw_query_strings(world, raw):
     s, _, _ = world
@@ -161,7 +162,8 @@ def test_every_answer_is_json_with_nosniff(world):
     seen = set()
     for path in ["/runs", "/status", "/summary?run=gpt", "/summary?run=nope", "/summary?run=..", "/kernels?run=gpt",
                  "/kernel?run=gpt&id=999999", "/roofline?run=gpt", "/compare?base=gpt&new=math", "/memory?run=gpt",
-                 "/report?run=gpt", "/kernels?run=gpt&limit=ten", "/annotated?run=gpt&file=nope"]:
+                 "/report?run=gpt", "/kernels?run=gpt&limit=ten", "/annotated?run=gpt&file=nope",
+                 "/timeline?run=gpt&width=300", "/timeline?run=gpt&t0=inf", "/overview"]:
         r = s.raw(path)
         seen.add(r.status_code)
         _check(r, path)
