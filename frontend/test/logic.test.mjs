@@ -1,0 +1,83 @@
+// Pure logic of the dashboard, run in Node (node --test): the overview strip's figures and
+// diagnosis, the advice ranking, the span label, the bound wording. The modules are bundled from
+// src/ with esbuild (in memory) and imported from a data: URL; nothing touches a DOM.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import * as esbuild from "esbuild";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const entry = `
+export { context, diagnosis, IDLE_DIAGNOSIS } from "./views/strip";
+export { rankAdvice } from "./views/advice";
+export { spanLabel, spanDate } from "./format";
+export { boundLabel } from "./bound";
+`;
+const out = await esbuild.build({
+  stdin: { contents: entry, resolveDir: join(here, "..", "src"), loader: "ts" },
+  bundle: true, format: "esm", platform: "neutral", write: false, logLevel: "silent",
+  loader: { ".css": "empty" },
+});
+const m = await import("data:text/javascript;base64," + Buffer.from(out.outputFiles[0].contents).toString("base64"));
+
+const base = { steps: [], step: null, gpu_busy_us: 0, attention_time_us: 0 };
+
+test("a GPU idle most of the step is called CPU/launch-bound", () => {
+  const s = { ...base, steps: [{ name: "ProfilerStep#1", dur_us: 1000 }], gpu_busy_us: 200, attention_time_us: 150,
+    span_us: 1000, idle_us: 800, compute_busy_us: 200 };
+  const c = m.context(s);
+  assert.equal(c.idleUs, 800);
+  assert.equal(c.spanEstimated, false);
+  assert.equal(m.diagnosis(c), "GPU idle 80 % of the step: CPU/launch-bound; attention is not the bottleneck");
+});
+
+test("without the engine's span the steps stand in for it, marked as an estimate", () => {
+  const s = { ...base, steps: [{ name: "a", dur_us: 600 }, { name: "b", dur_us: 400 }], gpu_busy_us: 300, attention_time_us: 250 };
+  const c = m.context(s);
+  assert.equal(c.spanUs, 1000);
+  assert.equal(c.spanEstimated, true);
+  assert.equal(c.idleUs, 700);
+  assert.equal(c.stepUs, 500);
+  assert.match(m.diagnosis(c), /^GPU idle ~70 %/);
+});
+
+test("idle at the threshold is not a diagnosis; small attention is", () => {
+  const c = m.context({ ...base, span_us: 1000, idle_us: 1000 * m.IDLE_DIAGNOSIS, gpu_busy_us: 500, attention_time_us: 20 });
+  assert.equal(m.diagnosis(c), "Attention is 4 % of GPU work: making it faster gains at most that much");
+  const none = m.context({ ...base, span_us: 1000, idle_us: 100, gpu_busy_us: 900, attention_time_us: 300 });
+  assert.equal(m.diagnosis(none), null);
+});
+
+test("shares use the union of attention intervals when the engine gives it", () => {
+  const c = m.context({ ...base, gpu_busy_us: 100, compute_busy_us: 100, attention_time_us: 150, attention_busy_us: 90,
+    span_us: 100, idle_us: 0 });
+  assert.equal(c.attentionUs, 150);
+  assert.equal(c.attentionBusyUs, 90);
+  assert.ok(c.attentionBusyUs <= c.busyUs);
+});
+
+test("advice is ranked by estimated gain, unknown gains last by severity", () => {
+  const a = (id, gain, severity) => ({ id, estimated_gain_us: gain, severity });
+  const ranked = m.rankAdvice([a("x", null, "high"), a("y", 10, "low"), a("z", 500, "medium"), a("w", null, "low")]);
+  assert.deepEqual(ranked.map((r) => r.id), ["z", "y", "x", "w"]);
+});
+
+test("one span format: a date from the span's timestamp, else the file's time", () => {
+  const ns = "1796026345253248264";
+  assert.ok(m.spanDate(ns) && m.spanDate(ns).getUTCFullYear() === 2026);
+  assert.ok(m.spanDate("1796026345253") && m.spanDate("1796026345253").getUTCFullYear() === 2026);   // ms
+  assert.equal(m.spanDate("12345"), null);
+  const fromSpan = m.spanLabel(ns, 2);
+  const fromFile = m.spanLabel("12345", 3, 1.7e9);
+  const shape = /^#\d+ \u00b7 \d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/;
+  assert.match(fromSpan, shape);
+  assert.match(fromFile, shape);
+  assert.equal(m.spanLabel(null, 4), "#4");
+});
+
+test("latency names its cause", () => {
+  assert.equal(m.boundLabel("latency", "occupancy"), "latency-bound (low occupancy)");
+  assert.equal(m.boundLabel("latency", null), "latency-bound");
+  assert.equal(m.boundLabel("memory", "launch"), "memory-bound");
+});
