@@ -254,6 +254,19 @@ export class Timeline {
       g.stroke();
       g.fillText(fmt.time(t), x + 3, 12);
     }
+    // where each step's GPU work starts
+    g.save();
+    g.setLineDash([3, 3]);
+    g.strokeStyle = muted;
+    for (const st of d.steps) {
+      const x = X(st.t0);
+      if (x < LABEL_W || x > cssW) continue;
+      g.beginPath();
+      g.moveTo(x + 0.5, AXIS_H - 6);
+      g.lineTo(x + 0.5, cssH);
+      g.stroke();
+    }
+    g.restore();
     const rel = d.t0;      // the answer's times are relative to its t0
     d.lanes.forEach((lane, li) => {
       const y = AXIS_H + li * LANE_H;
