@@ -70,6 +70,7 @@ export class RunsView {
   readonly el = h("div", { id: "runs-view" });
   private body = h("div");
   private seq = 0;
+  private shown = "";
 
   constructor(private onOpen: (run: string) => void) {
     this.el.appendChild(section("Runs", "runs",
@@ -83,7 +84,12 @@ export class RunsView {
     try {
       const d = await api.overview();
       if (my !== this.seq) return;
+      const key = JSON.stringify(d.runs);
+      if (key === this.shown) return;      // polled every few seconds: keep focus and hover when nothing changed
+      this.shown = key;
+      const focused = this.body.contains(document.activeElement) ? (document.activeElement as HTMLElement).dataset.run : undefined;
       replace(this.body, runsTable(d.runs, this.onOpen));
+      if (focused !== undefined) (this.body.querySelector(`button[data-run="${CSS.escape(focused)}"]`) as HTMLElement | null)?.focus();
     } catch (e) {
       if (my !== this.seq) return;
       replace(this.body, states.apiError(e instanceof ApiError ? e.message : String(e)));
