@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 
 import pytest
 from tbutil import ARGS, CHROMIUM, ROOT, copy_run, get_json, plugin_frame, settled, shot, tensorboard
@@ -104,6 +105,11 @@ def test_advice_strip_click_through_and_url_state(tb, page):
     assert "STEP TIME" in strip.upper() and "GPU BUSY" in strip.upper() and "GPU IDLE" in strip.upper()
     assert re.search(r"\d+ % of busy", strip)
     shot(page, "e2e15_advice.png")
+    if os.environ.get("TB_ATTENTION_UPDATE_SCREENSHOT") == "1":       # the README picture
+        page.set_viewport_size({"width": 1400, "height": 1750})
+        page.wait_for_timeout(800)
+        shutil.copyfile(shot(page, "e2e15_readme.png"), os.path.join(ROOT, "docs", "screenshot.png"))
+        page.set_viewport_size({"width": 1500, "height": 1000})
     # a phase of the finding -> the kernel table, filtered to that phase and direction
     link = ('#advice .finding[data-advice="fuse_attention"] .finding-links '
             'button[data-phase="softmax"][data-direction="backward"]')

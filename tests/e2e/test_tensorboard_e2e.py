@@ -2,8 +2,8 @@
 headless Chromium (Debian's /usr/bin/chromium driven by Playwright; no browser download) on
 the Attention tab.
 
-Screenshots go to tests/_artifacts/ (ignored by git). With TB_ATTENTION_UPDATE_SCREENSHOT=1 the
-README picture docs/screenshot.png is written too.
+Screenshots go to tests/_artifacts/ (ignored by git). The README picture (docs/screenshot.png) is
+written by test_dashboard_e2e.py with TB_ATTENTION_UPDATE_SCREENSHOT=1.
 """
 from __future__ import annotations
 
@@ -220,9 +220,7 @@ def test_attention_tab_end_to_end(tensorboard, browser):
         frame.select_option("#trace-run", "gpt")
         frame.wait_for_function("document.querySelector('#trace-meta') && document.querySelector('#trace-meta').textContent.includes('gpt4l_sdpa_train')", timeout=15000)
         frame.wait_for_selector("#roofline-chart circle.pt", timeout=10000)
-        path = _shot(page, "e2e_overview.png")
-        if os.environ.get("TB_ATTENTION_UPDATE_SCREENSHOT") == "1":
-            shutil.copyfile(path, os.path.join(ROOT, "docs", "screenshot.png"))
+        _shot(page, "e2e_overview.png")
     finally:
         page.close()
 
