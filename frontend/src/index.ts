@@ -155,7 +155,6 @@ class App {
   }
 
   private onRuns(runs: RunsResponse): void {
-    const firstRuns = !this.runs || !this.runs.runs.length;
     this.runs = runs;
     const allFiles = runs.runs.flatMap((r) => r.files);
     replace(this.progressSlot, states.progress(runs.counts, allFiles));
@@ -170,9 +169,8 @@ class App {
       replace(this.main, states.noTraces(runs));
       return;
     }
-    if (!this.view || (firstRuns && this.view === "runs" && runs.runs.length < 2)) {
-      this.view = runs.runs.length > 1 ? "runs" : "run";
-    }
+    // the landing view: the runs overview when there are several runs, else the one run's trace
+    if (!this.view) this.view = runs.runs.length > 1 ? "runs" : "run";
     if (this.view === "runs" && runs.runs.length < 2) this.view = "run";
     this.updateTabs();
     if (this.view === "runs") {

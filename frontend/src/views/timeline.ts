@@ -60,9 +60,9 @@ export class Timeline {
     replace(this.body, h("p", { class: "muted" }, "Loading the timeline\u2026"));
     this.bind();
     void this.fetch(null);
-    window.addEventListener("resize", () => this.scheduleFetch(50));
+    window.addEventListener("resize", this.onResize);
     // colours come from the theme's CSS variables: redraw when dark mode toggles
-    new MutationObserver(() => this.draw()).observe(document.body, { attributes: true, attributeFilter: ["class"] });
+    this.themeObserver.observe(document.body, { attributes: true, attributeFilter: ["class"] });
   }
 
   private width(): number {
@@ -81,20 +81,8 @@ export class Timeline {
       if (!this.view) return;
       this.drag = { x: ev.clientX, view: [this.view[0], this.view[1]], moved: false };
     });
-    window.addEventListener("mouseup", (ev) => {
-      const d = this.drag;
-      this.drag = null;
-      if (d && !d.moved && ev.target === c) this.click(ev.offsetX, ev.offsetY);
-    });
-    window.addEventListener("mousemove", (ev) => {
-      const d = this.drag;
-      if (!d || !this.view) return;
-      const dx = ev.clientX - d.x;
-      if (Math.abs(dx) > 2) d.moved = true;
-      if (!d.moved) return;
-      const us = ((d.view[1] - d.view[0]) / this.plotW()) * dx;
-      this.setView([d.view[0] - us, d.view[1] - us], false);
-    });
+    window.addEventListener("mouseup", this.onMouseUp);
+    window.addEventListener("mousemove", this.onMouseMove);
     c.addEventListener("mousemove", (ev) => {
       if (this.drag?.moved) return;
       this.hover(ev.offsetX, ev.offsetY, ev.pageX, ev.pageY);
@@ -103,18 +91,54 @@ export class Timeline {
       hideTip();
       this.hoverId = -1;
     });
-    c.addEventListener("keydown", (ev) => {
-      if (!this.view) return;
-      const span = this.view[1] - this.view[0];
-      const mid = (this.view[0] + this.view[1]) / 2;
-      if (ev.key === "+" || ev.key === "=") this.zoomAt(mid, 0.5);
-      else if (ev.key === "-") this.zoomAt(mid, 2);
-      else if (ev.key === "ArrowLeft") this.setView([this.view[0] - span / 5, this.view[1] - span / 5]);
-      else if (ev.key === "ArrowRight") this.setView([this.view[0] + span / 5, this.view[1] + span / 5]);
-      else if (ev.key === "0") this.setView(this.full);
-      else return;
-      ev.preventDefault();
-    });
+    c.addEventListener("keydown", (ev) => this.onKey(ev));
+  }
+
+  /** The page replaced this view (another run): stop listening to the window. */
+  private gone(): boolean {
+    if (this.el.isConnected || !this.data) return false;
+    window.removeEventListener("resize", this.onResize);
+    window.removeEventListener("mouseup", this.onMouseUp);
+    window.removeEventListener("mousemove", this.onMouseMove);
+    this.themeObserver.disconnect();
+    window.clearTimeout(this.fetchTimer);
+    return true;
+  }
+
+  private themeObserver = new MutationObserver(() => { if (!this.gone()) this.draw(); });
+
+  private onResize = (): void => {
+    if (!this.gone()) this.scheduleFetch(50);
+  };
+
+  private onMouseUp = (ev: MouseEvent): void => {
+    const c = this.canvas;
+    const d = this.drag;
+    this.drag = null;
+    if (d && !d.moved && ev.target === c) this.click(ev.offsetX, ev.offsetY);
+  };
+
+  private onMouseMove = (ev: MouseEvent): void => {
+    const d = this.drag;
+    if (!d || !this.view) return;
+    const dx = ev.clientX - d.x;
+    if (Math.abs(dx) > 2) d.moved = true;
+    if (!d.moved) return;
+    const us = ((d.view[1] - d.view[0]) / this.plotW()) * dx;
+    this.setView([d.view[0] - us, d.view[1] - us], false);
+  };
+
+  private onKey(ev: KeyboardEvent): void {
+    if (!this.view) return;
+    const span = this.view[1] - this.view[0];
+    const mid = (this.view[0] + this.view[1]) / 2;
+    if (ev.key === "+" || ev.key === "=") this.zoomAt(mid, 0.5);
+    else if (ev.key === "-") this.zoomAt(mid, 2);
+    else if (ev.key === "ArrowLeft") this.setView([this.view[0] - span / 5, this.view[1] - span / 5]);
+    else if (ev.key === "ArrowRight") this.setView([this.view[0] + span / 5, this.view[1] + span / 5]);
+    else if (ev.key === "0") this.setView(this.full);
+    else return;
+    ev.preventDefault();
   }
 
   private plotW(): number {
@@ -147,6 +171,7 @@ export class Timeline {
 
   private scheduleFetch(ms: number): void {
     window.clearTimeout(this.fetchTimer);
+    if (this.gone()) return;
     this.fetchTimer = window.setTimeout(() => void this.fetch(this.view), ms);
   }
 
