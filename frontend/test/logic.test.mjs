@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const entry = `
-export { context, diagnosis, IDLE_DIAGNOSIS } from "./views/strip";
+export { context, diagnosis, share, IDLE_DIAGNOSIS } from "./views/strip";
 export { rankAdvice } from "./views/advice";
 export { spanLabel, spanDate } from "./format";
 export { boundLabel } from "./bound";
@@ -55,6 +55,18 @@ test("shares use the union of attention intervals when the engine gives it", () 
   assert.equal(c.attentionUs, 150);
   assert.equal(c.attentionBusyUs, 90);
   assert.ok(c.attentionBusyUs <= c.busyUs);
+});
+
+test("no impossible share: above 100 % or without a basis is unknown", () => {
+  assert.equal(m.share(150, 100), null);
+  assert.equal(m.share(5, 0), null);
+  assert.equal(m.share(null, 10), null);
+  assert.equal(m.share(100, 100), 1);
+  // GPU work longer than the steps' CPU ranges: the steps are no basis for idle time
+  const c = m.context({ ...base, steps: [{ name: "a", dur_us: 100 }], gpu_busy_us: 300, attention_time_us: 200 });
+  assert.equal(c.spanUs, null);
+  assert.equal(c.idleUs, null);
+  assert.equal(m.diagnosis(c), null);
 });
 
 test("advice is ranked by estimated gain, unknown gains last by severity", () => {

@@ -32,29 +32,41 @@ export function context(s: Summary): Context {
     span = stepSum;
     est = true;
   }
+  if (est && span !== null && span < s.gpu_busy_us) span = null;    // GPU work outlasting the steps' CPU ranges: no basis
   let idle: number | null = s.idle_us ?? null;
   if (idle === null && span !== null) idle = Math.max(0, span - s.gpu_busy_us);
   const c = s.communication;
   return {
     stepUs: steps.length ? stepSum / steps.length : null, steps: steps.length,
-    spanUs: span, spanEstimated: est, busyUs: busy, idleUs: idle,
+    spanUs: span, spanEstimated: est && span !== null, busyUs: busy, idleUs: idle,
     attentionUs: s.attention_time_us || 0,
     attentionBusyUs: s.attention_busy_us ?? s.attention_time_us ?? 0,
     commUs: c ? c.time_us : null, commOverlapUs: c ? c.overlap_with_compute_us : null,
   };
 }
 
+/** part / whole, or null when it has no basis or would exceed 1 (attention kernels overlapping on
+ * several streams in a report without ``attention_busy_us``): never an impossible share. */
+export function share(part: number | null | undefined, whole: number | null | undefined): number | null {
+  if (part === null || part === undefined || !whole || whole <= 0) return null;
+  const r = part / whole;
+  return r >= 0 && r <= 1 + 1e-9 ? Math.min(1, r) : null;
+}
+
 /** One line that says what limits the run, or null when nothing stands out. */
 export function diagnosis(c: Context): string | null {
-  if (c.spanUs && c.idleUs !== null && c.idleUs / c.spanUs > IDLE_DIAGNOSIS) {
-    const idle = fmt.pct(c.idleUs / c.spanUs, 0);
+  const idleShare = share(c.idleUs, c.spanUs);
+  if (idleShare !== null && idleShare > IDLE_DIAGNOSIS) {
+    const idle = fmt.pct(idleShare, 0);
     return `GPU idle ${c.spanEstimated ? "~" : ""}${idle} of the ${c.steps ? "step" : "trace"}: CPU/launch-bound; attention is not the bottleneck`;
   }
-  if (c.busyUs > 0 && c.attentionBusyUs / c.busyUs < SMALL_ATTENTION) {
-    return `Attention is ${fmt.pct(c.attentionBusyUs / c.busyUs, 0)} of GPU work: making it faster gains at most that much`;
+  const ofBusy = share(c.attentionBusyUs, c.busyUs);
+  if (ofBusy !== null && ofBusy < SMALL_ATTENTION) {
+    return `Attention is ${fmt.pct(ofBusy, 0)} of GPU work: making it faster gains at most that much`;
   }
-  if (c.spanUs && c.attentionBusyUs / c.spanUs > 0.5) {
-    return `Attention takes ${fmt.pct(c.attentionBusyUs / c.spanUs, 0)} of the ${c.steps ? "step" : "trace"}: it is the place to optimise`;
+  const ofSpan = share(c.attentionBusyUs, c.spanUs);
+  if (ofSpan !== null && ofSpan > 0.5) {
+    return `Attention takes ${fmt.pct(ofSpan, 0)} of the ${c.steps ? "step" : "trace"}: it is the place to optimise`;
   }
   return null;
 }
@@ -87,14 +99,14 @@ export function renderStrip(s: Summary): HTMLElement {
       fig(c.steps ? "Step time" : "Trace span", c.steps ? fmt.time(c.stepUs) : e(fmt.time(span)),
         c.steps ? `${c.steps} step${c.steps > 1 ? "s" : ""}${s.step ? "" : " profiled (mean)"}` : "first to last GPU activity", "strip-step"),
       fig("GPU busy", fmt.time(c.busyUs),
-        span ? `${e(fmt.pct(c.busyUs / span, 0))} of the ${c.steps ? "step" + (c.steps > 1 ? "s" : "") : "span"}` : "span unknown", "strip-busy",
+        span ? `${e(fmt.pct(share(c.busyUs, span), 0))} of the ${c.steps ? "step" + (c.steps > 1 ? "s" : "") : "span"}` : "span unknown", "strip-busy",
         s.compute_busy_us !== undefined && s.compute_busy_us !== null ? "union of compute-stream activity (communication excluded)" : "union of all GPU activity"),
       fig("GPU idle", c.idleUs === null ? fmt.DASH : e(fmt.time(c.idleUs)),
-        span && c.idleUs !== null ? `${e(fmt.pct(c.idleUs / span, 0))} of the ${c.steps ? "step" + (c.steps > 1 ? "s" : "") : "span"}` : "needs steps or the engine's span", "strip-idle",
+        span && c.idleUs !== null ? `${e(fmt.pct(share(c.idleUs, span), 0))} of the ${c.steps ? "step" + (c.steps > 1 ? "s" : "") : "span"}` : "needs steps or the engine's span", "strip-idle",
         c.spanEstimated ? "estimated from the profiler steps' CPU ranges (the engine's GPU span is not in this report)" : undefined),
       fig("Attention", fmt.time(c.attentionUs),
-        [h("span", { "data-testid": "strip-att-busy" }, c.busyUs > 0 ? fmt.pct(c.attentionBusyUs / c.busyUs, 0) : fmt.DASH), " of busy \u00b7 ",
-          span ? e(fmt.pct(c.attentionBusyUs / span, 0)) : fmt.DASH, " of the ", c.steps ? "step" : "span"], "strip-attention"),
+        [h("span", { "data-testid": "strip-att-busy" }, fmt.pct(share(c.attentionBusyUs, c.busyUs), 0)), " of busy \u00b7 ",
+          e(fmt.pct(share(c.attentionBusyUs, span), 0)), " of the ", c.steps ? "step" : "span"], "strip-attention"),
       fig("Communication", c.commUs === null ? fmt.DASH : fmt.time(c.commUs),
         c.commUs === null ? "not in this report" : c.commUs > 0 ? `${fmt.time(c.commOverlapUs)} overlapped with compute` : "none recorded", "strip-comm")),
     bar,
