@@ -8,6 +8,7 @@ import * as fmt from "../format";
 import type { Advice, AdviceEvidence, Summary } from "../types";
 import type { KernelFilter } from "../state";
 import { boundPill, phaseTag, section } from "../widgets";
+import { share } from "./strip";
 
 const SEVERITY_RANK: Record<string, number> = { high: 0, medium: 1, low: 2 };
 
@@ -23,9 +24,11 @@ export function rankAdvice(items: Advice[]): Advice[] {
 
 function gainText(a: Advice, attention: number): string {
   if (a.estimated_gain_us === null || a.estimated_gain_us === undefined) return "gain not estimated";
-  const share = attention > 0 ? ` (${fmt.pct(a.estimated_gain_us / attention, 0)} of attention time)` : "";
+  // a gain can come from outside attention's kernel time (launch gaps): then no share of it
+  const r = share(a.estimated_gain_us, attention);
+  const part = r !== null ? ` (${fmt.pct(r, 0)} of attention time)` : "";
   const acts = a.removable_us ? ` \u00b7 acts on ${fmt.time(a.removable_us)}` : "";
-  return `${fmt.est(fmt.time(a.estimated_gain_us), true)} saved${share}${acts}`;
+  return `${fmt.est(fmt.time(a.estimated_gain_us), true)} saved${part}${acts}`;
 }
 
 /** Evidence values that are not phases or kernels: short "key: value" lines. */
