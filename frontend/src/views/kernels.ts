@@ -44,7 +44,7 @@ export function sourceText(src: Source | null | undefined): string {
 
 const COLS: Col[] = [
   { key: "name", label: "Kernel", sort: "name" },
-  { key: "op", label: "Op · module", sort: "op", title: "the CPU op that launched it, its nn.Module and source line" },
+  { key: "op", label: "Op", sort: "op", title: "the CPU op that launched it" },
   { key: "phase", label: "Phase", sort: "phase" },
   { key: "dur_us", label: "Duration", num: true, sort: "dur_us" },
   { key: "flops", label: "FLOPs", num: true, sort: "flops", opt: true },
@@ -54,6 +54,8 @@ const COLS: Col[] = [
   { key: "memory_util", label: "Memory", num: true, sort: "memory_util", title: "memory-bandwidth utilisation" },
   { key: "bound", label: "Bound", sort: "bound" },
 ];
+
+const MODULE_COL: Col = { key: "module_path", label: "Module", sort: "module_path", title: "nn.Module path" };
 
 const DESC_FIRST = new Set(["dur_us", "flops", "achieved_flops_per_s", "achieved_bytes_per_s", "compute_util", "memory_util"]);
 
@@ -185,20 +187,28 @@ export class KernelTable {
     }
   }
 
+  private sortButton(c: Col, prefix = ""): HTMLElement {
+    const active = this.q.sort === c.sort;
+    const btn = h("button", { type: "button", class: `sort${active ? " active" : ""}`, title: c.title ? `sort by ${c.title}` : `sort by ${c.label.toLowerCase()}`, "data-sort": c.sort || "" },
+      c.label, h("span", { class: "arrow", "aria-hidden": "true" }, active ? (this.q.order === "asc" ? "\u25b2" : "\u25bc") : "\u25b4\u25be"));
+    btn.addEventListener("click", () => {
+      const key = c.sort || c.key;
+      const order = this.q.sort === key ? (this.q.order === "asc" ? "desc" : "asc") : (DESC_FIRST.has(key) ? "desc" : "asc");
+      this.set({ sort: key, order, offset: 0 });
+      window.setTimeout(() => (this.el.querySelector(`button[data-sort="${key}"]`) as HTMLElement | null)?.focus(), 0);
+    });
+    return prefix ? h("span", { class: "sort-extra" }, prefix, btn) : btn;
+  }
+
   private header(): HTMLElement {
     const tr = h("tr", null, h("th", { scope: "col", class: "expander-col" }, h("span", { class: "sr-only" }, "details")));
     for (const c of COLS) {
-      const active = this.q.sort === c.sort;
-      const th = h("th", { scope: "col", class: `${c.num ? "num" : ""}${c.opt ? " opt" : ""} col-${c.key}`, "aria-sort": active ? (this.q.order === "asc" ? "ascending" : "descending") : "none" });
-      const btn = h("button", { type: "button", class: `sort${active ? " active" : ""}`, title: c.title ? `sort by ${c.title}` : `sort by ${c.label.toLowerCase()}`, "data-sort": c.sort || "" },
-        c.label, h("span", { class: "arrow", "aria-hidden": "true" }, active ? (this.q.order === "asc" ? "\u25b2" : "\u25bc") : "\u25b4\u25be"));
-      btn.addEventListener("click", () => {
-        const key = c.sort || c.key;
-        const order = this.q.sort === key ? (this.q.order === "asc" ? "desc" : "asc") : (DESC_FIRST.has(key) ? "desc" : "asc");
-        this.set({ sort: key, order, offset: 0 });
-        window.setTimeout(() => (this.el.querySelector(`button[data-sort="${key}"]`) as HTMLElement | null)?.focus(), 0);
-      });
-      th.appendChild(btn);
+      const extra = c.key === "op" ? MODULE_COL : null;
+      const active = this.q.sort === c.sort || (extra !== null && this.q.sort === extra.sort);
+      const th = h("th", { scope: "col", class: `${c.num ? "num" : ""}${c.opt ? " opt" : ""} col-${c.key}`,
+        "aria-sort": active ? (this.q.order === "asc" ? "ascending" : "descending") : "none" });
+      th.appendChild(this.sortButton(c));
+      if (extra) th.appendChild(this.sortButton(extra, " \u00b7 "));      // the module path shares the op's column
       tr.appendChild(th);
     }
     return h("thead", null, tr);
