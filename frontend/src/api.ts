@@ -14,7 +14,7 @@ export class ApiError extends Error {
 export type Result<T> =
   | { kind: "ready"; data: T }
   | { kind: "pending"; state: string; message: string | null; counts?: Counts }
-  | { kind: "failed"; message: string };
+  | { kind: "failed"; message: string; incomplete?: boolean };
 
 let base: URL | null = null;
 
@@ -47,6 +47,7 @@ async function getJson(route: string, params: Record<string, string | number | b
 async function getResult<T>(route: string, params: Record<string, any>, signal?: AbortSignal): Promise<Result<T>> {
   const { status, body } = await getJson(route, params, signal);
   if (status === 202) return { kind: "pending", state: body.state, message: body.message ?? null, counts: body.counts };
+  if (body.state === "incomplete") return { kind: "failed", message: body.error || "the file ends early", incomplete: true };
   if (body.state === "error") {
     const msg = body.error || (body.errors ? Object.entries(body.errors).map(([k, v]) => `${k}: ${v}`).join("; ") : "analysis failed");
     return { kind: "failed", message: msg };

@@ -250,6 +250,10 @@ class App {
     const sel = this.sel;
     if (!sel || !this.runs) return;
     const f = fileOf(this.runs, sel);
+    if (f && f.state === "incomplete") {
+      replace(this.main, states.incomplete(f.message, f.path));
+      return; // analysed again when the file changes; the /runs poll notices
+    }
     if (f && f.state !== "ready" && f.state !== "error") {
       replace(this.main, states.pending(f.state, f.message, f.file));
       return; // the next /runs poll reloads once the state changes
@@ -260,7 +264,7 @@ class App {
       }, () => my === this.seq);
       if (!r || my !== this.seq) return;
       if (r.kind === "failed") {
-        replace(this.main, states.failed(r.message, f ? f.path : sel.file));
+        replace(this.main, r.incomplete ? states.incomplete(r.message, f ? f.path : sel.file) : states.failed(r.message, f ? f.path : sel.file));
         return;
       }
       if (r.kind !== "ready") return;

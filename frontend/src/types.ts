@@ -1,6 +1,7 @@
 // The JSON of the plugin's routes (see docs/plugin.md and docs/report-schema.md).
 
-export type LoadState = "waiting" | "queued" | "loading" | "ready" | "error";
+/** "incomplete": the file ends early and stayed so past the grace period (server/loader.py). */
+export type LoadState = "waiting" | "queued" | "loading" | "ready" | "error" | "incomplete";
 export type Bound = "memory" | "compute" | "latency" | "unknown";
 /** Why a latency-bound kernel reached neither roof (engine field ``latency_cause``). */
 export type LatencyCause = "launch" | "occupancy" | "stalled" | null;
@@ -47,6 +48,7 @@ export interface Counts {
   loading: number;
   ready: number;
   error: number;
+  incomplete?: number;
   files: number;
 }
 

@@ -25,6 +25,7 @@ RUNS = {"llama_eager": "validation/traces/hf_llama_eager_fwdbwd",
         "llama_sdpa": "validation/traces/hf_llama_sdpa_fwdbwd",
         "flash": "sample_traces/sdpa_flash_s2048_fwd"}
 API = "/data/plugin/attention"
+LOGDIR = {}           # the module's log directory (the last test adds a run to it)
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +36,7 @@ def tb(tmp_path_factory):
     logdir = str(tmp_path_factory.mktemp("logdir"))
     for run, src in RUNS.items():
         copy_run(logdir, run, os.path.join(ROOT, src))
+    LOGDIR["path"] = logdir
     with tensorboard(logdir, str(tmp_path_factory.mktemp("tb"))) as base:
         settled(base, len(RUNS))
         yield base
@@ -297,3 +299,38 @@ def test_incomplete_trace_is_said_first(tb, page):
     # it comes before the figures
     assert frame.evaluate("document.querySelector('#status-incomplete').compareDocumentPosition("
                           "document.querySelector('#overview-strip')) & Node.DOCUMENT_POSITION_FOLLOWING")
+
+
+def test_a_file_that_ends_early_is_shown_incomplete(tb, page):
+    """A trace cut short (and old enough not to be still being written) is "incomplete": said so
+    in the runs overview and the Trace view, with what to do, never shown as a trace without GPU
+    kernels. (Runs last: it adds a run to the log directory.)"""
+    import gzip
+    import time
+
+    data = gzip.decompress(open(os.path.join(ROOT, RUNS["flash"], os.listdir(os.path.join(ROOT, RUNS["flash"]))[0]),
+                                "rb").read())
+    d = os.path.join(LOGDIR["path"], "cut")
+    os.makedirs(d)
+    path = os.path.join(d, "w.1700000000000000000.pt.trace.json")
+    with open(path, "wb") as f:
+        f.write(data[: len(data) * 2 // 3])
+    old = time.time() - 3600
+    os.utime(path, (old, old))
+
+    def state():
+        runs = get_json(tb + API + "/runs")["runs"]
+        return next((r["files"][0]["state"] for r in runs if r["run"] == "cut"), None)
+    from tbutil import wait
+    wait(lambda: state() == "incomplete", 60, "the cut trace marked incomplete")
+    frame = _open(page, tb)
+    frame.wait_for_selector('#runs-table tr[data-run="cut"] .badge.warn', timeout=20000)
+    assert "incomplete" in frame.inner_text('#runs-table tr[data-run="cut"]')
+    _open_run_view = '#runs-table button[data-run="cut"]'
+    frame.click(_open_run_view)
+    frame.wait_for_selector("#state-incomplete", timeout=20000)
+    text = frame.inner_text("#state-incomplete")
+    assert "truncated" in text and "--allow-partial" in text
+    assert frame.locator("#overview-strip").count() == 0 and frame.locator("#state-failed").count() == 0
+    assert "(incomplete)" in frame.inner_text("#trace-run")
+    shot(page, "e2e15_incomplete.png")

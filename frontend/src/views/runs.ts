@@ -43,7 +43,10 @@ export function runsTable(rows: OverviewRow[], onOpen: (run: string) => void): H
     const ready = r.state === "ready";
     tbody.appendChild(h("tr", { "data-run": r.run },
       h("th", { scope: "row" }, open, h("div", { class: "muted small ellipsis", title: r.file }, `${r.file}${r.files > 1 ? ` (+${r.files - 1})` : ""}`)),
-      ready ? h("td", { class: "small" }, r.device || fmt.DASH) : h("td", { colspan: 6, class: "muted" }, r.state === "error" ? `failed: ${r.message || ""}` : `${r.state}\u2026`),
+      ready ? h("td", { class: "small" }, r.device || fmt.DASH) : h("td", { colspan: 6, class: "muted" },
+        r.state === "error" ? `failed: ${r.message || ""}`
+          : r.state === "incomplete" ? [h("span", { class: "badge warn" }, "incomplete"), ` ${r.message || "the file ends early"}`]
+            : `${r.state}\u2026`),
       ready ? h("td", { class: "num" }, fmt.time(r.attention_time_us)) : null,
       ready ? h("td", { class: "num" }, fmt.pct(r.attention_share)) : null,
       ready ? h("td", null, r.top_phase ? [phaseTag(r.top_phase.phase, `${r.top_phase.label} ${r.top_phase.direction === "backward" ? "bwd" : "fwd"}`),

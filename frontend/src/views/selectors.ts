@@ -9,6 +9,7 @@ const STATE_SUFFIX: Record<string, string> = {
   queued: " (queued)",
   loading: " (analysing\u2026)",
   error: " (failed)",
+  incomplete: " (incomplete)",
   ready: "",
 };
 
@@ -53,8 +54,9 @@ export function picker(runs: RunsResponse, sel: Selection, onChange: (s: Selecti
   const run = runs.runs.find((r) => r.run === sel.run)!;
   const runOpts: [string, string][] = runs.runs.map((r) => {
     const bad = r.files.length && r.files.every((f) => f.state === "error");
-    const pend = r.files.some((f) => f.state !== "ready" && f.state !== "error");
-    return [r.run, `${r.run === "." ? "(log directory)" : r.run}${bad ? " (failed)" : pend ? " (loading)" : ""}`];
+    const cut = r.files.length && r.files.every((f) => f.state === "incomplete");
+    const pend = r.files.some((f) => f.state !== "ready" && f.state !== "error" && f.state !== "incomplete");
+    return [r.run, `${r.run === "." ? "(log directory)" : r.run}${bad ? " (failed)" : cut ? " (incomplete)" : pend ? " (loading)" : ""}`];
   });
   const worker = run.workers.find((w) => w.worker === sel.worker) || run.workers[0];
   const workerOpts: [string, string][] = run.workers.map((w) => [w.worker, w.worker]);

@@ -74,7 +74,7 @@ export function progress(counts: Counts | null | undefined, files: FileEntry[] =
   if (!counts || !counts.files) return null;
   const pending = counts.waiting + counts.queued + counts.loading;
   if (!pending) return null;
-  const done = counts.ready + counts.error;
+  const done = counts.ready + counts.error + (counts.incomplete || 0);
   const bar = h("progress", { max: counts.files, value: done, "aria-label": "traces analysed" });
   const loading = files.filter((f) => f.state === "loading" || f.progress);
   // Only the counts are a live region: the bars change at every poll and would be read out each time.
@@ -84,7 +84,8 @@ export function progress(counts: Counts | null | undefined, files: FileEntry[] =
       counts.loading ? `, ${counts.loading} loading` : "",
       counts.queued ? `, ${counts.queued} queued` : "",
       counts.waiting ? `, ${counts.waiting} waiting for the file to be complete` : "",
-      counts.error ? ` (${counts.error} failed)` : ""),
+      counts.error ? ` (${counts.error} failed)` : "",
+      counts.incomplete ? ` (${counts.incomplete} incomplete)` : ""),
     bar,
     loading.length ? h("div", { class: "file-progress-list" }, loading.map(fileProgress)) : null);
 }
@@ -109,6 +110,17 @@ export function failed(message: string, file: string | null | undefined): HTMLEl
       file ? h("p", null, h("code", null, file)) : null,
       h("p", { class: "error-text" }, message),
       h("p", { class: "muted" }, "Other traces are not affected. If the file is still being written it is analysed again when it changes.")));
+}
+
+/** A file that ends early (still being written, or cut short): not an analysis error, and not a
+ * trace without GPU kernels. */
+export function incomplete(message: string | null, file: string | null | undefined): HTMLElement {
+  return h("div", { class: "empty incomplete", id: "state-incomplete" },
+    note("warn", "Incomplete trace: the file ends early",
+      file ? h("p", null, h("code", null, file)) : null,
+      message ? h("p", { class: "error-text" }, message) : null,
+      h("p", null, "The profiler may still be writing it, or it was cut short (a killed job, a full disk). It is analysed again as soon as it changes."),
+      h("p", null, "To look at the events before the cut now: ", h("code", null, `tb-attention analyze --allow-partial ${file || "FILE"}`), ".")));
 }
 
 export function apiError(message: string): HTMLElement {
