@@ -135,6 +135,8 @@ def find_reference(path: str, trace, max_bytes: int = DEFAULT_MAX_BYTES):
     the trace has replayed kernels and no capture of its own."""
     from .attention import graphs
     from .trace.correlate import link
+    if not graphs.has_graph_launches(trace):      # most traces: no replay, no second link pass
+        return None, None
     links = link(trace)
     if not graphs.replayed(trace, links).any() or len(graphs.capture_nodes(trace, links)[0]):
         return None, None

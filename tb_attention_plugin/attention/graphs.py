@@ -75,6 +75,12 @@ def _names_matching(strings: list[str], pattern: re.Pattern[str]) -> np.ndarray:
     return np.array([bool(pattern.search(s)) for s in strings], dtype=bool) if strings else np.zeros(0, bool)
 
 
+def has_graph_launches(trace: Trace) -> bool:
+    """Whether any CPU range is a graph launch: a cheap test before linking the trace."""
+    names = trace.ranges["name"]
+    return bool(len(names)) and bool(_names_matching(trace.strings, GRAPH_LAUNCH)[names].any())
+
+
 def replayed(trace: Trace, links: Links) -> np.ndarray:
     """GPU activities launched by a graph launch. An op around the launch (a wrapper that replays
     the graph) did not launch them: its shapes are not theirs."""
