@@ -217,4 +217,17 @@ def analyze_path(path: str, options: Optional[Options] = None, max_bytes: int = 
     mark_partial(report)
     if cache is not None and key is not None:
         cache.put(key, report)
+        _keep_rank_summary(cache, key, report)
     return report
+
+
+def _keep_rank_summary(cache: ReportCache, key: str, report: dict) -> None:
+    """The rank summary beside the cached report (ranks/store.py): what the Ranks view and
+    ``tb-attention ranks`` read for a job of many traces. Only a cache: a failure here never
+    fails the analysis."""
+    from .ranks.store import put_report
+    try:
+        put_report(cache, key, report)
+    except Exception:
+        if os.environ.get("TB_ATTENTION_DEBUG"):
+            raise

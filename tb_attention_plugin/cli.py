@@ -158,7 +158,7 @@ def _reports(a, paths: list[str]) -> tuple[list[dict], list[dict]]:
     if not files:
         bad.append({"path": ", ".join(paths), "status": "error", "error": "no trace files found"})
     for f in files:
-        rep = analyze_path(f, opt, a.max_bytes, cache)
+        rep = _known_error(a, f) or analyze_path(f, opt, a.max_bytes, cache)
         (ok if rep.get("status") == "ok" else bad).append(rep)
     return ok, bad
 
@@ -193,7 +193,7 @@ def _analyze_json(a, out) -> list[dict]:
                     out.write(c)
                 continue
         from .analyze import analyze_path
-        rep = analyze_path(f, opt, a.max_bytes, cache)
+        rep = _known_error(a, f) or analyze_path(f, opt, a.max_bytes, cache)
         if rep.get("status") != "ok":
             bad.append(rep)
             out.write(to_json(rep))
@@ -222,6 +222,10 @@ def _emit(text: str, output: Optional[str]) -> None:
 
 
 def cmd_analyze(a) -> int:
+    if a.scheduler or a.workers is not None:
+        rc = _analyze_on_cluster(a)
+        if rc is not None:
+            return rc
     if a.format == "json" and not a.pretty:
         if a.output and a.output != "-":
             with open(a.output, "wb") as f:
@@ -334,6 +338,101 @@ def cmd_check(a) -> int:
     return EXIT_OK if res["passed"] else EXIT_FAIL
 
 
+# ---------------------------------------------------------------- many ranks, Dask (ranks/)
+
+def _distributed(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("distributed (Dask)")
+    g.add_argument("--scheduler", metavar="ADDRESS",
+                   help="run the per-file analyses on an existing Dask cluster (e.g. tcp://host:8786); its "
+                        "workers must see the same paths")
+    g.add_argument("--workers", type=int, metavar="N",
+                   help="worker processes of the local Dask cluster (0: in this process; default: a cluster of "
+                        "one per CPU when more than a few files need analysing)")
+    g.add_argument("--worker-memory", type=_size, metavar="SIZE",
+                   help="memory limit per local worker (default: this machine's memory shared equally)")
+
+
+def _known_error(a, path: str) -> Optional[dict]:
+    """The error a Dask worker already reported for ``path`` (analyze --scheduler/--workers)."""
+    return (getattr(a, "known_errors", None) or {}).get(path)
+
+
+def _summaries(a, paths: list[str], keep_json: bool = False):
+    """(summaries in file order, run info) or an exit code after printing the error line."""
+    from .ranks.distributed import ClusterError, summarize_files
+    files = _files(paths)
+    if not files:
+        return _fail(f"error: {_shown(', '.join(paths))}: no trace files found")
+    if a.workers is not None and a.workers < 0:
+        return _fail("error: --workers: must be 0 or more")
+    try:
+        return summarize_files(files, _options(a), a.max_bytes, a.cache_dir, not a.no_cache,
+                               scheduler=a.scheduler, workers=a.workers, worker_memory=a.worker_memory,
+                               keep_json=keep_json)
+    except ClusterError as e:
+        return _fail(f"error: {'--scheduler ' + a.scheduler if a.scheduler else 'local Dask cluster'}: "
+                     f"{_one_line(e)}")
+
+
+def _analyze_on_cluster(a) -> Optional[int]:
+    """Analyse every file on Dask workers, which keep the reports in the shared cache; the normal
+    path then prints them from the cache. None to continue, or an exit code."""
+    if a.no_cache:
+        return _fail("error: --scheduler/--workers: analyze needs the report cache to bring reports back "
+                     "(drop --no-cache; with a remote cluster give --cache-dir on a shared path)")
+    res = _summaries(a, a.paths, keep_json=a.format == "json" and not a.pretty)
+    if isinstance(res, int):
+        return res
+    sums, _ = res
+    a.known_errors = {f: {"path": s["path"], "status": "error", "error": s["error"]}
+                      for f, s in zip(_files(a.paths), sums) if s.get("status") != "ok"}
+    return None
+
+
+def cmd_ranks(a) -> int:
+    from .ranks.job import job_view
+    from .ranks.render import render_csv, render_text
+    res = _summaries(a, a.paths)
+    if isinstance(res, int):
+        return res
+    sums, _ = res
+    view = job_view(sums)
+    for b in view["errors"]:
+        print(f"error: {_shown(b['path'])}: {_one_line(b['error'])}", file=sys.stderr)
+    if a.format == "json":
+        text = msgspec.json.format(msgspec.json.encode(view), indent=1).decode() + "\n"
+    elif a.format == "csv":
+        text = render_csv(view)
+    else:
+        text = _printable(render_text(view, markdown=a.format == "markdown"))
+    _emit(text, a.output)
+    return EXIT_BAD_INPUT if view["errors"] else EXIT_OK
+
+
+def cmd_summarize(a) -> int:
+    import time
+    if a.no_cache:
+        return _fail("error: summarize: fills the report cache; drop --no-cache")
+    t0 = time.monotonic()
+    res = _summaries(a, [os.path.realpath(p) for p in a.paths])
+    if isinstance(res, int):
+        return res
+    sums, info = res
+    bad = [s for s in sums if s.get("status") != "ok"]
+    for b in bad:
+        print(f"error: {_shown(b['path'])}: {_one_line(b['error'])}", file=sys.stderr)
+    runs: dict = {}
+    for s in sums:
+        if s.get("status") == "ok":
+            runs.setdefault(os.path.dirname(s["path"]), []).append(s)
+    how = {"inprocess": "in this process", "local": f"on a local Dask cluster of {info['workers']} worker(s)",
+           "scheduler": f"on the Dask cluster at {a.scheduler}"}[info["mode"]]
+    cache_dir = a.cache_dir or ReportCache().dir
+    print(f"summarized {len(sums) - len(bad)} trace(s) in {len(runs)} run(s): {info['cached']} already cached, "
+          f"{info['analysed']} analysed {how} in {time.monotonic() - t0:.1f} s; {len(bad)} failed; cache {cache_dir}")
+    return EXIT_BAD_INPUT if bad else EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tb-attention",
                                 description="Where attention spends GPU time in PyTorch profiler traces.")
@@ -352,6 +451,7 @@ def build_parser() -> argparse.ArgumentParser:
     _wide_opt(an)
     _common(an)
     _partial_opt(an)
+    _distributed(an)
     an.set_defaults(func=cmd_analyze)
     at = sub.add_parser("annotate", help="write a copy of a trace with attention phases as timeline tracks",
                         description="Copy a trace, adding attention calls and phases as their own tracks on the GPU "
@@ -389,6 +489,25 @@ def build_parser() -> argparse.ArgumentParser:
     _common(ck)
     _partial_opt(ck)
     ck.set_defaults(func=cmd_check)
+    rk = sub.add_parser("ranks", help="one row per rank of a multi-GPU job: spread and stragglers",
+                        description="Summarise every trace of a job (one per rank), in rank order: attention and "
+                                    "compute busy time, phases, communication; the spread over ranks and the ranks "
+                                    "whose attention is well above the median (stragglers), with the phases that "
+                                    "explain it.")
+    rk.add_argument("paths", nargs="+", metavar="PATH", help="trace files or a directory (e.g. the job's log dir)")
+    rk.add_argument("--format", "-f", choices=("table", "json", "csv", "markdown"), default="table")
+    rk.add_argument("--output", "-o", help="write to this file instead of stdout")
+    _common(rk)
+    _distributed(rk)
+    rk.set_defaults(func=cmd_ranks)
+    sm = sub.add_parser("summarize", help="analyse a log directory ahead of time (the cache TensorBoard reads)",
+                        description="Analyse every trace under LOGDIR and keep the reports and rank summaries in the "
+                                    "report cache, so that the Attention tab opens a job of many ranks at once. Use "
+                                    "the same analysis options (and cache directory) as the TensorBoard plugin.")
+    sm.add_argument("paths", nargs="+", metavar="LOGDIR", help="log directory (or trace files)")
+    _common(sm)
+    _distributed(sm)
+    sm.set_defaults(func=cmd_summarize)
     dv = sub.add_parser("devices", help="list the built-in device peaks and their sources")
     dv.add_argument("--format", "-f", choices=("table", "json"), default="table")
     _wide_opt(dv)
