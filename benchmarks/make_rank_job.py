@@ -15,7 +15,7 @@ Rank ``r`` is a copy of source ``r % len(sources)`` with:
   move with their kernels. CPU events are untouched (the host does not wait for the GPU).
 
 Default sources: ``tests/data/ddp2/*`` (two ranks of a real DDP run on H200s) when present, else
-the single-rank ``gpt4l_sdpa_train`` H200 trace in ``../shared/traces/h200``.
+the single-rank H200 trace ``sample_traces/gpt4l_sdpa_train``.
 
     python benchmarks/make_rank_job.py --ranks 8 --straggler 5 --out /tmp/job8
     python benchmarks/make_rank_job.py --ranks 256 --gzip --out /tmp/job256 --source big.pt.trace.json
@@ -43,10 +43,7 @@ def default_sources() -> list[str]:
     ddp = sorted(glob.glob(os.path.join(ROOT, "tests", "data", "ddp2", "*.json*")))
     if ddp:
         return ddp
-    shared = os.path.join(ROOT, "..", "shared", "traces", "h200", "gpt4l_sdpa_train")
-    if not os.path.isdir(shared):
-        shared = "/work/shared/traces/h200/gpt4l_sdpa_train"
-    return sorted(glob.glob(os.path.join(shared, "*.pt.trace.json*")))
+    return sorted(glob.glob(os.path.join(ROOT, "sample_traces", "gpt4l_sdpa_train", "*.pt.trace.json*")))
 
 
 def _load(path: str) -> dict:
@@ -128,7 +125,7 @@ def make_job(out: str, ranks: int, sources: Optional[list[str]] = None, straggle
     """Write the job into ``out``; returns the file paths in rank order."""
     sources = sources or default_sources()
     if not sources:
-        raise SystemExit("error: no source traces (tests/data/ddp2 or ../shared/traces/h200)")
+        raise SystemExit("error: no source traces (tests/data/ddp2 or sample_traces/gpt4l_sdpa_train)")
     os.makedirs(out, exist_ok=True)
     rng = random.Random(seed)
     att = {s: attention_kernels(s) for s in sources}

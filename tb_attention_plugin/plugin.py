@@ -29,6 +29,7 @@ from .server.discovery import FileInfo, still_inside
 from .server.index import BOUNDS, SORT_KEYS, KernelQuery, facets, find_kernel, query_kernels, roofline
 from .server.loader import Loader, Snapshot
 from .trace.reader import DEFAULT_MAX_BYTES
+from .server.ranks import ranks_route
 from .server.params import (HttpError, bad, bool_param, choice_param, error_response, int_param,
                             json_response, list_param, name_param, not_found, step_param, text_param)
 
@@ -83,6 +84,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
             "/annotated": self._route(self._annotated),
             "/timeline": self._route(lambda r: timeline.route(self, r)),
             "/overview": self._route(lambda r: overview.route(self, r)),
+            "/ranks": self._route(lambda r: ranks_route(self, r)),
         }
 
     def is_active(self) -> bool:

@@ -33,8 +33,10 @@ from . import store
 from .summary import error_summary, rank_summary
 
 FEW_FILES = 4                 # up to this many files to analyse: in-process (a cluster starts in seconds)
-CONNECT_TIMEOUT_S = 20        # connecting to a scheduler
-WORKERS_TIMEOUT_S = 60        # waiting for a scheduler's first worker
+# Seconds to connect to a scheduler, and to wait for its first worker
+# (TB_ATTENTION_DASK_TIMEOUT overrides both: tests use a short one).
+CONNECT_TIMEOUT_S = float(os.environ.get("TB_ATTENTION_DASK_TIMEOUT") or 20)
+WORKERS_TIMEOUT_S = float(os.environ.get("TB_ATTENTION_DASK_TIMEOUT") or 60)
 
 
 class ClusterError(Exception):
@@ -182,7 +184,7 @@ def run(calls: list[tuple[str, Callable, tuple]], scheduler: Optional[str] = Non
         for label, fn, args in calls:
             fut = client.submit(fn, *args, key=f"tb-attention-{run_id}-{len(futures)}", pure=False, retries=0)
             futures[fut] = label
-        for fut in as_completed(list(futures)):
+        for fut in as_completed(list(futures), loop=client.loop):
             label = futures[fut]
             try:
                 res = fut.result()

@@ -1,0 +1,34 @@
+"""Helpers of the rank tests (a module of its own: ``conftest`` is a name every test directory uses)."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+
+import make_rank_job  # noqa: E402,F401
+
+STRAGGLER = 5
+
+
+def cli(*args, env_extra=None, timeout=300) -> subprocess.CompletedProcess:
+    """Run ``tb-attention`` as a separate process (the Dask paths start processes of their own)."""
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, "-m", "tb_attention_plugin.cli", *args], capture_output=True,
+                          text=True, env=env, timeout=timeout, cwd=ROOT)
+
+
+def plugin_helpers():
+    """tests/plugin/conftest.py (Served, wait_for) under a name of its own."""
+    name = "tb_attention_plugin_test_helpers"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "tests", "plugin", "conftest.py"))
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
