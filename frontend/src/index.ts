@@ -18,6 +18,7 @@ import * as states from "./views/states";
 import { renderStrip } from "./views/strip";
 import { renderSummary } from "./views/summary";
 import { renderMemory } from "./views/memory";
+import { multiRankRuns, RanksView } from "./views/ranks";
 import { Timeline } from "./views/timeline";
 import { section } from "./widgets";
 
@@ -61,6 +62,8 @@ class App {
   private pickerKey = "";
   private seq = 0;
   private compare: CompareView | null = null;
+  private ranks: RanksView | null = null;
+  private tabRanks: HTMLButtonElement;
   private runsView: RunsView | null = null;
   private kernels: KernelTable | null = null;
   private roofCtl: RooflineControls = { scope: "attention", group: true };
@@ -84,11 +87,13 @@ class App {
     this.tabRuns.addEventListener("click", () => this.setView("runs"));
     this.tabRun.addEventListener("click", () => this.setView("run"));
     this.tabCompare.addEventListener("click", () => this.setView("compare"));
+    this.tabRanks = h("button", { type: "button", class: "tab", id: "tab-ranks", hidden: true, title: "the ranks of a multi-GPU job side by side" }, "Ranks");
+    this.tabRanks.addEventListener("click", () => this.setView("ranks"));
     this.download = h("a", { class: "btn link", id: "download-report", download: "", hidden: true, title: "the full report of this trace as JSON (tb-attention analyze -f json)" }, "Report");
     this.annotated = h("a", { class: "btn link", id: "download-annotated", download: "", hidden: true, title: "this trace with attention calls and phases as timeline tracks, for Perfetto (tb-attention annotate)" }, "Annotated trace");
     this.header.append(
       h("div", { class: "brand" }, h("span", { class: "logo", "aria-hidden": "true" }), h("span", null, "Attention")),
-      h("nav", { class: "tabs", "aria-label": "views" }, this.tabRuns, this.tabRun, this.tabCompare),
+      h("nav", { class: "tabs", "aria-label": "views" }, this.tabRuns, this.tabRun, this.tabCompare, this.tabRanks),
       this.pickerSlot,
       h("span", { class: "grow" }),
       this.annotated,
@@ -119,7 +124,8 @@ class App {
   private updateTabs(): void {
     const several = (this.runs?.runs.length || 0) > 1;
     this.tabRuns.hidden = !several;
-    for (const [b, v] of [[this.tabRuns, "runs"], [this.tabRun, "run"], [this.tabCompare, "compare"]] as [HTMLButtonElement, View][]) {
+    this.tabRanks.hidden = !(this.runs && multiRankRuns(this.runs).length) && this.view !== "ranks";
+    for (const [b, v] of [[this.tabRuns, "runs"], [this.tabRun, "run"], [this.tabCompare, "compare"], [this.tabRanks, "ranks"]] as [HTMLButtonElement, View][]) {
       b.setAttribute("aria-pressed", this.view === v ? "true" : "false");
       b.classList.toggle("active", this.view === v);
     }
@@ -132,6 +138,8 @@ class App {
     this.pickerKey = "";
     this.compare = null;
     this.runsView = null;
+    this.ranks?.destroy();
+    this.ranks = null;
     if (v !== "compare") this.pair = {};
     this.updateTabs();
     this.store();
@@ -183,6 +191,20 @@ class App {
       }
       this.store();
       void this.runsView.refresh();
+      return;
+    }
+    if (this.view === "ranks") {
+      replace(this.pickerSlot);
+      this.download.hidden = true;
+      this.annotated.hidden = true;
+      if (!this.ranks) {
+        // a rank opens in the trace view
+        this.ranks = new RanksView(runs, (sel) => { this.sel = sel; this.setView("run"); }, this.sel?.run);
+        replace(this.main, this.ranks.el);
+      } else {
+        this.ranks.update(runs);
+      }
+      this.store();
       return;
     }
     if (this.view === "compare") {

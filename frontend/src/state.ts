@@ -8,7 +8,7 @@ import type { Selection } from "./types";
 
 const PREFIX = "att.";
 
-export type View = "runs" | "run" | "compare";
+export type View = "runs" | "run" | "compare" | "ranks";
 
 export interface KernelFilter {
   phase?: string;
@@ -64,7 +64,7 @@ export function readState(): UrlState {
   }
   const out: UrlState = {};
   const v = m.get("view");
-  if (v === "runs" || v === "run" || v === "compare") out.view = v;
+  if (v === "runs" || v === "run" || v === "compare" || v === "ranks") out.view = v;
   out.sel = selFrom(m, "");
   out.base = selFrom(m, "b.");
   out.next = selFrom(m, "n.");
