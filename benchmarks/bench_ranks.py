@@ -181,9 +181,10 @@ def main(argv=None) -> int:
     os.makedirs(WORK, exist_ok=True)
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("TB_ATTENTION_CACHE_DIR", None)
-    lines = [f"## bench_ranks.py ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-             f"{platform.node() or 'host'}, {os.cpu_count()} CPUs, {psutil.virtual_memory().total / 1e9:.0f} GB; "
-             "machine shared with other work: ratios, not seconds)", ""]
+    cmd = " ".join(["benchmarks/bench_ranks.py", *(argv if argv is not None else sys.argv[1:])])
+    lines = [f"## {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} — `python {cmd}`", "",
+             f"{platform.node() or 'host'}, {os.cpu_count()} CPUs, {psutil.virtual_memory().total / 1e9:.0f} GB, "
+             f"load average {os.getloadavg()[0]:.1f} at the start", ""]
     small_src = os.path.join(ROOT, "sample_traces", "gpt4l_sdpa_train",
                              os.listdir(os.path.join(ROOT, "sample_traces", "gpt4l_sdpa_train"))[0])
     job, paths = make_job("job256", a.ranks, a.target_mb, small_src, 100)
