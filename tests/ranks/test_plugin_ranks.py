@@ -92,3 +92,14 @@ def test_1024_ranks_with_cached_summaries(tmp_path, servers):
     assert v["spread"]["ranks"] == 1024 and v["spread"]["max_over_median"] > 1.3
     again = s.get("/ranks", run="job").json          # from the memo
     assert again["ranks"] == v["ranks"]
+
+
+def test_run_names_are_looked_up_never_joined(job8, servers):
+    d, _ = job8
+    s = servers(d)
+    s.loader.stop()
+    s.loader.scan_once()
+    for bad in ("..", "../..", "/etc", "a/../../b", "..\\x"):
+        r = s.get("/ranks", run=bad)
+        assert r.status_code in (400, 404) and "error" in r.json, bad
+    assert s.get("/ranks", run=".", extra="1").status_code == 200
