@@ -162,7 +162,8 @@ def bench_job(label: str, job: str, paths: list[str], straggler: int, env: dict,
                      f"{m['peak_process_mb']:.0f} MB | {ok} |")
     b = breakdown(paths[0])
     lines.append("")
-    lines.append(f"One rank in-process ({b['file_mb']:.1f} MB, {b['kernels']} GPU activities): read {b['read_s']:.3f} s, "
+    lines.append(f"One rank in-process ({b['file_mb']:.1f} MB, {b['kernels']} GPU activities): "
+                 f"read {b['read_s']:.3f} s, "
                  f"analyse {b['analyse_s']:.3f} s, summary {b['summary_s'] * 1000:.1f} ms; the summary is "
                  f"{b['summary_bytes']} B msgpack ({b['summary_zbytes']} B compressed) vs the report's JSON "
                  f"{b['report_json_bytes'] / MB:.2f} MB.")

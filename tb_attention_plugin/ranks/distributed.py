@@ -179,7 +179,7 @@ def run(calls: list[tuple[str, Callable, tuple]], scheduler: Optional[str] = Non
         return
     from distributed import as_completed
     with _client(mode, n, scheduler, worker_memory) as client:
-        futures = {}
+        futures: dict[Any, str] = {}
         run_id = uuid.uuid4().hex[:12]        # keys unique across clients sharing a scheduler
         for label, fn, args in calls:
             fut = client.submit(fn, *args, key=f"tb-attention-{run_id}-{len(futures)}", pure=False, retries=0)

@@ -72,7 +72,7 @@ def spread(times: list[float]) -> dict:
     mad = _median([abs(t - med) for t in times]) if med is not None else None
     return {"ranks": len(times), "median_us": _r(med), "p90_us": _r(_quantile(times, 0.9)),
             "min_us": _r(min(times) if times else None), "max_us": _r(mx),
-            "max_over_median": _r(mx / med) if med else None, "mad_us": _r(mad)}
+            "max_over_median": _r(mx / med) if (med and mx is not None) else None, "mad_us": _r(mad)}
 
 
 def _phase_medians(rows: list[dict]) -> dict:
@@ -123,7 +123,7 @@ def job_view(summaries: list[dict]) -> dict:
         sp["threshold_us"] = _r(threshold)
     else:
         sp["threshold_us"] = None
-    comm = [float(r["communication_us"]) for r in rows if r.get("communication_us") is not None]
+    comm = [float(c) for c in (r.get("communication_us") for r in rows) if c is not None]
     sp["communication_median_us"] = _r(_median(comm))
     seen = Counter(r["rank"] for r in rows if r["rank"] is not None)
     dup = sorted(x for x, n in seen.items() if n > 1)

@@ -107,7 +107,7 @@ def _columns(kernels: Any) -> Optional[dict]:
     rows = list(kernels)
     return {"ts": np.array([r.get("ts") or 0.0 for r in rows], dtype=np.float64),
             "dur": np.array([r.get("dur_us") or 0.0 for r in rows], dtype=np.float64),
-            "device": np.array([r.get("device") if r.get("device") is not None else -1 for r in rows], dtype=np.float64),
+            "device": np.array([-1 if r.get("device") is None else r["device"] for r in rows], dtype=np.float64),
             "attention": np.array([bool(r.get("attention")) for r in rows], dtype=bool),
             "comm": np.array([bool(COMMUNICATION_NAME.search(r.get("name") or "")) for r in rows], dtype=bool)}
 
@@ -162,12 +162,12 @@ def rank_summary(report: dict, path: Optional[str] = None) -> dict:
     act = gpu_activity(report)
     att = float(report.get("attention_time_us") or 0.0)
     busy = act["compute_busy_us"]
-    phases: dict[str, dict[str, float]] = {}
+    phases: dict[str, dict[str, Optional[float]]] = {}
     for p in report.get("phases") or []:
         t = p.get("time_us")
         if t:
             d = phases.setdefault(p.get("direction") or "forward", {})
-            d[p["phase"]] = _r(d.get(p["phase"], 0.0) + float(t))
+            d[p["phase"]] = _r((d.get(p["phase"]) or 0.0) + float(t))
     groups = [{"group": g["group"], "phase": g["phase"], "direction": g["direction"], "time_us": g["time_us"],
                "calls": g["calls"]} for g in kernel_groups(report.get("kernels"))[:TOP_GROUPS]]
     dev = report.get("device") or {}

@@ -60,7 +60,8 @@ def test_ranks_view(tensorboard_job, browser):  # noqa: F811
         frame.wait_for_selector("#rank-chart rect.bar-att", timeout=20000)
         ranks = frame.eval_on_selector_all("#ranks-table tbody tr", "rs => rs.map(r => r.dataset.rank)")
         assert ranks == [str(i) for i in range(8)]
-        flagged = frame.eval_on_selector_all('#rank-chart rect.bar-att[data-straggler="1"]', "rs => rs.map(r => r.dataset.rank)")
+        flagged = frame.eval_on_selector_all('#rank-chart rect.bar-att[data-straggler="1"]',
+                                             "rs => rs.map(r => r.dataset.rank)")
         assert flagged == [str(STRAGGLER)]
         assert frame.locator("#rank-heatmap rect.cell").count() >= 8
         assert f"rank {STRAGGLER}" in frame.text_content("#straggler-list")

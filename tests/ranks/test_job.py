@@ -60,5 +60,6 @@ def test_spread_numbers():
 
 
 def test_errors_and_duplicates_are_reported():
-    v = J.job_view([_s(0, 1.0), _s(0, 1.0, file="other"), {"status": "error", "path": "p", "file": "p", "error": "bad"}])
+    bad = {"status": "error", "path": "p", "file": "p", "error": "bad"}
+    v = J.job_view([_s(0, 1.0), _s(0, 1.0, file="other"), bad])
     assert v["duplicate_ranks"] == [0] and v["errors"] == [{"file": "p", "path": "p", "error": "bad"}]
