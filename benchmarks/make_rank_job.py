@@ -40,7 +40,7 @@ SPAN_CATS = frozenset({"gpu_user_annotation"})
 
 
 def default_sources() -> list[str]:
-    ddp = sorted(glob.glob(os.path.join(ROOT, "tests", "data", "ddp2", "*.json*")))
+    ddp = sorted(glob.glob(os.path.join(ROOT, "tests", "data", "ddp2", "**", "*.pt.trace.json*"), recursive=True))
     if ddp:
         return ddp
     return sorted(glob.glob(os.path.join(ROOT, "sample_traces", "gpt4l_sdpa_train", "*.pt.trace.json*")))
