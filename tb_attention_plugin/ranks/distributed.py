@@ -126,6 +126,7 @@ def _client(mode: str, n_workers: int, scheduler: Optional[str], worker_memory: 
                 raise ClusterError(f"the Dask scheduler at {scheduler} has no workers "
                                    f"(none joined within {WORKERS_TIMEOUT_S} s)") from None
         else:
+            # a file whose analysis killed a worker is not handed to the next one
             with dask.config.set({"distributed.scheduler.allowed-failures": 0,
                                   "distributed.worker.memory.spill": False,
                                   "distributed.worker.memory.target": False}):
@@ -181,17 +182,37 @@ def run(calls: list[tuple[str, Callable, tuple]], scheduler: Optional[str] = Non
     with _client(mode, n, scheduler, worker_memory) as client:
         futures: dict[Any, str] = {}
         run_id = uuid.uuid4().hex[:12]        # keys unique across clients sharing a scheduler
-        for label, fn, args in calls:
-            fut = client.submit(fn, *args, key=f"tb-attention-{run_id}-{len(futures)}", pure=False, retries=0)
-            futures[fut] = label
-        for fut in as_completed(list(futures), loop=client.loop):
-            label = futures[fut]
+        todo = iter(enumerate(calls))
+        done = as_completed(loop=client.loop)
+
+        def submit_next() -> None:
+            nxt = next(todo, None)
+            if nxt is not None:
+                i, (label, fn, args) = nxt
+                fut = client.submit(fn, *args, key=f"tb-attention-{run_id}-{i}", pure=False, retries=0)
+                futures[fut] = label
+                done.add(fut)
+        # As many files in flight as the cluster has threads: each worker holds one file, so a
+        # worker that dies takes only that file with it (the scheduler would otherwise assign a
+        # small batch to each worker at once, and fail every file assigned to a dead one).
+        for _ in range(max(1, _threads(client))):
+            submit_next()
+        for fut in done:
+            label = futures.pop(fut)
             try:
                 res = fut.result()
             except Exception as e:
                 res = error_summary(label, _failure(e))
             fut.release()
+            submit_next()
             yield label, res
+
+
+def _threads(client: Any) -> int:
+    try:
+        return sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values())
+    except (KeyError, AttributeError, TypeError):
+        return 1
 
 
 def summarize_files(paths: list[str], options: Options, max_bytes: int, cache_dir: Optional[str], use_cache: bool,
