@@ -143,9 +143,10 @@ function heatmap(d: RanksResponse, keys: [string, string][], open: (r: RankRow) 
     rows.forEach((r, i) => {
       const v = r.phases?.[dir]?.[p] || 0;
       const ratio = meds[j] > 0 ? v / meds[j] : v > 0 ? 2 : 1;
-      // 1 = the median: white; slower: red, up to 1.5x; faster: blue, down to 0.5x
+      // within 1 % of the median: neutral grey; slower: red, full at 1.5x; faster: blue, full at 0.5x
       const t = Math.max(-1, Math.min(1, (ratio - 1) / 0.5));
-      const color = t >= 0 ? `rgba(207, 34, 46, ${0.08 + 0.85 * t})` : `rgba(9, 105, 218, ${0.08 + 0.85 * -t})`;
+      const color = Math.abs(t) < 0.02 ? "rgba(140, 149, 159, 0.15)"
+        : t > 0 ? `rgba(207, 34, 46, ${0.1 + 0.85 * t})` : `rgba(9, 105, 218, ${0.1 + 0.85 * -t})`;
       const cell = s("rect", { x: L + i * slot, y: yy, width: Math.max(slot - (slot > 3 ? 1 : 0), 0.4), height: RH - 2, fill: color, class: "cell" });
       cell.addEventListener("mousemove", (ev) => {
         const e = ev as MouseEvent;
@@ -278,7 +279,7 @@ export class RanksView {
         h("div", { class: "rank-legend" }, h("span", null, h("span", { class: "sw", style: "background:#9c6ade" }), "attention"),
           h("span", null, h("span", { class: "sw", style: "background:#cf222e" }), "straggler"), h("span", null, h("span", { class: "sw", style: "background:#8c959f" }), "communication")),
         barChart(d, flagged, open)),
-      keys.length ? section("Phases per rank", "ranks-heat", h("p", { class: "section-help" }, "Each cell: a phase on a rank, against that phase's median over the ranks (white: the median; red: slower, full at 1.5\u00d7; blue: faster)."), heatmap(d, keys, open)) : null,
+      keys.length ? section("Phases per rank", "ranks-heat", h("p", { class: "section-help" }, "Each cell: a phase on a rank, against that phase's median over the ranks (grey: within 1 % of the median; red: slower, full at 1.5\u00d7; blue: faster, full at 0.5\u00d7)."), heatmap(d, keys, open)) : null,
       this.compareSection(d, keys, flagged),
       this.table(d, flagged));
   }
