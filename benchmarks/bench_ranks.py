@@ -14,6 +14,8 @@
    (first answer, memoised answer).
 5. Optionally (``--large-ranks N``) the same for N ranks of ~100 MB (the 12-layer GPT reference
    trace repeated), to see per-file costs at a size where reading dominates.
+6. ``--view-only``: the Ranks view of a 1024-rank job with cached summaries, in a TensorBoard and
+   headless Chromium (route latency, click -> table drawn).
 
 The machine is shared (2 cores, other work running): read ratios, not seconds. ``--record``
 appends the output to benchmarks/RESULTS.md.
@@ -140,6 +142,68 @@ def route_latency(logdir: str, cache: str) -> dict:
     return out
 
 
+def view_latency(ranks: int = 1024) -> dict:
+    """The Ranks view of a ``ranks``-rank job with cached summaries, in a TensorBoard of this
+    process (the default plugins and ours; not torch-tb-profiler, which would parse every trace)
+    and headless Chromium: the /ranks route (first, memoised) and click -> table drawn. The job
+    is copies of a small real trace, rank 700 slowed; the copies share rank 0's summary under
+    their own cache keys (as tests/ranks/test_plugin_ranks.py does)."""
+    import urllib.request
+    from playwright.sync_api import sync_playwright
+    from tensorboard import default, program
+    from tb_attention_plugin.analyze import analyze_path
+    from tb_attention_plugin.cache import ReportCache
+    from tb_attention_plugin.options import Options
+    from tb_attention_plugin.ranks import store
+    from tb_attention_plugin.ranks.summary import rank_summary
+    sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+    from test_tensorboard_e2e import ARGS, CHROMIUM, _free_port, _plugin_frame, _wait
+    small = os.path.join(ROOT, "sample_traces", "sdpa_flash_s2048_fwd")
+    logdir = os.path.join(WORK, "view_logs")
+    paths = make_rank_job.make_job(os.path.join(logdir, "job"), ranks, sources=[os.path.join(small, f) for f in
+                                                                                os.listdir(small)],
+                                   stragglers=(700,), slowdown=1.4, jitter=0.0, gz=True)
+    cache = ReportCache(os.path.join(WORK, "view_cache"))
+    opt = Options()
+    base = rank_summary(analyze_path(paths[0], opt), paths[0])
+    for r, p in enumerate(paths):
+        s = rank_summary(analyze_path(p, opt), p) if r == 700 else dict(base, rank=r)
+        store.put(cache, store.summary_key(cache, p, opt), s)
+    os.environ["TB_ATTENTION_CACHE_DIR"] = cache.dir
+    port = _free_port()
+    tb = program.TensorBoard(plugins=[p for p in default.get_plugins()
+                                      if "torch_tb_profiler" not in getattr(p, "__module__", "")])
+    tb.configure(argv=[None, "--logdir", logdir, "--port", str(port), "--host", "127.0.0.1"])
+    tb.launch()
+    url = f"http://127.0.0.1:{port}"
+
+    def get(path: str) -> bytes:
+        with urllib.request.urlopen(url + path, timeout=60) as r:
+            return r.read()
+    _wait(lambda: get("/data/plugins_listing"), 60, "tensorboard")
+    out = {}
+    for what in ("first", "memoised"):
+        t0 = time.perf_counter()
+        body = get("/data/plugin/attention/ranks?run=job")
+        out[f"route_{what}_s"] = time.perf_counter() - t0
+    out["bytes"] = len(body)
+    with sync_playwright() as pw:
+        br = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        page = br.new_page(viewport={"width": 1400, "height": 1100})
+        page.goto(url + "/#attention")
+        fr = _plugin_frame(page)
+        fr.wait_for_selector("#tab-ranks:not([hidden])", timeout=60000)
+        t0 = time.perf_counter()
+        fr.click("#tab-ranks")
+        fr.wait_for_selector("#ranks-table tbody tr", timeout=60000)
+        out["view_s"] = time.perf_counter() - t0
+        out["bars"] = fr.locator("#rank-chart rect.bar-att").count()
+        out["stragglers"] = fr.eval_on_selector_all('#rank-chart rect.bar-att[data-straggler="1"]',
+                                                    "rs => rs.map(r => Number(r.dataset.rank))")
+        br.close()
+    return out
+
+
 def bench_job(label: str, job: str, paths: list[str], straggler: int, env: dict, lines: list) -> None:
     sizes = [os.path.getsize(p) for p in paths]
     lines.append(f"### {label}: {len(paths)} ranks, {sum(sizes) / len(sizes) / MB:.1f} MB per rank "
@@ -178,6 +242,7 @@ def main(argv=None) -> int:
     ap.add_argument("--large-ranks", type=int, default=0, help="also N ranks of ~100 MB (0: skip)")
     ap.add_argument("--record", action="store_true", help="append the output to benchmarks/RESULTS.md")
     ap.add_argument("--keep", action="store_true", help="keep the generated jobs in benchmarks/_work/ranks")
+    ap.add_argument("--view-only", action="store_true", help="only the 1024-rank Ranks view in a browser")
     a = ap.parse_args(argv)
     os.makedirs(WORK, exist_ok=True)
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -186,6 +251,13 @@ def main(argv=None) -> int:
     lines = [f"## {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} — `python {cmd}`", "",
              f"{platform.node() or 'host'}, {os.cpu_count()} CPUs, {psutil.virtual_memory().total / 1e9:.0f} GB, "
              f"load average {os.getloadavg()[0]:.1f} at the start", ""]
+    if a.view_only:
+        v = view_latency(1024)
+        lines.append(f"Ranks view, 1024 ranks with cached summaries (TensorBoard in-process, headless Chromium): "
+                     f"/ranks first {v['route_first_s'] * 1000:.0f} ms, memoised {v['route_memoised_s'] * 1000:.0f} ms "
+                     f"({v['bytes'] / 1e6:.2f} MB of JSON); click on the tab -> table drawn {v['view_s']:.2f} s; "
+                     f"{v['bars']} bars, stragglers {v['stragglers']}.")
+        return _finish(a, lines)
     small_src = os.path.join(ROOT, "sample_traces", "gpt4l_sdpa_train",
                              os.listdir(os.path.join(ROOT, "sample_traces", "gpt4l_sdpa_train"))[0])
     job, paths = make_job("job256", a.ranks, a.target_mb, small_src, 100)
@@ -206,6 +278,10 @@ def main(argv=None) -> int:
         ref = make_large_trace.REFERENCE_SOURCE
         job_l, paths_l = make_job("job_large", a.large_ranks, 115, ref, 1)
         bench_job("Large ranks", job_l, paths_l, 1, env, lines)
+    return _finish(a, lines)
+
+
+def _finish(a, lines: list) -> int:
     if not a.keep:
         shutil.rmtree(WORK, ignore_errors=True)
     text = "\n".join(lines) + "\n"

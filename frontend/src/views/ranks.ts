@@ -59,6 +59,7 @@ export function multiRankRuns(runs: RunsResponse): string[] {
 }
 
 const DIR_SHORT: Record<string, string> = { forward: "fwd", backward: "bwd" };
+const TABLE_ROWS = 128;
 const rankName = (r: { rank: number | null; worker: string }) => (r.rank === null ? r.worker : `rank ${r.rank}`);
 const keyOf = (r: { file: string }) => r.file;
 
@@ -101,25 +102,21 @@ function barChart(d: RanksResponse, flagged: Set<string>, open: (r: RankRow) => 
   rows.forEach((r, i) => {
     const x = L + i * slot;
     const straggler = flagged.has(keyOf(r));
-    const tip = (ev: Event) => {
-      const e = ev as MouseEvent;
-      showTip(e.pageX, e.pageY, h("div", null, h("div", { class: "tip-title" }, `${rankName(r)} \u00b7 ${r.worker}`),
-        h("div", null, `attention ${fmt.time(r.attention_time_us)} (${fmt.pct(r.attention_share)} of compute busy)`),
-        h("div", null, `communication ${fmt.time(r.communication_us)}`),
-        straggler ? h("div", { class: "badge-straggler" }, "straggler") : null, h("div", { class: "muted" }, "click: open this rank's trace")));
-    };
-    const att = s("rect", { x, y: y(r.attention_time_us || 0), width: Math.max(slot * 0.6, 0.4),
+    svg.appendChild(s("rect", { x, y: y(r.attention_time_us || 0), width: Math.max(slot * 0.6, 0.4),
       height: Math.max(0, H - B - y(r.attention_time_us || 0)), class: `bar-att${straggler ? " straggler" : ""}`,
-      "data-rank": r.rank ?? "", "data-straggler": straggler ? "1" : "0" });
-    const comm = s("rect", { x: x + slot * 0.6, y: y(r.communication_us || 0), width: Math.max(slot * 0.35, 0.2),
-      height: Math.max(0, H - B - y(r.communication_us || 0)), class: "bar-comm" });
-    for (const el of [att, comm]) {
-      el.addEventListener("mousemove", tip);
-      el.addEventListener("mouseleave", hideTip);
-      el.addEventListener("click", () => { hideTip(); open(r); });
-      svg.appendChild(el);
-    }
+      "data-i": i, "data-rank": r.rank ?? "", "data-straggler": straggler ? "1" : "0" }));
+    svg.appendChild(s("rect", { x: x + slot * 0.6, y: y(r.communication_us || 0), width: Math.max(slot * 0.35, 0.2),
+      height: Math.max(0, H - B - y(r.communication_us || 0)), class: "bar-comm", "data-i": i }));
   });
+  // one set of listeners for all bars (a 1024-rank job has 2048 of them)
+  delegate(svg, (i) => {
+    const r = rows[i];
+    return h("div", null, h("div", { class: "tip-title" }, `${rankName(r)} \u00b7 ${r.worker}`),
+      h("div", null, `attention ${fmt.time(r.attention_time_us)} (${fmt.pct(r.attention_share)} of compute busy)`),
+      h("div", null, `communication ${fmt.time(r.communication_us)}`),
+      flagged.has(keyOf(r)) ? h("div", { class: "badge-straggler" }, "straggler") : null,
+      h("div", { class: "muted" }, "click: open this rank's trace"));
+  }, (i) => open(rows[i]));
   if (d.spread.median_us) svg.appendChild(s("line", { x1: L, x2: W - 8, y1: y(d.spread.median_us), y2: y(d.spread.median_us), class: "median-line" }));
   if (d.spread.threshold_us && d.spread.threshold_us <= maxV) svg.appendChild(s("line", { x1: L, x2: W - 8, y1: y(d.spread.threshold_us), y2: y(d.spread.threshold_us), class: "threshold-line" }));
   const step = Math.max(1, Math.ceil(rows.length / 16));
@@ -147,18 +144,40 @@ function heatmap(d: RanksResponse, keys: [string, string][], open: (r: RankRow) 
       const t = Math.max(-1, Math.min(1, (ratio - 1) / 0.5));
       const color = Math.abs(t) < 0.02 ? "rgba(140, 149, 159, 0.15)"
         : t > 0 ? `rgba(207, 34, 46, ${0.1 + 0.85 * t})` : `rgba(9, 105, 218, ${0.1 + 0.85 * -t})`;
-      const cell = s("rect", { x: L + i * slot, y: yy, width: Math.max(slot - (slot > 3 ? 1 : 0), 0.4), height: RH - 2, fill: color, class: "cell" });
-      cell.addEventListener("mousemove", (ev) => {
-        const e = ev as MouseEvent;
-        showTip(e.pageX, e.pageY, h("div", null, h("div", { class: "tip-title" }, `${rankName(r)} \u00b7 ${phaseLabel(p)} ${DIR_SHORT[dir] || dir}`),
-          `${fmt.time(v)} (${fmt.ratio(ratio)} the median ${fmt.time(meds[j])})`));
-      });
-      cell.addEventListener("mouseleave", hideTip);
-      cell.addEventListener("click", () => { hideTip(); open(r); });
-      svg.appendChild(cell);
+      svg.appendChild(s("rect", { x: L + i * slot, y: yy, width: Math.max(slot - (slot > 3 ? 1 : 0), 0.4), height: RH - 2,
+        fill: color, class: "cell", "data-i": i + j * rows.length }));
     });
   });
+  delegate(svg, (k) => {
+    const i = k % rows.length;
+    const j = Math.floor(k / rows.length);
+    const [dir, p] = keys[j];
+    const r = rows[i];
+    const v = r.phases?.[dir]?.[p] || 0;
+    const ratio = meds[j] > 0 ? v / meds[j] : null;
+    return h("div", null, h("div", { class: "tip-title" }, `${rankName(r)} \u00b7 ${phaseLabel(p)} ${DIR_SHORT[dir] || dir}`),
+      `${fmt.time(v)}${ratio === null ? "" : ` (${fmt.ratio(ratio)} the median ${fmt.time(meds[j])})`}`);
+  }, (k) => open(rows[k % rows.length]));
   return svg;
+}
+
+/** Tooltip and click for the rects of a chart that carry ``data-i``: one listener per chart. */
+function delegate(svg: SVGElement, tip: (i: number) => HTMLElement, click: (i: number) => void): void {
+  const index = (ev: Event): number | null => {
+    const v = (ev.target as Element | null)?.getAttribute?.("data-i");
+    return v === null || v === undefined ? null : Number(v);
+  };
+  svg.addEventListener("mousemove", (ev) => {
+    const i = index(ev);
+    if (i === null) { hideTip(); return; }
+    const e = ev as MouseEvent;
+    showTip(e.pageX, e.pageY, tip(i));
+  });
+  svg.addEventListener("mouseleave", hideTip);
+  svg.addEventListener("click", (ev) => {
+    const i = index(ev);
+    if (i !== null) { hideTip(); click(i); }
+  });
 }
 
 function stat(k: string, v: string): HTMLElement {
@@ -310,9 +329,12 @@ export class RanksView {
     return section("Compare two ranks", "ranks-compare-section", pick, body);
   }
 
-  private table(d: RanksResponse, flagged: Set<string>): HTMLElement {
+  private table(d: RanksResponse, flagged: Set<string>, all = false): HTMLElement {
     const tbody = h("tbody");
-    for (const r of d.ranks) {
+    // a long job: the first TABLE_ROWS ranks and the stragglers, the rest on demand
+    const shown = all || d.ranks.length <= TABLE_ROWS ? d.ranks
+      : d.ranks.filter((r, i) => i < TABLE_ROWS || flagged.has(keyOf(r)));
+    for (const r of shown) {
       const st = flagged.has(keyOf(r));
       const btn = h("button", { type: "button", class: "btn", "data-rank": r.rank ?? "" }, "Open");
       btn.addEventListener("click", () => this.openRank(r));
@@ -322,8 +344,17 @@ export class RanksView {
         h("td", { class: "num" }, fmt.time(r.communication_us)), h("td", { class: "num" }, fmt.time(r.communication?.overlap_with_attention_us)),
         h("td", null, st ? h("span", { class: "badge-straggler" }, "straggler") : ""), h("td", null, btn)));
     }
+    let more: HTMLElement | null = null;
+    if (shown.length < d.ranks.length) {
+      more = h("button", { type: "button", class: "btn", id: "ranks-show-all" }, `Show all ${d.ranks.length} ranks`);
+      more.addEventListener("click", () => {
+        const el = document.getElementById("ranks-table-section");
+        el?.replaceWith(this.table(d, flagged, true));
+      });
+    }
     return section("Ranks", "ranks-table-section", h("div", { class: "table-wrap" }, h("table", { class: "data ranks-table", id: "ranks-table" },
       h("thead", null, h("tr", null, ...["Rank", "Worker", "Attention", "Compute busy", "Share", "Communication", "Comm \u2229 attention", "", ""].map((t, i) =>
-        h("th", { scope: "col", class: i >= 2 && i <= 6 ? "num" : null }, t)))), tbody)));
+        h("th", { scope: "col", class: i >= 2 && i <= 6 ? "num" : null }, t)))), tbody)),
+      more ? h("p", { class: "muted" }, `${shown.length} of ${d.ranks.length} ranks shown (the first ${TABLE_ROWS} and the stragglers). `, more) : null);
   }
 }
