@@ -128,8 +128,12 @@ def _client(mode: str, n_workers: int, scheduler: Optional[str], worker_memory: 
         else:
             # a file whose analysis killed a worker is not handed to the next one
             with dask.config.set({"distributed.scheduler.allowed-failures": 0,
+                                  # a worker holds one trace and nothing to spill; pausing one
+                                  # whose memory stays high after a big trace would stall the run,
+                                  # so only the nanny's limit applies (restart at 95 %)
                                   "distributed.worker.memory.spill": False,
-                                  "distributed.worker.memory.target": False}):
+                                  "distributed.worker.memory.target": False,
+                                  "distributed.worker.memory.pause": False}):
                 try:
                     cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
                                            host="127.0.0.1", dashboard_address=None,
