@@ -181,7 +181,10 @@ def rank_summary(report: dict, path: Optional[str] = None) -> dict:
         "steps": len(steps) if report.get("step") is None else 1,
         "attention_time_us": _r(att),
         "compute_busy_us": busy,
-        "attention_share": _r(att / busy) if busy else None,
+        # the engine's share (attention busy / compute busy) when the report has it; else attention
+        # time over compute busy time from the kernel rows
+        "attention_share": (report.get("attention_share") if act["source"] == "report"
+                            else (_r(att / busy) if busy else None)),
         "gpu_busy_us": _r(report.get("gpu_busy_us")),
         "span_us": act["span_us"],
         "forward_time_us": _r(report.get("forward_time_us")),

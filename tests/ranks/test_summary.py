@@ -71,6 +71,8 @@ def test_report_fields_are_used_when_the_engine_has_them():
                              "overlap_with_compute_us": 2.0, "kernels": 3}}
     a = gpu_activity(rep)
     assert a["source"] == "report" and a["compute_busy_us"] == 100.0 and a["communication"]["kernels"] == 3
+    s = rank_summary(dict(rep, attention_time_us=30.0, attention_share=0.28), "rank3.pt.trace.json")
+    assert (s["activity_source"], s["attention_share"], s["communication_us"], s["rank"]) == ("report", 0.28, 7.0, 3)
 
 
 @pytest.mark.skipif(not os.path.isdir(PUBLIC), reason="../shared (public traces) is absent")
