@@ -404,7 +404,7 @@ def cmd_ranks(a) -> int:
     elif a.format == "csv":
         text = render_csv(view)
     else:
-        text = _printable(render_text(view, markdown=a.format == "markdown"))
+        text = _printable(render_text(view, markdown=a.format == "markdown", width=_width(a)))
     _emit(text, a.output)
     return EXIT_BAD_INPUT if view["errors"] else EXIT_OK
 
@@ -497,6 +497,7 @@ def build_parser() -> argparse.ArgumentParser:
     rk.add_argument("paths", nargs="+", metavar="PATH", help="trace files or a directory (e.g. the job's log dir)")
     rk.add_argument("--format", "-f", choices=("table", "json", "csv", "markdown"), default="table")
     rk.add_argument("--output", "-o", help="write to this file instead of stdout")
+    _wide_opt(rk)
     _common(rk)
     _distributed(rk)
     rk.set_defaults(func=cmd_ranks)

@@ -23,6 +23,8 @@ import math
 from collections import Counter
 from typing import Optional
 
+from ..formats import rounded
+
 K_MAD = 3.5
 MAD_TO_SIGMA = 1.4826
 MIN_EXCESS = 0.05
@@ -50,10 +52,6 @@ def _quantile(xs: list[float], q: float) -> Optional[float]:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
-def _r(x: Optional[float]) -> Optional[float]:
-    return None if x is None else round(float(x), 3)
-
-
 def sort_key(s: dict) -> tuple:
     """Rank number first (ranks without one after, by file name), then span and file."""
     r = s.get("rank")
@@ -70,9 +68,9 @@ def spread(times: list[float]) -> dict:
     med = _median(times)
     mx = max(times) if times else None
     mad = _median([abs(t - med) for t in times]) if med is not None else None
-    return {"ranks": len(times), "median_us": _r(med), "p90_us": _r(_quantile(times, 0.9)),
-            "min_us": _r(min(times) if times else None), "max_us": _r(mx),
-            "max_over_median": _r(mx / med) if (med and mx is not None) else None, "mad_us": _r(mad)}
+    return {"ranks": len(times), "median_us": rounded(med), "p90_us": rounded(_quantile(times, 0.9)),
+            "min_us": rounded(min(times) if times else None), "max_us": rounded(mx),
+            "max_over_median": rounded(mx / med) if (med and mx is not None) else None, "mad_us": rounded(mad)}
 
 
 def _phase_medians(rows: list[dict]) -> dict:
@@ -95,7 +93,7 @@ def explain(row: dict, medians: dict) -> dict:
         share = e / total if total else 0.0
         if share < MIN_PHASE_SHARE:
             break
-        out.setdefault(d, {})[p] = {"time_us": _r(t), "median_us": _r(med), "excess_us": _r(e),
+        out.setdefault(d, {})[p] = {"time_us": rounded(t), "median_us": rounded(med), "excess_us": rounded(e),
                                     "share_of_excess": round(share, 4)}
     return out
 
@@ -117,14 +115,14 @@ def job_view(summaries: list[dict]) -> dict:
         for r, t in zip(rows, times):
             if t > threshold:
                 stragglers.append({"rank": r["rank"], "worker": r["worker"], "file": r["file"],
-                                   "attention_time_us": _r(t), "excess_us": _r(t - med),
+                                   "attention_time_us": rounded(t), "excess_us": rounded(t - med),
                                    "excess_pct": round(100.0 * (t - med) / med, 2),
                                    "phases": explain(r, medians)})
-        sp["threshold_us"] = _r(threshold)
+        sp["threshold_us"] = rounded(threshold)
     else:
         sp["threshold_us"] = None
     comm = [float(c) for c in (r.get("communication_us") for r in rows) if c is not None]
-    sp["communication_median_us"] = _r(_median(comm))
+    sp["communication_median_us"] = rounded(_median(comm))
     seen = Counter(r["rank"] for r in rows if r["rank"] is not None)
     dup = sorted(x for x, n in seen.items() if n > 1)
     return {"schema": JOB_SCHEMA, "kind": "tb-attention-ranks", "ranks": rows, "spread": sp,

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import csv
 import io
+from typing import Optional
 
 from ..attention.patterns import PHASE_LABELS
-from ..formats import pct, text_table, us
+from ..formats import MISSING, para, pct, text_table, us
 
 _DIR = {"forward": "fwd", "backward": "bwd"}
 
@@ -20,7 +21,7 @@ def _top_phase(row: dict) -> str:
         for p, t in ps.items():
             if best is None or (t or 0) > best[0]:
                 best = (t or 0, d, p)
-    return f"{_phase_name(best[1], best[2])} {us(best[0])}" if best else "–"
+    return f"{_phase_name(best[1], best[2])} {us(best[0])}" if best else MISSING
 
 
 def explanation(phases: dict) -> str:
@@ -32,7 +33,9 @@ def explanation(phases: dict) -> str:
     return ", ".join(t for _, t in sorted(parts, reverse=True)) or "no single phase stands out"
 
 
-def render_text(view: dict, markdown: bool = False) -> str:
+def render_text(view: dict, markdown: bool = False, width: Optional[int] = None) -> str:
+    """The rows, the spread and the stragglers; with a ``width`` the table and the lines fit it
+    (worker and phase names cut first, then the largest-phase and overlap columns left out)."""
     flagged = {(s["rank"], s["file"]) for s in view["stragglers"]}
     rows = []
     for r in view["ranks"]:
@@ -41,26 +44,27 @@ def render_text(view: dict, markdown: bool = False) -> str:
                      us(r["compute_busy_us"]), pct(r["attention_share"]), us(r["communication_us"]),
                      us(comm.get("overlap_with_attention_us")), _top_phase(r),
                      "STRAGGLER" if (r["rank"], r["file"]) in flagged else ""])
-    out = [text_table(["rank", "worker", "attention", "compute busy", "share", "communication",
-                       "comm ∩ attention", "largest phase", ""], rows, markdown)]
+    out = [text_table(["rank", "worker", "attention", "compute busy", "share", "comm",
+                       "comm ∩ attn", "largest phase", ""], rows, markdown, width=width, cut=(1, 7),
+                      drop=(7, 6))]
     sp = view["spread"]
     out.append("")
-    out.append(f"spread over {sp['ranks']} rank(s): median {us(sp['median_us'])}, p90 {us(sp['p90_us'])}, "
-               f"max {us(sp['max_us'])}" + (f" ({sp['max_over_median']:.3g}x the median)"
-                                            if sp.get("max_over_median") else ""))
+    out.append(para(f"spread over {sp['ranks']} rank(s): median {us(sp['median_us'])}, p90 {us(sp['p90_us'])}, "
+                    f"max {us(sp['max_us'])}" + (f" ({sp['max_over_median']:.3g}x the median)"
+                                                 if sp.get("max_over_median") else ""), width))
     if view["stragglers"]:
-        out.append(f"stragglers ({view['rule']['text']}):")
+        out.append(para(f"stragglers ({view['rule']['text']}):", width))
         for s in view["stragglers"]:
-            out.append(f"  rank {s['rank'] if s['rank'] is not None else '?'} ({s['worker']}): "
-                       f"{us(s['attention_time_us'])}, +{s['excess_pct']:.1f}% over the median; "
-                       f"explained by: {explanation(s['phases'])}")
+            out.append(para(f"  rank {s['rank'] if s['rank'] is not None else '?'} ({s['worker']}): "
+                            f"{us(s['attention_time_us'])}, +{s['excess_pct']:.1f}% over the median; "
+                            f"explained by: {explanation(s['phases'])}", width, indent="    "))
     elif sp["ranks"] < view["rule"]["min_ranks"]:
         out.append(f"stragglers: not judged with fewer than {view['rule']['min_ranks']} ranks")
     else:
-        out.append(f"stragglers: none ({view['rule']['text']})")
+        out.append(para(f"stragglers: none ({view['rule']['text']})", width))
     if view.get("duplicate_ranks"):
-        out.append("note: several traces for rank(s) " + ", ".join(map(str, view["duplicate_ranks"][:20]))
-                   + " (several profiling windows?); each is listed")
+        out.append(para("note: several traces for rank(s) " + ", ".join(map(str, view["duplicate_ranks"][:20]))
+                        + " (several profiling windows?); each is listed", width))
     return "\n".join(out) + "\n"
 
 

@@ -18,6 +18,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..compare import kernel_groups
+from ..formats import rounded
 
 SUMMARY_SCHEMA = 1
 TOP_GROUPS = 5
@@ -28,10 +29,6 @@ COMMUNICATION_NAME = re.compile(r"nccl|rccl|c10d", re.IGNORECASE)
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z])rank[-_]?(\d+)", re.IGNORECASE)
 _PT_TRACE = re.compile(r"^(?P<worker>.+?)(?:\.(?P<span>\d+))?\.pt\.trace\.json(?:\.gz)?$")
 _PLAIN = re.compile(r"^(?P<stem>.+?)\.json(?:\.gz)?$")
-
-
-def _r(x: Optional[float]) -> Optional[float]:
-    return None if x is None else round(float(x), 3)
 
 
 def worker_of(path: str) -> tuple[str, Optional[str]]:
@@ -121,7 +118,7 @@ def gpu_activity(report: dict) -> dict:
     communication, of attention; overlaps are intersections of those unions, summed over devices."""
     comm_rep = report.get("communication")
     if report.get("compute_busy_us") is not None and isinstance(comm_rep, dict):
-        return {"compute_busy_us": _r(report["compute_busy_us"]), "span_us": _r(report.get("span_us")),
+        return {"compute_busy_us": rounded(report["compute_busy_us"]), "span_us": rounded(report.get("span_us")),
                 "communication": {k: comm_rep.get(k) for k in ("time_us", "busy_us", "overlap_with_attention_us",
                                                                "overlap_with_compute_us", "kernels")},
                 "source": "report"}
@@ -147,9 +144,9 @@ def gpu_activity(report: dict) -> dict:
             n_comm += int(comm.sum())
             first, last = min(first, float(ts.min())), max(last, float(end.max()))
         span = last - first if last >= first else None
-    return {"compute_busy_us": _r(busy), "span_us": _r(span),
-            "communication": {"time_us": _r(comm_time), "busy_us": _r(comm_busy),
-                              "overlap_with_attention_us": _r(ov_att), "overlap_with_compute_us": _r(ov_comp),
+    return {"compute_busy_us": rounded(busy), "span_us": rounded(span),
+            "communication": {"time_us": rounded(comm_time), "busy_us": rounded(comm_busy),
+                              "overlap_with_attention_us": rounded(ov_att), "overlap_with_compute_us": rounded(ov_comp),
                               "kernels": n_comm},
             "source": "kernels"}
 
@@ -167,7 +164,7 @@ def rank_summary(report: dict, path: Optional[str] = None) -> dict:
         t = p.get("time_us")
         if t:
             d = phases.setdefault(p.get("direction") or "forward", {})
-            d[p["phase"]] = _r((d.get(p["phase"]) or 0.0) + float(t))
+            d[p["phase"]] = rounded((d.get(p["phase"]) or 0.0) + float(t))
     groups = [{"group": g["group"], "phase": g["phase"], "direction": g["direction"], "time_us": g["time_us"],
                "calls": g["calls"]} for g in kernel_groups(report.get("kernels"))[:TOP_GROUPS]]
     dev = report.get("device") or {}
@@ -179,19 +176,19 @@ def rank_summary(report: dict, path: Optional[str] = None) -> dict:
         "worker": worker, "span": span, "file": os.path.basename(path), "path": path,
         "device": dev.get("label"),
         "steps": len(steps) if report.get("step") is None else 1,
-        "attention_time_us": _r(att),
+        "attention_time_us": rounded(att),
         "compute_busy_us": busy,
         # the engine's share (attention busy / compute busy) when the report has it; else attention
         # time over compute busy time from the kernel rows
         "attention_share": (report.get("attention_share") if act["source"] == "report"
-                            else (_r(att / busy) if busy else None)),
-        "gpu_busy_us": _r(report.get("gpu_busy_us")),
+                            else (rounded(att / busy) if busy else None)),
+        "gpu_busy_us": rounded(report.get("gpu_busy_us")),
         "span_us": act["span_us"],
-        "forward_time_us": _r(report.get("forward_time_us")),
-        "backward_time_us": _r(report.get("backward_time_us")),
-        "fused_time_us": _r(report.get("fused_time_us")),
-        "unfused_core_time_us": _r(report.get("unfused_core_time_us")),
-        "bound_time_us": {k: _r(v) for k, v in (report.get("bound_time_us") or {}).items()},
+        "forward_time_us": rounded(report.get("forward_time_us")),
+        "backward_time_us": rounded(report.get("backward_time_us")),
+        "fused_time_us": rounded(report.get("fused_time_us")),
+        "unfused_core_time_us": rounded(report.get("unfused_core_time_us")),
+        "bound_time_us": {k: rounded(v) for k, v in (report.get("bound_time_us") or {}).items()},
         "phases": phases,
         "communication_us": act["communication"]["time_us"],
         "communication": act["communication"],

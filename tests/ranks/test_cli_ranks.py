@@ -93,3 +93,13 @@ def test_the_straggler_generator_shifts_later_gpu_work(tmp_path):
         prev = by_stream.get(e["tid"])
         assert prev is None or e["ts"] >= prev - 1e-3
         by_stream[e["tid"]] = e["ts"] + e["dur"]
+
+
+def test_the_table_fits_the_terminal(job8, capsys, monkeypatch):
+    d, _ = job8
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["ranks", d, "--workers", "0"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(x) for x in out.splitlines()) <= 80 and "STRAGGLER" in out
+    assert main(["ranks", d, "--workers", "0", "--wide"]) == 0
+    assert "comm ∩ attn" in capsys.readouterr().out
