@@ -340,14 +340,16 @@ def cmd_check(a) -> int:
 
 # ---------------------------------------------------------------- many ranks, Dask (ranks/)
 
-def _distributed(p: argparse.ArgumentParser) -> None:
+def _distributed(p: argparse.ArgumentParser, auto: bool = True) -> None:
+    """``auto``: without --workers, more than a few files to analyse start a local cluster."""
     g = p.add_argument_group("distributed (Dask)")
     g.add_argument("--scheduler", metavar="ADDRESS",
                    help="run the per-file analyses on an existing Dask cluster (e.g. tcp://host:8786); its "
                         "workers must see the same paths")
     g.add_argument("--workers", type=int, metavar="N",
-                   help="worker processes of the local Dask cluster (0: in this process; default: a cluster of "
-                        "one per CPU when more than a few files need analysing)")
+                   help="worker processes of a local Dask cluster (0: in this process; default: "
+                        + ("a cluster of one per CPU when more than a few files need analysing)" if auto
+                           else "in this process)"))
     g.add_argument("--worker-memory", type=_size, metavar="SIZE",
                    help="memory limit per local worker (default: this machine's memory shared equally)")
 
@@ -451,7 +453,7 @@ def build_parser() -> argparse.ArgumentParser:
     _wide_opt(an)
     _common(an)
     _partial_opt(an)
-    _distributed(an)
+    _distributed(an, auto=False)
     an.set_defaults(func=cmd_analyze)
     at = sub.add_parser("annotate", help="write a copy of a trace with attention phases as timeline tracks",
                         description="Copy a trace, adding attention calls and phases as their own tracks on the GPU "
