@@ -501,6 +501,7 @@ def build_parser() -> argparse.ArgumentParser:
     rk.add_argument("--output", "-o", help="write to this file instead of stdout")
     _wide_opt(rk)
     _common(rk)
+    _partial_opt(rk)
     _distributed(rk)
     rk.set_defaults(func=cmd_ranks)
     sm = sub.add_parser("summarize", help="analyse a log directory ahead of time (the cache TensorBoard reads)",

@@ -61,7 +61,7 @@ def sort_key(s: dict) -> tuple:
 RANK_FIELDS = ("rank", "world_size", "worker", "span", "file", "path", "device", "attention_time_us",
                "compute_busy_us", "attention_share", "phases", "communication_us", "communication",
                "forward_time_us", "backward_time_us", "fused_time_us", "unfused_core_time_us", "bound_time_us",
-               "top_kernel_groups", "steps", "rank_source", "activity_source")
+               "top_kernel_groups", "steps", "rank_source", "activity_source", "partial")
 
 
 def spread(times: list[float]) -> dict:

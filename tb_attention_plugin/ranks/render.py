@@ -43,7 +43,7 @@ def render_text(view: dict, markdown: bool = False, width: Optional[int] = None)
         rows.append([r["rank"] if r["rank"] is not None else "?", r["worker"], us(r["attention_time_us"]),
                      us(r["compute_busy_us"]), pct(r["attention_share"]), us(r["communication_us"]),
                      us(comm.get("overlap_with_attention_us")), _top_phase(r),
-                     "STRAGGLER" if (r["rank"], r["file"]) in flagged else ""])
+                     "STRAGGLER" if (r["rank"], r["file"]) in flagged else "partial" if r.get("partial") else ""])
     out = [text_table(["rank", "worker", "attention", "compute busy", "share", "comm",
                        "comm ∩ attn", "largest phase", ""], rows, markdown, width=width, cut=(1, 7),
                       drop=(7, 6))]

@@ -195,6 +195,9 @@ def rank_summary(report: dict, path: Optional[str] = None) -> dict:
         "activity_source": act["source"],
         "top_kernel_groups": groups,
         "notices": [n.get("code") for n in report.get("notices") or []],
+        # analysed with --allow-partial from a truncated file: its times cover only the events
+        # before the cut, so the rank looks faster than it was
+        "partial": bool((report.get("trace") or {}).get("partial")),
     }
 
 
