@@ -4,10 +4,11 @@ A summary holds what comparing ranks needs — attention time, compute busy time
 direction, bounds, communication and its overlap with attention, the longest kernel groups — in
 a few KB, so a 1024-rank job's summaries fit in a few MB and travel from Dask workers cheaply.
 
-Communication and compute busy time: the report's own ``compute_busy_us`` and ``communication``
-block when it has them; until then they are computed here from the kernel rows
-(:func:`gpu_activity`, the one place to switch over), a kernel being communication when its name
-says NCCL, RCCL or c10d.
+Communication and compute busy time: the report's own ``compute_busy_us``, ``attention_share`` and
+``communication`` block (trace/busy.py). A report without them (a kernel table alone, as in a
+test or an older report) gets them computed here from the kernel rows (:func:`gpu_activity`), a
+kernel being communication when its name says so (``trace.busy.COMMUNICATION``); that fallback
+does not see the engine's other communication evidence (GPU work inside a collective's CPU range).
 """
 from __future__ import annotations
 
@@ -19,12 +20,10 @@ import numpy as np
 
 from ..compare import kernel_groups
 from ..formats import rounded
+from ..trace.busy import COMMUNICATION as COMMUNICATION_NAME
 
 SUMMARY_SCHEMA = 1
 TOP_GROUPS = 5
-# Collective kernels of NCCL / RCCL and c10d's own (e.g. ncclDevKernel_AllReduce_Sum_bf16_RING_LL,
-# c10d::allreduce_): communication, not compute.
-COMMUNICATION_NAME = re.compile(r"nccl|rccl|c10d", re.IGNORECASE)
 # rank in a worker or file name when the trace has no distributedInfo: "rank3", "rank-3", "rank_3"
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z])rank[-_]?(\d+)", re.IGNORECASE)
 _PT_TRACE = re.compile(r"^(?P<worker>.+?)(?:\.(?P<span>\d+))?\.pt\.trace\.json(?:\.gz)?$")
