@@ -6,9 +6,17 @@ import json
 import os
 import shutil
 
+import pytest
+
+import rankjob
 from rankjob import STRAGGLER, cli, make_rank_job
 
 from tb_attention_plugin.cli import main
+
+
+@pytest.fixture(scope="session")
+def job8(tmp_path_factory):
+    return rankjob.job8(tmp_path_factory)
 
 
 def _json(capsys, *args):

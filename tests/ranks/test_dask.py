@@ -12,10 +12,17 @@ import time
 
 import pytest
 
+import rankjob
 from rankjob import ROOT, STRAGGLER, cli
 
 from tb_attention_plugin.options import Options
 from tb_attention_plugin.ranks import distributed as Dd
+
+
+@pytest.fixture(scope="session")
+def job8(tmp_path_factory):
+    return rankjob.job8(tmp_path_factory)
+
 
 pytest.importorskip("distributed")
 

@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+import rankjob
 from rankjob import ROOT, STRAGGLER, cli, make_rank_job, plugin_helpers
 
 from tb_attention_plugin.analyze import analyze_path
@@ -12,6 +13,12 @@ from tb_attention_plugin.cache import ReportCache
 from tb_attention_plugin.options import Options
 from tb_attention_plugin.ranks import store
 from tb_attention_plugin.ranks.summary import rank_summary
+
+
+@pytest.fixture(scope="session")
+def job8(tmp_path_factory):
+    return rankjob.job8(tmp_path_factory)
+
 
 H = plugin_helpers()
 SMALL = os.path.join(ROOT, "sample_traces", "sdpa_flash_s2048_fwd")

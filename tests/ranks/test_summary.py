@@ -12,8 +12,15 @@ from tb_attention_plugin.options import Options
 from tb_attention_plugin.ranks import store
 from tb_attention_plugin.ranks.summary import gpu_activity, rank_summary
 
+import rankjob
 from rankjob import ROOT
 from helpers import SHARED
+
+
+@pytest.fixture(scope="session")
+def job8(tmp_path_factory):
+    return rankjob.job8(tmp_path_factory)
+
 
 PUBLIC = os.path.join(SHARED, "public", "hta", "trace_filter")
 
