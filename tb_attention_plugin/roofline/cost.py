@@ -1041,7 +1041,8 @@ L2_MIN_SHARE = 0.25  # the share of an op's reads an L2-resident input must be t
 L2_MIN_BYTES = 2**20  # ... and its size: a few kB from L2 change no verdict
 
 
-def l2_reuse(costs: Sequence[Optional[Cost]], l2_bytes: Optional[float]) -> list[Optional[Cost]]:
+def l2_reuse(costs: Sequence[Optional[Cost]], l2_bytes: Optional[float],
+             last_only: bool = False) -> list[Optional[Cost]]:
     """``costs`` (the cost of each kernel of one stream, in launch order; consecutive kernels of
     one op share one Cost object) with ``l2_hint``/``l2_bytes`` set where an input was probably
     still in L2: an earlier op (at most ``L2_WINDOW`` ops back) wrote a tensor of the input's
@@ -1049,8 +1050,10 @@ def l2_reuse(costs: Sequence[Optional[Cost]], l2_bytes: Optional[float]) -> list
     that size still holds it), and that input is at least a quarter of the op's reads and 1 MiB.
     The safe-softmax ``where`` reading the softmax just written is the common case. Such reads
     are not DRAM traffic, so a memory roof must not be claimed from them.
-    Unknown costs in between end the search (their traffic is unknown). Signature:
-    ``l2_reuse(costs: Sequence[Optional[Cost]], l2_bytes: Optional[float]) -> list[Optional[Cost]]``."""
+    Unknown costs in between end the search (their traffic is unknown). ``last_only``: look only
+    for the last op's inputs (the report asks about one kernel at a time). Signature:
+    ``l2_reuse(costs: Sequence[Optional[Cost]], l2_bytes: Optional[float], last_only: bool = False)
+    -> list[Optional[Cost]]``."""
     out: list[Optional[Cost]] = list(costs)
     if not l2_bytes:
         return out
@@ -1059,7 +1062,7 @@ def l2_reuse(costs: Sequence[Optional[Cost]], l2_bytes: Optional[float]) -> list
         if not ops or ops[-1][1] is not c:
             ops.append((i, c))
     for j, (i, c) in enumerate(ops):
-        if c is None or not c.inputs or c.bytes is None:
+        if c is None or not c.inputs or c.bytes is None or (last_only and j != len(ops) - 1):
             continue
         wanted = {(sh, dt): b for sh, dt, b in c.inputs}
         moved, hit = 0.0, None

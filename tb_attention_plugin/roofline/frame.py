@@ -212,7 +212,7 @@ def _l2_hints(trace: Trace, attr: Attribution, kind: np.ndarray, dur: F64, dram:
             lo = max(0, p - 4 * C.L2_WINDOW)
             rows = ks[lo:p + 1][same[lo:p + 1] == same[p]].tolist()
             window = [attr.costs.get(int(attr.owner[r])) for r in rows]
-            hint = C.l2_reuse(window, float(l2[k]))[-1]
+            hint = C.l2_reuse(window, float(l2[k]), last_only=True)[-1]
             if hint is not None and hint.l2_hint:
                 codes[k] = vocab.setdefault(hint.l2_hint, len(vocab))
     return Coded(codes, list(vocab))
