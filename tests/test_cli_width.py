@@ -17,6 +17,10 @@ TRACES = sorted(os.path.join(d, f) for d, _, fs in os.walk(SAMPLES) for f in fs
 MEMORY_TRACES = sorted(os.path.join(ROOT, "tests", "data", "memory", "h200", f)
                        for f in os.listdir(os.path.join(ROOT, "tests", "data", "memory", "h200"))
                        if f.endswith(".json.gz"))
+# the forms of issue #12 (flex "≤" bounds, FP8, MLA/MoE, CUDA-graph replay with its notice)
+MODERN = os.path.join(ROOT, "tests", "data", "modern")
+MODERN_TRACES = sorted(os.path.join(MODERN, d, f) for d in os.listdir(MODERN) for f in os.listdir(os.path.join(MODERN, d))
+                       if f.endswith(".pt.trace.json.gz"))
 PAIRS = [("sdpa_flash_s2048_fwd", "naive_bf16_s2048_fwd"), ("gpt4l_naive_train", "gpt4l_sdpa_train"),
          ("sdpa_math_s2048_fwd", "sdpa_efficient_s2048_fwd"),
          ("validation/hf_llama_eager_fwdbwd", "validation/hf_llama_sdpa_fwdbwd")]
@@ -34,12 +38,19 @@ def too_long(text: str, width: int) -> list[str]:
     return [line for line in text.splitlines() if len(line) > width]
 
 
-@pytest.mark.parametrize("path", TRACES + MEMORY_TRACES, ids=lambda p: os.path.relpath(p, ROOT))
+@pytest.mark.parametrize("path", TRACES + MEMORY_TRACES + MODERN_TRACES, ids=lambda p: os.path.relpath(p, ROOT))
 def test_analyze_with_memory_fits_100_columns(path, capsys, monkeypatch):
     code, out, err = run(["analyze", path, "--memory", "--no-cache"], capsys, 100, monkeypatch)
     assert code == 0 and err == ""
     assert "Memory and data movement" in out
     assert too_long(out, 100) == []
+
+
+def test_replay_with_reference_fits_100_columns(capsys, monkeypatch):
+    replay, eager = (next(p for p in MODERN_TRACES if f"{os.sep}{d}{os.sep}" in p)
+                     for d in ("decode_graph_replay", "decode_graph_eager"))
+    code, out, err = run(["analyze", replay, "--reference", eager, "--memory", "--no-cache"], capsys, 100, monkeypatch)
+    assert code == 0 and err == "" and too_long(out, 100) == []
 
 
 @pytest.mark.parametrize("base,new", PAIRS)

@@ -20,11 +20,26 @@ MLA_ROPE_DIM = 64
 GQA_GROUPS = 8                 # the GQA alternative keeps 8 KV heads (Llama-2/3 70B style)
 
 
+def no_shapes_message(report: dict) -> str:
+    """Why no attention call has K/V shapes. The flag is advised only when the file says it was not
+    recorded: a trace with shapes whose calls have none got its kernels from CUDA-graph replays (no
+    CPU op, see attention/graphs.py) or holds no attention op whose inputs say K/V."""
+    base = "no attention call with recorded K/V shapes"
+    if not (report.get("trace") or {}).get("record_shapes"):
+        return f"{base} (profile with record_shapes=True)"
+    g = report.get("graphs") or {}
+    att = g.get("attributed") or {}
+    if att.get("structure", 0) + att.get("none", 0):
+        return (f"{base}: the attention kernels were replayed from CUDA graphs and have no CPU op "
+                "(pass --reference EAGER_TRACE)")
+    return f"{base}: shapes were recorded, but no SDPA op or QK/PV matmul gave K/V inputs"
+
+
 def kv_footprint(ctx: TraceContext, shapes: dict, report: dict, window) -> dict:
     """K/V bytes per call from shapes, per step, and what other KV layouts would hold."""
     if not shapes:
         return {"calls": 0, "layers": [], "kv_bytes": None, "basis": None, "alternatives": [],
-                "message": "no attention call with recorded K/V shapes (record_shapes=True)"}
+                "message": no_shapes_message(report)}
     R = ctx.R
     steps = []
     for r in np.flatnonzero(ctx.kind == 1).tolist():       # ANNOTATION

@@ -279,6 +279,18 @@ def test_recorded_replay_alone_by_structure_and_notice():
     assert [k["attention"] for k in kernels(rep)] == [k["attention"] for k in kernels(eager)]
 
 
+def test_memory_footprint_names_the_replay_not_the_flag(tmp_path):
+    """A replay without reference has no K/V shapes: the memory block says why (the graph, --reference)
+    instead of advising record_shapes=True, which the file says it had; a file without the flag gets it."""
+    msg = analyze_path(one("decode_graph_replay"))["memory"]["footprint"]["message"]
+    assert "record_shapes" not in msg and "--reference" in msg and "CUDA graphs" in msg
+    assert analyze_path(one("decode_graph_eager"))["memory"]["footprint"]["message"] is None
+    t = SynthTrace()
+    with t.op("aten::mm"):
+        t.kernel("flash_fwd_kernel", dur=5)
+    assert "record_shapes=True" in analyze_path(t.write(tmp_path / "x.json"))["memory"]["footprint"]["message"]
+
+
 def test_recorded_replay_finds_the_eager_trace_in_its_run_directory(tmp_path):
     shutil.copy(one("decode_graph_replay"), tmp_path / "decode.replay.pt.trace.json.gz")
     shutil.copy(one("decode_graph_eager"), tmp_path / "decode.eager.pt.trace.json.gz")
