@@ -344,7 +344,7 @@ class App {
       timeline ? timeline.el : null,
       noGpu ? null : section("Kernels", "kernels", this.kernels.el),
       memEl);
-    if (hasAttention) void this.loadRoofline(sel, roofEl, my);
+    if (hasAttention) void this.loadRoofline(sel, roofEl, my, s);
     void this.loadMemory(sel, memEl, my);
     if (this.kfilter && Object.values(this.kfilter).some((v) => v && v !== "attention")) {
       window.setTimeout(() => { if (my === this.seq) document.getElementById("kernels")?.scrollIntoView({ block: "start" }); }, 300);
@@ -367,7 +367,7 @@ class App {
     }
   }
 
-  private async loadRoofline(sel: Selection, el: HTMLElement, my: number): Promise<void> {
+  private async loadRoofline(sel: Selection, el: HTMLElement, my: number, s?: Summary): Promise<void> {
     const ctl = this.roofCtl;
     try {
       const r = await untilReady(() => api.roofline(sel, { scope: ctl.scope, group: ctl.group ? 1 : 0 }), () => undefined, () => my === this.seq);
@@ -379,8 +379,8 @@ class App {
       if (r.kind !== "ready") return;
       renderRoofline(el, r.data as RooflineResponse, ctl, (c) => {
         this.roofCtl = c;
-        void this.loadRoofline(sel, el, my).then(() => (document.getElementById(c.scope !== ctl.scope ? "roof-scope" : "roof-group") as HTMLElement | null)?.focus());
-      }, (f) => this.showKernels(f));
+        void this.loadRoofline(sel, el, my, s).then(() => (document.getElementById(c.scope !== ctl.scope ? "roof-scope" : "roof-group") as HTMLElement | null)?.focus());
+      }, (f) => this.showKernels(f), s);
     } catch (e) {
       if (my !== this.seq) return;
       replace(el, states.apiError(e instanceof ApiError ? e.message : String(e)));

@@ -239,6 +239,7 @@ export interface Summary {
   attention_busy_us?: number | null;
   latency_cause_time_us?: Partial<Record<string, number>>;
   attention_backends?: BackendRow[];
+  graphs?: GraphsBlock | null;
   trace: { events: number; bytes: number; format: string; record_shapes: boolean; with_stack: boolean;
     truncated?: boolean; partial?: boolean;
     profile_memory: boolean; distributed: unknown; base_time_ns: number | null };
@@ -266,6 +267,18 @@ export interface Summary {
   thresholds: { roof_reached: number };
   measurements?: Measurements | null;
 }
+
+/** CUDA-graph replays (attention/graphs.py): how the replayed kernels got their CPU context. */
+export interface GraphsBlock {
+  launches: number;
+  replayed_kernels: number;
+  attributed: { reference: number; structure: number; none: number };
+  reference: string | null;          // path of the reference trace, "capture" for the trace's own capture
+  reference_kind: "eager" | "capture" | null;
+}
+
+/** How a kernel replayed from a CUDA graph got its context; null when it was not replayed. */
+export type GraphAttribution = "reference" | "structure" | "none" | null;
 
 export interface Kernel {
   id: number;
@@ -303,6 +316,7 @@ export interface Kernel {
   source?: Source | null;
   estimated: boolean;
   upper_bound?: boolean;
+  graph?: GraphAttribution;
   occupancy_source?: "recorded" | "theoretical" | null;
   waves?: number | null;
   cost_share: number | null;

@@ -101,7 +101,7 @@ function totals(d: CompareResponse): HTMLElement {
       h("td", { class: "num" }, fmt.time(t.new)), deltaCell(t.delta, t.speedup)));
   }
   const sh = d.totals["attention_share"];
-  if (sh) tbody.appendChild(h("tr", null, h("th", { scope: "row" }, "attention share of GPU time"),
+  if (sh) tbody.appendChild(h("tr", null, h("th", { scope: "row" }, "attention share of compute busy time"),
     h("td", { class: "num" }, fmt.pct(sh.base)), h("td", { class: "num" }, fmt.pct(sh.new)), h("td", { class: "num" }, "")));
   return h("div", { class: "table-wrap" }, h("table", { class: "data totals-table", id: "compare-totals" },
     h("thead", null, h("tr", null, h("th", { scope: "col" }, ""), h("th", { scope: "col", class: "num" }, "Baseline"),

@@ -10,6 +10,7 @@ import type { Kernel, KernelsResponse, Selection, Source } from "../types";
 import { boundPill, estBadge, kv, measuredBadge, measuredText, phaseTag, utilCell } from "../widgets";
 import { boundLabel } from "../bound";
 import * as states from "./states";
+import { GRAPH_LABELS, graphBadge, TAG_SOURCE_LABELS } from "../replay";
 
 export interface KernelQuery {
   offset: number;
@@ -240,7 +241,7 @@ export class KernelTable {
         nameCell,
         opCell,
         h("td", { class: "kphase" }, k.attention ? [phaseTag(k.phase), h("span", { class: "dir" }, k.direction === "forward" ? "fwd" : "bwd")]
-          : h("span", { class: "muted" }, k.kind === "kernel" ? "\u2014" : k.kind)),
+          : h("span", { class: "muted" }, k.kind === "kernel" ? "\u2014" : k.kind), graphBadge(k)),
         h("td", { class: "num" }, fmt.time(k.dur_us)),
         h("td", { class: "num opt" }, k.upper_bound && k.flops !== null ? `\u2264${fmt.flops(k.flops)}` : fmt.est(fmt.flops(k.flops), k.estimated)),
         h("td", { class: "num opt" }, fmt.est(fmt.flopRate(k.achieved_flops_per_s), k.estimated)),
@@ -291,7 +292,9 @@ export function details(k: Kernel): HTMLElement {
       ...(k.measured ? [["counters", [measuredBadge(k.measured), " ", measuredText(k.measured)]] as [string, Child]] : []),
       ["op / cost op", `${k.op || fmt.DASH} / ${k.cost_op || fmt.DASH}`],
       ["module", k.module_path || fmt.DASH],
-      ["attention scope", k.scope ? `${k.scope} (${k.tag_source || "?"})` : fmt.DASH],
+      ["attention scope", k.scope ? `${k.scope} (${TAG_SOURCE_LABELS[k.tag_source || ""] || k.tag_source || "?"})`
+        : k.attention && k.tag_source ? `by ${TAG_SOURCE_LABELS[k.tag_source] || k.tag_source}` : fmt.DASH],
+      ...(k.graph ? [["CUDA graph", GRAPH_LABELS[k.graph]] as [string, Child]] : []),
       ["shapes", fmt.shape(k.shapes)],
       ["cost inputs", cd || fmt.DASH],
       ["dtype / roof", `${k.dtype || fmt.DASH} / ${k.peak ? `${k.peak} ${fmt.flopRate(k.peak_flops_per_s)}` : fmt.DASH}`],

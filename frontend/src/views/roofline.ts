@@ -5,7 +5,8 @@
 import { PHASE_ORDER, phaseColor, phaseLabel } from "../colors";
 import { h, s, replace } from "../dom";
 import * as fmt from "../format";
-import type { RooflinePoint, RooflineResponse } from "../types";
+import type { RooflinePoint, RooflineResponse, Summary } from "../types";
+import { unknownCostAdvice } from "../replay";
 import type { KernelFilter } from "../state";
 import { LATENCY_DEFINITION } from "../bound";
 import { boundPill, estBadge, hideTip, measuredBadge, measuredText, phaseTag, showTip } from "../widgets";
@@ -199,7 +200,7 @@ export const ROOFLINE_HELP = "Each point is a kernel (or all kernels of one name
   "Under the slanted memory roof a kernel is limited by bandwidth, under a flat compute roof by math throughput; a kernel is " + LATENCY_DEFINITION + ".";
 
 export function renderRoofline(el: HTMLElement, data: RooflineResponse, ctl: RooflineControls, onChange: (c: RooflineControls) => void,
-  onPick?: (f: KernelFilter) => void): void {
+  onPick?: (f: KernelFilter) => void, summary?: Pick<Summary, "trace" | "graphs">): void {
   const scopeSel = h("select", { id: "roof-scope" },
     h("option", { value: "attention" }, "attention kernels"),
     h("option", { value: "all" }, "all kernels"));
@@ -220,7 +221,7 @@ export function renderRoofline(el: HTMLElement, data: RooflineResponse, ctl: Roo
   replace(el,
     controls,
     hasPts ? rooflineChart(data, onPick) : h("p", { class: "muted empty-chart" }, "No kernel with known FLOPs and bytes to plot.",
-      om.unknown_cost ? " Record input shapes (record_shapes=True) so that FLOPs and bytes can be computed." : ""),
+      om.unknown_cost ? unknownCostAdvice(summary) : ""),
     notes.length ? h("p", { class: "muted small" }, notes.join(" \u00b7 ")) : null,
     !data.roofs.memory_bandwidth ? h("p", { class: "muted small" }, "The device's peaks are unknown: roofs are not drawn.") : null);
 }

@@ -3,6 +3,7 @@
 import { h, Child } from "../dom";
 import * as fmt from "../format";
 import type { Counts, FileEntry, Notice, RunsResponse, Summary } from "../types";
+import { graphsSummary } from "../replay";
 import { code, note } from "../widgets";
 
 const PROFILE_SNIPPET = `import torch
@@ -133,13 +134,19 @@ const NOTICE_TITLES: Record<string, string> = {
   no_shapes: "No input shapes recorded: FLOPs and bytes are unknown",
   no_stack: "No module scopes recorded",
   unknown_gpu: "Unknown GPU: no peaks, so no utilisation or bound",
+  graph_replay: "Kernels replayed from CUDA graphs have no CPU context",
 };
 
-function extraFix(n: Notice): Child {
+function extraFix(n: Notice, summary: Summary): Child {
   if (n.code === "unknown_gpu") {
     return h("p", null, "In TensorBoard, give the peaks through the environment before starting it, e.g. ",
       h("code", null, "TB_ATTENTION_PEAKS=bf16=312,fp32=19.5,memory=1.5 tensorboard --logdir runs"),
       " (TFLOP/s and TB/s), or a JSON file path in ", h("code", null, "TB_ATTENTION_PEAKS"), ".");
+  }
+  if (n.code === "graph_replay") {
+    return h("p", null, "In TensorBoard, keep the eager (or capture-time) trace of the same step in the run's directory, " +
+      "next to the replay: it is found and used as the reference. ",
+      summary.graphs ? h("span", { class: "muted", "data-testid": "graphs-summary" }, graphsSummary(summary.graphs)) : null);
   }
   if (n.code === "no_attention") {
     return h("p", null, "In TensorBoard, the module and annotation patterns come from ",
@@ -176,7 +183,12 @@ export function notices(summary: Summary): HTMLElement | null {
       note(kind, NOTICE_TITLES[n.code] || n.message,
         h("p", null, n.message),
         n.fix ? h("p", null, h("strong", null, "How to fix: "), n.fix) : null,
-        extraFix(n))));
+        extraFix(n, summary))));
+  }
+  // every replayed kernel has its context (a reference was used): say so, as information
+  if (summary.graphs && !(summary.notices || []).some((n) => n.code === "graph_replay")) {
+    items.push(h("div", { class: "notice notice-graphs", "data-code": "graphs" },
+      note("info", "Kernels replayed from CUDA graphs", h("p", { "data-testid": "graphs-summary" }, graphsSummary(summary.graphs)))));
   }
   if (summary.warnings && summary.warnings.length) {
     items.push(note("info", `Reading this trace: ${summary.warnings.length} warning${summary.warnings.length > 1 ? "s" : ""}`,
