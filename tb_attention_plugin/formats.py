@@ -575,6 +575,8 @@ def render_memory_text(rep: dict, markdown: bool = False, width: Optional[int] =
     elif fp.get("message"):
         out.append(para(f"K/V footprint: {fp['message']}", width))
     dm = mem.get("data_movement") or {}
+    if dm.get("note"):
+        out.append(para(f"data movement: {dm['note']}", width))
     if dm.get("copies") or dm.get("transfers") or dm.get("allocator_calls"):
         out.append("")
         t = dm["totals"]

@@ -49,7 +49,7 @@ export function unknownCostAdvice(s: Pick<Summary, "trace" | "graphs"> | null | 
   if (!s) return "";
   if (s.trace && !s.trace.record_shapes) return " Record input shapes (record_shapes=True) so that FLOPs and bytes can be computed.";
   if (missingContext(s.graphs)) {
-    return ` ${fmt.count(missingContext(s.graphs))} kernels were replayed from CUDA graphs without CPU context, so no shapes: ${REFERENCE_FIX}.`;
+    return ` Kernels replayed from CUDA graphs without CPU context have no shapes (${fmt.count(missingContext(s.graphs))} in this trace): ${REFERENCE_FIX}.`;
   }
   return " Shapes were recorded: each kernel's bound reason says what its cost lacks.";
 }

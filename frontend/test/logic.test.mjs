@@ -13,6 +13,7 @@ export { context, diagnosis, share, IDLE_DIAGNOSIS } from "./views/strip";
 export { rankAdvice } from "./views/advice";
 export { spanLabel, spanDate } from "./format";
 export { boundLabel } from "./bound";
+export { unknownCostAdvice, graphsSummary } from "./replay";
 `;
 const out = await esbuild.build({
   stdin: { contents: entry, resolveDir: join(here, "..", "src"), loader: "ts" },
@@ -92,4 +93,28 @@ test("latency names its cause", () => {
   assert.equal(m.boundLabel("latency", "occupancy"), "latency-bound (low occupancy)");
   assert.equal(m.boundLabel("latency", null), "latency-bound");
   assert.equal(m.boundLabel("memory", "launch"), "memory-bound");
+});
+
+const replayTrace = { record_shapes: true, with_stack: true };
+const replayGraphs = { launches: 1, replayed_kernels: 193, attributed: { reference: 0, structure: 76, none: 117 },
+  reference: null, reference_kind: null };
+
+test("kernels without cost: record_shapes is advised only when the trace lacks shapes", () => {
+  assert.match(m.unknownCostAdvice({ trace: { record_shapes: false }, graphs: null }), /record_shapes=True/);
+  const replay = m.unknownCostAdvice({ trace: replayTrace, graphs: replayGraphs });
+  assert.doesNotMatch(replay, /record_shapes/);
+  assert.match(replay, /replayed from CUDA graphs without CPU context have no shapes \(193 in this trace\)/);
+  assert.match(replay, /--reference/);
+  // shapes recorded, nothing replayed: no flag to advise
+  assert.doesNotMatch(m.unknownCostAdvice({ trace: replayTrace, graphs: null }), /record_shapes|--reference/);
+  // every replayed kernel got its context from a reference: --reference is not advised again
+  const done = { ...replayGraphs, attributed: { reference: 193, structure: 0, none: 0 }, reference: "eager.json", reference_kind: "eager" };
+  assert.doesNotMatch(m.unknownCostAdvice({ trace: replayTrace, graphs: done }), /--reference/);
+});
+
+test("the graphs block in one line", () => {
+  assert.equal(m.graphsSummary(replayGraphs),
+    "193 kernels replayed by 1 CUDA-graph launch; context: 76 by their place around attention kernels, 117 by name only.");
+  const cap = { ...replayGraphs, launches: 2, attributed: { reference: 193, structure: 0, none: 0 }, reference: "capture", reference_kind: "capture" };
+  assert.equal(m.graphsSummary(cap), "193 kernels replayed by 2 CUDA-graph launches; context: 193 from the trace's own graph capture.");
 });

@@ -212,6 +212,7 @@ def data_movement(ctx: TraceContext, shapes: dict, report: dict, window) -> dict
     tr_time = sum(g["time_us"] or 0 for g in tr)
     tr_own = sum(g["time_us"] or 0 for g in tr if not g["counted_with_copy"])
     return {
+        "note": _unseen_note(report),
         "copies": copies[:100],
         "copy_groups": len(copies),
         "allocator_ops": dict(sorted(alloc_ops.items(), key=lambda x: (-x[1], x[0]))),   # ties by name: stable output
@@ -232,6 +233,17 @@ def data_movement(ctx: TraceContext, shapes: dict, report: dict, window) -> dict
             "share_of_attention_time": rounded((copy_gpu + tr_own) / att_time, 4) if att_time else None,
         },
     }
+
+
+def _unseen_note(report: dict) -> Optional[str]:
+    """Copies are found through their ops: kernels replayed from a CUDA graph without a reference
+    have none, so "no copies" would be a claim the trace cannot support. Says so, or None."""
+    att = (report.get("graphs") or {}).get("attributed") or {}
+    n = int(att.get("structure", 0)) + int(att.get("none", 0))
+    if not n:
+        return None
+    return (f"copies are found through their ops: {n} kernels replayed from CUDA graphs have no op and are not "
+            "counted (pass --reference EAGER_TRACE)")
 
 
 def _copy_direction(name: str) -> Optional[str]:

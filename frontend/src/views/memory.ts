@@ -155,6 +155,7 @@ export interface MemoryBlock {
   attention_spans: { ts: number; end: number; direction: string; instance: number; scope: string | null }[];
   footprint: { calls: number; basis: string | null; basis_calls?: number; kv_bytes: number | null; layers: Layer[]; alternatives: Alternative[]; message: string | null };
   data_movement: {
+    note?: string | null;            // why the figures are incomplete (CUDA-graph replays without a reference)
     copies: Copy[];
     copy_groups: number;
     allocator_ops: Record<string, number>;
@@ -556,7 +557,8 @@ function movement(mem: MemoryBlock): HTMLElement {
       allocs ? h("span", { class: "muted" }, ` Allocator calls: ${allocs}.`) : null),
     rows.length ? table("mem-copy-table", "Copies and transfers inside attention", [th("Op"), th("Kind"), th("Phase"), th("Shape"),
       th("Calls", true), th("Attn calls", true), th("GPU time", true), th("CPU time", true), th("Bytes", true)], rows.slice(0, ROWS_SHOWN))
-      : h("p", { class: "muted" }, "No copies or transfers inside attention."),
+      : h("p", { class: "muted" }, dm.note ? null : "No copies or transfers inside attention."),
+    dm.note ? h("p", { class: "muted", "data-testid": "movement-note" }, `Incomplete: ${dm.note}.`) : null,
     rows.length > ROWS_SHOWN ? h("details", null, h("summary", null, `${rows.length - ROWS_SHOWN} more rows`),
       table("mem-copy-table-more", "More copies and transfers", [th("Op"), th("Kind"), th("Phase"), th("Shape"),
         th("Calls", true), th("Attn calls", true), th("GPU time", true), th("CPU time", true), th("Bytes", true)], rows.slice(ROWS_SHOWN))) : null,

@@ -1,0 +1,97 @@
+"""The forms of issue #12 in the dashboard, in a real TensorBoard (Debian's chromium driven by
+Playwright): a CUDA-graph replay without reference says so truthfully (the graph_replay notice with
+the graphs summary, a badge on replayed kernel rows, --reference rather than record_shapes=True in
+the roofline and the K/V footprint), and FlexAttention's dense upper bounds carry "≤".
+
+Runs: the recorded H200 decode step replayed from a CUDA graph and the causal FlexAttention step
+of tests/data/modern. Screenshots go to tests/_artifacts/.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+from tbutil import ARGS, CHROMIUM, ROOT, copy_run, plugin_frame, settled, shot, tensorboard
+
+pytestmark = pytest.mark.e2e
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+if not os.path.exists(CHROMIUM):
+    pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
+
+RUNS = {"replay": "tests/data/modern/decode_graph_replay", "flex": "tests/data/modern/flex_causal_fwdbwd"}
+
+
+@pytest.fixture(scope="module")
+def tb(tmp_path_factory):
+    logdir = str(tmp_path_factory.mktemp("logdir"))
+    for run, src in RUNS.items():
+        copy_run(logdir, run, os.path.join(ROOT, src))
+    with tensorboard(logdir, str(tmp_path_factory.mktemp("tb"))) as base:
+        settled(base, len(RUNS))
+        yield base
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    pg = browser.new_page(viewport={"width": 1500, "height": 1000})
+    errors = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    yield pg
+    pg.close()
+    assert not errors, errors
+
+
+def _open_run(page, base, run):
+    page.goto(base + "/#attention")
+    frame = plugin_frame(page)
+    frame.wait_for_selector(f'#runs-table button[data-run="{run}"]', timeout=20000)
+    frame.click(f'#runs-table button[data-run="{run}"]')
+    frame.wait_for_function(f"(document.querySelector('#trace-meta') || {{}}).textContent?.includes({run + '/'!r})",
+                            timeout=20000)
+    return frame
+
+
+def test_graph_replay_says_what_is_missing_and_how_to_give_it(tb, page):
+    frame = _open_run(page, tb, "replay")
+    notice = frame.inner_text('#notices .notice[data-code="graph_replay"]')
+    assert "replayed from CUDA graphs" in notice and "--reference" in notice
+    assert "record_shapes" not in frame.inner_text("#notices")             # the trace has shapes
+    summary = frame.inner_text('#notices [data-testid="graphs-summary"]')
+    assert re.search(r"\d+ kernels replayed by 1 CUDA-graph launch; context: \d+ by their place", summary)
+    # the attention share says its basis
+    assert "of compute busy time" in frame.inner_text('[data-testid="attention-time"]')
+    # replayed kernel rows carry a badge; its title says how the kernel got its context
+    frame.wait_for_selector("#kernel-table tbody tr[data-id] .badge.graph", timeout=20000)
+    kinds = set(frame.eval_on_selector_all("#kernel-table tbody tr[data-id] .badge.graph", "bs => bs.map(b => b.dataset.graph)"))
+    assert kinds <= {"structure", "none"} and kinds
+    frame.click("#kernel-table tbody tr[data-id] button.expander")
+    details = frame.inner_text("#kernel-table tr.details")
+    assert "CUDA graph" in details and "replayed from a CUDA graph" in details
+    # no cost anywhere: the roofline and the K/V footprint name the graph, not the flag
+    frame.wait_for_selector(".roof-body .empty-chart", timeout=20000)
+    roof = frame.inner_text(".roof-body .empty-chart")
+    assert "--reference" in roof and "record_shapes" not in roof
+    frame.wait_for_selector("#memory .mem-sub", timeout=20000)
+    mem = frame.inner_text("#memory")
+    assert "replayed from CUDA graphs" in mem and "record_shapes=True)" not in mem.split("K/V footprint")[1]
+    assert "No copies or transfers" not in mem
+    assert "not counted" in frame.inner_text('#memory [data-testid="movement-note"]')
+    shot(page, "e2e12_graph_replay.png")
+
+
+def test_flex_upper_bounds_carry_le(tb, page):
+    frame = _open_run(page, tb, "flex")
+    frame.wait_for_selector("#kernel-table tbody tr[data-id]", timeout=20000)
+    flops = frame.eval_on_selector_all("#kernel-table tbody tr[data-id] td:nth-child(6)", "ts => ts.map(t => t.textContent)")
+    assert any(f.startswith("\u2264") for f in flops), flops
+    shot(page, "e2e12_flex.png")
