@@ -10,7 +10,7 @@ import { fileURLToPath } from "node:url";
 const here = dirname(fileURLToPath(import.meta.url));
 const entry = `
 export { context, diagnosis, share, IDLE_DIAGNOSIS } from "./views/strip";
-export { rankAdvice } from "./views/advice";
+export { rankAdvice, gainText } from "./views/advice";
 export { spanLabel, spanDate } from "./format";
 export { boundLabel } from "./bound";
 export { unknownCostAdvice, graphsSummary } from "./replay";
@@ -117,4 +117,13 @@ test("the graphs block in one line", () => {
     "193 kernels replayed by 1 CUDA-graph launch; context: 76 by their place around attention kernels, 117 by name only.");
   const cap = { ...replayGraphs, launches: 2, attributed: { reference: 193, structure: 0, none: 0 }, reference: "capture", reference_kind: "capture" };
   assert.equal(m.graphsSummary(cap), "193 kernels replayed by 2 CUDA-graph launches; context: 193 from the trace's own graph capture.");
+});
+
+test("a gain from GPU idle time is a share of the step, never of attention time", () => {
+  const launch = { id: "launch_overhead", estimated_gain_us: 1142.6, removable_us: 5855.8 };
+  assert.equal(m.gainText(launch, { attentionUs: 1142.6, spanUs: 9310, steps: 1 }),
+    "~1.14 ms saved (12 % of the step) \u00b7 acts on 5.86 ms of GPU idle time");
+  const fuse = { id: "fuse_attention", estimated_gain_us: 1370, removable_us: 2200 };
+  assert.equal(m.gainText(fuse, { attentionUs: 4230, spanUs: 11600, steps: 1 }),
+    "~1.37 ms saved (32 % of attention time) \u00b7 acts on 2.20 ms");
 });

@@ -8,7 +8,7 @@ import * as fmt from "../format";
 import type { Advice, AdviceEvidence, Summary } from "../types";
 import type { KernelFilter } from "../state";
 import { boundPill, phaseTag, section } from "../widgets";
-import { share } from "./strip";
+import { context, share } from "./strip";
 
 const SEVERITY_RANK: Record<string, number> = { high: 0, medium: 1, low: 2 };
 
@@ -22,12 +22,20 @@ export function rankAdvice(items: Advice[]): Advice[] {
   });
 }
 
-function gainText(a: Advice, attention: number): string {
+// findings whose removable time is GPU idle time between kernels, not attention kernel time
+// (docs/report-schema.md, removable_us): their gain is no part of attention time, so it is given as
+// a share of the step (or trace span) instead
+export const IDLE_TIME_FINDINGS = new Set(["launch_overhead"]);
+
+export interface GainBasis { attentionUs: number; spanUs: number | null; steps: number }
+
+export function gainText(a: Advice, basis: GainBasis): string {
   if (a.estimated_gain_us === null || a.estimated_gain_us === undefined) return "gain not estimated";
-  // a gain can come from outside attention's kernel time (launch gaps): then no share of it
-  const r = share(a.estimated_gain_us, attention);
-  const part = r !== null ? ` (${fmt.pct(r, 0)} of attention time)` : "";
-  const acts = a.removable_us ? ` \u00b7 acts on ${fmt.time(a.removable_us)}` : "";
+  const idle = IDLE_TIME_FINDINGS.has(a.id);
+  const r = idle ? share(a.estimated_gain_us, basis.spanUs) : share(a.estimated_gain_us, basis.attentionUs);
+  const of = idle ? `of the ${basis.steps ? "step" + (basis.steps > 1 ? "s" : "") : "trace"}` : "of attention time";
+  const part = r !== null ? ` (${fmt.pct(r, 0)} ${of})` : "";
+  const acts = a.removable_us ? ` \u00b7 acts on ${fmt.time(a.removable_us)}${idle ? " of GPU idle time" : ""}` : "";
   return `${fmt.est(fmt.time(a.estimated_gain_us), true)} saved${part}${acts}`;
 }
 
@@ -52,7 +60,7 @@ function link(label: Child, title: string, onClick: () => void, attrs: Record<st
   return b;
 }
 
-function finding(a: Advice, attention: number, onPick: (f: KernelFilter) => void): HTMLElement {
+function finding(a: Advice, basis: GainBasis, onPick: (f: KernelFilter) => void): HTMLElement {
   const ev = (a.evidence || {}) as AdviceEvidence;
   const phases = ev.phases || [];
   const kernels = ev.kernels || [];
@@ -63,7 +71,7 @@ function finding(a: Advice, attention: number, onPick: (f: KernelFilter) => void
       h("h3", null, a.title),
       h("span", { class: "grow" }),
       h("span", { class: "gain", "data-testid": "advice-gain", title: "GPU time this change would save in this trace, under the finding's assumption (an estimate)" },
-        gainText(a, attention))),
+        gainText(a, basis))),
     h("p", { class: "finding-detail" }, a.detail),
     phases.length ? h("div", { class: "finding-links" }, h("span", { class: "muted small" }, "Phases:"),
       phases.map((p) => link([phaseTag(p.phase, `${phaseLabel(p.phase)} ${p.direction === "backward" ? "bwd" : "fwd"}`), ` ${fmt.time(p.time_us)}`],
@@ -83,6 +91,11 @@ function finding(a: Advice, attention: number, onPick: (f: KernelFilter) => void
     h("div", { class: "finding-fix" }, h("div", { class: "muted small" }, "Fix"), h("pre", { class: "code fix" }, h("code", null, a.how))));
 }
 
+function gainBasis(s: Summary): GainBasis {
+  const c = context(s);
+  return { attentionUs: s.attention_time_us || 0, spanUs: c.spanUs, steps: c.steps };
+}
+
 export function renderAdvice(s: Summary, onPick: (f: KernelFilter) => void): HTMLElement | null {
   const items = s.advice;
   if (!items) return null;       // an older report without the block
@@ -94,5 +107,5 @@ export function renderAdvice(s: Summary, onPick: (f: KernelFilter) => void): HTM
       "No finding: none of the advice rules has evidence in this trace (see docs/advice.md for what is checked)."));
   }
   return section("Advice", "advice", help,
-    h("div", { class: "findings" }, ranked.map((a) => finding(a, s.attention_time_us || 0, onPick))));
+    h("div", { class: "findings" }, ranked.map((a) => finding(a, gainBasis(s), onPick))));
 }
