@@ -67,6 +67,12 @@ export function est(text: string, estimated: boolean | null | undefined): string
   return estimated && text !== DASH ? `~${text}` : text;
 }
 
+/** A cost figure: "\u2264" when it rests on a dense upper bound (FlexAttention with an unknown
+ * mask: FLOPs, bytes and the rates over the kernel's time), else "~" when estimated. */
+export function cost(text: string, estimated: boolean | null | undefined, upperBound: boolean | null | undefined): string {
+  return upperBound && text !== DASH ? `\u2264${text}` : est(text, estimated);
+}
+
 /** Input shapes of the cost op; non-tensor arguments (null) and scalars ([]) are left out. */
 export function shape(s: (number[] | null)[] | null | undefined): string {
   const t = (s || []).filter((x) => x && x.length);

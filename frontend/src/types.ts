@@ -356,6 +356,7 @@ export interface RooflinePoint {
   shapes: (number[] | null)[] | null;
   cost_detail: Record<string, unknown> | null;
   estimated: boolean;
+  upper_bound?: boolean;           // FLOPs and bytes are a dense upper bound: figures carry "\u2264"
   id: number | null;
   kind: string;
   count: number;

@@ -355,7 +355,7 @@ def find_kernel(t: KernelTable, kid: int) -> Optional[dict]:
 
 _POINT_FIELDS = ("name", "phase", "direction", "dtype", "peak", "bound", "bound_reason", "module_path",
                  "op", "cost_op", "shapes", "cost_detail", "estimated", "id", "kind", "measured",
-                 "latency_cause", "source")      # null until the engine records them
+                 "latency_cause", "source", "upper_bound")      # null until the engine records them
 
 
 def roofline(loaded: Loaded, scope: str = "attention", group: bool = True, limit: int = 2000) -> dict:

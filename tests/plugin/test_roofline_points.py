@@ -87,3 +87,16 @@ def test_packed_rows_give_the_same_points(report):
     assert isinstance(packed.kernels.store, index._PackedRows)
     for group in (False, True):
         assert index.roofline(packed, scope="all", group=group) == index.roofline(columnar, scope="all", group=group)
+
+
+def test_flex_points_say_they_are_upper_bounds():
+    """FlexAttention's dense FLOPs and bytes are upper bounds: its points carry ``upper_bound`` so
+    that the tab marks their figures "≤"; exact kernels' points do not."""
+    import glob
+    import os
+    path = glob.glob(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                  "data", "modern", "flex_causal_fwdbwd", "*.json.gz"))[0]
+    out = index.roofline(index.build(analyze_path(path)), scope="attention", group=True)
+    flex = [p for p in out["points"] if p["name"].startswith("triton_tem_fused_flex_attention")]
+    assert flex and all(p["upper_bound"] is True for p in flex)
+    assert any(not p["upper_bound"] for p in out["points"])

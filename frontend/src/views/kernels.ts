@@ -243,9 +243,9 @@ export class KernelTable {
         h("td", { class: "kphase" }, k.attention ? [phaseTag(k.phase), h("span", { class: "dir" }, k.direction === "forward" ? "fwd" : "bwd")]
           : h("span", { class: "muted" }, k.kind === "kernel" ? "\u2014" : k.kind), graphBadge(k)),
         h("td", { class: "num" }, fmt.time(k.dur_us)),
-        h("td", { class: "num opt" }, k.upper_bound && k.flops !== null ? `\u2264${fmt.flops(k.flops)}` : fmt.est(fmt.flops(k.flops), k.estimated)),
-        h("td", { class: "num opt" }, fmt.est(fmt.flopRate(k.achieved_flops_per_s), k.estimated)),
-        h("td", { class: "num opt" }, fmt.est(fmt.byteRate(k.achieved_bytes_per_s), k.estimated)),
+        h("td", { class: "num opt" }, fmt.cost(fmt.flops(k.flops), k.estimated, k.upper_bound)),
+        h("td", { class: "num opt" }, fmt.cost(fmt.flopRate(k.achieved_flops_per_s), k.estimated, k.upper_bound)),
+        h("td", { class: "num opt" }, fmt.cost(fmt.byteRate(k.achieved_bytes_per_s), k.estimated, k.upper_bound)),
         h("td", { class: "num" }, utilCell(k.compute_util, k.estimated, !!k.upper_bound)),
         h("td", { class: "num" }, utilCell(k.memory_util, k.estimated, !!k.upper_bound)),
         h("td", { class: "kbound" }, boundPill(k.bound, k.bound_reason, k.latency_cause, true), estBadge(k.estimated), measuredBadge(k.measured)),
@@ -298,7 +298,7 @@ export function details(k: Kernel): HTMLElement {
       ["shapes", fmt.shape(k.shapes)],
       ["cost inputs", cd || fmt.DASH],
       ["dtype / roof", `${k.dtype || fmt.DASH} / ${k.peak ? `${k.peak} ${fmt.flopRate(k.peak_flops_per_s)}` : fmt.DASH}`],
-      ["FLOPs / bytes", [`${fmt.est(fmt.flops(k.flops), k.estimated)} / ${fmt.est(fmt.bytes(k.bytes), k.estimated)} \u00b7 ${fmt.intensity(k.intensity)}`, estBadge(k.estimated),
+      ["FLOPs / bytes", [`${fmt.cost(fmt.flops(k.flops), k.estimated, k.upper_bound)} / ${fmt.cost(fmt.bytes(k.bytes), k.estimated, k.upper_bound)} \u00b7 ${fmt.intensity(k.intensity)}`, estBadge(k.estimated),
         k.cost_share !== null && k.cost_share < 1 ? ` (${fmt.pct(k.cost_share)} of the op's cost)` : ""]],
       ["launch", k.grid ? `grid [${k.grid.join(", ")}] \u00b7 block [${(k.block || []).join(", ")}] \u00b7 occupancy ${k.occupancy_pct ?? fmt.DASH} %`
         + `${k.occupancy_source ? ` (${k.occupancy_source})` : ""}${k.waves !== null && k.waves !== undefined ? ` \u00b7 ${k.waves.toFixed(2)} waves` : ""}` : k.kind],
