@@ -236,7 +236,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
         st = self._loader
         return json_response({"logdir": st.logdir, "runs": out, "counts": st.counts(),
                               "scanned": st.first_scan_done.is_set(), "scan_error": st.scan_error,
-                              "poll_secs": st.poll_secs})
+                              "skipped_links": st.scan_skipped_links, "poll_secs": st.poll_secs})
 
     @staticmethod
     def _file_json(info: FileInfo, snap: Optional[Snapshot]) -> dict:

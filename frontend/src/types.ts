@@ -58,6 +58,7 @@ export interface RunsResponse {
   counts: Counts;
   scanned: boolean;
   scan_error: string | null;
+  skipped_links?: string[];       // symlinked directories / files leading out of the logdir: not read
   poll_secs: number;
 }
 

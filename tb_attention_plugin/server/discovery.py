@@ -57,6 +57,9 @@ class ScanResult:
     files: dict = field(default_factory=dict)      # rel -> FileInfo
     truncated: bool = False                        # MAX_FILES reached
     error: Optional[str] = None                    # the logdir cannot be read
+    # symlinked directories (never followed) and trace files whose real path leaves the logdir,
+    # relative to it: said to the user, who otherwise sees an empty tab without a reason
+    skipped_links: list = field(default_factory=list)
 
 
 def parse_name(name: str) -> Optional[tuple[str, Optional[str], bool]]:
@@ -78,6 +81,15 @@ def _text(name: str) -> str:
         return name
     except UnicodeEncodeError:
         return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+MAX_SKIPPED_LISTED = 20
+
+
+def _note_link(out: "ScanResult", path: str, root: str) -> None:
+    """Remember a link the walk does not follow (the first MAX_SKIPPED_LISTED, by relative path)."""
+    if len(out.skipped_links) < MAX_SKIPPED_LISTED:
+        out.skipped_links.append(_text(os.path.relpath(path, root).replace(os.sep, "/")))
 
 
 def _inside(path: str, root: str) -> bool:
@@ -119,6 +131,9 @@ class Scanner:
                         if not e.name.startswith(".") and e.name not in SKIP_DIRS and depth < MAX_DEPTH:
                             subdirs.append(e.path)
                         continue
+                    if e.is_symlink() and e.is_dir() and not e.name.startswith("."):
+                        _note_link(out, e.path, root)
+                        continue
                 except OSError:
                     continue
                 parsed = parse_name(e.name)
@@ -127,6 +142,8 @@ class Scanner:
                 info = self._file(e, parsed, root, seen_sniff, sidecars)
                 if info is not None:
                     out.files[info.rel] = info
+                elif e.is_symlink() and not _inside(os.path.realpath(e.path), root):
+                    _note_link(out, e.path, root)
             for sd in reversed(subdirs):
                 stack.append((sd, depth + 1))
         self._sniffed = seen_sniff

@@ -129,6 +129,7 @@ class Loader:
         self.last_scan: Optional[float] = None
         self.last_scan_secs: Optional[float] = None
         self.scan_error: Optional[str] = None
+        self.scan_skipped_links: list = []      # symlinks the walk does not follow (discovery.py)
         self.scan_truncated = False
         self.first_scan_done = threading.Event()
 
@@ -184,6 +185,7 @@ class Loader:
         with self._changed:
             self.scan_error = res.error
             self.scan_truncated = res.truncated
+            self.scan_skipped_links = res.skipped_links
             old_files = self._files
             self._files = res.files
             for rel, info in res.files.items():

@@ -99,3 +99,22 @@ def test_flex_upper_bounds_carry_le(tb, page):
     # FLOP/s, bandwidth and both utilisations rest on the same dense upper bound: all say so
     assert all(c.startswith("\u2264") or c == "\u2014" for r in bounded for c in r), bounded
     shot(page, "e2e12_flex.png")
+
+
+def test_a_logdir_of_symlinks_says_why_it_is_empty(browser, tmp_path):
+    """The plugin reads only files inside the log directory: a log directory of links to run
+    directories elsewhere shows the empty state naming the links it skipped."""
+    logdir = tmp_path / "logdir"
+    logdir.mkdir()
+    os.symlink(os.path.join(ROOT, RUNS["flex"]), str(logdir / "flex_link"))
+    page = browser.new_page(viewport={"width": 1000, "height": 900})
+    try:
+        with tensorboard(str(logdir), str(tmp_path)) as base:
+            page.goto(base + "/#attention")
+            frame = plugin_frame(page)
+            frame.wait_for_selector("#state-no-traces #skipped-links", timeout=30000)
+            text = frame.inner_text("#skipped-links")
+            assert "flex_link" in text and "not followed" in text and ROOT not in text
+            shot(page, "e2e15_symlinks.png")
+    finally:
+        page.close()

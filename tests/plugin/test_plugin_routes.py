@@ -301,6 +301,9 @@ def test_symlinks_out_of_the_logdir_are_not_served(tmp_path, logdir, served):
     assert set(runs) == {"good"}
     names = {f["file"] for f in runs["good"]["files"]}
     assert "link.pt.trace.json.gz" not in names and "inner.pt.trace.json.gz" in names
+    # the links not followed are named (relative to the logdir, never their targets), so that a
+    # log directory of links is not an empty tab without a reason; a link staying inside is read
+    assert sorted(d["skipped_links"]) == ["good/link.pt.trace.json.gz", "linked_dir"]
     assert s.get("/summary", run="linked_dir").status_code == 404
     assert s.get("/summary", run="good", file="link.pt.trace.json.gz").status_code == 404
 

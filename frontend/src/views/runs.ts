@@ -64,7 +64,7 @@ export function runsTable(rows: OverviewRow[], onOpen: (run: string) => void): H
     h("caption", { class: "sr-only" }, "runs in the log directory"),
     h("thead", null, h("tr", null,
       h("th", { scope: "col" }, "Run"), h("th", { scope: "col" }, "Device"), h("th", { scope: "col", class: "num" }, "Attention"),
-      h("th", { scope: "col", class: "num", title: "attention time / GPU busy time" }, "Share"), h("th", { scope: "col" }, "Top phase"),
+      h("th", { scope: "col", class: "num", title: "attention busy time / compute busy time (communication apart)" }, "Share"), h("th", { scope: "col" }, "Top phase"),
       h("th", { scope: "col" }, "Bound mix"), h("th", { scope: "col" }, "Top advice"), h("th", { scope: "col" }, "Notices"))),
     tbody));
 }

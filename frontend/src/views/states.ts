@@ -32,7 +32,19 @@ export function noTraces(runs: RunsResponse | null): HTMLElement {
       ". Traces that appear while TensorBoard runs show up here within a few seconds. Files written with ",
       h("code", null, "prof.export_chrome_trace(\"trace.json\")"), " work too: put them in a sub-directory of the log directory (one directory is one run)."),
     runs ? h("p", { class: "muted" }, "Log directory: ", h("code", null, runs.logdir),
-      runs.scan_error ? ` \u2014 ${runs.scan_error}` : null) : null);
+      runs.scan_error ? ` \u2014 ${runs.scan_error}` : null) : null,
+    skippedLinks(runs));
+}
+
+/** Symlinks the plugin does not follow (it reads only files inside the log directory): named, so
+ * that a log directory of links is not an empty tab without a reason. */
+export function skippedLinks(runs: RunsResponse | null): HTMLElement | null {
+  const links = runs?.skipped_links || [];
+  if (!links.length) return null;
+  return h("div", { class: "notice", id: "skipped-links" }, note("info", "Symbolic links are not followed",
+    h("p", null, `The plugin reads only files inside the log directory, so ${links.length === 1 ? "this link was" : "these links were"} skipped: `,
+      links.map((l, i) => [i ? ", " : "", h("code", null, l)]),
+      ". Copy the traces into the log directory, or start TensorBoard with ", h("code", null, "--logdir"), " on the directory that holds them.")));
 }
 
 const STAGES: Record<string, string> = {
