@@ -156,9 +156,8 @@ function extraFix(n: Notice, summary: Summary): Child {
       " (TFLOP/s and TB/s), or a JSON file path in ", h("code", null, "TB_ATTENTION_PEAKS"), ".");
   }
   if (n.code === "graph_replay") {
-    return h("p", null, "In TensorBoard, keep the eager (or capture-time) trace of the same step in the run's directory, " +
-      "next to the replay: it is found and used as the reference. ",
-      summary.graphs ? h("span", { class: "muted", "data-testid": "graphs-summary" }, graphsSummary(summary.graphs)) : null);
+    // the fix already says where the reference goes (in TensorBoard: the run's directory); say what was done
+    return summary.graphs ? h("p", { class: "muted", "data-testid": "graphs-summary" }, graphsSummary(summary.graphs)) : null;
   }
   if (n.code === "no_attention") {
     return h("p", null, "In TensorBoard, the module and annotation patterns come from ",
