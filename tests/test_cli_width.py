@@ -19,8 +19,8 @@ MEMORY_TRACES = sorted(os.path.join(ROOT, "tests", "data", "memory", "h200", f)
                        if f.endswith(".json.gz"))
 # the forms of issue #12 (flex "≤" bounds, FP8, MLA/MoE, CUDA-graph replay with its notice)
 MODERN = os.path.join(ROOT, "tests", "data", "modern")
-MODERN_TRACES = sorted(os.path.join(MODERN, d, f) for d in os.listdir(MODERN) for f in os.listdir(os.path.join(MODERN, d))
-                       if f.endswith(".pt.trace.json.gz"))
+MODERN_TRACES = sorted(os.path.join(MODERN, d, f) for d in os.listdir(MODERN)
+                       for f in os.listdir(os.path.join(MODERN, d)) if f.endswith(".pt.trace.json.gz"))
 PAIRS = [("sdpa_flash_s2048_fwd", "naive_bf16_s2048_fwd"), ("gpt4l_naive_train", "gpt4l_sdpa_train"),
          ("sdpa_math_s2048_fwd", "sdpa_efficient_s2048_fwd"),
          ("validation/hf_llama_eager_fwdbwd", "validation/hf_llama_sdpa_fwdbwd")]

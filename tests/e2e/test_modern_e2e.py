@@ -72,7 +72,8 @@ def test_graph_replay_says_what_is_missing_and_how_to_give_it(tb, page):
     assert "of compute busy time" in frame.inner_text('[data-testid="attention-time"]')
     # replayed kernel rows carry a badge; its title says how the kernel got its context
     frame.wait_for_selector("#kernel-table tbody tr[data-id] .badge.graph", timeout=20000)
-    kinds = set(frame.eval_on_selector_all("#kernel-table tbody tr[data-id] .badge.graph", "bs => bs.map(b => b.dataset.graph)"))
+    kinds = set(frame.eval_on_selector_all("#kernel-table tbody tr[data-id] .badge.graph",
+                                           "bs => bs.map(b => b.dataset.graph)"))
     assert kinds <= {"structure", "none"} and kinds
     frame.click("#kernel-table tbody tr[data-id] button.expander")
     details = frame.inner_text("#kernel-table tr.details")
@@ -92,8 +93,8 @@ def test_graph_replay_says_what_is_missing_and_how_to_give_it(tb, page):
 def test_flex_upper_bounds_carry_le(tb, page):
     frame = _open_run(page, tb, "flex")
     frame.wait_for_selector("#kernel-table tbody tr[data-id]", timeout=20000)
-    rows = frame.eval_on_selector_all("#kernel-table tbody tr[data-id]",
-                                      "rs => rs.map(r => [...r.querySelectorAll('td')].slice(5, 10).map(t => t.textContent))")
+    cells = "rs => rs.map(r => [...r.querySelectorAll('td')].slice(5, 10).map(t => t.textContent))"
+    rows = frame.eval_on_selector_all("#kernel-table tbody tr[data-id]", cells)
     bounded = [r for r in rows if r[0].startswith("\u2264")]
     assert bounded, rows
     # FLOP/s, bandwidth and both utilisations rest on the same dense upper bound: all say so
