@@ -166,9 +166,9 @@ def find_reference(path: str, trace, max_bytes: int = DEFAULT_MAX_BYTES):
     return best if best_n >= 0.5 * rep else (None, None)
 
 
-def analyze_path(path: str, options: Optional[Options] = None, max_bytes: int = DEFAULT_MAX_BYTES,
-                 cache: Optional[ReportCache] = None) -> dict:
-    """The report of one trace file, or an error entry. Never raises for bad input."""
+def analyze_path(path: str, options: Optional[Options] = None, cache: Optional[ReportCache] = None) -> dict:
+    """The report of one trace file, or an error entry. Never raises for bad input (nor for an
+    engine error, unless ``options.debug``)."""
     opt = options or Options()
     shown = shown_path(path)
     try:
@@ -188,7 +188,9 @@ def analyze_path(path: str, options: Optional[Options] = None, max_bytes: int = 
             hit["path"] = shown
             return hit
     try:
-        trace = load_trace(path, max_bytes=max_bytes, salvage=opt.allow_partial)
+        max_bytes = opt.max_bytes
+        trace = load_trace(path, max_bytes=max_bytes, salvage=opt.allow_partial, jobs=opt.read_jobs,
+                           parallel_min_bytes=opt.parallel_min_bytes)
         ref, ref_path = None, None
         if opt.reference:
             try:
@@ -209,7 +211,7 @@ def analyze_path(path: str, options: Optional[Options] = None, max_bytes: int = 
     except RecursionError:
         return error_entry(shown, "JSON nested too deeply")
     except Exception as e:        # an engine bug: one line for this file, never a traceback
-        if os.environ.get("TB_ATTENTION_DEBUG"):
+        if opt.debug:
             raise
         return error_entry(shown, f"internal error: {type(e).__name__}: {e} (please report it; "
                                   "TB_ATTENTION_DEBUG=1 shows the traceback)")

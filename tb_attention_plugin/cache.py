@@ -1,7 +1,7 @@
 """On-disk cache of analysis reports, so that reopening a big trace is instant.
 
-Entries live in ``$TB_ATTENTION_CACHE_DIR`` (default ``$XDG_CACHE_HOME/tb-attention`` or
-``~/.cache/tb-attention``), never next to the user's traces. The key covers the file's absolute
+Entries live in the directory the edges give (settings.py: ``$TB_ATTENTION_CACHE_DIR``, default
+``$XDG_CACHE_HOME/tb-attention`` or ``~/.cache/tb-attention``), never next to the user's traces. The key covers the file's absolute
 path, size and mtime, the analysis options and the engine version, so a changed file or a new
 release is analysed again. Entries are msgpack, zlib-compressed; the directory is pruned to
 ``max_bytes`` (oldest first).
@@ -46,17 +46,9 @@ _WRITTEN: dict = {}          # cache directory -> bytes this process wrote there
 DEFAULT_MAX_BYTES = 1 << 30
 
 
-def default_dir() -> str:
-    d = os.environ.get("TB_ATTENTION_CACHE_DIR")
-    if d:
-        return d
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "tb-attention")
-
-
 class ReportCache:
-    def __init__(self, directory: Optional[str] = None, max_bytes: int = DEFAULT_MAX_BYTES):
-        self.dir = directory or default_dir()
+    def __init__(self, directory: str, max_bytes: int = DEFAULT_MAX_BYTES):
+        self.dir = directory
         self.max_bytes = max_bytes
         self._enc = msgspec.msgpack.Encoder()
         self._dec = msgspec.msgpack.Decoder()

@@ -7,6 +7,7 @@ reported; one ``error: <file>: <problem>`` line per bad file on stderr, never a 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import shutil
@@ -15,13 +16,12 @@ from typing import Optional
 
 import msgspec
 
-from . import __version__
+from . import __version__, settings
 from .attention import patterns as P
 from .cache import ReportCache
 from .jsonout import to_json
-from .options import Options
 from .roofline import devices as D
-from .trace.reader import DEFAULT_MAX_BYTES
+from .settings import Settings
 
 # The analysis modules (numpy and friends) are imported when a trace is actually analysed, so a
 # cache hit prints without paying for them.
@@ -29,36 +29,25 @@ from .trace.reader import DEFAULT_MAX_BYTES
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 
 
-def _size(text: str) -> int:
-    t = text.strip().upper()
-    mult = 1
-    for suffix, m in (("KIB", 1 << 10), ("MIB", 1 << 20), ("GIB", 1 << 30), ("TIB", 1 << 40),
-                      ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40)):
-        if t.endswith(suffix):
-            mult, t = m, t[: -len(suffix)]
-            break
-    try:
-        return int(float(t) * mult)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 4G, 512M)") from None
-
-
 def _common(p: argparse.ArgumentParser) -> None:
+    # Flags that override a TB_ATTENTION_* variable default to None ("not given") and are parsed
+    # by settings.py, with the environment's parsers (settings.SETTINGS).
     g = p.add_argument_group("analysis")
     g.add_argument("--peaks", metavar="SPEC",
                    help="device peaks for an unknown GPU or to override: a JSON file, or "
                         "'bf16=312,fp32=19.5,memory=1.5' (TFLOP/s and TB/s)")
-    g.add_argument("--peak-basis", choices=("measured", "datasheet"), default="measured",
+    g.add_argument("--peak-basis", choices=("measured", "datasheet"),
                    help="use measured peaks where the table has them (default) or datasheet peaks")
-    g.add_argument("--module-pattern", default=P.DEFAULT_MODULE_PATTERN,
-                   help="regex on nn.Module class names that scope attention (default: %(default)s)")
-    g.add_argument("--annotation-pattern", default=P.DEFAULT_ANNOTATION_PATTERN,
-                   help="regex on record_function names that scope attention (default: %(default)s)")
+    g.add_argument("--module-pattern",
+                   help=f"regex on nn.Module class names that scope attention (default: {P.DEFAULT_MODULE_PATTERN})")
+    g.add_argument("--annotation-pattern",
+                   help="regex on record_function names that scope attention "
+                        f"(default: {P.DEFAULT_ANNOTATION_PATTERN})")
     g.add_argument("--step", help="analyse one profiler step only (e.g. 3 or ProfilerStep#3)")
     g.add_argument("--reference", metavar="TRACE",
                    help="for kernels replayed from CUDA graphs: a trace of the same step run eagerly (or of the "
                         "graph capture); their op, module, shapes and cost are carried over from it")
-    g.add_argument("--max-bytes", type=_size, default=DEFAULT_MAX_BYTES,
+    g.add_argument("--max-bytes", metavar="SIZE",
                    help="refuse traces that decompress to more than this (default 16G)")
     g.add_argument("--no-cache", action="store_true", help="do not read or write the report cache")
     g.add_argument("--cache-dir", help="report cache directory (default ~/.cache/tb-attention)")
@@ -86,23 +75,24 @@ def _compare_opts(p: argparse.ArgumentParser) -> None:
     g.add_argument("--top", type=int, default=12, help="kernel groups listed (default 12, 0 = all)")
 
 
-def _options(a) -> Options:
-    import re
-    for flag, pat in (("--module-pattern", a.module_pattern), ("--annotation-pattern", a.annotation_pattern)):
-        try:
-            re.compile(pat)
-        except re.error as e:
-            raise SystemExit(_fail(f"error: {flag}: invalid regex: {e}"))
+def _settings(a) -> Settings:
+    """The environment's settings (settings.py) with this command line's flags over them."""
+    flags = {"--peaks": a.peaks, "--peak-basis": a.peak_basis, "--module-pattern": a.module_pattern,
+             "--annotation-pattern": a.annotation_pattern, "--max-bytes": a.max_bytes,
+             "--cache-dir": a.cache_dir, "--no-cache": a.no_cache}
+    try:
+        s = settings.with_flags(getattr(a, "env_settings", None) or settings.from_env(plugin=False), flags)
+    except ValueError as e:
+        raise SystemExit(_fail(f"error: {_one_line(str(e))}")) from None
     ref = getattr(a, "reference", None)
     if ref is not None and not os.path.isfile(ref):
         raise SystemExit(_fail(f"error: {ref}: --reference: not a readable trace file"))
-    try:
-        user = D.load_user_peaks(a.peaks)
-    except (ValueError, OSError) as e:
-        raise SystemExit(_fail(f"error: --peaks: {e}"))
-    return Options(module_pattern=a.module_pattern, annotation_pattern=a.annotation_pattern,
-                   peak_basis=a.peak_basis, user_peaks=user, step=a.step,
-                   allow_partial=bool(getattr(a, "allow_partial", False)), reference=getattr(a, "reference", None))
+    return dataclasses.replace(s, options=dataclasses.replace(
+        s.options, step=a.step, allow_partial=bool(getattr(a, "allow_partial", False)), reference=ref))
+
+
+def _cache(s: Settings) -> Optional[ReportCache]:
+    return None if s.no_cache else ReportCache(s.cache_dir)
 
 
 def _partial_opt(p: argparse.ArgumentParser) -> None:
@@ -151,14 +141,14 @@ def _files(paths: list[str]) -> list[str]:
 
 def _reports(a, paths: list[str]) -> tuple[list[dict], list[dict]]:
     from .analyze import analyze_path
-    opt = _options(a)
-    cache = None if a.no_cache else ReportCache(a.cache_dir)
+    s = _settings(a)
+    opt, cache = s.options, _cache(s)
     ok, bad = [], []
     files = _files(paths)
     if not files:
         bad.append({"path": ", ".join(paths), "status": "error", "error": "no trace files found"})
     for f in files:
-        rep = _known_error(a, f) or analyze_path(f, opt, a.max_bytes, cache)
+        rep = _known_error(a, f) or analyze_path(f, opt, cache)
         (ok if rep.get("status") == "ok" else bad).append(rep)
     return ok, bad
 
@@ -168,8 +158,8 @@ def _analyze_json(a, out) -> list[dict]:
     in the cache is copied from it without analysing anything."""
     from .analyze import shown_path
     from .jsonout import envelope_head, iter_trace_body, trace_json_head
-    opt = _options(a)
-    cache = None if a.no_cache else ReportCache(a.cache_dir)
+    s = _settings(a)
+    opt, cache = s.options, _cache(s)
     files = _files(a.paths)
     bad = []
     if not files:
@@ -193,7 +183,7 @@ def _analyze_json(a, out) -> list[dict]:
                     out.write(c)
                 continue
         from .analyze import analyze_path
-        rep = _known_error(a, f) or analyze_path(f, opt, a.max_bytes, cache)
+        rep = _known_error(a, f) or analyze_path(f, opt, cache)
         if rep.get("status") != "ok":
             bad.append(rep)
             out.write(to_json(rep))
@@ -255,11 +245,11 @@ def cmd_analyze(a) -> int:
 def cmd_annotate(a) -> int:
     from .analyze import analyze_path
     from .annotate import AnnotateError, annotate_file
-    opt = _options(a)
-    cache = None if a.no_cache else ReportCache(a.cache_dir)
+    s = _settings(a)
+    opt, cache = s.options, _cache(s)
     try:
-        st = annotate_file(a.trace, a.output, per_kernel=a.per_kernel, max_bytes=a.max_bytes,
-                           analyze=lambda p: analyze_path(p, opt, a.max_bytes, cache))
+        st = annotate_file(a.trace, a.output, per_kernel=a.per_kernel, max_bytes=opt.max_bytes,
+                           analyze=lambda p: analyze_path(p, opt, cache))
     except (AnnotateError, OSError) as e:
         return _fail(f"error: {_shown(a.trace)}: {_one_line(getattr(e, 'strerror', None) or e)}")
     print(f"wrote {a.output}: {st['phase_spans']} phase spans and {st['call_spans']} attention-call spans on "
@@ -350,8 +340,15 @@ def _distributed(p: argparse.ArgumentParser, auto: bool = True) -> None:
                    help="worker processes of a local Dask cluster (0: in this process; default: "
                         + ("a cluster of one per CPU when more than a few files need analysing)" if auto
                            else "in this process)"))
-    g.add_argument("--worker-memory", type=_size, metavar="SIZE",
+    g.add_argument("--worker-memory", type=_size_arg, metavar="SIZE",
                    help="memory limit per local worker (default: this machine's memory shared equally)")
+
+
+def _size_arg(text: str) -> int:
+    try:
+        return settings.parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _known_error(a, path: str) -> Optional[dict]:
@@ -368,9 +365,10 @@ def _summaries(a, paths: list[str], keep_json: bool = False):
     if a.workers is not None and a.workers < 0:
         return _fail("error: --workers: must be 0 or more")
     try:
-        return summarize_files(files, _options(a), a.max_bytes, a.cache_dir, not a.no_cache,
+        s = _settings(a)
+        return summarize_files(files, s.options, s.cache_dir, not s.no_cache,
                                scheduler=a.scheduler, workers=a.workers, worker_memory=a.worker_memory,
-                               keep_json=keep_json)
+                               keep_json=keep_json, timeout=s.dask_timeout)
     except ClusterError as e:
         return _fail(f"error: {'--scheduler ' + a.scheduler if a.scheduler else 'local Dask cluster'}: "
                      f"{_one_line(e)}")
@@ -379,7 +377,7 @@ def _summaries(a, paths: list[str], keep_json: bool = False):
 def _analyze_on_cluster(a) -> Optional[int]:
     """Analyse every file on Dask workers, which keep the reports in the shared cache; the normal
     path then prints them from the cache. None to continue, or an exit code."""
-    if a.no_cache:
+    if _settings(a).no_cache:
         return _fail("error: --scheduler/--workers: analyze needs the report cache to bring reports back "
                      "(drop --no-cache; with a remote cluster give --cache-dir on a shared path)")
     res = _summaries(a, a.paths, keep_json=a.format == "json" and not a.pretty)
@@ -413,7 +411,7 @@ def cmd_ranks(a) -> int:
 
 def cmd_summarize(a) -> int:
     import time
-    if a.no_cache:
+    if _settings(a).no_cache:
         return _fail("error: summarize: fills the report cache; drop --no-cache")
     t0 = time.monotonic()
     res = _summaries(a, [os.path.realpath(p) for p in a.paths])
@@ -429,7 +427,7 @@ def cmd_summarize(a) -> int:
             runs.setdefault(os.path.dirname(s["path"]), []).append(s)
     how = {"inprocess": "in this process", "local": f"on a local Dask cluster of {info['workers']} worker(s)",
            "scheduler": f"on the Dask cluster at {a.scheduler}"}[info["mode"]]
-    cache_dir = a.cache_dir or ReportCache().dir
+    cache_dir = _settings(a).cache_dir
     print(f"summarized {len(sums) - len(bad)} trace(s) in {len(runs)} run(s): {info['cached']} already cached, "
           f"{info['analysed']} analysed {how} in {time.monotonic() - t0:.1f} s; {len(bad)} failed; cache {cache_dir}")
     return EXIT_BAD_INPUT if bad else EXIT_OK
@@ -525,9 +523,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     if not getattr(a, "command", None):
         parser.print_help()
         return EXIT_BAD_INPUT
-    from .trace.reader import MAX_BYTES_WARNING
-    if MAX_BYTES_WARNING and hasattr(a, "max_bytes"):
-        print(f"warning: {MAX_BYTES_WARNING}", file=sys.stderr)
+    if hasattr(a, "max_bytes"):            # a command that analyses: the environment's settings apply
+        a.env_settings = settings.from_env(plugin=False)
+        for w in a.env_settings.warnings:
+            print(f"warning: {_one_line(w)}", file=sys.stderr)
     try:
         return a.func(a)
     except KeyboardInterrupt:

@@ -21,14 +21,12 @@ from werkzeug.wrappers import Response
 
 from tensorboard.plugins import base_plugin
 
-from . import __version__
-from .report import Options
-from .server import config, overview, timeline
+from . import __version__, settings
+from .server import overview, timeline
 from .compare import compare_reports
 from .server.discovery import FileInfo, still_inside
 from .server.index import BOUNDS, SORT_KEYS, KernelQuery, facets, find_kernel, query_kernels, roofline
 from .server.loader import Loader, Snapshot
-from .trace.reader import DEFAULT_MAX_BYTES
 from .server.ranks import ranks_route
 from .server.params import (HttpError, bad, bool_param, choice_param, error_response, int_param,
                             json_response, list_param, name_param, not_found, step_param, text_param)
@@ -53,8 +51,9 @@ class AttentionPlugin(base_plugin.TBPlugin):
         if loader is not None:
             self._loader = loader
         elif self._logdir and "://" not in self._logdir:
-            opts, loader_kw, self.config_warnings = config.from_env()
-            self._loader = Loader(self._logdir, opts, **loader_kw)
+            env = settings.from_env()
+            self.config_warnings = list(env.warnings)
+            self._loader = Loader(self._logdir, env.options, **env.loader_kwargs())
         else:
             self._loader = None
             if self._logdir:
@@ -385,7 +384,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
         snap, sel, pending = self._get(request.args, need_index=True, wait=10.0)
         if pending is not None:
             return pending
-        max_bytes = getattr(self._loader, "max_bytes", None) or DEFAULT_MAX_BYTES
+        max_bytes = self._loader.options.max_bytes
         # The only route that reads a trace at request time: the file (or a directory above it)
         # may have been swapped for a symlink out of the logdir since the last scan.
         if not still_inside(info, self._loader.logdir):
@@ -425,7 +424,3 @@ def _error_of(resp: Response) -> Optional[str]:
     except ValueError:
         return None
 
-
-def make_options() -> Options:
-    """Exposed for tests: the analysis options the plugin uses by default."""
-    return config.from_env()[0]

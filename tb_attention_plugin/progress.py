@@ -27,7 +27,6 @@ STAGES = ("starting", "reading", "analysing", "memory", "advice", "indexing")
 REPORT_BYTES = 4 << 20            # a reader reports after about this many (decompressed) bytes
 SLOTS = 4                         # processes of one analysis that can count bytes
 SIZE = 64
-ENV_FD = "TB_ATTENTION_PROGRESS_FD"
 
 _MAGIC = 0x50414254               # "TBAP"
 _HEAD = struct.Struct("<IIQQI")   # magic, stage, generation, bytes_total, flags
@@ -166,9 +165,10 @@ def begin_read(path: str) -> None:
     p.begin_read(total, gz)
 
 
-def from_env(env=None) -> Optional[Progress]:
-    """The record a worker process was given (``TB_ATTENTION_PROGRESS_FD``), or None."""
-    v = (os.environ if env is None else env).get(ENV_FD, "")
+def from_fd(text: Optional[str]) -> Optional[Progress]:
+    """The record a worker process was given: the descriptor number its parent passed
+    (settings.PROGRESS_FD, read by server/worker.py), or None."""
+    v = text or ""
     if not v.isdigit():
         return None
     fd = int(v)

@@ -35,8 +35,9 @@ from .summary import error_summary, rank_summary
 FEW_FILES = 4                 # up to this many files to analyse: in-process (a cluster starts in seconds)
 # Seconds to connect to a scheduler, and to wait for its first worker
 # (TB_ATTENTION_DASK_TIMEOUT overrides both: tests use a short one).
-CONNECT_TIMEOUT_S = float(os.environ.get("TB_ATTENTION_DASK_TIMEOUT") or 20)
-WORKERS_TIMEOUT_S = float(os.environ.get("TB_ATTENTION_DASK_TIMEOUT") or 60)
+# (settings.py reads it; it reaches _client as ``timeout``).
+CONNECT_TIMEOUT_S = 20.0
+WORKERS_TIMEOUT_S = 60.0
 
 
 class ClusterError(Exception):
@@ -59,7 +60,7 @@ def plan(n_todo: int, scheduler: Optional[str], workers: Optional[int]) -> tuple
 
 # ---------------------------------------------------------------- the unit of work (runs on workers)
 
-def summarize_file(path: str, options: Options, max_bytes: int, cache_dir: Optional[str], use_cache: bool,
+def summarize_file(path: str, options: Options, cache_dir: Optional[str], use_cache: bool,
                    keep_json: bool = False) -> dict:
     """The rank summary of one trace (from the summary cache, else by analysing it), or an error
     summary. With ``keep_json`` the report's JSON body is also kept in the cache for
@@ -72,7 +73,7 @@ def summarize_file(path: str, options: Options, max_bytes: int, cache_dir: Optio
         if hit is not None:
             return dict(hit, path=shown, file=os.path.basename(shown))
     try:
-        rep = analyze_path(path, options, max_bytes, cache)
+        rep = analyze_path(path, options, cache)
         if rep.get("status") != "ok":
             return error_summary(shown, " ".join(str(rep.get("error") or "unknown error").split()))
         s = rank_summary(rep, shown)
@@ -84,7 +85,7 @@ def summarize_file(path: str, options: Options, max_bytes: int, cache_dir: Optio
     except MemoryError:
         return error_summary(shown, "out of memory while analysing; try --max-bytes or a larger --worker-memory")
     except Exception as e:       # an engine bug: one line for this file
-        if os.environ.get("TB_ATTENTION_DEBUG"):
+        if options.debug:
             raise
         return error_summary(shown, f"internal error: {type(e).__name__}: {e} (please report it)")
 
@@ -106,7 +107,9 @@ def _quiet_dask() -> None:
 
 
 @contextmanager
-def _client(mode: str, n_workers: int, scheduler: Optional[str], worker_memory: Optional[int]) -> Iterator[Any]:
+def _client(mode: str, n_workers: int, scheduler: Optional[str], worker_memory: Optional[int],
+            timeout: Optional[float] = None) -> Iterator[Any]:
+    connect_s, workers_s = timeout or CONNECT_TIMEOUT_S, timeout or WORKERS_TIMEOUT_S
     try:
         import dask
         from distributed import Client, LocalCluster
@@ -117,14 +120,14 @@ def _client(mode: str, n_workers: int, scheduler: Optional[str], worker_memory: 
     try:
         if mode == "scheduler":
             try:
-                client = Client(scheduler, timeout=f"{CONNECT_TIMEOUT_S}s", set_as_default=False)
+                client = Client(scheduler, timeout=f"{connect_s}s", set_as_default=False)
             except (OSError, TimeoutError, ValueError) as e:
                 raise ClusterError(f"cannot connect to the Dask scheduler at {scheduler}: {e}") from None
             try:
-                client.wait_for_workers(1, timeout=WORKERS_TIMEOUT_S)
+                client.wait_for_workers(1, timeout=workers_s)
             except (TimeoutError, OSError):
                 raise ClusterError(f"the Dask scheduler at {scheduler} has no workers "
-                                   f"(none joined within {WORKERS_TIMEOUT_S} s)") from None
+                                   f"(none joined within {workers_s} s)") from None
         else:
             # a file whose analysis killed a worker is not handed to the next one
             with dask.config.set({"distributed.scheduler.allowed-failures": 0,
@@ -167,7 +170,8 @@ def _failure(e: BaseException) -> str:
 
 
 def run(calls: list[tuple[str, Callable, tuple]], scheduler: Optional[str] = None, workers: Optional[int] = None,
-        worker_memory: Optional[int] = None, mode: Optional[str] = None) -> Iterator[tuple[str, Any]]:
+        worker_memory: Optional[int] = None, mode: Optional[str] = None,
+        timeout: Optional[float] = None) -> Iterator[tuple[str, Any]]:
     """Run ``fn(*args)`` for each ``(label, fn, args)``, yielding ``(label, result)`` as each
     finishes; a call that raises (or whose worker dies) yields ``(label, error_summary)``.
     ``mode``: forced plan (else :func:`plan` from the number of calls)."""
@@ -183,7 +187,7 @@ def run(calls: list[tuple[str, Callable, tuple]], scheduler: Optional[str] = Non
                 yield label, error_summary(label, f"internal error: {type(e).__name__}: {e}")
         return
     from distributed import as_completed
-    with _client(mode, n, scheduler, worker_memory) as client:
+    with _client(mode, n, scheduler, worker_memory, timeout) as client:
         futures: dict[Any, str] = {}
         run_id = uuid.uuid4().hex[:12]        # keys unique across clients sharing a scheduler
         todo = iter(enumerate(calls))
@@ -219,9 +223,10 @@ def _threads(client: Any) -> int:
         return 1
 
 
-def summarize_files(paths: list[str], options: Options, max_bytes: int, cache_dir: Optional[str], use_cache: bool,
+def summarize_files(paths: list[str], options: Options, cache_dir: Optional[str], use_cache: bool,
                     scheduler: Optional[str] = None, workers: Optional[int] = None,
-                    worker_memory: Optional[int] = None, keep_json: bool = False) -> tuple[list[dict], dict]:
+                    worker_memory: Optional[int] = None, keep_json: bool = False,
+                    timeout: Optional[float] = None) -> tuple[list[dict], dict]:
     """Summaries of ``paths`` (in the order given) and what ran them: ``{mode, workers, cached,
     analysed}``. Files already summarised in the cache are read here, not sent anywhere (a
     ``keep_json`` run sends every file: the JSON body may be missing)."""
@@ -239,8 +244,9 @@ def summarize_files(paths: list[str], options: Options, max_bytes: int, cache_di
             todo.append(p)
     cache_dir = cache.dir if cache is not None else cache_dir
     mode, n = plan(len(todo), scheduler, workers)
-    calls = [(p, summarize_file, (p, options, max_bytes, cache_dir, use_cache, keep_json)) for p in todo]
-    for label, res in run(calls, scheduler=scheduler, workers=n or workers, worker_memory=worker_memory, mode=mode):
+    calls = [(p, summarize_file, (p, options, cache_dir, use_cache, keep_json)) for p in todo]
+    for label, res in run(calls, scheduler=scheduler, workers=n or workers, worker_memory=worker_memory, mode=mode,
+                          timeout=timeout):
         out[label] = res
     info = {"mode": mode, "workers": n if mode == "local" else None, "cached": len(paths) - len(todo),
             "analysed": len(todo)}

@@ -241,8 +241,6 @@ def load_user_peaks(spec: Optional[str]) -> dict[str, Any]:
     such objects with a ``"match"`` regex on the device name.
     """
     if not spec:
-        spec = os.environ.get("TB_ATTENTION_PEAKS", "")
-    if not spec:
         return {}
     if os.path.exists(spec):
         with open(spec, encoding="utf-8") as f:

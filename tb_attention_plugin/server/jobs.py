@@ -9,11 +9,8 @@ import time
 from typing import Optional
 
 from .. import progress
-from ..analyze import TRUNCATED, analyze_path
 from ..cache import ReportCache
-from ..report import Options
-from ..trace.reader import DEFAULT_MAX_BYTES
-from .index import build
+from ..options import Options
 
 TRUNCATION_WARNING = "the file is truncated"
 TRUNCATION_ERRORS = ("may still be being written", "ends early", "file is empty", "not a complete JSON trace")
@@ -28,12 +25,15 @@ def is_truncation(result: dict) -> bool:
     return any(str(w).startswith(TRUNCATION_WARNING) for w in warnings)
 
 
-def analyze_job(path: str, options: Optional[Options] = None, max_bytes: int = DEFAULT_MAX_BYTES,
-                cache_dir: Optional[str] = None, use_cache: bool = True) -> dict:
+def analyze_job(path: str, options: Optional[Options] = None, cache_dir: Optional[str] = None,
+                use_cache: bool = True) -> dict:
+    """The compact form of ``path``'s analysis (``cache_dir`` None: no on-disk cache)."""
+    from ..analyze import TRUNCATED, analyze_path  # the engine: imported by the worker that runs a job
+    from .index import build
     t0 = time.monotonic()
-    cache = ReportCache(cache_dir) if use_cache else None
+    cache = ReportCache(cache_dir) if (use_cache and cache_dir) else None
     try:
-        report = analyze_path(path, options, max_bytes, cache)
+        report = analyze_path(path, options, cache)
     except MemoryError:
         report = {"status": "error", "error": "out of memory while analysing"}
     except Exception as e:  # an engine bug must not take the server down: report it per file

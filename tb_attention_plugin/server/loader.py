@@ -17,6 +17,7 @@ Each file goes through ``waiting -> queued -> loading -> ready | error``.
 """
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 import logging
@@ -29,8 +30,8 @@ from typing import Callable, Optional
 
 from ..progress import Progress
 from ..progress import active as progress_active
-from ..report import Options
-from ..trace.reader import DEFAULT_MAX_BYTES
+from .. import settings
+from ..options import Options
 from .discovery import FileInfo, Scanner, still_inside
 from .index import Loaded
 from .jobs import analyze_job
@@ -93,7 +94,7 @@ class Snapshot:
 class Loader:
     def __init__(self, logdir: str, options: Optional[Options] = None, *, poll_secs: float = 3.0,
                  settle_secs: float = 1.0, grace_secs: float = 30.0, workers: int = 1,
-                 mode: str = "process", memory_budget: int = 1 << 30, max_bytes: int = DEFAULT_MAX_BYTES,
+                 mode: str = "process", memory_budget: int = 1 << 30,
                  cache_dir: Optional[str] = None, use_cache: bool = True, idle_secs: float = 60.0,
                  job: Callable = analyze_job, worker_cmd: Optional[list] = None):
         self.logdir = os.path.realpath(logdir)
@@ -104,8 +105,8 @@ class Loader:
         self.workers = max(1, int(workers))
         self.mode = mode if mode in ("process", "thread") else "process"
         self.memory_budget = memory_budget
-        self.max_bytes = max_bytes
-        self.cache_dir = cache_dir
+        # None: the environment's (settings.py), as the plugin would have it
+        self.cache_dir = cache_dir or settings.from_env().cache_dir
         self.use_cache = use_cache
         self.idle_secs = idle_secs
         self._job = job
@@ -296,13 +297,8 @@ class Loader:
                     self._finish(e, result)
                 self._changed.notify_all()
 
-    def _options_for(self, step: Optional[str]) -> Options:
-        o = self.options
-        return Options(module_pattern=o.module_pattern, annotation_pattern=o.annotation_pattern,
-                       peak_basis=o.peak_basis, user_peaks=o.user_peaks, step=step)
-
     def _run(self, proc: WorkerProcess, path: str, step: Optional[str]) -> dict:
-        args = (path, self._options_for(step), self.max_bytes, self.cache_dir, self.use_cache)
+        args = (path, dataclasses.replace(self.options, step=step), self.cache_dir, self.use_cache)
         if self.mode == "thread":
             with progress_active(proc.progress):
                 return self._job(*args)

@@ -21,6 +21,7 @@ import time
 from typing import Optional
 
 from .. import progress as _progress
+from ..settings import PROGRESS_FD
 
 _HDR = struct.Struct("<Q")
 
@@ -66,11 +67,11 @@ class WorkerProcess:
         # the child must import this very package, wherever the parent found it
         pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        env.pop(_progress.ENV_FD, None)
+        env.pop(PROGRESS_FD, None)
         fds: tuple = ()
         if self._progress_file is not None:
             fds = (self._progress_file.fileno(),)
-            env[_progress.ENV_FD] = str(fds[0])
+            env[PROGRESS_FD] = str(fds[0])
         return subprocess.Popen(self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None,
                                 env=env, close_fds=True, pass_fds=fds, start_new_session=True)
 
@@ -220,7 +221,7 @@ def main() -> int:
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)                     # stray prints go to stderr, never into the protocol
     from .jobs import analyze_job
-    record = _progress.from_env()
+    record = _progress.from_fd(os.environ.get(PROGRESS_FD))
     while True:
         hdr = _read_exact(inp, _HDR.size)
         if len(hdr) < _HDR.size:

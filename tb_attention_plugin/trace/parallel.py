@@ -31,32 +31,19 @@ from . import reader as _reader
 from .reader import ByteSource, TraceParser, TraceReadError, TraceTruncated, decode_events
 
 _WS = b" \t\r"
-# Files smaller than this are read serially: starting a process costs more than it saves.
-def _min_bytes_from_env(default: int = 48 << 20) -> int:
-    """``TB_ATTENTION_PARALLEL_MIN_BYTES`` (``64M``, ``1G``, bytes); a bad value keeps the default
-    (this runs at import time: it must never raise)."""
-    v = os.environ.get("TB_ATTENTION_PARALLEL_MIN_BYTES", "").strip()
-    if not v:
-        return default
-    if v == "0":
-        return 0
-    try:
-        return _reader.parse_size(v)
-    except ValueError:
-        return default
-
-
-MIN_PARALLEL_BYTES = _min_bytes_from_env()
+# Files smaller than this are read serially: starting a process costs more than it saves
+# (settings.py: TB_ATTENTION_PARALLEL_MIN_BYTES, passed in as ``min_bytes``).
+MIN_PARALLEL_BYTES = 48 << 20
 
 
 class NotSuited(Exception):
     """This file cannot be cut safely for parallel reading; read it serially."""
 
 
-def jobs_wanted() -> int:
-    env = os.environ.get("TB_ATTENTION_JOBS", "").strip()
-    if env.isdigit():
-        return max(1, int(env))
+def jobs_wanted(jobs: Optional[int] = None) -> int:
+    """Processes to read one trace with: ``jobs`` (settings.py: TB_ATTENTION_JOBS), else up to 2 by CPUs."""
+    if jobs is not None:
+        return max(1, int(jobs))
     return min(2, os.cpu_count() or 1)
 
 
@@ -66,8 +53,9 @@ def _only_fork_safe_threads() -> bool:
     return all(t is me or getattr(t, "fork_safe", False) for t in threading.enumerate())
 
 
-def suitable(path: str) -> bool:
-    if jobs_wanted() < 2 or not _only_fork_safe_threads():
+def suitable(path: str, jobs: Optional[int] = None, min_bytes: Optional[int] = None) -> bool:
+    """Worth reading ``path`` in parallel? ``min_bytes`` None: :data:`MIN_PARALLEL_BYTES`."""
+    if jobs_wanted(jobs) < 2 or not _only_fork_safe_threads():
         return False
     if "fork" not in multiprocessing.get_all_start_methods():
         return False
@@ -79,7 +67,7 @@ def suitable(path: str) -> bool:
             gz = f.read(2) == b"\x1f\x8b"
     except OSError:
         return False
-    return st.st_size * (8 if gz else 1) >= MIN_PARALLEL_BYTES
+    return st.st_size * (8 if gz else 1) >= (MIN_PARALLEL_BYTES if min_bytes is None else min_bytes)
 
 
 class RawChunkParser(TraceParser):

@@ -34,43 +34,7 @@ except ImportError:  # pragma: no cover - exercised where isal is absent
 BLOCK = 1 << 20            # bytes read (and inflated) per step
 CHUNK_TARGET = 2 << 20     # bytes of events decoded per msgspec call (their objects are ~20x that)
 MAX_EVENT_BYTES = 64 << 20  # one event, or one non-event top-level value, larger than this is refused
-BUILTIN_MAX_BYTES = 16 << 30
-
-_SIZE_UNITS = (("KIB", 1 << 10), ("MIB", 1 << 20), ("GIB", 1 << 30), ("TIB", 1 << 40),
-               ("KB", 1 << 10), ("MB", 1 << 20), ("GB", 1 << 30), ("TB", 1 << 40),
-               ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40), ("B", 1))
-
-
-def parse_size(text: str) -> int:
-    """``16G``, ``512M``, ``1.5GiB``, ``1048576`` -> bytes (binary units). ValueError otherwise."""
-    t = str(text).strip().upper()
-    mult = 1
-    for suffix, m in _SIZE_UNITS:
-        if t.endswith(suffix):
-            mult, t = m, t[: -len(suffix)].strip()
-            break
-    try:
-        v = float(t) * mult
-    except ValueError:
-        raise ValueError(f"not a size: {text!r} (e.g. 4G, 512M)") from None
-    if not math.isfinite(v) or v < 1:
-        raise ValueError(f"not a positive size: {text!r}")
-    return int(v)
-
-
-def max_bytes_from_env(env=None) -> tuple[int, Optional[str]]:
-    """(cap, warning): ``TB_ATTENTION_MAX_BYTES`` or the built-in 16 GiB; a bad value is replaced
-    by the default with a warning, never an exception (this runs at import time)."""
-    v = (os.environ if env is None else env).get("TB_ATTENTION_MAX_BYTES")
-    if v is None or not v.strip():
-        return BUILTIN_MAX_BYTES, None
-    try:
-        return parse_size(v), None
-    except ValueError as e:
-        return BUILTIN_MAX_BYTES, f"TB_ATTENTION_MAX_BYTES ignored: {e}; using 16 GiB"
-
-
-DEFAULT_MAX_BYTES, MAX_BYTES_WARNING = max_bytes_from_env()
+DEFAULT_MAX_BYTES = 16 << 30  # refuse traces that decompress to more (settings.py: TB_ATTENTION_MAX_BYTES)
 
 _WS = b" \t\r\n"
 _WS_RE = re.compile(rb"[ \t\r\n]*")

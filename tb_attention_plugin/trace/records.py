@@ -599,17 +599,19 @@ class TraceBuilder:
 
 
 def load_trace(path: str, max_bytes: int = DEFAULT_MAX_BYTES,
-               keep_python: str = DEFAULT_KEEP_PYTHON, salvage: bool = True) -> Trace:
+               keep_python: str = DEFAULT_KEEP_PYTHON, salvage: bool = True, *,
+               jobs: Optional[int] = None, parallel_min_bytes: Optional[int] = None) -> Trace:
     """Read ``path`` into a :class:`Trace`.
 
     A file that ends early keeps the events read before the cut (``salvage``) and says so in
-    ``warnings``; with ``salvage=False`` it raises :class:`TraceTruncated`.
+    ``warnings``; with ``salvage=False`` it raises :class:`TraceTruncated`. ``jobs`` and
+    ``parallel_min_bytes``: when to read with two processes (:func:`.parallel.suitable`).
     """
     from . import parallel
     truncated = None
     meta = stats = None
     _progress.begin_read(path)
-    tried_parallel = parallel.suitable(path)
+    tried_parallel = parallel.suitable(path, jobs, parallel_min_bytes)
     if tried_parallel:
         builder = TraceBuilder(keep_python)
         try:

@@ -14,6 +14,8 @@ import pytest
 
 from conftest import harness
 
+from tb_attention_plugin.options import Options
+
 PREFIX = harness.PREFIX
 MAX_BYTES = 64 << 20                 # the bombs hit the decompressed-size cap quickly
 
@@ -42,7 +44,7 @@ def _all_routes(s, run: str, file: str = None) -> dict:
 
 def test_the_corpus_in_a_logdir(corpus, served):
     root, cases = corpus
-    s = served(root, mode="process", max_bytes=MAX_BYTES)
+    s = served(root, options=Options(max_bytes=MAX_BYTES), mode="process")
     listed = [c for c in cases if c.plugin != "absent"]
     threads_before = threading.active_count()
     d = harness.wait_for(lambda: (lambda d: d if d["scanned"] and d["counts"]["files"] == len(listed)

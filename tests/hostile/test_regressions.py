@@ -12,7 +12,9 @@ import time
 import pytest
 
 from tb_attention_plugin.trace import reader
-from tb_attention_plugin.trace.reader import TraceReadError, parse_size, read_trace
+from tb_attention_plugin import settings
+from tb_attention_plugin.settings import parse_size
+from tb_attention_plugin.trace.reader import TraceReadError, read_trace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EV = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.0, "dur": 2.0,
@@ -29,21 +31,22 @@ def _events(n, ts0=1.0):
     return [json.dumps(dict(EV, ts=ts0 + i)).encode() for i in range(n)]
 
 
-# --- reader: TB_ATTENTION_MAX_BYTES=1G crashed every import (int("1G"))
+# --- reader: TB_ATTENTION_MAX_BYTES=1G crashed every import (int("1G")); the environment is now
+# read by settings.py only, and never at import time (tests/test_settings.py has the rules)
 def test_max_bytes_env_accepts_sizes_and_survives_garbage():
     assert parse_size("1G") == 1 << 30 and parse_size("512M") == 512 << 20 and parse_size("1.5GiB") == 3 << 29
     assert parse_size("1000") == 1000
     for bad in ("", "abc", "-1G", "nan", "0"):
         with pytest.raises(ValueError):
             parse_size(bad)
-    assert reader.max_bytes_from_env({"TB_ATTENTION_MAX_BYTES": "2G"}) == (2 << 30, None)
-    cap, warn = reader.max_bytes_from_env({"TB_ATTENTION_MAX_BYTES": "lots"})
-    assert cap == reader.BUILTIN_MAX_BYTES and "TB_ATTENTION_MAX_BYTES" in warn
-    for value, expect in (("1G", str(1 << 30)), ("garbage", str(16 << 30))):
-        r = subprocess.run([sys.executable, "-c", "from tb_attention_plugin.trace import reader; "
-                            "print(reader.DEFAULT_MAX_BYTES)"], capture_output=True, text=True,
-                           env=dict(os.environ, TB_ATTENTION_MAX_BYTES=value), timeout=60)
-        assert r.returncode == 0 and r.stdout.strip() == expect, r.stderr
+    assert settings.from_env({"TB_ATTENTION_MAX_BYTES": "2G"}).options.max_bytes == 2 << 30
+    s = settings.from_env({"TB_ATTENTION_MAX_BYTES": "lots"})
+    assert s.options.max_bytes == reader.DEFAULT_MAX_BYTES == 16 << 30
+    assert any("TB_ATTENTION_MAX_BYTES" in w for w in s.warnings)
+    r = subprocess.run([sys.executable, "-c", "from tb_attention_plugin.trace import reader; "
+                        "print(reader.DEFAULT_MAX_BYTES)"], capture_output=True, text=True,
+                       env=dict(os.environ, TB_ATTENTION_MAX_BYTES="garbage"), timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == str(16 << 30), r.stderr
 
 
 # --- reader: strings were matched by a backtracking regex (~100 bytes of memory per character)
@@ -334,11 +337,10 @@ def test_the_report_cache_prunes_without_listing_itself_on_every_write(tmp_path,
 
 
 def test_the_plugin_reads_max_bytes_from_its_environment_and_warns_on_garbage():
-    from tb_attention_plugin.server import config
-    _, kw, warnings = config.from_env({"TB_ATTENTION_MAX_BYTES": "512M"})
-    assert kw["max_bytes"] == 512 << 20 and not warnings
-    _, kw, warnings = config.from_env({"TB_ATTENTION_MAX_BYTES": "lots"})
-    assert kw["max_bytes"] == 16 << 30 and any("TB_ATTENTION_MAX_BYTES ignored" in w for w in warnings)
+    s = settings.from_env({"TB_ATTENTION_MAX_BYTES": "512M"})
+    assert s.options.max_bytes == 512 << 20 and not s.warnings
+    s = settings.from_env({"TB_ATTENTION_MAX_BYTES": "lots"})
+    assert s.options.max_bytes == 16 << 30 and any("TB_ATTENTION_MAX_BYTES ignored" in w for w in s.warnings)
 
 
 # --- CLI: the table/markdown/compare reports printed kernel names raw, so a trace could send

@@ -10,7 +10,7 @@ import threading
 from conftest import sample_file, wait_for
 
 from tb_attention_plugin import progress
-from tb_attention_plugin.report import Options
+from tb_attention_plugin.options import Options
 from tb_attention_plugin.server.worker import WorkerProcess
 from tb_attention_plugin.trace import reader
 
@@ -66,7 +66,8 @@ def test_a_loading_trace_reports_bytes_read_thread_mode(logdir, served, monkeypa
 FAKE_WORKER = r"""
 import os, pickle, struct, sys, time
 from tb_attention_plugin import progress
-rec = progress.from_env()
+from tb_attention_plugin.settings import PROGRESS_FD
+rec = progress.from_fd(os.environ.get(PROGRESS_FD))
 inp = sys.stdin.buffer
 (n,) = struct.unpack("<Q", inp.read(8))
 args = pickle.loads(inp.read(n))
@@ -118,12 +119,12 @@ def test_real_worker_writes_the_shared_record(tmp_path):
     path = sample_file("gpt4l_sdpa_train")
     w = WorkerProcess()
     try:
-        out = w.run((path, Options(), 1 << 34, None, False))
+        out = w.run((path, Options(max_bytes=1 << 34), None, False))
         assert out["status"] == "ok"
         snap = w.progress.snapshot()        # what the child wrote, read in this process
         assert snap == {"stage": "indexing", "bytes_read": os.path.getsize(path),
                         "bytes_total": os.path.getsize(path), "fraction": 1.0, "basis": "compressed"}
-        assert w.run((path, Options(), 1 << 34, None, False))["status"] == "ok"   # the same record again
+        assert w.run((path, Options(max_bytes=1 << 34), None, False))["status"] == "ok"   # the same record again
         assert w.progress.snapshot()["stage"] == "indexing"
     finally:
         w.close(kill=True)

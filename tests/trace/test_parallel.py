@@ -22,8 +22,8 @@ parallel.MIN_PARALLEL_BYTES = 0
 reader.CHUNK_TARGET = 4096            # many chunks: both processes get work
 parallel.SEGMENT_BYTES = 8192         # many segments (plain files are read in segments)
 parallel.MAX_SEGMENTS = 64
-path, mode = sys.argv[1], sys.argv[2]
-tr = load_trace(path)
+path, mode, jobs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+tr = load_trace(path, jobs=jobs)
 rep = json.loads(to_json(analyze_trace(tr)))
 rep.pop("path"); rep.pop("trace")
 print(json.dumps({"parallel": tr.stats.get("parallel"), "truncated": tr.stats.get("truncated"),
@@ -32,8 +32,8 @@ print(json.dumps({"parallel": tr.stats.get("parallel"), "truncated": tr.stats.ge
 
 
 def run(path, jobs, mode="full"):
-    env = dict(os.environ, TB_ATTENTION_JOBS=str(jobs), PYTHONPATH=ROOT)
-    r = subprocess.run([sys.executable, "-c", SCRIPT, str(path), mode], capture_output=True, text=True,
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    r = subprocess.run([sys.executable, "-c", SCRIPT, str(path), mode, str(jobs)], capture_output=True, text=True,
                        env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout)
@@ -109,11 +109,16 @@ def test_gzip_files_use_the_chunk_reader(tmp_path):
     assert par["parallel"] is True and par["report"] == ser["report"]
 
 
-def test_bad_min_bytes_setting_keeps_the_default():
-    env = dict(os.environ, TB_ATTENTION_PARALLEL_MIN_BYTES="lots", PYTHONPATH=ROOT)
-    r = subprocess.run([sys.executable, "-c", "from tb_attention_plugin.trace import parallel as p; "
-                        "print(p.MIN_PARALLEL_BYTES)"], capture_output=True, text=True, env=env, timeout=60)
-    assert r.returncode == 0 and int(r.stdout) == 48 << 20
+def test_min_bytes_decides_and_none_means_the_default(tmp_path, monkeypatch):
+    from tb_attention_plugin.trace import parallel
+    monkeypatch.setattr(parallel, "_only_fork_safe_threads", lambda: True)   # other tests' threads
+    p = tmp_path / "t.json"
+    p.write_bytes(b"[" + b" " * 1000 + b"]")
+    assert parallel.suitable(str(p), jobs=2, min_bytes=0)
+    assert parallel.suitable(str(p), jobs=2, min_bytes=1002)
+    assert not parallel.suitable(str(p), jobs=2, min_bytes=1003)
+    assert not parallel.suitable(str(p), jobs=1, min_bytes=0)
+    assert not parallel.suitable(str(p), jobs=2) and parallel.MIN_PARALLEL_BYTES == 48 << 20
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes")

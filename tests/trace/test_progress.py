@@ -129,10 +129,10 @@ def test_unreadable_record_is_none():
     assert rec.snapshot() is None
 
 
-def test_from_env():
-    assert progress.from_env({}) is None
-    assert progress.from_env({progress.ENV_FD: "not a number"}) is None
-    assert progress.from_env({progress.ENV_FD: "987654"}) is None      # no such descriptor
+def test_from_fd():
+    assert progress.from_fd(None) is None and progress.from_fd("") is None
+    assert progress.from_fd("not a number") is None
+    assert progress.from_fd("987654") is None      # no such descriptor
 
 
 SCRIPT = r"""
@@ -147,15 +147,15 @@ parallel.MAX_SEGMENTS = 64
 progress.REPORT_BYTES = 4096
 rec = progress.Progress.anonymous()
 with progress.active(rec):
-    tr = load_trace(sys.argv[1])
+    tr = load_trace(sys.argv[1], jobs=int(sys.argv[2]))
 print(json.dumps({"parallel": tr.stats.get("parallel"), "snapshot": rec.snapshot(),
                   "by_process": rec.by_process()}))
 """
 
 
 def _run(path, jobs=2):
-    env = dict(os.environ, TB_ATTENTION_JOBS=str(jobs), PYTHONPATH=ROOT)
-    r = subprocess.run([sys.executable, "-c", SCRIPT, str(path)], capture_output=True, text=True,
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    r = subprocess.run([sys.executable, "-c", SCRIPT, str(path), str(jobs)], capture_output=True, text=True,
                        env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout)
