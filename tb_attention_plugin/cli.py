@@ -112,7 +112,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 def _one_line(text: str) -> str:
     """One line of plain text: whitespace collapsed, other control characters (terminal escapes)
     and bytes that are not UTF-8 shown escaped."""
-    from .analyze import shown_path
+    from .trace.files import shown_path
     text = " ".join(shown_path(str(text)).split())
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
@@ -130,12 +130,12 @@ def _printable(text: str) -> str:
 def _shown(path: str) -> str:
     """A file name in an error line: every control character escaped (a newline in a name must
     not start a second line), bytes that are not UTF-8 as ``\\xff``."""
-    from .analyze import shown_path
+    from .trace.files import shown_path
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], shown_path(str(path)))
 
 
 def _files(paths: list[str]) -> list[str]:
-    from .analyze import expand_paths
+    from .trace.files import expand_paths
     return [f for f, _ in expand_paths(paths)]
 
 
@@ -156,8 +156,8 @@ def _reports(a, paths: list[str]) -> tuple[list[dict], list[dict]]:
 def _analyze_json(a, out) -> list[dict]:
     """Write the JSON envelope trace by trace; returns the error entries. A trace whose JSON is
     in the cache is copied from it without analysing anything."""
-    from .analyze import shown_path
     from .jsonout import envelope_head, iter_trace_body, trace_json_head
+    from .trace.files import shown_path
     s = _settings(a)
     opt, cache = s.options, _cache(s)
     files = _files(a.paths)

@@ -615,7 +615,3 @@ def error_entry(path: str, message: str) -> dict:
 
 def envelope(traces: list[dict]) -> dict:
     return {"schema": SCHEMA_VERSION, "tool": {"name": "tb-attention", "version": __version__}, "traces": traces}
-
-
-# JSON writing lives in jsonout.py (no numpy import: a cache hit prints without it).
-from .jsonout import iter_json, iter_trace_body, to_json  # noqa: E402,F401

@@ -276,7 +276,7 @@ VALIDATION = os.path.join(ROOT, "sample_traces", "validation")
     ("sdpa_math_fwdbwd_causal", {"sdpa_math_backend"}),
 ])
 def test_h200_validation_traces(run, expected):
-    from tb_attention_plugin.analyze import expand_paths
+    from tb_attention_plugin.trace.files import expand_paths
     d = os.path.join(VALIDATION, run)
     if not os.path.isdir(d):
         pytest.skip(f"sample_traces/validation/{run} is not in this checkout")

@@ -190,7 +190,7 @@ def _validation_pair():
 
 
 def _one(d):
-    from tb_attention_plugin.analyze import expand_paths
+    from tb_attention_plugin.trace.files import expand_paths
     files = [f for f, _ in expand_paths([d])]
     assert len(files) == 1, files
     return analyze_path(files[0])

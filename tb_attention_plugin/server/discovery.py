@@ -20,7 +20,7 @@ import stat as _stat
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from ..analyze import looks_like_trace
+from ..trace.files import looks_like_trace
 from ..roofline.ncu import is_sidecar_name
 
 PT_TRACE = re.compile(r"^(?P<worker>.+?)(?:\.(?P<span>\d+))?\.pt\.trace\.json(?:\.gz)?$")

@@ -128,10 +128,3 @@ def parse_args(sig: Signature) -> list[Arg]:
         out.append(Arg(shape=shape, dtype=dt[0], itemsize=dt[1], strides=_ints(s), value=v))
     return out
 
-
-def tensor_list_dtype(args: list[Arg], types_raw: list[object]) -> Optional[tuple[str, int]]:
-    """A tensor list records no element type; borrow the first typed tensor's, if any."""
-    for a in args:
-        if a.is_tensor and a.dtype is not None:
-            return a.dtype, a.itemsize
-    return None

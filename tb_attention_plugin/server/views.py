@@ -1,0 +1,144 @@
+"""The answers of the data routes, as pure functions of an analysed trace (a loader
+:class:`~.loader.Snapshot`) and the already-validated parameters. plugin.py parses a request,
+finds the trace (:mod:`.selection`) and returns what these build."""
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Iterator, Optional
+
+from .discovery import FileInfo, still_inside
+from .index import BOUNDS, SORT_KEYS, KernelQuery, facets, find_kernel, query_kernels, roofline
+from .loader import Snapshot
+from .params import HttpError, choice_param, int_param, list_param, not_found, text_param
+from .selection import Pending, Selection
+
+PHASES = ("qkv_proj", "qk_matmul", "scale", "mask", "softmax", "dropout", "pv_matmul", "out_proj",
+          "fused_attention", "rotary", "layout", "other", "none")
+_DESCENDING = ("dur_us", "flops", "bytes", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s",
+               "compute_util", "memory_util", "occupancy_pct")
+SCOPES = ("attention", "all", "other")
+
+
+def _summary(snap: Snapshot) -> dict[str, Any]:
+    return snap.summary or {}
+
+
+def summary(snap: Snapshot, sel: Selection) -> dict[str, Any]:
+    return {"state": "ready", "selection": sel.echo, "seconds": snap.seconds, "summary": snap.summary}
+
+
+def phases(snap: Snapshot, sel: Selection) -> dict[str, Any]:
+    """Phase rows, and per direction their total and stacked parts."""
+    s = _summary(snap)
+    by_dir: dict[str, dict[str, Any]] = {}
+    for p in s.get("phases") or []:
+        d = by_dir.setdefault(p["direction"], {"direction": p["direction"], "time_us": 0.0, "phases": []})
+        d["time_us"] = round(d["time_us"] + (p.get("time_us") or 0.0), 3)
+        d["phases"].append({"phase": p["phase"], "label": p["label"], "time_us": p.get("time_us")})
+    return {"state": "ready", "selection": sel.echo, "phases": s.get("phases") or [],
+            "directions": [by_dir[k] for k in ("forward", "backward") if k in by_dir],
+            "attention_time_us": s.get("attention_time_us"), "thresholds": s.get("thresholds")}
+
+
+def kernel_query(args: Any) -> KernelQuery:
+    """The ``/kernels`` parameters (400 on a bad one), validated before any waiting."""
+    sort = choice_param(args, "sort", SORT_KEYS, "dur_us")
+    order = choice_param(args, "order", ("asc", "desc"), None)
+    return KernelQuery(
+        offset=int_param(args, "offset", 0, 0, 1 << 40),
+        limit=int_param(args, "limit", 50, 1, 1000),
+        sort=sort,
+        descending=(order == "desc") if order else sort in _DESCENDING,
+        phase=list_param(args, "phase", PHASES),
+        direction=choice_param(args, "direction", ("forward", "backward")),
+        bound=list_param(args, "bound", BOUNDS),
+        kind=choice_param(args, "kind", ("kernel", "memcpy", "memset")),
+        scope=choice_param(args, "scope", SCOPES, "attention"),
+        q=text_param(args, "q", max_len=4096),    # a whole C++ kernel name (the timeline and roofline search by it)
+    )
+
+
+def _loaded(snap: Snapshot) -> Any:
+    assert snap.loaded is not None, "fetched with need_index=True"
+    return snap.loaded
+
+
+def kernels(snap: Snapshot, sel: Selection, q: KernelQuery) -> dict[str, Any]:
+    t = _loaded(snap).kernels
+    out = query_kernels(t, q)
+    out.update({"state": "ready", "selection": sel.echo, "facets": facets(t)})
+    return out
+
+
+def kernel(snap: Snapshot, sel: Selection, kid: int) -> dict[str, Any]:
+    row = find_kernel(_loaded(snap).kernels, kid)
+    if row is None:
+        raise not_found(f"no kernel with id {kid}", param="id")
+    return {"state": "ready", "selection": sel.echo, "kernel": row}
+
+
+def roofline_points(snap: Snapshot, sel: Selection, scope: str, group: bool, limit: int) -> dict[str, Any]:
+    out = roofline(_loaded(snap), scope=scope, group=group, limit=limit)
+    out.update({"state": "ready", "selection": sel.echo})
+    return out
+
+
+def compare(base: tuple[Optional[Snapshot], Selection, Optional[Pending]],  # selection.fetch_state
+
+            new: tuple[Optional[Snapshot], Selection, Optional[Pending]]) -> tuple[dict[str, Any], int]:
+    """(body, status) of ``/compare``: the engine's comparison (compare.py, as ``tb-attention
+    compare`` computes it) once both sides are analysed; their states until then."""
+    (b, bsel, bpend), (n, nsel, npend) = base, new
+    echo = {"base": bsel.echo, "new": nsel.echo}
+    if b is None or n is None:
+        states = {"base": b.state if b else (bpend.state if bpend else "loading"),
+                  "new": n.state if n else (npend.state if npend else "loading")}
+        if "error" in states.values() or "incomplete" in states.values():
+            errs = {k: p.body.get("error") for k, p in (("base", bpend), ("new", npend)) if p is not None}
+            return {"state": "error", "states": states, "errors": errs, "selection": echo}, 200
+        return {"state": "loading", "states": states, "selection": echo}, 202
+    from ..compare import compare_reports           # the engine: imported when first used
+    out = compare_reports(dict(_summary(b), kernels=_loaded(b).kernels), dict(_summary(n), kernels=_loaded(n).kernels))
+    out.update({"state": "ready", "selection": echo})
+    return out, 200
+
+
+def memory(snap: Snapshot, sel: Selection) -> dict[str, Any]:
+    """The report's ``memory`` block (memory/; docs/report-schema.md)."""
+    s = _summary(snap)
+    return {"state": "ready", "selection": sel.echo, "memory": s.get("memory"),
+            "attention_time_us": s.get("attention_time_us"), "steps": s.get("steps") or [], "step": s.get("step")}
+
+
+def report_download(snap: Snapshot, sel: Selection) -> tuple[Iterator[bytes], str]:
+    """(streamed JSON envelope, file name) of the full report, as the CLI writes it."""
+    from ..jsonout import iter_json
+    data = iter_json({"traces": [_loaded(snap).report()]})
+    base = re.sub(r"[^A-Za-z0-9._-]+", "_", sel.echo["file"])[:120] or "trace"
+    if sel.step:
+        base += "." + re.sub(r"[^A-Za-z0-9]+", "", sel.step)
+    return data, f"{base}.report.json"
+
+
+def annotated_download(info: FileInfo, snap: Snapshot, logdir: str, max_bytes: int) -> tuple[Iterator[bytes], str, bool]:
+    """(body, file name, gzip) of the trace with attention phases as timeline tracks
+    (annotate.py). The only answer that reads a trace at request time: the file (or a directory
+    above it) may have been swapped for a symlink out of the logdir since the last scan."""
+    from ..annotate import AnnotateError, annotated_name, build_events, kernel_rows, locate, splice
+    if not still_inside(info, logdir):
+        raise not_found("no such trace file")
+    try:
+        st = os.stat(info.abspath)
+    except OSError:
+        raise not_found("the trace file is gone") from None
+    if (st.st_size, st.st_mtime_ns) != (info.size, info.mtime_ns):
+        raise HttpError(409, "the trace changed since it was analysed; try again in a few seconds")
+    try:
+        close_at, entries, pids = locate(info.abspath, max_bytes)
+    except AnnotateError as e:
+        raise HttpError(409, f"cannot annotate this trace: {e}") from None
+    events, _ = build_events(kernel_rows(_loaded(snap).report()), pids)
+    gz = info.name.endswith(".gz")
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", annotated_name(info.name))[:160] or "trace.attention.json"
+    return splice(info.abspath, close_at, entries, events, gz, max_bytes), name, gz
