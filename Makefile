@@ -9,7 +9,7 @@ PORT ?= 6006
 HOST ?= localhost
 LOGDIR ?= sample_traces
 
-.PHONY: install dev browser frontend frontend-check test test-fast demo bench clean
+.PHONY: install dev browser frontend frontend-check lint test test-fast demo bench clean
 
 $(VENV)/.installed: setup.py requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,7 +35,15 @@ frontend-check: frontend
 	    echo "error: tb_attention_plugin/static is stale: run 'make frontend' and commit it" >&2; \
 	    git --no-pager diff --stat -- tb_attention_plugin/static >&2; exit 1; }; fi
 
-test: install browser frontend-check
+# The code's own rules: ruff (rules in pyproject.toml), mypy (strict on trace/, roofline/,
+# attention/) and tsc on the dashboard (frontend/tsconfig.json). `ruff format --check .` joins
+# them once the tree has been formatted in a commit of its own.
+lint: install frontend
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+	@if [ -f frontend/package.json ]; then cd frontend && npm run -s typecheck; fi
+
+test: install browser frontend-check lint
 	$(PY) -m pytest -q tests
 
 test-fast: install

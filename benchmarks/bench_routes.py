@@ -557,7 +557,7 @@ def measure_routes(c: Client, plan: list, requests: int, warmup: int, budget_s: 
     unmeasured rounds). A route whose measured time passes ``budget_s`` stops once it has
     ``min_requests`` samples."""
     res = [{"route": lab, "what": what, "path": path, "lat": [], "bytes": 0, "bad": []} for lab, what, path in plan]
-    for w in range(warmup):
+    for _ in range(warmup):
         for r in res:
             st, body, dt = c.get(r["path"])
             r.setdefault("warmup_ms", []).append(_ms(dt))
@@ -734,7 +734,7 @@ def build_report(info: dict, trace: dict, passes: dict, downloads: list, command
     serving = su["plugin_s"] < su[f"{BIG}_ready_s"]
     saw_pending = any(p["status"] == 202 for p in su["pending_answers"])
     lines += ["", "| target (issue) | measured | |", "|---|---|---|",
-              f"| every dashboard route p95 ≤ 100 ms on a loaded run of ~1M events | "
+              "| every dashboard route p95 ≤ 100 ms on a loaded run of ~1M events | "
               + (f"{len(rows) - len(fails)}/{len(rows)} routes; worst p95 "
                  f"{fmt_ms(max(r['p95_ms'] or 0 for r in rows))} ms (`{max(rows, key=lambda r: r['p95_ms'] or 0)['route']}`: "
                  f"{max(rows, key=lambda r: r['p95_ms'] or 0)['what']}); all requests p95 {fmt_ms(o['p95_ms'])} ms")

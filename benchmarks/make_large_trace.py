@@ -48,7 +48,8 @@ import os
 import re
 import sys
 import time
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any, Optional
 
 try:
     import orjson

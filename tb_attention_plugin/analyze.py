@@ -105,7 +105,8 @@ def analyze_path(path: str, options: Optional[Options] = None, cache: Optional[R
     if _stat.S_ISDIR(st.st_mode):
         return error_entry(shown, "is a directory, not a trace file")
     if not _stat.S_ISREG(st.st_mode):        # opening a named pipe would block forever
-        kind = "a named pipe" if _stat.S_ISFIFO(st.st_mode) else "a socket" if _stat.S_ISSOCK(st.st_mode) else "a device"
+        kind = ("a named pipe" if _stat.S_ISFIFO(st.st_mode) else
+                "a socket" if _stat.S_ISSOCK(st.st_mode) else "a device")
         return error_entry(shown, f"not a regular file ({kind})")
     key = None
     if cache is not None:

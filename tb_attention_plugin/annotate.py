@@ -24,13 +24,16 @@ from __future__ import annotations
 
 import os
 import secrets
+import types
 import zlib
-from typing import Callable, Iterable, Iterator, Optional
+from collections.abc import Iterable, Iterator
+from typing import Any, Callable, Optional
 
 from .attention.patterns import CORE_PHASES, PHASE_LABELS
 from .jsonout import to_json
 from .trace.reader import DEFAULT_MAX_BYTES, ByteSource, TraceParser, TraceReadError, TraceTruncated
 
+_deflate_lib: types.ModuleType
 try:  # ISA-L deflates several times faster than zlib at its low levels; same gzip format
     from isal import isal_zlib as _deflate_lib
     _LEVEL = 2
@@ -160,7 +163,7 @@ def build_events(rows: Iterable[dict], used_pids: Iterable = (), per_kernel: boo
         streams.setdefault((r["device"], r["stream"]), []).append({k: r.get(k) for k in _ROW_FIELDS})
     used = {p for p in used_pids if isinstance(p, int)}
     devices = sorted({d for d, _ in streams if d is not None}, key=lambda d: (not isinstance(d, int), d))
-    pid_of = {}
+    pid_of: dict[Any, int] = {}
     for d in devices:
         pid = PID_BASE + (d if isinstance(d, int) else 0)
         while pid in used or pid in pid_of.values():

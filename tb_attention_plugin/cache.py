@@ -1,24 +1,26 @@
 """On-disk cache of analysis reports, so that reopening a big trace is instant.
 
 Entries live in the directory the edges give (settings.py: ``$TB_ATTENTION_CACHE_DIR``, default
-``$XDG_CACHE_HOME/tb-attention`` or ``~/.cache/tb-attention``), never next to the user's traces. The key covers the file's absolute
-path, size and mtime, the analysis options and the engine version, so a changed file or a new
-release is analysed again. Entries are msgpack, zlib-compressed; the directory is pruned to
-``max_bytes`` (oldest first).
+``$XDG_CACHE_HOME/tb-attention`` or ``~/.cache/tb-attention``), never next to the user's traces.
+The key covers the file's absolute path, size and mtime, the analysis options and the engine
+version, so a changed file or a new release is analysed again. Entries are msgpack,
+zlib-compressed; the directory is pruned to ``max_bytes`` (oldest first).
 """
 from __future__ import annotations
 
 import hashlib
 import os
 import tempfile
+import types
 import zlib
-from typing import Optional
+from typing import Any, Optional
 
 import msgspec
 
 from . import __version__
 from .roofline.ncu import sidecar_signature
 
+_inflate_lib: types.ModuleType
 try:  # ISA-L inflates about 3x faster; same format as zlib
     from isal import isal_zlib as _inflate_lib
 except ImportError:  # pragma: no cover
@@ -80,7 +82,7 @@ class ReportCache:
     def put(self, key: str, report: dict) -> None:
         try:
             os.makedirs(self.dir, exist_ok=True)
-            kt = report.get("kernels")
+            kt: Any = report.get("kernels")
             if hasattr(kt, "to_state"):
                 report = dict(report, kernels=kt.to_state())
             blob = zlib.compress(self._enc.encode(report), 1)
@@ -116,7 +118,7 @@ class ReportCache:
                 yield d.decompress(block)
             yield d.flush()
 
-    def json_writer(self, key: str) -> "_JsonWriter":
+    def json_writer(self, key: str) -> _JsonWriter:
         return _JsonWriter(self, key)
 
     def _maybe_prune(self, nbytes: int) -> None:

@@ -143,7 +143,8 @@ def _reports(a, paths: list[str]) -> tuple[list[dict], list[dict]]:
     from .analyze import analyze_path
     s = _settings(a)
     opt, cache = s.options, _cache(s)
-    ok, bad = [], []
+    ok: list[dict] = []
+    bad: list[dict] = []
     files = _files(paths)
     if not files:
         bad.append({"path": ", ".join(paths), "status": "error", "error": "no trace files found"})
@@ -251,7 +252,7 @@ def cmd_annotate(a) -> int:
         st = annotate_file(a.trace, a.output, per_kernel=a.per_kernel, max_bytes=opt.max_bytes,
                            analyze=lambda p: analyze_path(p, opt, cache))
     except (AnnotateError, OSError) as e:
-        return _fail(f"error: {_shown(a.trace)}: {_one_line(getattr(e, 'strerror', None) or e)}")
+        return _fail(f"error: {_shown(a.trace)}: {_one_line(str(getattr(e, 'strerror', None) or e))}")
     print(f"wrote {a.output}: {st['phase_spans']} phase spans and {st['call_spans']} attention-call spans on "
           f"{st['tracks']} track(s), {st['original_entries']} original events kept")
     if not st["phase_spans"]:

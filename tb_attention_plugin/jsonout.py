@@ -6,7 +6,8 @@ these helpers without loading the analysis modules.
 """
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import msgspec
 
@@ -45,7 +46,7 @@ def trace_json_head(path: str) -> bytes:
 
 def iter_trace_body(t: dict) -> Iterator[bytes]:
     """One trace report as JSON, without its opening ``{"path":...,``."""
-    kt = t.get("kernels")
+    kt: Any = t.get("kernels")
     rest = {k: v for k, v in t.items() if k not in ("path", "kernels")}
     if not (hasattr(kt, "rows") and hasattr(kt, "columns")):
         if kt is not None:

@@ -30,7 +30,12 @@ from .server.static import static_response
 log = logging.getLogger("tb_attention_plugin")
 
 PLUGIN_NAME = "attention"
-Handler = Callable[[Request], Response]
+WsgiApp = Callable[..., Any]
+
+
+@wrappers.Request.application
+def _static(request: Request) -> Response:
+    return static_response(request.path)
 
 
 class AttentionPlugin(base_plugin.TBPlugin):
@@ -57,9 +62,9 @@ class AttentionPlugin(base_plugin.TBPlugin):
 
     def get_plugin_apps(self) -> dict[str, Any]:
         return {
-            "/index.js": self._static,
-            "/index.css": self._static,
-            "/static/*": self._static,
+            "/index.js": _static,
+            "/index.css": _static,
+            "/static/*": _static,
             "/runs": self._route(self._runs),
             "/status": self._route(self._status),
             "/summary": self._route(self._summary),
@@ -93,7 +98,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
 
     # ------------------------------------------------------------ plumbing
 
-    def _route(self, handler: Callable[[Request, Loader], Response]) -> Handler:
+    def _route(self, handler: Callable[[Request, Loader], Response]) -> WsgiApp:
         @wrappers.Request.application
         def app(request: Request) -> Response:
             if request.method not in ("GET", "HEAD"):
@@ -110,10 +115,6 @@ class AttentionPlugin(base_plugin.TBPlugin):
                 log.exception("tb-attention: %s failed", request.path)
                 return error_response(HttpError(500, "internal error (see the tensorboard log)"))
         return app
-
-    @wrappers.Request.application
-    def _static(self, request: Request) -> Response:
-        return static_response(request.path)
 
     # ------------------------------------------------------------ routes
 

@@ -20,8 +20,9 @@ import os
 import stat as _stat
 import struct
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator, Optional
+from typing import Optional
 
 STAGES = ("starting", "reading", "analysing", "memory", "advice", "indexing")
 REPORT_BYTES = 4 << 20            # a reader reports after about this many (decompressed) bytes
@@ -48,13 +49,13 @@ class Progress:
         self._gen = -1
 
     @classmethod
-    def anonymous(cls) -> "Progress":
+    def anonymous(cls) -> Progress:
         p = cls(mmap.mmap(-1, SIZE))          # MAP_SHARED: a forked child's writes are seen here
         p.reset()
         return p
 
     @classmethod
-    def on_fd(cls, fd: int) -> "Progress":
+    def on_fd(cls, fd: int) -> Progress:
         return cls(mmap.mmap(fd, SIZE))
 
     # -- the loader's side

@@ -20,10 +20,11 @@ import dataclasses
 import math
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Optional
 
-from .options import DEFAULT_MAX_BYTES, Options
+from .options import Options
 
 PROGRESS_FD = "TB_ATTENTION_PROGRESS_FD"   # internal: the progress record a worker process writes (progress.py)
 
@@ -112,7 +113,7 @@ def _regex(text: str) -> str:
 
 
 def _peaks(text: str) -> dict:
-    from .roofline.devices import load_user_peaks     # reads a JSON file when given one
+    from .roofline.devices import load_user_peaks  # reads a JSON file when given one
     try:
         return load_user_peaks(text)
     except OSError as e:

@@ -63,7 +63,7 @@ def sdpa_backward(t: SynthTrace, seq: int, b=4, h=16, sq=2048, d=64, dur=300.0, 
     dims = [q, q, q, q, q, [b, h, sq], [], [], [], [], [], [], [], []]
     types = [BF16] * 5 + ["float"] + ["", "", "Scalar", "Scalar", "Scalar", "Scalar", "", ""]
     conc = [""] * 8 + [str(sq), str(sq), "0.", _flag(causal), "", ""]
-    with t.op(f"autograd::engine::evaluate_function: ScaledDotProductFlashAttentionBackward0", tid=200, seq=seq):
+    with t.op("autograd::engine::evaluate_function: ScaledDotProductFlashAttentionBackward0", tid=200, seq=seq):
         with t.op("aten::_scaled_dot_product_flash_attention_backward", dims=dims, types=types, concrete=conc,
                   tid=200):
             t.kernel(FLASH_BWD_KERNEL, dur=dur, tid=200)

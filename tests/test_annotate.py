@@ -10,8 +10,15 @@ import pytest
 from helpers import sample
 from synth import SynthTrace, naive_attention
 from tb_attention_plugin.analyze import analyze_path
-from tb_attention_plugin.annotate import (CALL_CAT, PHASE_CAT, PID_BASE, AnnotateError, annotate_file,
-                                          annotated_name, locate)
+from tb_attention_plugin.annotate import (
+    CALL_CAT,
+    PHASE_CAT,
+    PID_BASE,
+    AnnotateError,
+    annotate_file,
+    annotated_name,
+    locate,
+)
 from tb_attention_plugin.cli import main
 
 

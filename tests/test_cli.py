@@ -3,8 +3,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from helpers import SAMPLES, sample
 from tb_attention_plugin.cli import main
 
@@ -32,7 +30,8 @@ def test_analyze_directory_json_contract(capsys):
     assert data["schema"] == 1 and len(data["traces"]) == n_files >= 8
     for t in data["traces"]:
         assert t["status"] == "ok"
-        for key in ("path", "device", "gpu_time_us", "attention_time_us", "attention_share", "phases", "kernels", "warnings"):
+        for key in ("path", "device", "gpu_time_us", "attention_time_us", "attention_share", "phases", "kernels",
+                    "warnings"):
             assert key in t
         for k in t["kernels"][:5]:
             for key in ("name", "ts", "dur_us", "stream", "attention", "phase", "direction", "op", "module", "flops",
@@ -68,7 +67,7 @@ def test_bad_inputs_exit_2_with_one_line_each_and_good_ones_still_reported(tmp_p
                           sample("seed_mha"), "-f", "json"], capsys)
     assert code == 2
     lines = err.strip().splitlines()
-    assert len(lines) == 3 and all(l.startswith("error: ") for l in lines)
+    assert len(lines) == 3 and all(line.startswith("error: ") for line in lines)
     assert f"error: {bad}: " in err and "Traceback" not in err
     data = json.loads(out)
     assert [t["status"] for t in data["traces"]].count("ok") == 1

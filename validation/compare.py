@@ -24,11 +24,10 @@ import csv
 import glob
 import gzip
 import json
-import math
 import os
 import statistics
 import sys
-from collections import Counter, defaultdict
+from collections import Counter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

@@ -12,8 +12,20 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 from tb_attention_plugin.roofline.ncu import (  # noqa: E402,F401
-    IDENTITY_COLUMNS, INT_IDENTITY_COLUMNS, NcuTable, is_marker, is_raw_page, kernels, nvtx_column, parse, read,
-    short_name, sniff, split_by_marker, to_number, unit_scale,
+    IDENTITY_COLUMNS,
+    INT_IDENTITY_COLUMNS,
+    NcuTable,
+    is_marker,
+    is_raw_page,
+    kernels,
+    nvtx_column,
+    parse,
+    read,
+    short_name,
+    sniff,
+    split_by_marker,
+    to_number,
+    unit_scale,
 )
 
 if __name__ == "__main__":  # pragma: no cover

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Optional
 
 import torch
 import torch.nn as nn
@@ -28,10 +28,10 @@ DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 class Workload:
     name: str
     step: Callable[[], Any]
-    meta: Dict[str, Any]
+    meta: dict[str, Any]
     profile_memory: bool = False
     # objects kept alive for the lifetime of the workload (modules, tensors)
-    keep: List[Any] = field(default_factory=list)
+    keep: list[Any] = field(default_factory=list)
 
 
 @dataclass
@@ -39,7 +39,7 @@ class Spec:
     name: str
     family: str
     builder: Callable[..., Workload]
-    kwargs: Dict[str, Any]
+    kwargs: dict[str, Any]
     description: str
     needs_cuda: bool = False
     profile_memory: bool = False
@@ -194,7 +194,7 @@ def _rand(shape, dtype, device, requires_grad=False):
 
 def _fwd_bwd(module_out_fn, params_holder=None):
     """Wrap a forward into forward+backward with a fixed upstream gradient."""
-    state: Dict[str, Any] = {}
+    state: dict[str, Any] = {}
 
     def step():
         out = module_out_fn()
@@ -440,8 +440,8 @@ def build_mem(device, small, *, impl, S, B=2, H=16, D=64, dtype="bf16"):
 # ---------------------------------------------------------------------------
 
 
-def _specs() -> List[Spec]:
-    s: List[Spec] = []
+def _specs() -> list[Spec]:
+    s: list[Spec] = []
 
     def add(name, family, builder, desc, prio, needs_cuda=False, profile_memory=False, **kw):
         s.append(Spec(name, family, builder, kw, desc, needs_cuda=needs_cuda, profile_memory=profile_memory,
@@ -536,8 +536,8 @@ def _specs() -> List[Spec]:
     return s
 
 
-SPECS: Dict[str, Spec] = {sp.name: sp for sp in _specs()}
-FAMILIES: List[str] = ["sdpa", "naive", "decode", "mha", "memory", "compile", "hf", "modern"]
+SPECS: dict[str, Spec] = {sp.name: sp for sp in _specs()}
+FAMILIES: list[str] = ["sdpa", "naive", "decode", "mha", "memory", "compile", "hf", "modern"]
 
 
 def build(name: str, device: str = "cuda", small: bool = False) -> Workload:
@@ -553,7 +553,7 @@ def build(name: str, device: str = "cuda", small: bool = False) -> Workload:
     return wl
 
 
-def names(family: Optional[str] = None) -> List[str]:
+def names(family: Optional[str] = None) -> list[str]:
     return [n for n, sp in SPECS.items() if family is None or sp.family == family]
 
 

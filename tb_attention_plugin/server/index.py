@@ -8,7 +8,7 @@ few milliseconds and the memory is about the size of the msgpack encoding.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional, Union
 
 import msgspec
 import numpy as np
@@ -76,7 +76,7 @@ class _EngineRows:
 @dataclass
 class KernelTable:
     n: int
-    store: object                            # _PackedRows | _EngineRows
+    store: Union[_PackedRows, _EngineRows]
     num: dict                                # name -> float64 array
     cat: dict                                # name -> int16 codes (-1 = null)
     cat_values: dict                         # name -> list of values (code -> value)
@@ -188,7 +188,7 @@ def _from_coded(codes: np.ndarray, vocab: list, null_code: bool) -> tuple[np.nda
     """Recode so that None is -1 (categorical) or "" (text), other values keep their order."""
     vocab = list(vocab)
     remap = np.arange(len(vocab), dtype=np.int64)
-    values = []
+    values: list[Any] = []
     for i, v in enumerate(vocab):
         if v is None and null_code:
             remap[i] = -1
@@ -207,7 +207,7 @@ def build(report: dict) -> Loaded:
     if kt is None:
         kt = []
     engine = hasattr(kt, "columns") and hasattr(kt, "rows")
-    rows = None if engine else list(kt)
+    rows: list[Any] = [] if engine else list(kt)
     n = len(kt)
 
     def column(name: str):
@@ -418,8 +418,8 @@ def roofline(loaded: Loaded, scope: str = "attention", group: bool = True, limit
         truncated = len(uniq) - shown
     else:
         order = idx[np.argsort(-dur[idx], kind="stable")]
-        shown = order[:limit]
-        for i, r in zip(shown.tolist(), _point_rows(t, shown)):
+        shown_rows = order[:limit]
+        for i, r in zip(shown_rows.tolist(), _point_rows(t, shown_rows)):
             points.append(_point(r, 1, float(dur[i]), float(fl[i]), float(by[i]), device))
         truncated = max(0, len(idx) - limit)
     peaks = device.get("peaks") or {}
@@ -432,8 +432,10 @@ def roofline(loaded: Loaded, scope: str = "attention", group: bool = True, limit
         "roofs": roofs,
         "all_compute_roofs": {k: v for k, v in flops_roofs.items() if v},
         "grouped": bool(group), "scope": scope, "points": points,
-        "omitted": {"unknown_cost": int(unknown.sum()), "unknown_cost_time_us": round(float(np.nansum(dur[unknown])), 3),
-                    "zero_flops": int(zero_flops.sum()), "zero_flops_time_us": round(float(np.nansum(dur[zero_flops])), 3),
+        "omitted": {"unknown_cost": int(unknown.sum()),
+                    "unknown_cost_time_us": round(float(np.nansum(dur[unknown])), 3),
+                    "zero_flops": int(zero_flops.sum()),
+                    "zero_flops_time_us": round(float(np.nansum(dur[zero_flops])), 3),
                     "over_limit": int(truncated)},
         "thresholds": loaded.summary.get("thresholds"),
     }

@@ -6,7 +6,7 @@ imports only this package). It never raises for bad input: errors come back as v
 from __future__ import annotations
 
 import time
-from typing import Optional
+from typing import Any, Optional
 
 from .. import progress
 from ..cache import ReportCache
@@ -21,7 +21,8 @@ def is_truncation(result: dict) -> bool:
     if result.get("status") == "error":
         msg = result.get("error") or ""
         return any(s in msg for s in TRUNCATION_ERRORS)
-    warnings = ((result.get("loaded").summary.get("warnings") if result.get("loaded") else None) or [])
+    loaded: Any = result.get("loaded")
+    warnings = (loaded.summary.get("warnings") if loaded else None) or []
     return any(str(w).startswith(TRUNCATION_WARNING) for w in warnings)
 
 
@@ -38,6 +39,7 @@ def analyze_job(path: str, options: Optional[Options] = None, cache_dir: Optiona
         report = {"status": "error", "error": "out of memory while analysing"}
     except Exception as e:  # an engine bug must not take the server down: report it per file
         report = {"status": "error", "error": f"internal error while analysing: {type(e).__name__}: {e}"}
+    out: dict[str, Any]
     if report.get("status") != "ok":
         out = {"status": "error", "error": " ".join(str(report.get("error") or "unknown error").split())}
     else:

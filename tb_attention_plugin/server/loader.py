@@ -28,10 +28,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from ..progress import Progress
-from ..progress import active as progress_active
 from .. import settings
 from ..options import Options
+from ..progress import Progress
+from ..progress import active as progress_active
 from .discovery import FileInfo, Scanner, still_inside
 from .index import Loaded
 from .jobs import analyze_job
@@ -117,7 +117,7 @@ class Loader:
         self._entries: dict[tuple, Entry] = {}
         self._queue: list = []
         self._seq = itertools.count()
-        self._lru: "OrderedDict[tuple, int]" = OrderedDict()
+        self._lru: OrderedDict[tuple, int] = OrderedDict()
         self._lru_bytes = 0
         self._stop = threading.Event()
         self._wake_poller = threading.Event()
@@ -353,6 +353,7 @@ class Loader:
         self._changed.notify_all()
 
     def _remember(self, e: Entry) -> None:
+        assert e.loaded is not None
         n = e.loaded.nbytes()
         old = self._lru.pop(e.key, None)
         if old is not None:

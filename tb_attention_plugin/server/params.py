@@ -7,7 +7,8 @@ refused with 400 before the lookup, so that probes get a clear answer.
 from __future__ import annotations
 
 import re
-from typing import Iterable, Iterator, Optional
+from collections.abc import Iterable, Iterator
+from typing import Optional
 from urllib.parse import unquote
 
 from werkzeug.wrappers import Response

@@ -154,7 +154,8 @@ def runs_listing(loader: Loader) -> dict[str, Any]:
     """The ``/runs`` answer: every run with its files, workers and spans, and the loader's counts."""
     out = []
     for run, files in sorted(run_table(loader).items()):
-        rows, workers = [], {}
+        rows: list[dict[str, Any]] = []
+        workers: dict[str, list[FileInfo]] = {}
         for _name, (info, snap) in sorted(files.items()):
             rows.append(file_json(info, snap))
             workers.setdefault(info.worker, []).append(info)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any, Optional
 
 from .discovery import FileInfo, still_inside
 from .index import BOUNDS, SORT_KEYS, KernelQuery, facets, find_kernel, query_kernels, roofline
@@ -43,7 +44,7 @@ def phases(snap: Snapshot, sel: Selection) -> dict[str, Any]:
 
 def kernel_query(args: Any) -> KernelQuery:
     """The ``/kernels`` parameters (400 on a bad one), validated before any waiting."""
-    sort = choice_param(args, "sort", SORT_KEYS, "dur_us")
+    sort = choice_param(args, "sort", SORT_KEYS, "dur_us") or "dur_us"
     order = choice_param(args, "order", ("asc", "desc"), None)
     return KernelQuery(
         offset=int_param(args, "offset", 0, 0, 1 << 40),
@@ -54,7 +55,7 @@ def kernel_query(args: Any) -> KernelQuery:
         direction=choice_param(args, "direction", ("forward", "backward")),
         bound=list_param(args, "bound", BOUNDS),
         kind=choice_param(args, "kind", ("kernel", "memcpy", "memset")),
-        scope=choice_param(args, "scope", SCOPES, "attention"),
+        scope=choice_param(args, "scope", SCOPES, "attention") or "attention",
         q=text_param(args, "q", max_len=4096),    # a whole C++ kernel name (the timeline and roofline search by it)
     )
 
@@ -98,7 +99,7 @@ def compare(base: tuple[Optional[Snapshot], Selection, Optional[Pending]],  # se
             errs = {k: p.body.get("error") for k, p in (("base", bpend), ("new", npend)) if p is not None}
             return {"state": "error", "states": states, "errors": errs, "selection": echo}, 200
         return {"state": "loading", "states": states, "selection": echo}, 202
-    from ..compare import compare_reports           # the engine: imported when first used
+    from ..compare import compare_reports  # the engine: imported when first used
     out = compare_reports(dict(_summary(b), kernels=_loaded(b).kernels), dict(_summary(n), kernels=_loaded(n).kernels))
     out.update({"state": "ready", "selection": echo})
     return out, 200
@@ -121,7 +122,8 @@ def report_download(snap: Snapshot, sel: Selection) -> tuple[Iterator[bytes], st
     return data, f"{base}.report.json"
 
 
-def annotated_download(info: FileInfo, snap: Snapshot, logdir: str, max_bytes: int) -> tuple[Iterator[bytes], str, bool]:
+def annotated_download(info: FileInfo, snap: Snapshot, logdir: str,
+                       max_bytes: int) -> tuple[Iterator[bytes], str, bool]:
     """(body, file name, gzip) of the trace with attention phases as timeline tracks
     (annotate.py). The only answer that reads a trace at request time: the file (or a directory
     above it) may have been swapped for a symlink out of the logdir since the last scan."""

@@ -82,6 +82,7 @@ class WorkerProcess:
                 self._jobs = 0
                 self._bytes = 0
             p = self._proc
+            assert p.stdin is not None and p.stdout is not None      # started with pipes
             self.progress.reset()
             blob = pickle.dumps(args, protocol=pickle.HIGHEST_PROTOCOL)
             try:
@@ -133,7 +134,8 @@ class WorkerProcess:
             pass
         for f in (p.stdin, p.stdout):
             try:
-                f.close()
+                if f is not None:
+                    f.close()
             except OSError:
                 pass
 
@@ -142,7 +144,8 @@ class WorkerProcess:
         if p is None:
             return
         try:
-            p.stdin.close()
+            if p.stdin is not None:
+                p.stdin.close()
             p.wait(timeout=5)
         except (OSError, subprocess.TimeoutExpired):
             try:
@@ -151,7 +154,8 @@ class WorkerProcess:
             except (OSError, subprocess.TimeoutExpired):
                 pass
         try:
-            p.stdout.close()
+            if p.stdout is not None:
+                p.stdout.close()
         except OSError:
             pass
 
@@ -211,7 +215,7 @@ def _exit_with_parent(poll_secs: float = 1.0) -> None:
                 os._exit(0)
 
     t = threading.Thread(target=watch, name="tb-attention-parent-watch", daemon=True)
-    t.fork_safe = True          # holds no lock: the parallel reader may still fork (parallel.py)
+    t.fork_safe = True  # type: ignore[attr-defined]  # holds no lock: the parallel reader may still fork (parallel.py)
     t.start()
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import stat as _stat
 import zlib
-from typing import Iterator
+from collections.abc import Iterator
 
 TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz", ".json", ".json.gz")
 

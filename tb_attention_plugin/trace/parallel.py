@@ -8,9 +8,9 @@ The child's per-chunk results come back through a pipe and are merged in file or
 result is the same :class:`~.records.Trace` the serial reader builds.
 
 Used by :func:`.records.load_trace` for big files when more than one CPU is available and the
-process has a single thread, or only threads marked fork_safe (forking a threaded process is unsafe). Anything unusual — a file
-written on one line, a chunk that does not decode, a child that fails — makes it give up and
-the caller reads the file serially.
+process has a single thread, or only threads marked fork_safe (forking a threaded process is
+unsafe). Anything unusual — a file written on one line, a chunk that does not decode, a child
+that fails — makes it give up and the caller reads the file serially.
 """
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ import math
 import os
 import re
 import stat as _stat
+import types
 import zlib
 from typing import Any, Callable, Optional
 
@@ -26,6 +27,7 @@ from .. import progress as _progress
 from ..formats import fmt_bytes as _fmt_bytes
 from .events import Args, Event
 
+_zlib: types.ModuleType
 try:  # ISA-L inflates about 3x faster than zlib; optional.
     from isal import isal_zlib as _zlib
 except ImportError:  # pragma: no cover - exercised where isal is absent

@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import re
 from array import array
-from operator import attrgetter
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Optional
 
 import msgspec
 import numpy as np
 
 from .. import progress as _progress
-from .events import NO_ARGS, Args, Event
+from .events import Event
 from .reader import DEFAULT_MAX_BYTES, TraceReadError, TraceTruncated, read_trace
 from .stacks import user_frame
 

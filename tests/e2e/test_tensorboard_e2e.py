@@ -22,6 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SAMPLES = os.path.join(ROOT, "sample_traces")
 ARTIFACTS = os.path.join(ROOT, "tests", "_artifacts")
 CHROMIUM = os.environ.get("TB_ATTENTION_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+META_SHOWS = "document.querySelector('#trace-meta') && document.querySelector('#trace-meta').textContent.includes('%s')"
 XSS = "<img src=x onerror=window.__xss=1>"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -171,14 +172,15 @@ def test_attention_tab_end_to_end(tensorboard, browser):
         frame.wait_for_selector("#summary", timeout=10000)
         summary = frame.text_content("#summary")
         assert "Attention time" in summary and "H200" in summary and "GPU busy time" in summary
-        frame.wait_for_selector('#phase-table tr[data-phase="fused_attention"][data-direction="forward"]', timeout=10000)
+        frame.wait_for_selector('#phase-table tr[data-phase="fused_attention"][data-direction="forward"]',
+                                timeout=10000)
         frame.wait_for_selector("#roofline-chart circle.pt", timeout=10000)
         frame.wait_for_selector("#kernel-table tbody tr", timeout=10000)
         _shot(page, "e2e_flash.png")
 
         # 4. another run through the selector: a training trace with forward and backward
         frame.select_option("#trace-run", "gpt")
-        frame.wait_for_function("document.querySelector('#trace-meta') && document.querySelector('#trace-meta').textContent.includes('gpt4l_sdpa_train')", timeout=15000)
+        frame.wait_for_function(META_SHOWS % "gpt4l_sdpa_train", timeout=15000)
         frame.wait_for_selector('#phase-table tr[data-direction="backward"]', timeout=10000)
         frame.wait_for_selector("#roofline-chart circle.pt", timeout=10000)
         assert frame.locator("#roofline-chart circle.pt").count() >= 3
@@ -218,7 +220,7 @@ def test_attention_tab_end_to_end(tensorboard, browser):
         frame = _plugin_frame(page)
         frame.wait_for_selector("#roofline-chart circle.pt", timeout=20000)   # the selection came back from the URL
         frame.select_option("#trace-run", "gpt")
-        frame.wait_for_function("document.querySelector('#trace-meta') && document.querySelector('#trace-meta').textContent.includes('gpt4l_sdpa_train')", timeout=15000)
+        frame.wait_for_function(META_SHOWS % "gpt4l_sdpa_train", timeout=15000)
         frame.wait_for_selector("#roofline-chart circle.pt", timeout=10000)
         _shot(page, "e2e_overview.png")
     finally:
@@ -247,7 +249,7 @@ def test_kernel_names_render_as_text(tensorboard, browser, tmp_path):
         frame.wait_for_selector("#trace-run", timeout=15000)
         frame.select_option("#trace-run", "xss")
         frame.wait_for_selector("#kernel-table tbody tr", timeout=15000)
-        frame.wait_for_function("document.querySelector('#trace-meta') && document.querySelector('#trace-meta').textContent.includes('xss')", timeout=15000)
+        frame.wait_for_function(META_SHOWS % "xss", timeout=15000)
         frame.wait_for_selector("#kernel-table tbody tr .kname", timeout=10000)
         assert XSS in frame.inner_text("#kernel-table")
         frame.wait_for_selector("#roofline-chart circle.pt", timeout=10000)

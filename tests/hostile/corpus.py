@@ -284,7 +284,7 @@ def build(outdir: str, tiny_traces: int = 2000, bombs: bool = True) -> list[Case
         return e
     put("xss_names", T, _dump(_events_with(data, xss)), "HTML/script in kernel, op and module names", "ok", None)
     html_run = "<b>run</b><script>alert(1)</script>"
-    put(html_run, f"<img src=x onerror=alert(1)>.1.pt.trace.json", good,
+    put(html_run, "<img src=x onerror=alert(1)>.1.pt.trace.json", good,
         "HTML in the run directory and worker names", "ok", None)
     put("newline_in_name", "evil\n\x1b[31mred\x1b[0m.1.pt.trace.json", b"",
         "a newline and a terminal escape in the file name (empty file)", "error", r"file is empty",
@@ -321,8 +321,8 @@ def build(outdir: str, tiny_traces: int = 2000, bombs: bool = True) -> list[Case
         write_bomb(p, b'{"traceEvents":[{"ph":"X","cat":"kernel","name":"', b"A" * (1 << 20), 2048,
                    b'","ts":1,"dur":1}]}')
         cases.append(Case("gzip_bomb_string", f"gzip_bomb_string/{T}.gz",
-                          "gzip bomb: one 2 GiB string in a 2 MB .gz", "error", r"larger than 64 MiB|exceeds the limit",
-                          "error"))
+                          "gzip bomb: one 2 GiB string in a 2 MB .gz", "error",
+                          r"larger than 64 MiB|exceeds the limit", "error"))
         ev = json.dumps({"ph": "X", "cat": "kernel", "name": "ampere_bf16_gemm", "pid": 0, "tid": 7, "ts": 1.0,
                          "dur": 2.0, "args": {"correlation": 1, "device": 0, "stream": 7}},
                         separators=(",", ":")).encode() + b","

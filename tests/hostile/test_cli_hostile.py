@@ -234,7 +234,7 @@ def test_annotate_on_every_corpus_file(corpus, tmp_path):
     with ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2))) as ex:
         results = list(ex.map(one, cases + [cases[0].__class__("missing", "no/such.pt.trace.json", "", "error",
                                                                   "No such file", "absent")]))
-    for c, (code, out, err, _) in results:
+    for c, (code, _out, err, _) in results:
         assert code in (0, 2), (c.name, code, err)
         assert "Traceback" not in err, (c.name, err)
         if code == 2:

@@ -13,7 +13,6 @@ import http.client
 import json
 import os
 import random
-import shutil
 import socket
 import subprocess
 import sys
@@ -145,7 +144,8 @@ def _requests(runs: list, rnd: random.Random) -> str:
     choices = [
         ("/runs", {}), ("/status", {}), ("/summary", {"run": run}), ("/phases", {"run": run}),
         ("/kernels", {"run": run, "scope": rnd.choice(["all", "attention", "other"]),
-                      "sort": rnd.choice(["dur_us", "name", "memory_util", "phase"]), "order": rnd.choice(["asc", "desc"]),
+                      "sort": rnd.choice(["dur_us", "name", "memory_util", "phase"]),
+                      "order": rnd.choice(["asc", "desc"]),
                       "offset": rnd.choice([0, 0, 50]), "limit": rnd.choice([10, 50, 200]),
                       "q": rnd.choice(["", "", "gemm", "soft", "<x>"])}),
         ("/kernel", {"run": run, "id": rnd.randrange(0, 40)}), ("/roofline", {"run": run, "group": rnd.choice([0, 1])}),
@@ -219,7 +219,8 @@ def test_every_route_under_load_while_traces_arrive(tensorboard):
     every = [x for xs in latencies.values() for x in xs]
     result = {
         "seconds": round(wall, 2), "threads": THREADS, "requests": len(every), "errors": len(errors),
-        "requests_per_second": round(len(every) / wall, 1), "statuses": {str(k): v for k, v in sorted(statuses.items())},
+        "requests_per_second": round(len(every) / wall, 1),
+        "statuses": {str(k): v for k, v in sorted(statuses.items())},
         "p50_ms": round(1000 * pct(every, 50), 1), "p95_ms": round(1000 * pct(every, 95), 1),
         "p99_ms": round(1000 * pct(every, 99), 1), "max_ms": round(1000 * max(every), 1),
         "p95_ms_200_only": round(1000 * pct(answered, 95), 1),

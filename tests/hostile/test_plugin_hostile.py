@@ -13,7 +13,6 @@ import time
 import pytest
 
 from conftest import harness
-
 from tb_attention_plugin.options import Options
 
 PREFIX = harness.PREFIX

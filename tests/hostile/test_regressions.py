@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from tb_attention_plugin.trace import reader
 from tb_attention_plugin import settings
 from tb_attention_plugin.settings import parse_size
+from tb_attention_plugin.trace import reader
 from tb_attention_plugin.trace.reader import TraceReadError, read_trace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -161,6 +161,7 @@ def test_an_unterminated_string_hits_the_value_cap(tmp_path, monkeypatch):
 # --- records: ts=1e300 overflowed the int64 nanosecond columns (RuntimeWarnings, garbage times)
 def test_times_out_of_range_are_dropped_with_a_warning(tmp_path):
     import warnings
+
     from tb_attention_plugin.trace.records import load_trace
     p = tmp_path / "t.json"
     evs = [dict(EV, ts=10.0 + i) for i in range(3)] + [dict(EV, ts=1e300, dur=1e300), dict(EV, ts=5.0, dur=1e25),

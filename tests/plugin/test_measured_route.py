@@ -43,8 +43,9 @@ def test_dropping_an_ncu_export_reanalyses_the_trace(logdir):
 
         # removing it goes back to the model
         os.remove(run / (TRACE + ".ncu.csv"))
-        wait_for(lambda: all(k["measured"] is None for k in
-                             s.get("/kernels", run="decode", scope="all", limit=100).json.get("rows") or [{"measured": 1}]),
+        wait_for(lambda: all(k["measured"] is None
+                             for k in s.get("/kernels", run="decode", scope="all", limit=100).json.get("rows")
+                             or [{"measured": 1}]),
                  what="the modelled re-analysis")
     finally:
         s.close()

@@ -7,6 +7,7 @@ import os
 import shutil
 
 import pytest
+
 from conftest import Served, put
 
 HERE = os.path.dirname(os.path.abspath(__file__))

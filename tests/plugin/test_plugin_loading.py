@@ -8,9 +8,7 @@ import shutil
 import sys
 import time
 
-import pytest
 from conftest import put, read_trace, sample_file, wait_for
-
 from tb_attention_plugin.analyze import analyze_path
 from tb_attention_plugin.server import index as I
 
@@ -206,7 +204,8 @@ def test_kernel_queries_on_100k_kernels():
         I.KernelQuery(), I.KernelQuery(scope="all"), I.KernelQuery(scope="all", sort="name", descending=False),
         I.KernelQuery(scope="all", sort="compute_util"), I.KernelQuery(phase=["fused_attention"], direction="backward"),
         I.KernelQuery(bound=["latency", "memory"], sort="memory_util"), I.KernelQuery(scope="all", q="nvjet"),
-        I.KernelQuery(scope="all", q="block_3/sdpa", sort="phase"), I.KernelQuery(scope="all", offset=90_000, limit=500),
+        I.KernelQuery(scope="all", q="block_3/sdpa", sort="phase"),
+        I.KernelQuery(scope="all", offset=90_000, limit=500),
         I.KernelQuery(scope="other", sort="module_path"),
     ]
     outs = [I.query_kernels(t, q) for q in queries]

@@ -5,8 +5,8 @@ import os
 import threading
 
 import pytest
-from conftest import PREFIX, XSS, Served, put, sample_file, xss_trace
 
+from conftest import PREFIX, XSS, Served, put, sample_file, xss_trace
 from tb_attention_plugin.analyze import analyze_path
 
 

@@ -8,7 +8,6 @@ import sys
 import threading
 
 from conftest import sample_file, wait_for
-
 from tb_attention_plugin import progress
 from tb_attention_plugin.options import Options
 from tb_attention_plugin.server.worker import WorkerProcess

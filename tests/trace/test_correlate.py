@@ -1,8 +1,8 @@
 import numpy as np
 
-from synth import BF16, SynthTrace, naive_attention
+from synth import SynthTrace, naive_attention
 from tb_attention_plugin.trace.correlate import link
-from tb_attention_plugin.trace.records import LAUNCH, OP, load_trace
+from tb_attention_plugin.trace.records import LAUNCH, load_trace
 
 
 def _name(tr, r):

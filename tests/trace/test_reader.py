@@ -137,7 +137,8 @@ def test_one_huge_string_is_refused(tmp_path, monkeypatch):
 
 def test_deep_nesting_does_not_crash(tmp_path):
     p = tmp_path / "t.json"
-    p.write_text('{"traceEvents": [' + json.dumps(EV) + ', {"ph": "X", "args": ' + "[" * 200_000 + "]" * 200_000 + "}]}")
+    deep = "[" * 200_000 + "]" * 200_000
+    p.write_text('{"traceEvents": [' + json.dumps(EV) + ', {"ph": "X", "args": ' + deep + "}]}")
     try:
         _, _, evs = _collect(p)
     except TraceReadError:

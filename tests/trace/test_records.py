@@ -2,9 +2,8 @@ import json
 
 import numpy as np
 
-from synth import BF16, SynthTrace, naive_attention
-from tb_attention_plugin.trace.records import (ANNOTATION, KERNEL, LAUNCH, MEMCPY, MODULE, OP, PYFUNC,
-                                               load_trace)
+from synth import SynthTrace, naive_attention
+from tb_attention_plugin.trace.records import KERNEL, LAUNCH, MEMCPY, MODULE, OP, PYFUNC, load_trace
 from tb_attention_plugin.trace.shapes import parse_args
 
 
