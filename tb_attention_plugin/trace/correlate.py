@@ -12,7 +12,9 @@ backward ops -> the forward op they differentiate.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -37,7 +39,7 @@ class Links:
     def children(self, r: int) -> np.ndarray:
         return self.child_index[self.child_start[r]:self.child_start[r + 1]]
 
-    def child_lists(self) -> tuple[list, list]:
+    def child_lists(self) -> tuple[list[Any], list[Any]]:
         """The CSR as Python lists (for tight Python loops over subtrees), built once."""
         cache = self.__dict__.get("_child_lists")
         if cache is None:
@@ -54,7 +56,7 @@ class Links:
             stack.extend(index[start[x]:start[x + 1]])
         return out
 
-    def ancestors(self, r: int):
+    def ancestors(self, r: int) -> Iterator[int]:
         """r's ancestors, innermost first."""
         p = self.parent[r]
         while p >= 0:
@@ -67,7 +69,7 @@ def nearest_marked_ancestor(parent: np.ndarray, marked: np.ndarray) -> np.ndarra
 
     Pointer jumping: every round, a node whose current candidate is not marked jumps to that
     candidate's candidate, so chains of any depth resolve in O(log depth) vectorised rounds."""
-    cand = parent.copy()
+    cand: np.ndarray = parent.copy()
     todo = np.flatnonzero(cand >= 0)
     todo = todo[~marked[cand[todo]]]
     while len(todo):
@@ -132,7 +134,7 @@ def _nest(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
     return parent, op_anc, broot, order
 
 
-def _children_csr(parent: np.ndarray, ts: np.ndarray):
+def _children_csr(parent: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     n = len(parent)
     order = np.lexsort((np.arange(n), ts, parent))
     sorted_parent = parent[order]
@@ -216,12 +218,13 @@ def _link_backward(trace: Trace, parent: np.ndarray, broot: np.ndarray) -> np.nd
     return fwd
 
 
-def take_or(values: np.ndarray, idx: np.ndarray, default=-1) -> np.ndarray:
+def take_or(values: np.ndarray, idx: np.ndarray, default: Any = -1) -> np.ndarray:
     """``values[idx]`` where ``idx >= 0``, else ``default``; also when ``values`` is empty (a trace
     with GPU kernels but no CPU events), where ``values[np.maximum(idx, 0)]`` would raise."""
     if len(values) == 0:
         return np.full(len(idx), default, dtype=np.result_type(values.dtype, np.asarray(default).dtype))
-    return np.where(idx >= 0, values[np.maximum(idx, 0)], default)
+    out: np.ndarray = np.where(idx >= 0, values[np.maximum(idx, 0)], default)
+    return out
 
 
 def _depth(parent: np.ndarray) -> np.ndarray:

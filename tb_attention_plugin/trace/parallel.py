@@ -30,6 +30,9 @@ from .. import progress as _progress
 from . import reader as _reader
 from .reader import ByteSource, TraceParser, TraceReadError, TraceTruncated, decode_events
 
+if TYPE_CHECKING:
+    from .records import TraceBuilder
+
 _WS = b" \t\r"
 # Files smaller than this are read serially: starting a process costs more than it saves
 # (settings.py: TB_ATTENTION_PARALLEL_MIN_BYTES, passed in as ``min_bytes``).
@@ -97,7 +100,7 @@ class RawChunkParser(TraceParser):
                     return a
             j = k
 
-    def _events(self, on_chunk) -> None:
+    def _events(self, on_chunk: Callable[[Any], None]) -> None:
         while True:
             c = self._peek()
             if c is None:
@@ -139,7 +142,7 @@ def _partial(chunk: bytes, make: Callable[[], Any]) -> tuple:
     return b.export(), stats
 
 
-def _send_all(results, produce) -> None:
+def _send_all(results: Connection, produce: Callable[[], Iterator[tuple[int, Any]]]) -> None:
     """In the child: send every ``(index, result)`` that ``produce()`` yields, then None; a
     failure is sent as ``("unsuited" | "error", message)`` and the parent reads serially."""
     try:
@@ -154,7 +157,7 @@ def _send_all(results, produce) -> None:
         results.close()
 
 
-def _start_receiver(res_r, store: dict, problem: list, name: str) -> threading.Thread:
+def _start_receiver(res_r: Connection, store: dict[int, Any], problem: list[str], name: str) -> threading.Thread:
     """In the parent: a thread that files the child's results into ``store`` by index as soon as
     they arrive (the child would otherwise wait on its send while the parent works) and notes a
     failure in ``problem``. It ends with the child's final None."""
@@ -188,7 +191,8 @@ def _child(jobs, results, make: Callable[[], Any]) -> None:
     _send_all(results, produce)
 
 
-def load_parallel(path: str, max_bytes: int, keep_python: str, builder) -> tuple[dict, dict, Optional[str]]:
+def load_parallel(path: str, max_bytes: int, keep_python: str,
+                  builder: TraceBuilder) -> tuple[dict[str, Any], dict[str, Any], Optional[str]]:
     """Fill ``builder`` (a fresh TraceBuilder) from ``path`` with two processes.
 
     Returns (metadata, reader stats, truncation message or None). Raises NotSuited when the
@@ -214,9 +218,9 @@ def load_parallel(path: str, max_bytes: int, keep_python: str, builder) -> tuple
     # Chunks go to the child from a thread: a 2 MB send blocks until the child has read it, and
     # the child reads only between chunks, so sending inline would make the parent wait for the
     # child's current chunk every other chunk.
-    outbox: queue.Queue = queue.Queue()
+    outbox: queue.Queue[Optional[tuple[int, bytes]]] = queue.Queue()
 
-    def send_jobs():
+    def send_jobs() -> None:
         try:
             while True:
                 item = outbox.get()
@@ -233,7 +237,7 @@ def load_parallel(path: str, max_bytes: int, keep_python: str, builder) -> tuple
     own: dict[int, Any] = {}
     count = [0]
     merged = [0]          # chunks [0, merged) are in the builder already
-    stats_acc: dict = {}
+    stats_acc: dict[str, int] = {}
 
     def merge_ready() -> None:
         # merge in file order as soon as possible, so partial results are not all held at once
@@ -300,7 +304,7 @@ def load_parallel(path: str, max_bytes: int, keep_python: str, builder) -> tuple
     return meta, stats, truncated
 
 
-def _stop(proc, jobs_w) -> None:
+def _stop(proc: BaseProcess, jobs_w: Connection) -> None:
     try:
         jobs_w.send(None)
     except OSError:
@@ -308,7 +312,7 @@ def _stop(proc, jobs_w) -> None:
     _reap(proc, 2)
 
 
-def _reap(proc, timeout: float) -> None:
+def _reap(proc: BaseProcess, timeout: float) -> None:
     """Wait for the child to end; kill it if it has not within ``timeout`` seconds."""
     proc.join(timeout)
     if proc.is_alive():
@@ -340,11 +344,12 @@ class _SegmentSource:
         self.total = 0                   # bytes of the file read (not the synthetic ones)
         self.eof = False
         self.truncated = False
-        self._progress = _progress.current()      # as ByteSource: one comparison per block
+        self._progress: Optional[_progress.Progress] = _progress.current()   # as ByteSource: one test a block
         self._next_report = _progress.REPORT_BYTES if self._progress is not None else math.inf
         self._reported = 0
 
     def _report(self) -> None:
+        assert self._progress is not None       # else _next_report is infinite
         self._progress.add(self.total - self._reported)
         self._reported = self.total
         self._next_report = self.total + _progress.REPORT_BYTES
@@ -379,7 +384,7 @@ class _HeaderParser(TraceParser):
     class Done(Exception):
         pass
 
-    def _events(self, on_events) -> None:
+    def _events(self, on_events: Callable[[Any], None]) -> None:
         self.events_start = self.offset + self.pos
         raise self.Done()
 
@@ -387,14 +392,14 @@ class _HeaderParser(TraceParser):
 class _SegmentParser(TraceParser):
     """Records where the events list ended, to check it ended where the segment does."""
 
-    events_end = None
+    events_end: Optional[int] = None
 
-    def _events(self, on_events) -> None:
+    def _events(self, on_events: Callable[[Any], None]) -> None:
         super()._events(on_events)
         self.events_end = self.offset + self.pos        # just past the ']'
 
 
-def _find_cut(f, offset: int, limit: int) -> Optional[int]:
+def _find_cut(f: BinaryIO, offset: int, limit: int) -> Optional[int]:
     """Absolute position just after the ``,`` of the first ``}`` , newline ``{`` at or after
     ``offset`` (and before ``limit``): a point between two events where no string can be."""
     f.seek(offset)
@@ -416,10 +421,10 @@ def _find_cut(f, offset: int, limit: int) -> Optional[int]:
         while c >= 0 and buf[c] in b" \t\r\n":
             c -= 1
         if c >= 0 and buf[c] == 0x7D:
-            return offset + a + 1
+            return int(offset + a + 1)
 
 
-def _plan_segments(path: str, size: int, max_bytes: int) -> tuple[list, bool]:
+def _plan_segments(path: str, size: int, max_bytes: int) -> tuple[list[Optional[int]], bool]:
     """Cut points ``[0, c1, ..., None]`` and whether the top level is a bare list."""
     if size > max_bytes:
         raise NotSuited("over the size cap")       # the serial reader says so properly
@@ -486,7 +491,7 @@ def _split_child(path, cuts, bare, max_bytes, make, counter, results) -> None:
     if p is not None:
         p.forked(1)                  # its own slot: the parent goes on counting in slot 0
 
-    def produce():
+    def produce() -> Iterator[tuple[int, Any]]:
         while True:
             with counter.get_lock():
                 i = counter.value
@@ -499,7 +504,8 @@ def _split_child(path, cuts, bare, max_bytes, make, counter, results) -> None:
     _send_all(results, produce)
 
 
-def load_split(path: str, max_bytes: int, keep_python: str, builder) -> tuple[dict, dict, Optional[str]]:
+def load_split(path: str, max_bytes: int, keep_python: str,
+               builder: TraceBuilder) -> tuple[dict[str, Any], dict[str, Any], Optional[str]]:
     """Fill ``builder`` (a fresh TraceBuilder) from the uncompressed trace ``path`` with two
     processes reading contiguous segments. Raises NotSuited when it cannot (the caller then
     reads serially with a fresh builder, which also gives the proper error for a bad file)."""
@@ -567,13 +573,13 @@ def load_split(path: str, max_bytes: int, keep_python: str, builder) -> tuple[di
         res_r.close()
     if problem:
         raise NotSuited(problem[0])
-    meta = {}
+    meta_all: dict[str, Any] = {}
     for m in metas:
-        meta.update(m)
-    stats: dict = {}
+        meta_all.update(m)
+    stats_sum: dict[str, Any] = {}
     for s in stats_all:
         for k, v in s.items():
-            stats[k] = stats.get(k, 0) + v
-    stats["bytes"] = total
-    stats["parallel"] = True
-    return meta, stats, (truncated[0] if truncated else None)
+            stats_sum[k] = stats_sum.get(k, 0) + v
+    stats_sum["bytes"] = total
+    stats_sum["parallel"] = True
+    return meta_all, stats_sum, (truncated[0] if truncated else None)

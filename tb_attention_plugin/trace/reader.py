@@ -19,7 +19,7 @@ import re
 import stat as _stat
 import types
 import zlib
-from typing import Any, Callable, Optional
+from typing import Any, BinaryIO, Callable, NoReturn, Optional, Protocol, Union
 
 import msgspec
 
@@ -50,7 +50,11 @@ class TraceReadError(ValueError):
 
 
 class TraceTruncated(TraceReadError):
-    """The file ends in the middle of the trace (still being written, or cut off)."""
+    """The file ends in the middle of the trace (still being written, or cut off). ``meta`` and
+    ``stats``: what the reader had when it stopped (set by :func:`read_trace`)."""
+
+    meta: dict[str, Any]
+    stats: dict[str, Any]
 
 
 def _string_end(buf: bytes, start: int, resume: int = 0) -> int:
@@ -95,7 +99,7 @@ def _string_resume(buf: bytes, start: int) -> int:
     return n - run
 
 
-def _open_regular(path: str):
+def _open_regular(path: str) -> BinaryIO:
     """Open ``path`` for reading without ever blocking (a named pipe with no writer would hang
     ``open``), and refuse anything that is not a regular file."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
@@ -132,17 +136,18 @@ class ByteSource:
         self._f = _open_regular(path)
         self.gzip = self._f.read(2) == b"\x1f\x8b"
         self._f.seek(0)
-        self._inflate = _zlib.decompressobj(31) if self.gzip else None
+        self._inflate: Any = _zlib.decompressobj(31) if self.gzip else None   # None: not gzip
         self._pending = b""  # compressed input not yet consumed
         self.total = 0
         self.eof = False
         self.truncated = False
         # progress: one comparison per block on the hot path; never true without a record
-        self._progress = _progress.current() if report else None
+        self._progress: Optional[_progress.Progress] = _progress.current() if report else None
         self._next_report = _progress.REPORT_BYTES if self._progress is not None else math.inf
         self._reported = 0
 
     def _report(self) -> None:
+        assert self._progress is not None       # else _next_report is infinite
         pos = self._f.tell()         # file bytes consumed: compressed ones for gzip
         self._progress.add(pos - self._reported)
         self._reported = pos
@@ -190,7 +195,7 @@ class ByteSource:
                     self.truncated = True
                     return b""
             try:
-                out = self._inflate.decompress(self._pending, BLOCK)
+                out: bytes = self._inflate.decompress(self._pending, BLOCK)
             except Exception as e:  # zlib.error, or isal's equivalent
                 raise TraceReadError(f"corrupt gzip data: {e}") from None
             self._pending = self._inflate.unconsumed_tail
@@ -213,7 +218,7 @@ def _finite(x: Any) -> Optional[float]:
     return None
 
 
-def _scalar(x: Any):
+def _scalar(x: Any) -> Union[int, str, None]:
     if isinstance(x, bool):
         return int(x)
     if isinstance(x, int) or isinstance(x, str) or x is None:
@@ -231,9 +236,9 @@ def _text(x: Any) -> Optional[str]:
     return str(x)
 
 
-def _lenient_events(items: Any, stats: dict) -> list[Event]:
+def _lenient_events(items: Any, stats: dict[str, int]) -> list[Event]:
     """Turn untyped decoded JSON into Events, coercing what can be coerced honestly."""
-    out = []
+    out: list[Event] = []
     if not isinstance(items, list):
         return out
     for it in items:
@@ -254,7 +259,7 @@ def _lenient_events(items: Any, stats: dict) -> list[Event]:
 _ARGS_FIELDS = {f.encode_name: f.name for f in msgspec.structs.fields(Args)}
 
 
-def lenient_args(d: dict) -> Args:
+def lenient_args(d: dict[Any, Any]) -> Args:
     """Args from an untyped dict: each field decoded on its own, the ones that don't fit dropped."""
     fields = {}
     enc = msgspec.json.encode
@@ -270,20 +275,17 @@ def lenient_args(d: dict) -> Args:
     return Args(**fields)
 
 
-def _nan_safe_loads(text: str):
+def _nan_safe_loads(text: str) -> Any:
     # json accepts NaN/Infinity; it recurses, so nesting is bounded by the caller's size cap
     # and by RecursionError, which we map to a decode failure.
     return json.loads(text)
-
-
-_RAW_ARGS_EVENTS = msgspec.json.Decoder(list[dict])
 
 
 class _TooDeep(Exception):
     """The JSON is well formed as far as we can tell but nests deeper than the decoders recurse."""
 
 
-def _decode_items(data: bytes, stats: dict):
+def _decode_items(data: bytes, stats: dict[str, int]) -> Any:
     """Untyped decoding of ``[...]``: msgspec, else the json module (NaN/Infinity, invalid
     UTF-8). None when it is not valid JSON; :class:`_TooDeep` when it nests too deeply."""
     deep = False
@@ -310,7 +312,7 @@ def _framed(buf: bytes, start: int, end: int) -> bytes:
         return b"".join((b"[", mv[start:end], b"]"))
 
 
-def decode_events(chunk: bytes, stats: dict, framed: bool = False) -> Optional[list[Event]]:
+def decode_events(chunk: bytes, stats: dict[str, int], framed: bool = False) -> Optional[list[Event]]:
     """Decode ``{..},{..}`` (no brackets; ``framed``: already inside ``[`` ``]``). None if it is
     not a whole number of events (or one of them nests too deeply to decode: the caller isolates
     it and skips it)."""
@@ -329,10 +331,23 @@ def decode_events(chunk: bytes, stats: dict, framed: bool = False) -> Optional[l
     return _lenient_events(items, stats)
 
 
+class Source(Protocol):
+    """What :class:`TraceParser` reads from: :class:`ByteSource`, or a segment of a file
+    (parallel.py)."""
+
+    total: int
+    eof: bool
+    truncated: bool
+
+    def read(self) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
 class TraceParser:
     """Pull-parser over the top-level JSON value; calls ``on_events(list[Event])`` per chunk."""
 
-    def __init__(self, src: ByteSource):
+    def __init__(self, src: Source):
         self.src = src
         self.buf = b""
         self.pos = 0
@@ -361,7 +376,8 @@ class TraceParser:
         have = len(self.buf) - self.pos
         if have >= want:
             return
-        parts = [memoryview(self.buf)[self.pos:]]
+        head = memoryview(self.buf)[self.pos:]
+        parts: list[Union[bytes, memoryview]] = [head]
         while have < want:
             data = self.src.read()
             if not data:
@@ -372,7 +388,7 @@ class TraceParser:
             self.offset += self.pos
             self.buf = b"".join(parts)
             self.pos = 0
-        parts[0].release()
+        head.release()
 
     def _where(self) -> str:
         return f"byte {self.offset + self.pos}"
@@ -380,13 +396,13 @@ class TraceParser:
     def _peek(self) -> Optional[int]:
         """Skip whitespace and return the next byte (None at the end of the stream)."""
         while True:
-            self.pos = _WS_RE.match(self.buf, self.pos).end()
+            self.pos = _WS_RE.match(self.buf, self.pos).end()  # type: ignore[union-attr]  # matches ""
             if self.pos < len(self.buf):
                 return self.buf[self.pos]
             if not self._fill():
                 return None
 
-    def _end_of_stream(self, what: str):
+    def _end_of_stream(self, what: str) -> NoReturn:
         if self.events_seen or self.src.truncated:
             raise TraceTruncated(f"file ends early ({what}); it may still be being written")
         if self.src.total == 0:
@@ -407,7 +423,7 @@ class TraceParser:
         raw = self.buf[self.pos:end]
         self.pos = end
         try:
-            return msgspec.json.decode(raw)
+            return str(msgspec.json.decode(raw))
         except msgspec.DecodeError:
             return raw[1:-1].decode("utf-8", errors="replace")
 
@@ -424,6 +440,7 @@ class TraceParser:
             if depth == 0 and i == self.pos and i < len(buf) and buf[i] not in b'"[{':
                 # A literal (number, true, null...): it ends at a delimiter.
                 m = _LITERAL_RE.match(buf, i)
+                assert m is not None                    # the pattern matches "" too
                 if m.end() == i:       # '}' or ']' where a value must start: never skip nothing (a loop)
                     raise TraceReadError(f"malformed JSON at {self._where()} (unexpected {chr(buf[i])!r})")
                 if m.end() < len(buf) or self.src.eof:
@@ -480,7 +497,7 @@ class TraceParser:
             j = k
 
     # -- grammar -------------------------------------------------------------------------------
-    def parse(self, on_events: Callable[[list[Event]], None]) -> dict[str, Any]:
+    def parse(self, on_events: Callable[[Any], None]) -> dict[str, Any]:
         c = self._peek()
         if c is None:
             self._end_of_stream("before any data")
@@ -533,13 +550,14 @@ class TraceParser:
             raise TraceReadError('no "traceEvents" list: this JSON is not a Chrome/Kineto trace')
         return self.meta
 
-    def _emit(self, events: list[Event], on_events, chunk: bytes = b"", framed: bool = False) -> None:
+    def _emit(self, events: Any, on_events: Callable[[Any], None], chunk: bytes = b"",
+              framed: bool = False) -> None:
         self.events_seen += len(events)
         on_events(events)
         if self.on_raw is not None and self.raw_marker in chunk:
             self.on_raw(chunk[1:-1] if framed else chunk)
 
-    def _events(self, on_events) -> None:
+    def _events(self, on_events: Callable[[Any], None]) -> None:
         while True:
             c = self._peek()
             if c is None:
@@ -564,17 +582,17 @@ class TraceParser:
             limit = len(self.buf)
             done = False
             while True:
-                end = self._last_split(self.pos, limit)
-                if end is None:
+                split = self._last_split(self.pos, limit)
+                if split is None:
                     break
-                framed = _framed(self.buf, self.pos, end + 1)
+                framed = _framed(self.buf, self.pos, split + 1)
                 events = decode_events(framed, self.stats, framed=True)
                 if events is not None:
                     self._emit(events, on_events, framed, framed=True)
-                    self.pos = end + 1
+                    self.pos = split + 1
                     done = True
                     break
-                limit = self.pos + (end - self.pos) // 2 + 1
+                limit = self.pos + (split - self.pos) // 2 + 1
             if done:
                 continue
             # Slow path: exactly one event.
@@ -624,7 +642,7 @@ class TraceParser:
 
 def read_trace(path: str, on_events: Callable[[list[Event]], None],
                max_bytes: int = DEFAULT_MAX_BYTES,
-               on_raw: Optional[Callable[[bytes], None]] = None) -> tuple[dict, dict]:
+               on_raw: Optional[Callable[[bytes], None]] = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Parse ``path``; returns (top-level metadata, reader stats)."""
     src = ByteSource(path, max_bytes)
     try:

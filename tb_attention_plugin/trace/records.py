@@ -22,7 +22,7 @@ import re
 from array import array
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import msgspec
 import numpy as np
@@ -58,7 +58,7 @@ MAX_DUR_US = 1e12         # 11.6 days
 _decode_any = msgspec.json.Decoder().decode
 
 
-def _int(x, default=_NONE) -> int:
+def _int(x: Any, default: int = _NONE) -> int:
     if x is None or isinstance(x, bool):
         return default
     if isinstance(x, int):
@@ -76,11 +76,11 @@ def _int(x, default=_NONE) -> int:
 
 
 class _Interner:
-    def __init__(self):
-        self.items: list = []
-        self.index: dict = {}
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+        self.index: dict[Any, int] = {}
 
-    def __call__(self, s) -> int:
+    def __call__(self, s: Any) -> int:
         i = self.index.get(s)
         if i is None:
             i = self.index[s] = len(self.items)
@@ -95,11 +95,11 @@ class Signature:
     types: bytes
     strides: bytes
     concrete: bytes
-    _decoded: Optional[tuple] = None
+    _decoded: Optional[tuple[list[Any], list[Any], list[Any], list[Any]]] = None
 
-    def decoded(self) -> tuple[list, list, list, list]:
+    def decoded(self) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
         if self._decoded is None:
-            def dec(b):
+            def dec(b: bytes) -> list[Any]:
                 if not b:
                     return []
                 try:
@@ -115,7 +115,7 @@ class Signature:
 class Trace:
     """Everything read from one file. Columns are numpy arrays of equal length per table."""
     path: str
-    meta: dict
+    meta: dict[str, Any]
     strings: list[str]
     ranges: dict[str, np.ndarray]
     gpu: dict[str, np.ndarray]
@@ -123,9 +123,9 @@ class Trace:
     memory: dict[str, np.ndarray]
     gpu_annotations: dict[str, np.ndarray]
     signatures: list[Signature]
-    counters: list[dict]
-    thread_names: dict[tuple, str]
-    threads: list[tuple]          # thread index -> (pid, tid) as written in the trace
+    counters: list[dict[str, Any]]
+    thread_names: dict[tuple[Any, Any], str]
+    threads: list[tuple[Any, Any]]          # thread index -> (pid, tid) as written in the trace
     base_us: float                # every *_ns column is nanoseconds after this timestamp
     stats: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -146,13 +146,13 @@ class Trace:
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
 
-def _clean_int(v, default=_NONE):
+def _clean_int(v: Any, default: int = _NONE) -> int:
     if v is None or isinstance(v, bool) or not isinstance(v, int):
         return _int(v, default)
     return v if _I64_MIN <= v <= _I64_MAX else default
 
 
-def _col_q(values: list, getter=None) -> array:
+def _col_q(values: list[Any], getter: Optional[Callable[[Any], Any]] = None) -> array[int]:
     """int64 column; values that are missing or out of range become -1. With ``getter``,
     ``values`` are structs and the column is the getter's attribute of each (read in C)."""
     if getter is not None:
@@ -172,7 +172,7 @@ def _col_q(values: list, getter=None) -> array:
     return array("q", [_clean_int(v) for v in values])
 
 
-def _int_col(structs: list, getter) -> array:
+def _int_col(structs: list[Any], getter: Callable[[Any], Any]) -> array[int]:
     """int64 column of one attribute read with :func:`_int` (numeric strings parsed), in C when
     every value is already a plain int."""
     if set(map(type, map(getter, structs))) <= {int}:
@@ -183,7 +183,7 @@ def _int_col(structs: list, getter) -> array:
     return array("q", [_int(getter(x)) for x in structs])
 
 
-def _stream_col(args: list, evs: list) -> array:
+def _stream_col(args: list[Any], evs: list[Event]) -> array[int]:
     """The stream of each GPU activity: ``args.stream``, or the event's tid when absent."""
     if set(map(type, map(_g_stream, args))) <= {int}:
         try:
@@ -193,7 +193,7 @@ def _stream_col(args: list, evs: list) -> array:
     return array("q", [_int(a.stream) if a.stream is not None else _int(e.tid) for a, e in zip(args, evs)])
 
 
-def _col_l(values: list, default=0) -> array:
+def _col_l(values: list[Any], default: int = 0) -> array[int]:
     try:
         return array("i", values)
     except (OverflowError, TypeError):
@@ -201,14 +201,14 @@ def _col_l(values: list, default=0) -> array:
                            and -(1 << 31) <= v < (1 << 31) else default for v in values])
 
 
-def _col_d(values: list, default=float("nan")) -> array:
+def _col_d(values: list[Any], default: float = float("nan")) -> array[float]:
     try:
         return array("d", values)
     except TypeError:
         return array("d", [v if isinstance(v, float) else default for v in values])
 
 
-def _first(a, b):
+def _first(a: Any, b: Any) -> Any:
     return a if a is not None else (b if b is not None else _NONE)
 
 
@@ -243,9 +243,9 @@ _B_GPU, _B_GPU_ANN, _B_COUNTER, _B_SKIP = 10, 11, 12, 13
 
 class _Table:
     def __init__(self, spec: dict[str, str]):
-        self.cols = {k: array(t) for k, t in spec.items()}
+        self.cols: dict[str, array[Any]] = {k: array(t) for k, t in spec.items()}
 
-    def extend(self, **cols: array) -> None:
+    def extend(self, **cols: array[Any]) -> None:
         for k, a in cols.items():
             self.cols[k].extend(a)
 
@@ -268,7 +268,7 @@ class TraceBuilder:
         self.threads = _Interner()
         self.keep_py = re.compile(keep_python)
         self._py_kind: dict[str, int] = {}   # python frame name -> MODULE / PYFUNC / -1 (drop)
-        self._cat_bucket: dict = {}
+        self._cat_bucket: dict[Any, int] = {}
         self.categories: set[str] = set()
         self.ranges = _Table(_RANGE_COLS)
         self.gpu = _Table(_GPU_COLS)
@@ -276,11 +276,11 @@ class TraceBuilder:
         self.memory = _Table(_MEMORY_COLS)
         self.gpu_ann = _Table(_GPU_ANN_COLS)
         self.stacks = _Table(_STACK_COLS)
-        self.counters: list[dict] = []
-        self.thread_names: dict[tuple, str] = {}
+        self.counters: list[dict[str, Any]] = []
+        self.thread_names: dict[tuple[Any, Any], str] = {}
         self.counts = {"events": 0, "python_dropped": 0, "no_ts": 0, "negative_dur": 0, "other": 0}
 
-    def _bucket_of(self, cat) -> int:
+    def _bucket_of(self, cat: Any) -> int:
         b = self._cat_bucket.get(cat)
         if b is None:
             if isinstance(cat, str) and len(self._cat_bucket) < 1000:
@@ -301,7 +301,7 @@ class TraceBuilder:
 
     def add(self, events: list[Event]) -> None:
         self.counts["events"] += len(events)
-        buckets: dict[int, list] = {OP: [], ANNOTATION: [], PYFUNC: [], LAUNCH: [], _B_GPU: [],
+        buckets: dict[int, list[Event]] = {OP: [], ANNOTATION: [], PYFUNC: [], LAUNCH: [], _B_GPU: [],
                                     _B_GPU_ANN: [], _B_COUNTER: [], _B_SKIP: []}
         flows, instants, metas = [], [], []
         bucket_of = self._cat_bucket.get
@@ -338,7 +338,7 @@ class TraceBuilder:
         for e in metas:
             self._add_meta(e)
 
-    def _intern_threads(self, evs: list[Event]) -> array:
+    def _intern_threads(self, evs: list[Event]) -> array[int]:
         pids = set(map(_g_pid, evs))
         if len(pids) == 1:
             # one process (the usual case): look threads up by tid alone, no tuple per event
@@ -352,7 +352,7 @@ class TraceBuilder:
             self.threads(k)
         return array("i", map(index.__getitem__, keys))
 
-    def _intern_names(self, names: list) -> array:
+    def _intern_names(self, names: list[Any]) -> array[int]:
         index = self.strings.index
         for n in set(names).difference(index):
             self.strings(n)
@@ -505,16 +505,16 @@ class TraceBuilder:
             self.thread_names[(e.pid, e.tid)] = e.args.name
 
     # -- parallel reading (parallel.py): one chunk's columns out, merged back in file order ------
-    def export(self) -> dict:
+    def export(self) -> dict[str, Any]:
         return {"strings": self.strings.items, "threads": self.threads.items, "sigs": self.sigs.items,
                 "tables": {name: getattr(self, name).cols
                            for name in ("ranges", "gpu", "flows", "memory", "gpu_ann", "stacks")},
                 "thread_names": self.thread_names, "counters": self.counters, "counts": self.counts,
                 "categories": self.categories}
 
-    def merge(self, exp: dict) -> None:
+    def merge(self, exp: dict[str, Any]) -> None:
         """Append another builder's columns, renumbering its strings, threads and signatures."""
-        def mapping(intern, items):
+        def mapping(intern: _Interner, items: list[Any]) -> np.ndarray:
             return np.array([intern(x) for x in items], dtype=np.int64)
         smap = mapping(self.strings, exp["strings"])
         tmap = mapping(self.threads, exp["threads"])
@@ -566,7 +566,7 @@ class TraceBuilder:
                 t["dur"] = np.where(neg, 0.0, d)
         return t
 
-    def finish(self, path: str, meta: dict, stats: dict) -> Trace:
+    def finish(self, path: str, meta: dict[str, Any], stats: dict[str, Any]) -> Trace:
         ranges = self._clean(self.ranges.freeze())
         gpu = self._clean(self.gpu.freeze())
         flows = self._clean(self.flows.freeze())
@@ -608,8 +608,9 @@ def load_trace(path: str, max_bytes: int = DEFAULT_MAX_BYTES,
     ``parallel_min_bytes``: when to read with two processes (:func:`.parallel.suitable`).
     """
     from . import parallel
-    truncated = None
-    meta = stats = None
+    truncated: Optional[str] = None
+    meta: Optional[dict[str, Any]] = None
+    stats: Optional[dict[str, Any]] = None
     _progress.begin_read(path)
     tried_parallel = parallel.suitable(path, jobs, parallel_min_bytes)
     if tried_parallel:
@@ -618,7 +619,7 @@ def load_trace(path: str, max_bytes: int = DEFAULT_MAX_BYTES,
             meta, stats, truncated = parallel.load_parallel(path, max_bytes, keep_python, builder)
         except parallel.NotSuited:
             meta = stats = None
-        if truncated is not None:
+        if truncated is not None and stats is not None:
             if not salvage or builder.counts["events"] == 0:
                 raise TraceTruncated(truncated)
             stats["truncated"] = True
