@@ -835,8 +835,8 @@ def main(argv=None) -> int:
             notes.append(f"our command: `{shlex.join(shown)}`, stdout to /dev/null"
                          + ("; the cold row adds `--no-cache`" if ours.cached and ours.cold != ours.cached else ""))
         md = report(f"{case}: {trace['bytes_uncompressed'] / 1e6:.0f} MB"
-                    + (f" job of {trace['ranks']} ranks" if trace["ranks"] > 1 else " trace"), trace, results, ours, info,
-                    command, notes)
+                    + (f" job of {trace['ranks']} ranks" if trace["ranks"] > 1 else " trace"),
+                    trace, results, ours, info, command, notes)
         out_md.append(md)
         raw_all["sizes"].append({"trace": trace, "notes": notes, "results": {k: [s.__dict__ for s in v]
                                                              for k, v in results.items() if v}})
