@@ -24,7 +24,7 @@ from .server import overview, timeline, views
 from .server.loader import Loader
 from .server.ranks import ranks_route
 from .server.params import HttpError, bad, bool_param, choice_param, error_response, int_param, json_response
-from .server.selection import NotReady, fetch, fetch_state, runs_listing
+from .server.selection import WAIT_SUMMARY, NotReady, RunTable, fetch, fetch_state, run_table, runs_listing, select
 from .server.static import static_response
 
 log = logging.getLogger("tb_attention_plugin")
@@ -98,15 +98,19 @@ class AttentionPlugin(base_plugin.TBPlugin):
 
     # ------------------------------------------------------------ plumbing
 
-    def _route(self, handler: Callable[[Request, Loader], Response]) -> WsgiApp:
+    @property
+    def loader(self) -> Loader:
+        if self._loader is None:
+            raise HttpError(503, "no local log directory: start tensorboard with --logdir DIR")
+        return self._loader
+
+    def _route(self, handler: Callable[[Request], Response]) -> WsgiApp:
         @wrappers.Request.application
         def app(request: Request) -> Response:
             if request.method not in ("GET", "HEAD"):
                 return error_response(HttpError(405, "only GET is supported"))
             try:
-                if self._loader is None:
-                    raise HttpError(503, "no local log directory: start tensorboard with --logdir DIR")
-                return handler(request, self._loader)
+                return handler(request)
             except NotReady as e:           # still loading, or failed: its state, not an HTTP error
                 return json_response(e.pending.body, code=e.pending.code)
             except HttpError as e:
@@ -116,61 +120,71 @@ class AttentionPlugin(base_plugin.TBPlugin):
                 return error_response(HttpError(500, "internal error (see the tensorboard log)"))
         return app
 
+    # TEMPORARY (issue #14): the old private API, for route modules written against it on other
+    # branches (server/timeline.py, server/overview.py). They should call server.selection
+    # directly (run_table, select, fetch_state); then these three go.
+    def _table(self) -> RunTable:
+        return run_table(self.loader)
+
+    def _select(self, args: Any, prefix: str = "", run_key: str = "run") -> tuple[Any, Optional[str], dict[str, Any]]:
+        sel = select(run_table(self.loader), args, prefix, run_key)
+        return sel.info, sel.step, sel.echo
+
+    def _get(self, args: Any, need_index: bool, prefix: str = "", run_key: str = "run",
+             wait: float = WAIT_SUMMARY) -> tuple[Any, dict[str, Any], Optional[Response]]:
+        snap, sel, not_yet = fetch_state(self.loader, args, need_index, prefix, run_key, wait)
+        return snap, sel.echo, (json_response(not_yet.body, code=not_yet.code) if not_yet else None)
+
     # ------------------------------------------------------------ routes
 
-    def _runs(self, request: Request, loader: Loader) -> Response:
+    def _runs(self, request: Request) -> Response:
         if request.args.get("rescan") == "1":
-            loader.poke()
-        return json_response(runs_listing(loader))
+            self.loader.poke()
+        return json_response(runs_listing(self.loader))
 
-    def _status(self, request: Request, loader: Loader) -> Response:
-        return json_response(dict(loader.status(), version=__version__, config_warnings=self.config_warnings))
+    def _status(self, request: Request) -> Response:
+        return json_response(dict(self.loader.status(), version=__version__, config_warnings=self.config_warnings))
 
-    def _summary(self, request: Request, loader: Loader) -> Response:
-        snap, sel = fetch(loader, request.args, need_index=False)
-        return json_response(views.summary(snap, sel))
+    def _summary(self, request: Request) -> Response:
+        return json_response(views.summary(*fetch(self.loader, request.args, need_index=False)))
 
-    def _phases(self, request: Request, loader: Loader) -> Response:
-        snap, sel = fetch(loader, request.args, need_index=False)
-        return json_response(views.phases(snap, sel))
+    def _phases(self, request: Request) -> Response:
+        return json_response(views.phases(*fetch(self.loader, request.args, need_index=False)))
 
-    def _kernels(self, request: Request, loader: Loader) -> Response:
+    def _kernels(self, request: Request) -> Response:
         q = views.kernel_query(request.args)       # validate before any waiting
-        snap, sel = fetch(loader, request.args, need_index=True)
-        return json_response(views.kernels(snap, sel, q))
+        return json_response(views.kernels(*fetch(self.loader, request.args, need_index=True), q))
 
-    def _kernel(self, request: Request, loader: Loader) -> Response:
+    def _kernel(self, request: Request) -> Response:
         kid = int_param(request.args, "id", -1, 0, 1 << 40)
         if kid < 0:
             raise bad("missing parameter 'id'")
-        snap, sel = fetch(loader, request.args, need_index=True)
-        return json_response(views.kernel(snap, sel, kid))
+        return json_response(views.kernel(*fetch(self.loader, request.args, need_index=True), kid))
 
-    def _roofline(self, request: Request, loader: Loader) -> Response:
+    def _roofline(self, request: Request) -> Response:
         scope = choice_param(request.args, "scope", views.SCOPES, "attention") or "attention"
         group = bool_param(request.args, "group", True)
         limit = int_param(request.args, "limit", 2000, 1, 20000)
-        snap, sel = fetch(loader, request.args, need_index=True)
+        snap, sel = fetch(self.loader, request.args, need_index=True)
         return json_response(views.roofline_points(snap, sel, scope, group, limit))
 
-    def _compare(self, request: Request, loader: Loader) -> Response:
-        base = fetch_state(loader, request.args, need_index=True, prefix="base_", run_key="base")
-        new = fetch_state(loader, request.args, need_index=True, prefix="new_", run_key="new")
+    def _compare(self, request: Request) -> Response:
+        base = fetch_state(self.loader, request.args, need_index=True, prefix="base_", run_key="base")
+        new = fetch_state(self.loader, request.args, need_index=True, prefix="new_", run_key="new")
         body, code = views.compare(base, new)
         return json_response(body, code=code)
 
-    def _report(self, request: Request, loader: Loader) -> Response:
-        snap, sel = fetch(loader, request.args, need_index=True, wait=10.0)
-        data, name = views.report_download(snap, sel)
+    def _report(self, request: Request) -> Response:
+        data, name = views.report_download(*fetch(self.loader, request.args, need_index=True, wait=10.0))
         return json_response(data, headers=[("Content-Disposition", f'attachment; filename="{name}"')])
 
-    def _memory(self, request: Request, loader: Loader) -> Response:
-        snap, sel = fetch(loader, request.args, need_index=False)
-        return json_response(views.memory(snap, sel))
+    def _memory(self, request: Request) -> Response:
+        return json_response(views.memory(*fetch(self.loader, request.args, need_index=False)))
 
-    def _annotated(self, request: Request, loader: Loader) -> Response:
+    def _annotated(self, request: Request) -> Response:
         """The trace with attention phases as timeline tracks, streamed as a download. The file
         comes from the run table only, never from a path."""
+        loader = self.loader
         snap, sel = fetch(loader, request.args, need_index=True, wait=10.0)
         body, name, gz = views.annotated_download(sel.info, snap, loader.logdir, loader.options.max_bytes)
         return Response(body, direct_passthrough=True,

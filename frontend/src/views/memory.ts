@@ -53,7 +53,7 @@ export interface MemPhase {
   net_bytes: number;
   score_allocs: number;
   score_bytes: number;
-  largest: (MemHeld & { bytes: number }) | null;
+  largest: (Pick<MemHeld, "op" | "alloc_op" | "shape" | "dtype" | "output" | "score_matrix"> & { bytes: number }) | null;
 }
 
 export interface Shapes {
