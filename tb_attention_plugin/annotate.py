@@ -29,7 +29,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any, Callable, Optional
 
-from .attention.patterns import CORE_PHASES, PHASE_LABELS
+from .attention.vocabulary import CORE_PHASES, PHASE_LABELS
 from .jsonout import to_json
 from .trace.reader import DEFAULT_MAX_BYTES, ByteSource, TraceParser, TraceReadError, TraceTruncated
 

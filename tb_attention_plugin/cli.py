@@ -77,9 +77,7 @@ def _compare_opts(p: argparse.ArgumentParser) -> None:
 
 def _settings(a) -> Settings:
     """The environment's settings (settings.py) with this command line's flags over them."""
-    flags = {"--peaks": a.peaks, "--peak-basis": a.peak_basis, "--module-pattern": a.module_pattern,
-             "--annotation-pattern": a.annotation_pattern, "--max-bytes": a.max_bytes,
-             "--cache-dir": a.cache_dir, "--no-cache": a.no_cache}
+    flags = {s.flag: getattr(a, s.flag[2:].replace("-", "_")) for s in settings.SETTINGS if s.flag}
     try:
         s = settings.with_flags(getattr(a, "env_settings", None) or settings.from_env(plugin=False), flags)
     except ValueError as e:

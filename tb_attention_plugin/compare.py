@@ -24,19 +24,12 @@ from typing import Iterable, Optional
 
 from .attention.backends import BACKEND_LABELS, backends as _kernel_backends, describe as _describe_backends
 from .attention.patterns import strip_templates
+from .attention.vocabulary import FLOW_ORDER, PHASE_LABELS
 from .formats import pct as _pct, signed_pct as _signed_pct, signed_us as _signed_us
 from .formats import cut_middle, para, significant as _sig, text_table, us as _us
 
 COMPARE_SCHEMA = 1
 
-PHASE_ORDER = ("qkv_proj", "rotary", "qk_matmul", "scale", "mask", "softmax", "dropout", "pv_matmul",
-               "fused_attention", "out_proj", "layout", "other")
-PHASE_LABELS = {
-    "qkv_proj": "QKV projection", "qk_matmul": "QK^T matmul", "scale": "scale", "mask": "mask",
-    "softmax": "softmax", "dropout": "dropout", "pv_matmul": "PV matmul", "out_proj": "output projection",
-    "fused_attention": "fused attention", "rotary": "rotary embedding", "layout": "layout / copies",
-    "other": "other (in attention scope)",
-}
 UNFUSED_CORE = ("qk_matmul", "scale", "mask", "softmax", "dropout", "pv_matmul")
 CORE = UNFUSED_CORE + ("fused_attention",)
 PROJECTIONS = ("qkv_proj", "out_proj")
@@ -452,7 +445,7 @@ def _merge_phase(rows: list[dict], att_time, roof: float) -> dict:
 
 def _phase_key(p) -> tuple:
     d = DIRECTIONS.index(p["direction"]) if p["direction"] in DIRECTIONS else 2
-    ph = PHASE_ORDER.index(p["phase"]) if p["phase"] in PHASE_ORDER else len(PHASE_ORDER)
+    ph = FLOW_ORDER.index(p["phase"]) if p["phase"] in FLOW_ORDER else len(FLOW_ORDER)
     return (d, ph)
 
 

@@ -1,7 +1,8 @@
-"""Names that identify attention: modules, functions, ops, kernels, and the phase vocabulary.
+"""Names that identify attention: modules, functions, ops, kernels.
 
 Everything here is a pattern over names that PyTorch, Hugging Face and the kernel libraries
 produce; nothing is tied to one model. The module pattern is configurable (``--module-pattern``).
+The phase vocabulary lives in :mod:`.vocabulary` (re-exported here for the engine's users).
 """
 from __future__ import annotations
 
@@ -9,18 +10,11 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-PHASES = ("qkv_proj", "qk_matmul", "scale", "mask", "softmax", "dropout", "pv_matmul", "out_proj",
-          "fused_attention", "rotary", "layout", "other")
-PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
-# Core attention: the part that a fused kernel replaces (projections and layout are apart).
-CORE_PHASES = frozenset({"qk_matmul", "scale", "mask", "softmax", "dropout", "pv_matmul", "fused_attention"})
-UNFUSED_CORE_PHASES = CORE_PHASES - {"fused_attention"}
-PHASE_LABELS = {
-    "qkv_proj": "QKV projection", "qk_matmul": "QK^T matmul", "scale": "scale", "mask": "mask",
-    "softmax": "softmax", "dropout": "dropout", "pv_matmul": "PV matmul", "out_proj": "output projection",
-    "fused_attention": "fused attention", "rotary": "rotary embedding", "layout": "layout / copies",
-    "other": "other (in attention scope)",
-}
+from .vocabulary import CORE_PHASES as CORE_PHASES
+from .vocabulary import PHASE_INDEX as PHASE_INDEX
+from .vocabulary import PHASE_LABELS as PHASE_LABELS
+from .vocabulary import PHASES as PHASES
+from .vocabulary import UNFUSED_CORE_PHASES as UNFUSED_CORE_PHASES
 
 # nn.Module class names (from "nn.Module: LlamaAttention_0") that scope attention.
 DEFAULT_MODULE_PATTERN = r"(?i)attention|attn|\bmha\b"

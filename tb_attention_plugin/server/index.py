@@ -13,6 +13,8 @@ from typing import Any, Optional, Union
 import msgspec
 import numpy as np
 
+from ..attention import vocabulary as V
+
 # numeric columns that the kernel table sorts on (null -> NaN)
 NUMERIC = ("id", "ts", "dur_us", "flops", "bytes", "intensity", "achieved_flops_per_s",
            "achieved_bytes_per_s", "compute_util", "memory_util", "occupancy_pct")
@@ -21,7 +23,7 @@ CATEGORICAL = ("phase", "direction", "bound", "kind", "step", "peak", "dtype", "
 # text columns searched by ``q`` and sortable by their text
 TEXT = ("name", "module_path", "op")
 SORT_KEYS = NUMERIC + CATEGORICAL + TEXT + ("attention",)
-BOUNDS = ("memory", "compute", "latency", "unknown")
+BOUNDS = V.BOUNDS
 
 _enc = msgspec.msgpack.Encoder()
 _dec = msgspec.msgpack.Decoder()

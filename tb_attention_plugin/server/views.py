@@ -8,14 +8,14 @@ import re
 from collections.abc import Iterator
 from typing import Any, Optional
 
+from ..attention import vocabulary as V
 from .discovery import FileInfo, still_inside
 from .index import BOUNDS, SORT_KEYS, KernelQuery, facets, find_kernel, query_kernels, roofline
 from .loader import Snapshot
 from .params import HttpError, choice_param, int_param, list_param, not_found, text_param
 from .selection import Pending, Selection
 
-PHASES = ("qkv_proj", "qk_matmul", "scale", "mask", "softmax", "dropout", "pv_matmul", "out_proj",
-          "fused_attention", "rotary", "layout", "other", "none")
+PHASES = V.PHASES + (V.NOT_ATTENTION,)      # the kernel-table filter's values
 _DESCENDING = ("dur_us", "flops", "bytes", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s",
                "compute_util", "memory_util", "occupancy_pct")
 SCOPES = ("attention", "all", "other")
@@ -52,7 +52,7 @@ def kernel_query(args: Any) -> KernelQuery:
         sort=sort,
         descending=(order == "desc") if order else sort in _DESCENDING,
         phase=list_param(args, "phase", PHASES),
-        direction=choice_param(args, "direction", ("forward", "backward")),
+        direction=choice_param(args, "direction", V.DIRECTIONS),
         bound=list_param(args, "bound", BOUNDS),
         kind=choice_param(args, "kind", ("kernel", "memcpy", "memset")),
         scope=choice_param(args, "scope", SCOPES, "attention") or "attention",
