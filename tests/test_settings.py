@@ -157,3 +157,51 @@ def test_the_walk_would_see_a_read():
     assert _reads_environment(ast.parse("import os\nx = os.environ.get('A')")) == [2]
     assert _reads_environment(ast.parse("from os import getenv\n")) == [1]
     assert _reads_environment(ast.parse("import os\nos.getenv('A')")) == [2]
+
+
+def test_debug_reaches_the_engine_through_options(tmp_path, monkeypatch):
+    import json
+
+    from tb_attention_plugin import analyze
+    from tb_attention_plugin.cli import main
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7,
+                                              "ts": 1.0, "dur": 2.0}]}))
+
+    def boom(*a, **k):
+        raise KeyError("surprise")
+    monkeypatch.setattr(analyze, "analyze_trace", boom)
+    assert analyze.analyze_path(str(p), Options())["error"].startswith("internal error: KeyError")
+    with pytest.raises(KeyError):
+        analyze.analyze_path(str(p), Options(debug=True))
+    monkeypatch.setenv("TB_ATTENTION_DEBUG", "1")          # the CLI reads it through settings.py
+    with pytest.raises(KeyError):
+        main(["analyze", "--no-cache", str(p)])
+    monkeypatch.setenv("TB_ATTENTION_DEBUG", "0")
+    assert main(["analyze", "--no-cache", str(p)]) == 2
+
+
+@pytest.mark.parametrize("value, code, err", [
+    ("16GB", 0, ""), ("16GiB", 0, ""), ("512m", 0, ""),
+    ("0", 2, "error: --max-bytes: not a positive size: '0'\n"),
+    ("-1G", 2, "error: --max-bytes: not a positive size: '-1G'\n"),
+    ("lots", 2, "error: --max-bytes: not a size: 'lots' (e.g. 4G, 512M)\n"),
+])
+def test_the_cli_takes_sizes_by_the_same_rule(value, code, err, capsys):
+    from helpers import sample
+    from tb_attention_plugin.cli import main
+    try:
+        got = main(["analyze", "--no-cache", "-f", "json", f"--max-bytes={value}", sample("seed_mha")])
+    except SystemExit as e:                 # a bad flag stops before any analysis
+        got = e.code
+    assert got == code and capsys.readouterr().err == err
+
+
+def test_a_bad_environment_value_is_one_warning_line_for_the_cli(monkeypatch, capsys):
+    from helpers import sample
+    from tb_attention_plugin.cli import main
+    monkeypatch.setenv("TB_ATTENTION_PEAK_BASIS", "guess")
+    monkeypatch.setenv("TB_ATTENTION_WORKERS", "many")          # the plugin's own: not the CLI's business
+    assert main(["analyze", "--no-cache", "-f", "json", sample("seed_mha")]) == 0
+    assert capsys.readouterr().err == ("warning: TB_ATTENTION_PEAK_BASIS ignored: 'guess' must be measured or "
+                                       "datasheet; using measured\n")
