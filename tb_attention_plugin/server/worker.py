@@ -21,7 +21,6 @@ import time
 from typing import Optional
 
 from .. import progress as _progress
-from ..settings import PROGRESS_FD
 
 _HDR = struct.Struct("<Q")
 
@@ -62,6 +61,7 @@ class WorkerProcess:
         return self._proc.pid if self._proc else None
 
     def _start(self) -> subprocess.Popen:
+        from ..settings import PROGRESS_FD
         env = dict(os.environ)
         env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
         # the child must import this very package, wherever the parent found it
@@ -224,6 +224,7 @@ def main() -> int:
     inp = sys.stdin.buffer
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)                     # stray prints go to stderr, never into the protocol
+    from ..settings import PROGRESS_FD  # here, not at import: the worker starts watching its parent first
     from .jobs import analyze_job
     record = _progress.from_fd(os.environ.get(PROGRESS_FD))
     while True:
