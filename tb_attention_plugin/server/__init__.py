@@ -1,1 +1,2 @@
-"""Server side of the TensorBoard plugin: discovery, background loading, queries, comparison."""
+"""The plugin's server side: finds traces under the logdir, analyses them in the background,
+picks the trace a request names and answers from its index (plugin.py only maps routes here)."""
