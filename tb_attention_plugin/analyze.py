@@ -19,7 +19,6 @@ from .trace.files import is_trace_name, shown_path
 from .trace.reader import DEFAULT_MAX_BYTES, TraceReadError, TraceTruncated
 from .trace.records import load_trace
 
-
 TRUNCATED = "truncated"
 PARTIAL_FIX = ("let the profiler finish writing the file (or copy it again) and re-run; the missing part may hold "
                "what this notice says is absent")

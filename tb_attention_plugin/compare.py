@@ -25,8 +25,16 @@ from typing import Iterable, Optional
 from .attention.backends import BACKEND_LABELS, backends as _kernel_backends, describe as _describe_backends
 from .attention.patterns import strip_templates
 from .attention.vocabulary import FLOW_ORDER, PHASE_LABELS
-from .formats import pct as _pct, signed_pct as _signed_pct, signed_us as _signed_us
-from .formats import cut_middle, para, significant as _sig, text_table, us as _us
+from .formats import (
+    cut_middle,
+    para,
+    pct as _pct,
+    signed_pct as _signed_pct,
+    signed_us as _signed_us,
+    significant as _sig,
+    text_table,
+    us as _us,
+)
 
 COMPARE_SCHEMA = 1
 

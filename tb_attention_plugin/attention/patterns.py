@@ -10,11 +10,13 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from .vocabulary import CORE_PHASES as CORE_PHASES
-from .vocabulary import PHASE_INDEX as PHASE_INDEX
-from .vocabulary import PHASE_LABELS as PHASE_LABELS
-from .vocabulary import PHASES as PHASES
-from .vocabulary import UNFUSED_CORE_PHASES as UNFUSED_CORE_PHASES
+from .vocabulary import (
+    CORE_PHASES as CORE_PHASES,
+    PHASE_INDEX as PHASE_INDEX,
+    PHASE_LABELS as PHASE_LABELS,
+    PHASES as PHASES,
+    UNFUSED_CORE_PHASES as UNFUSED_CORE_PHASES,
+)
 
 # nn.Module class names (from "nn.Module: LlamaAttention_0") that scope attention.
 DEFAULT_MODULE_PATTERN = r"(?i)attention|attn|\bmha\b"

@@ -30,8 +30,7 @@ from typing import Callable, Optional
 
 from .. import settings
 from ..options import Options
-from ..progress import Progress
-from ..progress import active as progress_active
+from ..progress import Progress, active as progress_active
 from .discovery import FileInfo, Scanner, still_inside
 from .index import Loaded
 from .jobs import analyze_job

@@ -20,11 +20,11 @@ import os
 import queue
 import stat
 import threading
-from array import array
+from collections.abc import Iterator
 from functools import partial
-from typing import Any, Callable, Optional
-
-import numpy as np
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Optional
 
 from .. import progress as _progress
 from . import reader as _reader
@@ -129,9 +129,9 @@ class RawChunkParser(TraceParser):
             self.pos = end
 
 
-def _partial(chunk: bytes, make: Callable[[], Any]) -> tuple:
+def _partial(chunk: bytes, make: Callable[[], Any]) -> tuple[Any, dict[str, int]]:
     """Decode one chunk and build its columns with a fresh builder (``make()``)."""
-    stats: dict = {}
+    stats: dict[str, int] = {}
     events = decode_events(chunk, stats)
     if events is None:
         raise NotSuited("a chunk did not decode")
@@ -179,8 +179,8 @@ def _start_receiver(res_r: Connection, store: dict[int, Any], problem: list[str]
     return t
 
 
-def _child(jobs, results, make: Callable[[], Any]) -> None:
-    def produce():
+def _child(jobs: Connection, results: Connection, make: Callable[[], Any]) -> None:
+    def produce() -> Iterator[tuple[int, Any]]:
         while True:
             item = jobs.recv()
             if item is None:
@@ -457,7 +457,8 @@ def _first_byte(path: str) -> bytes:
     return head[:1]
 
 
-def _segment(path: str, cuts: list, i: int, bare: bool, max_bytes: int, b):
+def _segment(path: str, cuts: list[Any], i: int, bare: bool, max_bytes: int,
+             b: TraceBuilder) -> tuple[TraceBuilder, dict[str, Any], dict[str, int], int, Optional[str]]:
     """Parse segment ``i`` into the builder ``b``; returns (builder, meta, stats, file bytes
     read, truncation message of the last segment or None)."""
     first, last = i == 0, cuts[i + 1] is None
@@ -486,7 +487,8 @@ def _segment(path: str, cuts: list, i: int, bare: bool, max_bytes: int, b):
     return b, meta, p.stats, src.total, truncated
 
 
-def _split_child(path, cuts, bare, max_bytes, make, counter, results) -> None:
+def _split_child(path: str, cuts: list[Any], bare: bool, max_bytes: int, make: Callable[[], Any], counter: Any,
+                 results: Connection) -> None:
     p = _progress.current()          # the parent's record, inherited through fork
     if p is not None:
         p.forked(1)                  # its own slot: the parent goes on counting in slot 0

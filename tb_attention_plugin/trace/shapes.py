@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod
-from typing import Any, Optional
+from typing import Optional
 
 from .records import Signature
 

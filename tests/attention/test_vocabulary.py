@@ -6,8 +6,7 @@ import os
 import re
 
 from helpers import ROOT
-from tb_attention_plugin.attention import patterns as P
-from tb_attention_plugin.attention import vocabulary as V
+from tb_attention_plugin.attention import patterns as P, vocabulary as V
 
 
 def test_the_dashboards_copy_is_generated_from_the_module():
