@@ -22,8 +22,9 @@ import numpy as np
 import pytest
 
 from helpers import ROOT, SHARED
-from tb_attention_plugin.analyze import analyze_path, expand_paths
+from tb_attention_plugin.analyze import analyze_path
 from tb_attention_plugin.attention import patterns as P
+from tb_attention_plugin.trace.files import expand_paths
 
 # ------------------------------------------------------------------------- the traces
 
