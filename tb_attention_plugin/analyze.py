@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 import stat as _stat
-from typing import Optional
+from typing import Any, Optional
 
 from .cache import ReportCache
 from .options import Options
@@ -78,7 +78,8 @@ def find_reference(path: str, trace, max_bytes: int = DEFAULT_MAX_BYTES):
     # in a directory of many traces (the ranks of a job), only files named as references are read:
     # reading a few siblings for every rank would multiply the work
     cands = hinted + ([c for c in cands if c not in hinted] if len(cands) <= REFERENCE_CANDIDATES else [])
-    best, best_n = (None, None), 0
+    best: tuple[Any, Optional[str]] = (None, None)
+    best_n = 0
     for c in cands[:REFERENCE_CANDIDATES]:
         try:
             ref = load_trace(c, max_bytes=max_bytes)
