@@ -147,11 +147,11 @@ def analyze_path(path: str, options: Optional[Options] = None, cache: Optional[R
     mark_partial(report)
     if cache is not None and key is not None:
         cache.put(key, report)
-        _keep_rank_summary(cache, key, report)
+        _keep_rank_summary(cache, key, report, opt.debug)
     return report
 
 
-def _keep_rank_summary(cache: ReportCache, key: str, report: dict) -> None:
+def _keep_rank_summary(cache: ReportCache, key: str, report: dict, debug: bool = False) -> None:
     """The rank summary beside the cached report (ranks/store.py): what the Ranks view and
     ``tb-attention ranks`` read for a job of many traces. Only a cache: a failure here never
     fails the analysis."""
@@ -159,5 +159,5 @@ def _keep_rank_summary(cache: ReportCache, key: str, report: dict) -> None:
     try:
         put_report(cache, key, report)
     except Exception:
-        if os.environ.get("TB_ATTENTION_DEBUG"):
+        if debug:
             raise

@@ -370,7 +370,7 @@ def _summaries(a, paths: list[str], keep_json: bool = False):
                                keep_json=keep_json, timeout=s.dask_timeout)
     except ClusterError as e:
         return _fail(f"error: {'--scheduler ' + a.scheduler if a.scheduler else 'local Dask cluster'}: "
-                     f"{_one_line(e)}")
+                     f"{_one_line(str(e))}")
 
 
 def _analyze_on_cluster(a) -> Optional[int]:

@@ -22,7 +22,6 @@ from werkzeug.wrappers import Request, Response
 from . import __version__, settings
 from .server import overview, timeline, views
 from .server.loader import Loader
-from .server.ranks import ranks_route
 from .server.params import HttpError, bad, bool_param, choice_param, error_response, int_param, json_response
 from .server.selection import WAIT_SUMMARY, NotReady, RunTable, fetch, fetch_state, run_table, runs_listing, select
 from .server.static import static_response
@@ -36,6 +35,11 @@ WsgiApp = Callable[..., Any]
 @wrappers.Request.application
 def _static(request: Request) -> Response:
     return static_response(request.path)
+
+
+def _ranks(plugin: Any, request: Request) -> Response:
+    from .server.ranks import ranks_route  # imports the engine's summaries: not at TensorBoard start
+    return ranks_route(plugin, request)
 
 
 class AttentionPlugin(base_plugin.TBPlugin):
@@ -78,7 +82,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
             "/annotated": self._route(self._annotated),
             "/timeline": self._route(lambda r: timeline.route(self, r)),
             "/overview": self._route(lambda r: overview.route(self, r)),
-            "/ranks": self._route(lambda r: ranks_route(self, r)),
+            "/ranks": self._route(lambda r: _ranks(self, r)),
         }
 
     def is_active(self) -> bool:

@@ -66,7 +66,7 @@ def summarize_file(path: str, options: Options, cache_dir: Optional[str], use_ca
     summary. With ``keep_json`` the report's JSON body is also kept in the cache for
     ``analyze --format json``. Never raises for bad input."""
     shown = shown_path(path)
-    cache = ReportCache(cache_dir) if use_cache else None
+    cache = ReportCache(cache_dir) if (use_cache and cache_dir) else None
     key = store.summary_key(cache, path, options) if cache is not None else None
     if cache is not None and not keep_json:
         hit = store.get(cache, key)
@@ -230,7 +230,7 @@ def summarize_files(paths: list[str], options: Options, cache_dir: Optional[str]
     """Summaries of ``paths`` (in the order given) and what ran them: ``{mode, workers, cached,
     analysed}``. Files already summarised in the cache are read here, not sent anywhere (a
     ``keep_json`` run sends every file: the JSON body may be missing)."""
-    cache = ReportCache(cache_dir) if use_cache else None
+    cache = ReportCache(cache_dir) if (use_cache and cache_dir) else None
     out: dict[str, dict] = {}
     todo = []
     for p in paths:

@@ -48,7 +48,7 @@ def test_local_cluster_gives_the_in_process_answer(job8, tmp_path):
 
 def test_a_worker_that_dies_fails_only_its_file(job8, tmp_path):
     d, paths = job8
-    calls = [(p, Dd.summarize_file, (p, Options(), 1 << 30, str(tmp_path / "c"), True)) for p in paths[:3]]
+    calls = [(p, Dd.summarize_file, (p, Options(max_bytes=1 << 30), str(tmp_path / "c"), True)) for p in paths[:3]]
     calls.append(("dies", os._exit, (3,)))
     got = dict(Dd.run(calls, workers=2, mode="local"))
     assert got["dies"]["status"] == "error" and "died" in got["dies"]["error"]
