@@ -86,7 +86,7 @@ def _text(name: str) -> str:
 MAX_SKIPPED_LISTED = 20
 
 
-def _note_link(out: "ScanResult", path: str, root: str) -> None:
+def _note_link(out: ScanResult, path: str, root: str) -> None:
     """Remember a link the walk does not follow (the first MAX_SKIPPED_LISTED, by relative path)."""
     if len(out.skipped_links) < MAX_SKIPPED_LISTED:
         out.skipped_links.append(_text(os.path.relpath(path, root).replace(os.sep, "/")))

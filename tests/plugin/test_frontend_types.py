@@ -32,11 +32,11 @@ MEASURED = os.path.join(ROOT, "tests", "data", "measured")
 # state as of issue #14; declaring one in types.ts means removing it here). Keyed by interface,
 # or by interface.field for an inline object type.
 NOT_IN_TYPES: dict[str, set[str]] = {
-    "Summary": {"memory", "graphs"},                     # memory: shown from /memory
+    "Summary": {"memory"},                               # shown from /memory
     "Summary.thresholds": {"low_occupancy_pct", "short_kernel_us", "tiny_grid_sm_fraction"},
     "Phase": {"upper_bound"},
     "Device": {"l2_bytes", "roof_adjustments"},
-    "Kernel": {"dram_bytes", "graph"},
+    "Kernel": {"dram_bytes"},
     "KernelsResponse": {"selection", "state"},
     "RooflineResponse": {"selection", "state"},
     "TimelineResponse": {"selection", "state"},
@@ -69,6 +69,7 @@ NOT_IN_TYPES: dict[str, set[str]] = {
 NOT_EXERCISED = {
     "LoadProgress",                                   # only while a file is being analysed
     "Notice",                                         # the sample traces raise no notice
+    "GraphsBlock",                                    # no CUDA-graph replay in them
     "AdviceEvidence", "AdvicePhase", "AdviceKernel",  # views cast Advice.evidence (a Record) to them
 }
 
