@@ -105,7 +105,10 @@ def tensorboard(tmp_path_factory):
         log.seek(0)
         tail = log.read()
         log.close()
-        assert "Traceback" not in tail, tail[-4000:]
+        # only our plugin's tracebacks: other installed plugins (torch-tb-profiler parses the same
+        # hostile files and logs its own failures) are not under test here
+        ours = [t for t in tail.split("Traceback")[1:] if "tb_attention_plugin" in t.split("\n\n")[0]]
+        assert not ours, "Traceback" + ours[0][:4000]
 
 
 def _dropper(logdir, stop: threading.Event, dropped: list):
