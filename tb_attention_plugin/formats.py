@@ -13,7 +13,8 @@ from typing import Optional
 from .attention.patterns import PHASE_LABELS, strip_templates
 
 _BOUND_WORD = {"memory": "memory-bound", "compute": "compute-bound", "latency": "latency-bound",
-               "unknown": "unknown (no shapes)"}
+               "unknown": "unknown (no cost)"}
+_UPPER_BOUND_WORD = "unknown (≤ dense)"   # dense upper-bound costs (FlexAttention): no roof is claimed
 
 
 # ------------------------------------------------------------------ numbers
@@ -139,9 +140,12 @@ def para(text: str, width: Optional[int], indent: str = "  ") -> str:
                                     break_long_words=True)) or text
 
 
-def est(text: str, estimated: Optional[bool]) -> str:
-    """``~`` in front of an estimated figure, as the dashboard marks it."""
-    return f"~{text}" if estimated and text != MISSING else text
+def est(text: str, estimated: Optional[bool], upper_bound: Optional[bool] = False) -> str:
+    """``~`` in front of an estimated figure, ``≤`` in front of one from a dense upper-bound cost
+    (FlexAttention with a mask the trace does not record), as the dashboard marks them."""
+    if text == MISSING:
+        return text
+    return f"≤{text}" if upper_bound else f"~{text}" if estimated else text
 
 
 def _header_width(h: str, lines: int) -> int:
@@ -313,10 +317,11 @@ def measurements_line(rep: dict) -> str:
 def phase_rows(rep: dict) -> list[list[str]]:
     rows = []
     for p in rep.get("phases", []):
-        e = p.get("estimated")
+        e, ub = p.get("estimated"), p.get("upper_bound")
+        word = _UPPER_BOUND_WORD if ub and p["bound"] == "unknown" else _BOUND_WORD.get(p["bound"], p["bound"])
         rows.append([PHASE_LABELS.get(p["phase"], p["phase"]), "fwd" if p["direction"] == "forward" else "bwd",
-                     us(p["time_us"]), _BOUND_WORD.get(p["bound"], p["bound"]), est(pct(p["memory_util"]), e),
-                     est(pct(p["compute_util"]), e), str(p["kernels"]), pct(p["share"])])
+                     us(p["time_us"]), word, est(pct(p["memory_util"]), e, ub),
+                     est(pct(p["compute_util"]), e, ub), str(p["kernels"]), pct(p["share"])])
     return rows
 
 
@@ -365,10 +370,10 @@ def _top_kernel_rows(rep: dict, top: int, name_width: Optional[int], short: bool
         g[1] += 1
     rows = []
     for (name, ph, d), (t, n, k) in sorted(groups.items(), key=lambda x: -x[1][0])[:top]:
-        e = k.get("estimated")
+        e, ub = k.get("estimated"), k.get("upper_bound")
         shown = short_kernel_name(name) if short else name
         rows.append([cut_middle(shown, name_width), PHASE_LABELS.get(ph, ph), "fwd" if d == "forward" else "bwd",
-                     str(n), us(t), k["bound"], est(pct(k["memory_util"]), e), est(pct(k["compute_util"]), e),
+                     str(n), us(t), k["bound"], est(pct(k["memory_util"]), e, ub), est(pct(k["compute_util"]), e, ub),
                      where(k.get("source"))])
     if not any(r[-1] for r in rows):      # the source column only for traces recorded with_stack
         rows = [r[:-1] for r in rows]
