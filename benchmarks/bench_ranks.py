@@ -120,6 +120,7 @@ def route_latency(logdir: str, cache: str) -> dict:
     from tensorboard.backend import application
     from tensorboard.plugins import base_plugin
     from werkzeug.test import Client
+
     from tb_attention_plugin.plugin import AttentionPlugin
     from tb_attention_plugin.server.loader import Loader
     loader = Loader(logdir, poll_secs=3600, settle_secs=0, grace_secs=0, mode="thread", use_cache=True,
@@ -149,8 +150,10 @@ def view_latency(ranks: int = 1024) -> dict:
     is copies of a small real trace, rank 700 slowed; the copies share rank 0's summary under
     their own cache keys (as tests/ranks/test_plugin_ranks.py does)."""
     import urllib.request
+
     from playwright.sync_api import sync_playwright
     from tensorboard import default, program
+
     from tb_attention_plugin.analyze import analyze_path
     from tb_attention_plugin.cache import ReportCache
     from tb_attention_plugin.options import Options

@@ -184,7 +184,8 @@ def naive_attention(t: SynthTrace, b=2, h=4, s=128, d=64, dtype=BF16, module=Tru
                 t.kernel("nvjet_sm90_tst_128x128_64x4_h_bz_TNN", dur=8)
         with t.op("aten::div", dims=[[b, h, s, s], []], types=[dtype, "double"], seq=seq("scale")):
             t.kernel("void at::native::vectorized_elementwise_kernel<8, at::native::BUnaryFunctor<"
-                     "c10::BFloat16, c10::BFloat16, c10::BFloat16, at::native::binary_internal::DivFunctor<float> > >", dur=5)
+                     "c10::BFloat16, c10::BFloat16, c10::BFloat16, at::native::binary_internal::DivFunctor<float> > >",
+                     dur=5)
         if causal_mask:
             with t.op("aten::masked_fill", dims=[[b, h, s, s], [s, s], []], types=[dtype, "bool", "Scalar"],
                       concrete=["", "", "-inf"], seq=seq("mask")):
@@ -192,13 +193,15 @@ def naive_attention(t: SynthTrace, b=2, h=4, s=128, d=64, dtype=BF16, module=Tru
         with t.op("aten::softmax", dims=[[b, h, s, s], [], []], types=[dtype, "Scalar", ""], concrete=["", "-1", ""]):
             with t.op("aten::_softmax", dims=[[b, h, s, s], [], []], types=[dtype, "Scalar", "Scalar"],
                       concrete=["", "-1", "False"], seq=seq("softmax")):
-                t.kernel("void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 7, false, false>", dur=7)
+                t.kernel("void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 7, "
+                         "false, false>", dur=7)
         if dropout:
             with t.op("aten::dropout", dims=[[b, h, s, s], [], []], types=[dtype, "Scalar", "Scalar"],
                       concrete=["", "0.1", "True"]):
                 with t.op("aten::native_dropout", dims=[[b, h, s, s], [], []], types=[dtype, "Scalar", "Scalar"],
                           concrete=["", "0.1", "True"], seq=seq("dropout")):
-                    t.kernel("void at::native::(anonymous namespace)::fused_dropout_kernel_vec<c10::BFloat16, float, unsigned int, 1, 8, bool>", dur=6)
+                    t.kernel("void at::native::(anonymous namespace)::fused_dropout_kernel_vec<c10::BFloat16, float, "
+                             "unsigned int, 1, 8, bool>", dur=6)
         with t.op("aten::matmul", dims=[[b, h, s, s], [b, h, s, d]], types=[dtype] * 2):
             with t.op("aten::bmm", dims=[[b * h, s, s], [b * h, s, d]], types=[dtype] * 2, seq=seq("pv")):
                 t.kernel("nvjet_sm90_tst_128x256_64x4_1x2_h_bz_coopA_NNN", dur=8)
@@ -219,4 +222,5 @@ def mlp_and_loss(t: SynthTrace, b=2, s=128, e=256, vocab=1000, dtype=BF16):
     with t.op("aten::cross_entropy_loss", dims=[[b * s, vocab], [b * s]], types=[F32, "long int"]):
         with t.op("aten::_log_softmax", dims=[[b * s, vocab], [], []], types=[F32, "Scalar", "Scalar"],
                   concrete=["", "1", "False"]):
-            t.kernel("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, LogSoftMaxForwardEpilogue>", dur=5)
+            t.kernel("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "
+                     "LogSoftMaxForwardEpilogue>", dur=5)

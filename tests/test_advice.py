@@ -197,7 +197,7 @@ def test_dropout_in_inference(reports, tmp_path):
 def _launch_bound(n_kernels: int, dur: float, gap: float) -> SynthTrace:
     t = SynthTrace()
     with t.module("Attention_0"):
-        for i in range(n_kernels):
+        for _ in range(n_kernels):
             with t.op("aten::mul", dims=[[8, 32, 1, 128], []], types=[BF16, "Scalar"]):
                 t.kernel("void at::native::vectorized_elementwise_kernel<4, MulFunctor>", dur=dur)
             t.now += gap

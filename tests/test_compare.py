@@ -7,8 +7,15 @@ from helpers import ROOT, sample
 from synth import SynthTrace
 from synth_sdpa import decode_pair, sdpa_call
 from tb_attention_plugin.analyze import analyze_path
-from tb_attention_plugin.compare import (aggregate, check, compare_reports, kernel_group, kernel_groups, render,
-                                         summarize)
+from tb_attention_plugin.compare import (
+    aggregate,
+    check,
+    compare_reports,
+    kernel_group,
+    kernel_groups,
+    render,
+    summarize,
+)
 
 BACKENDS = ("sdpa_flash_s2048_fwd", "sdpa_efficient_s2048_fwd", "sdpa_cudnn_s2048_fwd", "sdpa_math_s2048_fwd")
 

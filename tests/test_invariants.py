@@ -82,7 +82,7 @@ class _Analysed:
             return np.asarray(vals, dtype=object)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _analysed(name: str) -> _Analysed:
     from tb_attention_plugin.trace.records import load_trace
     path = PATHS[name]

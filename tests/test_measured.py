@@ -3,7 +3,6 @@ counter ranges inside it (tb_attention_plugin/roofline/measured.py)."""
 from __future__ import annotations
 
 import csv
-import gzip
 import json
 import os
 import shutil
@@ -16,9 +15,7 @@ from tb_attention_plugin.analyze import analyze_path
 from tb_attention_plugin.cache import ReportCache
 from tb_attention_plugin.jsonout import to_json
 from tb_attention_plugin.options import Options
-from tb_attention_plugin.roofline import measured as M
-from tb_attention_plugin.roofline import ncu
-from tb_attention_plugin.roofline.classify import ROOF_REACHED
+from tb_attention_plugin.roofline import measured as M, ncu
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "measured")
 DECODE = "decode_gqa_flash.pt.trace.json.gz"
@@ -258,7 +255,8 @@ def test_extract_counts_flops_once():
                    "smsp__sass_thread_inst_executed_op_hfma_pred_on.sum": 2})
     assert v.tensor_flops == 4e9 and v.core_flops == 2 * 10 + 3 + 2 * 2 and v.flops == 4e9 + 27
     assert v.dram_bytes == 4e6 and v.dur_us == 12.0 and (v.dram_pct, v.tensor_pct, v.fma_pct) == (20, 75, 10)
-    only_dst = M.extract({"sm__ops_path_tensor_src_fp16_dst_fp16.sum": 5, "sm__ops_path_tensor_src_fp16_dst_fp32.sum": 7})
+    only_dst = M.extract({"sm__ops_path_tensor_src_fp16_dst_fp16.sum": 5,
+                          "sm__ops_path_tensor_src_fp16_dst_fp32.sum": 7})
     assert only_dst.tensor_flops == 12 and only_dst.core_flops is None and only_dst.dram_bytes is None
     assert M.extract({}).flops is None
 

@@ -12,9 +12,8 @@ from tb_attention_plugin.cli import main
 from tb_attention_plugin.jsonout import to_json
 from tb_attention_plugin.memory import MLA_LATENT_DIM, MLA_ROPE_DIM, op_outputs
 from tb_attention_plugin.report import analyze_trace
-from tb_attention_plugin.trace.records import load_trace
+from tb_attention_plugin.trace.records import Signature, load_trace
 from tb_attention_plugin.trace.shapes import parse_args
-from tb_attention_plugin.trace.records import Signature
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "memory")
 
@@ -76,7 +75,8 @@ def test_cpu_naive_allocates_score_matrices_fused_does_not(s):
     assert any(g["shape"] == [b, h, s, d] and g["phase"] == "fused_attention" and g["dtype"] == "fp32"
                for g in dev["attention_peak"]["held_by"])
     assert not any(f["code"] == "score_matrix" for f in fused["flags"])
-    assert dev["attention_peak"]["total_allocated_bytes"] < naive["devices"][0]["attention_peak"]["total_allocated_bytes"]
+    naive_peak = naive["devices"][0]["attention_peak"]
+    assert dev["attention_peak"]["total_allocated_bytes"] < naive_peak["total_allocated_bytes"]
 
 
 @pytest.mark.parametrize("s", [1024, 4096])
@@ -183,10 +183,10 @@ def test_op_outputs_rules():
     assert op_outputs("aten::linear", args([[2, 10, 32], [96, 32]], ["float"] * 2))[0][0] == (2, 10, 96)
     outs = op_outputs("aten::native_dropout", args([[2, 4, 8, 8], [], []], [BF16, "Scalar", "Scalar"]))
     assert [(o[0], o[1]) for o in outs] == [((2, 4, 8, 8), "bf16"), ((2, 4, 8, 8), "bool")]
-    assert op_outputs("aten::empty", args([[], [], []], ["ScalarList", "Scalar", ""], ["[128, 128]", "11", ""]))[0][:3] \
-        == ((128, 128), "bool", 1)
-    assert op_outputs("aten::_softmax", args([[2, 8, 8], [], []], [BF16, "Scalar", "Scalar"], ["", "-1", "True"]))[0][1] \
-        == "fp32"
+    empty = args([[], [], []], ["ScalarList", "Scalar", ""], ["[128, 128]", "11", ""])
+    assert op_outputs("aten::empty", empty)[0][:3] == ((128, 128), "bool", 1)
+    softmax = args([[2, 8, 8], [], []], [BF16, "Scalar", "Scalar"], ["", "-1", "True"])
+    assert op_outputs("aten::_softmax", softmax)[0][1] == "fp32"
     cat = op_outputs("aten::cat", args([[[1, 8, 100, 64], [1, 8, 1, 64]], []], ["TensorList", "Scalar"], ["", "2"]))
     assert cat[0][0] == (1, 8, 101, 64)
     sd = op_outputs("aten::_scaled_dot_product_flash_attention",
@@ -199,7 +199,8 @@ def _sdpa_call(t, b, h, hk, sq, sk, d, name="LlamaAttention_0"):
     with t.module(name):
         with t.op("aten::scaled_dot_product_attention",
                   dims=[[b, h, sq, d], [b, hk, sk, d], [b, hk, sk, d], [], [], [], [], []],
-                  types=[BF16] * 3 + ["", "Scalar", "Scalar", "", "Scalar"], concrete=["", "", "", "", "0.", "False", "", "True"]):
+                  types=[BF16] * 3 + ["", "Scalar", "Scalar", "", "Scalar"],
+                  concrete=["", "", "", "", "0.", "False", "", "True"]):
             with t.op("aten::_scaled_dot_product_flash_attention",
                       dims=[[b, h, sq, d], [b, hk, sk, d], [b, hk, sk, d], [], []],
                       types=[BF16] * 3 + ["Scalar", "Scalar"], concrete=["", "", "", "0.", "False"]):

@@ -9,7 +9,7 @@ attention class), so the module scopes of an eager trace give the ground truth t
 
 from __future__ import annotations
 
-from typing import Any, List
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -75,7 +75,7 @@ def build_flex(device, small, *, window=0, B=4, H=16, S=2048, D=64, bwd=True):
                 return mod(x)
 
     meta = dict(kind="flex", B=B, H=H, S=S, D=D, dtype=str(dt).replace("torch.", ""), causal=True,
-                window=window or None, mask=("sliding window %d" % window) if window else "causal",
+                window=window or None, mask=f"sliding window {window}" if window else "causal",
                 pass_="fwd+bwd" if bwd else "fwd", module="FlexSelfAttention",
                 note="create_block_mask runs inside the module every call; flex_attention compiled alone")
     return Workload("", step, meta, keep=[mod, x, cflex])
@@ -482,7 +482,7 @@ def build_decode_graph(device, small, *, mode, layers=4, hidden=2048, heads=16, 
         with torch.no_grad():
             return model(x, pos)
 
-    keep: List[Any] = [model, x, pos]
+    keep: list[Any] = [model, x, pos]
     if mode == "eager" or not cuda:
         step = eager
     else:
@@ -523,8 +523,8 @@ def build_decode_graph(device, small, *, mode, layers=4, hidden=2048, heads=16, 
     return Workload("", step, meta, keep=keep)
 
 
-def specs() -> List[Spec]:
-    s: List[Spec] = []
+def specs() -> list[Spec]:
+    s: list[Spec] = []
 
     def add(name, builder, desc, prio, needs_cuda=True, **kw):
         s.append(Spec(name, "modern", builder, kw, desc, needs_cuda=needs_cuda, ncu_priority=prio))

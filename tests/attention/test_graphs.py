@@ -314,6 +314,7 @@ def test_cli_reference_that_is_not_a_file(tmp_path, capsys):
 
 def test_cli_reference_json(tmp_path, capsys):
     import json
+
     from tb_attention_plugin.cli import main
     rc = main(["analyze", replay_trace(tmp_path), "--reference", eager_trace(tmp_path), "--no-cache", "-f", "json"])
     out = json.loads(capsys.readouterr().out)

@@ -1,11 +1,8 @@
-import contextlib
 
-import numpy as np
-import pytest
 
 from synth import BF16, F32, SynthTrace, mlp_and_loss, naive_attention
-from tb_attention_plugin.attention.tagger import tag
 from tb_attention_plugin.attention.patterns import PHASES, triton_phase
+from tb_attention_plugin.attention.tagger import tag
 from tb_attention_plugin.trace.correlate import link
 from tb_attention_plugin.trace.records import load_trace
 
@@ -67,9 +64,11 @@ def test_unscoped_eager_pattern_finds_core_only(tmp_path):
 def _sdpa(t, name="aten::_scaled_dot_product_flash_attention", kernel="void pytorch_flash::flash_fwd_kernel<>",
           seq=None):
     dims = [[2, 4, 128, 64]] * 3 + [[], [], [], []]
-    with t.op("aten::scaled_dot_product_attention", dims=dims + [[]], types=[BF16] * 3 + ["", "Scalar", "Scalar", "", "Scalar"],
+    with t.op("aten::scaled_dot_product_attention", dims=dims + [[]],
+              types=[BF16] * 3 + ["", "Scalar", "Scalar", "", "Scalar"],
               concrete=["", "", "", "", "0.", "True", "", "False"], seq=seq):
-        with t.op(name, dims=dims, types=[BF16] * 3 + ["Scalar"] * 4, concrete=["", "", "", "0.", "True", "False", ""], seq=seq):
+        with t.op(name, dims=dims, types=[BF16] * 3 + ["Scalar"] * 4,
+                  concrete=["", "", "", "0.", "True", "False", ""], seq=seq):
             t.kernel(kernel, dur=30)
 
 
@@ -83,7 +82,7 @@ def test_sdpa_op_without_module_is_fused_attention(tmp_path):
 def test_module_with_sdpa_projections_and_layout(tmp_path):
     t = SynthTrace()
     with t.module("LlamaSdpaAttention_0"):
-        for name in ("q_proj", "k_proj", "v_proj"):
+        for _name in ("q_proj", "k_proj", "v_proj"):
             with t.module("Linear_0"):
                 with t.op("aten::linear", dims=[[2, 128, 256], [256, 256], []], types=[BF16, BF16, ""]):
                     with t.op("aten::mm", dims=[[256, 256], [256, 256]], types=[BF16, BF16]):

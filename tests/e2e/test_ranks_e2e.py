@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-
 from test_tensorboard_e2e import ARTIFACTS, ROOT, _free_port, _get_json, _plugin_frame, _wait, browser  # noqa: F401
 
 pytestmark = pytest.mark.e2e

@@ -2,9 +2,20 @@
 import numpy as np
 import pytest
 
-from tb_attention_plugin.roofline.classify import (BOUNDS, CAUSES, M_NO_FORMULA, M_NO_OP, M_NO_SHAPES, N_ROOF_RAISED,
-                                                   ROOF_REACHED, SHORT_KERNEL_US, classify, decide, peak_key,
-                                                   raise_roofs)
+from tb_attention_plugin.roofline.classify import (
+    BOUNDS,
+    CAUSES,
+    M_NO_FORMULA,
+    M_NO_OP,
+    M_NO_SHAPES,
+    N_ROOF_RAISED,
+    ROOF_REACHED,
+    SHORT_KERNEL_US,
+    classify,
+    decide,
+    peak_key,
+    raise_roofs,
+)
 from tb_attention_plugin.roofline.cost import MATRIX, NONE, VECTOR
 from tb_attention_plugin.roofline.frame import from_columns
 from tb_attention_plugin.trace.records import KERNEL, MEMCPY

@@ -1,10 +1,10 @@
 """The cost model against hand computation and against torch.utils.flop_counter."""
+import msgspec
 import pytest
 
 from tb_attention_plugin.roofline.cost import SDPA_SCHEMAS, causal_fraction, matmul_dims, op_cost, sdpa_shapes
 from tb_attention_plugin.trace.records import Signature
 from tb_attention_plugin.trace.shapes import parse_args
-import msgspec
 
 
 def args(dims, types, concrete=None):
@@ -135,7 +135,8 @@ def test_sdpa_flops_match_flop_counter_formulas(b, h, hk, sq, sk, d):
     ref_f = fc.sdpa_flop_count(q, (b, h, sk, d), (b, h, sk, d))
     ref_b = fc.sdpa_backward_flop_count(q, q, (b, h, sk, d), (b, h, sk, d))
     for causal in ("False", "True"):
-        a = args([list(q), list(k), list(k), [], [], [], []], [BF] * 3 + ["Scalar"] * 4, ["", "", "", "0.", causal, "False", ""])
+        a = args([list(q), list(k), list(k), [], [], [], []], [BF] * 3 + ["Scalar"] * 4,
+                 ["", "", "", "0.", causal, "False", ""])
         c = op_cost("aten::_scaled_dot_product_flash_attention", a)
         assert c.flops_dense == ref_f
         assert c.flops == (ref_f if causal == "False" else pytest.approx(ref_f * causal_fraction(sq, sk)))
