@@ -78,7 +78,7 @@ def advice_and_backends(report: dict, trace=None, links=None, tagging=None) -> t
     return _advise(run), backends(report.get("kernels"), frozenset(run.math_kernel_ids()))
 
 
-def _advise(run: "_Run") -> list[dict]:
+def _advise(run: _Run) -> list[dict]:
     report = run.rep
     if report.get("status") not in (None, "ok") or not report.get("attention_time_us"):
         return []
@@ -503,7 +503,7 @@ def _sdpa_math_backend(run: _Run) -> Optional[dict]:
     peaks_used: set = set()
     est_known = True
     bwd = any(k["direction"] == "backward" for k in rows)
-    for key, cs in by_shape.items():
+    for cs in by_shape.values():
         c = cs[0]
         why = _math_reasons(c)
         for w in why:
@@ -680,7 +680,7 @@ def _decode_kv_heads(run: _Run) -> Optional[dict]:
     if t_all < MIN_SHARE * run.att_time:
         return None
     gain, ev = 0.0, []
-    for c, s, rows, t, inten, ridge, mem_t in hits:
+    for _c, s, _rows, t, inten, ridge, mem_t in hits:
         it = s["itemsize"]
         kv = 2.0 * s["b"] * s["hk"] * s["sk"] * s["d"] * it
         qo = 2.0 * s["b"] * s["h"] * s["sq"] * s["d"] * it
@@ -929,8 +929,8 @@ def _slow_backward(run: _Run) -> Optional[dict]:
     return {"id": "slow_backward", "title": "Backward attention much slower than 2.5x forward",
             "detail": ("; ".join(parts) + f". The backward does {BACKWARD_FLOP_RATIO:g}x the forward's matmul "
                        f"FLOPs, so a ratio above {limit:.1f}x means it runs at a much lower efficiency than the "
-                       f"forward: deterministic mode, an extra dq accumulation pass, atomics, a fallback kernel for this "
-                       f"shape, or a recomputation."),
+                       "forward: deterministic mode, an extra dq accumulation pass, atomics, a fallback kernel for "
+                       "this shape, or a recomputation."),
             "evidence": {"directions": ev, "threshold_ratio": limit},
             "estimated_gain_us": _r(gain), "removable_us": _r(sum(b for _, _, b in hits)),
             "how": ("Check torch.are_deterministic_algorithms_enabled() (deterministic flash/mem-efficient "

@@ -20,7 +20,8 @@ numbers of profiler steps, times, FLOPs, bytes and counts are per-step averages 
 from __future__ import annotations
 
 import re
-from typing import Iterable, Optional
+from collections.abc import Iterable
+from typing import Optional
 
 from .attention.backends import BACKEND_LABELS, backends as _kernel_backends, describe as _describe_backends
 from .attention.patterns import strip_templates

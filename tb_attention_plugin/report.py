@@ -7,7 +7,6 @@ memset); numbers that are estimates say so (``estimated``), numbers we cannot kn
 from __future__ import annotations
 
 import dataclasses
-
 import re
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -15,22 +14,30 @@ from typing import Any, Optional
 import numpy as np
 
 from . import __version__, progress
-from .attention import patterns as P
-from .options import Options
-from .attention import graphs
+from .attention import graphs, patterns as P
 from .attention.tagger import SOURCES, Tagging, call_numbers, tag
-from .roofline import devices as D
-from .roofline import frame as F
+from .options import Options
+from .roofline import devices as D, frame as F
 from .roofline.attribute import Attribution, attribute
-from .roofline.classify import (BOUND_UNKNOWN, BOUNDS, CAUSES, LOW_OCCUPANCY_PCT, ROOF_REACHED, SHORT_KERNEL_US,
-                                TINY_GRID_SM_FRACTION, classify, decide, raise_roofs)
+from .roofline.classify import (
+    BOUND_UNKNOWN,
+    BOUNDS,
+    CAUSES,
+    LOW_OCCUPANCY_PCT,
+    ROOF_REACHED,
+    SHORT_KERNEL_US,
+    TINY_GRID_SM_FRACTION,
+    classify,
+    decide,
+    raise_roofs,
+)
 from .roofline.frame import KernelFrame
 from .roofline.measured import Result, apply as measure
+from .table import Coded, KernelTable
 from .trace.busy import busy_times
 from .trace.correlate import Links, link, take_or
 from .trace.records import ANNOTATION, GPU_KIND_NAMES, KERNEL, MODULE, Trace
 from .trace.shapes import parse_args
-from .table import Coded, KernelTable
 
 SCHEMA_VERSION = 1
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")

@@ -9,7 +9,8 @@ iteration), with the fields documented in docs/report-schema.md.
 from __future__ import annotations
 
 import functools
-from typing import Any, Iterator, Optional, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any, Optional
 
 import msgspec
 import numpy as np
@@ -46,14 +47,14 @@ class Coded:
         v = self.vocab
         return [v[c] for c in self.codes.tolist()]
 
-    def take(self, idx: np.ndarray) -> "Coded":
+    def take(self, idx: np.ndarray) -> Coded:
         return Coded(self.codes[idx], self.vocab)
 
     def __len__(self):
         return len(self.codes)
 
     @classmethod
-    def from_values(cls, values: Sequence[Optional[str]]) -> "Coded":
+    def from_values(cls, values: Sequence[Optional[str]]) -> Coded:
         vocab: dict = {}
         codes = [vocab.setdefault(v, len(vocab)) for v in values]
         return cls(np.asarray(codes, dtype=np.int32), list(vocab))
@@ -186,7 +187,7 @@ class KernelTable(Sequence):
     def column(self, name: str) -> list:
         return self._col_values(name, np.arange(self._n))
 
-    def take(self, idx: np.ndarray) -> "KernelTable":
+    def take(self, idx: np.ndarray) -> KernelTable:
         """A new table with the selected rows (filters for the dashboard)."""
         cols = {}
         for k, c in self.columns.items():
@@ -215,7 +216,7 @@ class KernelTable(Sequence):
         return {"columns": cols, "extras": [[i, e] for i, e in self.extras.items()]}
 
     @classmethod
-    def from_state(cls, state: dict) -> "KernelTable":
+    def from_state(cls, state: dict) -> KernelTable:
         cols = {}
         for k, c in state["columns"].items():
             if "coded" in c:

@@ -18,7 +18,8 @@ Kernels that say nothing (a memset or copy whose op is generic) are not counted.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any, Optional
 
 from . import patterns as P
 

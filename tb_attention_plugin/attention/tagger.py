@@ -28,7 +28,7 @@ import numpy as np
 
 from ..trace.correlate import Links, outermost_marked, take_or
 from ..trace.records import ANNOTATION, LAUNCH, MODULE, OP, PYFUNC, Trace
-from ..trace.shapes import parse_args
+from ..trace.shapes import Arg, parse_args
 from . import patterns as P
 
 SOURCES = ("module", "function", "annotation", "sdpa_op", "pattern", "kernel_name", "gpu_annotation",
@@ -46,7 +46,7 @@ class Tagging:
     gpu_phase: np.ndarray
     gpu_source: np.ndarray
     gpu_backward: np.ndarray      # bool
-    instances: dict[int, dict]    # instance id -> {"name", "source"}
+    instances: dict[int, dict[str, str]]    # instance id -> {"name", "source"}
     graph: Any = None             # graphs.GraphContext: CUDA-graph replays and how they were attributed
 
     def phase_name(self, code: int) -> Optional[str]:
@@ -54,7 +54,7 @@ class Tagging:
 
 
 class _Ctx:
-    def __init__(self, trace: Trace, links: Links, module_re, annotation_re):
+    def __init__(self, trace: Trace, links: Links, module_re: re.Pattern[str], annotation_re: re.Pattern[str]):
         self.t = trace
         self.L = links
         R = trace.ranges
@@ -64,12 +64,12 @@ class _Ctx:
         self.strings = trace.strings
         self.module_re = module_re
         self.annotation_re = annotation_re
-        self._args_cache: dict[int, list] = {}
+        self._args_cache: dict[int, list[Arg]] = {}
 
     def name(self, r: int) -> str:
-        return self.strings[self.name_id[r]]
+        return str(self.strings[self.name_id[r]])
 
-    def args(self, r: int):
+    def args(self, r: int) -> Optional[list[Arg]]:
         s = int(self.sig[r])
         if s < 0:
             return None
@@ -119,7 +119,7 @@ class _Unit:
         self.fixed_phase = fixed_phase
 
 
-def _first_descendant_op(ctx: _Ctx, r: int, wanted: frozenset) -> Optional[str]:
+def _first_descendant_op(ctx: _Ctx, r: int, wanted: frozenset[str]) -> Optional[str]:
     stack = list(ctx.L.children(r))
     while stack:
         c = int(stack.pop(0))
@@ -148,13 +148,13 @@ def _op_unit(ctx: _Ctx, r: int) -> _Unit:
             return _Unit(r, "mm", op)
         args = ctx.args(r)
         if args:
-            tens = [a for a in args if a.is_tensor]
-            if len(tens) >= 2 and len(tens[1].shape) == 2 and len(tens[0].shape) >= 2 and op != "mm":
+            tens = [a.shape for a in args if a.shape is not None]   # the tensors' shapes
+            if len(tens) >= 2 and len(tens[1]) == 2 and len(tens[0]) >= 2 and op != "mm":
                 return _Unit(r, "proj?", op)
-            if len(tens) >= 2 and len(tens[0].shape) >= 3 and len(tens[1].shape) >= 3:
+            if len(tens) >= 2 and len(tens[0]) >= 3 and len(tens[1]) >= 3:
                 return _Unit(r, "mm", op)
-            if len(tens) >= 2 and len(tens[0].shape) == 2 and len(tens[1].shape) == 2:
-                (m, k), (_, n) = tens[0].shape, tens[1].shape
+            if len(tens) >= 2 and len(tens[0]) == 2 and len(tens[1]) == 2:
+                (m, k), (_, n) = tens[0], tens[1]
                 # a 2-D matmul can be single-head attention: QK^T makes a square [S, S] from a
                 # thin inner dim, PV consumes a square [S, S]; anything else is a projection
                 if not ((m == n and k < m) or (m == k and n < k)):
@@ -179,7 +179,7 @@ def _units(ctx: _Ctx, root: int) -> list[_Unit]:
     """Units of an instance rooted at a range, in call order."""
     out: list[_Unit] = []
 
-    def visit(r: int, top: bool):
+    def visit(r: int, top: bool) -> None:
         k = ctx.kind[r]
         name = ctx.name(r)
         if k == MODULE and not top:
@@ -278,7 +278,8 @@ def _assign_phases(units: list[_Unit]) -> list[str]:
         elif c == "rotary?":
             ph = "rotary" if stage == 0 else "other"
         elif c == "layout":
-            if stage == 0 and rotary_mode and last_proj < i < first_core and u.op in ("cat", "slice", "narrow", "chunk"):
+            if (stage == 0 and rotary_mode and last_proj < i < first_core
+                    and u.op in ("cat", "slice", "narrow", "chunk")):
                 ph = "rotary"
             else:
                 ph = "layout"
@@ -308,16 +309,17 @@ def _pattern_instances(ctx: _Ctx, inst: np.ndarray, broot: np.ndarray) -> list[l
     """Unscoped eager attention: sibling ops matmul -> (scale/mask/layout)* -> softmax ->
     (dropout/layout/mask)* -> matmul. Returns the unit ranges of each match."""
     R = ctx.t.ranges
-    n = len(ctx.kind)
     names = ctx.strings
     soft_ids = {i for i, s in enumerate(names) if P.short_op(s) in P.SOFTMAX_OPS}
     if not soft_ids:
         return []
     cand = [r for r in np.flatnonzero(np.isin(ctx.name_id, list(soft_ids)) & (ctx.kind == OP)
                                       & (inst < 0) & (broot < 0)).tolist()]
-    found, used = [], set()
+    found: list[list[int]] = []
+    used: set[int] = set()
     parent = ctx.L.parent
-    siblings: dict = {}       # parent (or thread, for top-level ops) -> (sibling ops, their positions)
+    # (parent, None), or (-1, thread) for top-level ops -> (sibling ops, their positions)
+    siblings: dict[tuple[int, Optional[int]], tuple[list[int], dict[int, int]]] = {}
     for r in cand:
         top = r
         while parent[top] >= 0 and ctx.kind[parent[top]] == OP:
@@ -325,7 +327,7 @@ def _pattern_instances(ctx: _Ctx, inst: np.ndarray, broot: np.ndarray) -> list[l
         if top in used:
             continue
         p = int(parent[top])
-        key = (p, None) if p >= 0 else (-1, int(R["thread"][top]))
+        key: tuple[int, Optional[int]] = (p, None) if p >= 0 else (-1, int(R["thread"][top]))
         hit = siblings.get(key)
         if hit is None:      # built once per parent: per candidate it was O(n^2) on long flat threads
             if p >= 0:
@@ -368,7 +370,7 @@ def call_numbers(trace: Trace, tagging: Tagging) -> dict[int, int]:
     """The public number of every attention call: 0, 1, 2... in the order its first kernel ran
     on the GPU, then the calls without kernels in the order they started on the CPU. Internal
     instance ids are range indices, which depend on how the file was read; these do not."""
-    keys = {}
+    keys: dict[int, tuple[int, int]] = {}
     g_inst = tagging.gpu_instance
     att = np.flatnonzero(g_inst >= 0)
     if len(att):
@@ -407,7 +409,7 @@ def tag(trace: Trace, links: Links, module_pattern: str = P.DEFAULT_MODULE_PATTE
     source = np.full(n, -1, dtype=np.int8)
     ok = inst >= 0
     source[ok] = own[inst[ok]]
-    instances: dict[int, dict] = {}
+    instances: dict[int, dict[str, str]] = {}
     for root in np.unique(inst[ok]).tolist():
         instances[root] = {"name": ctx.name(root), "source": SOURCES[own[root]]}
 
@@ -528,11 +530,11 @@ def tag(trace: Trace, links: Links, module_pattern: str = P.DEFAULT_MODULE_PATTE
                 by_name[nid] = P.PHASE_INDEX[tp]
     if by_name:
         for k in np.flatnonzero(g_inst < 0).tolist():
-            ph = by_name.get(int(gname[k]))
-            if ph is not None:
+            code = by_name.get(int(gname[k]))
+            if code is not None:
                 key = n + k   # kernel-only instances: ids past the range indices
                 g_inst[k] = key
-                g_phase[k] = ph
+                g_phase[k] = code
                 g_src[k] = _SRC["kernel_name"]
                 instances[key] = {"name": names[gname[k]], "source": "kernel_name"}
     return Tagging(range_instance=inst, range_phase=phase, range_source=source, gpu_instance=g_inst,

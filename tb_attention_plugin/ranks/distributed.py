@@ -23,8 +23,9 @@ from __future__ import annotations
 import logging
 import os
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Optional
 
 from ..analyze import analyze_path, shown_path
 from ..cache import ReportCache

@@ -118,8 +118,8 @@ def decide(cu: np.ndarray, mu: np.ndarray, short: np.ndarray,
     return bound
 
 
-def raise_roofs(frame: "KernelFrame", datasheet: Callable[[int, str], Optional[float]]
-                ) -> tuple["KernelFrame", list[dict[str, Any]]]:
+def raise_roofs(frame: KernelFrame, datasheet: Callable[[int, str], Optional[float]]
+                ) -> tuple[KernelFrame, list[dict[str, Any]]]:
     """Roofs no kernel exceeds: ``(frame, adjustments)``.
 
     A kernel whose FLOPs are exact (from shapes: not estimated, not an upper bound) cannot run
@@ -164,7 +164,7 @@ def raise_roofs(frame: "KernelFrame", datasheet: Callable[[int, str], Optional[f
     return replace(frame, peak_flops=peak_f, note=note), adjustments
 
 
-def latency_evidence(frame: "KernelFrame") -> np.ndarray:
+def latency_evidence(frame: KernelFrame) -> np.ndarray:
     """Bit flags of what the launch record says about a kernel that reached no roof."""
     d, occ, sms, bl = frame.dur_us, frame.occupancy, frame.num_sms, frame.blocks
     flags = np.where(d < SHORT_KERNEL_US, E_SHORT, 0)
@@ -176,7 +176,7 @@ def latency_evidence(frame: "KernelFrame") -> np.ndarray:
     return flags.astype(np.int8)
 
 
-def latency_cause(frame: "KernelFrame", bound: np.ndarray) -> np.ndarray:
+def latency_cause(frame: KernelFrame, bound: np.ndarray) -> np.ndarray:
     """The cause (index into ``CAUSES``) of each latency-bound row, -1 elsewhere and where the
     launch record cannot tell (a copy or a kernel whose grid or GPU is unknown, not short)."""
     flags = latency_evidence(frame)
@@ -189,7 +189,7 @@ def latency_cause(frame: "KernelFrame", bound: np.ndarray) -> np.ndarray:
     return cause
 
 
-def classify(frame: "KernelFrame") -> "KernelFrame":
+def classify(frame: KernelFrame) -> KernelFrame:
     """Rates, utilisations, bound and reason of every row: a new frame."""
     dur, fl, by = frame.dur_us, frame.flops, frame.bytes
     sec = dur * 1e-6
@@ -266,7 +266,7 @@ def _sig_key(x: np.ndarray, digits: int = 3) -> np.ndarray:
     return out
 
 
-def word(frame: "KernelFrame", code: np.ndarray) -> Coded:
+def word(frame: KernelFrame, code: np.ndarray) -> Coded:
     """The reason of every row, from its reason code and the numbers that code's sentence shows.
     The same kernel recurs with the same numbers in every layer and step: rows whose shown
     numbers agree share one sentence, worded once."""
@@ -307,7 +307,7 @@ def word(frame: "KernelFrame", code: np.ndarray) -> Coded:
     return Coded(inv.reshape(-1), vocab)
 
 
-def _notes(f: "KernelFrame", code: int, i: int) -> str:
+def _notes(f: KernelFrame, code: int, i: int) -> str:
     note = 0 if code == R_HOST else int(f.note[i])
     out = ""
     pk = f.peak[i]
@@ -324,7 +324,7 @@ def _notes(f: "KernelFrame", code: int, i: int) -> str:
     return out
 
 
-def _sentence(f: "KernelFrame", code: int, flags: int, i: int) -> str:
+def _sentence(f: KernelFrame, code: int, flags: int, i: int) -> str:
     if code == R_HOST:
         nb = float(f.bytes[i])
         return f"host-device transfer over the host link ({fmt_bytes(nb if nb == nb else None)})"
@@ -374,7 +374,7 @@ def _sentence(f: "KernelFrame", code: int, flags: int, i: int) -> str:
     return head + "; ".join(why) + f" (FLOPs and bytes unknown: {_missing_words(f, i)})"
 
 
-def _missing_words(f: "KernelFrame", i: int) -> str:
+def _missing_words(f: KernelFrame, i: int) -> str:
     m = int(f.missing[i])
     return MISSING[m] if m >= 0 else "no recorded shapes, or an op without a cost formula"
 

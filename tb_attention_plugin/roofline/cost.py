@@ -21,9 +21,10 @@ Conventions (documented in docs/cost-model.md):
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from math import prod
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional
 
 from ..trace.shapes import SCALAR_TYPE_CODES, Arg
 
@@ -335,7 +336,8 @@ SDPA_SCHEMAS: dict[str, SdpaSchema] = {
     "aten::_scaled_dot_product_flash_attention_backward": SdpaSchema(1, "bhsd", 11, backward=True, dropout=10),
     "aten::_scaled_dot_product_flash_attention_for_cpu_backward": SdpaSchema(1, "bhsd", 6, backward=True, dropout=5),
     "aten::_flash_attention_backward": SdpaSchema(1, "bshd", 11, backward=True, dropout=10),
-    "aten::_scaled_dot_product_efficient_attention_backward": SdpaSchema(1, "bhsd", 11, backward=True, mask=4, dropout=9),
+    "aten::_scaled_dot_product_efficient_attention_backward":
+        SdpaSchema(1, "bhsd", 11, backward=True, mask=4, dropout=9),
     "aten::_efficient_attention_backward": SdpaSchema(1, "bshd", None, mask_type=14, backward=True, mask=4, dropout=11),
     "aten::_scaled_dot_product_cudnn_attention_backward": SdpaSchema(1, "bhsd", 14, backward=True, mask=8, dropout=13),
     "aten::_cudnn_attention_backward": SdpaSchema(1, "bhsd", 14, backward=True, mask=8, dropout=13),

@@ -81,7 +81,8 @@ _TABLE: list[dict[str, Any]] = [
     dict(key="V100-SXM2", l2_mib=6, match=r"V100", label="NVIDIA V100 SXM2",
          flops=dict(fp64=7.8 * T, fp32=15.7 * T, fp16=125 * T),
          memory_bandwidth=0.9e12,
-         source="NVIDIA V100 datasheet (SXM2 column; DGX Station V100-DGXS uses the same clocks); no bf16 Tensor Cores"),
+         source="NVIDIA V100 datasheet (SXM2 column; DGX Station V100-DGXS uses the same clocks); "
+                "no bf16 Tensor Cores"),
     dict(key="L40S", l2_mib=96, match=r"L40S", label="NVIDIA L40S",
          flops=dict(fp32=91.6 * T, tf32=183 * T, bf16=362.05 * T, fp16=362.05 * T, fp8=733 * T, int8=733 * T),
          memory_bandwidth=0.864e12, source="NVIDIA L40S datasheet (dense)"),
@@ -95,7 +96,8 @@ _TABLE: list[dict[str, Any]] = [
          flops=dict(fp64=1.29 * T, fp32=82.6 * T, tf32=82.6 * T, bf16=165.2 * T, fp16=165.2 * T,
                     fp8=330.3 * T, int8=660.6 * T),
          memory_bandwidth=1.008e12,
-         source="NVIDIA Ada GPU architecture whitepaper, RTX 4090 (Tensor peaks with FP32 accumulate, as PyTorch uses)"),
+         source="NVIDIA Ada GPU architecture whitepaper, RTX 4090 "
+                "(Tensor peaks with FP32 accumulate, as PyTorch uses)"),
     dict(key="T4", l2_mib=4, match=r"\bT4\b", label="NVIDIA T4",
          flops=dict(fp32=8.1 * T, fp16=65 * T, int8=130 * T),
          memory_bandwidth=0.32e12, source="NVIDIA T4 datasheet"),
@@ -109,11 +111,13 @@ _TABLE: list[dict[str, Any]] = [
     dict(key="MI250X-GCD", l2_mib=8, match=r"MI250X", label="AMD Instinct MI250X (one GCD)",
          flops=dict(fp64=23.95 * T, fp32=23.95 * T, fp64_tensor=47.9 * T, bf16=191.5 * T, fp16=191.5 * T,
                     int8=191.5 * T),
-         memory_bandwidth=1.6e12, source="AMD Instinct MI250X data sheet, halved: ROCm shows each of the 2 GCDs as a device"),
+         memory_bandwidth=1.6e12,
+         source="AMD Instinct MI250X data sheet, halved: ROCm shows each of the 2 GCDs as a device"),
     dict(key="MI250-GCD", l2_mib=8, match=r"MI250|MI210", label="AMD Instinct MI250 (one GCD) / MI210",
          flops=dict(fp64=22.6 * T, fp32=22.6 * T, fp64_tensor=45.3 * T, bf16=181 * T, fp16=181 * T,
                     int8=181 * T),
-         memory_bandwidth=1.6e12, source="AMD Instinct MI250 data sheet halved per GCD (equal to the MI210 data sheet)"),
+         memory_bandwidth=1.6e12,
+         source="AMD Instinct MI250 data sheet halved per GCD (equal to the MI210 data sheet)"),
 ]
 _BY_KEY = {d["key"]: d for d in _TABLE}
 

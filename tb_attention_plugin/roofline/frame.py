@@ -23,11 +23,9 @@ from ..table import Coded, group_rows
 from ..trace.busy import communication_mask
 from ..trace.correlate import Links
 from ..trace.records import KERNEL, MEMCPY, Trace
-from . import devices as D
-from . import occupancy as O
+from . import cost as C, devices as D, occupancy as O
 from .attribute import Attribution
 from .classify import BOUND_UNKNOWN, M_INCOMPLETE, M_NO_FORMULA, M_NO_OP, M_NO_SHAPES, M_OP_NO_SHAPES, peak_key
-from . import cost as C
 from .cost import NONE
 
 F64 = np.ndarray   # float64 column, NaN = unknown

@@ -35,16 +35,17 @@ import csv
 import math
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
 
 import numpy as np
 
-from . import ncu as N
 from ..table import Coded
-from .classify import BOUND_LATENCY, CAUSES, ROOF_REACHED, SHORT_KERNEL_US, decide, latency_cause, rate
 from ..trace.correlate import Links
 from ..trace.records import Trace
+from . import ncu as N
+from .classify import BOUND_LATENCY, CAUSES, ROOF_REACHED, SHORT_KERNEL_US, decide, latency_cause, rate
 from .devices import DevicePeaks
 from .frame import KernelFrame
 

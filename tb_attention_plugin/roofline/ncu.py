@@ -26,8 +26,9 @@ import os
 import re
 import stat
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Callable, Optional, Union
 
 from ..attention.patterns import strip_templates
 
@@ -54,14 +55,14 @@ _BASE_UNITS = ("byte", "second", "cycle", "hz", "inst", "warp", "thread", "block
 
 @dataclass
 class NcuTable:
-    columns: List[str]
-    units: Dict[str, str]
-    rows: List[Dict[str, object]] = field(default_factory=list)
+    columns: list[str]
+    units: dict[str, str]
+    rows: list[dict[str, object]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.rows)
 
-    def metric_columns(self) -> List[str]:
+    def metric_columns(self) -> list[str]:
         return [c for c in self.columns if c not in IDENTITY_COLUMNS]
 
 
@@ -78,7 +79,7 @@ def to_number(cell: str) -> Union[float, int, str, None]:
     return cell
 
 
-def unit_scale(unit: str) -> Tuple[float, str]:
+def unit_scale(unit: str) -> tuple[float, str]:
     """Factor that converts a value in ``unit`` to its base unit, and that base.
 
     'Kbyte' -> (1e3, 'byte'); 'usecond' -> (1e-6, 'second'); 'Gbyte/second' ->
@@ -108,7 +109,7 @@ def unit_scale(unit: str) -> Tuple[float, str]:
     return 1.0, u
 
 
-def _find_header(lines: List[str]) -> int:
+def _find_header(lines: list[str]) -> int:
     for i, ln in enumerate(lines):
         s = ln.lstrip("\ufeff").strip()
         if s.startswith('"ID"') or s.startswith("ID,"):
@@ -131,12 +132,12 @@ def parse(text: str, base_units: bool = False, keep: Optional[Callable[[str], bo
     try:
         header = next(reader)
     except StopIteration:  # pragma: no cover
-        raise ValueError("empty ncu CSV")
+        raise ValueError("empty ncu CSV") from None
     header = [h.lstrip("\ufeff") for h in header]
     wanted = [(i, h) for i, h in enumerate(header)
               if keep is None or h in IDENTITY_COLUMNS or keep(h)]
-    units: Dict[str, str] = {h: "" for h in header}
-    rows: List[Dict[str, object]] = []
+    units: dict[str, str] = {h: "" for h in header}
+    rows: list[dict[str, object]] = []
     first = True
     for rec in reader:
         if not rec or all(not c.strip() for c in rec):
@@ -149,7 +150,7 @@ def parse(text: str, base_units: bool = False, keep: Optional[Callable[[str], bo
             if rec[0].strip() == "" and not any(rec[i].strip() for i, h in enumerate(header) if h in ("Kernel Name",)):
                 units = {h: rec[i].strip() for i, h in enumerate(header)}
                 continue
-        row: Dict[str, object] = {}
+        row: dict[str, object] = {}
         for i, h in wanted:
             cell = rec[i]
             if h in IDENTITY_COLUMNS and h not in INT_IDENTITY_COLUMNS:
@@ -167,7 +168,7 @@ def parse(text: str, base_units: bool = False, keep: Optional[Callable[[str], bo
     return NcuTable(columns=header, units=units, rows=rows)
 
 
-def kernels(path_or_text: str, base_units: bool = False) -> List[Dict[str, object]]:
+def kernels(path_or_text: str, base_units: bool = False) -> list[dict[str, object]]:
     """List of per-kernel dicts from a file path or CSV text."""
     if "\n" not in path_or_text and os.path.exists(path_or_text):
         with open(path_or_text, encoding="utf-8", errors="replace") as f:
@@ -177,20 +178,20 @@ def kernels(path_or_text: str, base_units: bool = False) -> List[Dict[str, objec
     return parse(text, base_units=base_units).rows
 
 
-def is_marker(row: Dict[str, object]) -> bool:
+def is_marker(row: dict[str, object]) -> bool:
     """The per-workload separator kernel launched by validation/ncu_step.py (torch.cuda._sleep)."""
     n = str(row.get("Kernel Name", ""))
     return "spin_kernel" in n
 
 
-def split_by_marker(rows: Iterable[Dict[str, object]], names: List[str],
-                    marker: Callable[[Dict[str, object]], bool] = is_marker) -> Dict[str, List[Dict[str, object]]]:
+def split_by_marker(rows: Iterable[dict[str, object]], names: list[str],
+                    marker: Callable[[dict[str, object]], bool] = is_marker) -> dict[str, list[dict[str, object]]]:
     """Assign rows to workloads: each marker row starts the next workload in ``names``.
 
     Rows before the first marker are put under ``"_unassigned"``.  Marker rows
     themselves are dropped.
     """
-    out: Dict[str, List[Dict[str, object]]] = {}
+    out: dict[str, list[dict[str, object]]] = {}
     idx = -1
     for r in rows:
         if marker(r):
@@ -248,16 +249,16 @@ def is_sidecar_name(name: str) -> bool:
     return low.endswith(".csv") and "ncu" in low and not name.startswith(".")
 
 
-def sidecar_stems(trace_name: str) -> Tuple[str, str]:
+def sidecar_stems(trace_name: str) -> tuple[str, str]:
     """The export names that belong to one trace: ``<file name>.ncu.csv``, ``<stem>.ncu.csv``."""
     stem = re.sub(r"(\.pt\.trace)?\.json(\.gz)?$", "", trace_name)
     return trace_name + ".ncu.csv", stem + ".ncu.csv"
 
 
-_SIDECAR_NAMES: Dict[str, Tuple[int, List[str]]] = {}   # directory -> (its mtime_ns, export names)
+_SIDECAR_NAMES: dict[str, tuple[int, list[str]]] = {}   # directory -> (its mtime_ns, export names)
 
 
-def _sidecar_names(d: str) -> List[str]:
+def _sidecar_names(d: str) -> list[str]:
     """Names of the exports in directory ``d``. The listing is kept while the directory's mtime
     stays the same: listing a directory of n traces once per trace was O(n^2) (2000 traces in
     one run: 4 million names looked at)."""
@@ -283,7 +284,7 @@ def _sidecar_names(d: str) -> List[str]:
     return names
 
 
-def sidecar_files(trace_path: str) -> List[Tuple[str, int, int]]:
+def sidecar_files(trace_path: str) -> list[tuple[str, int, int]]:
     """``[(name, size, mtime_ns)]`` of the ncu exports that may belong to a trace (same
     directory), the ones named after it first. Only names are looked at; nothing is opened.
     Regular files only, and a symlink only when it stays in the trace's directory: a link in a
