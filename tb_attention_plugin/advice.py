@@ -27,7 +27,7 @@ The rules (docs/advice.md has the list with thresholds and assumptions):
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -109,7 +109,7 @@ class _Run:
         self.k = _attention_rows(report.get("kernels"))
         self.by_id = {k["id"]: k for k in self.k}
         self.steps = 1 if report.get("step") is not None else max(1, len(report.get("steps") or []))
-        self._sdpa = None
+        self._sdpa: Optional[list[dict]] = None
         self.has_backward = any(k["direction"] == "backward" for k in self.k) or self._trace_has_backward()
 
     def _trace_has_backward(self) -> bool:
@@ -385,10 +385,11 @@ def _fuse_attention(run: _Run) -> Optional[dict]:
     t_bwd = unfused - t_fwd
     est_f = _fused_time_us(fwd_fl, io, peak, run.bw, frac) if t_fwd > 0 else 0.0
     est_b = (_fused_time_us(BACKWARD_FLOP_RATIO * fwd_fl, 2 * io, peak, run.bw, frac) if t_bwd > 0 else 0.0)
-    gain = None
+    gain = fused_us = None
     if est_f is not None and est_b is not None:
-        gain = _r(max(0.0, unfused - est_f - est_b))
-        if gain < MIN_SHARE * run.att_time:
+        fused_us = est_f + est_b
+        gain = _r(max(0.0, unfused - fused_us))
+        if gain is not None and gain < MIN_SHARE * run.att_time:
             return None             # a fused kernel in this dtype would not be faster (fp32: see fp32_attention)
     mods = {(k.get("module_path") or "") + " " + (k.get("scope") or "") for k in rows}
     ctx = " ".join(mods)
@@ -408,16 +409,16 @@ def _fuse_attention(run: _Run) -> Optional[dict]:
               + ", ".join(f"{p['phase']} {_dir(p['direction'])} {_us(p['time_us'])} at {_pct(p['memory_util'])} "
                           f"of bandwidth" for p in worst)
               + ". A fused kernel keeps the score matrix on chip and skips these round trips through memory.")
-    if gain is not None:
+    if gain is not None and fused_us is not None and peak:
         detail += (f" At {frac:.0%} of the {_peak_label(peak_name, dtype)} ({peak / 1e12:.0f} TFLOP/s) "
-                   f"the same matmul FLOPs take about {_us(est_f + est_b)} fused")
+                   f"the same matmul FLOPs take about {_us(fused_us)} fused")
         detail += " (backward counted as 2.5x the forward's FLOPs)." if t_bwd > 0 else "."
     return {"id": "fuse_attention", "title": "Use fused attention (scaled_dot_product_attention)",
             "detail": detail,
             "evidence": {"time_us": _r(unfused), "memory_or_latency_bound_elementwise_us": _r(slow_t),
                          "share_of_attention": _r(unfused / run.att_time, 4), "phases": phases,
                          "kernels": _group(slow), "matmul_flops_forward": fwd_fl or None,
-                         "fused_estimate_us": _r(est_f + est_b) if gain is not None else None,
+                         "fused_estimate_us": _r(fused_us) if gain is not None else None,
                          "dtype": dtype, "peak": peak_name, "peak_flops_per_s": peak,
                          "assumption": f"fused kernel at {frac:.0%} of the "
                                        f"{_peak_label(peak_name, dtype)} (or {FUSED_BANDWIDTH_FRACTION:.0%} of "
@@ -530,7 +531,7 @@ def _sdpa_math_backend(run: _Run) -> Optional[dict]:
             est += (f + fb) * len(cs)
     gain = _r(max(0.0, t - est)) if est_known else None
     upcast = [k for k in rows if k["phase"] in ("qk_matmul", "pv_matmul") and k["dtype"] == "fp32"]
-    in_dt = {(c["shapes"] or {}).get("dtype") for c in calls}
+    in_dt = {d for d in ((c["shapes"] or {}).get("dtype") for c in calls) if isinstance(d, str)}
     detail = (f"{len(calls)} scaled_dot_product_attention call(s) ran on the math backend: {len(rows)} kernels, "
               f"{_us(t)} ({_pct(t / run.att_time)} of attention time). ")
     if upcast and in_dt & {"bf16", "fp16"}:
@@ -606,7 +607,9 @@ _MATMUL_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "a
 
 
 def _is_matmul_op(op: Optional[str]) -> bool:
-    return bool(op) and (P.short_op(op) in _MATMUL_OPS or bool(P.SDPA_OP.match(op)))
+    if not op:
+        return False
+    return P.short_op(op) in _MATMUL_OPS or bool(P.SDPA_OP.match(op))
 
 
 def _head_dims(run: _Run) -> dict:
@@ -822,7 +825,7 @@ def _attention_gaps(run: _Run) -> dict:
         curve = _busy_curve(all_ts[sel], all_te[sel])
         ts = np.asarray([k["ts"] for k in mine], dtype=np.float64)
         te = ts + np.asarray([k["dur_us"] or 0.0 for k in mine], dtype=np.float64)
-        keys = {}
+        keys: dict[tuple[Any, str], int] = {}
         call = np.asarray([keys.setdefault((k["instance"], k["direction"]), len(keys)) for k in mine], dtype=np.int64)
         o = np.lexsort((ts, call))
         ts, te, call = ts[o], te[o], call[o]

@@ -45,7 +45,7 @@ def attach_sources(report: dict, trace, links) -> None:
     """Set ``source`` on the attention kernel rows and calls, ``sources`` on the phase rows."""
     kt = report.get("kernels")
     cols = getattr(kt, "columns", None)
-    if not isinstance(cols, dict) or "attention" not in cols or trace is None or links is None:
+    if kt is None or not isinstance(cols, dict) or "attention" not in cols or trace is None or links is None:
         return
     rows = np.flatnonzero(np.asarray(cols["attention"], dtype=bool))
     if not len(rows) or not len((getattr(trace, "stacks", None) or {}).get("ts", ())):
@@ -61,8 +61,9 @@ def attach_sources(report: dict, trace, links) -> None:
     for row, f, d, ph, dr, inst in zip(rows.tolist(), frames.tolist(), dur.tolist(), phase, direction, instance):
         if f < 0:
             continue
-        src = memo.get(f, False)
-        if src is False:
+        if f in memo:
+            src = memo[f]
+        else:
             src = memo[f] = frame_json(trace.strings, trace.stacks, f)
         if src is None:
             continue
