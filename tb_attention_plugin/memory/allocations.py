@@ -335,7 +335,7 @@ def _curve(ts: np.ndarray, tot: np.ndarray, res: np.ndarray, peak_i: int) -> dic
         edges = np.linspace(0, n, buckets + 1).astype(np.int64)
         lo = np.minimum.reduceat(tot, edges[:-1])
         hi = np.maximum.reduceat(tot, edges[:-1])
-        pick = []
+        pick: list[int] = []
         for k in range(buckets):
             a, z = edges[k], edges[k + 1]
             if z <= a:

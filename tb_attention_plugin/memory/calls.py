@@ -72,9 +72,9 @@ def instance_shapes(ctx: TraceContext, step_window: Optional[tuple]) -> dict[int
                 d["rep_kv"] = (a[0].shape[1], rep)
     out = {}
     for inst, d in info.items():
-        s = _shapes_of(d)
-        if s is not None:
-            out[inst] = s
+        shapes = _shapes_of(d)
+        if shapes is not None:
+            out[inst] = shapes
     return out
 
 

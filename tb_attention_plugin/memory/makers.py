@@ -7,6 +7,7 @@ returns the same tensor (``contiguous`` rather than the ``clone`` inside it).
 from __future__ import annotations
 
 from math import prod
+from typing import Any
 
 import numpy as np
 
@@ -15,7 +16,7 @@ from ..trace.records import OP
 from .context import TraceContext
 from .outputs import EMPTY_OPS, size_match
 
-NO_MAKER = {"op": None, "alloc_op": None, "shape": None, "dtype": None, "output": None, "match": None}
+NO_MAKER: dict[str, Any] = {"op": None, "alloc_op": None, "shape": None, "dtype": None, "output": None, "match": None}
 _CHAIN = 10          # enclosing ops looked at for an allocation's maker
 
 
@@ -27,7 +28,7 @@ def maker(ctx: TraceContext, r: int, nbytes: int, device_type: int) -> dict:
     op = r if ctx.kind[r] == OP else int(ctx.L.op_ancestor[r])
     if op < 0:
         return dict(NO_MAKER)
-    chain = []
+    chain: list[int] = []
     x = op
     anc = ctx.L.op_ancestor
     while x >= 0 and len(chain) < _CHAIN:

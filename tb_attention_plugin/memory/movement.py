@@ -127,10 +127,10 @@ def data_movement(ctx: TraceContext, shapes: dict, report: dict, window) -> dict
             dtype = tens[0].dtype if tens else None
             within = ctx.name(parent) if pnid >= 0 else None
             mkey = (nid, sg if sg >= 0 else -top - 1, within, skey)
-            hit = memo.get(mkey)
-            if hit is None:
-                hit = memo[mkey] = (_copy_kind(ctx, top, args, s, within), _copy_bytes(ctx, top, s))
-            (kind, detail), (nbytes, est) = hit
+            kind_bytes = memo.get(mkey)
+            if kind_bytes is None:
+                kind_bytes = memo[mkey] = (_copy_kind(ctx, top, args, s, within), _copy_bytes(ctx, top, s))
+            (kind, detail), (nbytes, est) = kind_bytes
             key = (ctx.name(top), within, P.PHASES[ph] if ph >= 0 else "other",
                    "backward" if bwd else "forward", kind, str(shape), dtype)
             score_sized = bool(s is not None and tens and tens[0].numel == s["score_numel"]
@@ -188,15 +188,15 @@ def data_movement(ctx: TraceContext, shapes: dict, report: dict, window) -> dict
             ph = tag.gpu_phase[k]
             top = issuer.get(k)
             op_r = top if top is not None else int(L.gpu_op[k])
-            key = (nm, kind, P.PHASES[ph] if ph >= 0 else "other",
-                   "backward" if tag.gpu_backward[k] else "forward", op_r >= 0 and ctx.name(op_r))
-            g = transfers.get(key)
+            tkey = (nm, kind, P.PHASES[ph] if ph >= 0 else "other",
+                    "backward" if tag.gpu_backward[k] else "forward", op_r >= 0 and ctx.name(op_r))
+            g = transfers.get(tkey)
             if g is None:
-                g = transfers[key] = {"name": nm, "kind": kind, "copy": direc,
-                                      "host_device": direc in ("HtoD", "DtoH", "HtoH"), "phase": key[2],
-                                      "direction": key[3], "op": ctx.name(op_r) if op_r >= 0 else None,
-                                      "counted_with_copy": top is not None,
-                                      "calls": 0, "time_us": 0.0, "bytes": 0, "instances": set()}
+                g = transfers[tkey] = {"name": nm, "kind": kind, "copy": direc,
+                                       "host_device": direc in ("HtoD", "DtoH", "HtoH"), "phase": tkey[2],
+                                       "direction": tkey[3], "op": ctx.name(op_r) if op_r >= 0 else None,
+                                       "counted_with_copy": top is not None,
+                                       "calls": 0, "time_us": 0.0, "bytes": 0, "instances": set()}
             g["calls"] += 1
             g["time_us"] += float(G["dur"][k])
             g["bytes"] += max(0, int(G["bytes"][k]))

@@ -97,6 +97,7 @@ def op_outputs(op: str, args: list[Arg]) -> list[tuple[tuple, Optional[str], int
     """
     s = short_name(op)
     t = [a for a in args if a.is_tensor]
+    ts = [a.shape for a in t if a.shape is not None]    # their shapes (ts[i] is t[i]'s)
     out: list = []
 
     def add(shape, dtype=None, itemsize=0, label="output"):
@@ -108,31 +109,31 @@ def op_outputs(op: str, args: list[Arg]) -> list[tuple[tuple, Optional[str], int
         out.append((tuple(shape), dtype, itemsize, label))
 
     if s in ("mm", "bmm") and len(t) >= 2:
-        a, b = t[0].shape, t[1].shape
+        a, b = ts[0], ts[1]
         if len(a) == len(b) and len(a) in (2, 3):
             add(a[:-1] + (b[-1],))
     elif s in ("addmm", "baddbmm") and len(t) >= 3:
-        a, b = t[1].shape, t[2].shape
+        a, b = ts[1], ts[2]
         if len(a) == len(b) and len(a) in (2, 3):
             add(a[:-1] + (b[-1],), t[1].dtype, t[1].itemsize)
     elif s == "matmul" and len(t) >= 2:
-        r = matmul_dims(t[0].shape, t[1].shape)
+        r = matmul_dims(ts[0], ts[1])
         if r is not None:
             add(r[4])
-    elif s == "linear" and len(t) >= 2 and len(t[1].shape) == 2 and t[0].shape:
-        add(t[0].shape[:-1] + (t[1].shape[0],))
+    elif s == "linear" and len(t) >= 2 and len(ts[1]) == 2 and ts[0]:
+        add(ts[0][:-1] + (ts[1][0],))
     elif op in _SDPA_FWD or s in ("scaled_dot_product_attention", "_scaled_dot_product_attention_math"):
-        sh = sdpa_shapes(op if op in SDPA_SCHEMAS else "aten::" + s, args)
-        if sh:
-            b, h, sq, sk, dv = sh["b"], sh["h"], sh["sq"], sh["sk"], sh["dv"]
-            if sh["layout"] == "bhsd":
-                add((b, h, sq, dv), sh["dtype"], sh["itemsize"], "attention output")
+        sd = sdpa_shapes(op if op in SDPA_SCHEMAS else "aten::" + s, args)
+        if sd:
+            b, h, sq, sk, dv = sd["b"], sd["h"], sd["sq"], sd["sk"], sd["dv"]
+            if sd["layout"] == "bhsd":
+                add((b, h, sq, dv), sd["dtype"], sd["itemsize"], "attention output")
             else:
-                add((b, sq, h, dv), sh["dtype"], sh["itemsize"], "attention output")
+                add((b, sq, h, dv), sd["dtype"], sd["itemsize"], "attention output")
             add((b, h, sq), "fp32", 4, "logsumexp")
             add((b, h, (sq + 31) // 32 * 32), "fp32", 4, "logsumexp (padded)")
             if "math" in s:
-                add((b, h, sq, sk), sh["dtype"], sh["itemsize"], "attention weights")
+                add((b, h, sq, sk), sd["dtype"], sd["itemsize"], "attention weights")
     elif op in SDPA_SCHEMAS:      # backward: dq, dk, dv
         sch = SDPA_SCHEMAS[op]
         qi = sch.q
@@ -152,18 +153,18 @@ def op_outputs(op: str, args: list[Arg]) -> list[tuple[tuple, Optional[str], int
                 add(size, None, 0)
     elif s in _LIKE and t:
         dt = code_dtype(args[1].value) if len(args) > 1 else None
-        add(t[0].shape, *(dt if dt else (t[0].dtype, t[0].itemsize)))
+        add(ts[0], *(dt if dt else (t[0].dtype, t[0].itemsize)))
     elif s in ("cat", "stack", "concat"):
         lists = [a for a in args if a.shapes is not None]
         if lists and lists[0].shapes:
             shapes = list(lists[0].shapes)
             dim = int_value(args, 1) or 0
             it = t[0] if t else None
-            dt = (None, 0) if it is None else (it.dtype, it.itemsize)
+            out_dt: tuple[Optional[str], int] = (None, 0) if it is None else (it.dtype, it.itemsize)
             if s == "stack":
                 base = shapes[0]
                 d = dim % (len(base) + 1)
-                add(base[:d] + (len(shapes),) + base[d:], *dt)
+                add(base[:d] + (len(shapes),) + base[d:], *out_dt)
             else:
                 shapes = [sh for sh in shapes if sh != (0,)]
                 if shapes:
@@ -171,17 +172,17 @@ def op_outputs(op: str, args: list[Arg]) -> list[tuple[tuple, Optional[str], int
                     d = dim % nd if nd else 0
                     if all(len(sh) == nd for sh in shapes):
                         tot = sum(sh[d] for sh in shapes)
-                        add(shapes[0][:d] + (tot,) + shapes[0][d + 1:], *dt)
+                        add(shapes[0][:d] + (tot,) + shapes[0][d + 1:], *out_dt)
     elif s == "repeat_interleave" and t:
         rep = int_value(args, 1)
-        dim = int_value(args, 2)
-        sh = t[0].shape
-        if rep and dim is not None and sh:
-            d = dim % len(sh)
+        rep_dim = int_value(args, 2)
+        sh = ts[0]
+        if rep and rep_dim is not None and sh:
+            d = rep_dim % len(sh)
             add(sh[:d] + (sh[d] * rep,) + sh[d + 1:])
     elif s == "repeat" and t:
         reps = ints_text(args[1].value) if len(args) > 1 else None
-        sh = t[0].shape
+        sh = ts[0]
         if reps and len(reps) >= len(sh):
             sh2 = (1,) * (len(reps) - len(sh)) + sh
             add(tuple(a * b for a, b in zip(sh2, reps)))
@@ -190,21 +191,24 @@ def op_outputs(op: str, args: list[Arg]) -> list[tuple[tuple, Optional[str], int
         if tgt is not None:
             add(_resolve_view(tgt, t[0].numel))
     elif s == "flatten" and t:
-        sh = t[0].shape
+        sh = ts[0]
         a0, a1 = int_value(args, 1), int_value(args, 2)
         if sh and a0 is not None and a1 is not None:
             a0, a1 = a0 % len(sh), a1 % len(sh)
             add(sh[:a0] + (prod(sh[a0:a1 + 1]),) + sh[a1 + 1:])
     elif s in _SAME_SHAPE and t:
-        shape = broadcast_shapes(*[a.shape for a in t]) or t[0].shape
+        shape = broadcast_shapes(*ts) or ts[0]
+        # the dtype code of softmax (argument 2) and of casts (argument 1)
+        cast = (code_dtype(args[2].value) if s in ("softmax", "log_softmax") and len(args) > 2
+                else code_dtype(args[1].value) if s in ("_to_copy", "to") and len(args) > 1 else None)
         if s in _BOOL_OUT:
             add(shape, "bool", 1)
         elif s in ("_softmax", "_log_softmax") and len(args) > 2 and args[2].value.strip().lower() == "true":
             add(shape, "fp32", 4)
-        elif s in ("softmax", "log_softmax") and len(args) > 2 and code_dtype(args[2].value):
-            add(shape, *code_dtype(args[2].value))
-        elif s in ("_to_copy", "to") and len(args) > 1 and code_dtype(args[1].value):
-            add(shape, *code_dtype(args[1].value))
+        elif s in ("softmax", "log_softmax") and cast:
+            add(shape, *cast)
+        elif s in ("_to_copy", "to") and cast:
+            add(shape, *cast)
         elif s == "copy":
             add(shape)
         else:
