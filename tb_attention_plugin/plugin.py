@@ -23,7 +23,7 @@ from . import __version__, settings
 from .server import overview, timeline, views
 from .server.loader import Loader
 from .server.params import HttpError, bad, bool_param, choice_param, error_response, int_param, json_response
-from .server.selection import WAIT_SUMMARY, NotReady, RunTable, fetch, fetch_state, run_table, runs_listing, select
+from .server.selection import NotReady, fetch, fetch_state, runs_listing
 from .server.static import static_response
 
 log = logging.getLogger("tb_attention_plugin")
@@ -123,21 +123,6 @@ class AttentionPlugin(base_plugin.TBPlugin):
                 log.exception("tb-attention: %s failed", request.path)
                 return error_response(HttpError(500, "internal error (see the tensorboard log)"))
         return app
-
-    # TEMPORARY (issue #14): the old private API, for route modules written against it on other
-    # branches (server/timeline.py, server/overview.py). They should call server.selection
-    # directly (run_table, select, fetch_state); then these three go.
-    def _table(self) -> RunTable:
-        return run_table(self.loader)
-
-    def _select(self, args: Any, prefix: str = "", run_key: str = "run") -> tuple[Any, Optional[str], dict[str, Any]]:
-        sel = select(run_table(self.loader), args, prefix, run_key)
-        return sel.info, sel.step, sel.echo
-
-    def _get(self, args: Any, need_index: bool, prefix: str = "", run_key: str = "run",
-             wait: float = WAIT_SUMMARY) -> tuple[Any, dict[str, Any], Optional[Response]]:
-        snap, sel, not_yet = fetch_state(self.loader, args, need_index, prefix, run_key, wait)
-        return snap, sel.echo, (json_response(not_yet.body, code=not_yet.code) if not_yet else None)
 
     # ------------------------------------------------------------ routes
 

@@ -54,12 +54,11 @@ def route(plugin: Any, request: Any) -> Any:
     from werkzeug.datastructures import MultiDict
 
     from .params import json_response
+    from .selection import run_table, select
     rows = []
-    for run, files in sorted(plugin._table().items()):
-        try:
-            info, _, _ = plugin._select(MultiDict({"run": run}))
-        except Exception:           # a run whose files vanished between the two looks
-            continue
+    table = run_table(plugin.loader)
+    for run, files in sorted(table.items()):
+        info = select(table, MultiDict({"run": run})).info     # one table: the file is there
         snap = files.get(info.name, (None, None))[1]
         row = {"run": run, "file": info.name, "files": len(files),
                "state": snap.state if snap else "waiting", "message": snap.message if snap else None}

@@ -18,6 +18,7 @@ from ..ranks import store
 from ..ranks.job import job_view
 from ..ranks.summary import error_summary, rank_summary
 from .params import json_response, name_param, not_found
+from .selection import run_table
 
 _MEMO: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # loader -> {rel: (stat_key, summary)}
 _LOCK = threading.Lock()
@@ -56,10 +57,10 @@ def _from_loaded(loader, info) -> Optional[dict]:
 
 def ranks_route(plugin, request):
     run = name_param(request.args, "run", required=True, what="run")
-    files = plugin._table().get(run)
+    loader = plugin.loader
+    files = run_table(loader).get(run)
     if files is None:
         raise not_found(f"no run '{run}'", param="run")
-    loader = plugin._loader
     with _LOCK:
         memo = _MEMO.setdefault(loader, {})
     summaries, pending = [], []

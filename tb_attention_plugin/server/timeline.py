@@ -192,6 +192,7 @@ def columns_of(t: Any) -> Columns:
 def route(plugin: Any, request: Any) -> Any:
     """``/timeline``: the selection's parameters plus ``t0``, ``t1`` (µs, optional) and ``width``."""
     from .params import bad, int_param, json_response
+    from .selection import fetch
 
     def num(key: str) -> Optional[float]:
         v = request.args.get(key)
@@ -209,9 +210,8 @@ def route(plugin: Any, request: Any) -> Any:
     width = int_param(request.args, "width", 1000, 1, MAX_WIDTH)
     if t0 is not None and t1 is not None and t1 <= t0:
         raise bad("t1 must be after t0", param="t1")
-    snap, sel, pending = plugin._get(request.args, need_index=True)
-    if pending is not None:
-        return pending
+    snap, sel = fetch(plugin.loader, request.args, need_index=True)    # NotReady: the route answers 202
+    assert snap.loaded is not None          # fetch with need_index gives the loaded index
     out = decimate(columns_of(snap.loaded.kernels), t0, t1, width)
-    out.update({"state": "ready", "selection": sel})
+    out.update({"state": "ready", "selection": sel.echo})
     return json_response(out)
