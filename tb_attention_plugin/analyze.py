@@ -114,6 +114,7 @@ def analyze_path(path: str, options: Optional[Options] = None, cache: Optional[R
         hit = cache.get(key)
         if hit is not None:
             hit["path"] = shown
+            _keep_rank_summary(cache, key, hit, opt.debug, missing_only=True)    # a cache older than summaries
             return hit
     try:
         max_bytes = opt.max_bytes
@@ -151,11 +152,14 @@ def analyze_path(path: str, options: Optional[Options] = None, cache: Optional[R
     return report
 
 
-def _keep_rank_summary(cache: ReportCache, key: str, report: dict, debug: bool = False) -> None:
+def _keep_rank_summary(cache: ReportCache, key: str, report: dict, debug: bool = False,
+                       missing_only: bool = False) -> None:
     """The rank summary beside the cached report (ranks/store.py): what the Ranks view and
-    ``tb-attention ranks`` read for a job of many traces. Only a cache: a failure here never
-    fails the analysis."""
-    from .ranks.store import put_report
+    ``tb-attention ranks`` read for a job of many traces. ``missing_only``: only when there is
+    none (a report cached without one). Only a cache: a failure here never fails the analysis."""
+    from .ranks.store import has, put_report
+    if missing_only and has(cache, key):
+        return
     try:
         put_report(cache, key, report)
     except Exception:

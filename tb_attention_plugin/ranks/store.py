@@ -4,6 +4,9 @@ Same directory and same key as the report (file path, size, mtime, analysis opti
 version), file ``<key>.rank.msgpack.z``: the report cache's pruning removes them with the
 reports, and a changed trace or a new engine is summarised again. A summary is a few KB, so
 reading a 1024-rank job's summaries is a few MB of I/O instead of 1024 reports.
+
+Reading needs none of the engine (the plugin's loader reads summaries in TensorBoard's process);
+only :func:`put_report` imports :mod:`.summary`, which does.
 """
 from __future__ import annotations
 
@@ -16,7 +19,8 @@ import msgspec
 
 from ..cache import ReportCache
 from ..options import Options
-from .summary import SUMMARY_SCHEMA, rank_summary
+
+SUMMARY_SCHEMA = 1          # bumped when a summary's fields change: older files are summarised again
 
 _enc = msgspec.msgpack.Encoder()
 _dec = msgspec.msgpack.Decoder()
@@ -31,6 +35,11 @@ def summary_key(cache: ReportCache, path: str, options: Options) -> Optional[str
         return cache.key(path, os.stat(path), options.key())
     except OSError:
         return None
+
+
+def has(cache: ReportCache, key: Optional[str]) -> bool:
+    """Is there a summary under ``key`` (without reading it)?"""
+    return key is not None and os.path.isfile(_file(cache, key))
 
 
 def get(cache: ReportCache, key: Optional[str]) -> Optional[dict]:
@@ -61,6 +70,7 @@ def put(cache: ReportCache, key: Optional[str], summary: dict) -> None:
 
 def put_report(cache: ReportCache, key: Optional[str], report: dict) -> dict:
     """Summarise a report that was just analysed and keep the summary beside it."""
+    from .summary import rank_summary
     s = rank_summary(report)
     put(cache, key, s)
     return s

@@ -21,8 +21,8 @@ import numpy as np
 from ..compare import kernel_groups
 from ..formats import rounded
 from ..trace.busy import COMMUNICATION as COMMUNICATION_NAME
+from .store import SUMMARY_SCHEMA
 
-SUMMARY_SCHEMA = 1
 TOP_GROUPS = 5
 # rank in a worker or file name when the trace has no distributedInfo: "rank3", "rank-3", "rank_3"
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z])rank[-_]?(\d+)", re.IGNORECASE)

@@ -13,7 +13,16 @@
 * Indexes are kept in memory under an LRU byte budget; summaries stay. An evicted index is
   rebuilt on demand from the on-disk ReportCache (fast) or by analysing again.
 
-Each file goes through ``waiting -> queued -> loading -> ready | error``.
+* A run of many workers (more than ``lazy_workers``, :data:`LAZY_WORKERS` by default: a job of
+  many ranks) is opened lazily: a file whose rank summary is in the report cache (``tb-attention
+  summarize``, or an earlier analysis, wrote it: ranks/store.py) is not loaded; its entry keeps
+  the summary and the state ``summarized``, which is all the Ranks view needs. Its report is
+  loaded (from the cache, or analysed) when a route first asks for that file. Files without a
+  cached summary are analysed as usual (which keeps their summary). So TensorBoard opens a
+  summarised 1024-rank job by reading 1024 files of ~1 KB, not 1024 reports.
+
+Each file goes through ``waiting -> queued -> loading -> ready | error``, or ``waiting ->
+summarized -> queued -> ...`` in a lazy run.
 """
 from __future__ import annotations
 
@@ -29,8 +38,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from .. import settings
+from ..cache import ReportCache
 from ..options import Options
 from ..progress import Progress, active as progress_active
+from ..ranks import store as rank_store
 from .discovery import FileInfo, Scanner, still_inside
 from .index import Loaded
 from .jobs import analyze_job
@@ -41,8 +52,14 @@ log = logging.getLogger("tb_attention_plugin")
 # "incomplete": the file is truncated (still being written, or cut short) and stayed so past the
 # grace period; it is analysed again when it changes. Not an error of the trace's content, and
 # never shown as a CPU-only trace.
-STATES = ("waiting", "queued", "loading", "ready", "error", "incomplete")
+# "summarized": a file of a lazy run whose rank summary was in the cache; its report is loaded
+# on first request.
+STATES = ("waiting", "queued", "loading", "ready", "error", "incomplete", "summarized")
 PRIO_INTERACTIVE, PRIO_BACKGROUND = 0, 1
+# A run with more workers than this is opened lazily (see above). Eight: one node's GPUs still
+# load as before; beyond that, loading every rank's report costs minutes and memory for views that
+# show one rank at a time.
+LAZY_WORKERS = 8
 
 
 @dataclass
@@ -67,6 +84,7 @@ class Entry:
     prio: int = PRIO_BACKGROUND
     running: bool = False
     progress: Optional[Progress] = None  # the record of the analysis while it runs
+    rank: Optional[dict] = None          # the cached rank summary (ranks/store.py), in a lazy run
 
     @property
     def key(self) -> tuple:
@@ -88,6 +106,7 @@ class Snapshot:
     queued_at: Optional[float]
     started_at: Optional[float]
     progress: Optional[dict] = None      # stage and bytes read, while it is being analysed
+    rank: Optional[dict] = None          # the cached rank summary of a lazy run's file
 
 
 class Loader:
@@ -95,7 +114,8 @@ class Loader:
                  settle_secs: float = 1.0, grace_secs: float = 30.0, workers: int = 1,
                  mode: str = "process", memory_budget: int = 1 << 30,
                  cache_dir: Optional[str] = None, use_cache: bool = True, idle_secs: float = 60.0,
-                 job: Callable = analyze_job, worker_cmd: Optional[list] = None):
+                 job: Callable = analyze_job, worker_cmd: Optional[list] = None,
+                 lazy_workers: int = LAZY_WORKERS):
         self.logdir = os.path.realpath(logdir)
         self.options = options or Options()
         self.poll_secs = poll_secs
@@ -108,6 +128,7 @@ class Loader:
         self.cache_dir = cache_dir or settings.from_env().cache_dir
         self.use_cache = use_cache
         self.idle_secs = idle_secs
+        self.lazy_workers = lazy_workers
         self._job = job
         self._scanner = Scanner(self.logdir)
         self._lock = threading.RLock()
@@ -182,6 +203,7 @@ class Loader:
         t0 = time.monotonic()
         res = self._scanner.scan()
         now = time.time()
+        ranked = self._cached_summaries(res.files)     # file reads: outside the lock
         with self._changed:
             self.scan_error = res.error
             self.scan_truncated = res.truncated
@@ -196,14 +218,14 @@ class Loader:
                     self._entries[e.key] = e
                     if self._fresh(info, now):
                         e.message = "the file was just modified; waiting for it to settle"
-                    else:
+                    elif not self._summarized(e, ranked.get(rel)):
                         self._enqueue(e, PRIO_BACKGROUND, info.size)
                 elif e.state == "waiting":
                     if e.held is not None:
                         if now - info.mtime_ns / 1e9 >= self.grace_secs:
                             held, e.held = e.held, None
                             self._apply(e, held, final=True)
-                    else:
+                    elif not self._summarized(e, ranked.get(rel)):
                         self._enqueue(e, PRIO_BACKGROUND, info.size)   # unchanged since last poll
             for rel in set(old_files) - set(res.files):
                 self._drop_rel(rel)
@@ -220,6 +242,47 @@ class Loader:
             self.last_scan_secs = round(time.monotonic() - t0, 4)
             self._changed.notify_all()
         self.first_scan_done.set()
+
+    def _cached_summaries(self, files: dict[str, FileInfo]) -> dict[str, tuple[tuple, dict]]:
+        """rel -> (stat_key, cached rank summary) for the files of lazy runs (more than
+        ``lazy_workers`` workers) that have no entry yet, or one still waiting."""
+        if not (self.use_cache and self.cache_dir):
+            return {}
+        workers: dict[str, set[str]] = {}
+        for info in files.values():
+            workers.setdefault(info.run, set()).add(info.worker)
+        lazy = {run for run, ws in workers.items() if len(ws) > self.lazy_workers}
+        if not lazy:
+            return {}
+        with self._lock:
+            todo = [info for rel, info in files.items() if info.run in lazy
+                    and ((e := self._entries.get((rel, None))) is None or e.stat_key != info.stat_key
+                         or (e.state == "waiting" and e.held is None))]
+        cache = ReportCache(self.cache_dir)
+        options = dataclasses.replace(self.options, step=None)       # as _run analyses the whole trace
+        out: dict[str, tuple[tuple, dict]] = {}
+        for info in todo:
+            if self._stop.is_set():
+                break
+            if not still_inside(info, self.logdir):
+                continue                        # the work loop reports it when asked
+            try:
+                st = os.stat(info.abspath)
+            except OSError:
+                continue
+            if (st.st_size, st.st_mtime_ns) != info.stat_key[:2]:
+                continue                        # changed since the scan: analysed as usual
+            s = rank_store.get(cache, cache.key(info.abspath, st, options.key()))
+            if s is not None and s.get("status") != "error":
+                out[info.rel] = (info.stat_key, s)
+        return out
+
+    def _summarized(self, e: Entry, hit: Optional[tuple[tuple, dict]]) -> bool:
+        """Keep a lazy run's file as its cached summary instead of loading it (False: load it)."""
+        if hit is None or hit[0] != e.stat_key:
+            return False
+        e.state, e.message, e.rank = "summarized", None, hit[1]
+        return True
 
     def _fresh(self, info: FileInfo, now: float) -> bool:
         age = now - info.mtime_ns / 1e9
@@ -395,7 +458,7 @@ class Loader:
                 e = self._entries.get((rel, None))
                 snap = None if e is None else Snapshot(e.rel, None, e.state, e.message, e.summary, None,
                                                        e.seconds, e.running, e.queued_at, e.started_at,
-                                                       self._progress_of(e))
+                                                       self._progress_of(e), e.rank)
                 out.append((info, snap))
             return out
 
@@ -416,6 +479,8 @@ class Loader:
                 self._enqueue(e, PRIO_INTERACTIVE)
             elif e.state == "ready" and need_index and e.loaded is None:
                 self._enqueue(e, PRIO_INTERACTIVE)
+            elif e.state == "summarized":
+                self._enqueue(e, PRIO_INTERACTIVE)       # a lazy run's file, asked for: load it now
             elif e.state == "queued":
                 self._enqueue(e, PRIO_INTERACTIVE)       # the page is looking at it: go first
             while True:
@@ -429,7 +494,7 @@ class Loader:
             if e.state == "ready" and e.loaded is not None and e.key in self._lru:
                 self._lru.move_to_end(e.key)
             return Snapshot(e.rel, e.step, e.state, e.message, e.summary, e.loaded, e.seconds,
-                            e.running, e.queued_at, e.started_at, self._progress_of(e))
+                            e.running, e.queued_at, e.started_at, self._progress_of(e), e.rank)
 
     def counts(self) -> dict:
         with self._lock:
@@ -456,5 +521,6 @@ class Loader:
                 "scans": self.scans, "last_scan": self.last_scan, "last_scan_secs": self.last_scan_secs,
                 "scan_error": self.scan_error, "scan_truncated": self.scan_truncated,
                 "poll_secs": self.poll_secs, "workers": self.workers, "mode": self.mode,
+                "lazy_workers": self.lazy_workers,
                 "memory": {"indexes": len(self._lru), "bytes": self._lru_bytes, "budget": self.memory_budget},
             }

@@ -2,9 +2,11 @@
 
 It reads the rank summaries kept with the report cache (ranks/store.py), so a 1024-rank run
 that ``tb-attention summarize`` (or an earlier TensorBoard) analysed answers at once, before
-the loader has opened any report. A file without a cached summary takes it from its loaded
-report when there is one (and keeps it); otherwise it is counted as pending, and the page asks
-again. Summaries are memoised per file and (size, mtime), so repeated requests only stat files.
+the loader has opened any report; in a run of many workers the loader keeps those summaries
+itself and opens no report until one is asked for (loader.py). A file without a cached summary
+takes it from its loaded report when there is one (and keeps it); otherwise it is counted as
+pending, and the page asks again. Summaries are memoised per file and (size, mtime), so repeated
+requests only stat files.
 """
 from __future__ import annotations
 
@@ -69,7 +71,7 @@ def ranks_route(plugin, request):
         if hit is not None and hit[0] == info.stat_key:
             summaries.append(hit[1])
             continue
-        s = _cached(loader, info)
+        s = snap.rank if snap is not None and snap.rank is not None else _cached(loader, info)
         if s is None and snap is not None and snap.state == "ready":
             s = _from_loaded(loader, info)
         if s is None and snap is not None and snap.state == "error":

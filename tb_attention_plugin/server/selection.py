@@ -134,7 +134,8 @@ def fetch_state(loader: Loader, args: Any, need_index: bool, prefix: str = "", r
 
 
 def file_json(info: FileInfo, snap: Optional[Snapshot]) -> dict[str, Any]:
-    """One file of ``/runs``: where it is, its load state, and a few summary fields once ready."""
+    """One file of ``/runs``: where it is, its load state, and a few summary fields once ready
+    (or summarized: from the rank summary, without ``steps``)."""
     d: dict[str, Any] = {"file": info.name, "path": info.rel, "worker": info.worker, "span": info.span,
                          "size": info.size, "mtime": info.mtime_ns / 1e9,
                          "state": snap.state if snap else "waiting", "message": snap.message if snap else None,
@@ -147,6 +148,11 @@ def file_json(info: FileInfo, snap: Optional[Snapshot]) -> dict[str, Any]:
         d["steps"] = [x.get("name") for x in s.get("steps") or []]
         d["attention_time_us"] = s.get("attention_time_us")
         d["notices"] = [n.get("code") for n in s.get("notices") or []]
+    elif snap is not None and snap.rank is not None:        # a lazy run's file: its cached rank summary
+        r = snap.rank
+        d["device"] = r.get("device")
+        d["attention_time_us"] = r.get("attention_time_us")
+        d["notices"] = list(r.get("notices") or [])
     return d
 
 
