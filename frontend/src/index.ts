@@ -33,7 +33,7 @@ function loadStored(): UrlState {
 }
 
 function runAttention(r: Run): number {
-  return Math.max(-1, ...r.files.map((f) => (f.state === "ready" ? f.attention_time_us ?? 0 : -1)));
+  return Math.max(-1, ...r.files.map((f) => (f.state === "ready" || f.state === "summarized" ? f.attention_time_us ?? 0 : -1)));
 }
 
 /** The run to land on: the most attention time among analysed runs, else the newest. */
@@ -276,7 +276,8 @@ class App {
       replace(this.main, states.incomplete(f.message, f.path));
       return; // analysed again when the file changes; the /runs poll notices
     }
-    if (f && f.state !== "ready" && f.state !== "error") {
+    // "summarized": only its rank summary is loaded; asking for its summary below loads the report
+    if (f && f.state !== "ready" && f.state !== "error" && f.state !== "summarized") {
       replace(this.main, states.pending(f.state, f.message, f.file));
       return; // the next /runs poll reloads once the state changes
     }

@@ -1,7 +1,10 @@
 // The JSON of the plugin's routes (see docs/plugin.md and docs/report-schema.md).
 
-/** "incomplete": the file ends early and stayed so past the grace period (server/loader.py). */
-export type LoadState = "waiting" | "queued" | "loading" | "ready" | "error" | "incomplete";
+/** "incomplete": the file ends early and stayed so past the grace period (server/loader.py).
+ * "summarized": a file of a run of many workers whose rank summary was cached; its report is
+ * loaded when a route first asks for it (the file's attention_time_us, device and notices come
+ * from that summary; no steps). */
+export type LoadState = "waiting" | "queued" | "loading" | "ready" | "error" | "incomplete" | "summarized";
 export type Bound = "memory" | "compute" | "latency" | "unknown";
 /** Why a latency-bound kernel reached neither roof (engine field ``latency_cause``). */
 export type LatencyCause = "launch" | "occupancy" | "stalled" | null;
@@ -49,6 +52,7 @@ export interface Counts {
   ready: number;
   error: number;
   incomplete?: number;
+  summarized?: number;
   files: number;
 }
 

@@ -47,6 +47,7 @@ export function runsTable(rows: OverviewRow[], onOpen: (run: string) => void): H
       ready ? h("td", { class: "small" }, r.device || fmt.DASH) : h("td", { colspan: 6, class: "muted" },
         r.state === "error" ? `failed: ${r.message || ""}`
           : r.state === "incomplete" ? [h("span", { class: "badge warn" }, "incomplete"), ` ${r.message || "the file ends early"}`]
+            : r.state === "summarized" ? "summarized (a job of many ranks: see its Ranks view; a rank's report loads when it is opened)"
             : `${r.state}\u2026`),
       ready ? h("td", { class: "num" }, fmt.time(r.attention_time_us)) : null,
       ready ? h("td", { class: "num" }, fmt.pct(r.attention_share)) : null,

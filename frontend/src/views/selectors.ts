@@ -10,6 +10,7 @@ const STATE_SUFFIX: Record<string, string> = {
   loading: " (analysing\u2026)",
   error: " (failed)",
   incomplete: " (incomplete)",
+  summarized: "",          // its rank summary is cached: the report loads when the file is picked
   ready: "",
 };
 
@@ -55,7 +56,7 @@ export function picker(runs: RunsResponse, sel: Selection, onChange: (s: Selecti
   const runOpts: [string, string][] = runs.runs.map((r) => {
     const bad = r.files.length && r.files.every((f) => f.state === "error");
     const cut = r.files.length && r.files.every((f) => f.state === "incomplete");
-    const pend = r.files.some((f) => f.state !== "ready" && f.state !== "error" && f.state !== "incomplete");
+    const pend = r.files.some((f) => f.state !== "ready" && f.state !== "error" && f.state !== "incomplete" && f.state !== "summarized");
     return [r.run, `${r.run === "." ? "(log directory)" : r.run}${bad ? " (failed)" : cut ? " (incomplete)" : pend ? " (loading)" : ""}`];
   });
   const worker = run.workers.find((w) => w.worker === sel.worker) || run.workers[0];

@@ -87,7 +87,7 @@ export function progress(counts: Counts | null | undefined, files: FileEntry[] =
   if (!counts || !counts.files) return null;
   const pending = counts.waiting + counts.queued + counts.loading;
   if (!pending) return null;
-  const done = counts.ready + counts.error + (counts.incomplete || 0);
+  const done = counts.ready + counts.error + (counts.incomplete || 0) + (counts.summarized || 0);
   const bar = h("progress", { max: counts.files, value: done, "aria-label": "traces analysed" });
   const loading = files.filter((f) => f.state === "loading" || f.progress);
   // Only the counts are a live region: the bars change at every poll and would be read out each time.
@@ -106,6 +106,7 @@ export function progress(counts: Counts | null | undefined, files: FileEntry[] =
 export function pending(state: string, message: string | null, file: string | null | undefined): HTMLElement {
   const what: Record<string, string> = {
     queued: "Queued for analysis",
+    summarized: "Opening the trace",
     loading: "Analysing the trace",
     waiting: "Waiting for the file to be completely written",
   };
