@@ -46,12 +46,3 @@ def test_pending_answers():
     assert err.code == 200 and err.body == {"state": "error", "error": "bad", "selection": {}}
     ready_without_index = selection.pending(Snapshot(**{**snap.__dict__, "state": "ready"}), {}, {})
     assert ready_without_index.state == "loading"      # the index is being rebuilt
-
-
-def test_old_private_api_shims(served):
-    p = served.plugin
-    assert set(p._table()) == {"flash"}
-    info, step, echo = p._select(MultiDict({"run": "flash", "file": "w1.2.pt.trace.json"}))
-    assert info.name == "w1.2.pt.trace.json" and step is None and echo["file"] == info.name
-    snap, echo, pending = p._get(MultiDict({"run": "flash"}), need_index=True)
-    assert snap is not None and snap.state == "ready" and pending is None and echo["run"] == "flash"
