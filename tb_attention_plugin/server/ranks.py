@@ -22,7 +22,7 @@ from ..ranks.summary import error_summary, rank_summary
 from .params import json_response, name_param, not_found
 from .selection import run_table
 
-_MEMO: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # loader -> {rel: (stat_key, summary)}
+_MEMO: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # loader -> {rel: (stat_key, summary)}
 _LOCK = threading.Lock()
 
 
@@ -66,7 +66,7 @@ def ranks_route(plugin, request):
     with _LOCK:
         memo = _MEMO.setdefault(loader, {})
     summaries, pending = [], []
-    for name, (info, snap) in sorted(files.items()):
+    for _name, (info, snap) in sorted(files.items()):
         hit = memo.get(info.rel)
         if hit is not None and hit[0] == info.stat_key:
             summaries.append(hit[1])

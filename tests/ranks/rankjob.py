@@ -12,6 +12,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 import make_rank_job  # noqa: E402,F401
+
 STRAGGLER = 5
 _JOB8: dict = {}
 

@@ -7,7 +7,6 @@ import os
 import shutil
 
 import pytest
-
 import rankjob
 from rankjob import STRAGGLER, cli, make_rank_job
 

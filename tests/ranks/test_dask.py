@@ -11,7 +11,6 @@ import sys
 import time
 
 import pytest
-
 import rankjob
 from rankjob import ROOT, STRAGGLER, cli
 

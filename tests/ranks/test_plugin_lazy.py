@@ -6,7 +6,6 @@ import os
 import threading
 
 import pytest
-
 import rankjob
 from rankjob import STRAGGLER, cli, plugin_helpers
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 import rankjob
 from rankjob import ROOT, STRAGGLER, cli, make_rank_job, plugin_helpers
 

@@ -5,16 +5,15 @@ import glob
 import os
 
 import pytest
+import rankjob
+from rankjob import ROOT
 
+from helpers import SHARED
 from tb_attention_plugin.analyze import analyze_path
 from tb_attention_plugin.cache import ReportCache
 from tb_attention_plugin.options import Options
 from tb_attention_plugin.ranks import store
 from tb_attention_plugin.ranks.summary import gpu_activity, rank_summary
-
-import rankjob
-from rankjob import ROOT
-from helpers import SHARED
 
 
 @pytest.fixture(scope="session")
