@@ -5,6 +5,7 @@
 "error": "..."}`` with a one-line message. Results are cached on disk by (path, size, mtime,
 options, engine version) through :mod:`.cache`.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,8 +21,10 @@ from .trace.reader import DEFAULT_MAX_BYTES, TraceReadError, TraceTruncated
 from .trace.records import load_trace
 
 TRUNCATED = "truncated"
-PARTIAL_FIX = ("let the profiler finish writing the file (or copy it again) and re-run; the missing part may hold "
-               "what this notice says is absent")
+PARTIAL_FIX = (
+    "let the profiler finish writing the file (or copy it again) and re-run; the missing part may hold "
+    "what this notice says is absent"
+)
 # notices that say something is absent: in a truncated file it may be in the part that is missing
 _ABSENCE_NOTICES = ("no_gpu_kernels", "no_attention", "no_shapes", "no_stack")
 
@@ -61,7 +64,8 @@ def find_reference(path: str, trace, max_bytes: int = DEFAULT_MAX_BYTES):
     the trace has replayed kernels and no capture of its own."""
     from .attention import graphs
     from .trace.correlate import link
-    if not graphs.has_graph_launches(trace):      # most traces: no replay, no second link pass
+
+    if not graphs.has_graph_launches(trace):  # most traces: no replay, no second link pass
         return None, None
     links = link(trace)
     if not graphs.replayed(trace, links).any() or len(graphs.capture_nodes(trace, links)[0]):
@@ -104,9 +108,10 @@ def analyze_path(path: str, options: Optional[Options] = None, cache: Optional[R
         return error_entry(shown, f"cannot open: {e.strerror or e}")
     if _stat.S_ISDIR(st.st_mode):
         return error_entry(shown, "is a directory, not a trace file")
-    if not _stat.S_ISREG(st.st_mode):        # opening a named pipe would block forever
-        kind = ("a named pipe" if _stat.S_ISFIFO(st.st_mode) else
-                "a socket" if _stat.S_ISSOCK(st.st_mode) else "a device")
+    if not _stat.S_ISREG(st.st_mode):  # opening a named pipe would block forever
+        kind = (
+            "a named pipe" if _stat.S_ISFIFO(st.st_mode) else "a socket" if _stat.S_ISSOCK(st.st_mode) else "a device"
+        )
         return error_entry(shown, f"not a regular file ({kind})")
     key = None
     if cache is not None:
@@ -114,12 +119,17 @@ def analyze_path(path: str, options: Optional[Options] = None, cache: Optional[R
         hit = cache.get(key)
         if hit is not None:
             hit["path"] = shown
-            _keep_rank_summary(cache, key, hit, opt.debug, missing_only=True)    # a cache older than summaries
+            _keep_rank_summary(cache, key, hit, opt.debug, missing_only=True)  # a cache older than summaries
             return hit
     try:
         max_bytes = opt.max_bytes
-        trace = load_trace(path, max_bytes=max_bytes, salvage=opt.allow_partial, jobs=opt.read_jobs,
-                           parallel_min_bytes=opt.parallel_min_bytes)
+        trace = load_trace(
+            path,
+            max_bytes=max_bytes,
+            salvage=opt.allow_partial,
+            jobs=opt.read_jobs,
+            parallel_min_bytes=opt.parallel_min_bytes,
+        )
         ref, ref_path = None, None
         if opt.reference:
             try:
@@ -133,17 +143,19 @@ def analyze_path(path: str, options: Optional[Options] = None, cache: Optional[R
         return error_entry(shown, truncation_error(str(e)))
     except TraceReadError as e:
         return error_entry(shown, str(e))
-    except ValueError as e:       # e.g. an unknown --step
+    except ValueError as e:  # e.g. an unknown --step
         return error_entry(shown, str(e))
     except MemoryError:
         return error_entry(shown, "out of memory while analysing; try --max-bytes or a smaller trace")
     except RecursionError:
         return error_entry(shown, "JSON nested too deeply")
-    except Exception as e:        # an engine bug: one line for this file, never a traceback
+    except Exception as e:  # an engine bug: one line for this file, never a traceback
         if opt.debug:
             raise
-        return error_entry(shown, f"internal error: {type(e).__name__}: {e} (please report it; "
-                                  "TB_ATTENTION_DEBUG=1 shows the traceback)")
+        return error_entry(
+            shown,
+            f"internal error: {type(e).__name__}: {e} (please report it; TB_ATTENTION_DEBUG=1 shows the traceback)",
+        )
     report["path"] = shown
     mark_partial(report)
     if cache is not None and key is not None:
@@ -152,16 +164,19 @@ def analyze_path(path: str, options: Optional[Options] = None, cache: Optional[R
     return report
 
 
-def _keep_rank_summary(cache: ReportCache, key: str, report: dict, debug: bool = False,
-                       missing_only: bool = False) -> None:
+def _keep_rank_summary(
+    cache: ReportCache, key: str, report: dict, debug: bool = False, missing_only: bool = False
+) -> None:
     """The rank summary beside the cached report (ranks/store.py): what the Ranks view and
     ``tb-attention ranks`` read for a job of many traces. ``missing_only``: only when there is
     none (a report cached without one). Only a cache: a failure here never fails the analysis."""
-    from .ranks.store import has, put_report
+    from .ranks.store import has, put
+    from .ranks.summary import rank_summary
+
     if missing_only and has(cache, key):
         return
     try:
-        put_report(cache, key, report)
+        put(cache, key, rank_summary(report))
     except Exception:
         if debug:
             raise

@@ -5,9 +5,10 @@ version), file ``<key>.rank.msgpack.z``: the report cache's pruning removes them
 reports, and a changed trace or a new engine is summarised again. A summary is a few KB, so
 reading a 1024-rank job's summaries is a few MB of I/O instead of 1024 reports.
 
-Reading needs none of the engine (the plugin's loader reads summaries in TensorBoard's process);
-only :func:`put_report` imports :mod:`.summary`, which does.
+Reading needs none of the engine (the plugin's loader reads summaries in TensorBoard's process):
+this module imports no analysis; :mod:`.summary` makes the summaries and imports this one.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,7 +21,7 @@ import msgspec
 from ..cache import ReportCache
 from ..options import Options
 
-SUMMARY_SCHEMA = 1          # bumped when a summary's fields change: older files are summarised again
+SUMMARY_SCHEMA = 1  # bumped when a summary's fields change: older files are summarised again
 
 _enc = msgspec.msgpack.Encoder()
 _dec = msgspec.msgpack.Decoder()
@@ -66,11 +67,3 @@ def put(cache: ReportCache, key: Optional[str], summary: dict) -> None:
         os.replace(tmp, _file(cache, key))
     except (OSError, TypeError, ValueError):
         pass  # a summary that cannot be kept is only computed again
-
-
-def put_report(cache: ReportCache, key: Optional[str], report: dict) -> dict:
-    """Summarise a report that was just analysed and keep the summary beside it."""
-    from .summary import rank_summary
-    s = rank_summary(report)
-    put(cache, key, s)
-    return s
