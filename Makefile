@@ -35,11 +35,11 @@ frontend-check: frontend
 	    echo "error: tb_attention_plugin/static is stale: run 'make frontend' and commit it" >&2; \
 	    git --no-pager diff --stat -- tb_attention_plugin/static >&2; exit 1; }; fi
 
-# The code's own rules: ruff (rules in pyproject.toml), mypy (strict on trace/, roofline/,
-# attention/) and tsc on the dashboard (frontend/tsconfig.json). `ruff format --check .` joins
-# them once the tree has been formatted in a commit of its own.
+# The code's own rules: ruff (lint rules and format, in pyproject.toml), mypy (strict on trace/,
+# roofline/, attention/) and tsc on the dashboard (frontend/tsconfig.json).
 lint: install frontend
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	@if [ -f frontend/package.json ]; then cd frontend && npm run -s typecheck; fi
 

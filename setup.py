@@ -15,7 +15,7 @@ setup(
         "isal>=1.0",
         "tensorboard>=2.12",
         "werkzeug>=2.0",
-        "dask[distributed]>=2023.1",   # ranks|summarize|analyze --scheduler/--workers (ranks/distributed.py)
+        "dask[distributed]>=2023.1",  # ranks|summarize|analyze --scheduler/--workers (ranks/distributed.py)
     ],
     entry_points={
         "console_scripts": ["tb-attention=tb_attention_plugin.cli:run"],

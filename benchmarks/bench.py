@@ -12,6 +12,7 @@ RSS of the whole process tree (torch-tb-profiler and HTA parse in child processe
 one round run back to back (peers, orjson, ours), rounds repeat ``--runs`` times, and the table
 reports medians. See benchmarks/README.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,8 +49,7 @@ TARGET_VS_TBPROF = 10.0
 TARGET_VS_HTA = 6.0
 TARGET_RSS_VS_FILE = 1.0
 TARGET_WARM_S = 0.5
-FALLBACK_SNIPPET = ("import sys; from tb_attention_plugin.trace.records import load_trace; "
-                    "load_trace(sys.argv[1])")
+FALLBACK_SNIPPET = "import sys; from tb_attention_plugin.trace.records import load_trace; load_trace(sys.argv[1])"
 # The reference set (issue #11): the kernel mixes people run, each repeated to the same size, so that
 # a path that is slow on one mix only (e.g. per-SDPA-call rescans) shows. A case is a list of source
 # traces; several sources make a job of several ranks (one file per rank in one run directory, each
@@ -61,9 +61,9 @@ CASES = {
 }
 CASE_NOTES = {
     "eager": "12-layer GPT training step on an H200, eager attention (matmul-softmax-dropout-matmul), "
-             "shapes + stacks + memory events",
+    "shapes + stacks + memory events",
     "sdpa": "12-layer GPT training step on an H200, F.scaled_dot_product_attention fwd+bwd (fused "
-            "kernels), shapes + stacks + memory events",
+    "kernels), shapes + stacks + memory events",
     "ddp2": "2-rank DDP training job recorded on an H200 (two processes, one file per rank)",
 }
 
@@ -88,11 +88,11 @@ def log(msg: str) -> None:
 class Sample:
     ok: bool
     wall_s: float
-    rss_max_proc: int           # bytes, largest single process (rusage)
-    rss_tree: int               # bytes, largest sampled sum over the process tree
+    rss_max_proc: int  # bytes, largest single process (rusage)
+    rss_tree: int  # bytes, largest sampled sum over the process tree
     rc: Optional[int]
     timed_out: bool = False
-    cpu_s: float = 0.0          # user + system CPU seconds of the process and its reaped children
+    cpu_s: float = 0.0  # user + system CPU seconds of the process and its reaped children
     note: str = ""
 
     @property
@@ -112,7 +112,7 @@ def _proc_table() -> dict[int, tuple[int, int]]:
                 stat = f.read()
         except OSError:
             continue
-        rest = stat[stat.rfind(b")") + 2:].split()
+        rest = stat[stat.rfind(b")") + 2 :].split()
         try:
             table[int(name)] = (int(rest[1]), int(rest[21]) * page)
         except (IndexError, ValueError):
@@ -165,7 +165,8 @@ LAUNCHER = (  # fallback where GNU time is missing: python -S -I, ~8 MB
     "with open(sys.argv[1], 'w') as f:\n"
     "    f.write('RUSAGE 0 %f %f %d\\n' % (ru.ru_utime, ru.ru_stime, ru.ru_maxrss))\n"
     "rc = os.waitstatus_to_exitcode(st)\n"
-    "sys.exit(rc if rc >= 0 else 128 - rc)\n")
+    "sys.exit(rc if rc >= 0 else 128 - rc)\n"
+)
 _launcher_kind: Optional[str] = None
 
 
@@ -173,8 +174,10 @@ def launcher(ru_file: str) -> list[str]:
     global _launcher_kind
     if _launcher_kind is None:
         try:
-            ok = subprocess.run([GNU_TIME, "-f", RUSAGE_FMT, "-o", os.devnull, "true"],
-                                capture_output=True).returncode == 0
+            ok = (
+                subprocess.run([GNU_TIME, "-f", RUSAGE_FMT, "-o", os.devnull, "true"], capture_output=True).returncode
+                == 0
+            )
         except OSError:
             ok = False
         _launcher_kind = "time" if ok else "python"
@@ -189,8 +192,15 @@ def launcher_note() -> str:
     return "a `python -S` launcher (~8 MB: the floor of every RSS figure)"
 
 
-def measure(cmd: list[str], *, timeout: float, log_path: str, stdout_path: str = os.devnull,
-            env: Optional[dict] = None, cwd: Optional[str] = None) -> Sample:
+def measure(
+    cmd: list[str],
+    *,
+    timeout: float,
+    log_path: str,
+    stdout_path: str = os.devnull,
+    env: Optional[dict] = None,
+    cwd: Optional[str] = None,
+) -> Sample:
     """Run ``cmd`` once, through a small launcher in a new session; wall, CPU, peak RSS, status."""
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
     ru_file = log_path + ".rusage"
@@ -201,8 +211,9 @@ def measure(cmd: list[str], *, timeout: float, log_path: str, stdout_path: str =
         err.write(("$ " + shlex.join(cmd) + "\n").encode())
         err.flush()
         t0 = time.perf_counter()
-        p = subprocess.Popen(wrapped, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env, cwd=cwd,
-                             start_new_session=True)
+        p = subprocess.Popen(
+            wrapped, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env, cwd=cwd, start_new_session=True
+        )
         sampler = TreeSampler(p.pid)
         sampler.start()
         timed_out = threading.Event()
@@ -232,8 +243,15 @@ def measure(cmd: list[str], *, timeout: float, log_path: str, stdout_path: str =
         cpu, maxrss = float(line[2]) + float(line[3]), int(line[4]) * 1024
     except (OSError, IndexError, ValueError):
         pass
-    return Sample(ok=(rc == 0 and not timed_out.is_set()), wall_s=wall, rss_max_proc=maxrss,
-                  rss_tree=sampler.peak, rc=rc, timed_out=timed_out.is_set(), cpu_s=cpu)
+    return Sample(
+        ok=(rc == 0 and not timed_out.is_set()),
+        wall_s=wall,
+        rss_max_proc=maxrss,
+        rss_tree=sampler.peak,
+        rc=rc,
+        timed_out=timed_out.is_set(),
+        cpu_s=cpu,
+    )
 
 
 def tail(path: str, n: int = 15) -> str:
@@ -256,18 +274,33 @@ def ensure_peers_venv(rebuild: bool = False) -> str:
         return py
     if rebuild and os.path.isdir(PEERS_VENV):
         shutil.rmtree(PEERS_VENV)
-    log(f"installing the peers into {os.path.relpath(PEERS_VENV, REPO)} (pinned in "
-        f"{os.path.relpath(PEERS_REQUIREMENTS, REPO)}); first run only ...")
+    log(
+        f"installing the peers into {os.path.relpath(PEERS_VENV, REPO)} (pinned in "
+        f"{os.path.relpath(PEERS_REQUIREMENTS, REPO)}); first run only ..."
+    )
     if not os.path.exists(py):
         subprocess.run([sys.executable, "-m", "venv", PEERS_VENV], check=True)
-    r = subprocess.run([py, "-m", "pip", "install", "-q", "-r", PEERS_REQUIREMENTS],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    r = subprocess.run(
+        [py, "-m", "pip", "install", "-q", "-r", PEERS_REQUIREMENTS],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     if r.returncode != 0:
-        raise SystemExit("could not install the peers:\n" + "\n".join(
-            line for line in r.stdout.splitlines() if "is ignored: it is neither" not in line)[-4000:])
+        raise SystemExit(
+            "could not install the peers:\n"
+            + "\n".join(line for line in r.stdout.splitlines() if "is ignored: it is neither" not in line)[-4000:]
+        )
     # torch-tb-profiler and HTA must not need torch (a CUDA torch is gigabytes): make sure.
-    r = subprocess.run([py, "-c", "import torch_tb_profiler.profiler, hta.trace_analysis, orjson, sys; "
-                        "sys.exit('torch' in sys.modules)"], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            py,
+            "-c",
+            "import torch_tb_profiler.profiler, hta.trace_analysis, orjson, sys; sys.exit('torch' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+    )
     if r.returncode != 0:
         raise SystemExit("the peers' venv is unusable (or imports torch):\n" + r.stderr[-3000:])
     with open(stamp, "w") as f:
@@ -276,12 +309,14 @@ def ensure_peers_venv(rebuild: bool = False) -> str:
 
 
 def pip_versions(py: str, names: list[str]) -> dict[str, str]:
-    code = ("import importlib.metadata as m, json, sys\n"
-            "out = {}\n"
-            "for n in sys.argv[1:]:\n"
-            "    try: out[n] = m.version(n)\n"
-            "    except Exception: out[n] = '-'\n"
-            "print(json.dumps(out))")
+    code = (
+        "import importlib.metadata as m, json, sys\n"
+        "out = {}\n"
+        "for n in sys.argv[1:]:\n"
+        "    try: out[n] = m.version(n)\n"
+        "    except Exception: out[n] = '-'\n"
+        "print(json.dumps(out))"
+    )
     r = subprocess.run([py, "-c", code, *names], capture_output=True, text=True)
     try:
         return json.loads(r.stdout)
@@ -292,8 +327,8 @@ def pip_versions(py: str, names: list[str]) -> dict[str, str]:
 # ---------------------------------------------------------------------------- our tool
 @dataclass
 class Ours:
-    cold: Optional[list[str]]        # argv with {file}; None: skip
-    cached: Optional[list[str]]      # argv with {file} for the cache-using open
+    cold: Optional[list[str]]  # argv with {file}; None: skip
+    cached: Optional[list[str]]  # argv with {file} for the cache-using open
     label: str = "tb-attention"
     fallback: bool = False
     notes: list[str] = field(default_factory=list)
@@ -316,8 +351,7 @@ def resolve_ours(args) -> Ours:
     try:
         probe = [a for a in base if a != "{file}"]
         cut = probe.index("analyze") + 1 if "analyze" in probe else len(probe)
-        r = subprocess.run(probe[:cut] + ["--help"], capture_output=True, text=True, timeout=120,
-                           env=env, cwd=REPO)
+        r = subprocess.run(probe[:cut] + ["--help"], capture_output=True, text=True, timeout=120, env=env, cwd=REPO)
         help_text = r.stdout + r.stderr
         if r.returncode != 0:
             problem = f"`{shlex.join(probe[:cut] + ['--help'])}` exited {r.returncode}:\n" + help_text[-1500:]
@@ -330,27 +364,42 @@ def resolve_ours(args) -> Ours:
         cold = base + (["--no-cache"] if has_no_cache else [])
         ours = Ours(cold=cold, cached=list(base), label="tb-attention")
         if not has_no_cache:
-            ours.notes.append("the CLI has no --no-cache option: the cold row is a first open with "
-                              "a fresh cache location, like the 'first open' row")
+            ours.notes.append(
+                "the CLI has no --no-cache option: the cold row is a first open with "
+                "a fresh cache location, like the 'first open' row"
+            )
         return ours
     if not args.ours_fallback:
         raise SystemExit(
-            "tb-attention CLI is not usable, so our rows cannot be measured:\n  " + problem.replace("\n", "\n  ")
+            "tb-attention CLI is not usable, so our rows cannot be measured:\n  "
+            + problem.replace("\n", "\n  ")
             + f"\nInstall it (`pip install -e {REPO}` in the project's venv) and run bench.py with that "
             "python, or pass --ours-cmd 'CMD ... {file}', or --skip-ours for the peers only, or "
-            "--ours-fallback to time tb_attention_plugin.trace.records.load_trace() instead.")
+            "--ours-fallback to time tb_attention_plugin.trace.records.load_trace() instead."
+        )
     cmd = [py, "-c", FALLBACK_SNIPPET, "{file}"]
-    r = subprocess.run([py, "-c", "import tb_attention_plugin.trace.records"], capture_output=True,
-                       text=True, env=env, cwd=REPO)
+    r = subprocess.run(
+        [py, "-c", "import tb_attention_plugin.trace.records"], capture_output=True, text=True, env=env, cwd=REPO
+    )
     if r.returncode != 0:
-        raise SystemExit(f"--ours-fallback: tb_attention_plugin is not importable with {py}:\n"
-                         + r.stderr[-1500:] + "\nRun bench.py with the project's venv python "
-                         "(.venv/bin/python) or pass --ours-python.")
+        raise SystemExit(
+            f"--ours-fallback: tb_attention_plugin is not importable with {py}:\n"
+            + r.stderr[-1500:]
+            + "\nRun bench.py with the project's venv python "
+            "(.venv/bin/python) or pass --ours-python."
+        )
     first = problem.splitlines()[0] if problem else ""
-    return Ours(cold=cmd, cached=None, label="tb-attention load_trace() only (FALLBACK)", fallback=True,
-                notes=[f"FALLBACK: the CLI was not usable ({first}); the tb-attention row times "
-                       "`load_trace(PATH)` (read + columnar records, no analysis, no cache), not "
-                       "`tb-attention analyze`. No warm row."])
+    return Ours(
+        cold=cmd,
+        cached=None,
+        label="tb-attention load_trace() only (FALLBACK)",
+        fallback=True,
+        notes=[
+            f"FALLBACK: the CLI was not usable ({first}); the tb-attention row times "
+            "`load_trace(PATH)` (read + columnar records, no analysis, no cache), not "
+            "`tb-attention analyze`. No warm row."
+        ],
+    )
 
 
 def ours_env(args, cache_dir: Optional[str] = None) -> dict:
@@ -375,9 +424,17 @@ def check_output(cmd: list[str], env: dict, logs: str, label: str) -> str:
     r = subprocess.run(cmd, stdout=open(out, "wb"), stderr=subprocess.PIPE, env=env, cwd=REPO)
     size = os.path.getsize(out)
     # parsed in another process: bench.py itself stays small (see launcher())
-    probe = subprocess.run([sys.executable, "-c", "import json, sys; d = json.load(open(sys.argv[1], 'rb')); "
-                            "print(', '.join(list(d)[:6]) if isinstance(d, dict) else type(d).__name__)", out],
-                           capture_output=True, text=True)
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json, sys; d = json.load(open(sys.argv[1], 'rb')); "
+            "print(', '.join(list(d)[:6]) if isinstance(d, dict) else type(d).__name__)",
+            out,
+        ],
+        capture_output=True,
+        text=True,
+    )
     if probe.returncode == 0:
         verdict = f"valid JSON ({size / 1e6:.1f} MB; top-level keys: {probe.stdout.strip()})"
     else:
@@ -436,31 +493,36 @@ def machine_info(peers_py: Optional[str]) -> dict:
         pass
     info = {
         "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "cpu": cpu, "cores": os.cpu_count(), "ram_gb": round(mem / 2**30, 1),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "ram_gb": round(mem / 2**30, 1),
         "os": f"{platform.system()} {platform.release()}",
         "python_ours": platform.python_version(),
     }
     try:
-        rev = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--", "tb_attention_plugin"],
-                               capture_output=True, text=True).stdout.strip()
+        rev = subprocess.run(
+            ["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", REPO, "status", "--porcelain", "--", "tb_attention_plugin"], capture_output=True, text=True
+        ).stdout.strip()
         info["tb_attention_commit"] = rev + ("+dirty" if dirty else "")
     except OSError:
         pass
     info["ours_versions"] = pip_versions(sys.executable, ["msgspec", "numpy", "isal", "orjson"])
     if peers_py:
-        v = subprocess.run([peers_py, "-c", "import platform; print(platform.python_version())"],
-                           capture_output=True, text=True).stdout.strip()
+        v = subprocess.run(
+            [peers_py, "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True
+        ).stdout.strip()
         info["python_peers"] = v
-        info["peers_versions"] = pip_versions(peers_py, ["torch-tb-profiler", "HolisticTraceAnalysis",
-                                                         "pandas", "numpy", "orjson"])
+        info["peers_versions"] = pip_versions(
+            peers_py, ["torch-tb-profiler", "HolisticTraceAnalysis", "pandas", "numpy", "orjson"]
+        )
     return info
 
 
 # ---------------------------------------------------------------------------- report
-ROWS = ["torch-tb-profiler", "HTA", "orjson decode", "ours cold", "ours first open", "ours warm",
-        "ours load_trace"]
+ROWS = ["torch-tb-profiler", "HTA", "orjson decode", "ours cold", "ours first open", "ours warm", "ours load_trace"]
 
 
 def med(xs):
@@ -470,13 +532,16 @@ def med(xs):
 def summarize(samples: list[Sample]) -> dict:
     ok = [s for s in samples if s.ok]
     return {
-        "runs": len(samples), "ok": len(ok),
+        "runs": len(samples),
+        "ok": len(ok),
         "timeouts": sum(1 for s in samples if s.timed_out),
         "failed": sum(1 for s in samples if not s.ok and not s.timed_out),
-        "wall": med([s.wall_s for s in ok]), "wall_min": min((s.wall_s for s in ok), default=None),
+        "wall": med([s.wall_s for s in ok]),
+        "wall_min": min((s.wall_s for s in ok), default=None),
         "wall_max": max((s.wall_s for s in ok), default=None),
         "cpu": med([s.cpu_s for s in ok]),
-        "rss": med([s.rss for s in ok]), "rss_proc": med([s.rss_max_proc for s in ok]),
+        "rss": med([s.rss for s in ok]),
+        "rss_proc": med([s.rss_max_proc for s in ok]),
         "rss_tree": med([s.rss_tree for s in ok]),
     }
 
@@ -495,8 +560,15 @@ def fmt_ratio(a, b):
     return f"{a / b:.1f}×"
 
 
-def report(size_label: str, trace: dict, results: dict[str, list[Sample]], ours: Optional[Ours],
-           info: dict, command: str, notes: list[str]) -> str:
+def report(
+    size_label: str,
+    trace: dict,
+    results: dict[str, list[Sample]],
+    ours: Optional[Ours],
+    info: dict,
+    command: str,
+    notes: list[str],
+) -> str:
     s = {k: summarize(v) for k, v in results.items() if v}
     cold = s.get("ours cold", {})
     file_bytes = trace["bytes_uncompressed"]
@@ -510,21 +582,34 @@ def report(size_label: str, trace: dict, results: dict[str, list[Sample]], ours:
         "ours load_trace": "tb-attention `load_trace()` only (read + columnar records; no analysis)",
     }
     lines = []
-    copies = (f"; {trace['reps']} copies of {trace['steps_per_copy']} profiler steps = "
-              f"{trace['reps'] * trace['steps_per_copy']} steps") if trace.get("reps") else ""
-    lines.append(f"### {size_label}: {trace['events']:,} events, {file_bytes / 1e6:.0f} MB uncompressed"
-                 + (f" ({trace['bytes_on_disk'] / 1e6:.0f} MB gzip on disk)" if trace.get("gzip") else "")
-                 + copies)
+    copies = (
+        (
+            f"; {trace['reps']} copies of {trace['steps_per_copy']} profiler steps = "
+            f"{trace['reps'] * trace['steps_per_copy']} steps"
+        )
+        if trace.get("reps")
+        else ""
+    )
+    lines.append(
+        f"### {size_label}: {trace['events']:,} events, {file_bytes / 1e6:.0f} MB uncompressed"
+        + (f" ({trace['bytes_on_disk'] / 1e6:.0f} MB gzip on disk)" if trace.get("gzip") else "")
+        + copies
+    )
     lines.append("")
-    lines.append("| tool | runs ok | wall (median s) [min–max] | CPU (median s) | peak RSS (median GB) | "
-                 "RSS / file | ratio vs ours (cold): wall | CPU | RSS |")
+    lines.append(
+        "| tool | runs ok | wall (median s) [min–max] | CPU (median s) | peak RSS (median GB) | "
+        "RSS / file | ratio vs ours (cold): wall | CPU | RSS |"
+    )
     lines.append("|---|---|---|---|---|---|---|---|---|")
     for key in ROWS:
         if key not in s:
             continue
         r = s[key]
-        runs = f"{r['ok']}/{r['runs']}" + (f", {r['timeouts']} timeout" if r["timeouts"] else "") + \
-            (f", {r['failed']} failed" if r["failed"] else "")
+        runs = (
+            f"{r['ok']}/{r['runs']}"
+            + (f", {r['timeouts']} timeout" if r["timeouts"] else "")
+            + (f", {r['failed']} failed" if r["failed"] else "")
+        )
         if r["wall"] is None:
             wall = "TIMEOUT" if r["timeouts"] else "FAILED"
         else:
@@ -538,8 +623,9 @@ def report(size_label: str, trace: dict, results: dict[str, list[Sample]], ours:
         else:
             rw, rr = fmt_ratio(r["wall"], cold.get("wall")), fmt_ratio(r["rss"], cold.get("rss"))
             rc = fmt_ratio(r["cpu"], cold.get("cpu"))
-        lines.append(f"| {names[key]} | {runs} | {wall} | {fmt_s(r['cpu'])} | {rss} | {per_file} | "
-                     f"{rw} | {rc} | {rr} |")
+        lines.append(
+            f"| {names[key]} | {runs} | {wall} | {fmt_s(r['cpu'])} | {rss} | {per_file} | {rw} | {rc} | {rr} |"
+        )
     lines.append("")
     # targets
     checks = []
@@ -562,11 +648,12 @@ def report(size_label: str, trace: dict, results: dict[str, list[Sample]], ours:
     if cold.get("rss") is not None:
         ratio = cold["rss"] / file_bytes
         ranks = trace.get("ranks", 1)
-        per_rank = (f"; {cold['rss'] / trace['largest_file']:.2f}× its largest rank file"
-                    if ranks > 1 else "")
-        check(f"cold peak RSS ≤ {TARGET_RSS_VS_FILE:g}× " + ("the job's total size" if ranks > 1 else "file size")
-              + fb, f"{ratio:.2f}× ({fmt_gb(cold['rss'])} GB / {file_bytes / GB:.2f} GB{per_rank})",
-              ratio <= TARGET_RSS_VS_FILE)
+        per_rank = f"; {cold['rss'] / trace['largest_file']:.2f}× its largest rank file" if ranks > 1 else ""
+        check(
+            f"cold peak RSS ≤ {TARGET_RSS_VS_FILE:g}× " + ("the job's total size" if ranks > 1 else "file size") + fb,
+            f"{ratio:.2f}× ({fmt_gb(cold['rss'])} GB / {file_bytes / GB:.2f} GB{per_rank})",
+            ratio <= TARGET_RSS_VS_FILE,
+        )
     else:
         check(f"cold peak RSS ≤ {TARGET_RSS_VS_FILE:g}× file size", "not measured", None)
     warm = s.get("ours warm", {}).get("wall")
@@ -597,13 +684,17 @@ def header(info: dict, command: str, trace_src: str, given: bool = False) -> str
         + ", ".join(f"{k} {v}" for k, v in ov.items()),
     ]
     if pv:
-        lines.append(f"- peers (own venv): Python {info.get('python_peers', '?')}, "
-                     + ", ".join(f"{k} {v}" for k, v in pv.items()))
+        lines.append(
+            f"- peers (own venv): Python {info.get('python_peers', '?')}, "
+            + ", ".join(f"{k} {v}" for k, v in pv.items())
+        )
     if given:
         lines.append(f"- trace: `{trace_src}` (given with --trace)")
     else:
-        lines.append(f"- trace: made by `benchmarks/make_large_trace.py` from `{trace_src}` (its profiler "
-                     "steps repeated with shifted timestamps and ids)")
+        lines.append(
+            f"- trace: made by `benchmarks/make_large_trace.py` from `{trace_src}` (its profiler "
+            "steps repeated with shifted timestamps and ids)"
+        )
     lines.append("")
     return "\n".join(lines)
 
@@ -614,8 +705,14 @@ def prepare_trace(size_mb: float, args, source: Optional[str] = None) -> dict:
         path = os.path.abspath(args.trace)
         raw = make_large_trace._uncompressed_size(path)
         count = None
-        return {"out": path, "bytes_uncompressed": raw, "bytes_on_disk": os.path.getsize(path),
-                "events": count, "source": path, "gzip": path.endswith(".gz")}
+        return {
+            "out": path,
+            "bytes_uncompressed": raw,
+            "bytes_on_disk": os.path.getsize(path),
+            "events": count,
+            "source": path,
+            "gzip": path.endswith(".gz"),
+        }
     src = source or args.source or make_large_trace.default_source()
     stem = re.sub(r"(\.\d+)?\.pt\.trace\.json(\.gz)?$|\.json(\.gz)?$", "", os.path.basename(src))
     name = f"bench_{size_mb:g}mb_{stem}"
@@ -624,9 +721,12 @@ def prepare_trace(size_mb: float, args, source: Optional[str] = None) -> dict:
     if os.path.exists(meta):
         with open(meta) as f:
             info = json.load(f)
-        if os.path.exists(info["out"]) and os.path.getsize(info["out"]) == info["bytes_on_disk"] \
-                and "source_memory_events" in info \
-                and os.path.abspath(info.get("source", "")) == os.path.abspath(src):
+        if (
+            os.path.exists(info["out"])
+            and os.path.getsize(info["out"]) == info["bytes_on_disk"]
+            and "source_memory_events" in info
+            and os.path.abspath(info.get("source", "")) == os.path.abspath(src)
+        ):
             log(f"reusing {os.path.relpath(info['out'], REPO)}")
             return info
     log(f"making a {size_mb:g} MB trace from {os.path.relpath(src, REPO)} ...")
@@ -644,12 +744,14 @@ def prepare_case(size_mb: Optional[float], args, sources: list[str]) -> dict:
         if not t.get("events"):
             t["events"] = count_events(t["out"])
     total = {k: sum(t[k] for t in parts) for k in ("bytes_uncompressed", "bytes_on_disk", "events")}
-    return dict(parts[0], **total, parts=parts, ranks=len(parts),
-                largest_file=max(t["bytes_uncompressed"] for t in parts))
+    return dict(
+        parts[0], **total, parts=parts, ranks=len(parts), largest_file=max(t["bytes_uncompressed"] for t in parts)
+    )
 
 
 def count_events(path: str) -> int:
     import gzip as _gz
+
     opener = _gz.open if path.endswith(".gz") else open
     n = 0
     with opener(path, "rb") as f:
@@ -675,32 +777,50 @@ def run_dir_for(trace_paths: list[str], label: str) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("--sizes", type=float, nargs="+", default=[267],
-                    help="uncompressed sizes in MB of the generated traces (default 267, the issue's case)")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
+    )
+    ap.add_argument(
+        "--sizes",
+        type=float,
+        nargs="+",
+        default=[267],
+        help="uncompressed sizes in MB of the generated traces (default 267, the issue's case)",
+    )
     ap.add_argument("--runs", type=int, default=3, help="rounds of every row (default 3); medians reported")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per measurement (default 900)")
-    ap.add_argument("--cases", nargs="+", choices=sorted(CASES), default=list(CASES),
-                    help="kernel mixes to measure (default: all; see CASES): eager attention, SDPA fwd+bwd, "
-                    "a 2-rank DDP job")
+    ap.add_argument(
+        "--cases",
+        nargs="+",
+        choices=sorted(CASES),
+        default=list(CASES),
+        help="kernel mixes to measure (default: all; see CASES): eager attention, SDPA fwd+bwd, a 2-rank DDP job",
+    )
     ap.add_argument("--skip-peers", action="store_true", help="no torch-tb-profiler/HTA/orjson rows")
     ap.add_argument("--skip-ours", action="store_true", help="no tb-attention rows")
-    ap.add_argument("--only", nargs="+", choices=["tbprof", "hta", "orjson", "ours"],
-                    help="measure only these rows")
+    ap.add_argument("--only", nargs="+", choices=["tbprof", "hta", "orjson", "ours"], help="measure only these rows")
     ap.add_argument("--trace", help="benchmark this file instead of generating one")
     ap.add_argument("--source", help="source trace for make_large_trace.py (default: its default)")
     ap.add_argument("--gzip", action="store_true", help="generate and benchmark .json.gz files")
-    ap.add_argument("--ours-cmd", help="our command, with {file} for the trace (default: "
-                    "'tb-attention analyze {file} --format json', or 'python -m tb_attention_plugin.cli ...'"
-                    " when tb-attention is not on PATH); --no-cache is appended for the cold row")
+    ap.add_argument(
+        "--ours-cmd",
+        help="our command, with {file} for the trace (default: "
+        "'tb-attention analyze {file} --format json', or 'python -m tb_attention_plugin.cli ...'"
+        " when tb-attention is not on PATH); --no-cache is appended for the cold row",
+    )
     ap.add_argument("--ours-python", help="python for `-m tb_attention_plugin.cli` (default: this one)")
     ap.add_argument("--ours-env", action="append", metavar="K=V", help="extra environment for our rows")
-    ap.add_argument("--ours-fallback", action="store_true",
-                    help="if the CLI is not usable, time load_trace(PATH) instead (labelled FALLBACK)")
-    ap.add_argument("--load-row", action="store_true",
-                    help="add a row timing tb_attention_plugin.trace.records.load_trace() alone "
-                    "(how much of the cold time is reading the trace)")
+    ap.add_argument(
+        "--ours-fallback",
+        action="store_true",
+        help="if the CLI is not usable, time load_trace(PATH) instead (labelled FALLBACK)",
+    )
+    ap.add_argument(
+        "--load-row",
+        action="store_true",
+        help="add a row timing tb_attention_plugin.trace.records.load_trace() alone "
+        "(how much of the cold time is reading the trace)",
+    )
     ap.add_argument("--rebuild-peers", action="store_true", help="recreate the peers' venv")
     ap.add_argument("--record", action="store_true", help="append the report to benchmarks/RESULTS.md")
     ap.add_argument("--keep-cache", action="store_true", help="keep our per-round cache folders")
@@ -729,8 +849,7 @@ def main(argv=None) -> int:
         plan = [("custom", [args.trace or args.source])]
     else:
         plan = [(case, case_sources(case)) for case in args.cases]
-    trace_src = ", ".join(f"{c}: " + " + ".join(f"`{os.path.relpath(x, REPO)}`" for x in srcs)
-                          for c, srcs in plan)
+    trace_src = ", ".join(f"{c}: " + " + ".join(f"`{os.path.relpath(x, REPO)}`" for x in srcs) for c, srcs in plan)
     for (case, sources), size in [(p, z) for p in plan for z in sizes]:
         trace = prepare_case(size, args, sources)
         trace["case"] = case
@@ -744,26 +863,44 @@ def main(argv=None) -> int:
         cache_sizes = []
         peer_env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="3")
         for i in range(1, args.runs + 1):
+
             def run(key, cmd, **kw):
                 lp = os.path.join(logs, f"{label}-{key.replace(' ', '_')}-{i}.log")
                 smp = measure(cmd, timeout=args.timeout, log_path=lp, **kw)
                 results[key].append(smp)
                 state = "TIMEOUT" if smp.timed_out else ("ok" if smp.ok else f"FAILED rc={smp.rc}")
-                log(f"[{label} round {i}/{args.runs}] {key:18s} {smp.wall_s:8.2f} s  cpu {smp.cpu_s:7.2f} s  "
-                    f"{smp.rss / GB:6.2f} GB  {state}")
+                log(
+                    f"[{label} round {i}/{args.runs}] {key:18s} {smp.wall_s:8.2f} s  cpu {smp.cpu_s:7.2f} s  "
+                    f"{smp.rss / GB:6.2f} GB  {state}"
+                )
                 if not smp.ok and not smp.timed_out:
                     log(tail(lp))
                 return smp
 
             if "tbprof" in only:
-                run("torch-tb-profiler", [peers_py, PEER_DRIVERS, "tbprof", rdir], env=peer_env, cwd=WORK,
-                    stdout_path=os.path.join(logs, f"{label}-tbprof-{i}.out"))
+                run(
+                    "torch-tb-profiler",
+                    [peers_py, PEER_DRIVERS, "tbprof", rdir],
+                    env=peer_env,
+                    cwd=WORK,
+                    stdout_path=os.path.join(logs, f"{label}-tbprof-{i}.out"),
+                )
             if "hta" in only:
-                run("HTA", [peers_py, PEER_DRIVERS, "hta", rdir], env=peer_env, cwd=WORK,
-                    stdout_path=os.path.join(logs, f"{label}-hta-{i}.out"))
+                run(
+                    "HTA",
+                    [peers_py, PEER_DRIVERS, "hta", rdir],
+                    env=peer_env,
+                    cwd=WORK,
+                    stdout_path=os.path.join(logs, f"{label}-hta-{i}.out"),
+                )
             if "orjson" in only:
-                run("orjson decode", [peers_py, PEER_DRIVERS, "orjson", *rfiles], env=peer_env, cwd=WORK,
-                    stdout_path=os.path.join(logs, f"{label}-orjson-{i}.out"))
+                run(
+                    "orjson decode",
+                    [peers_py, PEER_DRIVERS, "orjson", *rfiles],
+                    env=peer_env,
+                    cwd=WORK,
+                    stdout_path=os.path.join(logs, f"{label}-orjson-{i}.out"),
+                )
             if "ours" in only:
                 # A fresh copy in a fresh folder, with a fresh cache location, every round: whatever
                 # the cache is keyed on (path, inode, mtime) and wherever it lives (beside the file,
@@ -790,18 +927,28 @@ def main(argv=None) -> int:
                     cache_sizes.append(dir_bytes(rd) - dir_bytes(mine) - before)
                     first, warm = results["ours first open"][-1], results["ours warm"][-1]
                     if first.ok and warm.ok and warm.cpu_s > max(1.0, 0.5 * first.cpu_s):
-                        notes.append(f"round {i}: the warm open took {warm.wall_s:.1f} s ({warm.cpu_s:.1f} s CPU), "
-                                     "like an analysis: it missed the cache")
+                        notes.append(
+                            f"round {i}: the warm open took {warm.wall_s:.1f} s ({warm.cpu_s:.1f} s CPU), "
+                            "like an analysis: it missed the cache"
+                        )
                     if dir_bytes(cold_cache):
-                        notes.append(f"round {i}: the --no-cache run wrote {dir_bytes(cold_cache) / 1e6:.1f} MB "
-                                     "into its cache folder")
+                        notes.append(
+                            f"round {i}: the --no-cache run wrote {dir_bytes(cold_cache) / 1e6:.1f} MB "
+                            "into its cache folder"
+                        )
                 if args.load_row and not ours.fallback:
-                    run("ours load_trace", [args.ours_python or sys.executable, "-c", FALLBACK_SNIPPET, mine],
-                        env=ours_env(args), cwd=REPO)
+                    run(
+                        "ours load_trace",
+                        [args.ours_python or sys.executable, "-c", FALLBACK_SNIPPET, mine],
+                        env=ours_env(args),
+                        cwd=REPO,
+                    )
                 if code_fingerprint() != code_before:
-                    notes.append(f"round {i}: tb_attention_plugin/ changed while our rows ran (someone edited "
-                                 "it): that round mixes two versions of the code, and a cache keyed on the "
-                                 "code misses")
+                    notes.append(
+                        f"round {i}: tb_attention_plugin/ changed while our rows ran (someone edited "
+                        "it): that round mixes two versions of the code, and a cache keyed on the "
+                        "code misses"
+                    )
                 if ours.cached and i == args.runs:  # unmeasured: check that what we timed printed a report
                     notes.append(check_output(fill(ours.cached, mine), env, logs, label))
                 if not args.keep_cache:
@@ -809,37 +956,60 @@ def main(argv=None) -> int:
         if cache_sizes:
             cs = med(cache_sizes)
             if cs == 0:
-                notes.append("no cache file appeared beside the trace or under $XDG_CACHE_HOME/"
-                             "$TB_ATTENTION_CACHE_DIR: if the cache lives elsewhere, rounds after the "
-                             "first may find it warm (pass --ours-env to point it at a fresh folder)")
+                notes.append(
+                    "no cache file appeared beside the trace or under $XDG_CACHE_HOME/"
+                    "$TB_ATTENTION_CACHE_DIR: if the cache lives elsewhere, rounds after the "
+                    "first may find it warm (pass --ours-env to point it at a fresh folder)"
+                )
             else:
                 notes.append(f"on-disk cache written by the first open: {cs / 1e6:.1f} MB (median)")
         if case in CASE_NOTES:
             mem = trace.get("source_memory_events")
-            has = ("no memory events" if mem == 0 else
-                   f"{mem} memory events per copy" if mem else "memory events unknown")
-            notes.append(f"case `{case}`: {CASE_NOTES[case]} ({has}); its profiler steps repeated to "
-                         f"{trace['bytes_uncompressed'] / 1e6:.0f} MB"
-                         + (f" in {trace['ranks']} rank files of ~{trace['largest_file'] / 1e6:.0f} MB, "
-                            "passed to every tool as one run directory" if trace["ranks"] > 1 else ""))
-        notes.append(f"each measurement runs under {launcher_note()}; "
-                     "peak RSS: max of the kernel's rusage for the largest process and a 10 Hz sample of "
-                     "the summed RSS of the process tree (torch-tb-profiler parses in a spawned child, "
-                     "HTA in a forked pool worker; pages shared after fork count twice in the sum)")
-        notes.append("wall: spawn to exit of a fresh process (interpreter start and imports included); "
-                     "CPU: user + system seconds of the process and its children (less sensitive than "
-                     "wall to other load on the machine); the trace is in the page cache for every row")
+            has = (
+                "no memory events" if mem == 0 else f"{mem} memory events per copy" if mem else "memory events unknown"
+            )
+            notes.append(
+                f"case `{case}`: {CASE_NOTES[case]} ({has}); its profiler steps repeated to "
+                f"{trace['bytes_uncompressed'] / 1e6:.0f} MB"
+                + (
+                    f" in {trace['ranks']} rank files of ~{trace['largest_file'] / 1e6:.0f} MB, "
+                    "passed to every tool as one run directory"
+                    if trace["ranks"] > 1
+                    else ""
+                )
+            )
+        notes.append(
+            f"each measurement runs under {launcher_note()}; "
+            "peak RSS: max of the kernel's rusage for the largest process and a 10 Hz sample of "
+            "the summed RSS of the process tree (torch-tb-profiler parses in a spawned child, "
+            "HTA in a forked pool worker; pages shared after fork count twice in the sum)"
+        )
+        notes.append(
+            "wall: spawn to exit of a fresh process (interpreter start and imports included); "
+            "CPU: user + system seconds of the process and its children (less sensitive than "
+            "wall to other load on the machine); the trace is in the page cache for every row"
+        )
         if ours and "ours" in only:
             shown = [a if a != "{file}" else "FILE" for a in (ours.cached or ours.cold)]
             shown = [os.path.relpath(a, REPO) if os.path.isabs(a) and a.startswith(REPO) else a for a in shown]
-            notes.append(f"our command: `{shlex.join(shown)}`, stdout to /dev/null"
-                         + ("; the cold row adds `--no-cache`" if ours.cached and ours.cold != ours.cached else ""))
-        md = report(f"{case}: {trace['bytes_uncompressed'] / 1e6:.0f} MB"
-                    + (f" job of {trace['ranks']} ranks" if trace["ranks"] > 1 else " trace"),
-                    trace, results, ours, info, command, notes)
+            notes.append(
+                f"our command: `{shlex.join(shown)}`, stdout to /dev/null"
+                + ("; the cold row adds `--no-cache`" if ours.cached and ours.cold != ours.cached else "")
+            )
+        md = report(
+            f"{case}: {trace['bytes_uncompressed'] / 1e6:.0f} MB"
+            + (f" job of {trace['ranks']} ranks" if trace["ranks"] > 1 else " trace"),
+            trace,
+            results,
+            ours,
+            info,
+            command,
+            notes,
+        )
         out_md.append(md)
-        raw_all["sizes"].append({"trace": trace, "notes": notes, "results": {k: [s.__dict__ for s in v]
-                                                             for k, v in results.items() if v}})
+        raw_all["sizes"].append(
+            {"trace": trace, "notes": notes, "results": {k: [s.__dict__ for s in v] for k, v in results.items() if v}}
+        )
         shutil.rmtree(rdir, ignore_errors=True)
 
     info["load_end"] = round(os.getloadavg()[0], 2)
@@ -852,8 +1022,10 @@ def main(argv=None) -> int:
         new = not os.path.exists(res)
         with open(res, "a") as f:
             if new:
-                f.write("# Large-trace benchmark results\n\nAppended by `python benchmarks/bench.py --record`; "
-                        "newest last. See README.md for what is measured.\n\n")
+                f.write(
+                    "# Large-trace benchmark results\n\nAppended by `python benchmarks/bench.py --record`; "
+                    "newest last. See README.md for what is measured.\n\n"
+                )
             f.write(text + "\n")
         log(f"appended to {os.path.relpath(res, REPO)}")
     log(f"logs in {os.path.relpath(logs, REPO)}")

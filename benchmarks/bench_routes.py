@@ -29,6 +29,7 @@ TensorBoard and every process under it (the plugin's analysis workers,
 ``python -m tb_attention_plugin.server.worker``, run in sessions of their own) are killed on
 exit, error, Ctrl-C or SIGTERM.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -81,7 +82,7 @@ def _proc_stat(pid: int) -> Optional[tuple[int, int]]:
             data = f.read().decode("ascii", "replace")
     except OSError:
         return None
-    rest = data[data.rfind(")") + 2:].split()
+    rest = data[data.rfind(")") + 2 :].split()
     if rest[0] == "Z":
         return None
     return int(rest[1]), int(rest[19])
@@ -112,14 +113,26 @@ class TensorBoard:
     def __init__(self, logdir: str, port: int, env: dict, log_path: str):
         exe = os.path.join(os.path.dirname(sys.executable), "tensorboard")
         self.cmd = ([exe] if os.access(exe, os.X_OK) else [sys.executable, "-m", "tensorboard.main"]) + [
-            "--logdir", logdir, "--port", str(port), "--host", "127.0.0.1"]
+            "--logdir",
+            logdir,
+            "--port",
+            str(port),
+            "--host",
+            "127.0.0.1",
+        ]
         self.port = port
         self.log_path = log_path
         self._log = open(log_path, "wb")
         self.t0 = time.perf_counter()
-        self.proc = subprocess.Popen(self.cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env,
-                                     start_new_session=True, stdin=subprocess.DEVNULL)
-        self.known: dict[int, int] = {}     # pid -> start time: everything seen below it
+        self.proc = subprocess.Popen(
+            self.cmd,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+        )
+        self.known: dict[int, int] = {}  # pid -> start time: everything seen below it
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
@@ -161,13 +174,13 @@ class TensorBoard:
                     pass
                 self.proc.wait(5)
         killed = []
-        deadline = time.monotonic() + 3.0     # workers exit by themselves once their parent is gone
+        deadline = time.monotonic() + 3.0  # workers exit by themselves once their parent is gone
         while True:
             left = [p for p, start in self.known.items() if (_proc_stat(p) or (0, None))[1] == start]
             if not left or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
-        for p in left:                        # same pid and same start time: still ours
+        for p in left:  # same pid and same start time: still ours
             try:
                 os.kill(p, signal.SIGKILL)
                 killed.append(p)
@@ -193,7 +206,7 @@ class Client:
     def __init__(self, port: int, timeout: float = 120.0):
         self.port, self.timeout = port, timeout
         self.conn: Optional[http.client.HTTPConnection] = None
-        self.connects = 0                   # connections opened (keep-alive: one, unless the server closes)
+        self.connects = 0  # connections opened (keep-alive: one, unless the server closes)
         self.requests = 0
 
     def close(self) -> None:
@@ -252,7 +265,12 @@ def pct(xs: list[float], p: float) -> Optional[float]:
 
 
 def lat_stats(xs: list[float]) -> dict:
-    return {"n": len(xs), "p50_ms": _ms(pct(xs, 50)), "p95_ms": _ms(pct(xs, 95)), "max_ms": _ms(max(xs) if xs else None)}
+    return {
+        "n": len(xs),
+        "p50_ms": _ms(pct(xs, 50)),
+        "p95_ms": _ms(pct(xs, 95)),
+        "max_ms": _ms(max(xs) if xs else None),
+    }
 
 
 def _ms(s: Optional[float]) -> Optional[float]:
@@ -264,9 +282,14 @@ def prepare_trace(args) -> dict:
     if args.trace:
         path = os.path.abspath(args.trace)
         log(f"counting the events of {path} ...")
-        return {"out": path, "bytes_uncompressed": make_large_trace._uncompressed_size(path),
-                "bytes_on_disk": os.path.getsize(path), "events": bench.count_events(path), "source": path,
-                "given": True}
+        return {
+            "out": path,
+            "bytes_uncompressed": make_large_trace._uncompressed_size(path),
+            "bytes_on_disk": os.path.getsize(path),
+            "events": bench.count_events(path),
+            "source": path,
+            "given": True,
+        }
     src = os.path.abspath(args.source or make_large_trace.default_source())
     doc = make_large_trace.load_source(src)
     plan = make_large_trace.Plan(doc, 100.0)
@@ -280,8 +303,12 @@ def prepare_trace(args) -> dict:
     if os.path.exists(meta):
         with open(meta) as f:
             info = json.load(f)
-        if os.path.exists(info["out"]) and os.path.getsize(info["out"]) == info.get("bytes_on_disk") \
-                and os.path.abspath(info.get("source", "")) == src and info.get("events"):
+        if (
+            os.path.exists(info["out"])
+            and os.path.getsize(info["out"]) == info.get("bytes_on_disk")
+            and os.path.abspath(info.get("source", "")) == src
+            and info.get("events")
+        ):
             log(f"reusing {os.path.relpath(info['out'], REPO)} ({info['events']:,} events)")
             return info
     os.makedirs(os.path.dirname(out), exist_ok=True)
@@ -303,7 +330,7 @@ def make_logdir(root: str, trace: dict) -> dict:
         os.makedirs(d)
         dst = os.path.join(d, f"worker0.{ms}.pt.trace.json" + (".gz" if src.endswith(".gz") else ""))
         try:
-            os.link(src, dst)                 # keeps the source's mtime: no settling wait
+            os.link(src, dst)  # keeps the source's mtime: no settling wait
         except OSError:
             shutil.copy2(src, dst)
         files[run] = dst
@@ -323,7 +350,7 @@ def wait_until_ready(tb: TensorBoard, timeout: float, poll: float = 0.2) -> dict
         if time.perf_counter() > deadline:
             raise RuntimeError(f"not ready after {timeout:.0f} s:\n{tb.log_tail()}")
 
-    while True:                                      # 1. any HTTP answer
+    while True:  # 1. any HTTP answer
         check()
         r = c.try_get("/")
         if r is not None:
@@ -331,7 +358,7 @@ def wait_until_ready(tb: TensorBoard, timeout: float, poll: float = 0.2) -> dict
             out["http_status"] = r[0]
             break
         time.sleep(0.02)
-    while True:                                      # 2. the plugin's own routes
+    while True:  # 2. the plugin's own routes
         check()
         r = c.try_get(PREFIX + "/runs")
         if r is not None and r[0] == 200:
@@ -351,12 +378,20 @@ def wait_until_ready(tb: TensorBoard, timeout: float, poll: float = 0.2) -> dict
         s = pc.try_get(PREFIX + "/summary?" + urlencode({"run": BIG}))
         if s is not None:
             sd = _json(s[1])
-            out["pending_answers"].append({"t": round(t, 2), "status": s[0], "seconds": round(s[2], 3),
-                                           "state": sd.get("state"), "message": sd.get("message"),
-                                           "counts": sd.get("counts")})
+            out["pending_answers"].append(
+                {
+                    "t": round(t, 2),
+                    "status": s[0],
+                    "seconds": round(s[2], 3),
+                    "state": sd.get("state"),
+                    "message": sd.get("message"),
+                    "counts": sd.get("counts"),
+                }
+            )
             if s[0] == 200 and sd.get("state") == "ready" and "summary_ready_s" not in out:
                 out["summary_ready_s"] = round(tb.elapsed(), 3)
-    while True:                                      # 3. both runs analysed
+
+    while True:  # 3. both runs analysed
         check()
         t = tb.elapsed()
         r = c.try_get(PREFIX + "/runs")
@@ -373,28 +408,44 @@ def wait_until_ready(tb: TensorBoard, timeout: float, poll: float = 0.2) -> dict
         loading = []
         if st is not None:
             out["during_load"]["status"].append(st[2])
-            loading = [{"file": x.get("file", "").split("/")[0], "elapsed_s": x.get("elapsed_s"),
-                        "size_mb": round((x.get("size") or 0) / 1e6, 1),
-                        "stage": (x.get("progress") or {}).get("stage"),
-                        "fraction": (x.get("progress") or {}).get("fraction")}
-                       for x in _json(st[1]).get("loading") or []]
-        for run, f in states.items():              # /runs carries the same progress per file
+            loading = [
+                {
+                    "file": x.get("file", "").split("/")[0],
+                    "elapsed_s": x.get("elapsed_s"),
+                    "size_mb": round((x.get("size") or 0) / 1e6, 1),
+                    "stage": (x.get("progress") or {}).get("stage"),
+                    "fraction": (x.get("progress") or {}).get("fraction"),
+                }
+                for x in _json(st[1]).get("loading") or []
+            ]
+        for run, f in states.items():  # /runs carries the same progress per file
             if f.get("progress"):
                 out.setdefault("runs_progress", {}).setdefault(run, 0)
                 out["runs_progress"][run] += 1
         counts = d.get("counts") or {}
-        key = (json.dumps({k: (v.get("state"), v.get("message")) for k, v in sorted(states.items())}),
-               json.dumps([(x["file"], x["stage"]) for x in loading]))
-        sample = {"t": round(t, 2), "counts": {k: v for k, v in counts.items() if v},
-                  "states": {k: v.get("state") for k, v in sorted(states.items())},
-                  "messages": {k: v.get("message") for k, v in sorted(states.items()) if v.get("message")},
-                  "loading": loading}
+        key = (
+            json.dumps({k: (v.get("state"), v.get("message")) for k, v in sorted(states.items())}),
+            json.dumps([(x["file"], x["stage"]) for x in loading]),
+        )
+        sample = {
+            "t": round(t, 2),
+            "counts": {k: v for k, v in counts.items() if v},
+            "states": {k: v.get("state") for k, v in sorted(states.items())},
+            "messages": {k: v.get("message") for k, v in sorted(states.items()) if v.get("message")},
+            "loading": loading,
+        }
         out["progress"].append(sample)
         if key != last_key:
             last_key = key
-            log(f"  {t:6.2f} s  " + ", ".join(f"{k}: {v}" for k, v in sample["states"].items())
-                + ("  loading " + ", ".join(f"{x['file']} ({x['elapsed_s']} s, {_prog(x)})" for x in loading)
-                   if loading else ""))
+            log(
+                f"  {t:6.2f} s  "
+                + ", ".join(f"{k}: {v}" for k, v in sample["states"].items())
+                + (
+                    "  loading " + ", ".join(f"{x['file']} ({x['elapsed_s']} s, {_prog(x)})" for x in loading)
+                    if loading
+                    else ""
+                )
+            )
         for run, f in states.items():
             if f.get("state") in ("ready", "error") and f"{run}_ready_s" not in out:
                 out[f"{run}_ready_s"] = round(t, 3)
@@ -458,17 +509,22 @@ def progress_summary(seen: list) -> str:
         if not stages or stages[-1] != stage:
             stages.append(stage)
     reading = [f for _, stage, f in seen if stage == "reading" and f is not None]
-    return (f"stages {' -> '.join(stages)}; fraction read while reading: "
-            + (", ".join(f"{f:.2f}" for f in reading) if reading else "none sampled")
-            + f" ({len(seen)} distinct samples, {seen[0][0]:.1f}–{seen[-1][0]:.1f} s)")
+    return (
+        f"stages {' -> '.join(stages)}; fraction read while reading: "
+        + (", ".join(f"{f:.2f}" for f in reading) if reading else "none sampled")
+        + f" ({len(seen)} distinct samples, {seen[0][0]:.1f}–{seen[-1][0]:.1f} s)"
+    )
 
 
 def progress_cell(seen: list) -> str:
     fr = [f for _, stage, f in seen if stage == "reading" and f is not None]
     if not seen:
         return "no progress seen"
-    return (f"progress seen in {len(seen)} samples" + (f", {fr[0] * 100:.0f}–{fr[-1] * 100:.0f} % read" if fr else "")
-            + f", up to stage `{seen[-1][1]}`")
+    return (
+        f"progress seen in {len(seen)} samples"
+        + (f", {fr[0] * 100:.0f}–{fr[-1] * 100:.0f} % read" if fr else "")
+        + f", up to stage `{seen[-1][1]}`"
+    )
 
 
 def progress_lines(st: dict) -> list[str]:
@@ -486,9 +542,15 @@ def progress_lines(st: dict) -> list[str]:
             continue
         last = key
         loading = ", ".join(f"`{x['file']}` {x['elapsed_s']} s, {_prog(x)}" for x in p["loading"]) or "—"
-        lines.append(f"| {p['t']:.2f} | " + ", ".join(f"{k}: {v}" + (f" ({p['messages'][k]})" if p["messages"].get(k) else "")
-                                                      for k, v in p["states"].items())
-                     + f" | {loading} | " + ", ".join(f"{k} {v}" for k, v in p["counts"].items()) + " |")
+        lines.append(
+            f"| {p['t']:.2f} | "
+            + ", ".join(
+                f"{k}: {v}" + (f" ({p['messages'][k]})" if p["messages"].get(k) else "") for k, v in p["states"].items()
+            )
+            + f" | {loading} | "
+            + ", ".join(f"{k} {v}" for k, v in p["counts"].items())
+            + " |"
+        )
     return lines
 
 
@@ -534,20 +596,69 @@ def route_plan(c: Client, sel: dict) -> tuple[list[tuple[str, str, str]], dict]:
         ("roofline", "all kernels, grouped", q("roofline", scope="all", group=1)),
         ("roofline", "attention, one point per kernel (≤2000)", q("roofline", scope="attention", group=0)),
         ("kernels", "first page (dashboard default: attention, by duration)", first),
-        ("kernels", "all GPU activity, first page", q("kernels", offset=0, limit=50, sort="dur_us", order="desc", scope="all")),
-        ("kernels", f"all, middle page (offset {mid:,})", q("kernels", offset=mid, limit=50, sort="dur_us", order="desc", scope="all")),
-        ("kernels", f"all, last page (offset {deep:,})", q("kernels", offset=deep, limit=50, sort="dur_us", order="desc", scope="all")),
+        (
+            "kernels",
+            "all GPU activity, first page",
+            q("kernels", offset=0, limit=50, sort="dur_us", order="desc", scope="all"),
+        ),
+        (
+            "kernels",
+            f"all, middle page (offset {mid:,})",
+            q("kernels", offset=mid, limit=50, sort="dur_us", order="desc", scope="all"),
+        ),
+        (
+            "kernels",
+            f"all, last page (offset {deep:,})",
+            q("kernels", offset=deep, limit=50, sort="dur_us", order="desc", scope="all"),
+        ),
         ("kernels", "all, sorted by name", q("kernels", offset=0, limit=50, sort="name", order="asc", scope="all")),
-        ("kernels", "all, sorted by memory util., bound=memory", q("kernels", offset=0, limit=50, sort="memory_util", order="desc", scope="all", bound="memory")),
-        ("kernels", "phase=softmax, direction=backward", q("kernels", offset=0, limit=50, sort="dur_us", order="desc", scope="attention", phase="softmax", direction="backward")),
-        ("kernels", "text search q=softmax (all)", q("kernels", offset=0, limit=50, sort="dur_us", order="desc", scope="all", q="softmax")),
-        ("kernels", "text search q=attn, page 3, by FLOPs", q("kernels", offset=100, limit=50, sort="flops", order="desc", scope="all", q="attn")),
-        ("kernels", "limit=1000 (largest page)", q("kernels", offset=0, limit=1000, sort="dur_us", order="desc", scope="all")),
+        (
+            "kernels",
+            "all, sorted by memory util., bound=memory",
+            q("kernels", offset=0, limit=50, sort="memory_util", order="desc", scope="all", bound="memory"),
+        ),
+        (
+            "kernels",
+            "phase=softmax, direction=backward",
+            q(
+                "kernels",
+                offset=0,
+                limit=50,
+                sort="dur_us",
+                order="desc",
+                scope="attention",
+                phase="softmax",
+                direction="backward",
+            ),
+        ),
+        (
+            "kernels",
+            "text search q=softmax (all)",
+            q("kernels", offset=0, limit=50, sort="dur_us", order="desc", scope="all", q="softmax"),
+        ),
+        (
+            "kernels",
+            "text search q=attn, page 3, by FLOPs",
+            q("kernels", offset=100, limit=50, sort="flops", order="desc", scope="all", q="attn"),
+        ),
+        (
+            "kernels",
+            "limit=1000 (largest page)",
+            q("kernels", offset=0, limit=1000, sort="dur_us", order="desc", scope="all"),
+        ),
         ("kernel", "one row by id", q("kernel", id=kid)),
         ("overview", "runs overview (one row per run)", f"{PREFIX}/overview"),
         ("timeline", "whole trace, 1200 px (every kernel merged per pixel)", q("timeline", width=1200)),
-        ("timeline", "zoomed: the first 1 % of the trace, 1200 px", q("timeline", width=1200, t0=ext[0], t1=ext[0] + (ext[1] - ext[0]) / 100)),
-        ("compare", f"{BIG} vs {SMALL}", f"{PREFIX}/compare?" + urlencode({**sel_params(b, "base_"), **sel_params(s, "new_")})),
+        (
+            "timeline",
+            "zoomed: the first 1 % of the trace, 1200 px",
+            q("timeline", width=1200, t0=ext[0], t1=ext[0] + (ext[1] - ext[0]) / 100),
+        ),
+        (
+            "compare",
+            f"{BIG} vs {SMALL}",
+            f"{PREFIX}/compare?" + urlencode({**sel_params(b, "base_"), **sel_params(s, "new_")}),
+        ),
     ]
     return plan, info
 
@@ -612,14 +723,18 @@ def fmt_bytes(n: int) -> str:
 
 
 def route_table(rows: list[dict], target: bool = True) -> list[str]:
-    lines = ["| route | request | n | p50 ms | p95 ms | max ms | answer | p95 ≤ 100 ms |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| route | request | n | p50 ms | p95 ms | max ms | answer | p95 ≤ 100 ms |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         verdict = ("PASS" if r["p95_ms"] is not None and r["p95_ms"] <= TARGET_P95_MS else "FAIL") if target else "—"
         if r["bad"]:
             verdict += f" ({len(r['bad'])} bad answers)"
-        lines.append(f"| `{r['route']}` | {r.get('what', '')} | {r['n']}{' (capped)' if r.get('capped') else ''} | "
-                     f"{fmt_ms(r['p50_ms'])} | {fmt_ms(r['p95_ms'])} | {fmt_ms(r['max_ms'])} | {fmt_bytes(r['bytes'])} | {verdict} |")
+        lines.append(
+            f"| `{r['route']}` | {r.get('what', '')} | {r['n']}{' (capped)' if r.get('capped') else ''} | "
+            f"{fmt_ms(r['p50_ms'])} | {fmt_ms(r['p95_ms'])} | {fmt_ms(r['max_ms'])} | {fmt_bytes(r['bytes'])} | {verdict} |"
+        )
     return lines
 
 
@@ -637,6 +752,7 @@ def startup_table(passes: dict) -> list[str]:
             v = passes[k]["startup"].get(key)
             vals.append("—" if v is None else f"{v:.2f}")
         lines.append(f"| {label} | " + " | ".join(vals) + " |")
+
     row("TensorBoard answers HTTP (`/`)", "http_s")
     row("the plugin's routes answer (`/runs` 200)", "plugin_s")
     row(f"run `{SMALL}` ready", f"{SMALL}_ready_s")
@@ -650,19 +766,21 @@ def startup_table(passes: dict) -> list[str]:
         vals = []
         for k in cols:
             d = passes[k]["startup"]["during_load"][key]
-            vals.append(f"p50 {fmt_ms(d['p50_ms'])} ms, p95 {fmt_ms(d['p95_ms'])} ms, max {fmt_ms(d['max_ms'])} ms (n {d['n']})")
+            vals.append(
+                f"p50 {fmt_ms(d['p50_ms'])} ms, p95 {fmt_ms(d['p95_ms'])} ms, max {fmt_ms(d['max_ms'])} ms (n {d['n']})"
+            )
         lines.append(f"| while loading: {label} latency | " + " | ".join(vals) + " |")
     return lines
 
 
-def build_report(info: dict, trace: dict, passes: dict, downloads: list, command: str, notes: list[str],
-                 route_info: dict) -> str:
+def build_report(
+    info: dict, trace: dict, passes: dict, downloads: list, command: str, notes: list[str], route_info: dict
+) -> str:
     ov = info.get("ours_versions", {})
     lines = [
         f"## {info['date']} — `{command}`",
         "",
-        f"- machine: {info['cpu']}, {info['cores']} cores, {info['ram_gb']} GiB RAM, {info['os']}"
-        " (shared, noisy)",
+        f"- machine: {info['cpu']}, {info['cores']} cores, {info['ram_gb']} GiB RAM, {info['os']} (shared, noisy)",
         f"- load average (1 min) at start / end: {info.get('load_start', '?')} / {info.get('load_end', '?')}"
         " (above ~1 on 2 cores, other work competed with TensorBoard and its worker)",
         f"- tb-attention: commit {info.get('tb_attention_commit', '?')}, Python {info['python_ours']}, "
@@ -671,9 +789,11 @@ def build_report(info: dict, trace: dict, passes: dict, downloads: list, command
     if trace.get("given"):
         lines.append(f"- trace: `{trace['out']}` (given with --trace)")
     else:
-        lines.append(f"- trace: made by `benchmarks/make_large_trace.py` from `{os.path.relpath(trace['source'], REPO)}` "
-                     f"({trace.get('reps')} copies of its {trace.get('steps_per_copy')} profiler steps, "
-                     f"{trace.get('source_memory_events', 0) * trace.get('reps', 0):,} memory events)")
+        lines.append(
+            f"- trace: made by `benchmarks/make_large_trace.py` from `{os.path.relpath(trace['source'], REPO)}` "
+            f"({trace.get('reps')} copies of its {trace.get('steps_per_copy')} profiler steps, "
+            f"{trace.get('source_memory_events', 0) * trace.get('reps', 0):,} memory events)"
+        )
     lines += [
         f"- run `{BIG}`: {trace['events']:,} events, {trace['bytes_uncompressed'] / 1e6:.0f} MB uncompressed; "
         f"{route_info['kernels_all']:,} GPU activities, {route_info['kernels_attention']:,} in attention; "
@@ -688,44 +808,71 @@ def build_report(info: dict, trace: dict, passes: dict, downloads: list, command
             continue
         su = passes[name]["startup"]
         pend = su["pending_answers"]
-        lines += ["", f"{name.capitalize()} pass: what the routes reported while loading "
-                  "(`/runs` file states, `/status` loading list with elapsed seconds and progress, `/runs` counts; "
-                  "one line per change of state or stage, and the last sample before it):", "",
-                  "| s | file states | loading | counts |", "|---|---|---|---|"]
+        lines += [
+            "",
+            f"{name.capitalize()} pass: what the routes reported while loading "
+            "(`/runs` file states, `/status` loading list with elapsed seconds and progress, `/runs` counts; "
+            "one line per change of state or stage, and the last sample before it):",
+            "",
+            "| s | file states | loading | counts |",
+            "|---|---|---|---|",
+        ]
         lines += progress_lines(su)
         if su.get("big_progress") is not None:
-            lines += ["", f"Progress of `{BIG}` in `/status` (sampled every 0.2 s): "
-                      + progress_summary(su["big_progress"])
-                      + f"; `/runs` carried it in {su.get('runs_progress', {}).get(BIG, 0)} samples"
-                      + "."]
+            lines += [
+                "",
+                f"Progress of `{BIG}` in `/status` (sampled every 0.2 s): "
+                + progress_summary(su["big_progress"])
+                + f"; `/runs` carried it in {su.get('runs_progress', {}).get(BIG, 0)} samples"
+                + ".",
+            ]
         if pend:
             codes = sorted({p["status"] for p in pend})
             secs = [p["seconds"] for p in pend if p["status"] == 202]
             ex = next((p for p in pend if p["status"] == 202), pend[0])
-            lines += ["", f"`/summary?run={BIG}` while it loaded: {len(pend)} answer{'s' if len(pend) != 1 else ''}, HTTP {'/'.join(map(str, codes))}"
-                      + (f", each after {min(secs):.2f}–{max(secs):.2f} s (the route waits up to 1.5 s for the analysis)"
-                         if secs else "")
-                      + f"; e.g. `{json.dumps({k: ex.get(k) for k in ('state', 'message', 'counts')})}`"]
+            lines += [
+                "",
+                f"`/summary?run={BIG}` while it loaded: {len(pend)} answer{'s' if len(pend) != 1 else ''}, HTTP {'/'.join(map(str, codes))}"
+                + (
+                    f", each after {min(secs):.2f}–{max(secs):.2f} s (the route waits up to 1.5 s for the analysis)"
+                    if secs
+                    else ""
+                )
+                + f"; e.g. `{json.dumps({k: ex.get(k) for k in ('state', 'message', 'counts')})}`",
+            ]
     lines += ["", "### Route latency (cold pass, after the trace was ready)", ""]
     rows = passes["cold"]["routes"]
     lines += route_table(rows)
     o = overall(rows)
-    lines += ["", f"All requests: n {o['n']}, p50 {fmt_ms(o['p50_ms'])} ms, p95 {fmt_ms(o['p95_ms'])} ms, "
-              f"max {fmt_ms(o['max_ms'])} ms."]
+    lines += [
+        "",
+        f"All requests: n {o['n']}, p50 {fmt_ms(o['p50_ms'])} ms, p95 {fmt_ms(o['p95_ms'])} ms, "
+        f"max {fmt_ms(o['max_ms'])} ms.",
+    ]
     if "warm" in passes and passes["warm"].get("routes"):
         wr = passes["warm"]["routes"]
         ow = overall(wr)
         worst = max(wr, key=lambda r: r["p95_ms"] or 0)
-        lines += ["", f"Warm pass (after the restart, trace from the disk cache): n {ow['n']}, "
-                  f"p50 {fmt_ms(ow['p50_ms'])} ms, p95 {fmt_ms(ow['p95_ms'])} ms, max {fmt_ms(ow['max_ms'])} ms; "
-                  f"slowest route by p95: `{worst['route']}` {worst['what']} ({fmt_ms(worst['p95_ms'])} ms); "
-                  f"{sum(1 for r in wr if (r['p95_ms'] or 0) > TARGET_P95_MS)} of {len(wr)} over 100 ms."]
+        lines += [
+            "",
+            f"Warm pass (after the restart, trace from the disk cache): n {ow['n']}, "
+            f"p50 {fmt_ms(ow['p50_ms'])} ms, p95 {fmt_ms(ow['p95_ms'])} ms, max {fmt_ms(ow['max_ms'])} ms; "
+            f"slowest route by p95: `{worst['route']}` {worst['what']} ({fmt_ms(worst['p95_ms'])} ms); "
+            f"{sum(1 for r in wr if (r['p95_ms'] or 0) > TARGET_P95_MS)} of {len(wr)} over 100 ms.",
+        ]
     if downloads:
-        lines += ["", "Downloads (files, not held to the 100 ms target):", "",
-                  "| route | n | p50 ms | max ms | answer |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            "Downloads (files, not held to the 100 ms target):",
+            "",
+            "| route | n | p50 ms | max ms | answer |",
+            "|---|---|---|---|---|",
+        ]
         for d in downloads:
-            lines.append(f"| `{d['route']}` | {d['n']} | {fmt_ms(d['p50_ms'])} | {fmt_ms(d['max_ms'])} | "
-                         f"{fmt_bytes(d['bytes'])}{' — ' + d['bad'][0] if d['bad'] else ''} |")
+            lines.append(
+                f"| `{d['route']}` | {d['n']} | {fmt_ms(d['p50_ms'])} | {fmt_ms(d['max_ms'])} | "
+                f"{fmt_bytes(d['bytes'])}{' — ' + d['bad'][0] if d['bad'] else ''} |"
+            )
     # targets
     cold = passes["cold"]
     fails = [r for r in rows if r["p95_ms"] is None or r["p95_ms"] > TARGET_P95_MS]
@@ -733,22 +880,30 @@ def build_report(info: dict, trace: dict, passes: dict, downloads: list, command
     su = cold["startup"]
     serving = su["plugin_s"] < su[f"{BIG}_ready_s"]
     saw_pending = any(p["status"] == 202 for p in su["pending_answers"])
-    lines += ["", "| target (issue) | measured | |", "|---|---|---|",
-              "| every dashboard route p95 ≤ 100 ms on a loaded run of ~1M events | "
-              + (f"{len(rows) - len(fails)}/{len(rows)} routes; worst p95 "
-                 f"{fmt_ms(max(r['p95_ms'] or 0 for r in rows))} ms (`{max(rows, key=lambda r: r['p95_ms'] or 0)['route']}`: "
-                 f"{max(rows, key=lambda r: r['p95_ms'] or 0)['what']}); all requests p95 {fmt_ms(o['p95_ms'])} ms")
-              + f" | {'PASS' if not fails and not bad else 'FAIL'} |",
-              f"| TensorBoard serves while the big trace loads, with progress | plugin routes answered "
-              f"{su['plugin_s']:.2f} s after spawn, the trace was ready at {su[f'{BIG}_ready_s']:.2f} s; "
-              f"`/runs` p95 {fmt_ms(su['during_load']['runs']['p95_ms'])} ms meanwhile; "
-              f"{'202 + state + counts seen' if saw_pending else 'no 202 seen (loaded too fast to catch)'}; "
-              f"{progress_cell(su.get('big_progress') or [])} | "
-              f"{'PASS' if serving else 'FAIL'} |"]
+    lines += [
+        "",
+        "| target (issue) | measured | |",
+        "|---|---|---|",
+        "| every dashboard route p95 ≤ 100 ms on a loaded run of ~1M events | "
+        + (
+            f"{len(rows) - len(fails)}/{len(rows)} routes; worst p95 "
+            f"{fmt_ms(max(r['p95_ms'] or 0 for r in rows))} ms (`{max(rows, key=lambda r: r['p95_ms'] or 0)['route']}`: "
+            f"{max(rows, key=lambda r: r['p95_ms'] or 0)['what']}); all requests p95 {fmt_ms(o['p95_ms'])} ms"
+        )
+        + f" | {'PASS' if not fails and not bad else 'FAIL'} |",
+        f"| TensorBoard serves while the big trace loads, with progress | plugin routes answered "
+        f"{su['plugin_s']:.2f} s after spawn, the trace was ready at {su[f'{BIG}_ready_s']:.2f} s; "
+        f"`/runs` p95 {fmt_ms(su['during_load']['runs']['p95_ms'])} ms meanwhile; "
+        f"{'202 + state + counts seen' if saw_pending else 'no 202 seen (loaded too fast to catch)'}; "
+        f"{progress_cell(su.get('big_progress') or [])} | "
+        f"{'PASS' if serving else 'FAIL'} |",
+    ]
     if "warm" in passes:
         w = passes["warm"]["startup"]
-        lines.append(f"| (for reference) warm restart: ready from the disk cache | {w[f'{BIG}_ready_s']:.2f} s after spawn "
-                     f"(cold: {su[f'{BIG}_ready_s']:.2f} s) | — |")
+        lines.append(
+            f"| (for reference) warm restart: ready from the disk cache | {w[f'{BIG}_ready_s']:.2f} s after spawn "
+            f"(cold: {su[f'{BIG}_ready_s']:.2f} s) | — |"
+        )
     lines += [""] + [f"- {n}" for n in notes]
     return "\n".join(lines) + "\n"
 
@@ -761,21 +916,37 @@ def run_pass(name: str, paths: dict, args, env: dict, root: str, requests: int, 
     cleanup.append(tb)
     try:
         startup = wait_until_ready(tb, args.ready_timeout)
-        log(f"  HTTP at {startup['http_s']:.2f} s, plugin routes at {startup['plugin_s']:.2f} s, "
-            f"{BIG} ready at {startup[f'{BIG}_ready_s']:.2f} s")
+        log(
+            f"  HTTP at {startup['http_s']:.2f} s, plugin routes at {startup['plugin_s']:.2f} s, "
+            f"{BIG} ready at {startup[f'{BIG}_ready_s']:.2f} s"
+        )
         c = Client(port)
         plan, rinfo = route_plan(c, startup["selection"])
         log(f"  {len(plan)} requests x {requests} (+{args.warmup} warm-up) ...")
-        routes = measure_routes(c, plan, requests, args.warmup, args.route_budget, min(requests, args.min_requests)) \
-            if requests else []
-        downloads = measure_downloads(c, startup["selection"], args.download_requests) \
-            if args.downloads and name == "cold" else []
+        routes = (
+            measure_routes(c, plan, requests, args.warmup, args.route_budget, min(requests, args.min_requests))
+            if requests
+            else []
+        )
+        downloads = (
+            measure_downloads(c, startup["selection"], args.download_requests)
+            if args.downloads and name == "cold"
+            else []
+        )
         conn = {"connections": c.connects, "requests": c.requests}
         c.close()
         tb.remember_children()
         traceback_in_log = "Traceback" in open(tb.log_path, errors="replace").read()
-        return {"startup": startup, "routes": routes, "route_info": rinfo, "downloads": downloads, "http": conn,
-                "port": port, "cmd": tb.cmd, "traceback_in_log": traceback_in_log}
+        return {
+            "startup": startup,
+            "routes": routes,
+            "route_info": rinfo,
+            "downloads": downloads,
+            "http": conn,
+            "port": port,
+            "cmd": tb.cmd,
+            "traceback_in_log": traceback_in_log,
+        }
     finally:
         killed = tb.stop()
         cleanup.remove(tb)
@@ -784,18 +955,30 @@ def run_pass(name: str, paths: dict, args, env: dict, root: str, requests: int, 
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--events", type=int, default=1_000_000,
-                    help="events in the big trace: enough copies of the source's steps to reach it (1,000,000)")
-    ap.add_argument("--source", help="trace whose steps are repeated (default: make_large_trace.py's, "
-                                     "benchmarks/traces/gpt12_naive_train_mem.pt.trace.json.gz)")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--events",
+        type=int,
+        default=1_000_000,
+        help="events in the big trace: enough copies of the source's steps to reach it (1,000,000)",
+    )
+    ap.add_argument(
+        "--source",
+        help="trace whose steps are repeated (default: make_large_trace.py's, "
+        "benchmarks/traces/gpt12_naive_train_mem.pt.trace.json.gz)",
+    )
     ap.add_argument("--trace", help="use this trace as the big run instead of making one")
     ap.add_argument("--requests", type=int, default=100, help="measured requests per route, cold pass (100)")
     ap.add_argument("--warm-requests", type=int, default=20, help="measured requests per route after the restart (20)")
     ap.add_argument("--warmup", type=int, default=2, help="unmeasured requests per route first (2)")
-    ap.add_argument("--route-budget", type=float, default=20.0,
-                    help="stop a route after this many measured seconds once it has --min-requests (20)")
+    ap.add_argument(
+        "--route-budget",
+        type=float,
+        default=20.0,
+        help="stop a route after this many measured seconds once it has --min-requests (20)",
+    )
     ap.add_argument("--min-requests", type=int, default=20)
     ap.add_argument("--skip-warm", action="store_true", help="no restart from the disk cache")
     ap.add_argument("--downloads", action="store_true", help="also time /report and /annotated (file downloads)")
@@ -806,8 +989,11 @@ def main(argv=None) -> int:
     ap.add_argument("--record", action="store_true", help="append the report to benchmarks/RESULTS.md")
     args = ap.parse_args(argv)
 
-    command = ".venv/bin/python benchmarks/bench_routes.py" + (" " + shlex.join(argv if argv is not None else sys.argv[1:])
-                                                               if (argv if argv is not None else sys.argv[1:]) else "")
+    command = ".venv/bin/python benchmarks/bench_routes.py" + (
+        " " + shlex.join(argv if argv is not None else sys.argv[1:])
+        if (argv if argv is not None else sys.argv[1:])
+        else ""
+    )
     for s in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, _on_signal)
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -823,7 +1009,7 @@ def main(argv=None) -> int:
         os.makedirs(root)
         paths = make_logdir(root, trace)
         age = time.time() - os.path.getmtime(trace["out"])
-        if age < 2.0:            # just written: let it be older than the loader's settling time (1 s)
+        if age < 2.0:  # just written: let it be older than the loader's settling time (1 s)
             time.sleep(2.0 - age)
         env = dict(os.environ, TB_ATTENTION_CACHE_DIR=paths["cache"], PYTHONDONTWRITEBYTECODE="1")
         env.pop("TB_ATTENTION_NO_CACHE", None)
@@ -848,30 +1034,42 @@ def main(argv=None) -> int:
             f"are ready; `/summary?run={BIG}` every 2 s while it loads (the dashboard itself only polls `/runs` until then)",
         ]
         if not (trace.get("given")) and 0.95e6 <= trace["events"] <= 1.1e6:
-            notes.append("the issue's target case: \"dashboard routes answer in ≤ 100 ms at p95 for a loaded run of 1M "
-                         "events; TensorBoard starts serving immediately while big traces load in the background, "
-                         "with progress\"")
+            notes.append(
+                "the issue's target case: \"dashboard routes answer in ≤ 100 ms at p95 for a loaded run of 1M "
+                "events; TensorBoard starts serving immediately while big traces load in the background, "
+                'with progress"'
+            )
         for name, p in passes.items():
             if p["traceback_in_log"]:
                 notes.append(f"{name} pass: the TensorBoard log has a Traceback (see {os.path.relpath(root, REPO)})")
             bad = [r for r in p["routes"] if r["bad"]]
             for r in bad:
-                notes.append(f"{name} pass: `{r['route']}` ({r['what']}) gave {len(r['bad'])}+ bad answers, e.g. {r['bad'][0]}")
+                notes.append(
+                    f"{name} pass: `{r['route']}` ({r['what']}) gave {len(r['bad'])}+ bad answers, e.g. {r['bad'][0]}"
+                )
         h = passes["cold"]["http"]
-        notes.append(f"HTTP: {h['requests']} requests of the cold pass over {h['connections']} TCP connection(s)"
-                     + (" (TensorBoard's server closes the connection after each answer, as it does for a browser: "
-                        "the times include connecting to 127.0.0.1)" if h["connections"] >= 0.9 * h["requests"] else
-                        " (keep-alive)"))
+        notes.append(
+            f"HTTP: {h['requests']} requests of the cold pass over {h['connections']} TCP connection(s)"
+            + (
+                " (TensorBoard's server closes the connection after each answer, as it does for a browser: "
+                "the times include connecting to 127.0.0.1)"
+                if h["connections"] >= 0.9 * h["requests"]
+                else " (keep-alive)"
+            )
+        )
         if "warm" in passes:
             cold_s = passes["cold"]["startup"].get("big_analysis_s") or 0
             warm_s = passes["warm"]["startup"].get("big_analysis_s") or 0
             if cold_s and warm_s > 0.5 * cold_s:
-                notes.append(f"the warm pass looks like a cache miss (the worker took {warm_s:.1f} s, cold {cold_s:.1f} s): "
-                             "the cache key covers the package's code, which may have changed between the passes")
+                notes.append(
+                    f"the warm pass looks like a cache miss (the worker took {warm_s:.1f} s, cold {cold_s:.1f} s): "
+                    "the cache key covers the package's code, which may have changed between the passes"
+                )
         if bench.code_fingerprint() != fingerprint:
             notes.append("tb_attention_plugin/ changed while this ran: the numbers may mix two versions")
-        text = build_report(info, trace, passes, passes["cold"].get("downloads") or [], command, notes,
-                            passes["cold"]["route_info"])
+        text = build_report(
+            info, trace, passes, passes["cold"].get("downloads") or [], command, notes, passes["cold"]["route_info"]
+        )
         print(text)
         raw = {"info": info, "trace": trace, "passes": passes, "notes": notes}
         with open(os.path.join(WORK, f"routes-{stamp}.json"), "w") as f:
@@ -882,7 +1080,7 @@ def main(argv=None) -> int:
                 f.write(text + "\n")
             log(f"appended to {os.path.relpath(res, REPO)}")
         return 0
-    except RuntimeError as e:            # tensorboard exited, a run failed, a route answered an error
+    except RuntimeError as e:  # tensorboard exited, a run failed, a route answered an error
         log(f"error: {e}")
         return 1
     except (KeyboardInterrupt, Interrupted) as e:

@@ -20,6 +20,7 @@ writes ``worker0.<ts>.pt.trace.json[.gz]``.
 It has not been run on this repo's CPU-only machines except as a smoke test (``--device cpu
 --tiny``), which checks the code path, not the trace's size.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -100,8 +101,9 @@ class GPT(nn.Module):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
+    )
     ap.add_argument("--out-dir", default="gpt12_trace", help="where the trace goes (default ./gpt12_trace)")
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--d-model", type=int, default=768)
@@ -123,8 +125,9 @@ def main(argv=None) -> int:
 
     dev = torch.device(args.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
-        print("CUDA is not available: run this on a GPU machine (or --device cpu --tiny to smoke-test)",
-              file=sys.stderr)
+        print(
+            "CUDA is not available: run this on a GPU machine (or --device cpu --tiny to smoke-test)", file=sys.stderr
+        )
         return 2
     torch.manual_seed(0)
     model = GPT(args.layers, args.d_model, args.heads, args.seq, args.vocab, args.dropout, args.attn).to(dev)
@@ -155,11 +158,15 @@ def main(argv=None) -> int:
 
     total = args.wait + args.warmup + args.active
     t0 = time.time()
-    with profile(activities=activities,
-                 schedule=schedule(wait=args.wait, warmup=args.warmup, active=args.active, repeat=1),
-                 on_trace_ready=tensorboard_trace_handler(args.out_dir, worker_name="worker0",
-                                                          use_gzip=not args.no_gzip),
-                 record_shapes=True, with_stack=True, profile_memory=True, with_flops=True) as prof:
+    with profile(
+        activities=activities,
+        schedule=schedule(wait=args.wait, warmup=args.warmup, active=args.active, repeat=1),
+        on_trace_ready=tensorboard_trace_handler(args.out_dir, worker_name="worker0", use_gzip=not args.no_gzip),
+        record_shapes=True,
+        with_stack=True,
+        profile_memory=True,
+        with_flops=True,
+    ) as prof:
         for _ in range(total):
             loss = train_step()
             prof.step()
@@ -170,8 +177,10 @@ def main(argv=None) -> int:
         print("no trace was written", file=sys.stderr)
         return 1
     out = files[-1]
-    print(f"loss {loss.item():.3f}; {total} steps ({args.active} profiled) in {time.time() - t0:.1f} s; "
-          f"torch {torch.__version__}, {torch.cuda.get_device_name() if dev.type == 'cuda' else 'cpu'}")
+    print(
+        f"loss {loss.item():.3f}; {total} steps ({args.active} profiled) in {time.time() - t0:.1f} s; "
+        f"torch {torch.__version__}, {torch.cuda.get_device_name() if dev.type == 'cuda' else 'cpu'}"
+    )
     print(f"trace: {out} ({os.path.getsize(out) / 1e6:.1f} MB on disk)")
     print("next: python benchmarks/make_large_trace.py --source " + out + " --reps 20")
     return 0

@@ -37,6 +37,7 @@ committed ``benchmarks/traces/gpt12_naive_train_mem.pt.trace.json.gz`` (made on 
 ``generate_gpt12_trace.py --attn naive``; 39,988 events, 13.1 MB, of which 12 MB in its two
 profiler steps) repeated 22 times: 876k events in 263 MB.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -200,23 +201,30 @@ class Plan:
     def __init__(self, doc: dict, gap_us: float):
         events = doc["traceEvents"]
         self.doc = doc
-        steps = [e for e in events if isinstance(e, dict) and e.get("ph") == "X"
-                 and isinstance(e.get("name"), str) and STEP_RE.match(e["name"])
-                 and _num(e.get("ts")) is not None]
+        steps = [
+            e
+            for e in events
+            if isinstance(e, dict)
+            and e.get("ph") == "X"
+            and isinstance(e.get("name"), str)
+            and STEP_RE.match(e["name"])
+            and _num(e.get("ts")) is not None
+        ]
         # ProfilerStep ranges on the CPU; gpu_user_annotation copies of them (newer torch) are
         # renumbered too but do not define the window.
         cpu_steps = [e for e in steps if e.get("cat") in ("user_annotation", "cpu_op", "Operator", None)]
         steps = cpu_steps or steps
         if not steps:
-            raise SystemExit("the source has no ProfilerStep#N ranges: nothing to repeat "
-                             "(profile with a torch.profiler.schedule and call prof.step())")
+            raise SystemExit(
+                "the source has no ProfilerStep#N ranges: nothing to repeat "
+                "(profile with a torch.profiler.schedule and call prof.step())"
+            )
         self.w0 = min(e["ts"] for e in steps)
         self.w1 = max(e["ts"] + (_num(e.get("dur")) or 0) for e in steps)
         nums = sorted({int(STEP_RE.match(e["name"]).group(1)) for e in steps})
         self.step_numbers = nums
         self.n_steps = nums[-1] - nums[0] + 1
-        self.int_ts = all(_is_int(e.get("ts")) for e in events
-                          if isinstance(e, dict) and e.get("ts") is not None)
+        self.int_ts = all(_is_int(e.get("ts")) for e in events if isinstance(e, dict) and e.get("ts") is not None)
 
         # 1. block membership
         in_block = [False] * len(events)
@@ -395,8 +403,7 @@ def write_trace(plan: Plan, reps: int, out_path: str, use_gzip: bool, gzip_level
     os.makedirs(os.path.dirname(os.path.abspath(out_path)) or ".", exist_ok=True)
     tmp = out_path + ".part"
     raw = open(tmp, "wb")
-    f = gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=gzip_level, mtime=0) \
-        if use_gzip else raw
+    f = gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=gzip_level, mtime=0) if use_gzip else raw
     n_events = 0
     n_bytes = 0
     buf: list[bytes] = []
@@ -421,7 +428,7 @@ def write_trace(plan: Plan, reps: int, out_path: str, use_gzip: bool, gzip_level
                 n_bytes += len(chunk)
                 buf, buffered = [], 0
         tail = b"".join(buf) + b"\n]"
-        tail += b"".join(b"," + _dumps(k) + b":" + _dumps(plan.doc[k]) for k in keys[ti + 1:])
+        tail += b"".join(b"," + _dumps(k) + b":" + _dumps(plan.doc[k]) for k in keys[ti + 1 :])
         tail += b"}\n"
         f.write(tail)
         n_bytes += len(tail)
@@ -466,25 +473,33 @@ def trace_counts(path: str) -> dict:
     dup("duplicate Python ids", [e["args"]["Python id"] for e in X if "Python id" in (e.get("args") or {})])
     py_ids = {e["args"]["Python id"] for e in X if "Python id" in (e.get("args") or {})}
     c["Python parent ids naming no frame"] = sum(
-        1 for e in X if (e.get("args") or {}).get("Python parent id") is not None
-        and e["args"]["Python parent id"] not in py_ids)
+        1
+        for e in X
+        if (e.get("args") or {}).get("Python parent id") is not None and e["args"]["Python parent id"] not in py_ids
+    )
     dup("duplicate Ev Idx", [e["args"]["Ev Idx"] for e in X if "Ev Idx" in (e.get("args") or {})])
-    launches = [e for e in X if e.get("cat") in ("cuda_runtime", "cuda_driver")
-                and "correlation" in (e.get("args") or {})]
+    launches = [
+        e for e in X if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in (e.get("args") or {})
+    ]
     corr = dup("duplicate launch correlations", [e["args"]["correlation"] for e in launches])
     gpu = [e for e in X if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
     dup("duplicate GPU correlations", [e["args"]["correlation"] for e in gpu])
     c["GPU activities without a launch"] = sum(1 for e in gpu if e["args"].get("correlation") not in corr)
     ops = [e for e in X if e.get("cat") == "cpu_op"]
-    ext_ops = dup("duplicate cpu_op External ids",
-                  [e["args"]["External id"] for e in ops if "External id" in (e.get("args") or {})])
-    c["launches naming no cpu_op"] = sum(1 for e in launches if e["args"].get("External id") is not None
-                                        and e["args"]["External id"] not in ext_ops)
+    ext_ops = dup(
+        "duplicate cpu_op External ids",
+        [e["args"]["External id"] for e in ops if "External id" in (e.get("args") or {})],
+    )
+    c["launches naming no cpu_op"] = sum(
+        1 for e in launches if e["args"].get("External id") is not None and e["args"]["External id"] not in ext_ops
+    )
     for cat in sorted({str(e.get("cat")) for e in ev if e.get("ph") in ("s", "f")}):
-        s = dup(f"duplicate '{cat}' flow starts",
-                [e["id"] for e in ev if e.get("ph") == "s" and str(e.get("cat")) == cat])
-        f_ids = dup(f"duplicate '{cat}' flow ends",
-                    [e["id"] for e in ev if e.get("ph") == "f" and str(e.get("cat")) == cat])
+        s = dup(
+            f"duplicate '{cat}' flow starts", [e["id"] for e in ev if e.get("ph") == "s" and str(e.get("cat")) == cat]
+        )
+        f_ids = dup(
+            f"duplicate '{cat}' flow ends", [e["id"] for e in ev if e.get("ph") == "f" and str(e.get("cat")) == cat]
+        )
         c[f"'{cat}' flow ends without a start"] = len(f_ids - s)
     fwd_seq = {}
     for e in ops:
@@ -519,14 +534,21 @@ def verify(out_path: str, source_path: str, reps: int) -> list[str]:
 
 # ---------------------------------------------------------------------------- CLI
 def default_out(source: str, reps: int, name: Optional[str], use_gzip: bool) -> str:
-    stem = name or re.sub(r"(_rank\d+)?(\.\d+)?\.pt\.trace\.json(\.gz)?$|\.json(\.gz)?$", "",
-                          os.path.basename(source))
+    stem = name or re.sub(r"(_rank\d+)?(\.\d+)?\.pt\.trace\.json(\.gz)?$|\.json(\.gz)?$", "", os.path.basename(source))
     return os.path.join(WORK, "traces", f"{stem}_x{reps}.pt.trace.json" + (".gz" if use_gzip else ""))
 
 
-def make(source: Optional[str] = None, target_mb: Optional[float] = None, reps: Optional[int] = None,
-         out: Optional[str] = None, use_gzip: bool = False, gap_us: float = 100.0,
-         name: Optional[str] = None, reuse: bool = False, quiet: bool = False) -> dict:
+def make(
+    source: Optional[str] = None,
+    target_mb: Optional[float] = None,
+    reps: Optional[int] = None,
+    out: Optional[str] = None,
+    use_gzip: bool = False,
+    gap_us: float = 100.0,
+    name: Optional[str] = None,
+    reuse: bool = False,
+    quiet: bool = False,
+) -> dict:
     source = source or default_source()
     t0 = time.perf_counter()
     doc = load_source(source)
@@ -534,50 +556,77 @@ def make(source: Optional[str] = None, target_mb: Optional[float] = None, reps: 
     if reps is None:
         reps = plan.reps_for(int((target_mb or 267) * MB))
     out = out or default_out(source, reps, name, use_gzip)
-    info = {"source": source, "out": out, "reps": reps, "steps_per_copy": plan.n_steps,
-            "source_events": len(doc["traceEvents"]), "block_events": len(plan.block_idx),
-            "period_us": plan.period, "strides": plan.stride, "shared_ids": plan.shared_ids,
-            "source_memory_events": sum(1 for e in doc["traceEvents"]
-                                        if isinstance(e, dict) and e.get("name") == "[memory]"),
-            "source_flags": {k: doc.get(k) for k in ("record_shapes", "with_stack", "profile_memory")
-                             if k in doc}}
+    info = {
+        "source": source,
+        "out": out,
+        "reps": reps,
+        "steps_per_copy": plan.n_steps,
+        "source_events": len(doc["traceEvents"]),
+        "block_events": len(plan.block_idx),
+        "period_us": plan.period,
+        "strides": plan.stride,
+        "shared_ids": plan.shared_ids,
+        "source_memory_events": sum(
+            1 for e in doc["traceEvents"] if isinstance(e, dict) and e.get("name") == "[memory]"
+        ),
+        "source_flags": {k: doc.get(k) for k in ("record_shapes", "with_stack", "profile_memory") if k in doc},
+    }
     if reuse and os.path.exists(out):
         info.update(reused=True, bytes_on_disk=os.path.getsize(out))
         return info
     if not quiet:
-        print(f"source {source}: {len(doc['traceEvents'])} events, steps "
-              f"{plan.step_numbers}, block of {len(plan.block_idx)} events; writing {reps} copies "
-              f"-> {out}", file=sys.stderr)
+        print(
+            f"source {source}: {len(doc['traceEvents'])} events, steps "
+            f"{plan.step_numbers}, block of {len(plan.block_idx)} events; writing {reps} copies "
+            f"-> {out}",
+            file=sys.stderr,
+        )
     info.update(write_trace(plan, reps, out, use_gzip))
     info["seconds"] = round(time.perf_counter() - t0, 2)
     if not quiet:
-        print(f"wrote {info['events']} events, {info['bytes_uncompressed'] / MB:.1f} MB uncompressed, "
-              f"{info['bytes_on_disk'] / MB:.1f} MB on disk in {info['seconds']} s", file=sys.stderr)
+        print(
+            f"wrote {info['events']} events, {info['bytes_uncompressed'] / MB:.1f} MB uncompressed, "
+            f"{info['bytes_on_disk'] / MB:.1f} MB on disk in {info['seconds']} s",
+            file=sys.stderr,
+        )
         if plan.shared_ids:
-            print(f"note: ids shared between the steps and the events outside them: {plan.shared_ids}",
-                  file=sys.stderr)
+            print(f"note: ids shared between the steps and the events outside them: {plan.shared_ids}", file=sys.stderr)
     return info
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--source", help="real Kineto trace (.json or .json.gz) with ProfilerStep#N ranges "
-                    "(default: benchmarks/traces/gpt12_naive_train_mem.pt.trace.json.gz)")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--source",
+        help="real Kineto trace (.json or .json.gz) with ProfilerStep#N ranges "
+        "(default: benchmarks/traces/gpt12_naive_train_mem.pt.trace.json.gz)",
+    )
     size = ap.add_mutually_exclusive_group()
-    size.add_argument("--target-mb", type=float, help="approximate uncompressed size in MB (1e6 bytes); "
-                      "default 267")
+    size.add_argument("--target-mb", type=float, help="approximate uncompressed size in MB (1e6 bytes); default 267")
     size.add_argument("--reps", type=int, help="number of copies of the steps (instead of --target-mb)")
-    ap.add_argument("--preset", choices=sorted(PRESETS), help="gpt12-ref: the issue's reference case, "
-                    "the 12-layer GPT trace in benchmarks/traces repeated to ~267 MB")
+    ap.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        help="gpt12-ref: the issue's reference case, the 12-layer GPT trace in benchmarks/traces repeated to ~267 MB",
+    )
     ap.add_argument("--out", help="output path (default benchmarks/_work/traces/<source>_x<reps>.pt.trace.json[.gz])")
     ap.add_argument("--gzip", action="store_true", help="gzip the output")
     ap.add_argument("--gap-us", type=float, default=100.0, help="idle gap between copies (default 100 us)")
-    ap.add_argument("--style", choices=("spaced", "compact"), default="spaced",
-                    help="JSON separators: 'spaced' (', ' and ': ', like the source traces; default) "
-                    "or 'compact' (~15%% fewer bytes per event)")
-    ap.add_argument("--verify", action="store_true", help="re-read the output and check ids/steps are "
-                    "consistent (loads the whole file: use on files up to a few hundred MB)")
+    ap.add_argument(
+        "--style",
+        choices=("spaced", "compact"),
+        default="spaced",
+        help="JSON separators: 'spaced' (', ' and ': ', like the source traces; default) "
+        "or 'compact' (~15%% fewer bytes per event)",
+    )
+    ap.add_argument(
+        "--verify",
+        action="store_true",
+        help="re-read the output and check ids/steps are "
+        "consistent (loads the whole file: use on files up to a few hundred MB)",
+    )
     ap.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     args = ap.parse_args(argv)
 

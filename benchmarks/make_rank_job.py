@@ -20,6 +20,7 @@ the single-rank H200 trace ``sample_traces/gpt4l_sdpa_train``.
     python benchmarks/make_rank_job.py --ranks 8 --straggler 5 --out /tmp/job8
     python benchmarks/make_rank_job.py --ranks 256 --gzip --out /tmp/job256 --source big.pt.trace.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,7 +48,7 @@ def default_sources() -> list[str]:
 
 
 def _load(path: str) -> dict:
-    with (gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")) as f:
+    with gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb") as f:
         return msgspec.json.decode(f.read())
 
 
@@ -55,6 +56,7 @@ def attention_kernels(path: str) -> set:
     """(device, ts in ns) of the source's attention GPU activities, by the engine's own tagging."""
     sys.path.insert(0, ROOT)
     from tb_attention_plugin.analyze import analyze_path
+
     rep = analyze_path(path, cache=None)
     if rep.get("status") != "ok":
         raise SystemExit(f"error: {path}: {rep.get('error')}")
@@ -74,7 +76,7 @@ def stretch(trace: dict, attention: set, factor: float) -> int:
     """Stretch the attention kernels by ``factor``, shift what follows on each device (in place).
     Returns the number of kernels stretched."""
     events = trace.get("traceEvents") or []
-    added: dict = {}                       # device -> ([start ts], [cumulative µs added up to and incl.])
+    added: dict = {}  # device -> ([start ts], [cumulative µs added up to and incl.])
     per_dev: dict = {}
     for e in events:
         if e.get("cat") in GPU_CATS and e.get("ph") == "X":
@@ -119,9 +121,17 @@ def stretch(trace: dict, attention: set, factor: float) -> int:
     return n
 
 
-def make_job(out: str, ranks: int, sources: Optional[list[str]] = None, stragglers: tuple = (),
-             slowdown: float = 1.3, jitter: float = 0.01, seed: int = 0, gz: bool = False,
-             gpus_per_node: int = 8) -> list[str]:
+def make_job(
+    out: str,
+    ranks: int,
+    sources: Optional[list[str]] = None,
+    stragglers: tuple = (),
+    slowdown: float = 1.3,
+    jitter: float = 0.01,
+    seed: int = 0,
+    gz: bool = False,
+    gpus_per_node: int = 8,
+) -> list[str]:
     """Write the job into ``out``; returns the file paths in rank order."""
     sources = sources or default_sources()
     if not sources:

@@ -8,6 +8,7 @@
 Each exits non-zero if the tool produced nothing (both peers swallow some errors), and prints a
 one-line summary on stdout so that a run can be checked after the fact.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -33,8 +34,7 @@ def tbprof(run_dir: str) -> int:
         run = RunLoader(os.path.basename(os.path.normpath(run_dir)), run_dir, tbio.Cache(cache_dir)).load()
         profiles = list(run.profiles.values())
         if not profiles:
-            print("torch-tb-profiler produced no profile (it logs the parse error and carries on)",
-                  file=sys.stderr)
+            print("torch-tb-profiler produced no profile (it logs the parse error and carries on)", file=sys.stderr)
             return 3
         p = profiles[0]
         views = [v.name for v in getattr(p, "views", [])]
@@ -43,8 +43,11 @@ def tbprof(run_dir: str) -> int:
             steps = len(p.overview["steps"]["rows"])
         except (TypeError, KeyError):
             pass
-        kernels = len(p.kernel_table["data"]["rows"]) if isinstance(p.kernel_table, dict) and \
-            isinstance(p.kernel_table.get("data"), dict) else "?"
+        kernels = (
+            len(p.kernel_table["data"]["rows"])
+            if isinstance(p.kernel_table, dict) and isinstance(p.kernel_table.get("data"), dict)
+            else "?"
+        )
         print(f"tbprof ok: {len(profiles)} profile(s), views={views}, steps={steps}, kernel rows={kernels}")
         return 0
     finally:

@@ -83,8 +83,9 @@ class SdpaAttention(nn.Module):
 class MLP(nn.Module):
     def __init__(self, d_model: int):
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model),
-                                 nn.Dropout(0.1))
+        self.net = nn.Sequential(
+            nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model), nn.Dropout(0.1)
+        )
 
     def forward(self, x):
         return self.net(x)
@@ -124,8 +125,12 @@ class GPT(nn.Module):
 # runs: each returns (step_fn, active_steps)
 # ---------------------------------------------------------------------------
 
-_SDPA_BACKENDS = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "math": "MATH",
-                  "cudnn": "CUDNN_ATTENTION"}
+_SDPA_BACKENDS = {
+    "flash": "FLASH_ATTENTION",
+    "efficient": "EFFICIENT_ATTENTION",
+    "math": "MATH",
+    "cudnn": "CUDNN_ATTENTION",
+}
 
 
 def run_seed_mha(dev, cpu):
@@ -259,8 +264,10 @@ def main(argv=None) -> int:
         try:
             f = profile_run(n, a.out, a.device)
             size = os.path.getsize(f) if f else 0
-            print(f"{n}: {os.path.relpath(f, a.out) if f else '(no trace written)'} {size / 1024:.0f} KiB "
-                  f"{time.time() - t:.1f}s")
+            print(
+                f"{n}: {os.path.relpath(f, a.out) if f else '(no trace written)'} {size / 1024:.0f} KiB "
+                f"{time.time() - t:.1f}s"
+            )
         except Exception as e:  # keep going; report at the end
             failed += 1
             print(f"{n}: FAILED {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")

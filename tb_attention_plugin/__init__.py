@@ -3,4 +3,5 @@
 The analysis engine (``trace``, ``attention``, ``roofline``, ``report``) is shared by the
 ``tb-attention`` command line tool (:mod:`.cli`) and the TensorBoard plugin (:mod:`.plugin`).
 """
+
 __version__ = "0.1.0"

@@ -25,6 +25,7 @@ The rules (docs/advice.md has the list with thresholds and assumptions):
                         torch.compile
 ``slow_backward``       backward attention far slower than 2.5× its forward
 """
+
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -38,24 +39,24 @@ from .trace.records import OP
 from .trace.shapes import parse_args
 
 # -- assumptions and thresholds (documented in docs/advice.md) ---------------------------------
-FUSED_PEAK_FRACTION = 0.35       # a fused attention kernel's FLOP rate, as a fraction of the bf16/fp16 peak
-FUSED_PEAK_FRACTION_FP32 = 0.6   # ... and of the fp32 peak for fp32 inputs (mem-efficient kernel on CUDA cores)
-FUSED_BANDWIDTH_FRACTION = 0.8   # ... and its memory rate when it is bandwidth-limited (decode)
-ELEMENTWISE_SHARE = 0.10         # mem/latency-bound scale/mask/softmax/dropout time ≥ this share of unfused core
+FUSED_PEAK_FRACTION = 0.35  # a fused attention kernel's FLOP rate, as a fraction of the bf16/fp16 peak
+FUSED_PEAK_FRACTION_FP32 = 0.6  # ... and of the fp32 peak for fp32 inputs (mem-efficient kernel on CUDA cores)
+FUSED_BANDWIDTH_FRACTION = 0.8  # ... and its memory rate when it is bandwidth-limited (decode)
+ELEMENTWISE_SHARE = 0.10  # mem/latency-bound scale/mask/softmax/dropout time ≥ this share of unfused core
 SHORT_KERNEL_US = 10.0
 MIN_SHORT_KERNELS = 8
-SHORT_COUNT_SHARE = 0.5          # short kernels ≥ half of the attention kernels ...
-SHORT_TIME_SHARE = 0.5           # ... and ≥ half of attention time, or
-IDLE_RATIO = 1.0                 # ... the GPU idles inside attention calls at least as long as it works
-LONG_GAP_US = 1000.0             # an idle gap longer than this is not launch latency (CPU work, sync, setup)
-GRAPH_GAP_US = 0.4               # the gap left between kernels replayed from a CUDA graph (median measured on
-                                 # the H200 in tests/data/modern/decode_graph_replay)
-BACKWARD_FLOP_RATIO = 2.5        # fused backward FLOPs / forward FLOPs
-BACKWARD_SLACK = 1.4             # fire above 2.5 × 1.4 = 3.5× the forward time
+SHORT_COUNT_SHARE = 0.5  # short kernels ≥ half of the attention kernels ...
+SHORT_TIME_SHARE = 0.5  # ... and ≥ half of attention time, or
+IDLE_RATIO = 1.0  # ... the GPU idles inside attention calls at least as long as it works
+LONG_GAP_US = 1000.0  # an idle gap longer than this is not launch latency (CPU work, sync, setup)
+GRAPH_GAP_US = 0.4  # the gap left between kernels replayed from a CUDA graph (median measured on
+# the H200 in tests/data/modern/decode_graph_replay)
+BACKWARD_FLOP_RATIO = 2.5  # fused backward FLOPs / forward FLOPs
+BACKWARD_SLACK = 1.4  # fire above 2.5 × 1.4 = 3.5× the forward time
 DECODE_MAX_SQ = 16
-GQA_GROUP = 8                    # query heads per KV head suggested (Llama-style GQA)
+GQA_GROUP = 8  # query heads per KV head suggested (Llama-style GQA)
 HEAD_DIM_ALIGN = 8
-MIN_SHARE = 0.01                 # ignore work below 1 % of attention time
+MIN_SHARE = 0.01  # ignore work below 1 % of attention time
 HIGH, MEDIUM = 0.25, 0.05
 
 # every finding's keys; estimated_gain_us <= removable_us, the time the change acts on
@@ -74,6 +75,7 @@ def advise(report: dict, trace=None, links=None, tagging=None) -> list[dict]:
 def advice_and_backends(report: dict, trace=None, links=None, tagging=None) -> tuple[list[dict], list[dict]]:
     """``advice`` and ``attention_backends`` of one report, from one look at its SDPA calls."""
     from .attention.backends import backends
+
     run = _Run(report, trace, links)
     return _advise(run), backends(report.get("kernels"), frozenset(run.math_kernel_ids()))
 
@@ -83,8 +85,16 @@ def _advise(run: _Run) -> list[dict]:
     if report.get("status") not in (None, "ok") or not report.get("attention_time_us"):
         return []
     out = []
-    for rule in (_fuse_attention, _sdpa_math_backend, _fp32_attention, _head_dim_alignment, _decode_kv_heads,
-                 _dropout_in_inference, _launch_overhead, _slow_backward):
+    for rule in (
+        _fuse_attention,
+        _sdpa_math_backend,
+        _fp32_attention,
+        _head_dim_alignment,
+        _decode_kv_heads,
+        _dropout_in_inference,
+        _launch_overhead,
+        _slow_backward,
+    ):
         a = rule(run)
         if a is not None:
             a["severity"] = run.severity(a["estimated_gain_us"])
@@ -95,6 +105,7 @@ def _advise(run: _Run) -> list[dict]:
 
 
 # ------------------------------------------------------------------ the run, in a usable form
+
 
 class _Run:
     def __init__(self, report: dict, trace, links):
@@ -130,8 +141,11 @@ class _Run:
     # SDPA calls: outermost SDPA-family forward op, its recorded inputs, backend and kernels
     def sdpa_calls(self) -> list[dict]:
         if self._sdpa is None:
-            self._sdpa = _sdpa_calls(self.trace, self.links, {k["id"] for k in self.k}) \
-                if self.trace is not None and self.links is not None else []
+            self._sdpa = (
+                _sdpa_calls(self.trace, self.links, {k["id"] for k in self.k})
+                if self.trace is not None and self.links is not None
+                else []
+            )
         return self._sdpa
 
     def math_kernel_ids(self) -> set:
@@ -149,19 +163,49 @@ class _Run:
         inputs, which only the mem-efficient kernel takes); when the dtype was not recorded, the
         bf16 peak, named so."""
         if dtype == "fp32":
-            return ("fp32", self.flops_peak["fp32"], FUSED_PEAK_FRACTION_FP32) if self.flops_peak.get("fp32") \
+            return (
+                ("fp32", self.flops_peak["fp32"], FUSED_PEAK_FRACTION_FP32)
+                if self.flops_peak.get("fp32")
                 else (None, None, FUSED_PEAK_FRACTION_FP32)
-        for name in ((dtype, "fp16" if dtype == "bf16" else "bf16") if dtype in ("bf16", "fp16") else ("bf16",)):
+            )
+        for name in (dtype, "fp16" if dtype == "bf16" else "bf16") if dtype in ("bf16", "fp16") else ("bf16",):
             if self.flops_peak.get(name):
                 return name, self.flops_peak[name], FUSED_PEAK_FRACTION
         return None, None, FUSED_PEAK_FRACTION
 
 
 # the kernel fields the rules read (building only these is several times cheaper)
-_ROW_FIELDS = ("id", "name", "ts", "dur_us", "device", "phase", "direction", "bound", "flops", "bytes", "memory_util",
-               "compute_util", "instance", "dtype", "peak", "kind", "op", "cost_op", "module", "scope",
-               "attention", "core", "estimated", "intensity", "shapes", "cost_detail", "module_path", "source",
-               "graph")
+_ROW_FIELDS = (
+    "id",
+    "name",
+    "ts",
+    "dur_us",
+    "device",
+    "phase",
+    "direction",
+    "bound",
+    "flops",
+    "bytes",
+    "memory_util",
+    "compute_util",
+    "instance",
+    "dtype",
+    "peak",
+    "kind",
+    "op",
+    "cost_op",
+    "module",
+    "scope",
+    "attention",
+    "core",
+    "estimated",
+    "intensity",
+    "shapes",
+    "cost_detail",
+    "module_path",
+    "source",
+    "graph",
+)
 
 
 def _attention_rows(kernels) -> list[dict]:
@@ -177,7 +221,7 @@ def _attention_rows(kernels) -> list[dict]:
 
 
 def _pct(x) -> str:
-    return pct(x, digits=0)          # findings read in whole percents
+    return pct(x, digits=0)  # findings read in whole percents
 
 
 def _dir(d: str) -> str:
@@ -205,11 +249,19 @@ def _group(rows: list[dict], top: int = 5) -> list[dict]:
             e["w"] += d
     out = []
     for (name, phase, direction), e in sorted(g.items(), key=lambda x: -x[1]["t"])[:top]:
-        out.append({"name": name, "phase": phase, "direction": direction, "calls": e["n"], "time_us": _r(e["t"]),
-                    "bound": max(e["bounds"].items(), key=lambda x: x[1])[0],
-                    "memory_util": _r(e["mu"] / e["w"], 4) if e["w"] else None,
-                    "compute_util": _r(e["cu"] / e["w"], 4) if e["w"] else None,
-                    "source": _main_source(e["src"])})
+        out.append(
+            {
+                "name": name,
+                "phase": phase,
+                "direction": direction,
+                "calls": e["n"],
+                "time_us": _r(e["t"]),
+                "bound": max(e["bounds"].items(), key=lambda x: x[1])[0],
+                "memory_util": _r(e["mu"] / e["w"], 4) if e["w"] else None,
+                "compute_util": _r(e["cu"] / e["w"], 4) if e["w"] else None,
+                "source": _main_source(e["src"]),
+            }
+        )
     return out
 
 
@@ -236,14 +288,27 @@ def _phases(rows: list[dict]) -> list[dict]:
     order = {p: i for i, p in enumerate(P.PHASES)}
     out = []
     for (ph, dr), e in sorted(g.items(), key=lambda x: (x[0][1] != "forward", order.get(x[0][0], 99))):
-        out.append({"phase": ph, "direction": dr, "time_us": _r(e["t"]), "kernels": e["n"],
-                    "memory_util": _r(e["mu"] / e["w"], 4) if e["w"] else None,
-                    "compute_util": _r(e["cu"] / e["w"], 4) if e["w"] else None, "bound_time_us": e["b"]})
+        out.append(
+            {
+                "phase": ph,
+                "direction": dr,
+                "time_us": _r(e["t"]),
+                "kernels": e["n"],
+                "memory_util": _r(e["mu"] / e["w"], 4) if e["w"] else None,
+                "compute_util": _r(e["cu"] / e["w"], 4) if e["w"] else None,
+                "bound_time_us": e["b"],
+            }
+        )
     return out
 
 
-def _fused_time_us(flops: Optional[float], io_bytes: Optional[float], peak: Optional[float],
-                   bw: Optional[float], fraction: float = FUSED_PEAK_FRACTION) -> Optional[float]:
+def _fused_time_us(
+    flops: Optional[float],
+    io_bytes: Optional[float],
+    peak: Optional[float],
+    bw: Optional[float],
+    fraction: float = FUSED_PEAK_FRACTION,
+) -> Optional[float]:
     """A fused kernel's time: its FLOPs at ``fraction`` of the peak of its dtype, or its minimum
     bytes at FUSED_BANDWIDTH_FRACTION of the bandwidth, whichever is longer."""
     if not flops or not peak:
@@ -256,8 +321,13 @@ def _fused_time_us(flops: Optional[float], io_bytes: Optional[float], peak: Opti
 
 # ------------------------------------------------------------------ SDPA calls from the trace
 
-_BACKEND_OF = (("_scaled_dot_product_attention_math", "math"), ("flash", "flash"), ("efficient", "efficient"),
-               ("cudnn", "cudnn"), ("fused_attention_overrideable", "overrideable"))
+_BACKEND_OF = (
+    ("_scaled_dot_product_attention_math", "math"),
+    ("flash", "flash"),
+    ("efficient", "efficient"),
+    ("cudnn", "cudnn"),
+    ("fused_attention_overrideable", "overrideable"),
+)
 
 
 def _sdpa_calls(trace, links, attention_ids: set) -> list[dict]:
@@ -275,7 +345,7 @@ def _sdpa_calls(trace, links, attention_ids: set) -> list[dict]:
     if not is_sdpa.any():
         return []
     parent = links.parent
-    top = np.full(n, -2, dtype=np.int64)          # -2 unknown, -1 none, else the outermost SDPA op
+    top = np.full(n, -2, dtype=np.int64)  # -2 unknown, -1 none, else the outermost SDPA op
 
     def top_of(r: int) -> int:
         chain = []
@@ -328,16 +398,26 @@ def _sdpa_calls(trace, links, attention_ids: set) -> list[dict]:
         if c["op"] == "aten::scaled_dot_product_attention" and len(args) > 7:
             v = args[7].value.strip().lower()
             gqa_flag = True if v in ("true", "1") else False if v in ("false", "0") else None
-        q = args[SDPA_SCHEMAS[c["op"]].q: SDPA_SCHEMAS[c["op"]].q + 3] if args else []
-        out.append({"range": r, "op": c["op"], "backend": backend, "kernel_ids": c["kernel_ids"], "shapes": shapes,
-                    "enable_gqa": gqa_flag, "qkv": q})
+        q = args[SDPA_SCHEMAS[c["op"]].q : SDPA_SCHEMAS[c["op"]].q + 3] if args else []
+        out.append(
+            {
+                "range": r,
+                "op": c["op"],
+                "backend": backend,
+                "kernel_ids": c["kernel_ids"],
+                "shapes": shapes,
+                "enable_gqa": gqa_flag,
+                "qkv": q,
+            }
+        )
     return out
 
 
 def _shape_key(c: dict) -> tuple:
     s = c["shapes"] or {}
-    return tuple(s.get(x) for x in ("b", "h", "hk", "sq", "sk", "d", "dv", "dtype", "causal", "mask_bytes",
-                                    "dropout_p")) + (c["enable_gqa"],)
+    return tuple(
+        s.get(x) for x in ("b", "h", "hk", "sq", "sk", "d", "dv", "dtype", "causal", "mask_bytes", "dropout_p")
+    ) + (c["enable_gqa"],)
 
 
 def _call_inputs(c: dict) -> dict:
@@ -352,6 +432,7 @@ def _call_inputs(c: dict) -> dict:
 
 # ------------------------------------------------------------------ rules
 
+
 def _fuse_attention(run: _Run) -> Optional[dict]:
     math_ids = run.math_kernel_ids()
     rows = [k for k in run.k if k["phase"] in P.UNFUSED_CORE_PHASES and k["id"] not in math_ids]
@@ -359,7 +440,7 @@ def _fuse_attention(run: _Run) -> Optional[dict]:
     if unfused <= 0 or unfused < MIN_SHARE * run.att_time:
         return None
     if not any(k["phase"] in ("qk_matmul", "pv_matmul") for k in rows):
-        return None                 # no QK^T / PV seen: not the matmul-softmax-matmul pattern
+        return None  # no QK^T / PV seen: not the matmul-softmax-matmul pattern
     slow = [k for k in rows if k["phase"] in _ELEMENTWISE and k["bound"] in ("memory", "latency")]
     slow_t = sum(k["dur_us"] or 0.0 for k in slow)
     if slow_t < ELEMENTWISE_SHARE * unfused:
@@ -379,51 +460,76 @@ def _fuse_attention(run: _Run) -> Optional[dict]:
                 per_inst.add(key)
                 b = cd.get("batch", 1)
                 # qk: Q (m x k) and K (k x n) read; pv: V (n x k) read and O (m x n) written
-                io += item * b * (cd["m"] * cd["k"] + cd["k"] * cd["n"]) if k["phase"] == "qk_matmul" \
+                io += (
+                    item * b * (cd["m"] * cd["k"] + cd["k"] * cd["n"])
+                    if k["phase"] == "qk_matmul"
                     else item * b * (cd["k"] * cd["n"] + cd["m"] * cd["n"])
+                )
     t_fwd = sum(k["dur_us"] or 0.0 for k in rows if k["direction"] == "forward")
     t_bwd = unfused - t_fwd
     est_f = _fused_time_us(fwd_fl, io, peak, run.bw, frac) if t_fwd > 0 else 0.0
-    est_b = (_fused_time_us(BACKWARD_FLOP_RATIO * fwd_fl, 2 * io, peak, run.bw, frac) if t_bwd > 0 else 0.0)
+    est_b = _fused_time_us(BACKWARD_FLOP_RATIO * fwd_fl, 2 * io, peak, run.bw, frac) if t_bwd > 0 else 0.0
     gain = fused_us = None
     if est_f is not None and est_b is not None:
         fused_us = est_f + est_b
         gain = _r(max(0.0, unfused - fused_us))
         if gain is not None and gain < MIN_SHARE * run.att_time:
-            return None             # a fused kernel in this dtype would not be faster (fp32: see fp32_attention)
+            return None  # a fused kernel in this dtype would not be faster (fp32: see fp32_attention)
     mods = {(k.get("module_path") or "") + " " + (k.get("scope") or "") for k in rows}
     ctx = " ".join(mods)
     how = _sdpa_call_hint(rows)
     if "MultiheadAttention" in ctx:
-        how = ("nn.MultiheadAttention runs the unfused path when it must return the attention weights: call it "
-               "with need_weights=False (and batch_first=True) so it uses scaled_dot_product_attention. " + how)
+        how = (
+            "nn.MultiheadAttention runs the unfused path when it must return the attention weights: call it "
+            "with need_weights=False (and batch_first=True) so it uses scaled_dot_product_attention. " + how
+        )
     elif "eager_attention_forward" in ctx or any(m in ctx for m in _HF_MODELS):
-        how = ("Hugging Face models: load with attn_implementation=\"sdpa\" (or \"flash_attention_2\") instead of "
-               "\"eager\". " + how)
+        how = (
+            'Hugging Face models: load with attn_implementation="sdpa" (or "flash_attention_2") instead of '
+            '"eager". ' + how
+        )
     phases = _phases(rows)
     slow_ph = [p for p in phases if p["phase"] in _ELEMENTWISE]
     worst = sorted(slow_ph, key=lambda p: -p["time_us"])[:3]
-    detail = (f"Core attention runs as {len(rows)} separate kernels taking {_us(unfused)} "
-              f"({_pct(unfused / run.att_time)} of attention time); the scale/mask/softmax/dropout kernels alone take "
-              f"{_us(slow_t)} and are memory- or latency-bound: "
-              + ", ".join(f"{p['phase']} {_dir(p['direction'])} {_us(p['time_us'])} at {_pct(p['memory_util'])} "
-                          f"of bandwidth" for p in worst)
-              + ". A fused kernel keeps the score matrix on chip and skips these round trips through memory.")
+    detail = (
+        f"Core attention runs as {len(rows)} separate kernels taking {_us(unfused)} "
+        f"({_pct(unfused / run.att_time)} of attention time); the scale/mask/softmax/dropout kernels alone take "
+        f"{_us(slow_t)} and are memory- or latency-bound: "
+        + ", ".join(
+            f"{p['phase']} {_dir(p['direction'])} {_us(p['time_us'])} at {_pct(p['memory_util'])} of bandwidth"
+            for p in worst
+        )
+        + ". A fused kernel keeps the score matrix on chip and skips these round trips through memory."
+    )
     if gain is not None and fused_us is not None and peak:
-        detail += (f" At {frac:.0%} of the {_peak_label(peak_name, dtype)} ({peak / 1e12:.0f} TFLOP/s) "
-                   f"the same matmul FLOPs take about {_us(fused_us)} fused")
+        detail += (
+            f" At {frac:.0%} of the {_peak_label(peak_name, dtype)} ({peak / 1e12:.0f} TFLOP/s) "
+            f"the same matmul FLOPs take about {_us(fused_us)} fused"
+        )
         detail += " (backward counted as 2.5x the forward's FLOPs)." if t_bwd > 0 else "."
-    return {"id": "fuse_attention", "title": "Use fused attention (scaled_dot_product_attention)",
-            "detail": detail,
-            "evidence": {"time_us": _r(unfused), "memory_or_latency_bound_elementwise_us": _r(slow_t),
-                         "share_of_attention": _r(unfused / run.att_time, 4), "phases": phases,
-                         "kernels": _group(slow), "matmul_flops_forward": fwd_fl or None,
-                         "fused_estimate_us": _r(fused_us) if gain is not None else None,
-                         "dtype": dtype, "peak": peak_name, "peak_flops_per_s": peak,
-                         "assumption": f"fused kernel at {frac:.0%} of the "
-                                       f"{_peak_label(peak_name, dtype)} (or {FUSED_BANDWIDTH_FRACTION:.0%} of "
-                                       f"bandwidth if longer)"},
-            "estimated_gain_us": gain, "removable_us": _r(unfused), "how": how}
+    return {
+        "id": "fuse_attention",
+        "title": "Use fused attention (scaled_dot_product_attention)",
+        "detail": detail,
+        "evidence": {
+            "time_us": _r(unfused),
+            "memory_or_latency_bound_elementwise_us": _r(slow_t),
+            "share_of_attention": _r(unfused / run.att_time, 4),
+            "phases": phases,
+            "kernels": _group(slow),
+            "matmul_flops_forward": fwd_fl or None,
+            "fused_estimate_us": _r(fused_us) if gain is not None else None,
+            "dtype": dtype,
+            "peak": peak_name,
+            "peak_flops_per_s": peak,
+            "assumption": f"fused kernel at {frac:.0%} of the "
+            f"{_peak_label(peak_name, dtype)} (or {FUSED_BANDWIDTH_FRACTION:.0%} of "
+            f"bandwidth if longer)",
+        },
+        "estimated_gain_us": gain,
+        "removable_us": _r(unfused),
+        "how": how,
+    }
 
 
 _ITEMSIZE = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
@@ -451,11 +557,13 @@ def _sdpa_call_hint(rows: list[dict]) -> str:
     args = "q, k, v"
     if "dropout" in phases:
         args += ", dropout_p=p if self.training else 0.0"
-    text = ("Replace the explicit matmul → softmax → matmul with torch.nn.functional.scaled_dot_product_attention"
-            f"({args})")
+    text = (
+        f"Replace the explicit matmul → softmax → matmul with torch.nn.functional.scaled_dot_product_attention({args})"
+    )
     if "mask" in phases:
-        text += (" plus is_causal=True if the mask this run applies is the causal one, or attn_mask=mask for any "
-                 "other mask")
+        text += (
+            " plus is_causal=True if the mask this run applies is the causal one, or attn_mask=mask for any other mask"
+        )
     return text + "; it dispatches to FlashAttention, memory-efficient or cuDNN kernels."
 
 
@@ -464,28 +572,38 @@ def _math_reasons(c: dict) -> list[str]:
     why = []
     dt = s.get("dtype")
     if dt and dt not in ("fp16", "bf16"):
-        why.append(f"inputs are {dt}: the flash and cuDNN kernels need fp16/bf16 (mem-efficient accepts fp32 "
-                   f"but is slower than bf16)")
+        why.append(
+            f"inputs are {dt}: the flash and cuDNN kernels need fp16/bf16 (mem-efficient accepts fp32 "
+            f"but is slower than bf16)"
+        )
     d, dv = s.get("d"), s.get("dv")
     if d is not None and dv is not None and d != dv:
         why.append(f"query/key head dim {d} differs from the value head dim {dv}: flash needs them equal")
     if d is not None and d % HEAD_DIM_ALIGN:
-        why.append(f"head dim {d} is not a multiple of {HEAD_DIM_ALIGN}: the mem-efficient kernel needs aligned "
-                   f"head dims and flash pads them")
+        why.append(
+            f"head dim {d} is not a multiple of {HEAD_DIM_ALIGN}: the mem-efficient kernel needs aligned "
+            f"head dims and flash pads them"
+        )
     if d is not None and d > 256:
         why.append(f"head dim {d} > 256: beyond the flash kernel's limit")
     if s.get("mask_bytes"):
-        why.append("an explicit attn_mask tensor is passed: flash takes no mask (use is_causal=True for a causal "
-                   "mask); mem-efficient and cuDNN take one, with its last dim aligned to 16 bytes")
+        why.append(
+            "an explicit attn_mask tensor is passed: flash takes no mask (use is_causal=True for a causal "
+            "mask); mem-efficient and cuDNN take one, with its last dim aligned to 16 bytes"
+        )
     for name, a in zip(("query", "key", "value"), c["qkv"]):
         if a.strides and a.strides[-1] != 1:
-            why.append(f"{name} has last-dim stride {a.strides[-1]} (not contiguous in the head dim): fused kernels "
-                       f"need stride 1; call .contiguous() or fix the transpose")
+            why.append(
+                f"{name} has last-dim stride {a.strides[-1]} (not contiguous in the head dim): fused kernels "
+                f"need stride 1; call .contiguous() or fix the transpose"
+            )
             break
     h, hk = s.get("h"), s.get("hk")
     if h and hk and h != hk and c["enable_gqa"] is not True:
-        why.append(f"{h} query heads but {hk} key/value heads without enable_gqa=True: only the math backend "
-                   f"broadcasts this; pass enable_gqa=True (flash supports it) or repeat k/v")
+        why.append(
+            f"{h} query heads but {hk} key/value heads without enable_gqa=True: only the math backend "
+            f"broadcasts this; pass enable_gqa=True (flash supports it) or repeat k/v"
+        )
     return why
 
 
@@ -519,8 +637,9 @@ def _sdpa_math_backend(run: _Run) -> Optional[dict]:
             continue
         frac = 0.5 if s["causal"] and s["sq"] == s["sk"] else 1.0
         fl = 2.0 * s["b"] * s["h"] * s["sq"] * s["sk"] * (s["d"] + s["dv"]) * frac
-        io = s["itemsize"] * (s["b"] * s["h"] * s["sq"] * (s["d"] + s["dv"])
-                              + s["b"] * s["hk"] * s["sk"] * (s["d"] + s["dv"]))
+        io = s["itemsize"] * (
+            s["b"] * s["h"] * s["sq"] * (s["d"] + s["dv"]) + s["b"] * s["hk"] * s["sk"] * (s["d"] + s["dv"])
+        )
         peak_name, peak, frac = run.fused_peak(s["dtype"])
         peaks_used.add(f"{frac:.0%} of the {_peak_label(peak_name, s['dtype'])}")
         f = _fused_time_us(fl, io, peak, run.bw, frac)
@@ -532,43 +651,75 @@ def _sdpa_math_backend(run: _Run) -> Optional[dict]:
     gain = _r(max(0.0, t - est)) if est_known else None
     upcast = [k for k in rows if k["phase"] in ("qk_matmul", "pv_matmul") and k["dtype"] == "fp32"]
     in_dt = {d for d in ((c["shapes"] or {}).get("dtype") for c in calls) if isinstance(d, str)}
-    detail = (f"{len(calls)} scaled_dot_product_attention call(s) ran on the math backend: {len(rows)} kernels, "
-              f"{_us(t)} ({_pct(t / run.att_time)} of attention time). ")
+    detail = (
+        f"{len(calls)} scaled_dot_product_attention call(s) ran on the math backend: {len(rows)} kernels, "
+        f"{_us(t)} ({_pct(t / run.att_time)} of attention time). "
+    )
     if upcast and in_dt & {"bf16", "fp16"}:
-        detail += (f"The math backend computes {'/'.join(sorted(in_dt & {'bf16', 'fp16'}))} inputs in fp32 here "
-                   f"(fp32 GEMMs: {_us(sum(k['dur_us'] for k in upcast))}) and materialises the full score matrix. ")
+        detail += (
+            f"The math backend computes {'/'.join(sorted(in_dt & {'bf16', 'fp16'}))} inputs in fp32 here "
+            f"(fp32 GEMMs: {_us(sum(k['dur_us'] for k in upcast))}) and materialises the full score matrix. "
+        )
     if reasons:
         detail += "What rules out the fused backends, from the recorded inputs: " + "; ".join(reasons) + "."
     else:
-        detail += ("No recorded input rules out a fused backend (dtype, head dim, mask, strides and heads all "
-                   "qualify), so the math backend was most likely forced: sdpa_kernel(SDPBackend.MATH), "
-                   "torch.backends.cuda.enable_flash_sdp(False) / enable_mem_efficient_sdp(False) / "
-                   "enable_cudnn_sdp(False), or a PyTorch build without fused kernels for this GPU.")
+        detail += (
+            "No recorded input rules out a fused backend (dtype, head dim, mask, strides and heads all "
+            "qualify), so the math backend was most likely forced: sdpa_kernel(SDPBackend.MATH), "
+            "torch.backends.cuda.enable_flash_sdp(False) / enable_mem_efficient_sdp(False) / "
+            "enable_cudnn_sdp(False), or a PyTorch build without fused kernels for this GPU."
+        )
     if gain is not None:
-        detail += (f" A fused kernel at {' / '.join(sorted(peaks_used))} would take "
-                   f"about {_us(est)} for the same calls.")
+        detail += f" A fused kernel at {' / '.join(sorted(peaks_used))} would take about {_us(est)} for the same calls."
     masked = any((c["shapes"] or {}).get("mask_bytes") for c in calls)
     gqa = any((c["shapes"] or {}).get("h") != (c["shapes"] or {}).get("hk") for c in calls if c["shapes"])
-    how = ("Let PyTorch pick a fused kernel: remove sdpa_kernel(SDPBackend.MATH) / the enable_*_sdp(False) "
-           "switches, or ask for one explicitly with `with torch.nn.attention.sdpa_kernel([SDPBackend.FLASH_ATTENTION, "
-           "SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION]):` (it raises, with the reason, if none "
-           "applies). Flash and cuDNN need fp16/bf16 inputs (torch.autocast('cuda', dtype=torch.bfloat16)), "
-           "head dims ≤ 256 and a multiple of 8"
-           + (", no attn_mask tensor (is_causal=True instead, if the mask is causal)" if masked else "")
-           + " and q/k/v contiguous in the last dim" + ("; for GQA pass enable_gqa=True." if gqa else "."))
-    return {"id": "sdpa_math_backend", "title": "SDPA fell back to the math backend",
-            "detail": detail,
-            "evidence": {"time_us": _r(t), "share_of_attention": _r(t / run.att_time, 4), "calls": len(calls),
-                         "inputs": inputs, "blockers": reasons, "phases": _phases(rows), "kernels": _group(rows),
-                         "fused_estimate_us": _r(est) if est_known else None},
-            "estimated_gain_us": gain, "removable_us": _r(t), "how": how}
+    how = (
+        "Let PyTorch pick a fused kernel: remove sdpa_kernel(SDPBackend.MATH) / the enable_*_sdp(False) "
+        "switches, or ask for one explicitly with `with torch.nn.attention.sdpa_kernel([SDPBackend.FLASH_ATTENTION, "
+        "SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION]):` (it raises, with the reason, if none "
+        "applies). Flash and cuDNN need fp16/bf16 inputs (torch.autocast('cuda', dtype=torch.bfloat16)), "
+        "head dims ≤ 256 and a multiple of 8"
+        + (", no attn_mask tensor (is_causal=True instead, if the mask is causal)" if masked else "")
+        + " and q/k/v contiguous in the last dim"
+        + ("; for GQA pass enable_gqa=True." if gqa else ".")
+    )
+    return {
+        "id": "sdpa_math_backend",
+        "title": "SDPA fell back to the math backend",
+        "detail": detail,
+        "evidence": {
+            "time_us": _r(t),
+            "share_of_attention": _r(t / run.att_time, 4),
+            "calls": len(calls),
+            "inputs": inputs,
+            "blockers": reasons,
+            "phases": _phases(rows),
+            "kernels": _group(rows),
+            "fused_estimate_us": _r(est) if est_known else None,
+        },
+        "estimated_gain_us": gain,
+        "removable_us": _r(t),
+        "how": how,
+    }
 
 
 def _fp32_attention(run: _Run) -> Optional[dict]:
-    math_bf16 = {i for c in run.sdpa_calls() if c["backend"] == "math"
-                 and (c["shapes"] or {}).get("dtype") in ("bf16", "fp16") for i in c["kernel_ids"]}
-    rows = [k for k in run.k if k["phase"] in _MATMUL_PHASES and k["dtype"] == "fp32" and (k["flops"] or 0) > 0
-            and k["peak"] == "fp32" and k["id"] not in math_bf16 and _is_matmul_op(k.get("cost_op"))]
+    math_bf16 = {
+        i
+        for c in run.sdpa_calls()
+        if c["backend"] == "math" and (c["shapes"] or {}).get("dtype") in ("bf16", "fp16")
+        for i in c["kernel_ids"]
+    }
+    rows = [
+        k
+        for k in run.k
+        if k["phase"] in _MATMUL_PHASES
+        and k["dtype"] == "fp32"
+        and (k["flops"] or 0) > 0
+        and k["peak"] == "fp32"
+        and k["id"] not in math_bf16
+        and _is_matmul_op(k.get("cost_op"))
+    ]
     t = sum(k["dur_us"] or 0.0 for k in rows)
     if t <= 0 or t < MIN_SHARE * run.att_time:
         return None
@@ -579,28 +730,48 @@ def _fp32_attention(run: _Run) -> Optional[dict]:
         for k in rows:
             d = k["dur_us"] or 0.0
             if k["bound"] == "compute":
-                g += d * (1 - p32 / p16)          # same fraction of the bf16 peak
+                g += d * (1 - p32 / p16)  # same fraction of the bf16 peak
             elif k["bound"] == "memory":
-                g += d * 0.5                      # half the bytes
+                g += d * 0.5  # half the bytes
         gain = _r(g)
-    detail = (f"{len(rows)} attention matmul kernels run in fp32 on the fp32 vector peak "
-              f"({p32 / 1e12:.1f} TFLOP/s" if p32 else f"{len(rows)} attention matmul kernels run in fp32 (")
-    detail += (f"; bf16 Tensor Cores: {p16 / 1e12:.0f} TFLOP/s" if p16 else "") + \
-        (f", TF32: {ptf / 1e12:.0f} TFLOP/s" if ptf else "") + \
-        f"): {_us(t)}, {_pct(t / run.att_time)} of attention time."
+    detail = (
+        f"{len(rows)} attention matmul kernels run in fp32 on the fp32 vector peak ({p32 / 1e12:.1f} TFLOP/s"
+        if p32
+        else f"{len(rows)} attention matmul kernels run in fp32 ("
+    )
+    detail += (
+        (f"; bf16 Tensor Cores: {p16 / 1e12:.0f} TFLOP/s" if p16 else "")
+        + (f", TF32: {ptf / 1e12:.0f} TFLOP/s" if ptf else "")
+        + f"): {_us(t)}, {_pct(t / run.att_time)} of attention time."
+    )
     comp = [k for k in rows if k["bound"] == "compute"]
     if comp:
         detail += f" {_us(sum(k['dur_us'] for k in comp))} of it is compute-bound on the fp32 roof."
     if gain is not None:
-        detail += (" Estimated with compute-bound kernels reaching the same fraction of the bf16 peak and "
-                   "memory-bound ones moving half the bytes.")
-    how = ("Run attention in bf16: `with torch.autocast('cuda', dtype=torch.bfloat16):` around the forward (or "
-           "model.to(torch.bfloat16)); fused SDPA kernels then apply too. If the model must stay fp32, allow TF32 "
-           "for matmuls: torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision('high')).")
-    return {"id": "fp32_attention", "title": "Attention matmuls run in fp32", "detail": detail,
-            "evidence": {"time_us": _r(t), "share_of_attention": _r(t / run.att_time, 4), "kernels": _group(rows),
-                         "phases": _phases(rows), "peaks_flops_per_s": {"fp32": p32, "tf32": ptf, "bf16": p16}},
-            "estimated_gain_us": gain, "removable_us": _r(t), "how": how}
+        detail += (
+            " Estimated with compute-bound kernels reaching the same fraction of the bf16 peak and "
+            "memory-bound ones moving half the bytes."
+        )
+    how = (
+        "Run attention in bf16: `with torch.autocast('cuda', dtype=torch.bfloat16):` around the forward (or "
+        "model.to(torch.bfloat16)); fused SDPA kernels then apply too. If the model must stay fp32, allow TF32 "
+        "for matmuls: torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision('high'))."
+    )
+    return {
+        "id": "fp32_attention",
+        "title": "Attention matmuls run in fp32",
+        "detail": detail,
+        "evidence": {
+            "time_us": _r(t),
+            "share_of_attention": _r(t / run.att_time, 4),
+            "kernels": _group(rows),
+            "phases": _phases(rows),
+            "peaks_flops_per_s": {"fp32": p32, "tf32": ptf, "bf16": p16},
+        },
+        "estimated_gain_us": gain,
+        "removable_us": _r(t),
+        "how": how,
+    }
 
 
 _MATMUL_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "addmv", "_scaled_mm", "einsum"})
@@ -645,17 +816,29 @@ def _head_dim_alignment(run: _Run) -> Optional[dict]:
         return None
     t = sum(e["time_us"] for e in bad.values())
     desc = ", ".join(f"{d} ({_us(e['time_us'])}, from {e['source']})" for d, e in sorted(bad.items()))
-    return {"id": "head_dim_alignment", "title": "Head dimension not a multiple of 8",
-            "detail": (f"Attention runs with head dim {desc}. Tensor-core kernels work on 8-element (16-byte) "
-                       f"fragments: the mem-efficient SDPA kernel rejects such head dims, flash pads them (wasted "
-                       f"work and a copy), and cuBLAS falls back to slower unaligned GEMMs."),
-            "evidence": {"head_dims": {str(d): {"time_us": _r(e["time_us"]), "calls": e["calls"],
-                                                "source": e["source"]} for d, e in sorted(bad.items())},
-                         "time_us": _r(t)},
-            "estimated_gain_us": None, "removable_us": _r(t),
-            "how": (f"Choose a head dim that is a multiple of {HEAD_DIM_ALIGN} (64, 80, 96, 128): e.g. change "
-                    f"n_heads so that hidden / n_heads is aligned, or pad q/k/v to the next multiple of 8 once "
-                    f"(zeros in the pad do not change the result if the scale is set explicitly).")}
+    return {
+        "id": "head_dim_alignment",
+        "title": "Head dimension not a multiple of 8",
+        "detail": (
+            f"Attention runs with head dim {desc}. Tensor-core kernels work on 8-element (16-byte) "
+            f"fragments: the mem-efficient SDPA kernel rejects such head dims, flash pads them (wasted "
+            f"work and a copy), and cuBLAS falls back to slower unaligned GEMMs."
+        ),
+        "evidence": {
+            "head_dims": {
+                str(d): {"time_us": _r(e["time_us"]), "calls": e["calls"], "source": e["source"]}
+                for d, e in sorted(bad.items())
+            },
+            "time_us": _r(t),
+        },
+        "estimated_gain_us": None,
+        "removable_us": _r(t),
+        "how": (
+            f"Choose a head dim that is a multiple of {HEAD_DIM_ALIGN} (64, 80, 96, 128): e.g. change "
+            f"n_heads so that hidden / n_heads is aligned, or pad q/k/v to the next multiple of 8 once "
+            f"(zeros in the pad do not change the result if the scale is set explicitly)."
+        ),
+    }
 
 
 def _decode_kv_heads(run: _Run) -> Optional[dict]:
@@ -691,26 +874,49 @@ def _decode_kv_heads(run: _Run) -> Optional[dict]:
         kv_new = kv * g / s["hk"]
         saved = (kv - kv_new) / (kv + qo)
         gain += t * saved
-        ev.append({"b": s["b"], "h": s["h"], "hk": s["hk"], "sq": s["sq"], "sk": s["sk"], "d": s["d"],
-                   "dtype": s["dtype"], "time_us": _r(t), "memory_bound_us": _r(mem_t),
-                   "intensity": _r(inten, 3), "ridge_point": _r(ridge, 1),
-                   "kv_bytes_per_call": kv, "kv_bytes_with_gqa": kv_new, "suggested_kv_heads": g,
-                   "kv_bytes_with_mqa": kv / s["hk"]})
+        ev.append(
+            {
+                "b": s["b"],
+                "h": s["h"],
+                "hk": s["hk"],
+                "sq": s["sq"],
+                "sk": s["sk"],
+                "d": s["d"],
+                "dtype": s["dtype"],
+                "time_us": _r(t),
+                "memory_bound_us": _r(mem_t),
+                "intensity": _r(inten, 3),
+                "ridge_point": _r(ridge, 1),
+                "kv_bytes_per_call": kv,
+                "kv_bytes_with_gqa": kv_new,
+                "suggested_kv_heads": g,
+                "kv_bytes_with_mqa": kv / s["hk"],
+            }
+        )
     e = ev[0]
-    detail = (f"Decode attention (query length {e['sq']}, {e['sk']} cached keys) reads {e['h']} key/value heads for "
-              f"{e['h']} query heads: {_us(t_all)}, {_pct(t_all / run.att_time)} of attention time, on the memory side "
-              f"of the roofline (intensity {e['intensity']} FLOP/B vs ridge point {e['ridge_point']}). Each call moves "
-              f"{e['kv_bytes_per_call'] / 1e6:.1f} MB of KV cache; with {e['suggested_kv_heads']} KV heads (GQA, "
-              f"{e['h'] // e['suggested_kv_heads']} query heads per KV head) it would move "
-              f"{e['kv_bytes_with_gqa'] / 1e6:.1f} MB, with MQA {e['kv_bytes_with_mqa'] / 1e6:.2f} MB.")
-    return {"id": "decode_kv_heads", "title": "Memory-bound decode attention without GQA/MQA", "detail": detail,
-            "evidence": {"calls": ev, "time_us": _r(t_all), "share_of_attention": _r(t_all / run.att_time, 4)},
-            "estimated_gain_us": _r(gain), "removable_us": _r(t_all),
-            "how": ("Use grouped-query attention (n_kv_heads = n_heads / 8, as Llama 2/3 70B) or multi-query "
-                    "attention: project k/v to fewer heads and call F.scaled_dot_product_attention(q, k, v, "
-                    "enable_gqa=True). This changes the model (fine-tune or uptrain from the MHA checkpoint by "
-                    "mean-pooling KV heads); it also shrinks the KV cache by the same factor. Estimate: attention time "
-                    "scales with the bytes moved.")}
+    detail = (
+        f"Decode attention (query length {e['sq']}, {e['sk']} cached keys) reads {e['h']} key/value heads for "
+        f"{e['h']} query heads: {_us(t_all)}, {_pct(t_all / run.att_time)} of attention time, on the memory side "
+        f"of the roofline (intensity {e['intensity']} FLOP/B vs ridge point {e['ridge_point']}). Each call moves "
+        f"{e['kv_bytes_per_call'] / 1e6:.1f} MB of KV cache; with {e['suggested_kv_heads']} KV heads (GQA, "
+        f"{e['h'] // e['suggested_kv_heads']} query heads per KV head) it would move "
+        f"{e['kv_bytes_with_gqa'] / 1e6:.1f} MB, with MQA {e['kv_bytes_with_mqa'] / 1e6:.2f} MB."
+    )
+    return {
+        "id": "decode_kv_heads",
+        "title": "Memory-bound decode attention without GQA/MQA",
+        "detail": detail,
+        "evidence": {"calls": ev, "time_us": _r(t_all), "share_of_attention": _r(t_all / run.att_time, 4)},
+        "estimated_gain_us": _r(gain),
+        "removable_us": _r(t_all),
+        "how": (
+            "Use grouped-query attention (n_kv_heads = n_heads / 8, as Llama 2/3 70B) or multi-query "
+            "attention: project k/v to fewer heads and call F.scaled_dot_product_attention(q, k, v, "
+            "enable_gqa=True). This changes the model (fine-tune or uptrain from the MHA checkpoint by "
+            "mean-pooling KV heads); it also shrinks the KV cache by the same factor. Estimate: attention time "
+            "scales with the bytes moved."
+        ),
+    }
 
 
 def _dropout_in_inference(run: _Run) -> Optional[dict]:
@@ -729,18 +935,27 @@ def _dropout_in_inference(run: _Run) -> Optional[dict]:
     if sdpa_p:
         ps = sorted({c["shapes"]["dropout_p"] for c in sdpa_p})
         plist = ", ".join(f"{p:g}" for p in ps)
-        detail += (("; " if rows else ": ") + f"{len(sdpa_p)} SDPA call(s) pass dropout_p={plist}"
-                   " (the fused kernel generates random numbers and cannot use its fastest path)")
+        detail += (
+            ("; " if rows else ": ") + f"{len(sdpa_p)} SDPA call(s) pass dropout_p={plist}"
+            " (the fused kernel generates random numbers and cannot use its fastest path)"
+        )
         ev["sdpa_dropout_p"] = ps
     if ops:
         detail += "; recorded: " + ", ".join(f"{o['op']}(p={o['p']}, train={o['train']}) x{o['calls']}" for o in ops)
     detail += ". If this is inference, dropout only adds noise and time."
-    return {"id": "dropout_in_inference", "title": "Dropout active without a backward pass", "detail": detail,
-            "evidence": ev, "estimated_gain_us": _r(t) if rows else None,
-            "removable_us": _r(t) if rows else _r(sum(k["dur_us"] or 0.0 for c in sdpa_p for k in run.call_rows(c))),
-            "how": ("Call model.eval() before inference (nn.Dropout becomes the identity) and run under "
-                    "torch.inference_mode(); for F.scaled_dot_product_attention pass dropout_p=self.p if "
-                    "self.training else 0.0.")}
+    return {
+        "id": "dropout_in_inference",
+        "title": "Dropout active without a backward pass",
+        "detail": detail,
+        "evidence": ev,
+        "estimated_gain_us": _r(t) if rows else None,
+        "removable_us": _r(t) if rows else _r(sum(k["dur_us"] or 0.0 for c in sdpa_p for k in run.call_rows(c))),
+        "how": (
+            "Call model.eval() before inference (nn.Dropout becomes the identity) and run under "
+            "torch.inference_mode(); for F.scaled_dot_product_attention pass dropout_p=self.p if "
+            "self.training else 0.0."
+        ),
+    }
 
 
 def _dropout_ops(run: _Run, rows: list[dict]) -> list[dict]:
@@ -845,7 +1060,7 @@ def _attention_gaps(run: _Run) -> dict:
         a, b = a[~long], b[~long]
         out["gaps"] += int((idle[~long] > 0).sum())
         if len(a):
-            ga, gb, _ = _busy_curve(a, b)         # the union of the kept gaps
+            ga, gb, _ = _busy_curve(a, b)  # the union of the kept gaps
             out["idle_us"] += float(((gb - ga) - (_busy_until(curve, gb) - _busy_until(curve, ga))).sum())
     return out
 
@@ -865,38 +1080,59 @@ def _launch_overhead(run: _Run) -> Optional[dict]:
     idle = gaps["idle_us"]
     if t_short < SHORT_TIME_SHARE * run.att_time and idle < IDLE_RATIO * run.att_time:
         return None
-    gain = max(0.0, idle - GRAPH_GAP_US * gaps["gaps"])     # a replayed graph still leaves ~0.4 µs a gap
+    gain = max(0.0, idle - GRAPH_GAP_US * gaps["gaps"])  # a replayed graph still leaves ~0.4 µs a gap
     # The gaps of a profiled run include the profiler's own CPU time per op, so they overstate what an
     # unprofiled run loses; the estimate claims at most attention's own GPU time.
     capped = gain > run.att_time
     gain = min(gain, run.att_time)
-    detail = (f"{len(short)} of {len(rows)} attention kernels run for less than {SHORT_KERNEL_US:g} µs "
-              f"({_us(t_short)}, {_pct(t_short / run.att_time)} of attention time), and the GPU sits idle for "
-              f"{_us(idle)} in {gaps['gaps']} gaps between consecutive kernels of the same attention call, with no "
-              f"GPU work at all (attention kernels run {_us(run.att_time)}). The CPU cannot launch kernels as fast as "
-              f"the GPU finishes them.")
+    detail = (
+        f"{len(short)} of {len(rows)} attention kernels run for less than {SHORT_KERNEL_US:g} µs "
+        f"({_us(t_short)}, {_pct(t_short / run.att_time)} of attention time), and the GPU sits idle for "
+        f"{_us(idle)} in {gaps['gaps']} gaps between consecutive kernels of the same attention call, with no "
+        f"GPU work at all (attention kernels run {_us(run.att_time)}). The CPU cannot launch kernels as fast as "
+        f"the GPU finishes them."
+    )
     if gaps["long_gaps"]:
-        detail += (f" {gaps['long_gaps']} longer gap(s) ({_us(gaps['long_gap_idle_us'])} idle, each over "
-                   f"{_us(LONG_GAP_US)}) are not counted: no launch takes that long (CPU work, a host sync or a "
-                   f"one-time setup such as a cuDNN plan).")
-    detail += (" The profiler's own overhead widens these gaps (more so with with_stack=True): confirm with a "
-               "lighter trace.")
+        detail += (
+            f" {gaps['long_gaps']} longer gap(s) ({_us(gaps['long_gap_idle_us'])} idle, each over "
+            f"{_us(LONG_GAP_US)}) are not counted: no launch takes that long (CPU work, a host sync or a "
+            f"one-time setup such as a cuDNN plan)."
+        )
+    detail += (
+        " The profiler's own overhead widens these gaps (more so with with_stack=True): confirm with a lighter trace."
+    )
     if capped:
-        detail += (f" The estimate is held to attention's own GPU time ({_us(run.att_time)}) because part of the "
-                   "idle time is the profiler's.")
-    return {"id": "launch_overhead", "title": "Many short attention kernels: launch-bound",
-            "detail": detail,
-            "evidence": {"short_kernels": len(short), "attention_kernels": len(rows), "short_time_us": _r(t_short),
-                         "idle_in_attention_us": _r(idle), "idle_gaps": gaps["gaps"],
-                         "long_gaps": gaps["long_gaps"], "long_gap_idle_us": _r(gaps["long_gap_idle_us"]),
-                         "long_gap_us": LONG_GAP_US, "graph_gap_us": GRAPH_GAP_US, "threshold_us": SHORT_KERNEL_US,
-                         "kernels": _group(short)},
-            "estimated_gain_us": _r(gain) if gain > 0 else None, "removable_us": _r(idle),
-            "how": ("Capture the step in a CUDA graph: torch.compile(model, mode=\"reduce-overhead\") (also fuses the "
-                    "small elementwise kernels), or torch.cuda.CUDAGraph / torch.cuda.graphs.make_graphed_callables "
-                    "with static input buffers (a preallocated KV cache for decode). The estimate is the GPU's idle "
-                    "time between kernels of the same attention call less the ~0.4 µs a replayed graph still leaves "
-                    "per gap (at most attention's GPU time): an upper bound on what graphs remove.")}
+        detail += (
+            f" The estimate is held to attention's own GPU time ({_us(run.att_time)}) because part of the "
+            "idle time is the profiler's."
+        )
+    return {
+        "id": "launch_overhead",
+        "title": "Many short attention kernels: launch-bound",
+        "detail": detail,
+        "evidence": {
+            "short_kernels": len(short),
+            "attention_kernels": len(rows),
+            "short_time_us": _r(t_short),
+            "idle_in_attention_us": _r(idle),
+            "idle_gaps": gaps["gaps"],
+            "long_gaps": gaps["long_gaps"],
+            "long_gap_idle_us": _r(gaps["long_gap_idle_us"]),
+            "long_gap_us": LONG_GAP_US,
+            "graph_gap_us": GRAPH_GAP_US,
+            "threshold_us": SHORT_KERNEL_US,
+            "kernels": _group(short),
+        },
+        "estimated_gain_us": _r(gain) if gain > 0 else None,
+        "removable_us": _r(idle),
+        "how": (
+            'Capture the step in a CUDA graph: torch.compile(model, mode="reduce-overhead") (also fuses the '
+            "small elementwise kernels), or torch.cuda.CUDAGraph / torch.cuda.graphs.make_graphed_callables "
+            "with static input buffers (a preallocated KV cache for decode). The estimate is the GPU's idle "
+            "time between kernels of the same attention call less the ~0.4 µs a replayed graph still leaves "
+            "per gap (at most attention's GPU time): an upper bound on what graphs remove."
+        ),
+    }
 
 
 def _slow_backward(run: _Run) -> Optional[dict]:
@@ -920,23 +1156,43 @@ def _slow_backward(run: _Run) -> Optional[dict]:
     parts = []
     ev = []
     for kind, f, b in hits:
-        members = [k for k in rows if k["phase"] in P.CORE_PHASES
-                   and (k["phase"] == "fused_attention") == (kind == "fused")]
+        members = [
+            k for k in rows if k["phase"] in P.CORE_PHASES and (k["phase"] == "fused_attention") == (kind == "fused")
+        ]
         ph = _phases(members)
-        cu = {p["direction"]: p["compute_util"] for p in ph if p["phase"] == ("fused_attention" if kind == "fused"
-                                                                            else p["phase"])}
+        cu = {
+            p["direction"]: p["compute_util"]
+            for p in ph
+            if p["phase"] == ("fused_attention" if kind == "fused" else p["phase"])
+        }
         parts.append(f"{kind} core attention: backward {_us(b)} vs forward {_us(f)} ({b / f:.1f}x)")
-        ev.append({"kind": kind, "forward_us": _r(f), "backward_us": _r(b), "ratio": _r(b / f, 2), "phases": ph,
-                   "kernels": _group([k for k in members if k["direction"] == "backward"]),
-                   "compute_util": cu})
-    return {"id": "slow_backward", "title": "Backward attention much slower than 2.5x forward",
-            "detail": ("; ".join(parts) + f". The backward does {BACKWARD_FLOP_RATIO:g}x the forward's matmul "
-                       f"FLOPs, so a ratio above {limit:.1f}x means it runs at a much lower efficiency than the "
-                       "forward: deterministic mode, an extra dq accumulation pass, atomics, a fallback kernel for "
-                       "this shape, or a recomputation."),
-            "evidence": {"directions": ev, "threshold_ratio": limit},
-            "estimated_gain_us": _r(gain), "removable_us": _r(sum(b for _, _, b in hits)),
-            "how": ("Check torch.are_deterministic_algorithms_enabled() (deterministic flash/mem-efficient "
-                    "backwards are slower); compare SDPA backends for the backward with torch.nn.attention.sdpa_kernel "
-                    "(cuDNN and flash backwards differ by shape); keep q/k/v contiguous so the backward does not copy; "
-                    "with activation checkpointing the forward is recomputed inside the backward (expected).")}
+        ev.append(
+            {
+                "kind": kind,
+                "forward_us": _r(f),
+                "backward_us": _r(b),
+                "ratio": _r(b / f, 2),
+                "phases": ph,
+                "kernels": _group([k for k in members if k["direction"] == "backward"]),
+                "compute_util": cu,
+            }
+        )
+    return {
+        "id": "slow_backward",
+        "title": "Backward attention much slower than 2.5x forward",
+        "detail": (
+            "; ".join(parts) + f". The backward does {BACKWARD_FLOP_RATIO:g}x the forward's matmul "
+            f"FLOPs, so a ratio above {limit:.1f}x means it runs at a much lower efficiency than the "
+            "forward: deterministic mode, an extra dq accumulation pass, atomics, a fallback kernel for "
+            "this shape, or a recomputation."
+        ),
+        "evidence": {"directions": ev, "threshold_ratio": limit},
+        "estimated_gain_us": _r(gain),
+        "removable_us": _r(sum(b for _, _, b in hits)),
+        "how": (
+            "Check torch.are_deterministic_algorithms_enabled() (deterministic flash/mem-efficient "
+            "backwards are slower); compare SDPA backends for the backward with torch.nn.attention.sdpa_kernel "
+            "(cuDNN and flash backwards differ by shape); keep q/k/v contiguous so the backward does not copy; "
+            "with activation checkpointing the forward is recomputed inside the backward (expected)."
+        ),
+    }

@@ -20,6 +20,7 @@ every original event, and every other top-level key, stays byte for byte as it w
 that ``]`` takes one parse with the trace reader; neither pass holds the file in memory. The
 output is gzip when its name ends in ``.gz``.
 """
+
 from __future__ import annotations
 
 import os
@@ -36,13 +37,14 @@ from .trace.reader import DEFAULT_MAX_BYTES, ByteSource, TraceParser, TraceReadE
 _deflate_lib: types.ModuleType
 try:  # ISA-L deflates several times faster than zlib at its low levels; same gzip format
     from isal import isal_zlib as _deflate_lib
+
     _LEVEL = 2
 except ImportError:  # pragma: no cover
     _deflate_lib = zlib
     _LEVEL = 1
 
-PID_BASE = 4_200_000        # above Linux's largest pid (2^22), so no real process has it
-SORT_BASE = 5_000_000       # Kineto sorts GPU n at 5000000 + n; ours sorts next to it
+PID_BASE = 4_200_000  # above Linux's largest pid (2^22), so no real process has it
+SORT_BASE = 5_000_000  # Kineto sorts GPU n at 5000000 + n; ours sorts next to it
 PHASE_CAT, CALL_CAT = "attention.phase", "attention.call"
 
 
@@ -71,7 +73,7 @@ class _Locator(TraceParser):
 def locate(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[int, int, set]:
     """(offset of the ``]`` closing traceEvents, number of entries in it, pids in use)."""
     try:
-        src = ByteSource(path, max_bytes)       # a directory, a pipe, a missing file: one line
+        src = ByteSource(path, max_bytes)  # a directory, a pipe, a missing file: one line
     except TraceReadError as e:
         raise AnnotateError(str(e)) from None
     try:
@@ -83,8 +85,10 @@ def locate(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[int, int, set
 
         p.parse(on_events)
         if src.truncated or p.close_at is None:
-            raise AnnotateError("truncated: the file ends before the closing ']' of traceEvents; it may still be "
-                                "being written (annotate needs the whole file)")
+            raise AnnotateError(
+                "truncated: the file ends before the closing ']' of traceEvents; it may still be "
+                "being written (annotate needs the whole file)"
+            )
     except TraceTruncated as e:
         raise AnnotateError(f"truncated: {e} (annotate needs the whole file)") from None
     except TraceReadError as e:
@@ -95,8 +99,24 @@ def locate(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[int, int, set
 
 
 # ------------------------------------------------------------------------------ the new events
-_ROW_FIELDS = ("id", "name", "ts", "dur_us", "device", "stream", "attention", "phase", "direction", "instance",
-               "scope", "flops", "bytes", "compute_util", "memory_util", "bound")
+_ROW_FIELDS = (
+    "id",
+    "name",
+    "ts",
+    "dur_us",
+    "device",
+    "stream",
+    "attention",
+    "phase",
+    "direction",
+    "instance",
+    "scope",
+    "flops",
+    "bytes",
+    "compute_util",
+    "memory_util",
+    "bound",
+)
 
 
 def _bound(rows: list[dict]) -> str:
@@ -180,16 +200,43 @@ def build_events(rows: Iterable[dict], used_pids: Iterable = (), per_kernel: boo
         tid = stream if isinstance(stream, int) else 0
         if pid not in named_pids:
             named_pids.add(pid)
-            events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
-                           "args": {"name": f"Attention phases (GPU {dev})"}})
-            events.append({"ph": "M", "name": "process_labels", "pid": pid, "tid": 0,
-                           "args": {"labels": f"tb-attention, GPU {dev}"}})
-            events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
-                           "args": {"sort_index": SORT_BASE + (dev if isinstance(dev, int) else 0)}})
-        events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
-                       "args": {"name": f"Attention phases (GPU {dev}, stream {stream})"}})
-        events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
-                       "args": {"sort_index": tid}})
+            events.append(
+                {
+                    "ph": "M",
+                    "name": "process_name",
+                    "pid": pid,
+                    "tid": 0,
+                    "args": {"name": f"Attention phases (GPU {dev})"},
+                }
+            )
+            events.append(
+                {
+                    "ph": "M",
+                    "name": "process_labels",
+                    "pid": pid,
+                    "tid": 0,
+                    "args": {"labels": f"tb-attention, GPU {dev}"},
+                }
+            )
+            events.append(
+                {
+                    "ph": "M",
+                    "name": "process_sort_index",
+                    "pid": pid,
+                    "tid": 0,
+                    "args": {"sort_index": SORT_BASE + (dev if isinstance(dev, int) else 0)},
+                }
+            )
+        events.append(
+            {
+                "ph": "M",
+                "name": "thread_name",
+                "pid": pid,
+                "tid": tid,
+                "args": {"name": f"Attention phases (GPU {dev}, stream {stream})"},
+            }
+        )
+        events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}})
         stats["tracks"] += 1
         # runs of same (call, direction, phase); calls of same (call, direction)
         runs: list[_Run] = []
@@ -226,21 +273,43 @@ def build_events(rows: Iterable[dict], used_pids: Iterable = (), per_kernel: boo
             inst = int(inst) if isinstance(inst, float) and inst == inst else inst
             args = {"instance": inst, "scope": scope, "direction": direction, "phases_us": phases}
             args.update(_summary_args(rows_all))
-            events.append({"ph": "X", "cat": CALL_CAT, "name": f"attention: {scope}" +
-                           (" (backward)" if direction == "backward" else ""),
-                           "pid": pid, "tid": tid, "ts": t0 / 1000.0, "dur": max(t1 - t0, 0) / 1000.0,
-                           "args": args})
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": CALL_CAT,
+                    "name": f"attention: {scope}" + (" (backward)" if direction == "backward" else ""),
+                    "pid": pid,
+                    "tid": tid,
+                    "ts": t0 / 1000.0,
+                    "dur": max(t1 - t0, 0) / 1000.0,
+                    "args": args,
+                }
+            )
             stats["call_spans"] += 1
             for run in group:
                 _, _, phase = run.key
                 label = PHASE_LABELS.get(phase, phase or "attention")
-                args = {"phase": phase, "label": label, "direction": direction, "core": phase in CORE_PHASES,
-                        "instance": inst, "scope": scope}
+                args = {
+                    "phase": phase,
+                    "label": label,
+                    "direction": direction,
+                    "core": phase in CORE_PHASES,
+                    "instance": inst,
+                    "scope": scope,
+                }
                 args.update(_summary_args(run.rows))
-                events.append({"ph": "X", "cat": PHASE_CAT,
-                               "name": label + (" (backward)" if direction == "backward" else ""),
-                               "pid": pid, "tid": tid, "ts": run.ts / 1000.0,
-                               "dur": max(run.end - run.ts, 0) / 1000.0, "args": args})
+                events.append(
+                    {
+                        "ph": "X",
+                        "cat": PHASE_CAT,
+                        "name": label + (" (backward)" if direction == "backward" else ""),
+                        "pid": pid,
+                        "tid": tid,
+                        "ts": run.ts / 1000.0,
+                        "dur": max(run.end - run.ts, 0) / 1000.0,
+                        "args": args,
+                    }
+                )
                 stats["phase_spans"] += 1
                 stats["kernels"] += len(run.rows)
     return events, stats
@@ -258,8 +327,9 @@ def kernel_rows(report: dict) -> Iterator[dict]:
 
 
 # ------------------------------------------------------------------------------ writing
-def splice(path: str, close_at: int, entries: int, events: list[dict], compress: bool,
-           max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[bytes]:
+def splice(
+    path: str, close_at: int, entries: int, events: list[dict], compress: bool, max_bytes: int = DEFAULT_MAX_BYTES
+) -> Iterator[bytes]:
     """The annotated file as byte chunks: the original stream with ``events`` inserted before
     offset ``close_at`` (the ``]`` of traceEvents); gzip-compressed when ``compress``."""
     insert = b""
@@ -312,8 +382,14 @@ def _new_file(folder: str) -> tuple[int, str]:
             continue
 
 
-def annotate_file(src: str, dst: str, report: Optional[dict] = None, per_kernel: bool = False,
-                  max_bytes: int = DEFAULT_MAX_BYTES, analyze: Optional[Callable[[str], dict]] = None) -> dict:
+def annotate_file(
+    src: str,
+    dst: str,
+    report: Optional[dict] = None,
+    per_kernel: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    analyze: Optional[Callable[[str], dict]] = None,
+) -> dict:
     """Write ``dst``: ``src`` plus the attention tracks. ``report`` is the analysis of ``src``
     (``analyze(src)`` gives it when absent). Returns counts. Raises :class:`AnnotateError`."""
     try:

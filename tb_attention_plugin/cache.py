@@ -6,6 +6,7 @@ The key covers the file's absolute path, size and mtime, the analysis options an
 version, so a changed file or a new release is analysed again. Entries are msgpack,
 zlib-compressed; the directory is pruned to ``max_bytes`` (oldest first).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -26,6 +27,7 @@ try:  # ISA-L inflates about 3x faster; same format as zlib
 except ImportError:  # pragma: no cover
     _inflate_lib = zlib
 
+
 def _source_fingerprint() -> str:
     """A hash of the package's own code: any change to the analysis (an upgrade, a local edit)
     invalidates cached reports, not only a version bump. ~2 ms for the whole package."""
@@ -44,7 +46,7 @@ def _source_fingerprint() -> str:
 
 
 ENGINE_VERSION = f"{__version__}+{_source_fingerprint()}"
-_WRITTEN: dict = {}          # cache directory -> bytes this process wrote there since it last pruned
+_WRITTEN: dict = {}  # cache directory -> bytes this process wrote there since it last pruned
 DEFAULT_MAX_BYTES = 1 << 30
 
 
@@ -74,6 +76,7 @@ class ReportCache:
                 return None
             if isinstance(out.get("kernels"), dict) and "columns" in out["kernels"]:
                 from .table import KernelTable
+
                 out["kernels"] = KernelTable.from_state(out["kernels"])
             return out
         except (OSError, zlib.error, msgspec.DecodeError, KeyError, ValueError, TypeError):

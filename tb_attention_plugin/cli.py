@@ -4,6 +4,7 @@ Exit codes: 0 every input analysed; 2 some input could not be read (the good one
 reported; one ``error: <file>: <problem>`` line per bad file on stderr, never a traceback).
 ``check`` (docs/ci.md) also exits 1 when the budget is exceeded.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,30 +34,44 @@ def _common(p: argparse.ArgumentParser) -> None:
     # Flags that override a TB_ATTENTION_* variable default to None ("not given") and are parsed
     # by settings.py, with the environment's parsers (settings.SETTINGS).
     g = p.add_argument_group("analysis")
-    g.add_argument("--peaks", metavar="SPEC",
-                   help="device peaks for an unknown GPU or to override: a JSON file, or "
-                        "'bf16=312,fp32=19.5,memory=1.5' (TFLOP/s and TB/s)")
-    g.add_argument("--peak-basis", choices=("measured", "datasheet"),
-                   help="use measured peaks where the table has them (default) or datasheet peaks")
-    g.add_argument("--module-pattern",
-                   help=f"regex on nn.Module class names that scope attention (default: {P.DEFAULT_MODULE_PATTERN})")
-    g.add_argument("--annotation-pattern",
-                   help="regex on record_function names that scope attention "
-                        f"(default: {P.DEFAULT_ANNOTATION_PATTERN})")
+    g.add_argument(
+        "--peaks",
+        metavar="SPEC",
+        help="device peaks for an unknown GPU or to override: a JSON file, or "
+        "'bf16=312,fp32=19.5,memory=1.5' (TFLOP/s and TB/s)",
+    )
+    g.add_argument(
+        "--peak-basis",
+        choices=("measured", "datasheet"),
+        help="use measured peaks where the table has them (default) or datasheet peaks",
+    )
+    g.add_argument(
+        "--module-pattern",
+        help=f"regex on nn.Module class names that scope attention (default: {P.DEFAULT_MODULE_PATTERN})",
+    )
+    g.add_argument(
+        "--annotation-pattern",
+        help=f"regex on record_function names that scope attention (default: {P.DEFAULT_ANNOTATION_PATTERN})",
+    )
     g.add_argument("--step", help="analyse one profiler step only (e.g. 3 or ProfilerStep#3)")
-    g.add_argument("--reference", metavar="TRACE",
-                   help="for kernels replayed from CUDA graphs: a trace of the same step run eagerly (or of the "
-                        "graph capture); their op, module, shapes and cost are carried over from it")
-    g.add_argument("--max-bytes", metavar="SIZE",
-                   help="refuse traces that decompress to more than this (default 16G)")
+    g.add_argument(
+        "--reference",
+        metavar="TRACE",
+        help="for kernels replayed from CUDA graphs: a trace of the same step run eagerly (or of the "
+        "graph capture); their op, module, shapes and cost are carried over from it",
+    )
+    g.add_argument("--max-bytes", metavar="SIZE", help="refuse traces that decompress to more than this (default 16G)")
     g.add_argument("--no-cache", action="store_true", help="do not read or write the report cache")
     g.add_argument("--cache-dir", help="report cache directory (default ~/.cache/tb-attention)")
 
 
 def _wide_opt(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--wide", action="store_true",
-                   help="print every column and whole names; by default text fits the terminal width "
-                        "(COLUMNS, else the terminal, else 100)")
+    p.add_argument(
+        "--wide",
+        action="store_true",
+        help="print every column and whole names; by default text fits the terminal width "
+        "(COLUMNS, else the terminal, else 100)",
+    )
 
 
 def _width(a) -> Optional[int]:
@@ -65,13 +80,18 @@ def _width(a) -> Optional[int]:
     if getattr(a, "wide", False):
         return None
     from .formats import MIN_WIDTH
+
     return max(MIN_WIDTH, shutil.get_terminal_size((100, 24)).columns)
 
 
 def _compare_opts(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("comparison")
-    g.add_argument("--normalize", choices=("auto", "per-step", "total"), default="auto",
-                   help="compare per-step averages (auto: when the step counts differ) or totals")
+    g.add_argument(
+        "--normalize",
+        choices=("auto", "per-step", "total"),
+        default="auto",
+        help="compare per-step averages (auto: when the step counts differ) or totals",
+    )
     g.add_argument("--top", type=int, default=12, help="kernel groups listed (default 12, 0 = all)")
 
 
@@ -85,8 +105,12 @@ def _settings(a) -> Settings:
     ref = getattr(a, "reference", None)
     if ref is not None and not os.path.isfile(ref):
         raise SystemExit(_fail(f"error: {ref}: --reference: not a readable trace file"))
-    return dataclasses.replace(s, options=dataclasses.replace(
-        s.options, step=a.step, allow_partial=bool(getattr(a, "allow_partial", False)), reference=ref))
+    return dataclasses.replace(
+        s,
+        options=dataclasses.replace(
+            s.options, step=a.step, allow_partial=bool(getattr(a, "allow_partial", False)), reference=ref
+        ),
+    )
 
 
 def _cache(s: Settings) -> Optional[ReportCache]:
@@ -94,9 +118,12 @@ def _cache(s: Settings) -> Optional[ReportCache]:
 
 
 def _partial_opt(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--allow-partial", action="store_true",
-                   help="analyse the events before the cut of a truncated trace (marked partial in every "
-                        "output) instead of failing with exit 2")
+    p.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="analyse the events before the cut of a truncated trace (marked partial in every "
+        "output) instead of failing with exit 2",
+    )
 
 
 def _fail(msg: str) -> int:
@@ -111,6 +138,7 @@ def _one_line(text: str) -> str:
     """One line of plain text: whitespace collapsed, other control characters (terminal escapes)
     and bytes that are not UTF-8 shown escaped."""
     from .trace.files import shown_path
+
     text = " ".join(shown_path(str(text)).split())
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
@@ -129,16 +157,19 @@ def _shown(path: str) -> str:
     """A file name in an error line: every control character escaped (a newline in a name must
     not start a second line), bytes that are not UTF-8 as ``\\xff``."""
     from .trace.files import shown_path
+
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], shown_path(str(path)))
 
 
 def _files(paths: list[str]) -> list[str]:
     from .trace.files import expand_paths
+
     return [f for f, _ in expand_paths(paths)]
 
 
 def _reports(a, paths: list[str]) -> tuple[list[dict], list[dict]]:
     from .analyze import analyze_path
+
     s = _settings(a)
     opt, cache = s.options, _cache(s)
     ok: list[dict] = []
@@ -157,6 +188,7 @@ def _analyze_json(a, out) -> list[dict]:
     in the cache is copied from it without analysing anything."""
     from .jsonout import envelope_head, iter_trace_body, trace_json_head
     from .trace.files import shown_path
+
     s = _settings(a)
     opt, cache = s.options, _cache(s)
     files = _files(a.paths)
@@ -182,6 +214,7 @@ def _analyze_json(a, out) -> list[dict]:
                     out.write(c)
                 continue
         from .analyze import analyze_path
+
         rep = _known_error(a, f) or analyze_path(f, opt, cache)
         if rep.get("status") != "ok":
             bad.append(rep)
@@ -227,6 +260,7 @@ def cmd_analyze(a) -> int:
         return EXIT_BAD_INPUT if bad else EXIT_OK
     from .formats import render_csv, render_text
     from .report import envelope
+
     ok, bad = _reports(a, a.paths)
     for b in bad:
         print(f"error: {_shown(b['path'])}: {_one_line(b['error'])}", file=sys.stderr)
@@ -235,8 +269,7 @@ def cmd_analyze(a) -> int:
     elif a.format == "csv":
         text = render_csv(ok, memory=a.memory)
     else:
-        text = _printable(render_text(ok, markdown=a.format == "markdown", top=a.top, memory=a.memory,
-                                      width=_width(a)))
+        text = _printable(render_text(ok, markdown=a.format == "markdown", top=a.top, memory=a.memory, width=_width(a)))
     _emit(text, a.output)
     return EXIT_BAD_INPUT if bad else EXIT_OK
 
@@ -244,15 +277,23 @@ def cmd_analyze(a) -> int:
 def cmd_annotate(a) -> int:
     from .analyze import analyze_path
     from .annotate import AnnotateError, annotate_file
+
     s = _settings(a)
     opt, cache = s.options, _cache(s)
     try:
-        st = annotate_file(a.trace, a.output, per_kernel=a.per_kernel, max_bytes=opt.max_bytes,
-                           analyze=lambda p: analyze_path(p, opt, cache))
+        st = annotate_file(
+            a.trace,
+            a.output,
+            per_kernel=a.per_kernel,
+            max_bytes=opt.max_bytes,
+            analyze=lambda p: analyze_path(p, opt, cache),
+        )
     except (AnnotateError, OSError) as e:
         return _fail(f"error: {_shown(a.trace)}: {_one_line(str(getattr(e, 'strerror', None) or e))}")
-    print(f"wrote {a.output}: {st['phase_spans']} phase spans and {st['call_spans']} attention-call spans on "
-          f"{st['tracks']} track(s), {st['original_entries']} original events kept")
+    print(
+        f"wrote {a.output}: {st['phase_spans']} phase spans and {st['call_spans']} attention-call spans on "
+        f"{st['tracks']} track(s), {st['original_entries']} original events kept"
+    )
     if not st["phase_spans"]:
         print("note: no attention GPU kernels in this trace, so the copy has no attention tracks", file=sys.stderr)
     return EXIT_OK
@@ -264,6 +305,7 @@ def cmd_devices(a) -> int:
         sys.stdout.write(to_json(rows).decode() + "\n")
         return EXIT_OK
     from .formats import render_devices
+
     sys.stdout.write(render_devices(rows, _width(a)))
     return EXIT_OK
 
@@ -272,6 +314,7 @@ def _side(a, path: str, label: str):
     """A comparison side from a trace file or a directory (all its traces aggregated); on bad input
     the error entries instead."""
     from .compare import aggregate, summarize
+
     ok, bad = _reports(a, [path])
     if bad:
         return None, bad
@@ -280,6 +323,7 @@ def _side(a, path: str, label: str):
 
 def _compare(a, base_path: str, new_path: str):
     from .compare import compare_reports
+
     base, bad_b = _side(a, base_path, base_path)
     new, bad_n = _side(a, new_path, new_path)
     bad = bad_b + bad_n
@@ -292,6 +336,7 @@ def _compare(a, base_path: str, new_path: str):
 
 def cmd_compare(a) -> int:
     from .compare import render
+
     cmp = _compare(a, a.base, a.new)
     if cmp is None:
         return EXIT_BAD_INPUT
@@ -305,6 +350,7 @@ def cmd_compare(a) -> int:
 
 def cmd_check(a) -> int:
     from .compare import check, parse_share
+
     if a.max_regression is None and a.max_attention_share is None:
         return _fail("error: check: give --max-regression PCT and/or --max-attention-share X")
     if a.max_regression is not None and not a.baseline:
@@ -329,18 +375,29 @@ def cmd_check(a) -> int:
 
 # ---------------------------------------------------------------- many ranks, Dask (ranks/)
 
+
 def _distributed(p: argparse.ArgumentParser, auto: bool = True) -> None:
     """``auto``: without --workers, more than a few files to analyse start a local cluster."""
     g = p.add_argument_group("distributed (Dask)")
-    g.add_argument("--scheduler", metavar="ADDRESS",
-                   help="run the per-file analyses on an existing Dask cluster (e.g. tcp://host:8786); its "
-                        "workers must see the same paths")
-    g.add_argument("--workers", type=int, metavar="N",
-                   help="worker processes of a local Dask cluster (0: in this process; default: "
-                        + ("a cluster of one per CPU when more than a few files need analysing)" if auto
-                           else "in this process)"))
-    g.add_argument("--worker-memory", type=_size_arg, metavar="SIZE",
-                   help="memory limit per local worker (default: this machine's memory shared equally)")
+    g.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run the per-file analyses on an existing Dask cluster (e.g. tcp://host:8786); its "
+        "workers must see the same paths",
+    )
+    g.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="worker processes of a local Dask cluster (0: in this process; default: "
+        + ("a cluster of one per CPU when more than a few files need analysing)" if auto else "in this process)"),
+    )
+    g.add_argument(
+        "--worker-memory",
+        type=_size_arg,
+        metavar="SIZE",
+        help="memory limit per local worker (default: this machine's memory shared equally)",
+    )
 
 
 def _size_arg(text: str) -> int:
@@ -358,6 +415,7 @@ def _known_error(a, path: str) -> Optional[dict]:
 def _summaries(a, paths: list[str], keep_json: bool = False):
     """(summaries in file order, run info) or an exit code after printing the error line."""
     from .ranks.distributed import ClusterError, summarize_files
+
     files = _files(paths)
     if not files:
         return _fail(f"error: {_shown(', '.join(paths))}: no trace files found")
@@ -365,32 +423,47 @@ def _summaries(a, paths: list[str], keep_json: bool = False):
         return _fail("error: --workers: must be 0 or more")
     try:
         s = _settings(a)
-        return summarize_files(files, s.options, s.cache_dir, not s.no_cache,
-                               scheduler=a.scheduler, workers=a.workers, worker_memory=a.worker_memory,
-                               keep_json=keep_json, timeout=s.dask_timeout)
+        return summarize_files(
+            files,
+            s.options,
+            s.cache_dir,
+            not s.no_cache,
+            scheduler=a.scheduler,
+            workers=a.workers,
+            worker_memory=a.worker_memory,
+            keep_json=keep_json,
+            timeout=s.dask_timeout,
+        )
     except ClusterError as e:
-        return _fail(f"error: {'--scheduler ' + a.scheduler if a.scheduler else 'local Dask cluster'}: "
-                     f"{_one_line(str(e))}")
+        return _fail(
+            f"error: {'--scheduler ' + a.scheduler if a.scheduler else 'local Dask cluster'}: {_one_line(str(e))}"
+        )
 
 
 def _analyze_on_cluster(a) -> Optional[int]:
     """Analyse every file on Dask workers, which keep the reports in the shared cache; the normal
     path then prints them from the cache. None to continue, or an exit code."""
     if _settings(a).no_cache:
-        return _fail("error: --scheduler/--workers: analyze needs the report cache to bring reports back "
-                     "(drop --no-cache; with a remote cluster give --cache-dir on a shared path)")
+        return _fail(
+            "error: --scheduler/--workers: analyze needs the report cache to bring reports back "
+            "(drop --no-cache; with a remote cluster give --cache-dir on a shared path)"
+        )
     res = _summaries(a, a.paths, keep_json=a.format == "json" and not a.pretty)
     if isinstance(res, int):
         return res
     sums, _ = res
-    a.known_errors = {f: {"path": s["path"], "status": "error", "error": s["error"]}
-                      for f, s in zip(_files(a.paths), sums) if s.get("status") != "ok"}
+    a.known_errors = {
+        f: {"path": s["path"], "status": "error", "error": s["error"]}
+        for f, s in zip(_files(a.paths), sums)
+        if s.get("status") != "ok"
+    }
     return None
 
 
 def cmd_ranks(a) -> int:
     from .ranks.job import job_view
     from .ranks.render import render_csv, render_text
+
     res = _summaries(a, a.paths)
     if isinstance(res, int):
         return res
@@ -410,6 +483,7 @@ def cmd_ranks(a) -> int:
 
 def cmd_summarize(a) -> int:
     import time
+
     if _settings(a).no_cache:
         return _fail("error: summarize: fills the report cache; drop --no-cache")
     t0 = time.monotonic()
@@ -424,47 +498,69 @@ def cmd_summarize(a) -> int:
     for s in sums:
         if s.get("status") == "ok":
             runs.setdefault(os.path.dirname(s["path"]), []).append(s)
-    how = {"inprocess": "in this process", "local": f"on a local Dask cluster of {info['workers']} worker(s)",
-           "scheduler": f"on the Dask cluster at {a.scheduler}"}[info["mode"]]
+    how = {
+        "inprocess": "in this process",
+        "local": f"on a local Dask cluster of {info['workers']} worker(s)",
+        "scheduler": f"on the Dask cluster at {a.scheduler}",
+    }[info["mode"]]
     cache_dir = _settings(a).cache_dir
-    print(f"summarized {len(sums) - len(bad)} trace(s) in {len(runs)} run(s): {info['cached']} already cached, "
-          f"{info['analysed']} analysed {how} in {time.monotonic() - t0:.1f} s; {len(bad)} failed; cache {cache_dir}")
+    print(
+        f"summarized {len(sums) - len(bad)} trace(s) in {len(runs)} run(s): {info['cached']} already cached, "
+        f"{info['analysed']} analysed {how} in {time.monotonic() - t0:.1f} s; {len(bad)} failed; cache {cache_dir}"
+    )
     return EXIT_BAD_INPUT if bad else EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tb-attention",
-                                description="Where attention spends GPU time in PyTorch profiler traces.")
+    p = argparse.ArgumentParser(
+        prog="tb-attention", description="Where attention spends GPU time in PyTorch profiler traces."
+    )
     p.add_argument("--version", action="version", version=f"tb-attention {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    an = sub.add_parser("analyze", aliases=["analyse"], help="analyse traces (files or directories)",
-                        description="Analyse torch.profiler traces: attention kernels, phases, roofline, bounds.")
+    an = sub.add_parser(
+        "analyze",
+        aliases=["analyse"],
+        help="analyse traces (files or directories)",
+        description="Analyse torch.profiler traces: attention kernels, phases, roofline, bounds.",
+    )
     an.add_argument("paths", nargs="+", metavar="PATH", help="trace file (.json, .json.gz) or directory")
     an.add_argument("--format", "-f", choices=("table", "json", "csv", "markdown"), default="table")
     an.add_argument("--output", "-o", help="write to this file instead of stdout")
     an.add_argument("--pretty", action="store_true", help="indent JSON output")
     an.add_argument("--top", type=int, default=10, help="attention kernels listed in table/markdown (default 10)")
-    an.add_argument("--memory", action="store_true",
-                    help="add the memory section (allocations, KV footprint, data movement) to table/markdown/csv; "
-                         "JSON always has the 'memory' block")
+    an.add_argument(
+        "--memory",
+        action="store_true",
+        help="add the memory section (allocations, KV footprint, data movement) to table/markdown/csv; "
+        "JSON always has the 'memory' block",
+    )
     _wide_opt(an)
     _common(an)
     _partial_opt(an)
     _distributed(an, auto=False)
     an.set_defaults(func=cmd_analyze)
-    at = sub.add_parser("annotate", help="write a copy of a trace with attention phases as timeline tracks",
-                        description="Copy a trace, adding attention calls and phases as their own tracks on the GPU "
-                                    "time axis (Perfetto, chrome://tracing). Original events are kept byte for byte.")
+    at = sub.add_parser(
+        "annotate",
+        help="write a copy of a trace with attention phases as timeline tracks",
+        description="Copy a trace, adding attention calls and phases as their own tracks on the GPU "
+        "time axis (Perfetto, chrome://tracing). Original events are kept byte for byte.",
+    )
     at.add_argument("trace", metavar="TRACE", help="trace file (.json or .json.gz)")
     at.add_argument("--output", "-o", required=True, metavar="OUT", help="output file (gzip when it ends in .gz)")
-    at.add_argument("--per-kernel", action="store_true",
-                    help="one slice per attention kernel instead of one per run of same-phase kernels")
+    at.add_argument(
+        "--per-kernel",
+        action="store_true",
+        help="one slice per attention kernel instead of one per run of same-phase kernels",
+    )
     _common(at)
     at.set_defaults(func=cmd_annotate)
-    cp = sub.add_parser("compare", help="compare two runs: per phase, fused vs decomposed, kernel groups",
-                        description="Compare the attention of two runs (BASE, NEW: a trace file, or a directory "
-                                    "whose traces are aggregated). Times are per-step averages when the runs hold "
-                                    "different numbers of profiler steps.")
+    cp = sub.add_parser(
+        "compare",
+        help="compare two runs: per phase, fused vs decomposed, kernel groups",
+        description="Compare the attention of two runs (BASE, NEW: a trace file, or a directory "
+        "whose traces are aggregated). Times are per-step averages when the runs hold "
+        "different numbers of profiler steps.",
+    )
     cp.add_argument("base", metavar="BASE", help="baseline: trace file or directory")
     cp.add_argument("new", metavar="NEW", help="new run: trace file or directory")
     cp.add_argument("--format", "-f", choices=("table", "json", "markdown"), default="table")
@@ -474,25 +570,33 @@ def build_parser() -> argparse.ArgumentParser:
     _common(cp)
     _partial_opt(cp)
     cp.set_defaults(func=cmd_compare)
-    ck = sub.add_parser("check", help="CI gate: fail when attention time regressed beyond a budget",
-                        description="Exit 0 within budget, 1 when NEW's attention time exceeds BASE's by more than "
-                                    "PCT percent (or its attention share exceeds X), 2 on unreadable input.")
+    ck = sub.add_parser(
+        "check",
+        help="CI gate: fail when attention time regressed beyond a budget",
+        description="Exit 0 within budget, 1 when NEW's attention time exceeds BASE's by more than "
+        "PCT percent (or its attention share exceeds X), 2 on unreadable input.",
+    )
     ck.add_argument("new", metavar="NEW", help="the run to check: trace file or directory")
     ck.add_argument("--baseline", "-b", metavar="BASE", help="baseline trace file or directory")
-    ck.add_argument("--max-regression", type=float, metavar="PCT",
-                    help="fail when attention time grew by more than PCT percent")
-    ck.add_argument("--max-attention-share", metavar="X",
-                    help="fail when attention exceeds this share of GPU time (0.4 or 40%%)")
+    ck.add_argument(
+        "--max-regression", type=float, metavar="PCT", help="fail when attention time grew by more than PCT percent"
+    )
+    ck.add_argument(
+        "--max-attention-share", metavar="X", help="fail when attention exceeds this share of GPU time (0.4 or 40%%)"
+    )
     ck.add_argument("--format", "-f", choices=("text", "json"), default="text")
     _compare_opts(ck)
     _common(ck)
     _partial_opt(ck)
     ck.set_defaults(func=cmd_check)
-    rk = sub.add_parser("ranks", help="one row per rank of a multi-GPU job: spread and stragglers",
-                        description="Summarise every trace of a job (one per rank), in rank order: attention and "
-                                    "compute busy time, phases, communication; the spread over ranks and the ranks "
-                                    "whose attention is well above the median (stragglers), with the phases that "
-                                    "explain it.")
+    rk = sub.add_parser(
+        "ranks",
+        help="one row per rank of a multi-GPU job: spread and stragglers",
+        description="Summarise every trace of a job (one per rank), in rank order: attention and "
+        "compute busy time, phases, communication; the spread over ranks and the ranks "
+        "whose attention is well above the median (stragglers), with the phases that "
+        "explain it.",
+    )
     rk.add_argument("paths", nargs="+", metavar="PATH", help="trace files or a directory (e.g. the job's log dir)")
     rk.add_argument("--format", "-f", choices=("table", "json", "csv", "markdown"), default="table")
     rk.add_argument("--output", "-o", help="write to this file instead of stdout")
@@ -501,10 +605,13 @@ def build_parser() -> argparse.ArgumentParser:
     _partial_opt(rk)
     _distributed(rk)
     rk.set_defaults(func=cmd_ranks)
-    sm = sub.add_parser("summarize", help="analyse a log directory ahead of time (the cache TensorBoard reads)",
-                        description="Analyse every trace under LOGDIR and keep the reports and rank summaries in the "
-                                    "report cache, so that the Attention tab opens a job of many ranks at once. Use "
-                                    "the same analysis options (and cache directory) as the TensorBoard plugin.")
+    sm = sub.add_parser(
+        "summarize",
+        help="analyse a log directory ahead of time (the cache TensorBoard reads)",
+        description="Analyse every trace under LOGDIR and keep the reports and rank summaries in the "
+        "report cache, so that the Attention tab opens a job of many ranks at once. Use "
+        "the same analysis options (and cache directory) as the TensorBoard plugin.",
+    )
     sm.add_argument("paths", nargs="+", metavar="LOGDIR", help="log directory (or trace files)")
     _common(sm)
     _distributed(sm)
@@ -522,7 +629,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if not getattr(a, "command", None):
         parser.print_help()
         return EXIT_BAD_INPUT
-    if hasattr(a, "max_bytes"):            # a command that analyses: the environment's settings apply
+    if hasattr(a, "max_bytes"):  # a command that analyses: the environment's settings apply
         a.env_settings = settings.from_env(plugin=False)
         for w in a.env_settings.warnings:
             print(f"warning: {_one_line(w)}", file=sys.stderr)

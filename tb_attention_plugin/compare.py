@@ -17,6 +17,7 @@ Conventions: ``delta`` = new − base, ``delta_pct`` = 100·delta/base, ``ratio`
 numbers of profiler steps, times, FLOPs, bytes and counts are per-step averages of each side
 (``normalization``); utilisations and bounds never need normalising.
 """
+
 from __future__ import annotations
 
 import re
@@ -43,32 +44,53 @@ UNFUSED_CORE = ("qk_matmul", "scale", "mask", "softmax", "dropout", "pv_matmul")
 CORE = UNFUSED_CORE + ("fused_attention",)
 PROJECTIONS = ("qkv_proj", "out_proj")
 OTHER = ("rotary", "layout", "other")
-SECTIONS = (("core", "core attention", CORE), ("projections", "projections", PROJECTIONS),
-            ("other", "rotary, layout and other attention work", OTHER))
+SECTIONS = (
+    ("core", "core attention", CORE),
+    ("projections", "projections", PROJECTIONS),
+    ("other", "rotary, layout and other attention work", OTHER),
+)
 DIRECTIONS = ("forward", "backward")
 
 # Report totals compared, by kind: times are normalised per step, shares are not.
-TIME_TOTALS = ("attention_time_us", "core_attention_time_us", "projection_time_us", "forward_time_us",
-               "backward_time_us", "fused_time_us", "unfused_core_time_us", "gpu_time_us", "gpu_busy_us",
-               "kernel_time_us")
+TIME_TOTALS = (
+    "attention_time_us",
+    "core_attention_time_us",
+    "projection_time_us",
+    "forward_time_us",
+    "backward_time_us",
+    "fused_time_us",
+    "unfused_core_time_us",
+    "gpu_time_us",
+    "gpu_busy_us",
+    "kernel_time_us",
+)
 COUNT_TOTALS = ("attention_kernels", "instances")
 SHARE_TOTALS = ("attention_share",)
 # Phase-row fields carried per side; the first group is normalised per step.
 _PHASE_SUMS = ("time_us", "kernels", "instances", "flops", "bytes")
-_PHASE_RATES = ("share", "achieved_flops_per_s", "achieved_bytes_per_s", "intensity", "compute_util",
-                "memory_util", "bound", "estimated", "cost_coverage")
+_PHASE_RATES = (
+    "share",
+    "achieved_flops_per_s",
+    "achieved_bytes_per_s",
+    "intensity",
+    "compute_util",
+    "memory_util",
+    "bound",
+    "estimated",
+    "cost_coverage",
+)
 ROOF_REACHED = 0.5
-SAME_PCT = 1.0          # |delta_pct| below this: "about the same"
+SAME_PCT = 1.0  # |delta_pct| below this: "about the same"
 
 
 # ---------------------------------------------------------------- kernel groups
 
 _TEMPLATE_CHARS = re.compile(r"[<>]")
-_SIZE = re.compile(r"\d+x\d*")                 # 256x128, 64x4, 1x2x1, tilesize128x128x8, 5x
+_SIZE = re.compile(r"\d+x\d*")  # 256x128, 64x4, 1x2x1, tilesize128x128x8, 5x
 _NUMBER = re.compile(r"^\d+$")
 _HEX = re.compile(r"^(0x[0-9a-fA-F]+|(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,})$")
 _TRANSPOSE = re.compile(r"^([TN]{1,3}|[tn]{1,2})$")
-_PARAM_WORDS = frozenset({"knob", "tilesize", "stage", "warpsize", "cga"})   # a parameter's name, its value cut
+_PARAM_WORDS = frozenset({"knob", "tilesize", "stage", "warpsize", "cga"})  # a parameter's name, its value cut
 
 
 def kernel_group(name: str) -> str:
@@ -117,12 +139,14 @@ def _attention_kernels(kernels) -> Iterable[tuple]:
     if kernels is None:
         return []
     cols = getattr(kernels, "columns", None)
-    if isinstance(cols, dict) and "attention" in cols:                     # table.KernelTable
+    if isinstance(cols, dict) and "attention" in cols:  # table.KernelTable
         import numpy as np
+
         idx = np.flatnonzero(np.asarray(cols["attention"], dtype=bool))
         return zip(*(_col(cols[c], idx) for c in ("name", "phase", "direction", "dur_us")))
     if hasattr(kernels, "text_values") and hasattr(kernels, "attention"):  # server.index.KernelTable
         import numpy as np
+
         idx = np.flatnonzero(kernels.attention)
         names = kernels.text_values["name"]
         name = [names[c] for c in kernels.text["name"][idx].tolist()]
@@ -130,9 +154,9 @@ def _attention_kernels(kernels) -> Iterable[tuple]:
         def cat(col):
             vals = kernels.cat_values.get(col, [])
             return [vals[c] if c >= 0 else None for c in kernels.cat[col][idx].tolist()]
+
         return zip(name, cat("phase"), cat("direction"), kernels.num["dur_us"][idx].tolist())
-    return ((k.get("name"), k.get("phase"), k.get("direction"), k.get("dur_us"))
-            for k in kernels if k.get("attention"))
+    return ((k.get("name"), k.get("phase"), k.get("direction"), k.get("dur_us")) for k in kernels if k.get("attention"))
 
 
 def _col(c, idx) -> list:
@@ -149,9 +173,10 @@ def _attention_codes(kernels) -> Optional[tuple]:
     phase vocab, direction codes, direction vocab, dur_us)`` (code -1 = None), or None for a list
     of row dicts or a table without coded columns."""
     import numpy as np
+
     cols = getattr(kernels, "columns", None)
-    if isinstance(cols, dict) and "attention" in cols:                     # table.KernelTable
-        coded: list[Any] = [cols.get(c) for c in ("name", "phase", "direction")]   # table.Coded, duck-typed
+    if isinstance(cols, dict) and "attention" in cols:  # table.KernelTable
+        coded: list[Any] = [cols.get(c) for c in ("name", "phase", "direction")]  # table.Coded, duck-typed
         dur = cols.get("dur_us")
         if not all(hasattr(c, "codes") and hasattr(c, "vocab") for c in coded) or not isinstance(dur, np.ndarray):
             return None
@@ -160,17 +185,22 @@ def _attention_codes(kernels) -> Optional[tuple]:
         for c in coded:
             vocab = list(c.vocab)
             codes = np.asarray(c.codes)[idx].astype(np.int64)
-            if any(v is None for v in vocab):          # None -> -1, as in the dashboard's table
+            if any(v is None for v in vocab):  # None -> -1, as in the dashboard's table
                 remap = np.array([-1 if v is None else i for i, v in enumerate(vocab)], dtype=np.int64)
                 codes = remap[codes] if len(vocab) else codes
             out += [codes, vocab]
         return (*out, np.asarray(dur, dtype=np.float64)[idx])
     if hasattr(kernels, "text_values") and hasattr(kernels, "attention"):  # server.index.KernelTable
         idx = np.flatnonzero(kernels.attention)
-        return (kernels.text["name"][idx].astype(np.int64), kernels.text_values["name"],
-                kernels.cat["phase"][idx].astype(np.int64), kernels.cat_values.get("phase", []),
-                kernels.cat["direction"][idx].astype(np.int64), kernels.cat_values.get("direction", []),
-                kernels.num["dur_us"][idx])
+        return (
+            kernels.text["name"][idx].astype(np.int64),
+            kernels.text_values["name"],
+            kernels.cat["phase"][idx].astype(np.int64),
+            kernels.cat_values.get("phase", []),
+            kernels.cat["direction"][idx].astype(np.int64),
+            kernels.cat_values.get("direction", []),
+            kernels.num["dur_us"][idx],
+        )
     return None
 
 
@@ -179,8 +209,9 @@ def _kernel_groups_coded(codes: tuple) -> list[dict]:
     sums are taken with ``np.bincount``, which adds row by row in trace order like the loop does,
     so the result is the same, in the same order."""
     import numpy as np
+
     name_c, names, phase_c, phases, dir_c, dirs, dur = codes
-    keep = name_c >= 0                                  # a kernel without a name is skipped
+    keep = name_c >= 0  # a kernel without a name is skipped
     if not keep.all():
         name_c, phase_c, dir_c, dur = name_c[keep], phase_c[keep], dir_c[keep], dur[keep]
     if not len(name_c):
@@ -189,8 +220,8 @@ def _kernel_groups_coded(codes: tuple) -> list[dict]:
     combo = (name_c * n_p + (phase_c + 1)) * n_d + (dir_c + 1)
     uniq, first, inv = np.unique(combo, return_index=True, return_inverse=True)
     inv = inv.reshape(-1)
-    group_of: dict = {}                                  # group key -> group number, first seen first
-    pair_of: dict = {}                                   # (group number, name) -> pair number
+    group_of: dict = {}  # group key -> group number, first seen first
+    pair_of: dict = {}  # (group number, name) -> pair number
     combo_group = np.empty(len(uniq), dtype=np.int64)
     combo_pair = np.empty(len(uniq), dtype=np.int64)
     memo: dict = {}
@@ -208,8 +239,9 @@ def _kernel_groups_coded(codes: tuple) -> list[dict]:
         gi = group_of.get(key)
         if gi is None:
             gi = group_of[key] = len(groups)
-            groups.append({"group": grp, "phase": phase, "direction": direction, "time_us": 0.0, "calls": 0,
-                           "names": []})
+            groups.append(
+                {"group": grp, "phase": phase, "direction": direction, "time_us": 0.0, "calls": 0, "names": []}
+            )
         pk = (gi, name)
         pi = pair_of.get(pk)
         if pi is None:
@@ -244,8 +276,14 @@ def kernel_groups(kernels) -> list[dict]:
             key = (grp, phase, direction or "forward")
             g = groups.get(key)
             if g is None:
-                g = groups[key] = {"group": key[0], "phase": phase, "direction": key[2], "time_us": 0.0,
-                                   "calls": 0, "names": {}}
+                g = groups[key] = {
+                    "group": key[0],
+                    "phase": phase,
+                    "direction": key[2],
+                    "time_us": 0.0,
+                    "calls": 0,
+                    "names": {},
+                }
             d = float(dur or 0.0)
             g["time_us"] += d
             g["calls"] += 1
@@ -258,6 +296,7 @@ def kernel_groups(kernels) -> list[dict]:
 
 
 # ---------------------------------------------------------------- sides
+
 
 def is_side(x: dict) -> bool:
     return isinstance(x, dict) and x.get("kind") == "side"
@@ -289,14 +328,22 @@ def summarize(report: dict, label: Optional[str] = None) -> dict:
         "traces": 1,
         "steps": n_steps,
         "step": report.get("step"),
-        "device": {"name": dev.get("name"), "label": dev.get("label"), "basis": dev.get("basis"),
-                   "peaks": dev.get("peaks")} if dev else None,
+        "device": {
+            "name": dev.get("name"),
+            "label": dev.get("label"),
+            "basis": dev.get("basis"),
+            "peaks": dev.get("peaks"),
+        }
+        if dev
+        else None,
         "totals": totals,
         "phases": phases,
         "kernel_groups": groups,
         "kernel_groups_source": "kernels" if kernels is not None else "phase_top_kernels",
-        "advice": [{"id": a.get("id"), "title": a.get("title"), "estimated_gain_us": a.get("estimated_gain_us")}
-                   for a in report.get("advice") or []],
+        "advice": [
+            {"id": a.get("id"), "title": a.get("title"), "estimated_gain_us": a.get("estimated_gain_us")}
+            for a in report.get("advice") or []
+        ],
         "notices": [n.get("code") for n in report.get("notices") or []],
         "roof_reached": (report.get("thresholds") or {}).get("roof_reached", ROOF_REACHED),
         "backends": _side_backends(report, kernels),
@@ -318,11 +365,18 @@ def _groups_from_phases(phases: list[dict]) -> list[dict]:
     rows = []
     for p in phases:
         for k in p.get("top_kernels") or []:
-            rows.append({"name": k["name"], "phase": p["phase"], "direction": p["direction"],
-                         "dur_us": k.get("time_us") or 0.0, "attention": True})
+            rows.append(
+                {
+                    "name": k["name"],
+                    "phase": p["phase"],
+                    "direction": p["direction"],
+                    "dur_us": k.get("time_us") or 0.0,
+                    "attention": True,
+                }
+            )
     out = kernel_groups(rows)
     for g in out:
-        g["calls"] = None           # unknown: the phase rows do not count calls per name
+        g["calls"] = None  # unknown: the phase rows do not count calls per name
     return out
 
 
@@ -383,8 +437,9 @@ def aggregate(sides: list[dict], label: Optional[str] = None) -> dict:
         "totals": totals,
         "phases": merged,
         "kernel_groups": sorted(groups.values(), key=lambda x: -x["time_us"]),
-        "kernel_groups_source": ("kernels" if all(s["kernel_groups_source"] == "kernels" for s in sides)
-                                 else "phase_top_kernels"),
+        "kernel_groups_source": (
+            "kernels" if all(s["kernel_groups_source"] == "kernels" for s in sides) else "phase_top_kernels"
+        ),
         "advice": list(adv.values()),
         "notices": sorted({c for s in sides for c in s["notices"]}),
         "roof_reached": roof,
@@ -397,9 +452,17 @@ def _merge_backends(lists: list[list[dict]]) -> list[dict]:
     out: dict = {}
     for rows in lists:
         for r in rows:
-            e = out.setdefault(r["backend"], {"backend": r["backend"], "label": r.get("label")
-                                              or BACKEND_LABELS.get(r["backend"], r["backend"]),
-                                              "time_us": 0.0, "kernels": 0, "forward_us": 0.0, "backward_us": 0.0})
+            e = out.setdefault(
+                r["backend"],
+                {
+                    "backend": r["backend"],
+                    "label": r.get("label") or BACKEND_LABELS.get(r["backend"], r["backend"]),
+                    "time_us": 0.0,
+                    "kernels": 0,
+                    "forward_us": 0.0,
+                    "backward_us": 0.0,
+                },
+            )
             for k in ("time_us", "kernels", "forward_us", "backward_us"):
                 e[k] = round(e[k] + (r.get(k) or 0), 3)
     return sorted(out.values(), key=lambda e: -e["time_us"])
@@ -418,6 +481,7 @@ def _merge_phase(rows: list[dict], att_time, roof: float) -> dict:
         w = [((r["time_us"] or 0.0) * (r["cost_coverage"] or 0.0), r[f]) for r in rows if r.get(f) is not None]
         tw = sum(x for x, _ in w)
         return round(sum(x * v for x, v in w) / tw, 4) if tw > 0 else None
+
     cu, mu = wmean("compute_util"), wmean("memory_util")
     if cu is None or mu is None:
         bound = "unknown"
@@ -437,14 +501,22 @@ def _merge_phase(rows: list[dict], att_time, roof: float) -> dict:
             tops[k["name"]] = tops.get(k["name"], 0.0) + (k.get("time_us") or 0.0)
     first = rows[0]
     return {
-        "phase": first["phase"], "direction": first["direction"], "label": first.get("label"),
-        "core": first.get("core"), "time_us": round(t, 3), "kernels": _sum([r["kernels"] for r in rows]),
-        "instances": _sum([r["instances"] for r in rows]), "flops": fl, "bytes": by,
+        "phase": first["phase"],
+        "direction": first["direction"],
+        "label": first.get("label"),
+        "core": first.get("core"),
+        "time_us": round(t, 3),
+        "kernels": _sum([r["kernels"] for r in rows]),
+        "instances": _sum([r["instances"] for r in rows]),
+        "flops": fl,
+        "bytes": by,
         "share": round(t / att_time, 4) if att_time else None,
         "achieved_flops_per_s": _sig(fl / sec) if fl is not None and sec > 0 else None,
         "achieved_bytes_per_s": _sig(by / sec) if by is not None and sec > 0 else None,
         "intensity": _sig(fl / by) if fl is not None and by else None,
-        "compute_util": cu, "memory_util": mu, "bound": bound,
+        "compute_util": cu,
+        "memory_util": mu,
+        "bound": bound,
         "estimated": any(r.get("estimated") for r in rows),
         "cost_coverage": round(kt / t, 4) if t > 0 else None,
         "bound_time_us": bt,
@@ -460,14 +532,17 @@ def _phase_key(p) -> tuple:
 
 # ---------------------------------------------------------------- comparison
 
+
 def _delta(a, b) -> dict:
     """delta = b − a, delta_pct, ratio = b / a, speedup = a / b (None where undefined)."""
     if a is None or b is None:
         return {"delta": None, "delta_pct": None, "ratio": None, "speedup": None}
-    return {"delta": round(b - a, 3),
-            "delta_pct": round(100.0 * (b - a) / a, 2) if a else None,
-            "ratio": round(b / a, 4) if a else None,
-            "speedup": round(a / b, 4) if a and b else None}
+    return {
+        "delta": round(b - a, 3),
+        "delta_pct": round(100.0 * (b - a) / a, 2) if a else None,
+        "ratio": round(b / a, 4) if a else None,
+        "speedup": round(a / b, 4) if a and b else None,
+    }
 
 
 def _scale(x, div):
@@ -501,8 +576,14 @@ def compare_reports(base: dict, new: dict, *, normalize: str = "auto", top: int 
         totals[f] = {"base": x, "new": y, **_delta(x, y)}
     for f in SHARE_TOTALS:
         x, y = b["totals"].get(f), n["totals"].get(f)
-        totals[f] = {"base": x, "new": y, "delta": round(y - x, 4) if x is not None and y is not None else None,
-                     "delta_pct": None, "ratio": None, "speedup": None}
+        totals[f] = {
+            "base": x,
+            "new": y,
+            "delta": round(y - x, 4) if x is not None and y is not None else None,
+            "delta_pct": None,
+            "ratio": None,
+            "speedup": None,
+        }
 
     bp = {(p["phase"], p["direction"]): p for p in b["phases"]}
     np_ = {(p["phase"], p["direction"]): p for p in n["phases"]}
@@ -510,8 +591,14 @@ def compare_reports(base: dict, new: dict, *, normalize: str = "auto", top: int 
     phases = []
     for k in keys:
         x, y = _norm_phase(bp.get(k), bd), _norm_phase(np_.get(k), nd)
-        row = {"phase": k[0], "direction": k[1], "label": PHASE_LABELS.get(k[0], k[0]), "core": k[0] in CORE,
-               "base": x, "new": y}
+        row = {
+            "phase": k[0],
+            "direction": k[1],
+            "label": PHASE_LABELS.get(k[0], k[0]),
+            "core": k[0] in CORE,
+            "base": x,
+            "new": y,
+        }
         row.update(_delta(x["time_us"] if x else 0.0, y["time_us"] if y else 0.0))
         phases.append(row)
 
@@ -522,8 +609,14 @@ def compare_reports(base: dict, new: dict, *, normalize: str = "auto", top: int 
             ys = _section_side(np_, direction, members, nd)
             if xs is None and ys is None:
                 continue
-            row = {"section": sec, "direction": direction, "label": label, "base": xs, "new": ys,
-                   "summary": f"{_composition(xs)} vs {_composition(ys)}"}
+            row = {
+                "section": sec,
+                "direction": direction,
+                "label": label,
+                "base": xs,
+                "new": ys,
+                "summary": f"{_composition(xs)} vs {_composition(ys)}",
+            }
             row.update(_delta(xs["time_us"] if xs else 0.0, ys["time_us"] if ys else 0.0))
             sections.append(row)
 
@@ -543,42 +636,77 @@ def compare_reports(base: dict, new: dict, *, normalize: str = "auto", top: int 
         "schema": COMPARE_SCHEMA,
         "base": _side_info(b),
         "new": _side_info(n),
-        "normalization": {"mode": "per_step" if per_step else "total", "base_divisor": bd, "new_divisor": nd,
-                          "base_steps": b["steps"], "new_steps": n["steps"], "unit": unit},
-        "verdict": {"attention_time_us": {k: att[k] for k in ("base", "new", "delta", "delta_pct", "ratio", "speedup")},
-                    "faster": faster, "summary": _verdict_text(att, faster, unit) + _backend_clause(be)},
+        "normalization": {
+            "mode": "per_step" if per_step else "total",
+            "base_divisor": bd,
+            "new_divisor": nd,
+            "base_steps": b["steps"],
+            "new_steps": n["steps"],
+            "unit": unit,
+        },
+        "verdict": {
+            "attention_time_us": {k: att[k] for k in ("base", "new", "delta", "delta_pct", "ratio", "speedup")},
+            "faster": faster,
+            "summary": _verdict_text(att, faster, unit) + _backend_clause(be),
+        },
         "backends": be,
         "totals": totals,
         "sections": sections,
         "phases": phases,
         "kernel_groups": groups,
-        "advice": {"base": b["advice"], "new": n["advice"],
-                   "only_base": sorted({a["id"] for a in b["advice"]} - {a["id"] for a in n["advice"]}),
-                   "only_new": sorted({a["id"] for a in n["advice"]} - {a["id"] for a in b["advice"]})},
+        "advice": {
+            "base": b["advice"],
+            "new": n["advice"],
+            "only_base": sorted({a["id"] for a in b["advice"]} - {a["id"] for a in n["advice"]}),
+            "only_new": sorted({a["id"] for a in n["advice"]} - {a["id"] for a in b["advice"]}),
+        },
         "devices": {"base": _dev(b), "new": _dev(n)},
         "notes": notes,
     }
 
 
 def _side_info(s: dict) -> dict:
-    return {"label": s["label"], "paths": s["paths"], "traces": s["traces"], "steps": s["steps"],
-            "step": s.get("step"), "device": _dev(s), "kernel_groups_source": s["kernel_groups_source"],
-            "backend": _describe_backends(s.get("backends") or []), "partial": bool(s.get("partial"))}
+    return {
+        "label": s["label"],
+        "paths": s["paths"],
+        "traces": s["traces"],
+        "steps": s["steps"],
+        "step": s.get("step"),
+        "device": _dev(s),
+        "kernel_groups_source": s["kernel_groups_source"],
+        "backend": _describe_backends(s.get("backends") or []),
+        "partial": bool(s.get("partial")),
+    }
 
 
 def _compare_backends(b: dict, n: dict, bd: float, nd: float) -> dict:
     """Each side's core-attention implementations (per step when normalised), their names in
     words, the main backend of each, and whether the set of backends changed."""
+
     def side(s, div):
-        rows = [dict(r, time_us=_scale(r["time_us"], div), forward_us=_scale(r["forward_us"], div),
-                     backward_us=_scale(r["backward_us"], div), kernels=_scale(r["kernels"], div))
-                for r in s.get("backends") or []]
+        rows = [
+            dict(
+                r,
+                time_us=_scale(r["time_us"], div),
+                forward_us=_scale(r["forward_us"], div),
+                backward_us=_scale(r["backward_us"], div),
+                kernels=_scale(r["kernels"], div),
+            )
+            for r in s.get("backends") or []
+        ]
         return rows
+
     x, y = side(b, bd), side(n, nd)
     dx, dy = _describe_backends(x), _describe_backends(y)
-    return {"base": x, "new": y, "base_label": dx, "new_label": dy,
-            "base_main": x[0]["backend"] if x else None, "new_main": y[0]["backend"] if y else None,
-            "changed": dx != dy}
+    return {
+        "base": x,
+        "new": y,
+        "base_label": dx,
+        "new_label": dy,
+        "base_main": x[0]["backend"] if x else None,
+        "new_main": y[0]["backend"] if y else None,
+        "changed": dx != dy,
+    }
 
 
 def _backend_clause(be: dict) -> str:
@@ -600,10 +728,19 @@ def _section_side(phases: dict, direction: str, members: tuple, div: float) -> O
         return None
     t = sum(p["time_us"] or 0.0 for p in parts)
     fused = sum(p["time_us"] or 0.0 for p in parts if p["phase"] == "fused_attention")
-    out = {"time_us": _scale(round(t, 3), div),
-           "kernels": _scale(sum(p["kernels"] or 0 for p in parts), div),
-           "parts": [{"phase": p["phase"], "label": PHASE_LABELS.get(p["phase"], p["phase"]),
-                      "time_us": _scale(p["time_us"], div), "bound": p["bound"]} for p in parts]}
+    out = {
+        "time_us": _scale(round(t, 3), div),
+        "kernels": _scale(sum(p["kernels"] or 0 for p in parts), div),
+        "parts": [
+            {
+                "phase": p["phase"],
+                "label": PHASE_LABELS.get(p["phase"], p["phase"]),
+                "time_us": _scale(p["time_us"], div),
+                "bound": p["bound"],
+            }
+            for p in parts
+        ],
+    }
     if "fused_attention" in members:
         out["fused_time_us"] = _scale(round(fused, 3), div)
         out["unfused_time_us"] = _scale(round(t - fused, 3), div)
@@ -620,6 +757,7 @@ def _composition(s: Optional[dict]) -> str:
 def _compare_groups(b: dict, n: dict, bd: float, nd: float, top: int) -> list[dict]:
     def index(side):
         return {(g["group"], g["phase"], g["direction"]): g for g in side["kernel_groups"]}
+
     bi, ni = index(b), index(n)
     rows = []
     for key in set(bi) | set(ni):
@@ -628,12 +766,22 @@ def _compare_groups(b: dict, n: dict, bd: float, nd: float, top: int) -> list[di
         def side(g, div):
             if g is None:
                 return None
-            return {"time_us": _scale(g["time_us"], div),
-                    "calls": _scale(g["calls"], div) if g["calls"] is not None else None,
-                    "names": list(g["names"])[:3], "distinct_names": len(g["names"])}
+            return {
+                "time_us": _scale(g["time_us"], div),
+                "calls": _scale(g["calls"], div) if g["calls"] is not None else None,
+                "names": list(g["names"])[:3],
+                "distinct_names": len(g["names"]),
+            }
+
         xs, ys = side(x, bd), side(y, nd)
-        row = {"group": key[0], "phase": key[1], "direction": key[2],
-               "label": PHASE_LABELS.get(key[1], key[1]) if key[1] else None, "base": xs, "new": ys}
+        row = {
+            "group": key[0],
+            "phase": key[1],
+            "direction": key[2],
+            "label": PHASE_LABELS.get(key[1], key[1]) if key[1] else None,
+            "base": xs,
+            "new": ys,
+        }
         row.update(_delta(xs["time_us"] if xs else 0.0, ys["time_us"] if ys else 0.0))
         rows.append(row)
     rows.sort(key=lambda r: -max((r["base"] or {}).get("time_us") or 0.0, (r["new"] or {}).get("time_us") or 0.0))
@@ -643,8 +791,10 @@ def _compare_groups(b: dict, n: dict, bd: float, nd: float, top: int) -> list[di
 def _notes(b: dict, n: dict, per_step: bool) -> list[str]:
     out = []
     if per_step:
-        out.append(f"the runs hold different numbers of profiler steps ({b['steps']} vs {n['steps']}): times, "
-                   f"FLOPs, bytes and counts are per-step averages")
+        out.append(
+            f"the runs hold different numbers of profiler steps ({b['steps']} vs {n['steps']}): times, "
+            f"FLOPs, bytes and counts are per-step averages"
+        )
     db, dn = (b.get("device") or {}).get("name"), (n.get("device") or {}).get("name")
     if db != dn:
         out.append(f"different GPUs: {db} vs {dn}; utilisations are relative to each GPU's own peaks")
@@ -654,8 +804,10 @@ def _notes(b: dict, n: dict, per_step: bool) -> list[str]:
         if s["traces"] > 1:
             out.append(f"the {which} aggregates {s['traces']} traces ({s['steps']} steps)")
         if s.get("partial"):
-            out.append(f"the {which} holds a truncated trace read with --allow-partial: its numbers cover only "
-                       f"the events before the cut")
+            out.append(
+                f"the {which} holds a truncated trace read with --allow-partial: its numbers cover only "
+                f"the events before the cut"
+            )
         if (s["totals"].get("attention_time_us") or 0) == 0:
             out.append(f"no attention found in the {which}")
         if "no_shapes" in s["notices"]:
@@ -672,18 +824,24 @@ def _verdict_text(att: dict, faster: Optional[str], unit: str) -> str:
     if faster == "same":
         return f"attention time about the same {unit}: {x} (base) vs {y} (new)"
     if faster == "new":
-        if not att["speedup"]:        # the new run has no attention time at all: no ratio to print
+        if not att["speedup"]:  # the new run has no attention time at all: no ratio to print
             return f"new run has no attention time {unit}; the baseline has {x}"
-        return (f"new run is faster in attention: {y} vs {x} {unit} "
-                f"({_signed_pct(att['delta_pct'])}, {att['speedup']:.2f}x speedup)")
+        return (
+            f"new run is faster in attention: {y} vs {x} {unit} "
+            f"({_signed_pct(att['delta_pct'])}, {att['speedup']:.2f}x speedup)"
+        )
     if att["base"] == 0:
         return f"new run has attention work that the baseline has none of: {y} {unit}"
-    return (f"new run is slower in attention: {y} vs {x} {unit} "
-            f"({_signed_pct(att['delta_pct'])}, {1 / att['speedup']:.2f}x the baseline's time)"
-            if att["speedup"] else f"new run is slower in attention: {y} vs {x} {unit}")
+    return (
+        f"new run is slower in attention: {y} vs {x} {unit} "
+        f"({_signed_pct(att['delta_pct'])}, {1 / att['speedup']:.2f}x the baseline's time)"
+        if att["speedup"]
+        else f"new run is slower in attention: {y} vs {x} {unit}"
+    )
 
 
 # ---------------------------------------------------------------- regression gate
+
 
 def parse_share(text: str) -> float:
     """'0.4', '40%' or '40' (a number above 1 is read as a percentage) -> 0.4."""
@@ -697,8 +855,7 @@ def parse_share(text: str) -> float:
     return v
 
 
-def check(cmp: dict, max_regression_pct: Optional[float] = None,
-          max_attention_share: Optional[float] = None) -> dict:
+def check(cmp: dict, max_regression_pct: Optional[float] = None, max_attention_share: Optional[float] = None) -> dict:
     """Apply the budget: ``{passed, failures: [code], regression_pct, attention_share, explanation}``.
 
     Fails when the new run's attention time (per step when the step counts differ) exceeds the
@@ -720,8 +877,10 @@ def check(cmp: dict, max_regression_pct: Optional[float] = None,
     if "regression" in failures and max_regression_pct is not None:
         parts.append(_regression_text(cmp, max_regression_pct))
     if "attention_share" in failures and max_attention_share is not None:
-        parts.append(f"Attention takes {share * 100:.1f}% of the new run's GPU time, over the "
-                     f"{max_attention_share * 100:.1f}% budget.")
+        parts.append(
+            f"Attention takes {share * 100:.1f}% of the new run's GPU time, over the "
+            f"{max_attention_share * 100:.1f}% budget."
+        )
     if not failures:
         msg = [f"attention time {_us(att['new'])} {unit} vs baseline {_us(att['base'])}"]
         if reg is not None and reg != float("inf"):
@@ -736,28 +895,39 @@ def check(cmp: dict, max_regression_pct: Optional[float] = None,
     for nt in cmp["notes"]:
         if nt.startswith(("the runs hold different numbers", "different GPUs")) or "truncated trace" in nt:
             parts.append(f"Note: {nt}.")
-    return {"passed": not failures, "failures": failures,
-            "regression_pct": None if reg is None or reg == float("inf") else reg,
-            "attention_share": share, "max_regression_pct": max_regression_pct,
-            "max_attention_share": max_attention_share, "explanation": " ".join(parts)}
+    return {
+        "passed": not failures,
+        "failures": failures,
+        "regression_pct": None if reg is None or reg == float("inf") else reg,
+        "attention_share": share,
+        "max_regression_pct": max_regression_pct,
+        "max_attention_share": max_attention_share,
+        "explanation": " ".join(parts),
+    }
 
 
 def _regression_text(cmp: dict, budget: float) -> str:
     att = cmp["totals"]["attention_time_us"]
     unit = cmp["normalization"]["unit"]
     if att["base"] == 0:
-        head = (f"Attention time regressed: the baseline has none and the new run spends {_us(att['new'])} {unit} "
-                f"(budget +{budget:g}%).")
+        head = (
+            f"Attention time regressed: the baseline has none and the new run spends {_us(att['new'])} {unit} "
+            f"(budget +{budget:g}%)."
+        )
     else:
-        head = (f"Attention time regressed by {_signed_pct(att['delta_pct'])} (budget +{budget:g}%): "
-                f"{_us(att['base'])} -> {_us(att['new'])} {unit} ({_signed_us(att['delta'])}).")
+        head = (
+            f"Attention time regressed by {_signed_pct(att['delta_pct'])} (budget +{budget:g}%): "
+            f"{_us(att['base'])} -> {_us(att['new'])} {unit} ({_signed_us(att['delta'])})."
+        )
     core = [s for s in cmp["sections"] if s["section"] == "core" and (s["delta"] or 0) > 0]
     bits = []
     for s in core:
         if (s["base"] or {}).get("implementation") != (s["new"] or {}).get("implementation"):
-            bits.append(f"{s['direction']} core attention changed from {_composition(s['base'])} "
-                        f"({_us((s['base'] or {}).get('time_us'))}) to {_composition(s['new'])} "
-                        f"({_us((s['new'] or {}).get('time_us'))})")
+            bits.append(
+                f"{s['direction']} core attention changed from {_composition(s['base'])} "
+                f"({_us((s['base'] or {}).get('time_us'))}) to {_composition(s['new'])} "
+                f"({_us((s['new'] or {}).get('time_us'))})"
+            )
     grew = sorted((p for p in cmp["phases"] if (p["delta"] or 0) > 0), key=lambda p: -p["delta"])
     shown = []
     for p in grew[:5]:
@@ -765,8 +935,11 @@ def _regression_text(cmp: dict, budget: float) -> str:
         y = (p["new"] or {}).get("time_us") or 0.0
         pct = f", {_signed_pct(p['delta_pct'])}" if p["delta_pct"] is not None else ", new"
         bound = (p["new"] or {}).get("bound")
-        shown.append(f"{p['label']} {_dir(p['direction'])} {_us(x)} -> {_us(y)} ({_signed_us(p['delta'])}{pct}"
-                     + (f", {bound}-bound" if bound and bound != "unknown" else "") + ")")
+        shown.append(
+            f"{p['label']} {_dir(p['direction'])} {_us(x)} -> {_us(y)} ({_signed_us(p['delta'])}{pct}"
+            + (f", {bound}-bound" if bound and bound != "unknown" else "")
+            + ")"
+        )
     text = head
     be = cmp.get("backends")
     if be and be.get("changed"):
@@ -784,8 +957,9 @@ def _regression_text(cmp: dict, budget: float) -> str:
         text += f" {more} more phase{'s' if more > 1 else ''} grew by {_us(rest)}" + (" together." if more > 1 else ".")
     shrank = sorted((p for p in cmp["phases"] if (p["delta"] or 0) < 0), key=lambda p: p["delta"])
     if shrank:
-        text += " Shrank: " + "; ".join(f"{p['label']} {_dir(p['direction'])} {_signed_us(p['delta'])}"
-                                        for p in shrank[:3])
+        text += " Shrank: " + "; ".join(
+            f"{p['label']} {_dir(p['direction'])} {_signed_us(p['delta'])}" for p in shrank[:3]
+        )
         if len(shrank) > 3:
             text += f" and {len(shrank) - 3} more ({_signed_us(sum(p['delta'] for p in shrank[3:]))})"
         text += "."
@@ -793,6 +967,7 @@ def _regression_text(cmp: dict, budget: float) -> str:
 
 
 # ---------------------------------------------------------------- rendering
+
 
 def _dir(d: str) -> str:
     return "fwd" if d == "forward" else "bwd"
@@ -817,56 +992,124 @@ def render(cmp: dict, markdown: bool = False, width: Optional[int] = None) -> st
     b, n = cmp["base"], cmp["new"]
     unit = cmp["normalization"]["unit"]
     li = "- " if markdown else ""
-    out = [f"{h2}Attention comparison", "",
-           para(f"{li}base: {b['label']} ({b['traces']} trace(s), {b['steps']} step(s))", width, "      "),
-           para(f"{li}new:  {n['label']} ({n['traces']} trace(s), {n['steps']} step(s))", width, "      "),
-           f"{li}times are {unit}" + ("" if unit == "in total" else " (per-step averages)"), "",
-           ("**" + cmp["verdict"]["summary"] + "**") if markdown else para(cmp["verdict"]["summary"], width), ""]
+    out = [
+        f"{h2}Attention comparison",
+        "",
+        para(f"{li}base: {b['label']} ({b['traces']} trace(s), {b['steps']} step(s))", width, "      "),
+        para(f"{li}new:  {n['label']} ({n['traces']} trace(s), {n['steps']} step(s))", width, "      "),
+        f"{li}times are {unit}" + ("" if unit == "in total" else " (per-step averages)"),
+        "",
+        ("**" + cmp["verdict"]["summary"] + "**") if markdown else para(cmp["verdict"]["summary"], width),
+        "",
+    ]
     for nt in cmp["notes"]:
         out.append(para(f"{li}note: {nt}", width))
     if cmp["notes"]:
         out.append("")
     rows = []
-    for f, label in (("attention_time_us", "attention"), ("forward_time_us", "  forward"),
-                     ("backward_time_us", "  backward"), ("core_attention_time_us", "  core attention"),
-                     ("fused_time_us", "    fused"), ("unfused_core_time_us", "    unfused"),
-                     ("projection_time_us", "  projections"), ("gpu_time_us", "GPU time (all kernels)")):
+    for f, label in (
+        ("attention_time_us", "attention"),
+        ("forward_time_us", "  forward"),
+        ("backward_time_us", "  backward"),
+        ("core_attention_time_us", "  core attention"),
+        ("fused_time_us", "    fused"),
+        ("unfused_core_time_us", "    unfused"),
+        ("projection_time_us", "  projections"),
+        ("gpu_time_us", "GPU time (all kernels)"),
+    ):
         t = cmp["totals"][f]
-        rows.append([label, _us(t["base"]), _us(t["new"]), _signed_us(t["delta"]), _signed_pct(t["delta_pct"]),
-                     _speed(t)])
+        rows.append(
+            [label, _us(t["base"]), _us(t["new"]), _signed_us(t["delta"]), _signed_pct(t["delta_pct"]), _speed(t)]
+        )
     sh = cmp["totals"]["attention_share"]
-    rows.append(["attention share", _pct(sh["base"]), _pct(sh["new"]),
-                 _signed_pct(sh["delta"] * 100 if sh["delta"] is not None else None, unit=" pt"), "", ""])
-    out += [f"{h3}Totals", text_table(["", "base", "new", "Δ", "Δ%", "speedup"], rows, markdown, width, drop=(5,)),
-            ""]
+    rows.append(
+        [
+            "attention share",
+            _pct(sh["base"]),
+            _pct(sh["new"]),
+            _signed_pct(sh["delta"] * 100 if sh["delta"] is not None else None, unit=" pt"),
+            "",
+            "",
+        ]
+    )
+    out += [f"{h3}Totals", text_table(["", "base", "new", "Δ", "Δ%", "speedup"], rows, markdown, width, drop=(5,)), ""]
     rows = []
     for s in cmp["sections"]:
-        rows.append([f"{s['label']} {_dir(s['direction'])}", _parts(s["base"]), _parts(s["new"]),
-                     _signed_us(s["delta"]), _signed_pct(s["delta_pct"]), _speed(s)])
+        rows.append(
+            [
+                f"{s['label']} {_dir(s['direction'])}",
+                _parts(s["base"]),
+                _parts(s["new"]),
+                _signed_us(s["delta"]),
+                _signed_pct(s["delta_pct"]),
+                _speed(s),
+            ]
+        )
     if rows:
-        out += [f"{h3}Matched work (fused vs decomposed side by side)",
-                text_table(["", "base", "new", "Δ", "Δ%", "speedup"], rows, markdown, width, cut=(0,), wrap=(1, 2),
-                           drop=(5, 4)), ""]
+        out += [
+            f"{h3}Matched work (fused vs decomposed side by side)",
+            text_table(
+                ["", "base", "new", "Δ", "Δ%", "speedup"], rows, markdown, width, cut=(0,), wrap=(1, 2), drop=(5, 4)
+            ),
+            "",
+        ]
     rows = []
     for p in cmp["phases"]:
         x, y = p["base"] or {}, p["new"] or {}
-        rows.append([p["label"], _dir(p["direction"]), _us(x.get("time_us")), x.get("bound", "–") if x else "–",
-                     _us(y.get("time_us")), y.get("bound", "–") if y else "–", _signed_us(p["delta"]),
-                     _signed_pct(p["delta_pct"]), _speed(p)])
+        rows.append(
+            [
+                p["label"],
+                _dir(p["direction"]),
+                _us(x.get("time_us")),
+                x.get("bound", "–") if x else "–",
+                _us(y.get("time_us")),
+                y.get("bound", "–") if y else "–",
+                _signed_us(p["delta"]),
+                _signed_pct(p["delta_pct"]),
+                _speed(p),
+            ]
+        )
     if rows:
-        out += [f"{h3}Phases", text_table(["phase", "dir", "base", "bound", "new", "bound", "Δ", "Δ%", "speedup"],
-                                          rows, markdown, width, cut=(0,), drop=(8, 7)), ""]
+        out += [
+            f"{h3}Phases",
+            text_table(
+                ["phase", "dir", "base", "bound", "new", "bound", "Δ", "Δ%", "speedup"],
+                rows,
+                markdown,
+                width,
+                cut=(0,),
+                drop=(8, 7),
+            ),
+            "",
+        ]
     rows = []
     for g in cmp["kernel_groups"]:
         x, y = g["base"] or {}, g["new"] or {}
         nm = cut_middle(g["group"], 60 if markdown else None)
-        rows.append([nm, g["label"] or "–", _dir(g["direction"]),
-                     f"{_us(x.get('time_us'))} ({_calls(x)})" if x else "–",
-                     f"{_us(y.get('time_us'))} ({_calls(y)})" if y else "–",
-                     _signed_us(g["delta"]), _speed(g)])
+        rows.append(
+            [
+                nm,
+                g["label"] or "–",
+                _dir(g["direction"]),
+                f"{_us(x.get('time_us'))} ({_calls(x)})" if x else "–",
+                f"{_us(y.get('time_us'))} ({_calls(y)})" if y else "–",
+                _signed_us(g["delta"]),
+                _speed(g),
+            ]
+        )
     if rows:
-        out += [f"{h3}Top kernel groups", text_table(["kernel group", "phase", "dir", "base", "new", "Δ", "speedup"],
-                                                    rows, markdown, width, cut=(0, 1), drop=(6, 2)), ""]
+        out += [
+            f"{h3}Top kernel groups",
+            text_table(
+                ["kernel group", "phase", "dir", "base", "new", "Δ", "speedup"],
+                rows,
+                markdown,
+                width,
+                cut=(0, 1),
+                drop=(6, 2),
+            ),
+            "",
+        ]
     adv = cmp.get("advice") or {}
     for which, key in (("new run only", "only_new"), ("baseline only", "only_base")):
         ids = adv.get(key) or []
@@ -890,4 +1133,3 @@ def _parts(s: Optional[dict]) -> str:
     if len(s["parts"]) == 1:
         return f"{s['parts'][0]['label']} {_us(s['time_us'])}"
     return f"{_us(s['time_us'])} = " + " + ".join(f"{p['label']} {_us(p['time_us'])}" for p in s["parts"])
-

@@ -1,6 +1,7 @@
 """Render reports for people (terminal table, markdown) and spreadsheets (CSV), and the one home
 of number formatting: every module that prints a time, a share, a rate or a size, or rounds a
 number for the JSON, uses the helpers here, so a missing value reads the same everywhere."""
+
 from __future__ import annotations
 
 import csv
@@ -12,15 +13,19 @@ from typing import Optional
 
 from .attention.patterns import PHASE_LABELS, strip_templates
 
-_BOUND_WORD = {"memory": "memory-bound", "compute": "compute-bound", "latency": "latency-bound",
-               "unknown": "unknown (no cost)"}
-_UPPER_BOUND_WORD = "unknown (≤ dense)"   # dense upper-bound costs (FlexAttention): no roof is claimed
+_BOUND_WORD = {
+    "memory": "memory-bound",
+    "compute": "compute-bound",
+    "latency": "latency-bound",
+    "unknown": "unknown (no cost)",
+}
+_UPPER_BOUND_WORD = "unknown (≤ dense)"  # dense upper-bound costs (FlexAttention): no roof is claimed
 
 
 # ------------------------------------------------------------------ numbers
-MISSING = "–"        # a value that is unknown or does not apply, in every text output
-MINUS = "-"          # the one minus sign (deltas, savings, negative sizes): plain ASCII, as Python
-                     # prints negative numbers, so text output can be grepped and pasted into code
+MISSING = "–"  # a value that is unknown or does not apply, in every text output
+MINUS = "-"  # the one minus sign (deltas, savings, negative sizes): plain ASCII, as Python
+# prints negative numbers, so text output can be grepped and pasted into code
 
 
 def _sign(x: float) -> str:
@@ -113,10 +118,10 @@ def shape_text(sh) -> str:
 
 
 ELLIPSIS = "…"
-MIN_WIDTH = 80       # narrower terminals get 80 columns: the tables need that much to stay legible
-_MIN_CUT = 12        # a column cut in the middle keeps at least this many characters
-_SOFT_CUT = 24       # ... and this many while a less important column can still be left out
-_SOFT_WRAP = 20      # a column whose cells wrap: as narrow, before columns are left out
+MIN_WIDTH = 80  # narrower terminals get 80 columns: the tables need that much to stay legible
+_MIN_CUT = 12  # a column cut in the middle keeps at least this many characters
+_SOFT_CUT = 24  # ... and this many while a less important column can still be left out
+_SOFT_WRAP = 20  # a column whose cells wrap: as narrow, before columns are left out
 _SEP = "  "
 
 
@@ -136,8 +141,10 @@ def para(text: str, width: Optional[int], indent: str = "  ") -> str:
     """A paragraph wrapped to ``width`` (unchanged when None), continuation lines indented."""
     if width is None or len(text) <= width:
         return text
-    return "\n".join(textwrap.wrap(text, width, subsequent_indent=indent, break_on_hyphens=False,
-                                    break_long_words=True)) or text
+    return (
+        "\n".join(textwrap.wrap(text, width, subsequent_indent=indent, break_on_hyphens=False, break_long_words=True))
+        or text
+    )
 
 
 def est(text: str, estimated: Optional[bool], upper_bound: Optional[bool] = False) -> str:
@@ -151,18 +158,28 @@ def est(text: str, estimated: Optional[bool], upper_bound: Optional[bool] = Fals
 def _header_width(h: str, lines: int) -> int:
     """The narrowest column that shows header ``h`` on at most ``lines`` lines."""
     for w in range(1, len(h) + 1):
-        if len(textwrap.wrap(h, w, break_on_hyphens=True, break_long_words=False)) <= lines \
-                and all(len(x) <= w for x in textwrap.wrap(h, w, break_on_hyphens=True, break_long_words=False)):
+        if len(textwrap.wrap(h, w, break_on_hyphens=True, break_long_words=False)) <= lines and all(
+            len(x) <= w for x in textwrap.wrap(h, w, break_on_hyphens=True, break_long_words=False)
+        ):
             return w
     return len(h)
 
 
-def _widths(headers: list[str], rows: list[list[str]], cols: list[int], width: int,
-            cut: set[int], wrap: set[int], floor_cut: int, floor_wrap: int) -> Optional[list[int]]:
+def _widths(
+    headers: list[str],
+    rows: list[list[str]],
+    cols: list[int],
+    width: int,
+    cut: set[int],
+    wrap: set[int],
+    floor_cut: int,
+    floor_wrap: int,
+) -> Optional[list[int]]:
     """Column widths for ``cols`` that fit in ``width``, or None. Headers go over two lines, then
     over as many as their words need; then columns that wrap (losing nothing) and columns cut in
     the middle narrow (down to ``floor_wrap`` and ``floor_cut`` characters), widest first. Room left over goes back
     to the headers, in column order, then to the cut columns."""
+
     def need(i: int) -> int:
         return max((len(r[i]) for r in rows), default=0)
 
@@ -173,10 +190,14 @@ def _widths(headers: list[str], rows: list[list[str]], cols: list[int], width: i
     if total(natural) <= width:
         return natural
     fitted = None
-    for lines in (2, 99):        # headers on two lines if the cells can give enough, else on more
+    for lines in (2, 99):  # headers on two lines if the cells can give enough, else on more
         ws = [max(_header_width(headers[i], lines), need(i)) for i in cols]
-        floor = [max(_header_width(headers[i], lines), min(floor_cut if i in cut else floor_wrap, need(i)))
-                 if i in cut or i in wrap else w for i, w in zip(cols, ws)]
+        floor = [
+            max(_header_width(headers[i], lines), min(floor_cut if i in cut else floor_wrap, need(i)))
+            if i in cut or i in wrap
+            else w
+            for i, w in zip(cols, ws)
+        ]
         over = total(ws) - width
         while over > 0:
             j = max(range(len(cols)), key=lambda k: (ws[k] - floor[k], ws[k]))
@@ -194,13 +215,13 @@ def _widths(headers: list[str], rows: list[list[str]], cols: list[int], width: i
         return None
     ws = fitted
     slack = width - total(ws)
-    for lines in (2, 1):                    # fewer header lines where the room allows
+    for lines in (2, 1):  # fewer header lines where the room allows
         for k, i in enumerate(cols):
             want = min(natural[k], max(ws[k], _header_width(headers[i], lines)))
             if ws[k] < want <= ws[k] + slack:
                 slack -= want - ws[k]
                 ws[k] = want
-    for k in sorted(range(len(cols)), key=lambda k: ws[k]):   # cut cells get back what is left
+    for k in sorted(range(len(cols)), key=lambda k: ws[k]):  # cut cells get back what is left
         if cols[k] not in cut and cols[k] not in wrap:
             continue
         if slack <= 0:
@@ -217,7 +238,7 @@ _UNIT = re.compile(r"(?<=\d) (?=(?:µs|ms|s|%|B|KiB|MiB|GiB|TiB)\b)")
 def _wrap_cell(text: str, width: int) -> list[str]:
     """A cell over several lines: broken after `` + `` / `` = `` where it can be (a sum of
     parts), never between a number and its unit."""
-    keep = _UNIT.sub("\u00a0", text)          # textwrap does not break at a no-break space
+    keep = _UNIT.sub("\u00a0", text)  # textwrap does not break at a no-break space
     lines: list[str] = []
     for part in re.split(r"(?<= [+=]) ", keep):
         if lines and len(lines[-1]) + 1 + len(part) <= width:
@@ -229,8 +250,15 @@ def _wrap_cell(text: str, width: int) -> list[str]:
     return [x.replace("\u00a0", " ") for x in lines] or [""]
 
 
-def text_table(headers: list[str], rows: list[list], markdown: bool, width: Optional[int] = None,
-               cut: tuple[int, ...] = (), wrap: tuple[int, ...] = (), drop: tuple[int, ...] = ()) -> str:
+def text_table(
+    headers: list[str],
+    rows: list[list],
+    markdown: bool,
+    width: Optional[int] = None,
+    cut: tuple[int, ...] = (),
+    wrap: tuple[int, ...] = (),
+    drop: tuple[int, ...] = (),
+) -> str:
     """A plain-text table (columns padded) or a markdown one; cells are shown with str().
 
     With a ``width``, a text table gives way in this order until it fits: headers go over
@@ -243,8 +271,9 @@ def text_table(headers: list[str], rows: list[list], markdown: bool, width: Opti
         out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
         return "\n".join(out)
     cols = list(range(len(headers)))
-    ws: Optional[list[int]] = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
-                               for i, h in enumerate(headers)]
+    ws: Optional[list[int]] = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
+    ]
     if width is not None:
         elastic = set(cut) | set(wrap)
         # while a column can still be left out, names and wrapped cells keep a legible width;
@@ -259,16 +288,21 @@ def text_table(headers: list[str], rows: list[list], markdown: bool, width: Opti
                 fit = _widths(headers, rows, cols, width, set(cut), set(wrap), floor_cut, floor_wrap)
             if fit is not None:
                 break
-        if fit is None:          # nothing left to give: as narrow as it gets
-            fit = [max(_header_width(headers[i], 99), min(_MIN_CUT, max((len(r[i]) for r in rows), default=0)))
-                   if i in elastic else max(_header_width(headers[i], 99), max((len(r[i]) for r in rows), default=0))
-                   for i in cols]
+        if fit is None:  # nothing left to give: as narrow as it gets
+            fit = [
+                max(_header_width(headers[i], 99), min(_MIN_CUT, max((len(r[i]) for r in rows), default=0)))
+                if i in elastic
+                else max(_header_width(headers[i], 99), max((len(r[i]) for r in rows), default=0))
+                for i in cols
+            ]
         ws = fit
     assert ws is not None
-    head = [textwrap.wrap(headers[i], w, break_on_hyphens=True) or [""] if len(headers[i]) > w else [headers[i]]
-            for i, w in zip(cols, ws)]
+    head = [
+        textwrap.wrap(headers[i], w, break_on_hyphens=True) or [""] if len(headers[i]) > w else [headers[i]]
+        for i, w in zip(cols, ws)
+    ]
     depth = max(len(h) for h in head)
-    head = [[""] * (depth - len(h)) + h for h in head]          # bottom-aligned over the rule
+    head = [[""] * (depth - len(h)) + h for h in head]  # bottom-aligned over the rule
     out = [_SEP.join(h[k].ljust(w) for h, w in zip(head, ws)).rstrip() for k in range(depth)]
     out.append(_SEP.join("-" * w for w in ws))
     for r in rows:
@@ -296,8 +330,11 @@ def device_line(rep: dict) -> str:
         return f"device: {d.get('name')} (unknown: give peaks with --peaks)"
     parts = [f"{k} {rate(fl[k], 'FLOP/s')}" for k in ("bf16", "fp16", "tf32", "fp32") if k in fl]
     bw = peaks.get("memory_bandwidth")
-    return (f"device: {d.get('name')} ({d.get('label') or 'user peaks'}; {d.get('basis')} peaks: "
-            + ", ".join(parts) + f", memory {rate(bw, 'B/s')})")
+    return (
+        f"device: {d.get('name')} ({d.get('label') or 'user peaks'}; {d.get('basis')} peaks: "
+        + ", ".join(parts)
+        + f", memory {rate(bw, 'B/s')})"
+    )
 
 
 def measurements_line(rep: dict) -> str:
@@ -307,11 +344,16 @@ def measurements_line(rep: dict) -> str:
         return ""
     src = f"Nsight Compute export {m.get('file')}" if m["source"] == "ncu" else "CUPTI counter ranges"
     if m.get("ranges") is not None:
-        return (f"measured: {src}, {m.get('rows')} ranges without a kernel timeline "
-                "(listed in the JSON report under measurements.ranges)")
+        return (
+            f"measured: {src}, {m.get('rows')} ranges without a kernel timeline "
+            "(listed in the JSON report under measurements.ranges)"
+        )
     steps = (m.get("window") or {}).get("steps") or []
-    return (f"measured: {src}, {m['kernels_joined']} of {m['kernels_total']} kernels"
-            + (f" ({', '.join(steps)})" if steps else "") + ": utilisations and bounds from the counters")
+    return (
+        f"measured: {src}, {m['kernels_joined']} of {m['kernels_total']} kernels"
+        + (f" ({', '.join(steps)})" if steps else "")
+        + ": utilisations and bounds from the counters"
+    )
 
 
 def phase_rows(rep: dict) -> list[list[str]]:
@@ -319,16 +361,33 @@ def phase_rows(rep: dict) -> list[list[str]]:
     for p in rep.get("phases", []):
         e, ub = p.get("estimated"), p.get("upper_bound")
         word = _UPPER_BOUND_WORD if ub and p["bound"] == "unknown" else _BOUND_WORD.get(p["bound"], p["bound"])
-        rows.append([PHASE_LABELS.get(p["phase"], p["phase"]), "fwd" if p["direction"] == "forward" else "bwd",
-                     us(p["time_us"]), word, est(pct(p["memory_util"]), e, ub),
-                     est(pct(p["compute_util"]), e, ub), str(p["kernels"]), pct(p["share"])])
+        rows.append(
+            [
+                PHASE_LABELS.get(p["phase"], p["phase"]),
+                "fwd" if p["direction"] == "forward" else "bwd",
+                us(p["time_us"]),
+                word,
+                est(pct(p["memory_util"]), e, ub),
+                est(pct(p["compute_util"]), e, ub),
+                str(p["kernels"]),
+                pct(p["share"]),
+            ]
+        )
     return rows
 
 
-PHASE_HEADERS = ["operation", "dir", "latency", "bottleneck", "memory-bandwidth utilization",
-                 "compute utilization", "kernels", "share of attention"]
+PHASE_HEADERS = [
+    "operation",
+    "dir",
+    "latency",
+    "bottleneck",
+    "memory-bandwidth utilization",
+    "compute utilization",
+    "kernels",
+    "share of attention",
+]
 KERNEL_HEADERS = ["kernel", "phase", "dir", "calls", "total", "bound", "mem util", "compute util"]
-MARKDOWN_NAME = 70     # kernel names in markdown tables are cut to this many characters
+MARKDOWN_NAME = 70  # kernel names in markdown tables are cut to this many characters
 
 
 def where(src: Optional[dict]) -> str:
@@ -372,16 +431,27 @@ def _top_kernel_rows(rep: dict, top: int, name_width: Optional[int], short: bool
     for (name, ph, d), (t, n, k) in sorted(groups.items(), key=lambda x: -x[1][0])[:top]:
         e, ub = k.get("estimated"), k.get("upper_bound")
         shown = short_kernel_name(name) if short else name
-        rows.append([cut_middle(shown, name_width), PHASE_LABELS.get(ph, ph), "fwd" if d == "forward" else "bwd",
-                     str(n), us(t), k["bound"], est(pct(k["memory_util"]), e, ub), est(pct(k["compute_util"]), e, ub),
-                     where(k.get("source"))])
-    if not any(r[-1] for r in rows):      # the source column only for traces recorded with_stack
+        rows.append(
+            [
+                cut_middle(shown, name_width),
+                PHASE_LABELS.get(ph, ph),
+                "fwd" if d == "forward" else "bwd",
+                str(n),
+                us(t),
+                k["bound"],
+                est(pct(k["memory_util"]), e, ub),
+                est(pct(k["compute_util"]), e, ub),
+                where(k.get("source")),
+            ]
+        )
+    if not any(r[-1] for r in rows):  # the source column only for traces recorded with_stack
         rows = [r[:-1] for r in rows]
     return rows
 
 
-def render_text(reports: list[dict], markdown: bool = False, top: int = 10, memory: bool = False,
-                width: Optional[int] = None) -> str:
+def render_text(
+    reports: list[dict], markdown: bool = False, top: int = 10, memory: bool = False, width: Optional[int] = None
+) -> str:
     """The readable report: per trace its summary, phase table, top kernels, (memory), notes and
     advice. ``width``: fit every line to that many columns (tables narrow, prose wraps, names
     are cut in the middle); None prints everything (``--wide``, files, markdown)."""
@@ -395,18 +465,28 @@ def render_text(reports: list[dict], markdown: bool = False, top: int = 10, memo
         out.append(f"{h}{cut_middle(rep['path'], width)}")
         if (rep.get("trace") or {}).get("partial"):
             mark = "**" if markdown else ""
-            out.append(para(f"{mark}PARTIAL: the file is truncated; only the events before the cut were analysed "
-                            f"(--allow-partial){mark}", width))
+            out.append(
+                para(
+                    f"{mark}PARTIAL: the file is truncated; only the events before the cut were analysed "
+                    f"(--allow-partial){mark}",
+                    width,
+                )
+            )
         out.append(para(device_line(rep), width))
         if measurements_line(rep):
             out.append(para(measurements_line(rep), width))
         share = rep.get("attention_share")
-        out.append(para(
-            f"GPU time {us(rep['gpu_time_us'])} (busy {us(rep['gpu_busy_us'])});"
-            f" attention {us(rep['attention_time_us'])}"
-            f" ({pct(share)}): core {us(rep['core_attention_time_us'])}, projections {us(rep['projection_time_us'])};"
-            f" forward {us(rep['forward_time_us'])}, backward {us(rep['backward_time_us'])};"
-            f" fused {us(rep['fused_time_us'])}, unfused core {us(rep['unfused_core_time_us'])}", width))
+        out.append(
+            para(
+                f"GPU time {us(rep['gpu_time_us'])} (busy {us(rep['gpu_busy_us'])});"
+                f" attention {us(rep['attention_time_us'])}"
+                f" ({pct(share)}): core {us(rep['core_attention_time_us'])},"
+                f" projections {us(rep['projection_time_us'])};"
+                f" forward {us(rep['forward_time_us'])}, backward {us(rep['backward_time_us'])};"
+                f" fused {us(rep['fused_time_us'])}, unfused core {us(rep['unfused_core_time_us'])}",
+                width,
+            )
+        )
         if rep.get("step"):
             out.append(f"step: {rep['step']}")
         out.append("")
@@ -420,8 +500,16 @@ def render_text(reports: list[dict], markdown: bool = False, top: int = 10, memo
                 # the user's source line (sources.py) of each group's longest kernel, when recorded
                 with_src = len(rows[0]) > len(KERNEL_HEADERS)
                 headers = KERNEL_HEADERS + (["source"] if with_src else [])
-                out.append(text_table(headers, rows, markdown, width, cut=(0, 1) + ((8,) if with_src else ()),
-                                      drop=(3, 2, 7) + ((8,) if with_src else ())))
+                out.append(
+                    text_table(
+                        headers,
+                        rows,
+                        markdown,
+                        width,
+                        cut=(0, 1) + ((8,) if with_src else ()),
+                        drop=(3, 2, 7) + ((8,) if with_src else ()),
+                    )
+                )
                 out.append("")
         if memory:
             out.append(render_memory_text(rep, markdown, width))
@@ -437,8 +525,9 @@ def render_text(reports: list[dict], markdown: bool = False, top: int = 10, memo
                 out.append(para(f"  how: {a['how']}", width, indent="    "))
             srcs = advice_sources(a)
             if srcs:
-                out.append(para("  where: " + ", ".join(f"{where(s)} ({s['function']})" for s in srcs), width,
-                                indent="    "))
+                out.append(
+                    para("  where: " + ", ".join(f"{where(s)} ({s['function']})" for s in srcs), width, indent="    ")
+                )
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 
@@ -449,22 +538,59 @@ def render_devices(rows: list[dict], width: Optional[int] = None) -> str:
     out = []
     for e in rows:
         fl = ", ".join(f"{k} {v / 1e12:g}" for k, v in e["flops"].items())
-        out.append(para(f"{e['label']}: {fl} TFLOP/s; memory {e['memory_bandwidth'] / 1e12:g} TB/s  [{e['source']}]",
-                        width, indent="      "))
+        out.append(
+            para(
+                f"{e['label']}: {fl} TFLOP/s; memory {e['memory_bandwidth'] / 1e12:g} TB/s  [{e['source']}]",
+                width,
+                indent="      ",
+            )
+        )
         if e.get("measured"):
             m = e["measured"]
             fl = ", ".join(f"{k} {v / 1e12:g}" for k, v in m["flops"].items())
-            out.append(para(f"    measured: {fl} TFLOP/s; memory {m['memory_bandwidth'] / 1e12:g} TB/s  "
-                            f"[{m['source']}]", width, indent="      "))
+            out.append(
+                para(
+                    f"    measured: {fl} TFLOP/s; memory {m['memory_bandwidth'] / 1e12:g} TB/s  [{m['source']}]",
+                    width,
+                    indent="      ",
+                )
+            )
             for k, src in m.get("sources", {}).items():
                 out.append(para(f"    measured {k}: [{src}]", width, indent="      "))
     return "\n".join(out) + "\n"
 
 
-CSV_COLUMNS = ["path", "id", "name", "kind", "ts", "dur_us", "device", "stream", "step", "attention", "phase",
-               "direction", "tag_source", "scope", "op", "cost_op", "module_path", "dtype", "flops", "bytes",
-               "intensity", "achieved_flops_per_s", "achieved_bytes_per_s", "compute_util", "memory_util",
-               "bound", "bound_reason", "estimated", "partial"]
+CSV_COLUMNS = [
+    "path",
+    "id",
+    "name",
+    "kind",
+    "ts",
+    "dur_us",
+    "device",
+    "stream",
+    "step",
+    "attention",
+    "phase",
+    "direction",
+    "tag_source",
+    "scope",
+    "op",
+    "cost_op",
+    "module_path",
+    "dtype",
+    "flops",
+    "bytes",
+    "intensity",
+    "achieved_flops_per_s",
+    "achieved_bytes_per_s",
+    "compute_util",
+    "memory_util",
+    "bound",
+    "bound_reason",
+    "estimated",
+    "partial",
+]
 
 
 def render_csv(reports: list[dict], memory: bool = False) -> str:
@@ -474,10 +600,18 @@ def render_csv(reports: list[dict], memory: bool = False) -> str:
     for rep in reports:
         if rep.get("status") != "ok":
             continue
-        partial = bool((rep.get("trace") or {}).get("partial"))      # a truncated file read with --allow-partial
+        partial = bool((rep.get("trace") or {}).get("partial"))  # a truncated file read with --allow-partial
         for k in rep["kernels"]:
-            w.writerow([rep["path"] if c == "path" else partial if c == "partial"
-                        else ("" if k.get(c) is None else k.get(c)) for c in CSV_COLUMNS])
+            w.writerow(
+                [
+                    rep["path"]
+                    if c == "path"
+                    else partial
+                    if c == "partial"
+                    else ("" if k.get(c) is None else k.get(c))
+                    for c in CSV_COLUMNS
+                ]
+            )
     if memory:
         # a second table after one blank line: the memory section, one long table
         buf.write("\n")
@@ -510,71 +644,181 @@ def render_memory_text(rep: dict, markdown: bool = False, width: Optional[int] =
         out.append(para(f"memory analysis failed: {mem['error']}", width))
     for d in mem.get("devices") or []:
         a = d["attention"]
-        out.append(para(
-            f"{d['device']}: {d['allocs']} allocations ({fmt_bytes(d['alloc_bytes'])}), {d['frees']} frees; "
-            f"peak allocated {fmt_bytes(d['peak_allocated_bytes'])}"
-            + (f" (reserved {fmt_bytes(d['peak_reserved_bytes'])})" if d.get("peak_reserved_bytes") is not None else "")
-            + f"; inside attention {a['allocs']} allocations, {fmt_bytes(a['alloc_bytes'])}", width))
+        out.append(
+            para(
+                f"{d['device']}: {d['allocs']} allocations ({fmt_bytes(d['alloc_bytes'])}), {d['frees']} frees; "
+                f"peak allocated {fmt_bytes(d['peak_allocated_bytes'])}"
+                + (
+                    f" (reserved {fmt_bytes(d['peak_reserved_bytes'])})"
+                    if d.get("peak_reserved_bytes") is not None
+                    else ""
+                )
+                + f"; inside attention {a['allocs']} allocations, {fmt_bytes(a['alloc_bytes'])}",
+                width,
+            )
+        )
         if d["phases"]:
-            rows = [[PHASE_LABELS.get(p["phase"], p["phase"]), "fwd" if p["direction"] == "forward" else "bwd",
-                     str(p["allocs"]), fmt_bytes(p["alloc_bytes"]), str(p["frees"]), fmt_bytes(p["free_bytes"]),
-                     fmt_bytes(p["net_bytes"]),
-                     (f"{(p['largest'] or {}).get('op') or '?'} {shape_text((p['largest'] or {}).get('shape'))} "
-                      f"{fmt_bytes((p['largest'] or {}).get('bytes'))}") if p.get("largest") else "–",
-                     str(p["score_allocs"])]
-                    for p in d["phases"]]
+            rows = [
+                [
+                    PHASE_LABELS.get(p["phase"], p["phase"]),
+                    "fwd" if p["direction"] == "forward" else "bwd",
+                    str(p["allocs"]),
+                    fmt_bytes(p["alloc_bytes"]),
+                    str(p["frees"]),
+                    fmt_bytes(p["free_bytes"]),
+                    fmt_bytes(p["net_bytes"]),
+                    (
+                        f"{(p['largest'] or {}).get('op') or '?'} {shape_text((p['largest'] or {}).get('shape'))} "
+                        f"{fmt_bytes((p['largest'] or {}).get('bytes'))}"
+                    )
+                    if p.get("largest")
+                    else "–",
+                    str(p["score_allocs"]),
+                ]
+                for p in d["phases"]
+            ]
             out.append("")
-            out.append(text_table(["phase", "dir", "allocs", "allocated", "frees", "freed", "net", "largest allocation",
-                                   "S×S"], rows, markdown, width, cut=(0,), wrap=(7,), drop=(4, 5)))
+            out.append(
+                text_table(
+                    ["phase", "dir", "allocs", "allocated", "frees", "freed", "net", "largest allocation", "S×S"],
+                    rows,
+                    markdown,
+                    width,
+                    cut=(0,),
+                    wrap=(7,),
+                    drop=(4, 5),
+                )
+            )
         pk = d.get("attention_peak")
         if pk:
             out.append("")
-            out.append(para(f"peak inside attention: {fmt_bytes(pk['total_allocated_bytes'])} allocated at "
-                            f"{PHASE_LABELS.get(pk['phase'], pk['phase'])} ({pk['direction']}, {pk['op'] or '?'}); "
-                            f"held by:", width))
+            out.append(
+                para(
+                    f"peak inside attention: {fmt_bytes(pk['total_allocated_bytes'])} allocated at "
+                    f"{PHASE_LABELS.get(pk['phase'], pk['phase'])} ({pk['direction']}, {pk['op'] or '?'}); "
+                    f"held by:",
+                    width,
+                )
+            )
             rows = []
             for g in pk["held_by"]:
-                rows.append([g["op"] or "?", shape_text(g["shape"]), g["dtype"] or "?",
-                             _held_phase(g),
-                             str(g["count"]), fmt_bytes(g["bytes"]), f"{100 * (g['share'] or 0):.1f}%",
-                             "S×S scores" if g["score_matrix"] else ""])
+                rows.append(
+                    [
+                        g["op"] or "?",
+                        shape_text(g["shape"]),
+                        g["dtype"] or "?",
+                        _held_phase(g),
+                        str(g["count"]),
+                        fmt_bytes(g["bytes"]),
+                        f"{100 * (g['share'] or 0):.1f}%",
+                        "S×S scores" if g["score_matrix"] else "",
+                    ]
+                )
             if pk["before_window_bytes"]:
-                rows.append(["(allocated before the trace)", "", "", "", "", fmt_bytes(pk["before_window_bytes"]),
-                             f"{100 * pk['before_window_bytes'] / max(1, pk['total_allocated_bytes']):.1f}%", ""])
-            out.append(text_table(["op", "shape", "dtype", "phase", "count", "bytes", "share", ""], rows, markdown,
-                                  width, cut=(0, 3), wrap=(1,), drop=(2,)))
+                rows.append(
+                    [
+                        "(allocated before the trace)",
+                        "",
+                        "",
+                        "",
+                        "",
+                        fmt_bytes(pk["before_window_bytes"]),
+                        f"{100 * pk['before_window_bytes'] / max(1, pk['total_allocated_bytes']):.1f}%",
+                        "",
+                    ]
+                )
+            out.append(
+                text_table(
+                    ["op", "shape", "dtype", "phase", "count", "bytes", "share", ""],
+                    rows,
+                    markdown,
+                    width,
+                    cut=(0, 3),
+                    wrap=(1,),
+                    drop=(2,),
+                )
+            )
         calls = [c for c in d.get("calls") or [] if c.get("fused_alloc_bytes") is not None]
         if calls:
             out.append("")
             rows = []
             for c in calls[:10]:
                 s = c["shapes"]
-                rows.append([c["scope"] or "?", str(c["calls"]),
-                             f"B{s['b']} H{s['h']}/{s['hk']} S{s['sq']}x{s['sk']} D{s['d']} {s['dtype']}",
-                             fmt_bytes(c["core_peak_bytes"]), fmt_bytes(c["fused_alloc_bytes"]),
-                             str(c["score_allocs"]), fmt_bytes(c.get("score_matrix_bytes"))])
-            out.append(text_table(["attention call", "calls", "shapes", "core peak above inputs",
-                                   "fused kernel (out+lse)", "S×S allocs/call", "one S×S"], rows, markdown,
-                                  width, cut=(0,), wrap=(2,), drop=(1, 6)))
+                rows.append(
+                    [
+                        c["scope"] or "?",
+                        str(c["calls"]),
+                        f"B{s['b']} H{s['h']}/{s['hk']} S{s['sq']}x{s['sk']} D{s['d']} {s['dtype']}",
+                        fmt_bytes(c["core_peak_bytes"]),
+                        fmt_bytes(c["fused_alloc_bytes"]),
+                        str(c["score_allocs"]),
+                        fmt_bytes(c.get("score_matrix_bytes")),
+                    ]
+                )
+            out.append(
+                text_table(
+                    [
+                        "attention call",
+                        "calls",
+                        "shapes",
+                        "core peak above inputs",
+                        "fused kernel (out+lse)",
+                        "S×S allocs/call",
+                        "one S×S",
+                    ],
+                    rows,
+                    markdown,
+                    width,
+                    cut=(0,),
+                    wrap=(2,),
+                    drop=(1, 6),
+                )
+            )
     fp = mem.get("footprint") or {}
     if fp.get("layers"):
         out.append("")
-        out.append(para(f"K/V footprint from shapes: {fmt_bytes(fp['kv_bytes'])} over {fp['basis_calls']} "
-                        f"attention calls ({fp['basis']})", width))
+        out.append(
+            para(
+                f"K/V footprint from shapes: {fmt_bytes(fp['kv_bytes'])} over {fp['basis_calls']} "
+                f"attention calls ({fp['basis']})",
+                width,
+            )
+        )
         rows = []
         for g in fp["layers"][:10]:
             s = g["shapes"]
-            rows.append([g["scope"] or "?", str(g["calls"]),
-                         f"B{s['b']} H{s['h']} KV{s['hk']} Sq{s['sq']} Sk{s['sk']} D{s['d']} {s['dtype']}",
-                         fmt_bytes(g["kv_bytes_per_call"]), fmt_bytes(g["fused_activation_bytes"]),
-                         (f"{g['score_tensors']} × {fmt_bytes(g['score_matrix_bytes'])}"
-                          if g["score_tensors"] else "–"),
-                         g["kv_source"]])
-        out.append(text_table(["attention call", "calls", "shapes", "K/V per call", "fused q+k+v+out+lse",
-                               "S×S tensors", "K/V from"], rows, markdown, width, cut=(0, 6), wrap=(2,), drop=(1, 6)))
+            rows.append(
+                [
+                    g["scope"] or "?",
+                    str(g["calls"]),
+                    f"B{s['b']} H{s['h']} KV{s['hk']} Sq{s['sq']} Sk{s['sk']} D{s['d']} {s['dtype']}",
+                    fmt_bytes(g["kv_bytes_per_call"]),
+                    fmt_bytes(g["fused_activation_bytes"]),
+                    (f"{g['score_tensors']} × {fmt_bytes(g['score_matrix_bytes'])}" if g["score_tensors"] else "–"),
+                    g["kv_source"],
+                ]
+            )
+        out.append(
+            text_table(
+                ["attention call", "calls", "shapes", "K/V per call", "fused q+k+v+out+lse", "S×S tensors", "K/V from"],
+                rows,
+                markdown,
+                width,
+                cut=(0, 6),
+                wrap=(2,),
+                drop=(1, 6),
+            )
+        )
         if len(fp.get("alternatives") or []) > 1:
-            rows = [[a["name"], str(a["kv_heads"]) if a["kv_heads"] is not None else "latent", fmt_bytes(a["bytes"]),
-                     signed_pct(100 * ((a['ratio'] or 1) - 1))] for a in fp["alternatives"]]
+            rows = [
+                [
+                    a["name"],
+                    str(a["kv_heads"]) if a["kv_heads"] is not None else "latent",
+                    fmt_bytes(a["bytes"]),
+                    signed_pct(100 * ((a["ratio"] or 1) - 1)),
+                ]
+                for a in fp["alternatives"]
+            ]
             out.append(text_table(["KV layout", "KV heads", "K/V bytes", "vs current"], rows, markdown, width))
             out.append(para(f"({mem['assumptions']['mla']})", width))
     elif fp.get("message"):
@@ -585,28 +829,77 @@ def render_memory_text(rep: dict, markdown: bool = False, width: Optional[int] =
     if dm.get("copies") or dm.get("transfers") or dm.get("allocator_calls"):
         out.append("")
         t = dm["totals"]
-        out.append(para(f"data movement inside attention: {t['copy_calls']} copies ({us(t['copy_gpu_time_us'])} "
-                        f"GPU, {fmt_bytes(t['copy_bytes'])}), {t['transfer_calls']} memcpy/memset "
-                        f"({us(t['transfer_time_us'])}, {fmt_bytes(t['transfer_bytes'])}), "
-                        f"{dm['allocator_calls']} aten::empty* calls", width))
-        rows = [[g["op"] + (f" in {g['within']}" if g["within"] else ""), g["kind"],
-                 PHASE_LABELS.get(g["phase"], g["phase"]), "fwd" if g["direction"] == "forward" else "bwd",
-                 shape_text(g["shape"]), str(g["calls"]), str(g["instances"]), us(g["gpu_time_us"]),
-                 us(g["cpu_time_us"]), est(fmt_bytes(g["bytes"]), g["bytes_estimated"])]
-                for g in dm["copies"][:15]]
-        rows += [[g["name"], g["kind"], PHASE_LABELS.get(g["phase"], g["phase"]),
-                  "fwd" if g["direction"] == "forward" else "bwd", "", str(g["calls"]), str(g["instances"]),
-                  us(g["time_us"]), "", fmt_bytes(g["bytes"])] for g in dm["transfers"][:10]]
+        out.append(
+            para(
+                f"data movement inside attention: {t['copy_calls']} copies ({us(t['copy_gpu_time_us'])} "
+                f"GPU, {fmt_bytes(t['copy_bytes'])}), {t['transfer_calls']} memcpy/memset "
+                f"({us(t['transfer_time_us'])}, {fmt_bytes(t['transfer_bytes'])}), "
+                f"{dm['allocator_calls']} aten::empty* calls",
+                width,
+            )
+        )
+        rows = [
+            [
+                g["op"] + (f" in {g['within']}" if g["within"] else ""),
+                g["kind"],
+                PHASE_LABELS.get(g["phase"], g["phase"]),
+                "fwd" if g["direction"] == "forward" else "bwd",
+                shape_text(g["shape"]),
+                str(g["calls"]),
+                str(g["instances"]),
+                us(g["gpu_time_us"]),
+                us(g["cpu_time_us"]),
+                est(fmt_bytes(g["bytes"]), g["bytes_estimated"]),
+            ]
+            for g in dm["copies"][:15]
+        ]
+        rows += [
+            [
+                g["name"],
+                g["kind"],
+                PHASE_LABELS.get(g["phase"], g["phase"]),
+                "fwd" if g["direction"] == "forward" else "bwd",
+                "",
+                str(g["calls"]),
+                str(g["instances"]),
+                us(g["time_us"]),
+                "",
+                fmt_bytes(g["bytes"]),
+            ]
+            for g in dm["transfers"][:10]
+        ]
         if rows:
-            out.append(text_table(["op", "kind", "phase", "dir", "shape", "calls", "attn calls", "GPU time", "CPU time",
-                                   "bytes"], rows, markdown, width, cut=(0, 2), wrap=(4,), drop=(6, 8, 1)))
+            out.append(
+                text_table(
+                    ["op", "kind", "phase", "dir", "shape", "calls", "attn calls", "GPU time", "CPU time", "bytes"],
+                    rows,
+                    markdown,
+                    width,
+                    cut=(0, 2),
+                    wrap=(4,),
+                    drop=(6, 8, 1),
+                )
+            )
     for f in mem.get("flags") or []:
         out.append(para(f"memory {f['severity']}: {f['message']} — {f['evidence']}. Fix: {f['fix']}", width))
     return "\n".join(out) + "\n"
 
 
-MEMORY_CSV_COLUMNS = ["section", "path", "device", "phase", "direction", "op", "shape", "dtype", "kind", "count",
-                      "bytes", "time_us", "detail"]
+MEMORY_CSV_COLUMNS = [
+    "section",
+    "path",
+    "device",
+    "phase",
+    "direction",
+    "op",
+    "shape",
+    "dtype",
+    "kind",
+    "count",
+    "bytes",
+    "time_us",
+    "detail",
+]
 
 
 def memory_csv_rows(rep: dict) -> list[list]:
@@ -615,47 +908,188 @@ def memory_csv_rows(rep: dict) -> list[list]:
     path = rep.get("path")
     rows = []
     if not mem.get("recorded"):
-        rows.append(["notice", path, "", "", "", "", "", "", "no_memory_events", "", "", "",
-                     (mem.get("notice") or {}).get("fix") or ""])
+        rows.append(
+            [
+                "notice",
+                path,
+                "",
+                "",
+                "",
+                "",
+                "",
+                "",
+                "no_memory_events",
+                "",
+                "",
+                "",
+                (mem.get("notice") or {}).get("fix") or "",
+            ]
+        )
     for d in mem.get("devices") or []:
-        rows.append(["device", path, d["device"], "", "", "", "", "", "peak_allocated", d["allocs"],
-                     d["peak_allocated_bytes"], "", f"alloc_bytes={d['alloc_bytes']} frees={d['frees']}"])
+        rows.append(
+            [
+                "device",
+                path,
+                d["device"],
+                "",
+                "",
+                "",
+                "",
+                "",
+                "peak_allocated",
+                d["allocs"],
+                d["peak_allocated_bytes"],
+                "",
+                f"alloc_bytes={d['alloc_bytes']} frees={d['frees']}",
+            ]
+        )
         for p in d["phases"]:
             lg = p.get("largest") or {}
-            rows.append(["phase_allocs", path, d["device"], p["phase"], p["direction"], lg.get("op") or "",
-                         shape_text(lg.get("shape")) if lg else "", lg.get("dtype") or "", "alloc", p["allocs"],
-                         p["alloc_bytes"], "", f"frees={p['frees']} free_bytes={p['free_bytes']} "
-                                                 f"score_allocs={p['score_allocs']}"])
+            rows.append(
+                [
+                    "phase_allocs",
+                    path,
+                    d["device"],
+                    p["phase"],
+                    p["direction"],
+                    lg.get("op") or "",
+                    shape_text(lg.get("shape")) if lg else "",
+                    lg.get("dtype") or "",
+                    "alloc",
+                    p["allocs"],
+                    p["alloc_bytes"],
+                    "",
+                    f"frees={p['frees']} free_bytes={p['free_bytes']} score_allocs={p['score_allocs']}",
+                ]
+            )
         pk = d.get("attention_peak")
         if pk:
             for g in pk["held_by"]:
-                rows.append(["peak_held_by", path, d["device"], g["phase"] or "", g["direction"], g["op"] or "",
-                             shape_text(g["shape"]), g["dtype"] or "",
-                             "score_matrix" if g["score_matrix"] else ("attention" if g["attention"] else "outside"),
-                             g["count"], g["bytes"], "", f"peak={pk['total_allocated_bytes']}"])
+                rows.append(
+                    [
+                        "peak_held_by",
+                        path,
+                        d["device"],
+                        g["phase"] or "",
+                        g["direction"],
+                        g["op"] or "",
+                        shape_text(g["shape"]),
+                        g["dtype"] or "",
+                        "score_matrix" if g["score_matrix"] else ("attention" if g["attention"] else "outside"),
+                        g["count"],
+                        g["bytes"],
+                        "",
+                        f"peak={pk['total_allocated_bytes']}",
+                    ]
+                )
         for c in d.get("calls") or []:
-            rows.append(["call_vs_fused", path, d["device"], "", "forward", c["scope"] or "",
-                         str(c.get("shapes") or ""), (c.get("shapes") or {}).get("dtype") or "", "core_peak",
-                         c["calls"], c.get("core_peak_bytes") or "", "",
-                         f"fused_alloc_bytes={c.get('fused_alloc_bytes')} score_allocs={c['score_allocs']}"])
+            rows.append(
+                [
+                    "call_vs_fused",
+                    path,
+                    d["device"],
+                    "",
+                    "forward",
+                    c["scope"] or "",
+                    str(c.get("shapes") or ""),
+                    (c.get("shapes") or {}).get("dtype") or "",
+                    "core_peak",
+                    c["calls"],
+                    c.get("core_peak_bytes") or "",
+                    "",
+                    f"fused_alloc_bytes={c.get('fused_alloc_bytes')} score_allocs={c['score_allocs']}",
+                ]
+            )
     fp = mem.get("footprint") or {}
     for g in fp.get("layers") or []:
-        rows.append(["kv_footprint", path, "", "", "forward", g["scope"] or "", str(g["shapes"]), g["shapes"]["dtype"],
-                     g["kv_source"], g["calls"], g["kv_bytes_per_call"], "",
-                     f"fused_activation_bytes={g['fused_activation_bytes']} score_tensors={g['score_tensors']}"])
+        rows.append(
+            [
+                "kv_footprint",
+                path,
+                "",
+                "",
+                "forward",
+                g["scope"] or "",
+                str(g["shapes"]),
+                g["shapes"]["dtype"],
+                g["kv_source"],
+                g["calls"],
+                g["kv_bytes_per_call"],
+                "",
+                f"fused_activation_bytes={g['fused_activation_bytes']} score_tensors={g['score_tensors']}",
+            ]
+        )
     for a in fp.get("alternatives") or []:
-        rows.append(["kv_alternative", path, "", "", "", a["name"], "", "", "kv_heads=" + str(a["kv_heads"]), "",
-                     a["bytes"], "", f"saving={a['saving']}"])
+        rows.append(
+            [
+                "kv_alternative",
+                path,
+                "",
+                "",
+                "",
+                a["name"],
+                "",
+                "",
+                "kv_heads=" + str(a["kv_heads"]),
+                "",
+                a["bytes"],
+                "",
+                f"saving={a['saving']}",
+            ]
+        )
     dm = mem.get("data_movement") or {}
     for g in dm.get("copies") or []:
-        rows.append(["copy", path, "", g["phase"], g["direction"], g["op"], shape_text(g["shape"]), g["dtype"] or "",
-                     g["kind"], g["calls"], g["bytes"] if g["bytes"] is not None else "", g["gpu_time_us"],
-                     (g["within"] or "") + (" " + g["detail"] if g["detail"] else "")])
+        rows.append(
+            [
+                "copy",
+                path,
+                "",
+                g["phase"],
+                g["direction"],
+                g["op"],
+                shape_text(g["shape"]),
+                g["dtype"] or "",
+                g["kind"],
+                g["calls"],
+                g["bytes"] if g["bytes"] is not None else "",
+                g["gpu_time_us"],
+                (g["within"] or "") + (" " + g["detail"] if g["detail"] else ""),
+            ]
+        )
     for g in dm.get("transfers") or []:
-        rows.append(["transfer", path, "", g["phase"], g["direction"], g["name"], "", "", g["kind"], g["calls"],
-                     g["bytes"], g["time_us"], g["copy"] or ""])
+        rows.append(
+            [
+                "transfer",
+                path,
+                "",
+                g["phase"],
+                g["direction"],
+                g["name"],
+                "",
+                "",
+                g["kind"],
+                g["calls"],
+                g["bytes"],
+                g["time_us"],
+                g["copy"] or "",
+            ]
+        )
     for f in mem.get("flags") or []:
-        rows.append(["flag", path, "", "", "", f["code"], "", "", f["severity"], f.get("calls") or "",
-                     f.get("bytes") if f.get("bytes") is not None else "", f.get("time_us") or "",
-                     f"{f['message']}: {f['evidence']}"])
+        rows.append(
+            [
+                "flag",
+                path,
+                "",
+                "",
+                "",
+                f["code"],
+                "",
+                "",
+                f["severity"],
+                f.get("calls") or "",
+                f.get("bytes") if f.get("bytes") is not None else "",
+                f.get("time_us") or "",
+                f"{f['message']}: {f['evidence']}",
+            ]
+        )
     return rows

@@ -4,6 +4,7 @@ A kernel table is written a few thousand rows at a time, so a report with 10^5 k
 exists as one list of dicts. Nothing here imports numpy: the CLI copies cached JSON through
 these helpers without loading the analysis modules.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -18,9 +19,9 @@ _CHUNK = 4096
 
 
 def _enc_hook(obj):
-    if hasattr(obj, "rows") and hasattr(obj, "columns"):      # a KernelTable
+    if hasattr(obj, "rows") and hasattr(obj, "columns"):  # a KernelTable
         return list(obj)
-    if hasattr(obj, "tolist"):                                 # numpy scalars and arrays
+    if hasattr(obj, "tolist"):  # numpy scalars and arrays
         return obj.tolist()
     raise TypeError(f"cannot encode {type(obj).__name__}")
 

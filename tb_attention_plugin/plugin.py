@@ -10,6 +10,7 @@ Traces are found and analysed in the background (:mod:`.server.loader`); routes 
 results up, so the server answers while big traces load. Nothing here imports the analysis
 engine: a worker imports it when it analyses a trace.
 """
+
 from __future__ import annotations
 
 import logging
@@ -39,6 +40,7 @@ def _static(request: Request) -> Response:
 
 def _ranks(plugin: Any, request: Request) -> Response:
     from .server.ranks import ranks_route  # imports the engine's summaries: not at TensorBoard start
+
     return ranks_route(plugin, request)
 
 
@@ -93,8 +95,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
         return bool(self._loader.files())
 
     def frontend_metadata(self) -> base_plugin.FrontendMetadata:
-        return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="Attention",
-                                            disable_reload=False)
+        return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="Attention", disable_reload=False)
 
     def close(self) -> None:
         if self._loader is not None:
@@ -115,13 +116,14 @@ class AttentionPlugin(base_plugin.TBPlugin):
                 return error_response(HttpError(405, "only GET is supported"))
             try:
                 return handler(request)
-            except NotReady as e:           # still loading, or failed: its state, not an HTTP error
+            except NotReady as e:  # still loading, or failed: its state, not an HTTP error
                 return json_response(e.pending.body, code=e.pending.code)
             except HttpError as e:
                 return error_response(e)
             except Exception:  # a bug in one route must not take the server down
                 log.exception("tb-attention: %s failed", request.path)
                 return error_response(HttpError(500, "internal error (see the tensorboard log)"))
+
         return app
 
     # ------------------------------------------------------------ routes
@@ -141,7 +143,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
         return json_response(views.phases(*fetch(self.loader, request.args, need_index=False)))
 
     def _kernels(self, request: Request) -> Response:
-        q = views.kernel_query(request.args)       # validate before any waiting
+        q = views.kernel_query(request.args)  # validate before any waiting
         return json_response(views.kernels(*fetch(self.loader, request.args, need_index=True), q))
 
     def _kernel(self, request: Request) -> Response:
@@ -176,7 +178,13 @@ class AttentionPlugin(base_plugin.TBPlugin):
         loader = self.loader
         snap, sel = fetch(loader, request.args, need_index=True, wait=10.0)
         body, name, gz = views.annotated_download(sel.info, snap, loader.logdir, loader.options.max_bytes)
-        return Response(body, direct_passthrough=True,
-                        content_type="application/gzip" if gz else "application/json",
-                        headers=[("Content-Disposition", f'attachment; filename="{name}"'),
-                                 ("X-Content-Type-Options", "nosniff"), ("Cache-Control", "no-cache")])
+        return Response(
+            body,
+            direct_passthrough=True,
+            content_type="application/gzip" if gz else "application/json",
+            headers=[
+                ("Content-Disposition", f'attachment; filename="{name}"'),
+                ("X-Content-Type-Options", "nosniff"),
+                ("Cache-Control", "no-cache"),
+            ],
+        )

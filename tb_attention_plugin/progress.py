@@ -13,6 +13,7 @@ size is unknown until the end); ``basis`` says which. Readers report at most eve
 :data:`REPORT_BYTES`, so the cost is a few struct writes per hundred MB. No locks: each field has
 one writer, and a value read in the middle of a write is only a moment old.
 """
+
 from __future__ import annotations
 
 import mmap
@@ -25,12 +26,12 @@ from contextlib import contextmanager
 from typing import Optional
 
 STAGES = ("starting", "reading", "analysing", "memory", "advice", "indexing")
-REPORT_BYTES = 4 << 20            # a reader reports after about this many (decompressed) bytes
-SLOTS = 4                         # processes of one analysis that can count bytes
+REPORT_BYTES = 4 << 20  # a reader reports after about this many (decompressed) bytes
+SLOTS = 4  # processes of one analysis that can count bytes
 SIZE = 64
 
-_MAGIC = 0x50414254               # "TBAP"
-_HEAD = struct.Struct("<IIQQI")   # magic, stage, generation, bytes_total, flags
+_MAGIC = 0x50414254  # "TBAP"
+_HEAD = struct.Struct("<IIQQI")  # magic, stage, generation, bytes_total, flags
 _U32, _U64 = struct.Struct("<I"), struct.Struct("<Q")
 _OFF_STAGE, _OFF_GEN, _OFF_TOTAL, _OFF_FLAGS, _OFF_SLOTS = 4, 8, 16, 24, 32
 _GZIP = 1
@@ -50,7 +51,7 @@ class Progress:
 
     @classmethod
     def anonymous(cls) -> Progress:
-        p = cls(mmap.mmap(-1, SIZE))          # MAP_SHARED: a forked child's writes are seen here
+        p = cls(mmap.mmap(-1, SIZE))  # MAP_SHARED: a forked child's writes are seen here
         p.reset()
         return p
 
@@ -76,10 +77,13 @@ class Progress:
         if magic != _MAGIC:
             return None
         done = min(done, total) if total else done
-        return {"stage": STAGES[stage] if stage < len(STAGES) else "starting",
-                "bytes_read": done, "bytes_total": total or None,
-                "fraction": round(done / total, 4) if total else None,
-                "basis": "compressed" if flags & _GZIP else "file"}
+        return {
+            "stage": STAGES[stage] if stage < len(STAGES) else "starting",
+            "bytes_read": done,
+            "bytes_total": total or None,
+            "fraction": round(done / total, 4) if total else None,
+            "basis": "compressed" if flags & _GZIP else "file",
+        }
 
     def by_process(self) -> tuple:
         """Bytes read by each process of the analysis (slot 0: the one that started it)."""
@@ -106,7 +110,7 @@ class Progress:
             _U32.pack_into(self._mm, _OFF_STAGE, STAGES.index("reading"))
             _U64.pack_into(self._mm, _OFF_TOTAL, max(0, int(total)))
             _U32.pack_into(self._mm, _OFF_FLAGS, _GZIP if gzip else 0)
-            self._mm[_OFF_SLOTS:_OFF_SLOTS + 8 * SLOTS] = bytes(8 * SLOTS)
+            self._mm[_OFF_SLOTS : _OFF_SLOTS + 8 * SLOTS] = bytes(8 * SLOTS)
 
     def add(self, n: int) -> None:
         """``n`` more bytes of the file read by this process."""
@@ -157,7 +161,7 @@ def begin_read(path: str) -> None:
     gz, total = False, 0
     try:
         st = os.stat(path)
-        if _stat.S_ISREG(st.st_mode):         # (opening a named pipe would block)
+        if _stat.S_ISREG(st.st_mode):  # (opening a named pipe would block)
             total = st.st_size
             with open(path, "rb") as f:
                 gz = f.read(2) == b"\x1f\x8b"
@@ -179,6 +183,6 @@ def from_fd(text: Optional[str]) -> Optional[Progress]:
         return None
     finally:
         try:
-            os.close(fd)            # the mapping stays; the descriptor is not needed any more
+            os.close(fd)  # the mapping stays; the descriptor is not needed any more
         except OSError:
             pass

@@ -4,6 +4,7 @@ The schema is documented in docs/report-schema.md (and summarised in the README)
 activity of the trace appears exactly once in ``kernels`` (``kind`` says kernel, memcpy or
 memset); numbers that are estimates say so (``estimated``), numbers we cannot know are null.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -94,38 +95,69 @@ class _Modules:
         return self.memo[r]
 
 
-def _notices(trace: Trace, n_kernels: int, n_attention: int, shapes_seen: bool,
-             devices: list[D.DevicePeaks], used_devices: set) -> list[dict]:
+def _notices(
+    trace: Trace, n_kernels: int, n_attention: int, shapes_seen: bool, devices: list[D.DevicePeaks], used_devices: set
+) -> list[dict]:
     out = []
     meta = trace.meta
     if n_kernels == 0:
-        msg = ("no GPU kernels in this trace" + (" (a CPU-only profile)" if not D.device_properties(meta) else ""))
-        out.append({"code": "no_gpu_kernels", "message": msg,
-                    "fix": "profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] on a GPU run"})
+        msg = "no GPU kernels in this trace" + (" (a CPU-only profile)" if not D.device_properties(meta) else "")
+        out.append(
+            {
+                "code": "no_gpu_kernels",
+                "message": msg,
+                "fix": "profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] on a GPU run",
+            }
+        )
     elif n_attention == 0:
-        out.append({"code": "no_attention", "message": "no attention found among the GPU kernels",
-                    "fix": ("profile with with_stack=True so nn.Module scopes are recorded, wrap attention in "
-                            "torch.profiler.record_function('attention'), or pass --module-pattern matching "
-                            "your attention module's class name")})
+        out.append(
+            {
+                "code": "no_attention",
+                "message": "no attention found among the GPU kernels",
+                "fix": (
+                    "profile with with_stack=True so nn.Module scopes are recorded, wrap attention in "
+                    "torch.profiler.record_function('attention'), or pass --module-pattern matching "
+                    "your attention module's class name"
+                ),
+            }
+        )
     # a file that says it recorded shapes (or stacks) and lacks them got its kernels elsewhere
     # (CUDA-graph replays: see the graph_replay notice); advising the flag again would be wrong
     if n_kernels and not shapes_seen and not meta.get("record_shapes"):
-        out.append({"code": "no_shapes", "message": "no input shapes recorded: FLOPs and bytes are unknown",
-                    "fix": "profile with record_shapes=True"})
+        out.append(
+            {
+                "code": "no_shapes",
+                "message": "no input shapes recorded: FLOPs and bytes are unknown",
+                "fix": "profile with record_shapes=True",
+            }
+        )
     if n_kernels and not any(trace.ranges["kind"] == MODULE) and n_attention and not meta.get("with_stack"):
-        out.append({"code": "no_stack", "message": "no nn.Module scopes recorded: projections and module "
-                    "context come only from op and annotation names",
-                    "fix": "profile with with_stack=True to attribute projections to attention modules"})
+        out.append(
+            {
+                "code": "no_stack",
+                "message": "no nn.Module scopes recorded: projections and module "
+                "context come only from op and annotation names",
+                "fix": "profile with with_stack=True to attribute projections to attention modules",
+            }
+        )
     for d in devices:
         if d.id in used_devices and not d.known:
-            out.append({"code": "unknown_gpu",
-                        "message": f"unknown GPU '{d.name}': utilisation and bound cannot be computed",
-                        "fix": "give its peaks: --peaks bf16=<TFLOP/s>,fp32=<TFLOP/s>,memory=<TB/s> or a JSON file"})
+            out.append(
+                {
+                    "code": "unknown_gpu",
+                    "message": f"unknown GPU '{d.name}': utilisation and bound cannot be computed",
+                    "fix": "give its peaks: --peaks bf16=<TFLOP/s>,fp32=<TFLOP/s>,memory=<TB/s> or a JSON file",
+                }
+            )
     return out
 
 
-def analyze_trace(trace: Trace, options: Optional[Options] = None, reference: Optional[Trace] = None,
-                  reference_path: Optional[str] = None) -> dict:
+def analyze_trace(
+    trace: Trace,
+    options: Optional[Options] = None,
+    reference: Optional[Trace] = None,
+    reference_path: Optional[str] = None,
+) -> dict:
     """The report dict of one loaded trace. ``reference``: a trace of the same step run without
     CUDA graphs (or of the graph capture), whose CPU context is given to replayed kernels."""
     opt = options or Options()
@@ -138,7 +170,7 @@ def analyze_trace(trace: Trace, options: Optional[Options] = None, reference: Op
     rep = build_report(trace, links, tagging, attr, opt)
     progress.stage("memory")
     rep["memory"] = _memory_block(trace, links, tagging, attr, rep)
-    _sources(rep, trace, links)                   # sources.py: the user's source line per attention kernel
+    _sources(rep, trace, links)  # sources.py: the user's source line per attention kernel
     progress.stage("advice")
     # advice.py: findings, and the attention backends that compare/check name
     rep["advice"], rep["attention_backends"] = _advice(rep, trace, links, tagging)
@@ -148,6 +180,7 @@ def analyze_trace(trace: Trace, options: Optional[Options] = None, reference: Op
 def _sources(rep, trace, links) -> None:
     """``source`` on attention kernel rows and calls, ``sources`` on phase rows; a failure never loses the report."""
     from .sources import attach_sources
+
     try:
         attach_sources(rep, trace, links)
     except Exception as e:  # noqa: BLE001 - reported in warnings
@@ -158,6 +191,7 @@ def _advice(rep, trace, links, tagging) -> tuple:
     """``advice`` and ``attention_backends`` (advice.py): findings from this run's numbers and its
     attention implementations; a failure there never loses the report."""
     from .advice import advice_and_backends
+
     try:
         return advice_and_backends(rep, trace, links, tagging)
     except Exception as e:  # noqa: BLE001 - reported in warnings
@@ -168,6 +202,7 @@ def _advice(rep, trace, links, tagging) -> tuple:
 def _memory_block(trace, links, tagging, attr, rep) -> dict:
     """The ``memory`` block (memory/); a failure there never loses the rest of the report."""
     from .memory import memory_report
+
     try:
         return memory_report(trace, links, tagging, attr, rep)
     except Exception as e:  # noqa: BLE001 - reported in the block and in warnings
@@ -229,15 +264,18 @@ def _devices(trace: Trace, opt: Options) -> dict:
     return {i: D.resolve(trace.meta, i, opt.user_peaks, opt.peak_basis) for i in sorted(dev_ids | props_ids)}
 
 
-def roofline_frame(trace: Trace, links: Links, attr: Attribution, devices: dict,
-                   opt: Options) -> tuple[KernelFrame, list]:
+def roofline_frame(
+    trace: Trace, links: Links, attr: Attribution, devices: dict, opt: Options
+) -> tuple[KernelFrame, list]:
     """The classified kernel frame of a trace's cost attribution (before measured counters), and
     the roofs raised because a kernel beat the table's peak (classify.raise_roofs)."""
+
     def resolve(dev: int) -> D.DevicePeaks:
         return D.resolve(trace.meta, dev, opt.user_peaks, opt.peak_basis)
 
     def datasheet(dev: int, peak: str) -> Optional[float]:
         return D.resolve(trace.meta, dev, None, "datasheet").flops.get(peak)
+
     frame, adjustments = raise_roofs(F.build(trace, links, attr, devices, resolve), datasheet)
     return classify(frame), adjustments
 
@@ -255,10 +293,11 @@ def _device_json(d: D.DevicePeaks, adjustments: list) -> dict:
 @dataclass
 class Steps:
     """ProfilerStep ranges, each kernel's step, and the kernels of the step analysed."""
-    rows: list                  # [(start ns, end ns, name, number, ts µs)] in time order
-    launch_t: np.ndarray        # per kernel: its launch's CPU time (ns), else its own start
-    kernel_step: np.ndarray     # per kernel: index into rows, -1 outside any step
-    keep: np.ndarray            # bool per kernel: in the step analysed (all without --step)
+
+    rows: list  # [(start ns, end ns, name, number, ts µs)] in time order
+    launch_t: np.ndarray  # per kernel: its launch's CPU time (ns), else its own start
+    kernel_step: np.ndarray  # per kernel: index into rows, -1 outside any step
+    keep: np.ndarray  # bool per kernel: in the step analysed (all without --step)
 
     @property
     def names(self) -> list:
@@ -274,8 +313,15 @@ def _steps(trace: Trace, links: Links, opt: Options) -> Steps:
     for r in np.flatnonzero(R["kind"] == ANNOTATION).tolist():
         m = _STEP.match(names[R["name"][r]])
         if m:
-            step_rows.append((int(R["ts_ns"][r]), int(R["ts_ns"][r] + R["dur_ns"][r]), names[R["name"][r]],
-                              int(m.group(1)), float(R["ts"][r])))
+            step_rows.append(
+                (
+                    int(R["ts_ns"][r]),
+                    int(R["ts_ns"][r] + R["dur_ns"][r]),
+                    names[R["name"][r]],
+                    int(m.group(1)),
+                    float(R["ts"][r]),
+                )
+            )
     step_rows.sort()
     if len(R["ts_ns"]):
         launch_t = np.where(links.gpu_launch >= 0, R["ts_ns"][np.maximum(links.gpu_launch, 0)], G["ts_ns"])
@@ -302,12 +348,13 @@ def _steps(trace: Trace, links: Links, opt: Options) -> Steps:
 @dataclass
 class Context:
     """Per kernel: what attention call and phase it belongs to, and where in the model."""
-    attention: np.ndarray       # bool
-    instance: np.ndarray        # tagger instance id, -1 outside attention
-    call: np.ndarray            # attention call number (GPU order), -1 outside attention
-    phase: np.ndarray           # index into attention.patterns.PHASES, -1 outside attention
-    backward: np.ndarray        # bool
-    columns: dict               # kernel-table columns: phase, direction, core, tag_source, scope, op, module...
+
+    attention: np.ndarray  # bool
+    instance: np.ndarray  # tagger instance id, -1 outside attention
+    call: np.ndarray  # attention call number (GPU order), -1 outside attention
+    phase: np.ndarray  # index into attention.patterns.PHASES, -1 outside attention
+    backward: np.ndarray  # bool
+    columns: dict  # kernel-table columns: phase, direction, core, tag_source, scope, op, module...
 
 
 def _context(trace: Trace, links: Links, tagging: Tagging) -> Context:
@@ -351,8 +398,13 @@ def _context(trace: Trace, links: Links, tagging: Tagging) -> Context:
     scope_codes = np.zeros(n, np.int32)
     if att.any():
         inst_u, inst_inv = np.unique(inst[att], return_inverse=True)
-        scope_codes[att] = np.array([scope_vocab.setdefault(tagging.instances.get(i, {}).get("name"), len(scope_vocab))
-                                     for i in inst_u.tolist()], dtype=np.int32)[inst_inv]
+        scope_codes[att] = np.array(
+            [
+                scope_vocab.setdefault(tagging.instances.get(i, {}).get("name"), len(scope_vocab))
+                for i in inst_u.tolist()
+            ],
+            dtype=np.int32,
+        )[inst_inv]
     columns = {
         "attention": att,
         "phase": phase_col,
@@ -369,8 +421,9 @@ def _context(trace: Trace, links: Links, tagging: Tagging) -> Context:
     return Context(att, inst, call, ph_code, bwd, columns)
 
 
-def _kernel_table(trace: Trace, attr: Attribution, frame: KernelFrame, ctx: Context, steps: Steps,
-                  measured: Optional[list]) -> KernelTable:
+def _kernel_table(
+    trace: Trace, attr: Attribution, frame: KernelFrame, ctx: Context, steps: Steps, measured: Optional[list]
+) -> KernelTable:
     """Every GPU activity as a kernel-table row (docs/report-schema.md, *Kernel row*)."""
     G, R = trace.gpu, trace.ranges
     names = trace.strings
@@ -388,11 +441,18 @@ def _kernel_table(trace: Trace, attr: Attribution, frame: KernelFrame, ctx: Cont
         "device": G["device"].astype(np.int64),
         "stream": G["stream"].astype(np.int64),
         "step": Coded(np.where(steps.kernel_step >= 0, steps.kernel_step, len(steps.rows)), steps.names + [None]),
-        "attention": c["attention"], "phase": c["phase"], "direction": c["direction"], "core": c["core"],
-        "tag_source": c["tag_source"], "graph": c["graph"], "instance": c["instance"], "scope": c["scope"],
+        "attention": c["attention"],
+        "phase": c["phase"],
+        "direction": c["direction"],
+        "core": c["core"],
+        "tag_source": c["tag_source"],
+        "graph": c["graph"],
+        "instance": c["instance"],
+        "scope": c["scope"],
         "op": c["op"],
         "cost_op": Coded(np.where(costop_codes >= 0, costop_codes, len(names)), names + [None]),
-        "module": c["module"], "module_path": c["module_path"],
+        "module": c["module"],
+        "module_path": c["module_path"],
         "dtype": frame.dtype,
         "flops": _sig_round(frame.flops),
         "bytes": _sig_round(frame.bytes),
@@ -413,8 +473,10 @@ def _kernel_table(trace: Trace, attr: Attribution, frame: KernelFrame, ctx: Cont
         "grid": _dims_column(G["grid_x"], G["grid_y"], G["grid_z"], is_kernel),
         "block": _dims_column(G["block_x"], G["block_y"], G["block_z"], is_kernel),
         "occupancy_pct": np.where(is_kernel, np.round(frame.occupancy, 1), np.nan),
-        "occupancy_source": Coded(np.where(frame.occupancy_source >= 0, frame.occupancy_source,
-                                           len(F.OCCUPANCY_SOURCES)), list(F.OCCUPANCY_SOURCES) + [None]),
+        "occupancy_source": Coded(
+            np.where(frame.occupancy_source >= 0, frame.occupancy_source, len(F.OCCUPANCY_SOURCES)),
+            list(F.OCCUPANCY_SOURCES) + [None],
+        ),
         "waves": _sig_round(frame.waves, 3),
         "measured": measured if measured is not None else [None] * n,
     }
@@ -433,8 +495,9 @@ def _extras(trace: Trace, attr: Attribution, att: np.ndarray) -> dict[int, dict]
         if sig >= 0:
             sh = sig_shapes.get(sig)
             if sh is None:
-                sh = sig_shapes[sig] = [list(a.shape or ()) if a.is_tensor else None
-                                        for a in parse_args(trace.signatures[sig])]
+                sh = sig_shapes[sig] = [
+                    list(a.shape or ()) if a.is_tensor else None for a in parse_args(trace.signatures[sig])
+                ]
             e["shapes"] = sh
         c = attr.costs.get(o)
         if c is not None and c.detail:
@@ -449,8 +512,17 @@ def _costed(frame: KernelFrame) -> np.ndarray:
     return ~np.isnan(frame.flops) & ~np.isnan(frame.bytes) & ~np.isnan(frame.bandwidth) & (frame.dur_us > 0)
 
 
-def _assemble(trace: Trace, opt: Options, devices: dict, adjustments: list, steps: Steps, frame: KernelFrame,
-              ctx: Context, table: KernelTable, meas: Result) -> dict:
+def _assemble(
+    trace: Trace,
+    opt: Options,
+    devices: dict,
+    adjustments: list,
+    steps: Steps,
+    frame: KernelFrame,
+    ctx: Context,
+    table: KernelTable,
+    meas: Result,
+) -> dict:
     """The report dict: totals, phases and steps over the selected kernels, around the table."""
     G, R = trace.gpu, trace.ranges
     sel = steps.keep
@@ -480,17 +552,28 @@ def _assemble(trace: Trace, opt: Options, devices: dict, adjustments: list, step
     step_list = []
     for i, (s0, s1, sname, _, ts_us) in enumerate(steps.rows):
         m = steps.kernel_step == i
-        step_list.append({"name": sname, "ts": ts_us, "dur_us": _r((s1 - s0) / 1000.0),
-                          "gpu_time_us": _r(dur[m].sum()), "attention_time_us": _r(dur[m & att].sum())})
+        step_list.append(
+            {
+                "name": sname,
+                "ts": ts_us,
+                "dur_us": _r((s1 - s0) / 1000.0),
+                "gpu_time_us": _r(dur[m].sum()),
+                "attention_time_us": _r(dur[m & att].sum()),
+            }
+        )
     dev_ids = sorted(set(G["device"].tolist())) if len(G["kind"]) else []
-    main_dev = devices.get(dev_ids[0]) if dev_ids else (next(iter(devices.values())) if devices else
-                                                          D.resolve(trace.meta, 0, opt.user_peaks, opt.peak_basis))
+    main_dev = (
+        devices.get(dev_ids[0])
+        if dev_ids
+        else (next(iter(devices.values())) if devices else D.resolve(trace.meta, 0, opt.user_peaks, opt.peak_basis))
+    )
     meta = trace.meta
     return {
         "path": trace.path,
         "status": "ok",
         "trace": {
-            "events": int(trace.stats.get("events", 0)), "bytes": int(trace.stats.get("bytes", 0) or 0),
+            "events": int(trace.stats.get("events", 0)),
+            "bytes": int(trace.stats.get("bytes", 0) or 0),
             "truncated": bool(trace.stats.get("truncated", False)),
             "format": "kineto-legacy" if _legacy(trace) else "kineto",
             # as recorded: the file's flag counts too (CUDA-graph replays carry no shapes of their own)
@@ -498,8 +581,9 @@ def _assemble(trace: Trace, opt: Options, devices: dict, adjustments: list, step
             "with_stack": bool(any(R["kind"] == MODULE)) or bool(meta.get("with_stack")),
             "profile_memory": bool(len(trace.memory["ts"])),
             "distributed": meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else None,
-            "base_time_ns": (meta.get("baseTimeNanoseconds")
-                             if isinstance(meta.get("baseTimeNanoseconds"), int) else None),
+            "base_time_ns": (
+                meta.get("baseTimeNanoseconds") if isinstance(meta.get("baseTimeNanoseconds"), int) else None
+            ),
         },
         "device": _device_json(main_dev, adjustments) if main_dev else None,
         "devices": [_device_json(d, adjustments) for d in devices.values()],
@@ -530,8 +614,12 @@ def _assemble(trace: Trace, opt: Options, devices: dict, adjustments: list, step
         "kernels": table,
         "notices": notices + meas.notices,
         "warnings": list(trace.warnings) + meas.warnings,
-        "thresholds": {"roof_reached": ROOF_REACHED, "short_kernel_us": SHORT_KERNEL_US,
-                       "low_occupancy_pct": LOW_OCCUPANCY_PCT, "tiny_grid_sm_fraction": TINY_GRID_SM_FRACTION},
+        "thresholds": {
+            "roof_reached": ROOF_REACHED,
+            "short_kernel_us": SHORT_KERNEL_US,
+            "low_occupancy_pct": LOW_OCCUPANCY_PCT,
+            "tiny_grid_sm_fraction": TINY_GRID_SM_FRACTION,
+        },
         "measurements": meas.block,
     }
 
@@ -557,8 +645,17 @@ def _dims_column(x: np.ndarray, y: np.ndarray, z: np.ndarray, is_kernel: np.ndar
     return Coded(np.where(is_kernel, inv.reshape(-1), len(uniq)), vocab)
 
 
-def _phase_row(phase: str, direction: str, m: np.ndarray, frame: KernelFrame, known: np.ndarray, inst: np.ndarray,
-               name_ids: np.ndarray, names: list, att_time: float) -> dict:
+def _phase_row(
+    phase: str,
+    direction: str,
+    m: np.ndarray,
+    frame: KernelFrame,
+    known: np.ndarray,
+    inst: np.ndarray,
+    name_ids: np.ndarray,
+    names: list,
+    att_time: float,
+) -> dict:
     dur, fl, by, cu, mu = frame.dur_us, frame.flops, frame.bytes, frame.compute_util, frame.memory_util
     t = float(dur[m].sum())
     mk = m & known
@@ -584,18 +681,28 @@ def _phase_row(phase: str, direction: str, m: np.ndarray, frame: KernelFrame, kn
             btime[bn] = _r(v)
     ctime = _cause_time(dur, m, frame.cause)
     return {
-        "phase": phase, "label": P.PHASE_LABELS[phase], "direction": direction, "core": phase in P.CORE_PHASES,
-        "time_us": _r(t), "share": _r(t / att_time, 4) if att_time > 0 else None,
-        "kernels": int(m.sum()), "instances": int(len(np.unique(inst[m]))),
-        "flops": _sig(f_sum), "bytes": _sig(b_sum),
+        "phase": phase,
+        "label": P.PHASE_LABELS[phase],
+        "direction": direction,
+        "core": phase in P.CORE_PHASES,
+        "time_us": _r(t),
+        "share": _r(t / att_time, 4) if att_time > 0 else None,
+        "kernels": int(m.sum()),
+        "instances": int(len(np.unique(inst[m]))),
+        "flops": _sig(f_sum),
+        "bytes": _sig(b_sum),
         "intensity": _sig(f_sum / b_sum) if f_sum is not None and b_sum else None,
         "achieved_flops_per_s": _sig(f_sum / sec) if f_sum is not None and sec > 0 else None,
         "achieved_bytes_per_s": _sig(b_sum / sec) if b_sum is not None and sec > 0 else None,
-        "compute_util": _r(cu_m, 4), "memory_util": _r(mu_m, 4), "bound": b,
+        "compute_util": _r(cu_m, 4),
+        "memory_util": _r(mu_m, 4),
+        "bound": b,
         "latency_cause": max(ctime, key=ctime.__getitem__) if b == "latency" and ctime else None,
-        "bound_time_us": btime, "latency_cause_time_us": ctime,
+        "bound_time_us": btime,
+        "latency_cause_time_us": ctime,
         "cost_coverage": _r(kt / t, 4) if t > 0 else None,
-        "estimated": bool(frame.estimated[m].any()), "upper_bound": upper,
+        "estimated": bool(frame.estimated[m].any()),
+        "upper_bound": upper,
         "top_kernels": [{"name": names[nid], "time_us": _r(tt)} for nid, tt in top],
     }
 
@@ -613,7 +720,8 @@ def _cause_time(dur: np.ndarray, m: np.ndarray, cause: np.ndarray) -> dict:
 def _legacy(trace: Trace) -> bool:
     """PyTorch 1.9-era traces: capitalised categories (Operator, Kernel, Runtime)."""
     return "computeProperties" in trace.meta or bool(
-        trace.stats.get("categories", set()) & {"Operator", "Kernel", "Runtime"})
+        trace.stats.get("categories", set()) & {"Operator", "Kernel", "Runtime"}
+    )
 
 
 def error_entry(path: str, message: str) -> dict:

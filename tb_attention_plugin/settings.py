@@ -14,6 +14,7 @@ The rules, the same for both faces:
   error (``error: --max-bytes: ...``, exit 2);
 * sizes go through :func:`parse_size` and durations through :func:`parse_duration`.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -26,11 +27,23 @@ from typing import Any, Callable, Optional
 
 from .options import Options
 
-PROGRESS_FD = "TB_ATTENTION_PROGRESS_FD"   # internal: the progress record a worker process writes (progress.py)
+PROGRESS_FD = "TB_ATTENTION_PROGRESS_FD"  # internal: the progress record a worker process writes (progress.py)
 
-_SIZE_UNITS = (("KIB", 1 << 10), ("MIB", 1 << 20), ("GIB", 1 << 30), ("TIB", 1 << 40),
-               ("KB", 1 << 10), ("MB", 1 << 20), ("GB", 1 << 30), ("TB", 1 << 40),
-               ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40), ("B", 1))
+_SIZE_UNITS = (
+    ("KIB", 1 << 10),
+    ("MIB", 1 << 20),
+    ("GIB", 1 << 30),
+    ("TIB", 1 << 40),
+    ("KB", 1 << 10),
+    ("MB", 1 << 20),
+    ("GB", 1 << 30),
+    ("TB", 1 << 40),
+    ("K", 1 << 10),
+    ("M", 1 << 20),
+    ("G", 1 << 30),
+    ("T", 1 << 40),
+    ("B", 1),
+)
 _DURATION_UNITS = (("MS", 1e-3), ("S", 1.0), ("M", 60.0), ("H", 3600.0))
 _TRUE = ("1", "true", "yes", "on")
 
@@ -82,6 +95,7 @@ def _in_range(parse: Callable[[str], Any], lo: float, hi: float) -> Callable[[st
         if not lo <= v <= hi:
             raise ValueError(f"{text!r} is out of range [{lo:g}, {hi:g}]")
         return v
+
     return check
 
 
@@ -101,6 +115,7 @@ def _choice(*allowed: str) -> Callable[[str], str]:
         if text not in allowed:
             raise ValueError(f"{text!r} must be {' or '.join(allowed)}")
         return text
+
     return check
 
 
@@ -114,6 +129,7 @@ def _regex(text: str) -> str:
 
 def _peaks(text: str) -> dict:
     from .roofline.devices import load_user_peaks  # reads a JSON file when given one
+
     try:
         return load_user_peaks(text)
     except OSError as e:
@@ -136,29 +152,38 @@ class Setting:
     env: str
     field: str
     parse: Callable[[str], Any]
-    default: str                  # as shown in warnings and docs
+    default: str  # as shown in warnings and docs
     flag: Optional[str] = None
     plugin_only: bool = False
 
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("TB_ATTENTION_PEAKS", "options.user_peaks", _peaks, "the built-in table", "--peaks"),
-    Setting("TB_ATTENTION_PEAK_BASIS", "options.peak_basis", _choice("measured", "datasheet"), "measured",
-            "--peak-basis"),
+    Setting(
+        "TB_ATTENTION_PEAK_BASIS", "options.peak_basis", _choice("measured", "datasheet"), "measured", "--peak-basis"
+    ),
     Setting("TB_ATTENTION_MODULE_PATTERN", "options.module_pattern", _regex, "the default", "--module-pattern"),
-    Setting("TB_ATTENTION_ANNOTATION_PATTERN", "options.annotation_pattern", _regex, "the default",
-            "--annotation-pattern"),
+    Setting(
+        "TB_ATTENTION_ANNOTATION_PATTERN", "options.annotation_pattern", _regex, "the default", "--annotation-pattern"
+    ),
     Setting("TB_ATTENTION_MAX_BYTES", "options.max_bytes", parse_size, "16 GiB", "--max-bytes"),
     Setting("TB_ATTENTION_JOBS", "options.read_jobs", _in_range(_int, 1, 256), "up to 2 processes"),
-    Setting("TB_ATTENTION_PARALLEL_MIN_BYTES", "options.parallel_min_bytes",
-            lambda t: parse_size(t, allow_zero=True), "48 MiB"),
+    Setting(
+        "TB_ATTENTION_PARALLEL_MIN_BYTES",
+        "options.parallel_min_bytes",
+        lambda t: parse_size(t, allow_zero=True),
+        "48 MiB",
+    ),
     Setting("TB_ATTENTION_DEBUG", "options.debug", _flag, "off"),
     Setting("TB_ATTENTION_CACHE_DIR", "cache_dir", _path, "~/.cache/tb-attention", "--cache-dir"),
     Setting("TB_ATTENTION_NO_CACHE", "no_cache", _flag, "0", "--no-cache"),
-    Setting("TB_ATTENTION_DASK_TIMEOUT", "dask_timeout", _in_range(parse_duration, 0.1, 3600.0),
-            "20 s to connect, 60 s for workers"),
-    Setting("TB_ATTENTION_POLL_SECS", "poll_secs", _in_range(parse_duration, 0.2, 3600.0), "3",
-            plugin_only=True),
+    Setting(
+        "TB_ATTENTION_DASK_TIMEOUT",
+        "dask_timeout",
+        _in_range(parse_duration, 0.1, 3600.0),
+        "20 s to connect, 60 s for workers",
+    ),
+    Setting("TB_ATTENTION_POLL_SECS", "poll_secs", _in_range(parse_duration, 0.2, 3600.0), "3", plugin_only=True),
     Setting("TB_ATTENTION_WORKERS", "workers", _in_range(_int, 1, 32), "1", plugin_only=True),
     Setting("TB_ATTENTION_WORKER_MODE", "worker_mode", _choice("process", "thread"), "process", plugin_only=True),
     Setting("TB_ATTENTION_MEMORY_MB", "memory_budget", _mebibytes, "1024", plugin_only=True),
@@ -180,7 +205,7 @@ class Settings:
     options: Options = field(default_factory=Options)
     cache_dir: str = field(default_factory=default_cache_dir)
     no_cache: bool = False
-    dask_timeout: Optional[float] = None   # ranks --scheduler: connecting, and waiting for workers
+    dask_timeout: Optional[float] = None  # ranks --scheduler: connecting, and waiting for workers
     poll_secs: float = 3.0
     workers: int = 1
     worker_mode: str = "process"
@@ -189,8 +214,14 @@ class Settings:
 
     def loader_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of :class:`~.server.loader.Loader` (besides the logdir and options)."""
-        return {"poll_secs": self.poll_secs, "workers": self.workers, "mode": self.worker_mode,
-                "memory_budget": self.memory_budget, "cache_dir": self.cache_dir, "use_cache": not self.no_cache}
+        return {
+            "poll_secs": self.poll_secs,
+            "workers": self.workers,
+            "mode": self.worker_mode,
+            "memory_budget": self.memory_budget,
+            "cache_dir": self.cache_dir,
+            "use_cache": not self.no_cache,
+        }
 
 
 def _assign(values: dict[str, Any], base: Settings) -> Settings:

@@ -8,6 +8,7 @@ Phase rows get ``sources``: the three lines with the most kernel time in the pha
 call (``memory.attention_spans``: one per call and direction) the line of most of its kernel time. All lookups
 are one vectorised pass over the attention kernels, and one dict per distinct frame.
 """
+
 from __future__ import annotations
 
 from typing import Optional

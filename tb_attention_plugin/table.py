@@ -6,6 +6,7 @@ lets the dashboard filter and sort with numpy, and lets the JSON be written in c
 rest of the code a :class:`KernelTable` is a sequence of row dicts (``len``, indexing, slicing,
 iteration), with the fields documented in docs/report-schema.md.
 """
+
 from __future__ import annotations
 
 import functools
@@ -16,11 +17,51 @@ import msgspec
 import numpy as np
 
 # Output order of the row fields.
-FIELDS = ("id", "name", "kind", "ts", "dur_us", "device", "stream", "step", "attention", "phase", "direction",
-          "core", "tag_source", "graph", "instance", "scope", "op", "cost_op", "module", "module_path", "dtype",
-          "flops", "bytes", "dram_bytes", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s", "peak",
-          "peak_flops_per_s", "compute_util", "memory_util", "bound", "latency_cause", "bound_reason", "estimated",
-          "upper_bound", "cost_share", "grid", "block", "occupancy_pct", "occupancy_source", "waves", "measured")
+FIELDS = (
+    "id",
+    "name",
+    "kind",
+    "ts",
+    "dur_us",
+    "device",
+    "stream",
+    "step",
+    "attention",
+    "phase",
+    "direction",
+    "core",
+    "tag_source",
+    "graph",
+    "instance",
+    "scope",
+    "op",
+    "cost_op",
+    "module",
+    "module_path",
+    "dtype",
+    "flops",
+    "bytes",
+    "dram_bytes",
+    "intensity",
+    "achieved_flops_per_s",
+    "achieved_bytes_per_s",
+    "peak",
+    "peak_flops_per_s",
+    "compute_util",
+    "memory_util",
+    "bound",
+    "latency_cause",
+    "bound_reason",
+    "estimated",
+    "upper_bound",
+    "cost_share",
+    "grid",
+    "block",
+    "occupancy_pct",
+    "occupancy_source",
+    "waves",
+    "measured",
+)
 # Optional fields, present on attention rows only (source: sources.py, with_stack traces).
 EXTRA = ("shapes", "cost_detail", "source")
 
@@ -34,6 +75,7 @@ def _row_struct(names: tuple) -> type:
 
 class Coded:
     """A column of strings (or None) stored as int32 codes into a vocabulary."""
+
     __slots__ = ("codes", "vocab")
 
     def __init__(self, codes: np.ndarray, vocab: Sequence[Any]):
@@ -117,7 +159,7 @@ class KernelTable(Sequence):
 
     def __init__(self, columns: dict[str, Any], extras: Optional[dict[int, dict]] = None):
         self.columns = columns
-        self.extras = extras or {}          # row index -> {"shapes": ..., "cost_detail": ...}
+        self.extras = extras or {}  # row index -> {"shapes": ..., "cost_detail": ...}
         self._n = len(columns["id"])
 
     def __len__(self) -> int:

@@ -5,6 +5,7 @@
 
 Each golden file is the JSON report of one sample trace (paths made relative), gzipped.
 """
+
 import gzip
 import json
 import os
@@ -19,8 +20,12 @@ GOLDEN = os.path.join(HERE, "golden")
 
 
 def runs() -> list[str]:
-    return sorted(d for d in os.listdir(SAMPLES) if os.path.isdir(os.path.join(SAMPLES, d))
-                  and any(f.endswith((".json", ".json.gz")) for f in os.listdir(os.path.join(SAMPLES, d))))
+    return sorted(
+        d
+        for d in os.listdir(SAMPLES)
+        if os.path.isdir(os.path.join(SAMPLES, d))
+        and any(f.endswith((".json", ".json.gz")) for f in os.listdir(os.path.join(SAMPLES, d)))
+    )
 
 
 # Blocks produced by the add-on analyses (memory.py, advice.py) have tests of their own; the
@@ -31,6 +36,7 @@ ADDONS = ("memory", "advice")
 def current(run: str) -> dict:
     from tb_attention_plugin.analyze import analyze_path
     from tb_attention_plugin.jsonout import to_json
+
     rep = analyze_path(sample(run))
     rep = json.loads(to_json(rep))
     rep["path"] = os.path.relpath(rep["path"], SAMPLES)

@@ -1,4 +1,5 @@
 """Paths shared by the tests: the repo's sample traces and ../shared (when present)."""
+
 import os
 
 import pytest
@@ -17,5 +18,6 @@ def sample(run: str) -> str:
     return os.path.join(d, files[0])
 
 
-needs_shared = pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED, "public")),
-                                  reason="../shared/traces/public is not available")
+needs_shared = pytest.mark.skipif(
+    not os.path.isdir(os.path.join(SHARED, "public")), reason="../shared/traces/public is not available"
+)

@@ -9,6 +9,7 @@
 Times advance automatically; every op gets an External id, every kernel a launch with a
 correlation id, as Kineto writes them.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -16,8 +17,14 @@ import gzip
 import json
 from typing import Optional
 
-H200 = {"id": 0, "name": "NVIDIA H200", "totalGlobalMem": 150109880320, "computeMajor": 9,
-        "computeMinor": 0, "numSms": 132}
+H200 = {
+    "id": 0,
+    "name": "NVIDIA H200",
+    "totalGlobalMem": 150109880320,
+    "computeMajor": 9,
+    "computeMinor": 0,
+    "numSms": 132,
+}
 
 
 class SynthTrace:
@@ -31,7 +38,7 @@ class SynthTrace:
         self.corr = 1
         self.seq = 1
         self.flow = 1
-        self.stack: list[int] = []   # external ids of open ops
+        self.stack: list[int] = []  # external ids of open ops
         self.meta = {"schemaVersion": 1}
 
     def _tick(self, d: float = 1.0) -> float:
@@ -40,15 +47,27 @@ class SynthTrace:
 
     @contextlib.contextmanager
     def _range(self, cat: str, name: str, args: dict, tid: Optional[int] = None):
-        ev = {"ph": "X", "cat": cat, "name": name, "pid": self.pid, "tid": tid or self.tid,
-              "ts": self._tick(), "dur": 0, "args": args}
+        ev = {
+            "ph": "X",
+            "cat": cat,
+            "name": name,
+            "pid": self.pid,
+            "tid": tid or self.tid,
+            "ts": self._tick(),
+            "dur": 0,
+            "args": args,
+        }
         self.events.append(ev)
         yield ev
         ev["dur"] = round(self._tick() - ev["ts"], 3)
 
     def module(self, cls_with_index: str, tid: Optional[int] = None):
-        return self._range("python_function", f"nn.Module: {cls_with_index}",
-                           {"Python id": len(self.events), "Python parent id": None}, tid)
+        return self._range(
+            "python_function",
+            f"nn.Module: {cls_with_index}",
+            {"Python id": len(self.events), "Python parent id": None},
+            tid,
+        )
 
     def function(self, name: str, tid: Optional[int] = None):
         return self._range("python_function", name, {"Python id": len(self.events)}, tid)
@@ -58,8 +77,17 @@ class SynthTrace:
         return self._range("user_annotation", name, {"External id": self.ext}, tid)
 
     @contextlib.contextmanager
-    def op(self, name: str, dims=None, types=None, concrete=None, strides=None, seq: Optional[int] = None,
-           tid: Optional[int] = None, flow_start: Optional[int] = None):
+    def op(
+        self,
+        name: str,
+        dims=None,
+        types=None,
+        concrete=None,
+        strides=None,
+        seq: Optional[int] = None,
+        tid: Optional[int] = None,
+        flow_start: Optional[int] = None,
+    ):
         self.ext += 1
         args = {"External id": self.ext, "Record function id": 0}
         if seq is not None:
@@ -72,8 +100,17 @@ class SynthTrace:
             args["Concrete Inputs"] = concrete or [""] * len(dims)
         with self._range("cpu_op", name, args, tid) as ev:
             if flow_start is not None:
-                self.events.append({"ph": "s", "id": flow_start, "pid": self.pid, "tid": tid or self.tid,
-                                    "ts": ev["ts"], "cat": "fwdbwd", "name": "fwdbwd"})
+                self.events.append(
+                    {
+                        "ph": "s",
+                        "id": flow_start,
+                        "pid": self.pid,
+                        "tid": tid or self.tid,
+                        "ts": ev["ts"],
+                        "cat": "fwdbwd",
+                        "name": "fwdbwd",
+                    }
+                )
             self.stack.append(self.ext)
             try:
                 yield ev
@@ -81,27 +118,70 @@ class SynthTrace:
                 self.stack.pop()
 
     def flow_end(self, flow_id: int, ts: float, tid: int):
-        self.events.append({"ph": "f", "id": flow_id, "pid": self.pid, "tid": tid, "ts": ts, "cat": "fwdbwd",
-                            "name": "fwdbwd", "bp": "e"})
+        self.events.append(
+            {
+                "ph": "f",
+                "id": flow_id,
+                "pid": self.pid,
+                "tid": tid,
+                "ts": ts,
+                "cat": "fwdbwd",
+                "name": "fwdbwd",
+                "bp": "e",
+            }
+        )
 
-    def kernel(self, name: str, dur: float = 10.0, grid=(132, 1, 1), block=(128, 1, 1), tid: Optional[int] = None,
-               stream: int = 7, cat: str = "kernel", extra: Optional[dict] = None) -> dict:
+    def kernel(
+        self,
+        name: str,
+        dur: float = 10.0,
+        grid=(132, 1, 1),
+        block=(128, 1, 1),
+        tid: Optional[int] = None,
+        stream: int = 7,
+        cat: str = "kernel",
+        extra: Optional[dict] = None,
+    ) -> dict:
         self.corr += 1
         ext = self.stack[-1] if self.stack else 0
         launch_ts = self._tick(0.5)
-        self.events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": self.pid,
-                            "tid": tid or self.tid, "ts": launch_ts, "dur": 0.4,
-                            "args": {"External id": ext, "correlation": self.corr, "cbid": 211}})
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": self.pid,
+                "tid": tid or self.tid,
+                "ts": launch_ts,
+                "dur": 0.4,
+                "args": {"External id": ext, "correlation": self.corr, "cbid": 211},
+            }
+        )
         self.gpu_now = max(self.gpu_now, launch_ts + 1) + 0.1
-        args = {"External id": ext, "queued": 0, "device": 0, "context": 1, "stream": stream,
-                "correlation": self.corr}
+        args = {"External id": ext, "queued": 0, "device": 0, "context": 1, "stream": stream, "correlation": self.corr}
         if cat == "kernel":
-            args.update({"registers per thread": 64, "shared memory": 0, "blocks per SM": 1.0,
-                         "warps per SM": 4.0, "grid": list(grid), "block": list(block),
-                         "est. achieved occupancy %": 50})
+            args.update(
+                {
+                    "registers per thread": 64,
+                    "shared memory": 0,
+                    "blocks per SM": 1.0,
+                    "warps per SM": 4.0,
+                    "grid": list(grid),
+                    "block": list(block),
+                    "est. achieved occupancy %": 50,
+                }
+            )
         args.update(extra or {})
-        ev = {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": round(self.gpu_now, 3),
-              "dur": dur, "args": args}
+        ev = {
+            "ph": "X",
+            "cat": cat,
+            "name": name,
+            "pid": 0,
+            "tid": stream,
+            "ts": round(self.gpu_now, 3),
+            "dur": dur,
+            "args": args,
+        }
         self.gpu_now += dur
         self.events.append(ev)
         return ev
@@ -109,8 +189,9 @@ class SynthTrace:
     def memcpy(self, kind: str = "DtoD (Device -> Device)", nbytes: int = 1 << 20, dur: float = 1.0):
         return self.kernel(f"Memcpy {kind}", dur=dur, cat="gpu_memcpy", extra={"bytes": nbytes})
 
-    def memory(self, nbytes: int, addr: int, device_type: int = 1, device_id: int = 0,
-               tid: Optional[int] = None) -> dict:
+    def memory(
+        self, nbytes: int, addr: int, device_type: int = 1, device_id: int = 0, tid: Optional[int] = None
+    ) -> dict:
         """A ``[memory]`` instant event (profile_memory=True) at the current time: ``nbytes`` > 0
         allocates at ``addr``, < 0 frees it. Total Allocated is kept per device."""
         if not hasattr(self, "_mem_total"):
@@ -118,10 +199,23 @@ class SynthTrace:
         key = (device_type, device_id)
         total = self._mem_total.get(key, 0) + nbytes
         self._mem_total[key] = total
-        ev = {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": self.pid,
-              "tid": tid or self.tid, "ts": self._tick(0.1),
-              "args": {"Total Reserved": max(total, 1 << 21), "Total Allocated": total, "Bytes": nbytes,
-                       "Device Id": device_id, "Device Type": device_type, "Addr": addr}}
+        ev = {
+            "ph": "i",
+            "cat": "cpu_instant_event",
+            "s": "t",
+            "name": "[memory]",
+            "pid": self.pid,
+            "tid": tid or self.tid,
+            "ts": self._tick(0.1),
+            "args": {
+                "Total Reserved": max(total, 1 << 21),
+                "Total Allocated": total,
+                "Bytes": nbytes,
+                "Device Id": device_id,
+                "Device Type": device_type,
+                "Addr": addr,
+            },
+        }
         self.events.append(ev)
         return ev
 
@@ -133,8 +227,16 @@ class SynthTrace:
         as Kineto writes them: device 0 as pid/tid 0, times spread over the profiling span."""
         if not hasattr(self, "_range_now"):
             self._range_now = 1000.0
-        ev = {"ph": "X", "cat": "cuda_profiler_range", "name": name, "pid": 0, "tid": 0,
-              "ts": self._range_now if ts is None else ts, "dur": dur, "args": dict(metrics)}
+        ev = {
+            "ph": "X",
+            "cat": "cuda_profiler_range",
+            "name": name,
+            "pid": 0,
+            "tid": 0,
+            "ts": self._range_now if ts is None else ts,
+            "dur": dur,
+            "args": dict(metrics),
+        }
         self._range_now = ev["ts"] + dur
         self.events.append(ev)
         return ev
@@ -162,8 +264,18 @@ BF16 = "c10::BFloat16"
 F32 = "float"
 
 
-def naive_attention(t: SynthTrace, b=2, h=4, s=128, d=64, dtype=BF16, module=True, causal_mask=True,
-                    dropout=True, seqs: Optional[dict] = None):
+def naive_attention(
+    t: SynthTrace,
+    b=2,
+    h=4,
+    s=128,
+    d=64,
+    dtype=BF16,
+    module=True,
+    causal_mask=True,
+    dropout=True,
+    seqs: Optional[dict] = None,
+):
     """Emit one eager attention call: qkv linear, QK^T bmm, div, masked_fill, softmax, dropout,
     PV bmm, out linear. ``seqs`` (if given) collects sequence numbers per phase for backward tests."""
     e = h * d
@@ -183,25 +295,52 @@ def naive_attention(t: SynthTrace, b=2, h=4, s=128, d=64, dtype=BF16, module=Tru
             with t.op("aten::bmm", dims=[[b * h, s, d], [b * h, d, s]], types=[dtype] * 2, seq=seq("qk")):
                 t.kernel("nvjet_sm90_tst_128x128_64x4_h_bz_TNN", dur=8)
         with t.op("aten::div", dims=[[b, h, s, s], []], types=[dtype, "double"], seq=seq("scale")):
-            t.kernel("void at::native::vectorized_elementwise_kernel<8, at::native::BUnaryFunctor<"
-                     "c10::BFloat16, c10::BFloat16, c10::BFloat16, at::native::binary_internal::DivFunctor<float> > >",
-                     dur=5)
+            t.kernel(
+                "void at::native::vectorized_elementwise_kernel<8, at::native::BUnaryFunctor<"
+                "c10::BFloat16, c10::BFloat16, c10::BFloat16, at::native::binary_internal::DivFunctor<float> > >",
+                dur=5,
+            )
         if causal_mask:
-            with t.op("aten::masked_fill", dims=[[b, h, s, s], [s, s], []], types=[dtype, "bool", "Scalar"],
-                      concrete=["", "", "-inf"], seq=seq("mask")):
+            with t.op(
+                "aten::masked_fill",
+                dims=[[b, h, s, s], [s, s], []],
+                types=[dtype, "bool", "Scalar"],
+                concrete=["", "", "-inf"],
+                seq=seq("mask"),
+            ):
                 t.kernel("void at::native::elementwise_kernel<128, 4, masked_fill_kernel>", dur=6)
         with t.op("aten::softmax", dims=[[b, h, s, s], [], []], types=[dtype, "Scalar", ""], concrete=["", "-1", ""]):
-            with t.op("aten::_softmax", dims=[[b, h, s, s], [], []], types=[dtype, "Scalar", "Scalar"],
-                      concrete=["", "-1", "False"], seq=seq("softmax")):
-                t.kernel("void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 7, "
-                         "false, false>", dur=7)
+            with t.op(
+                "aten::_softmax",
+                dims=[[b, h, s, s], [], []],
+                types=[dtype, "Scalar", "Scalar"],
+                concrete=["", "-1", "False"],
+                seq=seq("softmax"),
+            ):
+                t.kernel(
+                    "void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 7, "
+                    "false, false>",
+                    dur=7,
+                )
         if dropout:
-            with t.op("aten::dropout", dims=[[b, h, s, s], [], []], types=[dtype, "Scalar", "Scalar"],
-                      concrete=["", "0.1", "True"]):
-                with t.op("aten::native_dropout", dims=[[b, h, s, s], [], []], types=[dtype, "Scalar", "Scalar"],
-                          concrete=["", "0.1", "True"], seq=seq("dropout")):
-                    t.kernel("void at::native::(anonymous namespace)::fused_dropout_kernel_vec<c10::BFloat16, float, "
-                             "unsigned int, 1, 8, bool>", dur=6)
+            with t.op(
+                "aten::dropout",
+                dims=[[b, h, s, s], [], []],
+                types=[dtype, "Scalar", "Scalar"],
+                concrete=["", "0.1", "True"],
+            ):
+                with t.op(
+                    "aten::native_dropout",
+                    dims=[[b, h, s, s], [], []],
+                    types=[dtype, "Scalar", "Scalar"],
+                    concrete=["", "0.1", "True"],
+                    seq=seq("dropout"),
+                ):
+                    t.kernel(
+                        "void at::native::(anonymous namespace)::fused_dropout_kernel_vec<c10::BFloat16, float, "
+                        "unsigned int, 1, 8, bool>",
+                        dur=6,
+                    )
         with t.op("aten::matmul", dims=[[b, h, s, s], [b, h, s, d]], types=[dtype] * 2):
             with t.op("aten::bmm", dims=[[b * h, s, s], [b * h, s, d]], types=[dtype] * 2, seq=seq("pv")):
                 t.kernel("nvjet_sm90_tst_128x256_64x4_1x2_h_bz_coopA_NNN", dur=8)
@@ -220,7 +359,14 @@ def mlp_and_loss(t: SynthTrace, b=2, s=128, e=256, vocab=1000, dtype=BF16):
         with t.op("aten::gelu", dims=[[b, s, 4 * e], []], types=[dtype, ""]):
             t.kernel("void at::native::vectorized_elementwise_kernel<8, GeluCUDAKernelImpl>", dur=4)
     with t.op("aten::cross_entropy_loss", dims=[[b * s, vocab], [b * s]], types=[F32, "long int"]):
-        with t.op("aten::_log_softmax", dims=[[b * s, vocab], [], []], types=[F32, "Scalar", "Scalar"],
-                  concrete=["", "1", "False"]):
-            t.kernel("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "
-                     "LogSoftMaxForwardEpilogue>", dur=5)
+        with t.op(
+            "aten::_log_softmax",
+            dims=[[b * s, vocab], [], []],
+            types=[F32, "Scalar", "Scalar"],
+            concrete=["", "1", "False"],
+        ):
+            t.kernel(
+                "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "
+                "LogSoftMaxForwardEpilogue>",
+                dur=5,
+            )

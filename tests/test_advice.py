@@ -1,4 +1,5 @@
 """Each advice rule fires where the run shows its evidence and stays silent where it does not."""
+
 import os
 
 import pytest
@@ -9,8 +10,16 @@ from synth_sdpa import decode_pair, sdpa_backward, sdpa_call
 from tb_attention_plugin.analyze import analyze_path
 from tb_attention_plugin.formats import render_text
 
-SAMPLES = ("seed_mha", "naive_bf16_s2048_fwd", "sdpa_flash_s2048_fwd", "sdpa_efficient_s2048_fwd",
-           "sdpa_cudnn_s2048_fwd", "sdpa_math_s2048_fwd", "gpt4l_sdpa_train", "gpt4l_naive_train")
+SAMPLES = (
+    "seed_mha",
+    "naive_bf16_s2048_fwd",
+    "sdpa_flash_s2048_fwd",
+    "sdpa_efficient_s2048_fwd",
+    "sdpa_cudnn_s2048_fwd",
+    "sdpa_math_s2048_fwd",
+    "gpt4l_sdpa_train",
+    "gpt4l_naive_train",
+)
 # where each rule fires on the sample traces (and nowhere else among them)
 EXPECTED = {
     "seed_mha": {"fp32_attention", "fuse_attention"},
@@ -77,6 +86,7 @@ def test_fuse_attention_cites_the_memory_bound_elementwise_kernels(reports):
 def test_fuse_attention_names_the_peak_of_the_dtype_used(tmp_path):
     """fp16 attention is estimated on the fp16 peak and says so; fp32 on the fp32 peak."""
     from synth import naive_attention as naive
+
     for dtype, name in (("c10::Half", "fp16"), (F32, "fp32")):
         t = SynthTrace()
         naive(t, dtype=dtype)
@@ -107,9 +117,16 @@ def test_math_backend_forced_when_inputs_qualify(reports):
     ev = a["evidence"]
     assert ev["blockers"] == [] and "most likely forced" in a["detail"]
     inp = ev["inputs"][0]
-    assert (inp["dtype"], inp["h"], inp["hk"], inp["sq"], inp["d"], inp["attn_mask"], inp["calls"]) == \
-        ("bf16", 16, 16, 2048, 64, False, 2)
-    assert "fp32" in a["detail"]                      # the math backend upcast bf16 to fp32 GEMMs
+    assert (inp["dtype"], inp["h"], inp["hk"], inp["sq"], inp["d"], inp["attn_mask"], inp["calls"]) == (
+        "bf16",
+        16,
+        16,
+        2048,
+        64,
+        False,
+        2,
+    )
+    assert "fp32" in a["detail"]  # the math backend upcast bf16 to fp32 GEMMs
     assert ev["time_us"] == pytest.approx(rep["attention_time_us"], abs=0.01)
     assert "sdpa_kernel" in a["how"] and a["severity"] == "high"
 
@@ -121,8 +138,7 @@ def test_math_backend_reasons_from_recorded_inputs(tmp_path):
     text = " ".join(a["evidence"]["blockers"])
     assert "fp32" in text and "attn_mask" in text and "most likely forced" not in a["detail"]
     t = SynthTrace()
-    sdpa_call(t, "math", b=2, h=8, hk=2, sq=512, sk=512, d=64, dur=100,
-              strides=[[262144, 32768, 1, 512]] * 3)
+    sdpa_call(t, "math", b=2, h=8, hk=2, sq=512, sk=512, d=64, dur=100, strides=[[262144, 32768, 1, 512]] * 3)
     a = by_id(synth_report(tmp_path, t, "gqa.json"), "sdpa_math_backend")
     text = " ".join(a["evidence"]["blockers"])
     assert "enable_gqa" in text and "stride" in text
@@ -184,7 +200,7 @@ def test_dropout_in_inference(reports, tmp_path):
     ph = next(p for p in reports["naive_bf16_s2048_fwd"]["phases"] if p["phase"] == "dropout")
     assert a["estimated_gain_us"] == pytest.approx(ph["time_us"], abs=0.01)
     assert "model.eval()" in a["how"]
-    assert "dropout_in_inference" not in ids(reports["gpt4l_naive_train"])   # training: has a backward
+    assert "dropout_in_inference" not in ids(reports["gpt4l_naive_train"])  # training: has a backward
     t = SynthTrace()
     naive_attention(t, dropout=False)
     assert "dropout_in_inference" not in ids(synth_report(tmp_path, t))
@@ -224,7 +240,7 @@ def test_launch_overhead_counts_only_gaps_inside_calls_and_not_setup_stalls(tmp_
                 with t.op("aten::mul", dims=[[8, 32, 1, 128], []], types=[BF16, "Scalar"]):
                     t.kernel("void at::native::vectorized_elementwise_kernel<4, MulFunctor>", dur=2.0)
                 t.now += 40_000.0 if (call, i) == (0, 5) else 30.0
-        t.now += 50_000.0                      # the CPU between calls: not attention's idle time
+        t.now += 50_000.0  # the CPU between calls: not attention's idle time
     rep = synth_report(tmp_path, t)
     a = by_id(rep, "launch_overhead")
     ev = a["evidence"]
@@ -232,7 +248,7 @@ def test_launch_overhead_counts_only_gaps_inside_calls_and_not_setup_stalls(tmp_
     assert ev["idle_gaps"] == 3 * 11 - 1
     assert a["removable_us"] == ev["idle_in_attention_us"]
     gaps_gain = ev["idle_in_attention_us"] - 0.4 * ev["idle_gaps"]
-    assert 32 * 28 < gaps_gain < 33 * 32                   # ~30 µs per kept gap, nothing else
+    assert 32 * 28 < gaps_gain < 33 * 32  # ~30 µs per kept gap, nothing else
     # ... but the estimate claims at most attention's own GPU time (36 kernels x 2 µs), and says so
     assert a["estimated_gain_us"] == pytest.approx(min(gaps_gain, rep["attention_time_us"]), abs=0.01) == 72.0
     assert "held to attention's own GPU time" in a["detail"]
@@ -260,23 +276,27 @@ def test_slow_backward(tmp_path, reports):
 VALIDATION = os.path.join(ROOT, "sample_traces", "validation")
 
 
-@pytest.mark.parametrize("run,expected", [
-    ("decode_mha_flash", {"decode_kv_heads"}),          # 32 KV heads for 32 query heads, memory-bound
-    ("decode_gqa_flash", {"launch_overhead"}),          # GQA already; 9 of 12 kernels < 10 µs, GPU mostly idle
-    ("decode_gqa_math", {"sdpa_math_backend"}),
-    ("hf_llama_eager_fwdbwd", {"fuse_attention"}),
-    ("hf_llama_sdpa_fwdbwd", set()),
-    ("mem_naive_s4096", {"fuse_attention", "dropout_in_inference"}),
-    # torch.compile fuses scale/mask/softmax/dropout but still writes the S x S scores with two
-    # bmm's: a fused SDPA kernel would still be faster
-    ("compiled_naive_fwdbwd", {"fuse_attention"}),
-    ("sdpa_flash_fwdbwd_causal", set()),                 # backward 2.96x forward: below 3.5x
-    ("sdpa_cudnn_fwdbwd_causal", set()),
-    ("sdpa_efficient_fwdbwd_causal", set()),
-    ("sdpa_math_fwdbwd_causal", {"sdpa_math_backend"}),
-])
+@pytest.mark.parametrize(
+    "run,expected",
+    [
+        ("decode_mha_flash", {"decode_kv_heads"}),  # 32 KV heads for 32 query heads, memory-bound
+        ("decode_gqa_flash", {"launch_overhead"}),  # GQA already; 9 of 12 kernels < 10 µs, GPU mostly idle
+        ("decode_gqa_math", {"sdpa_math_backend"}),
+        ("hf_llama_eager_fwdbwd", {"fuse_attention"}),
+        ("hf_llama_sdpa_fwdbwd", set()),
+        ("mem_naive_s4096", {"fuse_attention", "dropout_in_inference"}),
+        # torch.compile fuses scale/mask/softmax/dropout but still writes the S x S scores with two
+        # bmm's: a fused SDPA kernel would still be faster
+        ("compiled_naive_fwdbwd", {"fuse_attention"}),
+        ("sdpa_flash_fwdbwd_causal", set()),  # backward 2.96x forward: below 3.5x
+        ("sdpa_cudnn_fwdbwd_causal", set()),
+        ("sdpa_efficient_fwdbwd_causal", set()),
+        ("sdpa_math_fwdbwd_causal", {"sdpa_math_backend"}),
+    ],
+)
 def test_h200_validation_traces(run, expected):
     from tb_attention_plugin.trace.files import expand_paths
+
     d = os.path.join(VALIDATION, run)
     if not os.path.isdir(d):
         pytest.skip(f"sample_traces/validation/{run} is not in this checkout")
@@ -298,18 +318,25 @@ def test_sdpa_math_copies_needs_the_math_backend(tmp_path):
     q = [4, 16, 1024, 64]
     for layer in range(2):
         with t.module(f"Attention_{layer}"):
-            with t.op("aten::scaled_dot_product_attention", dims=[q, q, q, [], [], [], [], []],
-                      types=[BF16] * 3 + ["", "Scalar", "Scalar", "", "Scalar"],
-                      concrete=["", "", "", "", "0.0", "True", "", "False"]):
-                with t.op("aten::contiguous", dims=[q, []], types=[BF16, ""],
-                          strides=[[1048576, 64, 1024, 1], []]):
+            with t.op(
+                "aten::scaled_dot_product_attention",
+                dims=[q, q, q, [], [], [], [], []],
+                types=[BF16] * 3 + ["", "Scalar", "Scalar", "", "Scalar"],
+                concrete=["", "", "", "", "0.0", "True", "", "False"],
+            ):
+                with t.op("aten::contiguous", dims=[q, []], types=[BF16, ""], strides=[[1048576, 64, 1024, 1], []]):
                     with t.op("aten::clone", dims=[q, []], types=[BF16, ""]):
                         with t.op("aten::copy_", dims=[q, q, []], types=[BF16, BF16, "Scalar"]):
                             t.kernel("void at::native::elementwise_kernel<128, 2, direct_copy_kernel_cuda>", dur=20)
-                with t.op("aten::_scaled_dot_product_cudnn_attention", dims=[q, q, q, [], [], [], [], []],
-                          types=[BF16] * 3 + ["", "Scalar", "Scalar", "Scalar", ""]):
-                    t.kernel("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x64_4x1x1_kernel0_0",
-                             dur=100)
+                with t.op(
+                    "aten::_scaled_dot_product_cudnn_attention",
+                    dims=[q, q, q, [], [], [], [], []],
+                    types=[BF16] * 3 + ["", "Scalar", "Scalar", "Scalar", ""],
+                ):
+                    t.kernel(
+                        "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x64_4x1x1_kernel0_0",
+                        dur=100,
+                    )
     rep = synth_report(tmp_path, t)
     codes = [f["code"] for f in rep["memory"]["flags"]]
     assert "sdpa_math_copies" not in codes

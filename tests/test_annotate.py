@@ -1,5 +1,6 @@
 """tb-attention annotate: a copy of the trace, every original event kept byte for byte, plus
 attention calls and phases as their own timeline tracks."""
+
 import gzip
 import hashlib
 import json
@@ -45,9 +46,9 @@ def check_annotated(src, dst):
     assert {k: v for k, v in new.items() if k != "traceEvents"} == {k: v for k, v in orig.items() if k != "traceEvents"}
     # byte for byte: the original stream with one insertion before the ']' of traceEvents
     close_at, entries, _ = locate(src)
-    assert entries == n and a[close_at:close_at + 1] == b"]"
+    assert entries == n and a[close_at : close_at + 1] == b"]"
     inserted = len(b) - len(a)
-    assert b[:close_at] == a[:close_at] and b[close_at + inserted:] == a[close_at:]
+    assert b[:close_at] == a[:close_at] and b[close_at + inserted :] == a[close_at:]
     added = new["traceEvents"][n:]
     orig_pids = {e.get("pid") for e in orig["traceEvents"]}
     assert all(e["pid"] not in orig_pids and e["pid"] >= PID_BASE for e in added)
@@ -57,11 +58,14 @@ def check_annotated(src, dst):
     for e in added:
         assert isinstance(e["pid"], int) and isinstance(e["tid"], int) and e["ph"] in ("X", "M")
         if e["ph"] == "M":
-            assert e["name"] in ("process_name", "process_labels", "process_sort_index", "thread_name",
-                                 "thread_sort_index") and "args" in e
+            assert (
+                e["name"]
+                in ("process_name", "process_labels", "process_sort_index", "thread_name", "thread_sort_index")
+                and "args" in e
+            )
             continue
         assert isinstance(e["ts"], (int, float)) and isinstance(e["dur"], (int, float)) and e["dur"] >= 0
-        t0, d = round(e["ts"] * 1000), round(e["dur"] * 1000)        # integer ns, as viewers read them
+        t0, d = round(e["ts"] * 1000), round(e["dur"] * 1000)  # integer ns, as viewers read them
         tracks.setdefault((e["pid"], e["tid"]), []).append((t0, -d, t0 + d))
     named = {(e["pid"], e["tid"]) for e in added if e["ph"] == "M" and e["name"] == "thread_name"}
     assert set(tracks) <= named
@@ -84,7 +88,7 @@ def test_annotate_naive_h200_trace(tmp_path):
     dst = str(tmp_path / "out.pt.trace.json.gz")
     assert main(["annotate", src, "-o", dst, "--no-cache"]) == 0
     with open(dst, "rb") as f:
-        assert f.read(2) == b"\x1f\x8b"                       # .gz -> gzip
+        assert f.read(2) == b"\x1f\x8b"  # .gz -> gzip
     orig, added = check_annotated(src, dst)
     meta = [e for e in added if e["ph"] == "M"]
     assert {"process_name", "thread_name", "process_sort_index"} <= {e["name"] for e in meta}
@@ -105,9 +109,14 @@ def test_annotate_naive_h200_trace(tmp_path):
         assert a["bound"] in ("memory", "compute", "latency", "unknown") and p["dur"] >= 0
     # phase spans nest inside their call span on the same track
     for p in phases:
-        c = [c for c in calls if c["tid"] == p["tid"] and c["args"]["instance"] == p["args"]["instance"]
-             and round(c["ts"] * 1000) <= round(p["ts"] * 1000)
-             and round(p["ts"] * 1000) + round(p["dur"] * 1000) <= round(c["ts"] * 1000) + round(c["dur"] * 1000)]
+        c = [
+            c
+            for c in calls
+            if c["tid"] == p["tid"]
+            and c["args"]["instance"] == p["args"]["instance"]
+            and round(c["ts"] * 1000) <= round(p["ts"] * 1000)
+            and round(p["ts"] * 1000) + round(p["dur"] * 1000) <= round(c["ts"] * 1000) + round(c["dur"] * 1000)
+        ]
         assert len(c) == 1
     # the GPU time in the spans is the attention GPU time of the report
     assert sum(p["args"]["gpu_time_us"] for p in phases) == pytest.approx(rep["attention_time_us"], abs=0.01)
@@ -148,7 +157,7 @@ def test_annotate_plain_json_and_bare_list(tmp_path):
     dst = str(tmp_path / "bare.out.json")
     annotate_file(str(bare), dst, analyze=analyze_path)
     new = json.loads(open(dst).read())
-    assert new[:len(t.events)] == t.events and len(new) > len(t.events)
+    assert new[: len(t.events)] == t.events and len(new) > len(t.events)
 
 
 def test_annotate_refuses_bad_inputs(tmp_path, capsys):

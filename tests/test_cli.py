@@ -25,23 +25,53 @@ def test_analyze_directory_json_contract(capsys):
     code, out, _ = run(["analyze", SAMPLES, "--format", "json"], capsys)
     assert code == 0
     data = json.loads(out)
-    n_files = sum(1 for _, _, fs in os.walk(SAMPLES) for f in fs if f.endswith((".pt.trace.json.gz", ".pt.trace.json"))
-                  or f == "attention_trace.json")
+    n_files = sum(
+        1
+        for _, _, fs in os.walk(SAMPLES)
+        for f in fs
+        if f.endswith((".pt.trace.json.gz", ".pt.trace.json")) or f == "attention_trace.json"
+    )
     assert data["schema"] == 1 and len(data["traces"]) == n_files >= 8
     for t in data["traces"]:
         assert t["status"] == "ok"
-        for key in ("path", "device", "gpu_time_us", "attention_time_us", "attention_share", "phases", "kernels",
-                    "warnings"):
+        for key in (
+            "path",
+            "device",
+            "gpu_time_us",
+            "attention_time_us",
+            "attention_share",
+            "phases",
+            "kernels",
+            "warnings",
+        ):
             assert key in t
         for k in t["kernels"][:5]:
-            for key in ("name", "ts", "dur_us", "stream", "attention", "phase", "direction", "op", "module", "flops",
-                        "bytes", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s", "compute_util",
-                        "memory_util", "bound", "dtype"):
+            for key in (
+                "name",
+                "ts",
+                "dur_us",
+                "stream",
+                "attention",
+                "phase",
+                "direction",
+                "op",
+                "module",
+                "flops",
+                "bytes",
+                "intensity",
+                "achieved_flops_per_s",
+                "achieved_bytes_per_s",
+                "compute_util",
+                "memory_util",
+                "bound",
+                "dtype",
+            ):
                 assert key in k
 
 
 def test_ts_exactly_as_in_trace(capsys):
     import gzip
+
     path = sample("sdpa_flash_s2048_fwd")
     raw = json.load(gzip.open(path))
     want = sorted(e["ts"] for e in raw["traceEvents"] if e.get("cat") == "kernel")
@@ -63,8 +93,9 @@ def test_bad_inputs_exit_2_with_one_line_each_and_good_ones_still_reported(tmp_p
     bad.write_text("{not json")
     empty = tmp_path / "empty.json.gz"
     empty.write_bytes(b"")
-    code, out, err = run(["analyze", str(bad), str(empty), str(tmp_path / "missing.json"),
-                          sample("seed_mha"), "-f", "json"], capsys)
+    code, out, err = run(
+        ["analyze", str(bad), str(empty), str(tmp_path / "missing.json"), sample("seed_mha"), "-f", "json"], capsys
+    )
     assert code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 3 and all(line.startswith("error: ") for line in lines)
@@ -75,6 +106,7 @@ def test_bad_inputs_exit_2_with_one_line_each_and_good_ones_still_reported(tmp_p
 
 def test_unknown_gpu_peaks_option(tmp_path, capsys):
     import gzip
+
     raw = json.load(gzip.open(sample("sdpa_flash_s2048_fwd")))
     raw["deviceProperties"][0]["name"] = "Mystery Accelerator 9000"
     p = tmp_path / "m.json"

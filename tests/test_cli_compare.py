@@ -1,4 +1,5 @@
 """`tb-attention compare` and `tb-attention check` (the CI gate)."""
+
 import json
 import os
 import shutil
@@ -36,13 +37,25 @@ def test_compare_markdown(capsys):
 
 
 def test_compare_json_shape(capsys):
-    code, out, _ = run(["compare", sample("sdpa_flash_s2048_fwd"), sample("sdpa_cudnn_s2048_fwd"), "-f", "json"],
-                       capsys)
+    code, out, _ = run(
+        ["compare", sample("sdpa_flash_s2048_fwd"), sample("sdpa_cudnn_s2048_fwd"), "-f", "json"], capsys
+    )
     assert code == 0
     d = json.loads(out)
     assert d["kind"] == "tb-attention-compare" and d["schema"] == 1
-    for key in ("base", "new", "normalization", "verdict", "totals", "sections", "phases", "kernel_groups", "advice",
-                "devices", "notes"):
+    for key in (
+        "base",
+        "new",
+        "normalization",
+        "verdict",
+        "totals",
+        "sections",
+        "phases",
+        "kernel_groups",
+        "advice",
+        "devices",
+        "notes",
+    ):
         assert key in d
     assert d["verdict"]["faster"] == "new"
     t = d["totals"]["attention_time_us"]
@@ -70,7 +83,7 @@ def test_check_regression_exits_1_with_explanation(capsys):
     assert code == 1 and err == ""
     assert out.startswith("FAIL: Attention time regressed by +")
     assert "softmax fwd" in out and "budget +10%" in out
-    assert len(out.strip().splitlines()) == 1              # one paragraph
+    assert len(out.strip().splitlines()) == 1  # one paragraph
 
 
 def test_check_same_and_improvement_exit_0(capsys):
@@ -129,6 +142,7 @@ def test_console_script_check_exit_code():
     exe = os.path.join(os.path.dirname(sys.executable), "tb-attention")
     if not os.path.exists(exe):
         pytest.skip("console script not installed")
-    p = subprocess.run([exe, "check", MATH, "--baseline", FLASH, "--max-regression", "5", "--no-cache"],
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        [exe, "check", MATH, "--baseline", FLASH, "--max-regression", "5", "--no-cache"], capture_output=True, text=True
+    )
     assert p.returncode == 1 and p.stdout.startswith("FAIL:")

@@ -1,6 +1,7 @@
 """Truncated traces (a file still being written, a copy cut short): every command exits 2 with
 ``error: <file>: truncated: ...``; ``--allow-partial`` analyses the events before the cut and marks
 the result partial in every output; no notice recommends a fix for a cause the trace does not show."""
+
 import csv
 import gzip
 import io
@@ -12,7 +13,7 @@ from helpers import sample
 from tb_attention_plugin.analyze import PARTIAL_FIX
 from tb_attention_plugin.cli import main
 
-SOURCE = "gpt4l_sdpa_train"          # a real H200 training trace, forward and backward
+SOURCE = "gpt4l_sdpa_train"  # a real H200 training trace, forward and backward
 FRACTIONS = (0.02, 0.3, 0.5, 0.9, 0.995)
 
 
@@ -43,9 +44,13 @@ def _cut(tmp_path, whole: bytes, frac: float, gz: bool) -> str:
 def test_every_command_refuses_a_truncated_trace(tmp_path, capsys, whole, frac, gz):
     path = _cut(tmp_path, whole, frac, gz)
     good = sample(SOURCE)
-    for args in (["analyze", path], ["analyze", path, "-f", "json"], ["compare", good, path],
-                 ["check", path, "--baseline", good, "--max-regression", "5"],
-                 ["annotate", path, "-o", str(tmp_path / "out.json")]):
+    for args in (
+        ["analyze", path],
+        ["analyze", path, "-f", "json"],
+        ["compare", good, path],
+        ["check", path, "--baseline", good, "--max-regression", "5"],
+        ["annotate", path, "-o", str(tmp_path / "out.json")],
+    ):
         code, out, err = run(args, capsys)
         assert code == 2, (args, code, err)
         lines = err.splitlines()
@@ -58,7 +63,7 @@ def test_every_command_refuses_a_truncated_trace(tmp_path, capsys, whole, frac, 
 def test_allow_partial_marks_every_output(tmp_path, capsys, whole, frac, gz):
     path = _cut(tmp_path, whole, frac, gz)
     code, out, err = run(["analyze", path, "-f", "json", "--allow-partial"], capsys)
-    if code == 2:      # nothing usable before the cut (inside the first event or the gzip header)
+    if code == 2:  # nothing usable before the cut (inside the first event or the gzip header)
         assert f"error: {path}: " in err
         return
     assert code == 0 and err == "", err

@@ -1,6 +1,7 @@
 """Text output fits the terminal (issue #15): COLUMNS, else the terminal, else 100 columns;
 ``--wide`` prints everything. Also the CLI's other text habits: ``analyse`` is accepted, one
 minus sign, ``~`` on estimates, annotate's files readable like any other file."""
+
 import os
 import stat
 import subprocess
@@ -12,18 +13,31 @@ from helpers import ROOT, SAMPLES, sample
 from tb_attention_plugin.cli import main
 from tb_attention_plugin.formats import MINUS, cut_middle, est, signed_pct, signed_us, text_table
 
-TRACES = sorted(os.path.join(d, f) for d, _, fs in os.walk(SAMPLES) for f in fs
-                if f.endswith((".pt.trace.json.gz", ".pt.trace.json")) or f == "attention_trace.json")
-MEMORY_TRACES = sorted(os.path.join(ROOT, "tests", "data", "memory", "h200", f)
-                       for f in os.listdir(os.path.join(ROOT, "tests", "data", "memory", "h200"))
-                       if f.endswith(".json.gz"))
+TRACES = sorted(
+    os.path.join(d, f)
+    for d, _, fs in os.walk(SAMPLES)
+    for f in fs
+    if f.endswith((".pt.trace.json.gz", ".pt.trace.json")) or f == "attention_trace.json"
+)
+MEMORY_TRACES = sorted(
+    os.path.join(ROOT, "tests", "data", "memory", "h200", f)
+    for f in os.listdir(os.path.join(ROOT, "tests", "data", "memory", "h200"))
+    if f.endswith(".json.gz")
+)
 # the forms of issue #12 (flex "≤" bounds, FP8, MLA/MoE, CUDA-graph replay with its notice)
 MODERN = os.path.join(ROOT, "tests", "data", "modern")
-MODERN_TRACES = sorted(os.path.join(MODERN, d, f) for d in os.listdir(MODERN)
-                       for f in os.listdir(os.path.join(MODERN, d)) if f.endswith(".pt.trace.json.gz"))
-PAIRS = [("sdpa_flash_s2048_fwd", "naive_bf16_s2048_fwd"), ("gpt4l_naive_train", "gpt4l_sdpa_train"),
-         ("sdpa_math_s2048_fwd", "sdpa_efficient_s2048_fwd"),
-         ("validation/hf_llama_eager_fwdbwd", "validation/hf_llama_sdpa_fwdbwd")]
+MODERN_TRACES = sorted(
+    os.path.join(MODERN, d, f)
+    for d in os.listdir(MODERN)
+    for f in os.listdir(os.path.join(MODERN, d))
+    if f.endswith(".pt.trace.json.gz")
+)
+PAIRS = [
+    ("sdpa_flash_s2048_fwd", "naive_bf16_s2048_fwd"),
+    ("gpt4l_naive_train", "gpt4l_sdpa_train"),
+    ("sdpa_math_s2048_fwd", "sdpa_efficient_s2048_fwd"),
+    ("validation/hf_llama_eager_fwdbwd", "validation/hf_llama_sdpa_fwdbwd"),
+]
 
 
 def run(args, capsys, columns=None, monkeypatch=None):
@@ -47,8 +61,10 @@ def test_analyze_with_memory_fits_100_columns(path, capsys, monkeypatch):
 
 
 def test_replay_with_reference_fits_100_columns(capsys, monkeypatch):
-    replay, eager = (next(p for p in MODERN_TRACES if f"{os.sep}{d}{os.sep}" in p)
-                     for d in ("decode_graph_replay", "decode_graph_eager"))
+    replay, eager = (
+        next(p for p in MODERN_TRACES if f"{os.sep}{d}{os.sep}" in p)
+        for d in ("decode_graph_replay", "decode_graph_eager")
+    )
     code, out, err = run(["analyze", replay, "--reference", eager, "--memory", "--no-cache"], capsys, 100, monkeypatch)
     assert code == 0 and err == "" and too_long(out, 100) == []
 
@@ -56,8 +72,12 @@ def test_replay_with_reference_fits_100_columns(capsys, monkeypatch):
 @pytest.mark.parametrize("base,new", PAIRS)
 def test_compare_fits_100_and_80_columns(base, new, capsys, monkeypatch):
     for width in (100, 80):
-        code, out, _ = run(["compare", os.path.join(SAMPLES, base), os.path.join(SAMPLES, new), "--no-cache"],
-                           capsys, width, monkeypatch)
+        code, out, _ = run(
+            ["compare", os.path.join(SAMPLES, base), os.path.join(SAMPLES, new), "--no-cache"],
+            capsys,
+            width,
+            monkeypatch,
+        )
         assert code == 0 and "Attention comparison" in out
         assert too_long(out, width) == [], width
 
@@ -66,18 +86,31 @@ def test_devices_fits_and_wide_does_not_cut(capsys, monkeypatch):
     code, out, _ = run(["devices"], capsys, 100, monkeypatch)
     assert code == 0 and too_long(out, 100) == []
     code, wide, _ = run(["devices", "--wide"], capsys, 100, monkeypatch)
-    assert too_long(wide, 100)                            # the one-line-per-entry form
+    assert too_long(wide, 100)  # the one-line-per-entry form
     assert " ".join(out.split()) == " ".join(wide.split())  # same words, only wrapped
 
 
 def test_the_default_is_100_columns_when_not_a_terminal():
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    r = subprocess.run([sys.executable, "-m", "tb_attention_plugin.cli", "analyze", "--no-cache", "--memory",
-                        sample("gpt4l_naive_train")], capture_output=True, text=True, env=env, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tb_attention_plugin.cli",
+            "analyze",
+            "--no-cache",
+            "--memory",
+            sample("gpt4l_naive_train"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert too_long(r.stdout, 100) == []
-    assert max(len(line) for line in r.stdout.splitlines()) > 90      # it uses the room it has
+    assert max(len(line) for line in r.stdout.splitlines()) > 90  # it uses the room it has
 
 
 def test_narrower_and_wider_terminals(capsys, monkeypatch):
@@ -85,7 +118,7 @@ def test_narrower_and_wider_terminals(capsys, monkeypatch):
     _, out80, _ = run(["analyze", path, "--memory", "--no-cache"], capsys, 80, monkeypatch)
     assert too_long(out80, 80) == []
     _, out40, _ = run(["analyze", path, "--no-cache"], capsys, 40, monkeypatch)
-    assert too_long(out40, 80) == []                                  # never narrower than 80
+    assert too_long(out40, 80) == []  # never narrower than 80
     _, out200, _ = run(["analyze", path, "--no-cache"], capsys, 200, monkeypatch)
     assert "memory-bandwidth utilization  compute utilization" in out200  # room: one header line
 
@@ -94,12 +127,13 @@ def test_wide_prints_whole_names_and_every_column(capsys, monkeypatch):
     path = sample("naive_bf16_s2048_fwd")
     _, narrow, _ = run(["analyze", path, "--no-cache"], capsys, 100, monkeypatch)
     _, wide, _ = run(["analyze", path, "--no-cache", "--wide"], capsys, 100, monkeypatch)
-    long_name = ("void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 11, "
-                 "false, false>")
+    long_name = (
+        "void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 11, false, false>"
+    )
     assert long_name in wide and long_name not in narrow
     assert "…" in narrow and "…" not in wide
     assert "memory-bandwidth utilization  compute utilization  kernels  share of attention" in wide
-    assert not [line for line in wide.splitlines() if line != line.rstrip()]     # no trailing blanks
+    assert not [line for line in wide.splitlines() if line != line.rstrip()]  # no trailing blanks
 
 
 def test_analyse_is_accepted(capsys, monkeypatch):
@@ -108,8 +142,9 @@ def test_analyse_is_accepted(capsys, monkeypatch):
 
 
 def test_one_minus_sign(capsys, monkeypatch):
-    code, out, _ = run(["compare", sample("gpt4l_naive_train"), sample("gpt4l_sdpa_train"), "--no-cache"],
-                       capsys, 100, monkeypatch)
+    code, out, _ = run(
+        ["compare", sample("gpt4l_naive_train"), sample("gpt4l_sdpa_train"), "--no-cache"], capsys, 100, monkeypatch
+    )
     assert code == 0
     assert "\u2212" not in out
     assert f"{MINUS}83.8%" in out and f"{MINUS}41.2 pt" in out
@@ -121,7 +156,7 @@ def test_estimates_are_marked(capsys, monkeypatch):
     code, out, _ = run(["analyze", sample("naive_bf16_s2048_fwd"), "--no-cache"], capsys, 100, monkeypatch)
     softmax = next(line for line in out.splitlines() if line.startswith("softmax "))
     qkv = next(line for line in out.splitlines() if line.startswith("QKV projection "))
-    assert "~" in softmax and "~" not in qkv              # per-element estimate vs matmul from shapes
+    assert "~" in softmax and "~" not in qkv  # per-element estimate vs matmul from shapes
     assert est("1.5%", True) == "~1.5%" and est("1.5%", False) == "1.5%" and est("–", True) == "–"
 
 
@@ -131,16 +166,16 @@ def test_text_table_gives_way_in_order():
     full = text_table(headers, rows, False)
     assert max(map(len, full.splitlines())) == 50 + 2 + 1 + 2 + 2 + 2 + 17
     t = text_table(headers, rows, False, width=70, cut=(0,), drop=(1,))
-    assert max(map(len, t.splitlines())) == 70 and "x" * 50 in t      # first the header goes over two lines
+    assert max(map(len, t.splitlines())) == 70 and "x" * 50 in t  # first the header goes over two lines
     assert t.splitlines()[0].split() == ["long", "header"]
     t = text_table(headers, rows, False, width=60, cut=(0,), drop=(1,))
-    assert max(map(len, t.splitlines())) <= 60 and "x" * 50 not in t and "…" in t   # then the name is cut
+    assert max(map(len, t.splitlines())) <= 60 and "x" * 50 not in t and "…" in t  # then the name is cut
     assert t.splitlines()[1].split() == ["name", "a", "b", "words"]
     t = text_table(headers, rows, False, width=38, cut=(0,), drop=(1,))
     assert max(map(len, t.splitlines())) <= 38 and t.splitlines()[-4].split() == ["name", "b", "words"]  # a goes
     t = text_table(headers, rows, False, width=30, cut=(0,), drop=(1,))
     assert max(map(len, t.splitlines())) <= 30 and "a" in t.splitlines()[-4].split()  # names cut harder instead
-    assert text_table(headers, rows, True, width=20).count("x" * 50) == 1         # markdown is never cut
+    assert text_table(headers, rows, True, width=20).count("x" * 50) == 1  # markdown is never cut
 
 
 def test_cut_middle():
@@ -160,4 +195,4 @@ def test_annotate_writes_files_like_any_program(umask, mode, tmp_path, capsys):
     capsys.readouterr()
     assert code == 0
     assert stat.S_IMODE(os.stat(out).st_mode) == mode
-    assert [p.name for p in tmp_path.iterdir()] == ["a.json.gz"]          # no temporary left behind
+    assert [p.name for p in tmp_path.iterdir()] == ["a.json.gz"]  # no temporary left behind

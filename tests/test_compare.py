@@ -1,4 +1,5 @@
 """The comparison engine (compare.py) on the H200 sample traces and on synthetic pairs."""
+
 import os
 
 import pytest
@@ -30,27 +31,45 @@ def reports():
     return out
 
 
-@pytest.mark.parametrize("name,group", [
-    ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT", "nvjet_sm90_tst"),
-    ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "nvjet_sm90_tst"),
-    ("nvjet_sm90_tst_64x512_64x2_1x2_h_bz_coopB_NTT", "nvjet_sm90_tst"),
-    ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, cutlass::bfloat16_t, "
-     "Flash_kernel_traits<64, 128, 128, 4, cutlass::bfloat16_t> >, false, true>(pytorch_flash::Flash_fwd_params)",
-     "pytorch_flash::flash_fwd_kernel"),
-    ("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4_execute_"
-     "kernel__5x_cublas", "sm80_xmma_gemm_f32f32_f32f32_f32"),
-    ("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4_alignc4_execute_"
-     "kernel__5x_cublas", "sm80_xmma_gemm_f32f32_f32f32_f32"),
-    ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kernel0_0",
-     "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16"),
-    ("fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<cutlass::bfloat16_t, "
-     "cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)", "fmha_cutlassF_bf16_aligned"),
-    ("void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, false, false>(float*, int)",
-     "softmax_warp_forward"),
-    ("triton_red_fused__softmax_div_masked_fill_3", "triton_red_fused__softmax_div_masked_fill"),
-    ("my_kernel_0x7f3a12", "my_kernel"),
-    ("Memcpy DtoD (Device -> Device)", "Memcpy DtoD"),
-])
+@pytest.mark.parametrize(
+    "name,group",
+    [
+        ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT", "nvjet_sm90_tst"),
+        ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "nvjet_sm90_tst"),
+        ("nvjet_sm90_tst_64x512_64x2_1x2_h_bz_coopB_NTT", "nvjet_sm90_tst"),
+        (
+            "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, cutlass::bfloat16_t, "
+            "Flash_kernel_traits<64, 128, 128, 4, cutlass::bfloat16_t> >, false, true>(pytorch_flash::Flash_fwd_params)",
+            "pytorch_flash::flash_fwd_kernel",
+        ),
+        (
+            "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4_execute_"
+            "kernel__5x_cublas",
+            "sm80_xmma_gemm_f32f32_f32f32_f32",
+        ),
+        (
+            "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4_alignc4_execute_"
+            "kernel__5x_cublas",
+            "sm80_xmma_gemm_f32f32_f32f32_f32",
+        ),
+        (
+            "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kernel0_0",
+            "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16",
+        ),
+        (
+            "fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<cutlass::bfloat16_t, "
+            "cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)",
+            "fmha_cutlassF_bf16_aligned",
+        ),
+        (
+            "void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, false, false>(float*, int)",
+            "softmax_warp_forward",
+        ),
+        ("triton_red_fused__softmax_div_masked_fill_3", "triton_red_fused__softmax_div_masked_fill"),
+        ("my_kernel_0x7f3a12", "my_kernel"),
+        ("Memcpy DtoD (Device -> Device)", "Memcpy DtoD"),
+    ],
+)
 def test_kernel_group_rule(name, group):
     assert kernel_group(name) == group
 
@@ -63,7 +82,7 @@ def _side_time(side):
 def test_backends_against_flash_match_individual_reports(reports, new):
     base, rep = reports["sdpa_flash_s2048_fwd"], reports[new]
     c = compare_reports(base, rep, top=0)
-    assert c["normalization"]["mode"] == "total"          # both traces hold 2 steps
+    assert c["normalization"]["mode"] == "total"  # both traces hold 2 steps
     att = c["totals"]["attention_time_us"]
     assert att["base"] == base["attention_time_us"] and att["new"] == rep["attention_time_us"]
     assert att["delta"] == pytest.approx(rep["attention_time_us"] - base["attention_time_us"], abs=1e-3)
@@ -79,9 +98,11 @@ def test_backends_against_flash_match_individual_reports(reports, new):
             assert mine[k]["memory_util"] == p["memory_util"] and mine[k]["kernels"] == p["kernels"]
     # kernel groups cover every attention kernel
     assert sum(g["base"]["time_us"] for g in c["kernel_groups"] if g["base"]) == pytest.approx(
-        base["attention_time_us"], abs=0.01)
+        base["attention_time_us"], abs=0.01
+    )
     assert sum(g["new"]["time_us"] for g in c["kernel_groups"] if g["new"]) == pytest.approx(
-        rep["attention_time_us"], abs=0.01)
+        rep["attention_time_us"], abs=0.01
+    )
     core = [s for s in c["sections"] if s["section"] == "core"]
     assert len(core) == 1 and core[0]["base"]["implementation"] == "fused"
     assert core[0]["new"]["time_us"] == pytest.approx(rep["core_attention_time_us"], abs=0.01)
@@ -126,8 +147,9 @@ def test_gpt_naive_vs_sdpa(reports):
 
 def test_kernel_groups_merge_tile_variants(reports):
     groups = kernel_groups(reports["gpt4l_sdpa_train"]["kernels"])
-    qkv = [g for g in groups if g["group"] == "nvjet_sm90_tst" and g["phase"] == "qkv_proj"
-           and g["direction"] == "forward"]
+    qkv = [
+        g for g in groups if g["group"] == "nvjet_sm90_tst" and g["phase"] == "qkv_proj" and g["direction"] == "forward"
+    ]
     assert len(qkv) == 1 and len(qkv[0]["names"]) >= 1
     assert qkv[0]["time_us"] == pytest.approx(sum(qkv[0]["names"].values()), abs=0.01)
 
@@ -139,10 +161,17 @@ def test_per_step_normalisation(tmp_path):
             with t.step(s + 1):
                 sdpa_call(t, "flash", b=4, h=16, hk=16, sq=2048, sk=2048, d=64, dur=dur)
         return analyze_path(t.write(tmp_path / f"s{steps}.json"))
+
     two, four = trace(2, 100.0), trace(4, 100.0)
     c = compare_reports(two, four)
-    assert c["normalization"] == {"mode": "per_step", "base_divisor": 2, "new_divisor": 4, "base_steps": 2,
-                                  "new_steps": 4, "unit": "per step"}
+    assert c["normalization"] == {
+        "mode": "per_step",
+        "base_divisor": 2,
+        "new_divisor": 4,
+        "base_steps": 2,
+        "new_steps": 4,
+        "unit": "per step",
+    }
     att = c["totals"]["attention_time_us"]
     assert att["base"] == pytest.approx(100.0) and att["new"] == pytest.approx(100.0)
     assert c["verdict"]["faster"] == "same"
@@ -162,7 +191,7 @@ def test_aggregate_sums_traces(reports):
     assert agg["phases"][0]["time_us"] == pytest.approx(2 * a["phases"][0]["time_us"], abs=0.01)
     assert agg["phases"][0]["memory_util"] == pytest.approx(a["phases"][0]["memory_util"], abs=1e-4)
     assert agg["phases"][0]["bound"] == a["phases"][0]["bound"]
-    c = compare_reports(a, agg)                  # 2 steps vs 4: per step, the same
+    c = compare_reports(a, agg)  # 2 steps vs 4: per step, the same
     assert c["verdict"]["faster"] == "same" and c["totals"]["attention_time_us"]["delta"] == 0
 
 
@@ -190,6 +219,7 @@ def test_summary_without_kernel_rows_still_compares(reports):
 
 # -- decode with a KV cache and GQA: math vs flash ------------------------------------------------
 
+
 def _validation_pair():
     d = os.path.join(ROOT, "sample_traces", "validation")
     f, m = os.path.join(d, "decode_gqa_flash"), os.path.join(d, "decode_gqa_math")
@@ -198,6 +228,7 @@ def _validation_pair():
 
 def _one(d):
     from tb_attention_plugin.trace.files import expand_paths
+
     files = [f for f, _ in expand_paths([d])]
     assert len(files) == 1, files
     return analyze_path(files[0])
@@ -224,6 +255,7 @@ def test_decode_gqa_math_vs_flash_h200():
 @pytest.mark.skipif(_validation_pair() is None, reason="sample_traces/validation/decode_gqa_* not in this checkout")
 def test_check_cli_decode_gqa_h200(capsys):
     from tb_attention_plugin.cli import main
+
     f, m = _validation_pair()
     assert main(["check", m, "--baseline", f, "--max-regression", "10"]) == 1
     out = capsys.readouterr().out
@@ -243,12 +275,15 @@ def test_decode_gqa_math_vs_flash_synthetic(tmp_path):
     assert check(compare_reports(math, flash), 10)["passed"]
 
 
-@pytest.mark.parametrize("base,new,base_label,new_label", [
-    ("sdpa_cudnn_s2048_fwd", "sdpa_flash_s2048_fwd", "cuDNN (SDPA)", "FlashAttention (SDPA)"),
-    ("sdpa_efficient_s2048_fwd", "sdpa_flash_s2048_fwd", "mem-efficient CUTLASS (SDPA)", "FlashAttention (SDPA)"),
-    ("sdpa_math_s2048_fwd", "sdpa_cudnn_s2048_fwd", "SDPA math backend", "cuDNN (SDPA)"),
-    ("naive_bf16_s2048_fwd", "sdpa_flash_s2048_fwd", "eager (decomposed)", "FlashAttention (SDPA)"),
-])
+@pytest.mark.parametrize(
+    "base,new,base_label,new_label",
+    [
+        ("sdpa_cudnn_s2048_fwd", "sdpa_flash_s2048_fwd", "cuDNN (SDPA)", "FlashAttention (SDPA)"),
+        ("sdpa_efficient_s2048_fwd", "sdpa_flash_s2048_fwd", "mem-efficient CUTLASS (SDPA)", "FlashAttention (SDPA)"),
+        ("sdpa_math_s2048_fwd", "sdpa_cudnn_s2048_fwd", "SDPA math backend", "cuDNN (SDPA)"),
+        ("naive_bf16_s2048_fwd", "sdpa_flash_s2048_fwd", "eager (decomposed)", "FlashAttention (SDPA)"),
+    ],
+)
 def test_compare_names_the_backend_change(reports, base, new, base_label, new_label):
     c = compare_reports(reports[base], reports[new])
     be = c["backends"]
@@ -272,10 +307,29 @@ def test_compare_same_backend_says_so(reports):
 def test_backends_of_the_other_implementations():
     """torch.compile (Triton kernels), the math backend seen in the op tree, library kernels."""
     from tb_attention_plugin.attention.backends import backends, fused_backend
-    rows = [{"attention": True, "phase": "qk_matmul", "direction": "forward", "dur_us": 5.0, "op": "aten::bmm",
-             "name": "nvjet_sm90_tst_256x128", "scope": "nn.Module: A", "id": 0},
-            {"attention": True, "phase": "softmax", "direction": "forward", "dur_us": 3.0, "op": "triton_red_fused",
-             "name": "triton_red_fused__softmax_3", "scope": "nn.Module: A", "id": 1}]
+
+    rows = [
+        {
+            "attention": True,
+            "phase": "qk_matmul",
+            "direction": "forward",
+            "dur_us": 5.0,
+            "op": "aten::bmm",
+            "name": "nvjet_sm90_tst_256x128",
+            "scope": "nn.Module: A",
+            "id": 0,
+        },
+        {
+            "attention": True,
+            "phase": "softmax",
+            "direction": "forward",
+            "dur_us": 3.0,
+            "op": "triton_red_fused",
+            "name": "triton_red_fused__softmax_3",
+            "scope": "nn.Module: A",
+            "id": 1,
+        },
+    ]
     assert [b["backend"] for b in backends(rows)] == ["compiled"]
     assert [b["backend"] for b in backends(rows, frozenset({0, 1}))] == ["math"]
     assert fused_backend(None, "void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128>>") == "library"

@@ -1,6 +1,7 @@
 """kernel_groups() over columns (the engine's table and the dashboard's) gives exactly what the
 row-by-row definition gives, and normalises each distinct kernel name once (on a 1M-event trace
 the per-kernel regexes made the dashboard's /compare take ~1 s; benchmarks/bench_routes.py)."""
+
 import json
 
 import numpy as np
@@ -24,7 +25,7 @@ def reports():
 
 
 def _same(a, b):
-    assert json.dumps(a) == json.dumps(b)         # values, key order and list order
+    assert json.dumps(a) == json.dumps(b)  # values, key order and list order
 
 
 def _variants(report):
@@ -36,7 +37,7 @@ def _variants(report):
 @pytest.mark.parametrize("run", ["gpt4l_sdpa_train", "gpt4l_naive_train", "sdpa_flash_s2048_fwd"])
 def test_columnar_groups_equal_row_groups(reports, run):
     engine, rows, dashboard = _variants(reports[run])
-    want = compare.kernel_groups(rows)              # the row-by-row loop
+    want = compare.kernel_groups(rows)  # the row-by-row loop
     assert want
     _same(compare.kernel_groups(engine), want)
     _same(compare.kernel_groups(dashboard), want)
@@ -58,9 +59,10 @@ def _edited(report):
         if k % 3 == 2:
             dirs[i] = None if dirs[i] == "forward" else dirs[i]
     dur = np.array(cols["dur_us"], dtype=np.float64)
-    dur[att[1::4]] = dur[att[0::4]][:len(att[1::4])]          # ties in time
-    cols.update(name=Coded.from_values(names), phase=Coded.from_values(phases),
-                direction=Coded.from_values(dirs), dur_us=dur)
+    dur[att[1::4]] = dur[att[0::4]][: len(att[1::4])]  # ties in time
+    cols.update(
+        name=Coded.from_values(names), phase=Coded.from_values(phases), direction=Coded.from_values(dirs), dur_us=dur
+    )
     return dict(report, kernels=KernelTable(cols, table.extras))
 
 
@@ -69,19 +71,20 @@ def test_columnar_groups_with_nulls_and_ties(reports):
     engine, rows, dashboard = _variants(edited)
     want = compare.kernel_groups(rows)
     assert any(g["phase"] is None for g in want)
-    assert sum(g["calls"] for g in want) < sum(1 for r in rows if r["attention"])   # the nameless are left out
+    assert sum(g["calls"] for g in want) < sum(1 for r in rows if r["attention"])  # the nameless are left out
     _same(compare.kernel_groups(engine), want)
     # the dashboard's table keeps a missing name as "" (a text column), which is grouped as such
-    _same(compare.kernel_groups(dashboard),
-          compare.kernel_groups([dict(r, name="" if r["name"] is None else r["name"]) for r in rows]))
+    _same(
+        compare.kernel_groups(dashboard),
+        compare.kernel_groups([dict(r, name="" if r["name"] is None else r["name"]) for r in rows]),
+    )
 
 
 def test_compare_reports_same_from_columns_and_rows(reports):
     base, new = reports["gpt4l_naive_train"], reports["gpt4l_sdpa_train"]
     want = compare.compare_reports(dict(base, kernels=list(base["kernels"])), dict(new, kernels=list(new["kernels"])))
     _same(compare.compare_reports(base, new), want)
-    _same(compare.compare_reports(dict(base, kernels=build(base).kernels), dict(new, kernels=build(new).kernels)),
-          want)
+    _same(compare.compare_reports(dict(base, kernels=build(base).kernels), dict(new, kernels=build(new).kernels)), want)
 
 
 def test_each_kernel_name_is_normalised_once(reports, monkeypatch):
@@ -93,5 +96,5 @@ def test_each_kernel_name_is_normalised_once(reports, monkeypatch):
         calls.clear()
         compare.kernel_groups(kernels)
         att_names = [r["name"] for r in report["kernels"] if r["attention"]]
-        assert len(att_names) > len(set(att_names))          # names do repeat in a training trace
+        assert len(att_names) > len(set(att_names))  # names do repeat in a training trace
         assert sorted(calls) == sorted(set(att_names))

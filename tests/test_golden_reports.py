@@ -1,6 +1,7 @@
 """The full report of every sample trace equals its reviewed golden copy (tests/golden/).
 Optimisations must leave results unchanged; intended changes rewrite the goldens with
 `python tests/golden.py --update` and show up in review as a diff."""
+
 import os
 
 import pytest

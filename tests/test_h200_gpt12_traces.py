@@ -1,6 +1,7 @@
 """The 12-layer GPT training traces recorded on the H200 for the large-trace benchmark
 (benchmarks/traces/, made by benchmarks/generate_gpt12_trace.py: GPT-2 small shapes, batch 8,
 seq 1024, bf16 autocast, causal attention, shapes + stacks + memory events, 2 profiled steps)."""
+
 import collections
 import os
 
@@ -70,11 +71,26 @@ def test_sdpa_runs_cudnn_fused_attention(reports):
     assert rep["unfused_core_time_us"] == 0
     fused = [k for k in att if k["phase"] == "fused_attention" and k["kind"] == "kernel"]
     by_name = collections.Counter(
-        ("fprop" if "flash_fprop" in k["name"] else "bprop" if "flash_bprop" in k["name"]
-         else "dot_do_o" if "dot_do_o" in k["name"] else "convert_dq" if "convert_dq" in k["name"] else k["name"],
-         k["direction"]) for k in fused)
-    assert by_name == {("fprop", "forward"): LAYERS, ("bprop", "backward"): LAYERS,
-                       ("dot_do_o", "backward"): LAYERS, ("convert_dq", "backward"): LAYERS}
+        (
+            "fprop"
+            if "flash_fprop" in k["name"]
+            else "bprop"
+            if "flash_bprop" in k["name"]
+            else "dot_do_o"
+            if "dot_do_o" in k["name"]
+            else "convert_dq"
+            if "convert_dq" in k["name"]
+            else k["name"],
+            k["direction"],
+        )
+        for k in fused
+    )
+    assert by_name == {
+        ("fprop", "forward"): LAYERS,
+        ("bprop", "backward"): LAYERS,
+        ("dot_do_o", "backward"): LAYERS,
+        ("convert_dq", "backward"): LAYERS,
+    }
     fwd = [k for k in fused if "flash_fprop" in k["name"]]
     for k in fwd:
         d = k["cost_detail"]

@@ -1,5 +1,6 @@
 """Each real H200 trace (sample_traces/, from ../shared/traces/h200): its attention kernels,
 phases, directions and bounds."""
+
 import collections
 
 import pytest
@@ -27,22 +28,42 @@ def test_seed_mha_fp32():
     rep = report("seed_mha")
     ks = rep["kernels"]
     assert all(k["attention"] for k in ks) and rep["attention_share"] == 1.0
-    assert phases(ks) == ["qkv_proj", "layout", "scale", "qk_matmul", "softmax", "pv_matmul", "layout",
-                          "out_proj", "other"]
+    assert phases(ks) == [
+        "qkv_proj",
+        "layout",
+        "scale",
+        "qk_matmul",
+        "softmax",
+        "pv_matmul",
+        "layout",
+        "out_proj",
+        "other",
+    ]
     assert {k["tag_source"] for k in ks} == {"module"}
     assert all(k["module_path"].startswith("MultiheadAttention_0") for k in ks)
     by = {k["phase"]: k for k in ks}
-    assert by["qkv_proj"]["dtype"] == "fp32" and by["qkv_proj"]["peak"] == "fp32"     # FFMA kernel, no TF32
+    assert by["qkv_proj"]["dtype"] == "fp32" and by["qkv_proj"]["peak"] == "fp32"  # FFMA kernel, no TF32
     assert by["qkv_proj"]["bound"] == "compute" and by["softmax"]["bound"] == "memory"
-    assert by["qk_matmul"]["cost_detail"] == {"batch": 32 * 16, "m": 128, "n": 128, "k": 64}   # 16 heads of 64
+    assert by["qk_matmul"]["cost_detail"] == {"batch": 32 * 16, "m": 128, "n": 128, "k": 64}  # 16 heads of 64
 
 
 def test_naive_bf16_causal_forward():
     rep = report("naive_bf16_s2048_fwd")
     ks = last_step(rep)
     assert all(k["attention"] and k["direction"] == "forward" for k in ks)
-    assert phases(ks) == ["qkv_proj", "qk_matmul", "scale", "mask", "mask", "mask", "softmax", "dropout",
-                          "pv_matmul", "layout", "out_proj"]
+    assert phases(ks) == [
+        "qkv_proj",
+        "qk_matmul",
+        "scale",
+        "mask",
+        "mask",
+        "mask",
+        "softmax",
+        "dropout",
+        "pv_matmul",
+        "layout",
+        "out_proj",
+    ]
     by = {k["phase"]: k for k in ks if k["kind"] == "kernel"}
     assert by["qkv_proj"]["bound"] == "compute" and by["qkv_proj"]["compute_util"] > 0.9
     assert by["out_proj"]["bound"] == "compute"
@@ -54,18 +75,21 @@ def test_naive_bf16_causal_forward():
     assert rep["instances"] == 2
 
 
-@pytest.mark.parametrize("run,kernel", [
-    ("sdpa_flash_s2048_fwd", "pytorch_flash::flash_fwd_kernel"),
-    ("sdpa_efficient_s2048_fwd", "fmha_cutlassF_bf16"),
-    ("sdpa_cudnn_s2048_fwd", "cudnn_generated_fort_native_sdpa_sm90_flash_fprop"),
-])
+@pytest.mark.parametrize(
+    "run,kernel",
+    [
+        ("sdpa_flash_s2048_fwd", "pytorch_flash::flash_fwd_kernel"),
+        ("sdpa_efficient_s2048_fwd", "fmha_cutlassF_bf16"),
+        ("sdpa_cudnn_s2048_fwd", "cudnn_generated_fort_native_sdpa_sm90_flash_fprop"),
+    ],
+)
 def test_fused_sdpa_backends(run, kernel):
     rep = report(run)
     ks = [k for k in rep["kernels"] if k["kind"] == "kernel"]
     assert len(ks) == 2 and all(kernel in k["name"] for k in ks)
     for k in ks:
         assert k["attention"] and k["phase"] == "fused_attention" and k["direction"] == "forward"
-        assert k["tag_source"] in ("sdpa_op", "annotation", "function")   # F.sdpa is a Python builtin frame
+        assert k["tag_source"] in ("sdpa_op", "annotation", "function")  # F.sdpa is a Python builtin frame
         d = k["cost_detail"]
         assert (d["b"], d["h"], d["sq"], d["d"], d["causal"]) == (4, 16, 2048, 64, True)
         # causal: half of the dense 4*B*H*S*S*D, as fused kernels skip masked blocks
@@ -101,16 +125,23 @@ def _training(run):
     assert dirs["forward"] > 0 and dirs["backward"] > 0
     # the loss softmax, MLP, layer norms and the optimizer are not attention
     names = " ".join(k["name"] for k in other)
-    assert ("cunn_SoftMaxForward" in names and "layer_norm" in names and "FusedOptimizer" in names
-            or "multi_tensor" in names)
+    assert (
+        "cunn_SoftMaxForward" in names
+        and "layer_norm" in names
+        and "FusedOptimizer" in names
+        or "multi_tensor" in names
+    )
     return rep, att
 
 
 def test_gpt_training_with_sdpa():
     rep, att = _training("gpt4l_sdpa_train")
-    main = collections.Counter(k["direction"] for k in att if k["phase"] == "fused_attention"
-                               and k["name"].startswith("cudnn_generated_fort_native_sdpa_sm90_flash"))
-    assert main == {"forward": 8, "backward": 8}       # 4 layers x 2 steps
+    main = collections.Counter(
+        k["direction"]
+        for k in att
+        if k["phase"] == "fused_attention" and k["name"].startswith("cudnn_generated_fort_native_sdpa_sm90_flash")
+    )
+    assert main == {"forward": 8, "backward": 8}  # 4 layers x 2 steps
     bwd_ph = {k["phase"] for k in att if k["direction"] == "backward"}
     assert {"fused_attention", "qkv_proj", "out_proj"} <= bwd_ph
     assert rep["unfused_core_time_us"] == 0
@@ -124,7 +155,7 @@ def test_gpt_training_with_naive_attention():
         eager = {"qkv_proj", "qk_matmul", "scale", "mask", "softmax", "dropout", "pv_matmul", "out_proj"}
         assert eager <= ph, direction
     assert rep["fused_time_us"] == 0
-    assert rep["attention_share"] > 0.5       # naive attention dominates this small GPT
+    assert rep["attention_share"] > 0.5  # naive attention dominates this small GPT
     sdpa = report("gpt4l_sdpa_train")
     assert rep["attention_time_us"] > 3 * sdpa["attention_time_us"]
 
@@ -136,7 +167,18 @@ def test_torch_compile_forward_inside_the_module():
     ks = [k for k in rep["kernels"] if k["kind"] == "kernel"]
     assert all(k["attention"] for k in ks)
     ph = [k["phase"] for k in ks if not k["name"].startswith("void at::native")]
-    assert ph == ["qkv_proj", "layout", "qkv_proj", "layout", "qk_matmul", "softmax", "qkv_proj", "layout",
-                  "pv_matmul", "layout", "out_proj"]
+    assert ph == [
+        "qkv_proj",
+        "layout",
+        "qkv_proj",
+        "layout",
+        "qk_matmul",
+        "softmax",
+        "qkv_proj",
+        "layout",
+        "pv_matmul",
+        "layout",
+        "out_proj",
+    ]
     soft = next(k for k in ks if k["phase"] == "softmax")
     assert soft["name"].startswith("triton_red_fused__softmax") and soft["flops"] and soft["bytes"]

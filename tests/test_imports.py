@@ -6,6 +6,7 @@ is still a dependency: it only hides a cycle until the function runs); imports u
 ``pkg.mod``; ``from pkg import name`` is an edge to ``pkg.name`` when that is a module, else to
 ``pkg``.
 """
+
 from __future__ import annotations
 
 import ast
@@ -32,8 +33,9 @@ def _modules() -> dict[str, str]:
 
 
 def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
-        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _imports(tree: ast.AST):
@@ -62,7 +64,7 @@ def import_graph() -> dict[str, set[str]]:
             else:
                 if node.level:
                     base = mod.split(".") if is_pkg else mod.split(".")[:-1]
-                    base = base[:len(base) - (node.level - 1)]
+                    base = base[: len(base) - (node.level - 1)]
                     src = ".".join(base + ([node.module] if node.module else []))
                 else:
                     src = node.module or ""

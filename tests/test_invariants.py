@@ -11,6 +11,7 @@ elsewhere). New trace files are picked up without editing this file.
 Each trace is analysed once per session (``_analysed``); every invariant is its own test per file,
 so a failure names the file and the invariant.
 """
+
 from __future__ import annotations
 
 import functools
@@ -28,12 +29,16 @@ from tb_attention_plugin.trace.files import expand_paths
 
 # ------------------------------------------------------------------------- the traces
 
-_REPO_DIRS = ("sample_traces", os.path.join("validation", "traces"), os.path.join("tests", "data"),
-              os.path.join("benchmarks", "traces"))
+_REPO_DIRS = (
+    "sample_traces",
+    os.path.join("validation", "traces"),
+    os.path.join("tests", "data"),
+    os.path.join("benchmarks", "traces"),
+)
 _PUBLIC = os.path.join(os.environ.get("TB_ATTENTION_SHARED_TRACES") or SHARED, "public")
 
-UTIL_TOL = 1e-6          # utilisations are rounded to 4 decimals in the JSON
-TIME_TOL_US = 0.02       # times are rounded to 3 decimals: a few rounding steps
+UTIL_TOL = 1e-6  # utilisations are rounded to 4 decimals in the JSON
+TIME_TOL_US = 0.02  # times are rounded to 3 decimals: a few rounding steps
 
 
 def _short_id(rel: str) -> str:
@@ -85,13 +90,14 @@ class _Analysed:
 @functools.cache
 def _analysed(name: str) -> _Analysed:
     from tb_attention_plugin.trace.records import load_trace
+
     path = PATHS[name]
-    rep = analyze_path(path)                 # no disk cache: the engine under test, every session
+    rep = analyze_path(path)  # no disk cache: the engine under test, every session
     names: frozenset = frozenset()
     if rep.get("status") == "ok":
         try:
             names = frozenset(load_trace(path).strings)
-        except Exception:                    # the report loaded it: a second read does not fail
+        except Exception:  # the report loaded it: a second read does not fail
             names = frozenset()
     return _Analysed(rep, names)
 
@@ -164,8 +170,10 @@ def test_utilisations_within_0_and_1(name):
         over = np.flatnonzero((v > 1.0 + UTIL_TOL) | (v < 0))
         if len(over):
             names = a.kernels.rows(over[:3], ("name",)) if hasattr(a.kernels, "rows") else [a.rows[i] for i in over[:3]]
-            bad.append(f"{len(over)} kernel(s) with {field} outside [0, 1], max {np.nanmax(v):.4f}: "
-                       + "; ".join(r["name"][:60] for r in names))
+            bad.append(
+                f"{len(over)} kernel(s) with {field} outside [0, 1], max {np.nanmax(v):.4f}: "
+                + "; ".join(r["name"][:60] for r in names)
+            )
     for p in a.rep.get("phases") or []:
         for field in ("compute_util", "memory_util"):
             x = p.get(field)
@@ -233,8 +241,11 @@ def test_gains_within_the_time_they_remove(name):
 
 
 def _phase_time(rep: dict, phases, direction: Optional[str] = None) -> float:
-    return sum(p.get("time_us") or 0.0 for p in rep.get("phases") or []
-               if p["phase"] in phases and (direction is None or p["direction"] == direction))
+    return sum(
+        p.get("time_us") or 0.0
+        for p in rep.get("phases") or []
+        if p["phase"] in phases and (direction is None or p["direction"] == direction)
+    )
 
 
 def _premise(a: _Analysed, finding: dict) -> Optional[str]:
@@ -261,8 +272,11 @@ def _premise(a: _Analysed, finding: dict) -> Optional[str]:
         if "aten::_scaled_dot_product_attention_math" not in a.names:
             return "no aten::_scaled_dot_product_attention_math op in the trace"
     elif i == "fp32_attention":
-        mm = [p for p in rep.get("phases") or [] if p["phase"] in ("qkv_proj", "qk_matmul", "pv_matmul", "out_proj",
-                                                                   "fused_attention")]
+        mm = [
+            p
+            for p in rep.get("phases") or []
+            if p["phase"] in ("qkv_proj", "qk_matmul", "pv_matmul", "out_proj", "fused_attention")
+        ]
         if not mm or "fp32" not in set(a.col("dtype").tolist()):
             return "no fp32 attention matmul kernels"
     elif i == "head_dim_alignment":
@@ -340,13 +354,16 @@ def test_every_notice_premise_is_in_the_run(name):
     a = _ok(name)
     bad = [f"{n['code']}: {why}" for n in a.rep.get("notices") or [] if (why := _notice_premise(a, n["code"]))]
     flags = (a.rep.get("memory") or {}).get("flags") or []
-    if any(f.get("code") == "sdpa_math_copies" for f in flags) and \
-            "aten::_scaled_dot_product_attention_math" not in a.names:
+    if (
+        any(f.get("code") == "sdpa_math_copies" for f in flags)
+        and "aten::_scaled_dot_product_attention_math" not in a.names
+    ):
         bad.append("sdpa_math_copies: no SDPA call ran on the math backend")
     assert not bad, "; ".join(bad)
 
 
 # ------------------------------------------------------------------------- where each rule must not fire
+
 
 def _named(fragment: str) -> list[str]:
     return [n for n in IDS if fragment in n]
@@ -354,16 +371,28 @@ def _named(fragment: str) -> list[str]:
 
 # rule -> real traces whose evidence rules it out (the rule must stay silent there)
 SILENT = {
-    "fuse_attention": ("sdpa_flash_fwdbwd_causal", "sdpa_cudnn_fwd_full", "sdpa_math_s2048_fwd",
-                       "mha_bf16_noweights"),                       # fused, or the math backend's own rule
-    "sdpa_math_backend": ("sdpa_cudnn_fwd_full", "sdpa_flash_s2048_fwd", "naive_bf16_s2048_fwd",
-                          "hf_llama_sdpa_fwdbwd"),
+    "fuse_attention": (
+        "sdpa_flash_fwdbwd_causal",
+        "sdpa_cudnn_fwd_full",
+        "sdpa_math_s2048_fwd",
+        "mha_bf16_noweights",
+    ),  # fused, or the math backend's own rule
+    "sdpa_math_backend": (
+        "sdpa_cudnn_fwd_full",
+        "sdpa_flash_s2048_fwd",
+        "naive_bf16_s2048_fwd",
+        "hf_llama_sdpa_fwdbwd",
+    ),
     "fp32_attention": ("naive_bf16_s2048_fwd", "naive_fp16_s2048_d128_fwd", "sdpa_math_s2048_fwd"),
     "head_dim_alignment": ("naive_bf16_s2048_d64_fwd", "sdpa_flash_fwdbwd_causal_d128"),
-    "decode_kv_heads": ("decode_gqa_flash", "sdpa_flash_s2048_fwd"),    # GQA already; not decode
-    "dropout_in_inference": ("gpt4l_naive_train", "naive_bf16_s2048_d64_fwdbwd"),   # training runs
-    "launch_overhead": ("naive_bf16_s2048_fwd", "sdpa_flash_fwdbwd_causal", "mem_naive_s4096",
-                        "decode_graph_replay"),             # the same decode replayed from a CUDA graph
+    "decode_kv_heads": ("decode_gqa_flash", "sdpa_flash_s2048_fwd"),  # GQA already; not decode
+    "dropout_in_inference": ("gpt4l_naive_train", "naive_bf16_s2048_d64_fwdbwd"),  # training runs
+    "launch_overhead": (
+        "naive_bf16_s2048_fwd",
+        "sdpa_flash_fwdbwd_causal",
+        "mem_naive_s4096",
+        "decode_graph_replay",
+    ),  # the same decode replayed from a CUDA graph
     "slow_backward": ("sdpa_flash_fwdbwd_causal", "gpt4l_sdpa_train", "gpt4l_naive_train"),
     "sdpa_math_copies": ("sdpa_cudnn_fwdbwd_causal", "sdpa_flash_fwdbwd_full", "hf_llama_sdpa_fwdbwd"),
     "no_gpu_kernels": ("sdpa_cudnn_s2048_fwd", "naive_bf16_s2048_fwd"),
@@ -378,8 +407,11 @@ def test_each_rule_is_silent_where_its_premise_is_absent(rule):
     fired = []
     for n in runs:
         rep = _ok(n).rep
-        codes = {f["id"] for f in rep.get("advice") or []} | {x["code"] for x in rep.get("notices") or []} \
+        codes = (
+            {f["id"] for f in rep.get("advice") or []}
+            | {x["code"] for x in rep.get("notices") or []}
             | {f.get("code") for f in (rep.get("memory") or {}).get("flags") or []}
+        )
         if rule in codes:
             fired.append(n)
     assert not fired, f"{rule} fired on {fired}"
@@ -399,15 +431,18 @@ def test_engine_denominators_and_roofs(name):
     a = _ok(name)
     ub = a.col("upper_bound")
     if ub.dtype != object and ub.any():
-        bounds = a.kernels.rows(np.flatnonzero(ub == 1), ("bound",)) if hasattr(a.kernels, "rows") \
+        bounds = (
+            a.kernels.rows(np.flatnonzero(ub == 1), ("bound",))
+            if hasattr(a.kernels, "rows")
             else [a.rows[i] for i in np.flatnonzero(ub == 1)]
+        )
         assert all(r["bound"] not in ("compute", "memory") for r in bounds)
     for d in rep["devices"]:
         for adj in d.get("roof_adjustments") or []:
             assert adj["to"] > adj["from"] and d["peaks"]["flops"][adj["peak"]] == adj["to"]
     for k in a.kernels:
         occ = k["occupancy_pct"]
-        assert occ is None or 0 < occ <= 100, (k["name"], occ)       # 0 means "not computed": never shown
+        assert occ is None or 0 < occ <= 100, (k["name"], occ)  # 0 means "not computed": never shown
         assert k["latency_cause"] is None or k["bound"] == "latency", (k["name"], k["latency_cause"])
         assert (k["occupancy_pct"] is None) == (k["occupancy_source"] is None), k["name"]
     for p in rep["phases"]:

@@ -1,5 +1,6 @@
 """Hardware counters instead of the model: Nsight Compute exports beside a trace and CUPTI
 counter ranges inside it (tb_attention_plugin/roofline/measured.py)."""
+
 from __future__ import annotations
 
 import csv
@@ -65,7 +66,7 @@ def test_ncu_export_named_after_the_trace_joins_every_kernel(tmp_path):
     m = rep["measurements"]
     assert m["source"] == "ncu" and m["file"] == DECODE + ".ncu.csv"
     assert m["kernels_joined"] == m["kernels_total"] == 12 and m["match_rate"] == 1.0
-    assert m["window"]["first_row"] == 11 and m["window"]["last_row"] == 22   # the marker (ID 10) is skipped
+    assert m["window"]["first_row"] == 11 and m["window"]["last_row"] == 22  # the marker (ID 10) is skipped
     assert m["window"]["steps"] == ["ProfilerStep#1"] and m["window"]["equal_windows"] == 1
     rows = {r["ID"]: r for r in ncu.read(os.path.join(DATA, "decode_gqa_flash.ncu.csv")).rows}
     clear = 0
@@ -76,8 +77,9 @@ def test_ncu_export_named_after_the_trace_joins_every_kernel(tmp_path):
         assert ncu.short_name(r["Kernel Name"]) == ncu.short_name(k["name"])
         assert meas["dram_bytes"] == round(r["dram__bytes_read.sum"] + r["dram__bytes_write.sum"])
         assert meas["flops"] == meas["tensor_flops"] + meas["core_flops"]
-        assert meas["tensor_flops"] == round(r["sm__ops_path_tensor_src_bf16_dst_fp32.sum"]
-                                            + r["sm__ops_path_tensor_src_tf32_dst_fp32.sum"])
+        assert meas["tensor_flops"] == round(
+            r["sm__ops_path_tensor_src_bf16_dst_fp32.sum"] + r["sm__ops_path_tensor_src_tf32_dst_fp32.sum"]
+        )
         assert meas["dram_pct"] == round(r[DRAM], 2) and meas["sm_pct"] is not None
         assert abs(meas["dur_us"] - r["gpu__time_duration.sum"] * 1e6) < 1e-3
         # the report uses the counters
@@ -93,8 +95,10 @@ def test_ncu_export_named_after_the_trace_joins_every_kernel(tmp_path):
             assert k["bound"] == label, (k["name"], label, k["bound"])
     assert clear >= 10
     split = [k for k in kernels(rep) if "flash_fwd_splitkv_kernel" in k["name"]][0]
-    assert split["bound"] == "memory" and split["bound_reason"] == \
-        "measured (Nsight Compute): DRAM 81%, tensor pipe 43%, FMA pipe 12%"
+    assert (
+        split["bound"] == "memory"
+        and split["bound_reason"] == "measured (Nsight Compute): DRAM 81%, tensor pipe 43%, FMA pipe 12%"
+    )
     # phases follow the measured utilisations
     fused = [p for p in rep["phases"] if p["phase"] == "fused_attention"][0]
     assert fused["memory_util"] == pytest.approx(split["memory_util"], abs=0.05)
@@ -114,7 +118,7 @@ def test_equal_windows_are_told_apart_by_duration(tmp_path):
     rep = report(path)
     m = rep["measurements"]
     assert m["kernels_joined"] == 6 and m["window"]["equal_windows"] == 2
-    assert [k["measured"]["row"] for k in kernels(rep)] == [76, 77, 78, 79, 80, 81]   # the causal rows
+    assert [k["measured"]["row"] for k in kernels(rep)] == [76, 77, 78, 79, 80, 81]  # the causal rows
     assert "durations agree best" in m["notes"][0]
 
 
@@ -153,7 +157,7 @@ def test_cache_key_follows_the_export(tmp_path):
     assert cache.key(path, st, Options().key()) != key0
     again = analyze_path(path, Options(), cache=cache)
     assert again["measurements"]["kernels_joined"] == 12
-    assert analyze_path(path, Options(), cache=cache)["measurements"]["kernels_joined"] == 12   # cached
+    assert analyze_path(path, Options(), cache=cache)["measurements"]["kernels_joined"] == 12  # cached
 
 
 # ---------------------------------------------------------------- synthetic exports
@@ -161,16 +165,41 @@ def test_cache_key_follows_the_export(tmp_path):
 
 def write_ncu(path, rows: list, process: int = 4242) -> str:
     """A minimal ncu raw page: rows are (kernel name, duration ns, dram %, tensor %, fma %, dram bytes)."""
-    metrics = ["gpu__time_duration.sum", DRAM, TENSOR, FMA, "sm__throughput.avg.pct_of_peak_sustained_elapsed",
-               "dram__bytes_read.sum", "dram__bytes_write.sum", "sm__ops_path_tensor_src_bf16_dst_fp32.sum"]
+    metrics = [
+        "gpu__time_duration.sum",
+        DRAM,
+        TENSOR,
+        FMA,
+        "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+        "dram__bytes_read.sum",
+        "dram__bytes_write.sum",
+        "sm__ops_path_tensor_src_bf16_dst_fp32.sum",
+    ]
     ident = ["ID", "Process ID", "Process Name", "Kernel Name", "Context", "Stream", "Device"]
     with open(path, "w", newline="") as f:
         w = csv.writer(f, quoting=csv.QUOTE_ALL, lineterminator="\n")
         w.writerow(ident + metrics)
         w.writerow([""] * len(ident) + ["ns", "%", "%", "%", "%", "byte", "byte", ""])
         for i, (name, d, dram, tensor, fma, nbytes) in enumerate(rows):
-            w.writerow([i, process, "python3", name, 1, 7, 0, f"{d:,.0f}", dram, tensor, fma, 50,
-                        f"{nbytes * 0.75:,.0f}", f"{nbytes * 0.25:,.0f}", "1,000,000"])
+            w.writerow(
+                [
+                    i,
+                    process,
+                    "python3",
+                    name,
+                    1,
+                    7,
+                    0,
+                    f"{d:,.0f}",
+                    dram,
+                    tensor,
+                    fma,
+                    50,
+                    f"{nbytes * 0.75:,.0f}",
+                    f"{nbytes * 0.25:,.0f}",
+                    "1,000,000",
+                ]
+            )
     return str(path)
 
 
@@ -179,7 +208,7 @@ def three_steps(tmp_path) -> tuple:
     for step in (1, 2, 3):
         with t.step(step):
             naive_attention(t)
-            for ev in t.events:     # give each step its own durations: step n runs n times longer
+            for ev in t.events:  # give each step its own durations: step n runs n times longer
                 if ev.get("cat") == "kernel" and not ev.get("_scaled"):
                     ev["dur"] = round(ev["dur"] * step, 3)
                     ev["_scaled"] = True
@@ -240,23 +269,38 @@ def test_several_processes_in_one_export(tmp_path):
 # ---------------------------------------------------------------- CUPTI ranges
 
 
-FULL = {"gpu__time_duration.sum": 12000, DRAM: 20.0, TENSOR: 75.0, FMA: 10.0,
-        "sm__throughput.avg.pct_of_peak_sustained_elapsed": 80.0,
-        "dram__bytes_read.sum": 3_000_000, "dram__bytes_write.sum": 1_000_000,
-        "sm__ops_path_tensor_src_bf16.sum": 4_000_000_000,
-        "sm__ops_path_tensor_src_bf16_dst_fp32.sum": 3_000_000_000}     # part of the plain one
-SASS = {f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum": 0 for op in
-        ("dadd", "dfma", "dmul", "hadd", "hfma", "hmul", "fadd", "ffma", "fmul")}
+FULL = {
+    "gpu__time_duration.sum": 12000,
+    DRAM: 20.0,
+    TENSOR: 75.0,
+    FMA: 10.0,
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed": 80.0,
+    "dram__bytes_read.sum": 3_000_000,
+    "dram__bytes_write.sum": 1_000_000,
+    "sm__ops_path_tensor_src_bf16.sum": 4_000_000_000,
+    "sm__ops_path_tensor_src_bf16_dst_fp32.sum": 3_000_000_000,
+}  # part of the plain one
+SASS = {
+    f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum": 0
+    for op in ("dadd", "dfma", "dmul", "hadd", "hfma", "hmul", "fadd", "ffma", "fmul")
+}
 
 
 def test_extract_counts_flops_once():
-    v = M.extract({**FULL, **SASS, "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum": 10,
-                   "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum": 3,
-                   "smsp__sass_thread_inst_executed_op_hfma_pred_on.sum": 2})
+    v = M.extract(
+        {
+            **FULL,
+            **SASS,
+            "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum": 10,
+            "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum": 3,
+            "smsp__sass_thread_inst_executed_op_hfma_pred_on.sum": 2,
+        }
+    )
     assert v.tensor_flops == 4e9 and v.core_flops == 2 * 10 + 3 + 2 * 2 and v.flops == 4e9 + 27
     assert v.dram_bytes == 4e6 and v.dur_us == 12.0 and (v.dram_pct, v.tensor_pct, v.fma_pct) == (20, 75, 10)
-    only_dst = M.extract({"sm__ops_path_tensor_src_fp16_dst_fp16.sum": 5,
-                          "sm__ops_path_tensor_src_fp16_dst_fp32.sum": 7})
+    only_dst = M.extract(
+        {"sm__ops_path_tensor_src_fp16_dst_fp16.sum": 5, "sm__ops_path_tensor_src_fp16_dst_fp32.sum": 7}
+    )
     assert only_dst.tensor_flops == 12 and only_dst.core_flops is None and only_dst.dram_bytes is None
     assert M.extract({}).flops is None
 
@@ -285,10 +329,12 @@ def test_cupti_ranges_join_kernels_by_name_and_order(tmp_path):
 
 def test_cupti_flop_counters_only(tmp_path):
     """HTA-style counters (CUDA-core instruction counts, no DRAM): only what is measured is used."""
+
     def metrics(ev):
         m = dict(SASS)
         m["smsp__sass_thread_inst_executed_op_ffma_pred_on.sum"] = 4e8
         return m
+
     t = synth_with_ranges(metrics)
     path = t.write(tmp_path / "c.json")
     plain_t = SynthTrace()
@@ -302,7 +348,7 @@ def test_cupti_flop_counters_only(tmp_path):
     for k, p in zip(kernels(rep), kernels(plain)):
         meas = k["measured"]
         assert meas["flops"] == 8e8 and meas["dram_pct"] is None and meas["dram_bytes"] is None
-        assert k["memory_util"] == p["memory_util"]               # memory stays modelled
+        assert k["memory_util"] == p["memory_util"]  # memory stays modelled
         if p["peak"] in M.MATRIX_PEAKS:
             # CUDA-core counts say nothing about a tensor-core kernel: the model's verdict stands
             assert "compute_util" not in meas["replaces"] and k["bound"] == p["bound"]
@@ -321,7 +367,7 @@ def test_ranges_without_kernels_are_listed(tmp_path):
     with t.step(1):
         naive_attention(t)
     names = [e["name"] for e in t.events if e.get("cat") == "kernel"]
-    t.events = [e for e in t.events if e.get("cat") != "kernel"]      # range-profiler mode: no kernels
+    t.events = [e for e in t.events if e.get("cat") != "kernel"]  # range-profiler mode: no kernels
     for nm in names:
         t.counter_range(nm, FULL)
     rep = report(t.write(tmp_path / "r.json"))
@@ -341,7 +387,7 @@ def test_hta_range_profiler_trace():
     rep = report(HTA)
     m = rep["measurements"]
     assert m["source"] == "cupti" and m["rows"] == 77 and len(m["ranges"]) == 77
-    assert all(r["op"] for r in m["ranges"])          # 77 ranges, 77 cudaLaunchKernel: one op each
+    assert all(r["op"] for r in m["ranges"])  # 77 ranges, 77 cudaLaunchKernel: one op each
     assert m["ranges_total"]["flops"] > 1e10 and m["ranges_total"]["dram_bytes"] is None
     first = m["ranges"][0]["measured"]
     assert first["flops"] == 2 * 38731776 + 2 * 4866048 and first["dur_us"] is None
@@ -351,6 +397,7 @@ def test_hta_range_profiler_trace():
 
 def test_roofline_points_say_measured(tmp_path):
     from tb_attention_plugin.server import index
+
     path = place(tmp_path, DECODE, {"decode_gqa_flash.ncu.csv": DECODE + ".ncu.csv"})
     loaded = index.build(analyze_path(path))
     pts = index.roofline(loaded, scope="all", group=False)["points"]
@@ -377,7 +424,7 @@ def test_ncu_helpers(tmp_path):
     assert ncu.sidecar_signature(str(trace)).startswith("\0ncu:")
     t = ncu.parse(open(os.path.join(DATA, "decode_gqa_flash.ncu.csv")).read(), base_units=True, keep=M.wanted_metric)
     assert len(t.rows) == 13 and DRAM in t.rows[1] and "launch__grid_size" not in t.rows[1]
-    assert t.rows[1]["gpu__time_duration.sum"] < 1e-3        # seconds after base_units
+    assert t.rows[1]["gpu__time_duration.sum"] < 1e-3  # seconds after base_units
 
 
 def test_a_failure_in_the_counters_leaves_the_model(tmp_path, monkeypatch):
@@ -391,6 +438,7 @@ def test_a_failure_in_the_counters_leaves_the_model(tmp_path, monkeypatch):
         if len(calls) == 5:
             raise RuntimeError("bad counter")
         return real(k, *a, **kw)
+
     real = M._overlay
     monkeypatch.setattr(M, "_overlay", boom)
     rep = report(path)

@@ -1,5 +1,6 @@
 """The memory block: allocations per phase, the peak and what held it, S×S scores vs a fused
 kernel, the K/V footprint and its GQA/MQA/MLA alternatives, data movement and its flags."""
+
 import glob
 import json
 import os
@@ -29,8 +30,10 @@ def cpu(kind, s):
 
 
 def h200(name):
-    for pat in (os.path.join(ROOT, "sample_traces", "validation", name, "*.pt.trace.json*"),
-                os.path.join(ROOT, "validation", "traces", name, "*.pt.trace.json*")):
+    for pat in (
+        os.path.join(ROOT, "sample_traces", "validation", name, "*.pt.trace.json*"),
+        os.path.join(ROOT, "validation", "traces", name, "*.pt.trace.json*"),
+    ):
         hits = sorted(glob.glob(pat))
         if hits:
             return hits[0]
@@ -72,8 +75,10 @@ def test_cpu_naive_allocates_score_matrices_fused_does_not(s):
     assert all(not g["score_matrix"] for g in dev["attention_peak"]["held_by"])
     fa = next(p for p in dev["phases"] if p["phase"] == "fused_attention")
     assert fa["alloc_bytes"] < score
-    assert any(g["shape"] == [b, h, s, d] and g["phase"] == "fused_attention" and g["dtype"] == "fp32"
-               for g in dev["attention_peak"]["held_by"])
+    assert any(
+        g["shape"] == [b, h, s, d] and g["phase"] == "fused_attention" and g["dtype"] == "fp32"
+        for g in dev["attention_peak"]["held_by"]
+    )
     assert not any(f["code"] == "score_matrix" for f in fused["flags"])
     naive_peak = naive["devices"][0]["attention_peak"]
     assert dev["attention_peak"]["total_allocated_bytes"] < naive_peak["total_allocated_bytes"]
@@ -111,23 +116,33 @@ def _mem_trace(tmp_path, backward=True):
             with t.op("aten::bmm", dims=[[b * h, s, d], [b * h, d, s]], types=[BF16] * 2, seq=11):
                 t.memory(score, 0xA000)
                 t.kernel("nvjet_sm90_tst_128x128_64x4_h_bz_TNN", dur=8)
-            with t.op("aten::_softmax", dims=[[b, h, s, s], [], []], types=[BF16, "Scalar", "Scalar"],
-                      concrete=["", "-1", "False"], seq=12, flow_start=5):
+            with t.op(
+                "aten::_softmax",
+                dims=[[b, h, s, s], [], []],
+                types=[BF16, "Scalar", "Scalar"],
+                concrete=["", "-1", "False"],
+                seq=12,
+                flow_start=5,
+            ):
                 t.memory(score, 0xB000)
-                t.memory(100, 0xC000, device_type=0, device_id=-1)     # a CPU allocation
+                t.memory(100, 0xC000, device_type=0, device_id=-1)  # a CPU allocation
                 t.kernel("softmax_warp_forward", dur=7)
             with t.op("aten::bmm", dims=[[b * h, s, s], [b * h, s, d]], types=[BF16] * 2, seq=13):
                 t.memory(b * h * s * d * 2, 0xD000)
                 t.kernel("nvjet_sm90_tst_128x256_64x4_1x2_h_bz_coopA_NNN", dur=8)
         t.memory(-score, 0xA000)
         with t.op("aten::linear", dims=[[b, s, 256], [256, 256]], types=[BF16] * 2):
-            t.memory(b * s * 256 * 2, 0xE000)                           # outside attention
+            t.memory(b * s * 256 * 2, 0xE000)  # outside attention
             t.kernel("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT", dur=5)
         if backward:
             with t.op("autograd::engine::evaluate_function: SoftmaxBackward0", tid=200) as ev:
                 t.flow_end(5, ev["ts"], 200)
-                with t.op("aten::_softmax_backward_data", dims=[[b, h, s, s], [b, h, s, s], [], []],
-                          types=[BF16, BF16, "Scalar", "Scalar"], tid=200):
+                with t.op(
+                    "aten::_softmax_backward_data",
+                    dims=[[b, h, s, s], [b, h, s, s], [], []],
+                    types=[BF16, BF16, "Scalar", "Scalar"],
+                    tid=200,
+                ):
                     t.memory(score, 0xF000, tid=200)
                     t.kernel("softmax_warp_backward", dur=7, tid=200)
     return t.write(tmp_path / "mem.json")
@@ -156,7 +171,7 @@ def test_events_attributed_to_phases_and_directions(tmp_path):
     # peak inside attention: after the backward softmax allocation, before nothing is freed
     pk = gpu["attention_peak"]
     assert pk["direction"] == "backward" and pk["phase"] == "softmax"
-    assert pk["total_allocated_bytes"] == 2 * score + b * h * s * d * 2 + b * s * 256 * 2   # QK^T's was freed
+    assert pk["total_allocated_bytes"] == 2 * score + b * h * s * d * 2 + b * s * 256 * 2  # QK^T's was freed
     assert pk["live_bytes"] == pk["total_allocated_bytes"] and pk["before_window_bytes"] == 0
     assert {g["phase"] for g in pk["held_by"] if g["attention"]} == {"softmax", "pv_matmul"}
     assert len(gpu["curve"]["ts"]) == gpu["events"] and gpu["curve"]["allocated"][-1] == gpu["end_allocated_bytes"]
@@ -170,14 +185,21 @@ def test_without_memory_events_says_how_to_record(tmp_path):
     rep, m = analyze(t.write(tmp_path / "n.json"))
     assert m["recorded"] is False and m["devices"] == [] and m["primary"] is None
     assert "profile_memory=True" in m["notice"]["fix"]
-    assert m["footprint"]["layers"]       # shapes alone still give the footprint
+    assert m["footprint"]["layers"]  # shapes alone still give the footprint
     assert rep["trace"]["profile_memory"] is False
 
 
 def test_op_outputs_rules():
     def args(dims, types, concrete=None):
-        return parse_args(Signature(json.dumps(dims).encode(), json.dumps(types).encode(), b"",
-                                    json.dumps(concrete or [""] * len(dims)).encode()))
+        return parse_args(
+            Signature(
+                json.dumps(dims).encode(),
+                json.dumps(types).encode(),
+                b"",
+                json.dumps(concrete or [""] * len(dims)).encode(),
+            )
+        )
+
     assert op_outputs("aten::bmm", args([[8, 128, 64], [8, 64, 256]], [BF16] * 2))[0][:3] == ((8, 128, 256), "bf16", 2)
     assert op_outputs("aten::matmul", args([[2, 4, 128, 64], [2, 4, 64, 128]], [BF16] * 2))[0][0] == (2, 4, 128, 128)
     assert op_outputs("aten::linear", args([[2, 10, 32], [96, 32]], ["float"] * 2))[0][0] == (2, 10, 96)
@@ -189,21 +211,28 @@ def test_op_outputs_rules():
     assert op_outputs("aten::_softmax", softmax)[0][1] == "fp32"
     cat = op_outputs("aten::cat", args([[[1, 8, 100, 64], [1, 8, 1, 64]], []], ["TensorList", "Scalar"], ["", "2"]))
     assert cat[0][0] == (1, 8, 101, 64)
-    sd = op_outputs("aten::_scaled_dot_product_flash_attention",
-                    args([[2, 16, 128, 64], [2, 4, 256, 64], [2, 4, 256, 64], [], []], [BF16] * 3 + ["Scalar"] * 2))
+    sd = op_outputs(
+        "aten::_scaled_dot_product_flash_attention",
+        args([[2, 16, 128, 64], [2, 4, 256, 64], [2, 4, 256, 64], [], []], [BF16] * 3 + ["Scalar"] * 2),
+    )
     assert sd[0][0] == (2, 16, 128, 64) and sd[1][:2] == ((2, 16, 128), "fp32")
 
 
 # ---------------------------------------------------------------- K/V footprint and alternatives
 def _sdpa_call(t, b, h, hk, sq, sk, d, name="LlamaAttention_0"):
     with t.module(name):
-        with t.op("aten::scaled_dot_product_attention",
-                  dims=[[b, h, sq, d], [b, hk, sk, d], [b, hk, sk, d], [], [], [], [], []],
-                  types=[BF16] * 3 + ["", "Scalar", "Scalar", "", "Scalar"],
-                  concrete=["", "", "", "", "0.", "False", "", "True"]):
-            with t.op("aten::_scaled_dot_product_flash_attention",
-                      dims=[[b, h, sq, d], [b, hk, sk, d], [b, hk, sk, d], [], []],
-                      types=[BF16] * 3 + ["Scalar", "Scalar"], concrete=["", "", "", "0.", "False"]):
+        with t.op(
+            "aten::scaled_dot_product_attention",
+            dims=[[b, h, sq, d], [b, hk, sk, d], [b, hk, sk, d], [], [], [], [], []],
+            types=[BF16] * 3 + ["", "Scalar", "Scalar", "", "Scalar"],
+            concrete=["", "", "", "", "0.", "False", "", "True"],
+        ):
+            with t.op(
+                "aten::_scaled_dot_product_flash_attention",
+                dims=[[b, h, sq, d], [b, hk, sk, d], [b, hk, sk, d], [], []],
+                types=[BF16] * 3 + ["Scalar", "Scalar"],
+                concrete=["", "", "", "0.", "False"],
+            ):
                 t.kernel("void pytorch_flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128>>", dur=20)
 
 
@@ -211,7 +240,7 @@ def test_kv_footprint_and_gqa_mqa_mla_arithmetic(tmp_path):
     b, h, hk, sk, d = 8, 32, 8, 4096, 128
     t = SynthTrace()
     with t.step(1):
-        for layer in range(4):                       # decode: one query token, four layers
+        for layer in range(4):  # decode: one query token, four layers
             _sdpa_call(t, b, h, hk, 1, sk, d, name=f"LlamaAttention_{layer}")
     _, m = analyze(t.write(tmp_path / "decode.json"))
     fp = m["footprint"]
@@ -219,9 +248,18 @@ def test_kv_footprint_and_gqa_mqa_mla_arithmetic(tmp_path):
     assert fp["calls"] == 4 and fp["basis_calls"] == 4 and fp["kv_bytes"] == 4 * per_call
     layer = fp["layers"][0]
     assert layer["kv_bytes_per_call"] == per_call and layer["kv_source"] == "sdpa_inputs"
-    assert layer["shapes"] == {"b": b, "h": h, "hk": hk, "sq": 1, "sk": sk, "d": d, "dv": d, "dtype": "bf16",
-                               "sk_min": sk}
-    assert layer["score_matrix_bytes"] == 0 and layer["score_tensors"] == 0        # decode has no S×S
+    assert layer["shapes"] == {
+        "b": b,
+        "h": h,
+        "hk": hk,
+        "sq": 1,
+        "sk": sk,
+        "d": d,
+        "dv": d,
+        "dtype": "bf16",
+        "sk_min": sk,
+    }
+    assert layer["score_matrix_bytes"] == 0 and layer["score_tensors"] == 0  # decode has no S×S
     alt = {a["name"]: a for a in fp["alternatives"]}
     assert alt["current"]["bytes"] == 4 * per_call and alt["current"]["kv_heads"] == hk
     assert alt["MHA"]["bytes"] == 4 * b * h * sk * 2 * d * 2 == 4 * alt["current"]["bytes"]
@@ -231,22 +269,31 @@ def test_kv_footprint_and_gqa_mqa_mla_arithmetic(tmp_path):
     assert mla["bytes"] == 4 * b * sk * (MLA_LATENT_DIM + MLA_ROPE_DIM) * 2
     assert mla["saving"] == pytest.approx(1 - (MLA_LATENT_DIM + MLA_ROPE_DIM) / (hk * 2 * d), abs=1e-4)
     # fused activations: q + k + v + out + fp32 logsumexp
-    assert layer["fused_activation_bytes"] == (b * h * 1 * d * 2 + 2 * b * hk * sk * d * 2 + b * h * 1 * d * 2
-                                               + b * h * 1 * 4)
+    assert layer["fused_activation_bytes"] == (
+        b * h * 1 * d * 2 + 2 * b * hk * sk * d * 2 + b * h * 1 * d * 2 + b * h * 1 * 4
+    )
 
 
 def test_eager_kv_from_matmul_operands_and_repeat_kv(tmp_path):
     b, h, hk, s, d = 2, 16, 4, 256, 64
     t = SynthTrace()
     with t.module("LlamaAttention_0"):
-        with t.op("aten::expand", dims=[[b, hk, 1, s, d], [], []], types=[BF16, "ScalarList", "Scalar"],
-                  concrete=["", f"[{b}, {hk}, {h // hk}, {s}, {d}]", "False"]):
+        with t.op(
+            "aten::expand",
+            dims=[[b, hk, 1, s, d], [], []],
+            types=[BF16, "ScalarList", "Scalar"],
+            concrete=["", f"[{b}, {hk}, {h // hk}, {s}, {d}]", "False"],
+        ):
             pass
         with t.op("aten::matmul", dims=[[b, h, s, d], [b, h, d, s]], types=[BF16] * 2):
             with t.op("aten::bmm", dims=[[b * h, s, d], [b * h, d, s]], types=[BF16] * 2):
                 t.kernel("nvjet_sm90_tst_128x128_64x4_h_bz_TNN", dur=8)
-        with t.op("aten::_softmax", dims=[[b, h, s, s], [], []], types=[BF16, "Scalar", "Scalar"],
-                  concrete=["", "-1", "False"]):
+        with t.op(
+            "aten::_softmax",
+            dims=[[b, h, s, s], [], []],
+            types=[BF16, "Scalar", "Scalar"],
+            concrete=["", "-1", "False"],
+        ):
             t.kernel("softmax_warp_forward", dur=7)
         with t.op("aten::matmul", dims=[[b, h, s, s], [b, h, s, d]], types=[BF16] * 2):
             with t.op("aten::bmm", dims=[[b * h, s, s], [b * h, s, d]], types=[BF16] * 2):
@@ -256,33 +303,48 @@ def test_eager_kv_from_matmul_operands_and_repeat_kv(tmp_path):
     assert layer["kv_source"] == "repeat_kv"
     assert layer["shapes"]["h"] == h and layer["shapes"]["hk"] == hk
     assert layer["kv_bytes_per_call"] == b * hk * s * 2 * d * 2
-    assert layer["score_matrix_bytes"] == b * h * s * s * 2 and layer["score_tensors"] == 2   # QK^T + softmax
+    assert layer["score_matrix_bytes"] == b * h * s * s * 2 and layer["score_tensors"] == 2  # QK^T + softmax
 
 
 # ---------------------------------------------------------------- data movement flags
 def _layer_with_copy(t, layer, copy_k=True, cat_cache=None, htod=False, b=2, h=8, s=128, d=64):
     with t.module(f"Attention_{layer}"):
         if copy_k:
-            with t.op("aten::contiguous", dims=[[b, s, h, d], []], types=[BF16, "Scalar"],
-                      strides=[[s * h * d, d, s * d, 1], []]):
-                with t.op("aten::clone", dims=[[b, s, h, d], []], types=[BF16, "Scalar"],
-                          strides=[[s * h * d, d, s * d, 1], []]):
+            with t.op(
+                "aten::contiguous",
+                dims=[[b, s, h, d], []],
+                types=[BF16, "Scalar"],
+                strides=[[s * h * d, d, s * d, 1], []],
+            ):
+                with t.op(
+                    "aten::clone",
+                    dims=[[b, s, h, d], []],
+                    types=[BF16, "Scalar"],
+                    strides=[[s * h * d, d, s * d, 1], []],
+                ):
                     with t.op("aten::copy_", dims=[[b, s, h, d], [b, s, h, d], []], types=[BF16, BF16, "Scalar"]):
                         t.kernel("void at::native::elementwise_kernel<128, 4, copy_kernel>", dur=5)
         sk = s
         if cat_cache is not None:
             sk = cat_cache + 1
-            with t.op("aten::cat", dims=[[[b, h, cat_cache, d], [b, h, 1, d]], []], types=["TensorList", "Scalar"],
-                      concrete=["", "2"]):
+            with t.op(
+                "aten::cat",
+                dims=[[[b, h, cat_cache, d], [b, h, 1, d]], []],
+                types=["TensorList", "Scalar"],
+                concrete=["", "2"],
+            ):
                 t.kernel("void at::native::CatArrayBatchedCopy<OpaqueType<2u>, unsigned int, 4, 128, 1>", dur=6)
         if htod:
             with t.op("aten::to", dims=[[s, s], [], [], [], []], types=["bool", "", "", "Scalar", "Scalar"]):
                 with t.op("aten::_to_copy", dims=[[s, s], [], [], [], [], [], []], types=["bool"] + [""] * 6):
                     with t.op("aten::copy_", dims=[[s, s], [s, s], []], types=["bool", "bool", "Scalar"]):
                         t.memcpy("HtoD (Pageable -> Device)", nbytes=s * s, dur=3)
-        with t.op("aten::_scaled_dot_product_flash_attention",
-                  dims=[[b, h, 1 if cat_cache else s, d], [b, h, sk, d], [b, h, sk, d], [], []],
-                  types=[BF16] * 3 + ["Scalar", "Scalar"], concrete=["", "", "", "0.", "False"]):
+        with t.op(
+            "aten::_scaled_dot_product_flash_attention",
+            dims=[[b, h, 1 if cat_cache else s, d], [b, h, sk, d], [b, h, sk, d], [], []],
+            types=[BF16] * 3 + ["Scalar", "Scalar"],
+            concrete=["", "", "", "0.", "False"],
+        ):
             t.kernel("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>", dur=20)
 
 
@@ -299,7 +361,7 @@ def test_contiguous_copy_every_layer_is_flagged_once_with_evidence(tmp_path):
     assert len(rep) == 1
     f = rep[0]
     assert f["op"] == "aten::contiguous" and f["calls"] == 2 and f["time_us"] == 10.0
-    assert f["bytes"] == 2 * 2 * (2 * 128 * 8 * 64 * 2)          # two calls, read + write
+    assert f["bytes"] == 2 * 2 * (2 * 128 * 8 * 64 * 2)  # two calls, read + write
     assert "2 of 2 attention calls" in f["message"] and "not contiguous" in f["evidence"]
     g = next(c for c in dm["copies"] if c["op"] == "aten::contiguous")
     assert g["kind"] == "materialize" and g["instances"] == 2 and g["kernels"] == 2 and g["noncontiguous_input"]
@@ -330,6 +392,7 @@ def test_decode_steps_group_by_layer_and_one_cache_flag(tmp_path):
             with t.step(step + 1):
                 for layer in range(2):
                     _layer_with_copy(t, layer, copy_k=False, cat_cache=start + step, b=b, h=h, d=d)
+
     flags, _ = _flags(tmp_path, "decode", build)
     t = SynthTrace()
     build(t)
@@ -354,8 +417,11 @@ def test_clean_fused_attention_has_no_flags(tmp_path):
 # ---------------------------------------------------------------- CLI
 def test_cli_memory_section_in_every_format(capsys):
     path = cpu("naive", 64)
-    for fmt, needle in (("table", "Memory and data movement"), ("markdown", "### Memory and data movement"),
-                        ("csv", "section,path,device,phase")):
+    for fmt, needle in (
+        ("table", "Memory and data movement"),
+        ("markdown", "### Memory and data movement"),
+        ("csv", "section,path,device,phase"),
+    ):
         assert main(["analyze", path, "-f", fmt, "--memory", "--no-cache"]) == 0
         out = capsys.readouterr().out
         assert needle in out and "S×S" in out or fmt == "csv"
@@ -370,7 +436,7 @@ def test_cli_memory_section_in_every_format(capsys):
 
 
 # ---------------------------------------------------------------- H200 traces with profile_memory=True
-H200_MEM = os.path.join(DATA, "h200")     # tests/data/memory/h200/make_traces.py made them
+H200_MEM = os.path.join(DATA, "h200")  # tests/data/memory/h200/make_traces.py made them
 
 
 def test_h200_training_step_backward_allocations_on_their_forward_phases():
@@ -380,13 +446,13 @@ def test_h200_training_step_backward_allocations_on_their_forward_phases():
     ph = {(p["phase"], p["direction"]): p for p in gpu["phases"]}
     b, h, s = 4, 16, 1024
     for phase in ("scale", "mask", "softmax", "dropout"):
-        assert ph[(phase, "backward")]["score_allocs"] >= 4           # one per layer at least
+        assert ph[(phase, "backward")]["score_allocs"] >= 4  # one per layer at least
     assert ph[("softmax", "backward")]["largest"]["op"] == "aten::_softmax_backward_data"
     assert ph[("softmax", "backward")]["largest"]["shape"] == [b, h, s, s]
     pk = gpu["attention_peak"]
     assert pk["direction"] == "backward" and pk["score_bytes"] > pk["total_allocated_bytes"] / 2
     call = gpu["calls"][0]
-    assert call["scope"] == "nn.Module: NaiveAttention" and call["calls"] == 4     # four layers, one group
+    assert call["scope"] == "nn.Module: NaiveAttention" and call["calls"] == 4  # four layers, one group
     assert call["core_peak_bytes"] > 10 * call["fused_alloc_bytes"]
 
 

@@ -1,5 +1,6 @@
 """Source lines (sources.py, trace/stacks.py): the innermost user frame around each attention
 kernel's op, from with_stack Python frames; library and interpreter frames are skipped."""
+
 import pytest
 
 from helpers import sample
@@ -10,18 +11,27 @@ from tb_attention_plugin.cli import main
 from tb_attention_plugin.trace.stacks import user_frame
 
 
-@pytest.mark.parametrize("name,frame", [
-    ("train.py(42): step", ("train.py", 42, "step")),
-    ("models/gpt.py(67): forward", ("models/gpt.py", 67, "forward")),
-    ("transformers/models/llama/modeling_llama.py(243): forward",
-     ("transformers/models/llama/modeling_llama.py", 243, "forward")),
-    ("torch/nn/modules/module.py(1739): _call_impl", None),
-    ("torch/nn/functional.py(5100): scaled_dot_product_attention", None),
-    ("typing.py(2154): cast", None), ("logging/__init__.py(1776): getEffectiveLevel", None),
-    ("<frozen os>(680): __getitem__", None), ("<built-in method cat of type object>", None),
-    ("/usr/lib/python3.11/site-packages/foo/bar.py(3): f", None), ("/usr/lib/python3.11/json/decoder.py(3): f", None),
-    ("torch/profiler/profiler.py(700): __enter__", None), ("nn.Module: Attention_0", None),
-])
+@pytest.mark.parametrize(
+    "name,frame",
+    [
+        ("train.py(42): step", ("train.py", 42, "step")),
+        ("models/gpt.py(67): forward", ("models/gpt.py", 67, "forward")),
+        (
+            "transformers/models/llama/modeling_llama.py(243): forward",
+            ("transformers/models/llama/modeling_llama.py", 243, "forward"),
+        ),
+        ("torch/nn/modules/module.py(1739): _call_impl", None),
+        ("torch/nn/functional.py(5100): scaled_dot_product_attention", None),
+        ("typing.py(2154): cast", None),
+        ("logging/__init__.py(1776): getEffectiveLevel", None),
+        ("<frozen os>(680): __getitem__", None),
+        ("<built-in method cat of type object>", None),
+        ("/usr/lib/python3.11/site-packages/foo/bar.py(3): f", None),
+        ("/usr/lib/python3.11/json/decoder.py(3): f", None),
+        ("torch/profiler/profiler.py(700): __enter__", None),
+        ("nn.Module: Attention_0", None),
+    ],
+)
 def test_user_frame(name, frame):
     assert user_frame(name) == frame
 
@@ -35,7 +45,7 @@ def _with_frames() -> SynthTrace:
                     sdpa_call(t, "flash", b=4, h=16, hk=16, sq=2048, sk=2048, d=64, causal=True, dur=100.0, seq=7)
         with t.function("model.py(80): other_attend"):
             naive_attention(t)
-    sdpa_backward(t, seq=7, dur=250.0)           # autograd thread: no Python frames around it
+    sdpa_backward(t, seq=7, dur=250.0)  # autograd thread: no Python frames around it
     return t
 
 
@@ -43,8 +53,10 @@ def test_kernel_rows_and_phases_carry_the_innermost_user_frame(tmp_path):
     rep = analyze_path(_with_frames().write(tmp_path / "t.json"))
     att = [k for k in rep["kernels"] if k["attention"]]
     fused = [k for k in att if k["phase"] == "fused_attention"]
-    assert {(k["direction"], k["source"]["file"], k["source"]["line"], k["source"]["function"]) for k in fused} == \
-        {("forward", "model.py", 42, "attend"), ("backward", "model.py", 42, "attend")}   # backward: its forward's
+    assert {(k["direction"], k["source"]["file"], k["source"]["line"], k["source"]["function"]) for k in fused} == {
+        ("forward", "model.py", 42, "attend"),
+        ("backward", "model.py", 42, "attend"),
+    }  # backward: its forward's
     eager = [k for k in att if k["phase"] in ("qk_matmul", "softmax", "pv_matmul")]
     assert eager and all(k["source"] == {"file": "model.py", "line": 80, "function": "other_attend"} for k in eager)
     ph = next(p for p in rep["phases"] if p["phase"] == "fused_attention" and p["direction"] == "backward")
@@ -70,6 +82,6 @@ def test_cli_prints_source_lines(tmp_path, capsys):
     assert main(["analyze", path, "--no-cache"]) == 0
     out = capsys.readouterr().out
     assert "source" in out and "model.py:80" in out
-    assert "  where: model.py:80 (other_attend)" in out             # under the fused-attention advice
+    assert "  where: model.py:80 (other_attend)" in out  # under the fused-attention advice
     assert main(["analyze", sample("gpt4l_naive_train"), "--no-cache"]) == 0
-    assert "gen_traces.py:65" in capsys.readouterr().out              # a real with_stack H200 trace
+    assert "gen_traces.py:65" in capsys.readouterr().out  # a real with_stack H200 trace

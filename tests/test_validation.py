@@ -1,5 +1,6 @@
 """The model against hardware: Nsight Compute counters of 814 kernels in 44 H200 workloads
 (validation/raw, validation/traces) must keep agreeing with the engine's bounds."""
+
 import glob
 import os
 import sys
@@ -18,6 +19,7 @@ def rows():
     sys.path.insert(0, VALIDATION)
     import compare
     from tb_attention_plugin.analyze import analyze_path
+
     raw = os.path.dirname(RAW[-1])
     out = []
     for path in sorted(glob.glob(os.path.join(raw, "ncu", "*.json"))):
@@ -44,5 +46,5 @@ def test_fused_attention_flops_match_the_tensor_pipes(rows):
     rows, compare = rows
     for f in compare.fused_flops(rows):
         if "decode" in f["workload"] or f["ratio_ncu_over_ours"] > 2.5:
-            continue                       # one-row queries padded to a tile; fp32 via 3xTF32
+            continue  # one-row queries padded to a tile; fp32 via 3xTF32
         assert 0.999 <= f["ratio_ncu_over_ours"] <= 1.13, f

@@ -38,7 +38,7 @@ def main():
     out["device"] = p.name
     out["sm_count"] = p.multi_processor_count
     out["l2_bytes"] = getattr(p, "L2_cache_size", None)
-    n = 2 * 2 ** 30 // 4
+    n = 2 * 2**30 // 4
     src = torch.randn(n, device="cuda")
     dst = torch.empty_like(src)
     t, ts = _time(lambda: dst.copy_(src), 20)
@@ -46,13 +46,17 @@ def main():
     out["copy_TBps"] = out["copy_bytes_moved"] / t / 1e12
     del src, dst
     N = 8192
-    for name, dt, tf32 in (("bf16", torch.bfloat16, False), ("fp16", torch.float16, False),
-                           ("fp32", torch.float32, False), ("tf32", torch.float32, True)):
+    for name, dt, tf32 in (
+        ("bf16", torch.bfloat16, False),
+        ("fp16", torch.float16, False),
+        ("fp32", torch.float32, False),
+        ("tf32", torch.float32, True),
+    ):
         torch.backends.cuda.matmul.allow_tf32 = tf32
         a = torch.randn(N, N, device="cuda", dtype=dt)
         b = torch.randn(N, N, device="cuda", dtype=dt)
         t, _ = _time(lambda: a @ b, 10 if name in ("bf16", "fp16") else 5)
-        out[f"matmul_{name}_TFLOPs"] = 2 * N ** 3 / t / 1e12
+        out[f"matmul_{name}_TFLOPs"] = 2 * N**3 / t / 1e12
         del a, b
     torch.backends.cuda.matmul.allow_tf32 = False
     txt = json.dumps(out, indent=1)

@@ -17,6 +17,7 @@ and ``fma%`` = sm__pipe_fma_cycles_active (pct of peak, active), ``compute% = ma
 * latency — max(dram%, compute%) < 40: nothing near a roof
 * unclear — anything else (a roof half reached); excluded from the agreement rate.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,9 +45,11 @@ DUR = "gpu__time_duration.sum"
 DRAM_R, DRAM_W = "dram__bytes_read.sum", "dram__bytes_write.sum"
 TFLOPS_BF16 = "sm__ops_path_tensor_src_bf16_dst_fp32.sum"
 TFLOPS_TF32 = "sm__ops_path_tensor_src_tf32_dst_fp32.sum"
-FFMA, FADD, FMUL = ("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",
-                    "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum",
-                    "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum")
+FFMA, FADD, FMUL = (
+    "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum",
+)
 HIGH, LOW = 60.0, 40.0
 
 
@@ -85,7 +88,9 @@ def load_json(path: str):
 def workloads_in(raw: str) -> list[str]:
     """Workloads of a data set with both ncu rows and metadata."""
     out = []
-    for path in sorted(glob.glob(os.path.join(raw, "ncu", "*.json")) + glob.glob(os.path.join(raw, "ncu", "*.json.gz"))):
+    for path in sorted(
+        glob.glob(os.path.join(raw, "ncu", "*.json")) + glob.glob(os.path.join(raw, "ncu", "*.json.gz"))
+    ):
         w = os.path.basename(path).split(".json")[0]
         if w.startswith(("batch_", "skipped")):
             continue
@@ -98,7 +103,7 @@ def join_workload(raw: str, workload: str, analyze) -> list[dict]:
     ncu = load_json(os.path.join(raw, "ncu", workload + ".json"))
     meta = load_json(os.path.join(raw, "meta", workload + ".json"))
     trace = os.path.join(HERE, meta["trace_files"][0])
-    ref = meta.get("reference_workload")       # a CUDA-graph replay is analysed with --reference EAGER
+    ref = meta.get("reference_workload")  # a CUDA-graph replay is analysed with --reference EAGER
     if ref:
         rmeta = load_json(os.path.join(raw, "meta", ref + ".json"))
         rep = analyze(trace, os.path.join(HERE, rmeta["trace_files"][0]))
@@ -110,7 +115,7 @@ def join_workload(raw: str, workload: str, analyze) -> list[dict]:
     ks.sort(key=lambda k: (k["ts"], k["id"]))
     rows = ncu["kernels"]
     if ncu.get("truncated_by_launch_count") and len(rows) < len(ks):
-        ks = ks[:len(rows)]   # ncu measured the first launches only (--launch-count)
+        ks = ks[: len(rows)]  # ncu measured the first launches only (--launch-count)
     if len(ks) != len(rows):
         raise RuntimeError(f"{workload}: {len(ks)} trace kernels vs {len(rows)} ncu rows")
     out = []
@@ -121,18 +126,37 @@ def join_workload(raw: str, workload: str, analyze) -> list[dict]:
         dram_bytes = _num(r, DRAM_R) + _num(r, DRAM_W)
         tflops = sum(x for x in (_num(r, TFLOPS_BF16), _num(r, TFLOPS_TF32)) if x == x)
         cflops = 2 * _num(r, FFMA) + _num(r, FADD) + _num(r, FMUL)
-        out.append({
-            "workload": workload, "kernel": k["name"], "short": ncu_csv.short_name(k["name"]),
-            "phase": k["phase"], "direction": k["direction"], "attention": k["attention"],
-            "trace_dur_us": k["dur_us"], "ncu_dur_us": _num(r, DUR) / 1e3,
-            "ours_bound": k["bound"], "ours_compute_util": k["compute_util"], "ours_memory_util": k["memory_util"],
-            "ours_flops": k["flops"], "ours_bytes": k["bytes"], "ours_dram_bytes": k.get("dram_bytes"),
-            "ours_intensity": k["intensity"], "peak": k["peak"],
-            "dtype": k["dtype"], "cost_op": k["cost_op"], "estimated": k["estimated"],
-            "ncu_dram_pct": dram, "ncu_tensor_pct": tensor, "ncu_fma_pct": fma, "ncu_sm_pct": _num(r, SM),
-            "ncu_dram_bytes": dram_bytes, "ncu_tensor_flops": tflops, "ncu_core_flops": cflops,
-            "ncu_label": counter_label(dram, tensor, fma),
-        })
+        out.append(
+            {
+                "workload": workload,
+                "kernel": k["name"],
+                "short": ncu_csv.short_name(k["name"]),
+                "phase": k["phase"],
+                "direction": k["direction"],
+                "attention": k["attention"],
+                "trace_dur_us": k["dur_us"],
+                "ncu_dur_us": _num(r, DUR) / 1e3,
+                "ours_bound": k["bound"],
+                "ours_compute_util": k["compute_util"],
+                "ours_memory_util": k["memory_util"],
+                "ours_flops": k["flops"],
+                "ours_bytes": k["bytes"],
+                "ours_dram_bytes": k.get("dram_bytes"),
+                "ours_intensity": k["intensity"],
+                "peak": k["peak"],
+                "dtype": k["dtype"],
+                "cost_op": k["cost_op"],
+                "estimated": k["estimated"],
+                "ncu_dram_pct": dram,
+                "ncu_tensor_pct": tensor,
+                "ncu_fma_pct": fma,
+                "ncu_sm_pct": _num(r, SM),
+                "ncu_dram_bytes": dram_bytes,
+                "ncu_tensor_flops": tflops,
+                "ncu_core_flops": cflops,
+                "ncu_label": counter_label(dram, tensor, fma),
+            }
+        )
     return out
 
 
@@ -140,26 +164,46 @@ def summarize(rows: list[dict]) -> dict:
     clear = [r for r in rows if r["ncu_label"] != "unclear"]
     agree = [r for r in clear if r["ours_bound"] == r["ncu_label"]]
     confusion = Counter((r["ncu_label"], r["ours_bound"]) for r in rows)
-    mem_err = [abs(r["ours_memory_util"] - r["ncu_dram_pct"] / 100.0) for r in rows
-               if r["ours_memory_util"] is not None and r["ncu_dram_pct"] == r["ncu_dram_pct"]]
-    ratio = [r["ours_dram_bytes"] / r["ncu_dram_bytes"] for r in rows
-             if r["ours_dram_bytes"] and r["ncu_dram_bytes"] and r["ncu_dram_bytes"] > 1e6]
-    min_ratio = [r["ours_bytes"] / r["ncu_dram_bytes"] for r in rows
-                 if r["ours_bytes"] and r["ncu_dram_bytes"] and r["ncu_dram_bytes"] > 1e6]
+    mem_err = [
+        abs(r["ours_memory_util"] - r["ncu_dram_pct"] / 100.0)
+        for r in rows
+        if r["ours_memory_util"] is not None and r["ncu_dram_pct"] == r["ncu_dram_pct"]
+    ]
+    ratio = [
+        r["ours_dram_bytes"] / r["ncu_dram_bytes"]
+        for r in rows
+        if r["ours_dram_bytes"] and r["ncu_dram_bytes"] and r["ncu_dram_bytes"] > 1e6
+    ]
+    min_ratio = [
+        r["ours_bytes"] / r["ncu_dram_bytes"]
+        for r in rows
+        if r["ours_bytes"] and r["ncu_dram_bytes"] and r["ncu_dram_bytes"] > 1e6
+    ]
     # time-weighted agreement too: long kernels matter more to users
     tw = sum(r["trace_dur_us"] for r in agree) / max(1e-9, sum(r["trace_dur_us"] for r in clear))
     return {
-        "kernels": len(rows), "clear": len(clear), "agree": len(agree),
-        "agreement": len(agree) / len(clear) if clear else None, "agreement_time_weighted": tw,
-        "by_label": {lab: (sum(1 for r in clear if r["ncu_label"] == lab and r["ours_bound"] == lab),
-                           sum(1 for r in clear if r["ncu_label"] == lab)) for lab in ("memory", "compute", "latency")},
+        "kernels": len(rows),
+        "clear": len(clear),
+        "agree": len(agree),
+        "agreement": len(agree) / len(clear) if clear else None,
+        "agreement_time_weighted": tw,
+        "by_label": {
+            lab: (
+                sum(1 for r in clear if r["ncu_label"] == lab and r["ours_bound"] == lab),
+                sum(1 for r in clear if r["ncu_label"] == lab),
+            )
+            for lab in ("memory", "compute", "latency")
+        },
         "confusion": {f"{a}->{b}": n for (a, b), n in sorted(confusion.items())},
         "memory_util_abs_err_median": statistics.median(mem_err) if mem_err else None,
         "bytes_ratio_median": statistics.median(ratio) if ratio else None,
-        "bytes_far": sum(1 for x in ratio if x < 0.5 or x > 2.0), "bytes_known": len(ratio),
+        "bytes_far": sum(1 for x in ratio if x < 0.5 or x > 2.0),
+        "bytes_known": len(ratio),
         "min_bytes_ratio_median": statistics.median(min_ratio) if min_ratio else None,
-        "sensitivity": {f"{hi:.0f}/{lo:.0f}": _agreement(rows, hi, lo) for hi, lo in
-                        ((50, 30), (50, 40), (60, 30), (60, 40), (70, 40), (70, 50))},
+        "sensitivity": {
+            f"{hi:.0f}/{lo:.0f}": _agreement(rows, hi, lo)
+            for hi, lo in ((50, 30), (50, 40), (60, 30), (60, 40), (70, 40), (70, 50))
+        },
     }
 
 
@@ -182,9 +226,16 @@ def fused_flops(rows: list[dict]) -> list[dict]:
     out = []
     for r in rows:
         if r["phase"] == "fused_attention" and r["ours_flops"] and r["ncu_tensor_flops"] > 0:
-            out.append({"workload": r["workload"], "short": r["short"], "direction": r["direction"],
-                        "ours_flops": r["ours_flops"], "ncu_tensor_flops": r["ncu_tensor_flops"],
-                        "ratio_ncu_over_ours": r["ncu_tensor_flops"] / r["ours_flops"]})
+            out.append(
+                {
+                    "workload": r["workload"],
+                    "short": r["short"],
+                    "direction": r["direction"],
+                    "ours_flops": r["ours_flops"],
+                    "ncu_tensor_flops": r["ncu_tensor_flops"],
+                    "ratio_ncu_over_ours": r["ncu_tensor_flops"] / r["ours_flops"],
+                }
+            )
     return out
 
 
@@ -229,7 +280,8 @@ def render(raw: str, summary: dict, rows: list[dict], fused: list[dict], per_wor
         "| kernels | clear | agree | agreement | time-weighted | memory | compute | latency |",
         "|---|---|---|---|---|---|---|---|",
         f"| {s['kernels']} | {s['clear']} | {s['agree']} | {s['agreement']:.3f} | {s['agreement_time_weighted']:.3f} | "
-        + " | ".join(f"{a}/{b}" for a, b in (s['by_label'][k] for k in ('memory', 'compute', 'latency'))) + " |",
+        + " | ".join(f"{a}/{b}" for a, b in (s["by_label"][k] for k in ("memory", "compute", "latency")))
+        + " |",
         "",
         "Confusion (counter label -> our bound): " + ", ".join(f"{k}: {v}" for k, v in s["confusion"].items()),
         "",
@@ -253,26 +305,40 @@ def render(raw: str, summary: dict, rows: list[dict], fused: list[dict], per_wor
         "|---|---|---|---|---|---|",
     ]
     for f in fused:
-        lines.append(f"| {f['workload']} | {f['short']} | {f['direction'][:3]} | {f['ours_flops']:.4g} |"
-                     f" {f['ncu_tensor_flops']:.4g} | {f['ratio_ncu_over_ours']:.3f} |")
-    lines += ["",
-              "Full (non-causal) attention: the tensor pipes did exactly our analytic count (1.000). Causal:"
-              " kernels compute whole tiles on the diagonal, 3–6% more than the kept (query, key) pairs at"
-              " S=2048 (12% at S=1024); our `flops` is the useful work and `cost_detail.causal_fraction` says"
-              " which fraction was kept. Decode (one query row) pads the query to a whole tile, so the hardware"
-              " does 17× (GQA, 4 query heads per KV head in a tile) to 128× (MHA) the useful FLOPs; fp32 fused"
-              " attention runs three TF32 MMAs per product (3× the analytic count).",
-              "", "## Per workload", "", "| workload | kernels | clear | agree |", "|---|---|---|---|"]
+        lines.append(
+            f"| {f['workload']} | {f['short']} | {f['direction'][:3]} | {f['ours_flops']:.4g} |"
+            f" {f['ncu_tensor_flops']:.4g} | {f['ratio_ncu_over_ours']:.3f} |"
+        )
+    lines += [
+        "",
+        "Full (non-causal) attention: the tensor pipes did exactly our analytic count (1.000). Causal:"
+        " kernels compute whole tiles on the diagonal, 3–6% more than the kept (query, key) pairs at"
+        " S=2048 (12% at S=1024); our `flops` is the useful work and `cost_detail.causal_fraction` says"
+        " which fraction was kept. Decode (one query row) pads the query to a whole tile, so the hardware"
+        " does 17× (GQA, 4 query heads per KV head in a tile) to 128× (MHA) the useful FLOPs; fp32 fused"
+        " attention runs three TF32 MMAs per product (3× the analytic count).",
+        "",
+        "## Per workload",
+        "",
+        "| workload | kernels | clear | agree |",
+        "|---|---|---|---|",
+    ]
     for w, (n, c, a) in sorted(per_workload.items()):
         lines.append(f"| {w} | {n} | {c} | {a} |")
-    lines += ["", "## Disagreements on clear kernels", "",
-              "| workload | kernel | counters (DRAM / tensor / FMA %) | ncu | ours | our mem / compute util |",
-              "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## Disagreements on clear kernels",
+        "",
+        "| workload | kernel | counters (DRAM / tensor / FMA %) | ncu | ours | our mem / compute util |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in rows:
         if r["ncu_label"] != "unclear" and r["ncu_label"] != r["ours_bound"]:
-            lines.append(f"| {r['workload']} | {r['short']} | {r['ncu_dram_pct']:.0f} / {r['ncu_tensor_pct']:.0f} /"
-                         f" {r['ncu_fma_pct']:.0f} | {r['ncu_label']} | {r['ours_bound']} |"
-                         f" {_pct(r['ours_memory_util'])} / {_pct(r['ours_compute_util'])} |")
+            lines.append(
+                f"| {r['workload']} | {r['short']} | {r['ncu_dram_pct']:.0f} / {r['ncu_tensor_pct']:.0f} /"
+                f" {r['ncu_fma_pct']:.0f} | {r['ncu_label']} | {r['ours_bound']} |"
+                f" {_pct(r['ours_memory_util'])} / {_pct(r['ours_compute_util'])} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -319,8 +385,11 @@ def main(argv=None) -> int:
             w.writeheader()
             w.writerows(rows)
         with open(os.path.join(out, "summary.json"), "w") as f:
-            json.dump({"summary": summary, "fused_flops": fused, "per_workload": per_workload,
-                       "failures": failures}, f, indent=1)
+            json.dump(
+                {"summary": summary, "fused_flops": fused, "per_workload": per_workload, "failures": failures},
+                f,
+                indent=1,
+            )
         with open(os.path.join(HERE, "RESULTS.md"), "w") as f:
             f.write(render(raw, summary, rows, fused, per_workload, env))
     return 0

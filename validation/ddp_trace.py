@@ -89,13 +89,16 @@ def worker(rank: int, a: argparse.Namespace, port: int) -> None:
         step()
     if dev.type == "cuda":
         torch.cuda.synchronize()
-    acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA]
-                                                     if dev.type == "cuda" else [])
+    acts = [torch.profiler.ProfilerActivity.CPU] + (
+        [torch.profiler.ProfilerActivity.CUDA] if dev.type == "cuda" else []
+    )
     tdir = os.path.join(a.out, a.run)
     with torch.profiler.profile(
-        activities=acts, schedule=torch.profiler.schedule(wait=0, warmup=1, active=a.steps, repeat=1),
+        activities=acts,
+        schedule=torch.profiler.schedule(wait=0, warmup=1, active=a.steps, repeat=1),
         on_trace_ready=torch.profiler.tensorboard_trace_handler(tdir, worker_name=f"rank{rank}", use_gzip=True),
-        record_shapes=True, with_stack=True,
+        record_shapes=True,
+        with_stack=True,
     ) as prof:
         for _ in range(a.steps + 1):
             step()
@@ -121,8 +124,10 @@ def main() -> int:
         port = s.getsockname()[1]
     t = time.time()
     torch.multiprocessing.spawn(worker, args=(a, port), nprocs=a.world, join=True)
-    print(f"[ddp] {a.world} ranks, {a.steps} profiled steps, {time.time() - t:.1f}s -> {os.path.join(a.out, a.run)}",
-          flush=True)
+    print(
+        f"[ddp] {a.world} ranks, {a.steps} profiled steps, {time.time() - t:.1f}s -> {os.path.join(a.out, a.run)}",
+        flush=True,
+    )
     return 0
 
 

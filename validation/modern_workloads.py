@@ -26,6 +26,7 @@ def _dtype(device: str, small: bool) -> torch.dtype:
 # FlexAttention
 # ---------------------------------------------------------------------------
 
+
 class FlexSelfAttention(nn.Module):
     """qkv projection -> block mask (per call, as with per-batch document masks) -> compiled flex_attention -> out."""
 
@@ -70,14 +71,25 @@ def build_flex(device, small, *, window=0, B=4, H=16, S=2048, D=64, bwd=True):
             _zero_grads(mod, x)
             return inner()
     else:
+
         def step():
             with torch.no_grad():
                 return mod(x)
 
-    meta = dict(kind="flex", B=B, H=H, S=S, D=D, dtype=str(dt).replace("torch.", ""), causal=True,
-                window=window or None, mask=f"sliding window {window}" if window else "causal",
-                pass_="fwd+bwd" if bwd else "fwd", module="FlexSelfAttention",
-                note="create_block_mask runs inside the module every call; flex_attention compiled alone")
+    meta = dict(
+        kind="flex",
+        B=B,
+        H=H,
+        S=S,
+        D=D,
+        dtype=str(dt).replace("torch.", ""),
+        causal=True,
+        window=window or None,
+        mask=f"sliding window {window}" if window else "causal",
+        pass_="fwd+bwd" if bwd else "fwd",
+        module="FlexSelfAttention",
+        note="create_block_mask runs inside the module every call; flex_attention compiled alone",
+    )
     return Workload("", step, meta, keep=[mod, x, cflex])
 
 
@@ -87,9 +99,17 @@ def build_hf_llama_flex(device, small, *, bwd=True, hidden=1024, heads=16, kv_he
     inter = int(hidden * 2.75)
     if small:
         hidden, heads, kv_heads, seq, batch, inter = 64, 4, 2, 128, 1, 128
-    cfg = LlamaConfig(hidden_size=hidden, intermediate_size=inter, num_attention_heads=heads,
-                      num_key_value_heads=kv_heads, num_hidden_layers=layers, vocab_size=256,
-                      max_position_embeddings=max(seq, 4096), attn_implementation="flex_attention", use_cache=False)
+    cfg = LlamaConfig(
+        hidden_size=hidden,
+        intermediate_size=inter,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        num_hidden_layers=layers,
+        vocab_size=256,
+        max_position_embeddings=max(seq, 4096),
+        attn_implementation="flex_attention",
+        use_cache=False,
+    )
     dt = _dtype(device, small)
     model = LlamaModel(cfg).to(device=device, dtype=dt).train(bwd)
     emb = _rand((batch, seq, hidden), dt, device, requires_grad=bwd)
@@ -104,22 +124,36 @@ def build_hf_llama_flex(device, small, *, bwd=True, hidden=1024, heads=16, kv_he
             _zero_grads(model, emb)
             return inner()
     else:
+
         def step():
             with torch.no_grad():
                 return fwd()
 
     import transformers
 
-    meta = dict(kind="hf_llama", attn_implementation=model.config._attn_implementation, hidden=hidden, heads=heads,
-                kv_heads=kv_heads, head_dim=hidden // heads, seq=seq, batch=batch, layers=layers,
-                dtype=str(dt).replace("torch.", ""), pass_="fwd+bwd" if bwd else "fwd", causal=True,
-                module="LlamaModel/LlamaDecoderLayer/LlamaAttention", transformers=transformers.__version__)
+    meta = dict(
+        kind="hf_llama",
+        attn_implementation=model.config._attn_implementation,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=hidden // heads,
+        seq=seq,
+        batch=batch,
+        layers=layers,
+        dtype=str(dt).replace("torch.", ""),
+        pass_="fwd+bwd" if bwd else "fwd",
+        causal=True,
+        module="LlamaModel/LlamaDecoderLayer/LlamaAttention",
+        transformers=transformers.__version__,
+    )
     return Workload("", step, meta, keep=[model, emb])
 
 
 # ---------------------------------------------------------------------------
 # MLA + MoE (DeepSeek-V3 style)
 # ---------------------------------------------------------------------------
+
 
 class RMSNorm(nn.Module):
     def __init__(self, d: int, eps: float = 1e-6):
@@ -186,7 +220,7 @@ class TopKRouter(nn.Module):
 
     def __init__(self, hidden: int, experts: int, k: int):
         super().__init__()
-        self.weight = nn.Parameter(torch.randn(experts, hidden) * hidden ** -0.5)
+        self.weight = nn.Parameter(torch.randn(experts, hidden) * hidden**-0.5)
         self.register_buffer("e_score_correction_bias", torch.zeros(experts))
         self.k = k
 
@@ -220,8 +254,8 @@ class MoE(nn.Module):
         start = 0
         for e, n in enumerate(counts):
             if n:
-                y = self.experts[e](xs[start:start + n]) * ws[start:start + n]
-                out = out.index_add(0, tok[start:start + n], y)
+                y = self.experts[e](xs[start : start + n]) * ws[start : start + n]
+                out = out.index_add(0, tok[start : start + n], y)
             start += n
         return (out + self.shared_experts(t)).view(shape)
 
@@ -250,10 +284,28 @@ def build_mla_moe_hand(device, small, *, bwd=True, hidden=1024, heads=16, layers
     q_lora, kv_lora, nope, rope, vdim, inter, experts, k = 384, 256, 64, 32, 64, 256, 16, 4
     if small:
         hidden, heads, seq, batch, q_lora, kv_lora, nope, rope, vdim, inter, experts, k = (
-            64, 2, 32, 1, 32, 16, 8, 8, 8, 16, 4, 2)
+            64,
+            2,
+            32,
+            1,
+            32,
+            16,
+            8,
+            8,
+            8,
+            16,
+            4,
+            2,
+        )
     dt = _dtype(device, small)
-    mods = nn.ModuleList(DecoderLayerMLA(hidden, heads, q_lora, kv_lora, nope, rope, vdim, inter, experts, k,
-                                         moe=i > 0) for i in range(layers)).to(device=device, dtype=dt).train(bwd)
+    mods = (
+        nn.ModuleList(
+            DecoderLayerMLA(hidden, heads, q_lora, kv_lora, nope, rope, vdim, inter, experts, k, moe=i > 0)
+            for i in range(layers)
+        )
+        .to(device=device, dtype=dt)
+        .train(bwd)
+    )
     cos, sin = _rope_tables(seq, rope, device, dt)
     x = _rand((batch, seq, hidden), dt, device, requires_grad=bwd)
 
@@ -270,30 +322,76 @@ def build_mla_moe_hand(device, small, *, bwd=True, hidden=1024, heads=16, layers
             _zero_grads(mods, x)
             return inner()
     else:
+
         def step():
             with torch.no_grad():
                 return fwd()
 
-    meta = dict(kind="mla_moe", impl="hand-written", hidden=hidden, heads=heads, layers=layers, seq=seq, batch=batch,
-                q_lora_rank=q_lora, kv_lora_rank=kv_lora, qk_nope_head_dim=nope, qk_rope_head_dim=rope,
-                v_head_dim=vdim, moe_intermediate=inter, n_routed_experts=experts, top_k=k, n_shared_experts=1,
-                dtype=str(dt).replace("torch.", ""), pass_="fwd+bwd" if bwd else "fwd", causal=True,
-                module="DecoderLayerMLA/MLAttention (attention), MoE/TopKRouter/Expert (not attention)")
+    meta = dict(
+        kind="mla_moe",
+        impl="hand-written",
+        hidden=hidden,
+        heads=heads,
+        layers=layers,
+        seq=seq,
+        batch=batch,
+        q_lora_rank=q_lora,
+        kv_lora_rank=kv_lora,
+        qk_nope_head_dim=nope,
+        qk_rope_head_dim=rope,
+        v_head_dim=vdim,
+        moe_intermediate=inter,
+        n_routed_experts=experts,
+        top_k=k,
+        n_shared_experts=1,
+        dtype=str(dt).replace("torch.", ""),
+        pass_="fwd+bwd" if bwd else "fwd",
+        causal=True,
+        module="DecoderLayerMLA/MLAttention (attention), MoE/TopKRouter/Expert (not attention)",
+    )
     return Workload("", step, meta, keep=[mods, x, cos, sin])
 
 
 def build_hf_deepseek_v3(device, small, *, bwd=True, hidden=1024, heads=16, layers=2, seq=1024, batch=2):
     from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
 
-    kw = dict(vocab_size=1024, hidden_size=hidden, intermediate_size=2048, moe_intermediate_size=256,
-              num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads, n_shared_experts=1,
-              n_routed_experts=16, num_experts_per_tok=4, n_group=4, topk_group=2, first_k_dense_replace=1,
-              q_lora_rank=384, kv_lora_rank=256, qk_rope_head_dim=32, qk_nope_head_dim=64, v_head_dim=64,
-              max_position_embeddings=4096, use_cache=False, attn_implementation="sdpa")
+    kw = dict(
+        vocab_size=1024,
+        hidden_size=hidden,
+        intermediate_size=2048,
+        moe_intermediate_size=256,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        n_shared_experts=1,
+        n_routed_experts=16,
+        num_experts_per_tok=4,
+        n_group=4,
+        topk_group=2,
+        first_k_dense_replace=1,
+        q_lora_rank=384,
+        kv_lora_rank=256,
+        qk_rope_head_dim=32,
+        qk_nope_head_dim=64,
+        v_head_dim=64,
+        max_position_embeddings=4096,
+        use_cache=False,
+        attn_implementation="sdpa",
+    )
     if small:
-        kw.update(vocab_size=128, hidden_size=64, intermediate_size=128, moe_intermediate_size=16,
-                  num_attention_heads=2, num_key_value_heads=2, q_lora_rank=32, kv_lora_rank=16,
-                  qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8)
+        kw.update(
+            vocab_size=128,
+            hidden_size=64,
+            intermediate_size=128,
+            moe_intermediate_size=16,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            q_lora_rank=32,
+            kv_lora_rank=16,
+            qk_rope_head_dim=8,
+            qk_nope_head_dim=8,
+            v_head_dim=8,
+        )
         seq, batch = 32, 1
     cfg = DeepseekV3Config(**kw)
     dt = _dtype(device, small)
@@ -310,16 +408,26 @@ def build_hf_deepseek_v3(device, small, *, bwd=True, hidden=1024, heads=16, laye
             _zero_grads(model)
             return inner()
     else:
+
         def step():
             with torch.no_grad():
                 return fwd()
 
     import transformers
 
-    meta = dict(kind="mla_moe", impl="transformers DeepseekV3ForCausalLM", config=kw, seq=seq, batch=batch,
-                attn_implementation=model.config._attn_implementation, dtype=str(dt).replace("torch.", ""),
-                pass_="fwd+bwd" if bwd else "fwd", causal=True, transformers=transformers.__version__,
-                module="DeepseekV3DecoderLayer/DeepseekV3Attention (attention), DeepseekV3MoE (not attention)")
+    meta = dict(
+        kind="mla_moe",
+        impl="transformers DeepseekV3ForCausalLM",
+        config=kw,
+        seq=seq,
+        batch=batch,
+        attn_implementation=model.config._attn_implementation,
+        dtype=str(dt).replace("torch.", ""),
+        pass_="fwd+bwd" if bwd else "fwd",
+        causal=True,
+        transformers=transformers.__version__,
+        module="DeepseekV3DecoderLayer/DeepseekV3Attention (attention), DeepseekV3MoE (not attention)",
+    )
     return Workload("", step, meta, keep=[model, ids])
 
 
@@ -336,7 +444,7 @@ class FP8Linear(nn.Module):
 
     def __init__(self, fin: int, fout: int, device, dtype):
         super().__init__()
-        w = torch.randn(fout, fin, device=device, dtype=torch.float32) * fin ** -0.5
+        w = torch.randn(fout, fin, device=device, dtype=torch.float32) * fin**-0.5
         self.use_fp8 = str(device).startswith("cuda")
         if self.use_fp8:
             ws = E4M3_MAX / w.abs().amax()
@@ -354,8 +462,9 @@ class FP8Linear(nn.Module):
         amax = x2.abs().amax().float().clamp(min=1e-12)
         scale = E4M3_MAX / amax
         x8 = (x2.float() * scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
-        y = torch._scaled_mm(x8, self.w8.t(), scale_a=(1.0 / scale).reshape(()), scale_b=self.w_scale_inv,
-                             out_dtype=torch.bfloat16)
+        y = torch._scaled_mm(
+            x8, self.w8.t(), scale_a=(1.0 / scale).reshape(()), scale_b=self.w_scale_inv, out_dtype=torch.bfloat16
+        )
         return y.view(*shape[:-1], -1)
 
 
@@ -388,15 +497,25 @@ def build_fp8_attn(device, small, *, B=4, S=2048, H=16, D=128):
         with torch.no_grad():
             return mod(x)
 
-    meta = dict(kind="fp8_attention", B=B, S=S, H=H, D=D, dtype="bf16 activations, e4m3 GEMM inputs, bf16 out",
-                scaling="per-tensor dynamic (amax) for activations, static for weights", causal=True,
-                pass_="fwd", module="FP8Attention/FP8Linear")
+    meta = dict(
+        kind="fp8_attention",
+        B=B,
+        S=S,
+        H=H,
+        D=D,
+        dtype="bf16 activations, e4m3 GEMM inputs, bf16 out",
+        scaling="per-tensor dynamic (amax) for activations, static for weights",
+        causal=True,
+        pass_="fwd",
+        module="FP8Attention/FP8Linear",
+    )
     return Workload("", step, meta, keep=[mod, x])
 
 
 # ---------------------------------------------------------------------------
 # GQA decode step: eager, CUDA-graph replay, CUDA-graph capture
 # ---------------------------------------------------------------------------
+
 
 class DecodeAttention(nn.Module):
     """One-token GQA attention over a static KV cache: q/k/v proj, rope, index_copy_ into the cache, SDPA."""
@@ -451,8 +570,9 @@ class DecodeLayer(nn.Module):
 class DecodeModel(nn.Module):
     def __init__(self, layers, hidden, heads, kv_heads, head_dim, max_len, batch, device, dtype):
         super().__init__()
-        self.layers = nn.ModuleList(DecodeLayer(hidden, heads, kv_heads, head_dim, max_len, batch, device, dtype)
-                                    for _ in range(layers))
+        self.layers = nn.ModuleList(
+            DecodeLayer(hidden, heads, kv_heads, head_dim, max_len, batch, device, dtype) for _ in range(layers)
+        )
         self.norm = RMSNorm(hidden)
         cos, sin = _rope_tables(max_len, head_dim, device, dtype)
         self.register_buffer("cos", cos)
@@ -464,16 +584,20 @@ class DecodeModel(nn.Module):
         return self.norm(x)
 
 
-def build_decode_graph(device, small, *, mode, layers=4, hidden=2048, heads=16, kv_heads=4, head_dim=128,
-                       max_len=4096, batch=8):
+def build_decode_graph(
+    device, small, *, mode, layers=4, hidden=2048, heads=16, kv_heads=4, head_dim=128, max_len=4096, batch=8
+):
     """mode: eager (the reference), replay (graph captured once at build, step = replay), capture (step captures a
     fresh graph then replays it: the capture-time trace)."""
     if small:
         layers, hidden, heads, kv_heads, head_dim, max_len, batch = 2, 64, 4, 2, 16, 64, 2
     dt = _dtype(device, small)
     torch.manual_seed(0)
-    model = DecodeModel(layers, hidden, heads, kv_heads, head_dim, max_len, batch, device, dt).to(
-        device=device, dtype=dt).eval()
+    model = (
+        DecodeModel(layers, hidden, heads, kv_heads, head_dim, max_len, batch, device, dt)
+        .to(device=device, dtype=dt)
+        .eval()
+    )
     x = torch.randn(batch, 1, hidden, device=device, dtype=dt)
     pos = torch.tensor([max_len // 2], device=device, dtype=torch.long)
     cuda = str(device).startswith("cuda")
@@ -508,18 +632,32 @@ def build_decode_graph(device, small, *, mode, layers=4, hidden=2048, heads=16, 
             def step():
                 g.replay()
         else:  # capture
+
             def step():
                 g2 = capture()
                 g2.replay()
                 keep.append(g2)
                 if len(keep) > 8:
                     del keep[3:-2]
-    meta = dict(kind="decode_graph", mode=mode if cuda else "eager (cpu)", layers=layers, hidden=hidden,
-                heads=heads, kv_heads=kv_heads, head_dim=head_dim, kv_len=max_len, batch=batch, q_len=1,
-                dtype=str(dt).replace("torch.", ""), pass_="fwd",
-                module="DecodeModel/DecodeLayer/DecodeAttention", graph="torch.cuda.CUDAGraph" if cuda else None,
-                # how a user analyses the replay: tb-attention analyze REPLAY --reference EAGER
-                reference_workload="decode_graph_eager" if mode == "replay" else None)
+
+    meta = dict(
+        kind="decode_graph",
+        mode=mode if cuda else "eager (cpu)",
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        kv_len=max_len,
+        batch=batch,
+        q_len=1,
+        dtype=str(dt).replace("torch.", ""),
+        pass_="fwd",
+        module="DecodeModel/DecodeLayer/DecodeAttention",
+        graph="torch.cuda.CUDAGraph" if cuda else None,
+        # how a user analyses the replay: tb-attention analyze REPLAY --reference EAGER
+        reference_workload="decode_graph_eager" if mode == "replay" else None,
+    )
     return Workload("", step, meta, keep=keep)
 
 
@@ -529,22 +667,60 @@ def specs() -> list[Spec]:
     def add(name, builder, desc, prio, needs_cuda=True, **kw):
         s.append(Spec(name, "modern", builder, kw, desc, needs_cuda=needs_cuda, ncu_priority=prio))
 
-    add("decode_graph_eager", build_decode_graph, "GQA decode step, 4 layers hidden2048 16/4 heads D128 KV4096 "
-        "B8 bf16, eager (reference)", 3, mode="eager")
-    add("decode_graph_replay", build_decode_graph, "the same decode step captured once in a CUDA graph, "
-        "profiled during replay", 3, mode="replay")
+    add(
+        "decode_graph_eager",
+        build_decode_graph,
+        "GQA decode step, 4 layers hidden2048 16/4 heads D128 KV4096 B8 bf16, eager (reference)",
+        3,
+        mode="eager",
+    )
+    add(
+        "decode_graph_replay",
+        build_decode_graph,
+        "the same decode step captured once in a CUDA graph, profiled during replay",
+        3,
+        mode="replay",
+    )
     add("flex_causal_fwdbwd", build_flex, "compiled flex_attention causal, B4 H16 S2048 D64 bf16 fwd+bwd", 5)
-    add("flex_swa_fwdbwd", build_flex, "compiled flex_attention causal sliding window 256, B4 H16 S2048 D64 "
-        "bf16 fwd+bwd", 6, window=256)
-    add("fp8_attn_fwd", build_fp8_attn, "attention block with e4m3 torch._scaled_mm q/k/v/o projections "
-        "(dynamic per-tensor amax scaling), SDPA causal, B4 S2048 H16 D128, fwd", 4)
-    add("mla_moe_hand_fwdbwd", build_mla_moe_hand, "hand-written DeepSeek-V3-style MLA + top-4-of-16 MoE, "
-        "2 layers hidden1024 seq1024 B2 bf16 fwd+bwd", 8)
-    add("hf_deepseek_v3_fwdbwd", build_hf_deepseek_v3, "transformers DeepseekV3ForCausalLM small config "
-        "(2 layers, 1 dense + 1 MoE, MLA q_lora384 kv_lora256), seq1024 B2 bf16 sdpa fwd+bwd", 9)
-    add("hf_llama_flex_fwdbwd", build_hf_llama_flex, "transformers LlamaModel 2 layers hidden1024 16/4 heads "
-        "seq1024 B2 bf16 attn_implementation=flex_attention fwd+bwd", 7)
-    add("decode_graph_capture", build_decode_graph, "the same decode step: capture a fresh CUDA graph and "
-        "replay it inside the profiled step (capture-time trace)", 60, mode="capture")
+    add(
+        "flex_swa_fwdbwd",
+        build_flex,
+        "compiled flex_attention causal sliding window 256, B4 H16 S2048 D64 bf16 fwd+bwd",
+        6,
+        window=256,
+    )
+    add(
+        "fp8_attn_fwd",
+        build_fp8_attn,
+        "attention block with e4m3 torch._scaled_mm q/k/v/o projections "
+        "(dynamic per-tensor amax scaling), SDPA causal, B4 S2048 H16 D128, fwd",
+        4,
+    )
+    add(
+        "mla_moe_hand_fwdbwd",
+        build_mla_moe_hand,
+        "hand-written DeepSeek-V3-style MLA + top-4-of-16 MoE, 2 layers hidden1024 seq1024 B2 bf16 fwd+bwd",
+        8,
+    )
+    add(
+        "hf_deepseek_v3_fwdbwd",
+        build_hf_deepseek_v3,
+        "transformers DeepseekV3ForCausalLM small config "
+        "(2 layers, 1 dense + 1 MoE, MLA q_lora384 kv_lora256), seq1024 B2 bf16 sdpa fwd+bwd",
+        9,
+    )
+    add(
+        "hf_llama_flex_fwdbwd",
+        build_hf_llama_flex,
+        "transformers LlamaModel 2 layers hidden1024 16/4 heads "
+        "seq1024 B2 bf16 attn_implementation=flex_attention fwd+bwd",
+        7,
+    )
+    add(
+        "decode_graph_capture",
+        build_decode_graph,
+        "the same decode step: capture a fresh CUDA graph and replay it inside the profiled step (capture-time trace)",
+        60,
+        mode="capture",
+    )
     return s
-

@@ -4,6 +4,7 @@ One implementation: ``tb_attention_plugin/roofline/ncu.py`` (stdlib only). The s
 the repository root on ``sys.path`` themselves; so does this module, so ``import ncu_csv`` works
 from ``validation/`` without installing the package.
 """
+
 import os
 import sys
 
@@ -30,4 +31,5 @@ from tb_attention_plugin.roofline.ncu import (  # noqa: E402,F401
 
 if __name__ == "__main__":  # pragma: no cover
     import runpy
+
     runpy.run_module("tb_attention_plugin.roofline.ncu", run_name="__main__")

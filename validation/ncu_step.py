@@ -57,6 +57,7 @@ def main(argv=None):
     if cuda:
         cudart = torch.cuda.cudart()
     else:  # dry run on a CPU: no-op stand-ins
+
         class _Nop:
             def __getattr__(self, _):
                 return lambda *x, **k: None

@@ -83,9 +83,13 @@ CANDIDATE_METRICS = [
     ("sm__inst_executed_pipe_tensor_op_hmma", "sm__inst_executed_pipe_tensor_op_hmma.sum"),
 ]
 WANTED_SECTIONS = ["SpeedOfLight", "LaunchStats", "Occupancy"]
-MINIMAL_METRICS = ["gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum",
-                   "dram__throughput.avg.pct_of_peak_sustained_elapsed",
-                   "sm__throughput.avg.pct_of_peak_sustained_elapsed"]
+MINIMAL_METRICS = [
+    "gpu__time_duration.sum",
+    "dram__bytes_read.sum",
+    "dram__bytes_write.sum",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+]
 
 T0 = time.time()
 LOG = None
@@ -108,8 +112,15 @@ def sh(cmd, timeout, out_path=None, env=None):
 
     t = time.time()
     try:
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True,
-                             errors="replace", start_new_session=True)
+        p = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )
     except FileNotFoundError as e:
         return 127, 0.0, str(e)
     try:
@@ -164,7 +175,7 @@ class Packer:
         groups, cur, cur_sz = [], [], 0
         for r in reps:
             s = os.path.getsize(r)
-            if cur and cur_sz + s > 14 * 2 ** 20:
+            if cur and cur_sz + s > 14 * 2**20:
                 groups.append(cur)
                 cur, cur_sz = [], 0
             cur.append(r)
@@ -187,7 +198,7 @@ class Packer:
         b = [w for f, ws in fams.items() if f not in ("sdpa", "naive", "decode", "mha") for w in ws] + ["_generate"]
         for name, ws in (("traces_a.tgz", a), ("traces_b.tgz", b)):
             sz = self._tar(name, [os.path.join("traces", w) for w in ws])
-            log(f"packed {name}: {sz / 2 ** 20:.2f} MiB")
+            log(f"packed {name}: {sz / 2**20:.2f} MiB")
 
 
 def select_metrics(work):
@@ -239,8 +250,21 @@ def select_metrics(work):
 
 
 def ncu_cmd(rep, sections, metrics, names, status, launch_count=None):
-    cmd = ["ncu", "--profile-from-start", "off", "--clock-control", "none", "--replay-mode", "kernel",
-           "--target-processes", "application-only", "--nvtx", "-f", "-o", rep]
+    cmd = [
+        "ncu",
+        "--profile-from-start",
+        "off",
+        "--clock-control",
+        "none",
+        "--replay-mode",
+        "kernel",
+        "--target-processes",
+        "application-only",
+        "--nvtx",
+        "-f",
+        "-o",
+        rep,
+    ]
     for s in sections:
         cmd += ["--section", s]
     if metrics:
@@ -254,8 +278,10 @@ def ncu_cmd(rep, sections, metrics, names, status, launch_count=None):
 
 
 def export_csv(rep, csv_path, logf):
-    rc, _, txt = sh(["ncu", "--import", rep, "--csv", "--page", "raw", "--print-units", "base",
-                     "--print-kernel-base", "demangled"], 120)
+    rc, _, txt = sh(
+        ["ncu", "--import", rep, "--csv", "--page", "raw", "--print-units", "base", "--print-kernel-base", "demangled"],
+        120,
+    )
     if rc != 0 or '"ID"' not in txt:
         rc, _, txt = sh(["ncu", "--import", rep, "--csv", "--page", "raw"], 120)
     with open(csv_path, "w") as f:
@@ -274,8 +300,16 @@ def run_batch(work, tag, names, sections, metrics, timeout, launch_count=None, e
     logf = os.path.join(work, "logs", f"ncu_{tag}.log")
     cmd = ncu_cmd(rep, sections, metrics, names, status, launch_count)
     rc, dt, txt = sh(cmd, timeout, logf, env=env)
-    res = {"tag": tag, "workloads": names, "rc": rc, "seconds": dt, "launch_count": launch_count,
-           "sections": sections, "metrics": metrics, "per_workload": {}}
+    res = {
+        "tag": tag,
+        "workloads": names,
+        "rc": rc,
+        "seconds": dt,
+        "launch_count": launch_count,
+        "sections": sections,
+        "metrics": metrics,
+        "per_workload": {},
+    }
     stats = []
     if os.path.exists(status):
         stats = [json.loads(l) for l in open(status) if l.strip()]
@@ -290,11 +324,27 @@ def run_batch(work, tag, names, sections, metrics, timeout, launch_count=None, e
     return res
 
 
-KEY_PREFIXES = ("gpu__time_duration", "dram__", "lts__t_bytes", "lts__throughput", "l1tex__throughput",
-                "sm__throughput", "gpu__compute_memory_throughput", "sm__pipe_", "sm__inst_executed_pipe_",
-                "smsp__sass_thread_inst_executed_op_", "sm__sass_thread_inst_executed_op_", "sm__ops_path_tensor",
-                "launch__", "sm__warps_active", "sm__cycles_elapsed", "gpc__cycles_elapsed", "smsp__cycles_elapsed",
-                "sm__maximum_warps", "derived__")
+KEY_PREFIXES = (
+    "gpu__time_duration",
+    "dram__",
+    "lts__t_bytes",
+    "lts__throughput",
+    "l1tex__throughput",
+    "sm__throughput",
+    "gpu__compute_memory_throughput",
+    "sm__pipe_",
+    "sm__inst_executed_pipe_",
+    "smsp__sass_thread_inst_executed_op_",
+    "sm__sass_thread_inst_executed_op_",
+    "sm__ops_path_tensor",
+    "launch__",
+    "sm__warps_active",
+    "sm__cycles_elapsed",
+    "gpc__cycles_elapsed",
+    "smsp__cycles_elapsed",
+    "sm__maximum_warps",
+    "derived__",
+)
 
 
 def key_columns(columns):
@@ -324,16 +374,24 @@ def write_workload_jsons(work, tag, csvtxt, stats, launch_count=None):
     for st in stats:
         w = st["workload"]
         rows = [{c: r.get(c) for c in cols} for r in parts.get(w, [])]
-        out = {"workload": w, "batch": tag, "status": st["status"],
-               "units": {c: table.units.get(c, "") for c in cols},
-               "n_kernels": len(rows), "truncated_by_launch_count": bool(launch_count),
-               "join": "rows between this workload's marker kernel (spin_kernel) and the next; "
-                       "order = launch order",
-               "step_seconds_under_ncu": st["t_end"] - st["t_start"], "kernels": rows}
+        out = {
+            "workload": w,
+            "batch": tag,
+            "status": st["status"],
+            "units": {c: table.units.get(c, "") for c in cols},
+            "n_kernels": len(rows),
+            "truncated_by_launch_count": bool(launch_count),
+            "join": "rows between this workload's marker kernel (spin_kernel) and the next; order = launch order",
+            "step_seconds_under_ncu": st["t_end"] - st["t_start"],
+            "kernels": rows,
+        }
         with open(os.path.join(work, "ncu", f"{w}.json"), "w") as f:
             json.dump(out, f, separators=(",", ":"), default=str)
-        res["per_workload"][w] = {"n_kernels": len(rows), "seconds": st["t_end"] - st["t_start"],
-                                  "status": st["status"]}
+        res["per_workload"][w] = {
+            "n_kernels": len(rows),
+            "seconds": st["t_end"] - st["t_start"],
+            "status": st["status"],
+        }
     return res
 
 
@@ -375,11 +433,20 @@ def join_check(work):
         nk = [r.get("Kernel Name", "") for r in n["kernels"]]
         exact = sum(1 for a, b in zip(tk, nk) if a == b)
         short = sum(1 for a, b in zip(tk, nk) if ncu_csv.short_name(a) == ncu_csv.short_name(b))
-        mism = [(i, a[:120], b[:120]) for i, (a, b) in enumerate(zip(tk, nk))
-                if ncu_csv.short_name(a) != ncu_csv.short_name(b)][:10]
-        report[w] = {"trace_kernels": len(tk), "ncu_kernels": len(nk), "exact_name_matches": exact,
-                     "short_name_matches": short, "count_match": len(tk) == len(nk),
-                     "truncated": n.get("truncated_by_launch_count"), "first_mismatches": mism}
+        mism = [
+            (i, a[:120], b[:120])
+            for i, (a, b) in enumerate(zip(tk, nk))
+            if ncu_csv.short_name(a) != ncu_csv.short_name(b)
+        ][:10]
+        report[w] = {
+            "trace_kernels": len(tk),
+            "ncu_kernels": len(nk),
+            "exact_name_matches": exact,
+            "short_name_matches": short,
+            "count_match": len(tk) == len(nk),
+            "truncated": n.get("truncated_by_launch_count"),
+            "first_mismatches": mism,
+        }
     with open(os.path.join(work, "join_report.json"), "w") as f:
         json.dump(report, f, indent=1)
     return report
@@ -413,8 +480,9 @@ def summary(work):
                 if k == "dur_us" and isinstance(v, (int, float)):
                     v = v * ncu_csv.unit_scale(d["units"].get(col, "nsecond"))[0] * 1e6
                 vals.append(f"{k}={v:.1f}" if isinstance(v, (int, float)) else f"{k}=-")
-            lines.append(f"{d['workload'][:28]:28s} {ncu_csv.short_name(str(r.get('Kernel Name')))[:40]:40s} "
-                         + " ".join(vals))
+            lines.append(
+                f"{d['workload'][:28]:28s} {ncu_csv.short_name(str(r.get('Kernel Name')))[:40]:40s} " + " ".join(vals)
+            )
     txt = "\n".join(lines)
     with open(os.path.join(work, "summary_top_kernels.txt"), "w") as f:
         f.write(txt + "\n")
@@ -438,16 +506,27 @@ def main():
     ap.add_argument("--trace-until", type=float, default=190, help="seconds since t0: start no trace family after")
     ap.add_argument("--max-kernels", type=int, default=60)
     ap.add_argument("--batch-kernels", type=int, default=100)
-    ap.add_argument("--cap-kernels", type=int, default=0, help="launch-count cap for workloads over --max-kernels "
-                    "(default: --max-kernels)")
+    ap.add_argument(
+        "--cap-kernels",
+        type=int,
+        default=0,
+        help="launch-count cap for workloads over --max-kernels (default: --max-kernels)",
+    )
     ap.add_argument("--only", default="", help="comma list of workloads (debug)")
-    ap.add_argument("--reuse", default="", help="earlier result dir: take meta/, ncu_caps/ncu_selected.json and "
-                    "ncu cost from it; skip ceilings, traces and the ncu smoke (ncu-only repair run)")
+    ap.add_argument(
+        "--reuse",
+        default="",
+        help="earlier result dir: take meta/, ncu_caps/ncu_selected.json and "
+        "ncu cost from it; skip ceilings, traces and the ncu smoke (ncu-only repair run)",
+    )
     ap.add_argument("--tag-prefix", default="b")
     ap.add_argument("--keep-reports", action="store_true", help="also pack the (large) .ncu-rep files")
     ap.add_argument("--cpu-dry-run", action="store_true", help="local test: small CPU shapes (use a fake ncu)")
-    ap.add_argument("--families", default="sdpa,decode,naive,compile,mha,memory,hf",
-                    help="trace families, in this order (workloads.FAMILIES)")
+    ap.add_argument(
+        "--families",
+        default="sdpa,decode,naive,compile,mha,memory,hf",
+        help="trace families, in this order (workloads.FAMILIES)",
+    )
     ap.add_argument("--family-timeout", type=float, default=150, help="seconds one trace family may take")
     ap.add_argument("--skip-ceilings", action="store_true", help="do not re-measure copy/matmul ceilings")
     ap.add_argument("--no-generate", action="store_true", help="do not run sample_traces/generate.py")
@@ -475,8 +554,10 @@ def main():
             shutil.copy(m, os.path.join(work, "meta"))
         sel = json.load(open(os.path.join(reuse, "ncu_caps", "ncu_selected.json")))
         sections, metrics = sel["sections"], sel["metrics"]
-        log(f"reusing {reuse}: {len(glob.glob(os.path.join(work, 'meta', '*.json')))} meta files, "
-            f"{len(metrics)} metrics, sections {sections}")
+        log(
+            f"reusing {reuse}: {len(glob.glob(os.path.join(work, 'meta', '*.json')))} meta files, "
+            f"{len(metrics)} metrics, sections {sections}"
+        )
     else:
         # ---- 1. ncu capabilities
         try:
@@ -485,14 +566,17 @@ def main():
             log(f"metric selection failed: {e}")
             sections, metrics = WANTED_SECTIONS, MINIMAL_METRICS
     if not DRY and not reuse and not a.skip_ceilings:
-        rc, dt, txt = sh([sys.executable, os.path.join(HERE, "ceilings.py"), os.path.join(work, "ceilings.json")],
-                         90, os.path.join(work, "logs", "ceilings.log"))
+        rc, dt, txt = sh(
+            [sys.executable, os.path.join(HERE, "ceilings.py"), os.path.join(work, "ceilings.json")],
+            90,
+            os.path.join(work, "logs", "ceilings.log"),
+        )
         log(f"ceilings rc={rc} {dt:.1f}s {' '.join(l.strip() for l in txt.splitlines() if 'TF' in l or 'TBps' in l)}")
     pk.meta()
 
     # ---- 2. traces, one process per family
     order = [f for f in a.families.split(",") if f]
-    for fam in ([] if reuse else order):
+    for fam in [] if reuse else order:
         names = [n for n in W.names(fam) if not only or n in only]
         if not names:
             continue
@@ -501,18 +585,38 @@ def main():
             continue
         deadline = T0 + a.trace_until + 20
         to = max(30, min(left() - 200, deadline + 60 - time.time(), a.family_timeout))
-        rc, dt, txt = sh([sys.executable, os.path.join(HERE, "trace_workloads.py"), "--out", work,
-                          "--workloads", ",".join(names), "--deadline", str(deadline)]
-                         + (["--small", "--device", "cpu"] if DRY else []), to,
-                         os.path.join(work, "logs", f"trace_{fam}.log"))
-        log(f"trace family {fam}: rc={rc} {dt:.1f}s\n" + "\n".join(l for l in txt.splitlines() if l.startswith("[trace]")))
+        rc, dt, txt = sh(
+            [
+                sys.executable,
+                os.path.join(HERE, "trace_workloads.py"),
+                "--out",
+                work,
+                "--workloads",
+                ",".join(names),
+                "--deadline",
+                str(deadline),
+            ]
+            + (["--small", "--device", "cpu"] if DRY else []),
+            to,
+            os.path.join(work, "logs", f"trace_{fam}.log"),
+        )
+        log(
+            f"trace family {fam}: rc={rc} {dt:.1f}s\n"
+            + "\n".join(l for l in txt.splitlines() if l.startswith("[trace]"))
+        )
     # the sample-trace generator, on this GPU (checks it runs on CUDA; small traces)
     if not reuse and not a.no_generate and time.time() - T0 < a.trace_until + 30:
         gen = os.path.join(os.path.dirname(HERE), "sample_traces", "generate.py")
-        rc, dt, txt = sh([sys.executable, gen, "--out", os.path.join(work, "traces", "_generate")]
-                         + (["--device", "cpu"] if DRY else []), 90, os.path.join(work, "logs", "generate.log"))
-        log(f"sample_traces/generate.py rc={rc} {dt:.1f}s\n" + "\n".join(
-            l for l in txt.splitlines() if "USDT" not in l)[-1500:])
+        rc, dt, txt = sh(
+            [sys.executable, gen, "--out", os.path.join(work, "traces", "_generate")]
+            + (["--device", "cpu"] if DRY else []),
+            90,
+            os.path.join(work, "logs", "generate.log"),
+        )
+        log(
+            f"sample_traces/generate.py rc={rc} {dt:.1f}s\n"
+            + "\n".join(l for l in txt.splitlines() if "USDT" not in l)[-1500:]
+        )
     if not reuse:
         pk.traces()
     pk.meta()
@@ -559,13 +663,17 @@ def main():
         pk.reports()
 
     # ---- 4. ncu batches by priority
-    todo = sorted([w for w in okw if w not in done and (not only or w in only)],
-                  key=lambda w: (W.SPECS[w].ncu_priority, w))
+    todo = sorted(
+        [w for w in okw if w not in done and (not only or w in only)], key=lambda w: (W.SPECS[w].ncu_priority, w)
+    )
     big = [w for w in todo if meta[w].get("n_kernels", 0) > a.max_kernels]
     small = [w for w in todo if w not in big]
 
     def est(w):
-        return min(meta[w].get("build_warmup_s", 2.0), 20.0) * 1.2 + (min(meta[w].get("n_kernels", 10), a.max_kernels) + 1) * per_kernel
+        return (
+            min(meta[w].get("build_warmup_s", 2.0), 20.0) * 1.2
+            + (min(meta[w].get("n_kernels", 10), a.max_kernels) + 1) * per_kernel
+        )
 
     bi = 1
     P = a.tag_prefix
@@ -606,8 +714,16 @@ def main():
         if t_est > left() - 25:
             skipped.append(w)
             continue
-        run_batch(work, f"{P}{bi:02d}_cap", [w], sections, metrics, min(left() - 15, 2.5 * t_est + 30),
-                  launch_count=cap, env=env)
+        run_batch(
+            work,
+            f"{P}{bi:02d}_cap",
+            [w],
+            sections,
+            metrics,
+            min(left() - 15, 2.5 * t_est + 30),
+            launch_count=cap,
+            env=env,
+        )
         bi += 1
         pk.meta()
     if skipped:
@@ -618,11 +734,17 @@ def main():
     # ---- 5. join check + summary
     try:
         rep = join_check(work)
-        bad = {w: r for w, r in rep.items() if r.get("ncu") != "missing" and
-               (not r.get("count_match") or r.get("short_name_matches") != r.get("trace_kernels"))}
-        log(f"join: {sum(1 for r in rep.values() if r.get('ncu') != 'missing')} workloads with ncu, "
-            f"{len(bad)} with count/name mismatches: " + ", ".join(
-                f"{w}({r.get('trace_kernels')}/{r.get('ncu_kernels')})" for w, r in bad.items()))
+        bad = {
+            w: r
+            for w, r in rep.items()
+            if r.get("ncu") != "missing"
+            and (not r.get("count_match") or r.get("short_name_matches") != r.get("trace_kernels"))
+        }
+        log(
+            f"join: {sum(1 for r in rep.values() if r.get('ncu') != 'missing')} workloads with ncu, "
+            f"{len(bad)} with count/name mismatches: "
+            + ", ".join(f"{w}({r.get('trace_kernels')}/{r.get('ncu_kernels')})" for w, r in bad.items())
+        )
     except Exception as e:
         log(f"join check failed: {e}")
     try:

@@ -9,6 +9,7 @@ identical (the replay of a captured step runs the captured kernels in the captur
 
     python validation/tagging_accuracy.py            # table for tests/data/modern and tests/data/ddp2
 """
+
 from __future__ import annotations
 
 import glob
@@ -30,8 +31,10 @@ from tb_attention_plugin.trace.records import KERNEL, MODULE, load_trace  # noqa
 
 DATA = os.path.join(ROOT, "tests", "data")
 # the attention module classes of each recorded workload (validation/modern_workloads.py, ddp_trace.py)
-ATTENTION_CLASSES = re.compile(r"^(FlexSelfAttention|LlamaAttention|DeepseekV3Attention|MLAttention|FP8Attention|"
-                               r"DecodeAttention|CausalSelfAttention)$")
+ATTENTION_CLASSES = re.compile(
+    r"^(FlexSelfAttention|LlamaAttention|DeepseekV3Attention|MLAttention|FP8Attention|"
+    r"DecodeAttention|CausalSelfAttention)$"
+)
 # (name, trace dir, reference dir for --reference, truth dir when the trace's own records cannot give it)
 CASES = [
     ("flex_causal_fwdbwd", "modern/flex_causal_fwdbwd", None, None),
@@ -41,8 +44,12 @@ CASES = [
     ("mla_moe_hand_fwdbwd", "modern/mla_moe_hand_fwdbwd", None, None),
     ("fp8_attn_fwd", "modern/fp8_attn_fwd", None, None),
     ("decode_graph_eager", "modern/decode_graph_eager", None, None),
-    ("decode_graph_replay --reference eager", "modern/decode_graph_replay", "modern/decode_graph_eager",
-     "modern/decode_graph_eager"),
+    (
+        "decode_graph_replay --reference eager",
+        "modern/decode_graph_replay",
+        "modern/decode_graph_eager",
+        "modern/decode_graph_eager",
+    ),
     ("decode_graph_replay (structure only)", "modern/decode_graph_replay", None, "modern/decode_graph_eager"),
     ("decode_graph_capture (own capture)", "modern/decode_graph_capture", None, "modern/decode_graph_eager"),
     ("ddp2_gpt_sdpa rank0", "ddp2/ddp2_gpt_sdpa/rank0", None, None),
@@ -53,8 +60,11 @@ CASES = [
 def trace_file(spec: str) -> str:
     """tests/data/<spec>/*.pt.trace.json.gz, or tests/data/<dir>/<prefix>*.pt.trace.json.gz."""
     path = os.path.join(DATA, spec)
-    hits = sorted(glob.glob(os.path.join(path, "*.pt.trace.json.gz"))) if os.path.isdir(path) else \
-        sorted(glob.glob(path + "*.pt.trace.json.gz"))
+    hits = (
+        sorted(glob.glob(os.path.join(path, "*.pt.trace.json.gz")))
+        if os.path.isdir(path)
+        else sorted(glob.glob(path + "*.pt.trace.json.gz"))
+    )
     if not hits:
         raise FileNotFoundError(spec)
     return hits[0]
@@ -112,16 +122,21 @@ def measure(trace: str, reference: Optional[str], truth_from: Optional[str]) -> 
         # outside the graph, before the capture say, keep the truth of its own records)
         t_names, t_truth, _ = module_truth(truth_from)
         m = len(t_names)
-        at = next((i for i in range(len(names) - m + 1) if names[i:i + m] == t_names), None)
+        at = next((i for i in range(len(names) - m + 1) if names[i : i + m] == t_names), None)
         if at is None:
             raise RuntimeError(f"{trace}: kernel sequence differs from {truth_from}")
         truth = truth.copy()
-        truth[at:at + m] = t_truth
+        truth[at : at + m] = t_truth
     tp = float(dur[tagged & truth].sum())
-    return {"precision": tp / float(dur[tagged].sum()) if tagged.any() else None,
-            "recall": tp / float(dur[truth].sum()) if truth.any() else None,
-            "attention_us": float(dur[truth].sum()), "gpu_us": float(dur.sum()), "kernels": len(ks),
-            "false_positive_us": float(dur[tagged & ~truth].sum()), "missed_us": float(dur[~tagged & truth].sum())}
+    return {
+        "precision": tp / float(dur[tagged].sum()) if tagged.any() else None,
+        "recall": tp / float(dur[truth].sum()) if truth.any() else None,
+        "attention_us": float(dur[truth].sum()),
+        "gpu_us": float(dur.sum()),
+        "kernels": len(ks),
+        "false_positive_us": float(dur[tagged & ~truth].sum()),
+        "missed_us": float(dur[~tagged & truth].sum()),
+    }
 
 
 def main() -> int:
@@ -129,8 +144,10 @@ def main() -> int:
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, tr, ref, truth in CASES:
         m = measure(trace_file(tr), trace_file(ref) if ref else None, trace_file(truth) if truth else None)
-        print(f"| {name} | {m['kernels']} | {m['attention_us']:.0f} | {m['gpu_us']:.0f} | {m['precision']:.3f} | "
-              f"{m['recall']:.3f} | {m['false_positive_us']:.1f} | {m['missed_us']:.1f} |")
+        print(
+            f"| {name} | {m['kernels']} | {m['attention_us']:.0f} | {m['gpu_us']:.0f} | {m['precision']:.3f} | "
+            f"{m['recall']:.3f} | {m['false_positive_us']:.1f} | {m['missed_us']:.1f} |"
+        )
     return 0
 
 

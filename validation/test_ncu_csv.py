@@ -7,7 +7,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import ncu_csv  # noqa: E402
 
-SAMPLE = '''==PROF== Connected to process 1234 (/usr/bin/python3)
+SAMPLE = """==PROF== Connected to process 1234 (/usr/bin/python3)
 [ncu_step] something the program printed
 ==PROF== Disconnected from process 1234
 "ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","dram__bytes_read.sum","dram__throughput.avg.pct_of_peak_sustained_elapsed","gpu__time_duration.sum","launch__registers_per_thread","sm__ops_path_tensor_src_bf16_dst_fp32.sum","lts__t_bytes.sum","sm__cycles_elapsed.avg.per_second"
@@ -16,7 +16,7 @@ SAMPLE = '''==PROF== Connected to process 1234 (/usr/bin/python3)
 "1","4242","python3","127.0.0.1","void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, cutlass::bfloat16_t, Flash_kernel_traits<64, 128, 128, 4, cutlass::bfloat16_t>>, false, true, false, false, true, true, false, false>(pytorch_flash::Flash_fwd_params)","1","7","(128, 1, 1)","(16, 64, 4)","0","9.0","1,234.50","12.34","1,105.60","255","34,359,738,368","2,048.00","1.98"
 "2","4242","python3","127.0.0.1","spin_kernel(long)","1","7","(1, 1, 1)","(1, 1, 1)","0","9.0","0.00","n/a","2.10","16","0","1.00","1.75"
 "3","4242","python3","127.0.0.1","void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<bool>, std::array<char*, 1ul>>(int, at::native::FillFunctor<bool>, std::array<char*, 1ul>)","1","7","(128, 1, 1)","(2048, 1, 1)","0","9.0","0.00","3.00","2.00","18","0","4.00","1.80"
-'''
+"""
 
 
 def test_parse_units_and_numbers():
@@ -80,8 +80,10 @@ def test_split_by_marker_and_short_name():
     assert [r["ID"] for r in parts["other"]] == [3]
     assert ncu_csv.short_name(rows[1]["Kernel Name"]) == "flash_fwd_kernel"
     assert ncu_csv.short_name(rows[3]["Kernel Name"]) == "vectorized_elementwise_kernel"
-    assert ncu_csv.short_name("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT") == \
-        "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT"
+    assert (
+        ncu_csv.short_name("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT")
+        == "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT"
+    )
     assert ncu_csv.short_name("triton_red_fused__softmax_0") == "triton_red_fused__softmax_0"
 
 
@@ -94,6 +96,5 @@ def test_no_header_raises():
 
 
 def test_nvtx_column():
-    assert ncu_csv.nvtx_column(["ID", "thread Domain:Push/Pop_Range:PL_Type"]) == \
-        "thread Domain:Push/Pop_Range:PL_Type"
+    assert ncu_csv.nvtx_column(["ID", "thread Domain:Push/Pop_Range:PL_Type"]) == "thread Domain:Push/Pop_Range:PL_Type"
     assert ncu_csv.nvtx_column(["ID", "Kernel Name"]) is None

@@ -49,8 +49,9 @@ def env_info() -> dict:
         info["transformers"] = None
     if torch.cuda.is_available():
         p = torch.cuda.get_device_properties(0)
-        info.update(gpu=p.name, sm_count=p.multi_processor_count, gpu_mem=p.total_memory,
-                    capability=f"{p.major}.{p.minor}")
+        info.update(
+            gpu=p.name, sm_count=p.multi_processor_count, gpu_mem=p.total_memory, capability=f"{p.major}.{p.minor}"
+        )
     return info
 
 
@@ -62,8 +63,17 @@ def kernels_from_trace(path: str) -> list:
     for e in d.get("traceEvents", []):
         if e.get("cat") == "kernel" and e.get("ph") == "X":
             a = e.get("args", {})
-            ks.append((a.get("correlation", 0), e.get("ts", 0), e["name"], e.get("dur"), a.get("grid"),
-                       a.get("block"), a.get("stream")))
+            ks.append(
+                (
+                    a.get("correlation", 0),
+                    e.get("ts", 0),
+                    e["name"],
+                    e.get("dur"),
+                    a.get("grid"),
+                    a.get("block"),
+                    a.get("stream"),
+                )
+            )
     ks.sort(key=lambda t: (t[0], t[1]))
     return [dict(name=k[2], dur_us=k[3], grid=k[4], block=k[5], stream=k[6], correlation=k[0]) for k in ks]
 
@@ -143,8 +153,11 @@ def run_one(name: str, out: str, device: str, small: bool, warmup: int, info: di
     os.makedirs(os.path.join(out, "meta"), exist_ok=True)
     with open(os.path.join(out, "meta", f"{name}.json"), "w") as f:
         json.dump(meta, f, indent=1, default=str)
-    print(f"[trace] {name}: {meta['status']} kernels={meta.get('n_kernels')} "
-          f"step={meta.get('step_ms_wall', float('nan')):.2f}ms wall={meta['wall_s']:.1f}s", flush=True)
+    print(
+        f"[trace] {name}: {meta['status']} kernels={meta.get('n_kernels')} "
+        f"step={meta.get('step_ms_wall', float('nan')):.2f}ms wall={meta['wall_s']:.1f}s",
+        flush=True,
+    )
     return meta
 
 

@@ -99,9 +99,7 @@ class SdpaAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, s, e = x.shape
         q, k, v = self.qkv(x).view(b, s, 3, self.h, self.d).permute(2, 0, 3, 1, 4).unbind(0)
-        out = F.scaled_dot_product_attention(
-            q, k, v, dropout_p=self.p if self.training else 0.0, is_causal=self.causal
-        )
+        out = F.scaled_dot_product_attention(q, k, v, dropout_p=self.p if self.training else 0.0, is_causal=self.causal)
         return self.out_proj(out.transpose(1, 2).reshape(b, s, e))
 
 
@@ -112,8 +110,18 @@ class LlamaLikeAttention(nn.Module):
     position ``pos``, attend over cache[:pos+1], project out.
     """
 
-    def __init__(self, hidden: int, n_heads: int, n_kv_heads: int, head_dim: int,
-                 max_len: int, batch: int, dtype, device, backend: str):
+    def __init__(
+        self,
+        hidden: int,
+        n_heads: int,
+        n_kv_heads: int,
+        head_dim: int,
+        max_len: int,
+        batch: int,
+        dtype,
+        device,
+        backend: str,
+    ):
         super().__init__()
         self.h, self.kvh, self.d = n_heads, n_kv_heads, head_dim
         self.backend = backend
@@ -121,8 +129,12 @@ class LlamaLikeAttention(nn.Module):
         self.k_proj = nn.Linear(hidden, n_kv_heads * head_dim, bias=False)
         self.v_proj = nn.Linear(hidden, n_kv_heads * head_dim, bias=False)
         self.o_proj = nn.Linear(n_heads * head_dim, hidden, bias=False)
-        self.register_buffer("k_cache", torch.randn(batch, n_kv_heads, max_len, head_dim, dtype=dtype, device=device) * 0.5)
-        self.register_buffer("v_cache", torch.randn(batch, n_kv_heads, max_len, head_dim, dtype=dtype, device=device) * 0.5)
+        self.register_buffer(
+            "k_cache", torch.randn(batch, n_kv_heads, max_len, head_dim, dtype=dtype, device=device) * 0.5
+        )
+        self.register_buffer(
+            "v_cache", torch.randn(batch, n_kv_heads, max_len, head_dim, dtype=dtype, device=device) * 0.5
+        )
         # "expand": backend cannot do GQA natively -> repeat_interleave k/v first
         self.expand_kv = False
 
@@ -131,8 +143,8 @@ class LlamaLikeAttention(nn.Module):
         q = self.q_proj(x).view(b, 1, self.h, self.d).transpose(1, 2)
         k = self.k_proj(x).view(b, 1, self.kvh, self.d).transpose(1, 2)
         v = self.v_proj(x).view(b, 1, self.kvh, self.d).transpose(1, 2)
-        self.k_cache[:, :, pos:pos + 1].copy_(k)
-        self.v_cache[:, :, pos:pos + 1].copy_(v)
+        self.k_cache[:, :, pos : pos + 1].copy_(k)
+        self.v_cache[:, :, pos : pos + 1].copy_(v)
         keys = self.k_cache[:, :, : pos + 1]
         vals = self.v_cache[:, :, : pos + 1]
         gqa = self.h != self.kvh
@@ -242,9 +254,20 @@ def build_naive(device, small, *, dtype, B, H, S, D, causal=True, dropout=0.1, b
             with torch.no_grad():
                 return mod(x)
 
-    meta = dict(kind="naive", B=B, H=H, S=S, D=D, E=E, dtype=dtype, causal=causal, dropout=dropout,
-                pass_="fwd+bwd" if bwd else "fwd", module="NaiveAttention",
-                tf32_matmul=torch.backends.cuda.matmul.allow_tf32)
+    meta = dict(
+        kind="naive",
+        B=B,
+        H=H,
+        S=S,
+        D=D,
+        E=E,
+        dtype=dtype,
+        causal=causal,
+        dropout=dropout,
+        pass_="fwd+bwd" if bwd else "fwd",
+        module="NaiveAttention",
+        tf32_matmul=torch.backends.cuda.matmul.allow_tf32,
+    )
     return Workload("", step, meta, keep=[mod, x])
 
 
@@ -274,8 +297,18 @@ def build_sdpa(device, small, *, backend, dtype="bf16", B=4, H=16, S=2048, D=64,
             with torch.no_grad():
                 return fwd()
 
-    meta = dict(kind="sdpa", backend=backend, B=B, H=H, S=S, D=D, dtype=dtype, causal=causal,
-                pass_="fwd+bwd" if bwd else "fwd", record_function=f"sdpa_{backend}")
+    meta = dict(
+        kind="sdpa",
+        backend=backend,
+        B=B,
+        H=H,
+        S=S,
+        D=D,
+        dtype=dtype,
+        causal=causal,
+        pass_="fwd+bwd" if bwd else "fwd",
+        record_function=f"sdpa_{backend}",
+    )
     return Workload("", step, meta, keep=[q, k, v, gout])
 
 
@@ -316,9 +349,23 @@ def build_decode(device, small, *, backend, B=8, H=32, KVH=8, D=128, KV=8192, dt
             fallback_note += "; using repeat_interleave k/v"
             step()
             _sync(device)
-    meta = dict(kind="decode", backend_requested=backend, backend=chosen, B=B, H=H, KVH=KVH, D=D,
-                kv_len=KV, q_len=1, dtype=dtype, gqa=H != KVH, expand_kv=mod.expand_kv,
-                fallback=fallback_note, module="LlamaLikeAttention", pass_="fwd")
+    meta = dict(
+        kind="decode",
+        backend_requested=backend,
+        backend=chosen,
+        B=B,
+        H=H,
+        KVH=KVH,
+        D=D,
+        kv_len=KV,
+        q_len=1,
+        dtype=dtype,
+        gqa=H != KVH,
+        expand_kv=mod.expand_kv,
+        fallback=fallback_note,
+        module="LlamaLikeAttention",
+        pass_="fwd",
+    )
     return Workload("", step, meta, keep=[mod, x])
 
 
@@ -342,8 +389,19 @@ def build_compiled_naive(device, small, *, dtype="bf16", B=4, H=16, S=2048, D=64
             with torch.no_grad():
                 return cmod(x)
 
-    meta = dict(kind="compiled_naive", compiler="inductor", B=B, H=H, S=S, D=D, dtype=dtype, causal=True,
-                dropout=0.1, pass_="fwd+bwd" if bwd else "fwd", module="NaiveAttention")
+    meta = dict(
+        kind="compiled_naive",
+        compiler="inductor",
+        B=B,
+        H=H,
+        S=S,
+        D=D,
+        dtype=dtype,
+        causal=True,
+        dropout=0.1,
+        pass_="fwd+bwd" if bwd else "fwd",
+        module="NaiveAttention",
+    )
     return Workload("", step, meta, keep=[mod, cmod, x])
 
 
@@ -358,21 +416,39 @@ def build_mha(device, small, *, dtype, need_weights, L=512, N=16, E=1024, heads=
         with torch.no_grad():
             return mod(x, x, x, need_weights=need_weights)
 
-    meta = dict(kind="mha", L=L, N=N, E=E, heads=heads, dtype=dtype, need_weights=need_weights,
-                batch_first=True, mode="eval,no_grad", pass_="fwd", module="MultiheadAttention")
+    meta = dict(
+        kind="mha",
+        L=L,
+        N=N,
+        E=E,
+        heads=heads,
+        dtype=dtype,
+        need_weights=need_weights,
+        batch_first=True,
+        mode="eval,no_grad",
+        pass_="fwd",
+        module="MultiheadAttention",
+    )
     return Workload("", step, meta, keep=[mod, x])
 
 
-def build_hf_llama(device, small, *, attn, bwd=False, hidden=2048, heads=16, kv_heads=4, seq=2048, batch=2,
-                   layers=1):
+def build_hf_llama(device, small, *, attn, bwd=False, hidden=2048, heads=16, kv_heads=4, seq=2048, batch=2, layers=1):
     from transformers import LlamaConfig, LlamaModel
 
     inter = int(hidden * 2.75)
     if small:
         hidden, heads, kv_heads, seq, batch, inter = 64, 4, 2, 32, 1, 128
-    cfg = LlamaConfig(hidden_size=hidden, intermediate_size=inter, num_attention_heads=heads,
-                      num_key_value_heads=kv_heads, num_hidden_layers=layers, vocab_size=256,
-                      max_position_embeddings=max(seq, 4096), attn_implementation=attn, use_cache=False)
+    cfg = LlamaConfig(
+        hidden_size=hidden,
+        intermediate_size=inter,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        num_hidden_layers=layers,
+        vocab_size=256,
+        max_position_embeddings=max(seq, 4096),
+        attn_implementation=attn,
+        use_cache=False,
+    )
     dev_dtype = torch.bfloat16 if not small or str(device).startswith("cuda") else torch.float32
     model = LlamaModel(cfg).to(device=device, dtype=dev_dtype)
     model.train(bwd)
@@ -393,12 +469,27 @@ def build_hf_llama(device, small, *, attn, bwd=False, hidden=2048, heads=16, kv_
             with torch.no_grad():
                 return fwd()
 
-    meta = dict(kind="hf_llama", attn_implementation=attn, hidden=hidden, heads=heads, kv_heads=kv_heads,
-                head_dim=hidden // heads, intermediate=inter, seq=seq, batch=batch, layers=layers,
-                dtype=str(dev_dtype).replace("torch.", ""), pass_="fwd+bwd" if bwd else "fwd",
-                module="LlamaModel/LlamaDecoderLayer/LlamaAttention", causal=True,
-                mask=("4D additive causal mask built by transformers" if attn == "eager"
-                      else "transformers decides (None -> is_causal=True when possible)"))
+    meta = dict(
+        kind="hf_llama",
+        attn_implementation=attn,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=hidden // heads,
+        intermediate=inter,
+        seq=seq,
+        batch=batch,
+        layers=layers,
+        dtype=str(dev_dtype).replace("torch.", ""),
+        pass_="fwd+bwd" if bwd else "fwd",
+        module="LlamaModel/LlamaDecoderLayer/LlamaAttention",
+        causal=True,
+        mask=(
+            "4D additive causal mask built by transformers"
+            if attn == "eager"
+            else "transformers decides (None -> is_causal=True when possible)"
+        ),
+    )
     try:
         import transformers
 
@@ -429,9 +520,21 @@ def build_mem(device, small, *, impl, S, B=2, H=16, D=64, dtype="bf16"):
             out = mod(x)
         return out.sum()
 
-    meta = dict(kind="memory", impl=impl, module=type(mod).__name__, backend=backend or "n/a", B=B, H=H, S=S,
-                D=D, dtype=dtype, causal=True, pass_="fwd (grad enabled, no backward)", profile_memory=True,
-                score_bytes_per_tensor=B * H * S * S * torch.tensor([], dtype=dt).element_size())
+    meta = dict(
+        kind="memory",
+        impl=impl,
+        module=type(mod).__name__,
+        backend=backend or "n/a",
+        B=B,
+        H=H,
+        S=S,
+        D=D,
+        dtype=dtype,
+        causal=True,
+        pass_="fwd (grad enabled, no backward)",
+        profile_memory=True,
+        score_bytes_per_tensor=B * H * S * S * torch.tensor([], dtype=dt).element_size(),
+    )
     return Workload("", step, meta, keep=[mod, x])
 
 
@@ -444,8 +547,11 @@ def _specs() -> list[Spec]:
     s: list[Spec] = []
 
     def add(name, family, builder, desc, prio, needs_cuda=False, profile_memory=False, **kw):
-        s.append(Spec(name, family, builder, kw, desc, needs_cuda=needs_cuda, profile_memory=profile_memory,
-                      ncu_priority=prio))
+        s.append(
+            Spec(
+                name, family, builder, kw, desc, needs_cuda=needs_cuda, profile_memory=profile_memory, ncu_priority=prio
+            )
+        )
 
     # --- SDPA backends: B4 H16 S2048 D64 bf16, fwd and fwd+bwd, causal and full
     for be in ("flash", "efficient", "cudnn", "math"):
@@ -455,14 +561,31 @@ def _specs() -> list[Spec]:
                 prio = 10 if not bwd else 20
                 if be == "math":
                     prio += 5
-                add(name, "sdpa", build_sdpa,
+                add(
+                    name,
+                    "sdpa",
+                    build_sdpa,
                     f"F.scaled_dot_product_attention backend={be} B4 H16 S2048 D64 bf16 "
                     f"{'causal' if causal else 'non-causal'} {'fwd+bwd' if bwd else 'fwd'}",
-                    prio, needs_cuda=be != "math", backend=be, causal=causal, bwd=bwd)
+                    prio,
+                    needs_cuda=be != "math",
+                    backend=be,
+                    causal=causal,
+                    bwd=bwd,
+                )
     for be in ("flash", "cudnn"):
-        add(f"sdpa_{be}_fwdbwd_causal_d128", "sdpa", build_sdpa,
-            f"F.sdpa backend={be} B4 H16 S2048 D128 bf16 causal fwd+bwd", 22, needs_cuda=True,
-            backend=be, causal=True, bwd=True, D=128)
+        add(
+            f"sdpa_{be}_fwdbwd_causal_d128",
+            "sdpa",
+            build_sdpa,
+            f"F.sdpa backend={be} B4 H16 S2048 D128 bf16 causal fwd+bwd",
+            22,
+            needs_cuda=True,
+            backend=be,
+            causal=True,
+            bwd=True,
+            D=128,
+        )
 
     # --- naive attention: 8 (S, D, dtype) combos fwd + one fwd+bwd
     naive = [
@@ -477,57 +600,141 @@ def _specs() -> list[Spec]:
         ("naive_fp32_s4096_d128", "fp32", 1, 8, 4096, 128, True),
     ]
     for name, dt, B, H, S, D, causal in naive:
-        add(name + "_fwd", "naive", build_naive,
+        add(
+            name + "_fwd",
+            "naive",
+            build_naive,
             f"NaiveAttention {dt} B{B} H{H} S{S} D{D} {'causal' if causal else 'non-causal'} dropout0.1 fwd",
             15 if name in ("naive_bf16_s2048_d64", "naive_fp32_s2048_d64", "naive_bf16_s2048_d128") else 30,
-            dtype=dt, B=B, H=H, S=S, D=D, causal=causal)
-    add("naive_bf16_s2048_d64_fwdbwd", "naive", build_naive,
-        "NaiveAttention bf16 B4 H16 S2048 D64 causal dropout0.1 fwd+bwd", 25,
-        dtype="bf16", B=4, H=16, S=2048, D=64, causal=True, bwd=True)
+            dtype=dt,
+            B=B,
+            H=H,
+            S=S,
+            D=D,
+            causal=causal,
+        )
+    add(
+        "naive_bf16_s2048_d64_fwdbwd",
+        "naive",
+        build_naive,
+        "NaiveAttention bf16 B4 H16 S2048 D64 causal dropout0.1 fwd+bwd",
+        25,
+        dtype="bf16",
+        B=4,
+        H=16,
+        S=2048,
+        D=64,
+        causal=True,
+        bwd=True,
+    )
 
     # --- decode with KV cache (LlamaLikeAttention)
-    add("decode_gqa_math", "decode", build_decode,
-        "decode 1 token, KV 8192, 32 q heads / 8 kv heads, D128 bf16 B8, math backend enable_gqa=True", 12,
-        needs_cuda=False, backend="math", KVH=8, KV=8192)
-    add("decode_gqa_flash", "decode", build_decode,
+    add(
+        "decode_gqa_math",
+        "decode",
+        build_decode,
+        "decode 1 token, KV 8192, 32 q heads / 8 kv heads, D128 bf16 B8, math backend enable_gqa=True",
+        12,
+        needs_cuda=False,
+        backend="math",
+        KVH=8,
+        KV=8192,
+    )
+    add(
+        "decode_gqa_flash",
+        "decode",
+        build_decode,
         "decode 1 token, KV 8192, 32 q heads / 8 kv heads, D128 bf16 B8, flash backend enable_gqa=True "
-        "(falls back to efficient if rejected)", 12, needs_cuda=True, backend="flash", KVH=8, KV=8192)
-    add("decode_mha_flash", "decode", build_decode,
-        "decode 1 token, KV 4096, 32 heads (MHA), D128 bf16 B8, flash backend", 14, needs_cuda=True,
-        backend="flash", KVH=32, KV=4096)
-    add("decode_mha_math", "decode", build_decode,
-        "decode 1 token, KV 4096, 32 heads (MHA), D128 bf16 B8, math backend", 32, needs_cuda=False,
-        backend="math", KVH=32, KV=4096)
+        "(falls back to efficient if rejected)",
+        12,
+        needs_cuda=True,
+        backend="flash",
+        KVH=8,
+        KV=8192,
+    )
+    add(
+        "decode_mha_flash",
+        "decode",
+        build_decode,
+        "decode 1 token, KV 4096, 32 heads (MHA), D128 bf16 B8, flash backend",
+        14,
+        needs_cuda=True,
+        backend="flash",
+        KVH=32,
+        KV=4096,
+    )
+    add(
+        "decode_mha_math",
+        "decode",
+        build_decode,
+        "decode 1 token, KV 4096, 32 heads (MHA), D128 bf16 B8, math backend",
+        32,
+        needs_cuda=False,
+        backend="math",
+        KVH=32,
+        KV=4096,
+    )
 
     # --- torch.compile'd naive attention
-    add("compiled_naive_fwd", "compile", build_compiled_naive,
-        "torch.compile(NaiveAttention) inductor bf16 B4 H16 S2048 D64 causal dropout0.1 fwd", 18,
-        needs_cuda=True)
-    add("compiled_naive_fwdbwd", "compile", build_compiled_naive,
-        "torch.compile(NaiveAttention) inductor bf16 B4 H16 S2048 D64 causal dropout0.1 fwd+bwd", 28,
-        needs_cuda=True, bwd=True)
+    add(
+        "compiled_naive_fwd",
+        "compile",
+        build_compiled_naive,
+        "torch.compile(NaiveAttention) inductor bf16 B4 H16 S2048 D64 causal dropout0.1 fwd",
+        18,
+        needs_cuda=True,
+    )
+    add(
+        "compiled_naive_fwdbwd",
+        "compile",
+        build_compiled_naive,
+        "torch.compile(NaiveAttention) inductor bf16 B4 H16 S2048 D64 causal dropout0.1 fwd+bwd",
+        28,
+        needs_cuda=True,
+        bwd=True,
+    )
 
     # --- nn.MultiheadAttention
     for dt in ("fp32", "bf16"):
         for nw in (True, False):
-            add(f"mha_{dt}_{'needw' if nw else 'noweights'}", "mha", build_mha,
+            add(
+                f"mha_{dt}_{'needw' if nw else 'noweights'}",
+                "mha",
+                build_mha,
                 f"nn.MultiheadAttention {dt} L512 N16 E1024 16 heads batch_first eval no_grad need_weights={nw}",
-                26, dtype=dt, need_weights=nw)
+                26,
+                dtype=dt,
+                need_weights=nw,
+            )
 
     # --- Hugging Face Llama (1 decoder layer, random weights)
     for attn in ("eager", "sdpa"):
         for bwd in (False, True):
-            add(f"hf_llama_{attn}_{'fwdbwd' if bwd else 'fwd'}", "hf", build_hf_llama,
+            add(
+                f"hf_llama_{attn}_{'fwdbwd' if bwd else 'fwd'}",
+                "hf",
+                build_hf_llama,
                 f"transformers LlamaModel 1 layer hidden2048 16 heads 4 kv heads seq2048 batch2 bf16 "
                 f"attn_implementation={attn} {'fwd+bwd' if bwd else 'fwd'}",
-                35 if not bwd else 45, attn=attn, bwd=bwd)
+                35 if not bwd else 45,
+                attn=attn,
+                bwd=bwd,
+            )
 
     # --- memory (profile_memory=True)
     for impl in ("naive", "flash"):
         for S in (1024, 4096):
-            add(f"mem_{impl}_s{S}", "memory", build_mem,
+            add(
+                f"mem_{impl}_s{S}",
+                "memory",
+                build_mem,
                 f"{'NaiveAttention' if impl == 'naive' else 'SdpaAttention(flash)'} bf16 B2 H16 S{S} D64 causal "
-                f"training forward, profile_memory=True", 40, profile_memory=True, impl=impl, S=S)
+                f"training forward, profile_memory=True",
+                40,
+                profile_memory=True,
+                impl=impl,
+                S=S,
+            )
 
     # --- attention as run in late 2026 (issue #12): flex, FP8, MLA+MoE, CUDA-graph decode
     from modern_workloads import specs as modern_specs
@@ -546,8 +753,7 @@ def build(name: str, device: str = "cuda", small: bool = False) -> Workload:
     wl.name = name
     wl.profile_memory = sp.profile_memory
     wl.meta = dict(wl.meta)
-    wl.meta.update(workload=name, family=sp.family, description=sp.description, small=small,
-                   device=str(device))
+    wl.meta.update(workload=name, family=sp.family, description=sp.description, small=small, device=str(device))
     if "pass_" in wl.meta:
         wl.meta["pass"] = wl.meta.pop("pass_")
     return wl

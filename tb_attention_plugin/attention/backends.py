@@ -16,6 +16,7 @@ so it works on any report, cached or not, without the trace:
 
 Kernels that say nothing (a memset or copy whose op is generic) are not counted.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -37,12 +38,27 @@ BACKEND_LABELS = {
 FUSED_BACKENDS = frozenset({"flash", "efficient", "cudnn", "flex", "library", "fused_other"})
 
 # (substring of the launching op or kernel name, backend), first match wins
-_FUSED_OPS = (("flex_attention", "flex"), ("flash_attention", "flash"), ("efficient_attention", "efficient"),
-              ("cudnn_attention", "cudnn"), ("fused_attention_overrideable", "fused_other"))
-_FUSED_NAMES = (("flex_attention", "flex"), ("pytorch_flash::", "flash"), ("fmha_cutlass", "efficient"),
-                ("PyTorchMemEffAttention", "efficient"), ("cudnn", "cudnn"), ("triton_", "compiled"),
-                ("flash_fwd", "library"), ("flash_bwd", "library"), ("xformers", "library"),
-                ("flashinfer", "library"), ("fmha", "library"), ("fused_attn", "library"))
+_FUSED_OPS = (
+    ("flex_attention", "flex"),
+    ("flash_attention", "flash"),
+    ("efficient_attention", "efficient"),
+    ("cudnn_attention", "cudnn"),
+    ("fused_attention_overrideable", "fused_other"),
+)
+_FUSED_NAMES = (
+    ("flex_attention", "flex"),
+    ("pytorch_flash::", "flash"),
+    ("fmha_cutlass", "efficient"),
+    ("PyTorchMemEffAttention", "efficient"),
+    ("cudnn", "cudnn"),
+    ("triton_", "compiled"),
+    ("flash_fwd", "library"),
+    ("flash_bwd", "library"),
+    ("xformers", "library"),
+    ("flashinfer", "library"),
+    ("fmha", "library"),
+    ("fused_attn", "library"),
+)
 _GENERIC = ("memset", "memcpy", "copy", "elementwise_kernel", "fill")
 
 
@@ -66,10 +82,11 @@ def _rows(kernels: Any) -> Iterable[tuple[Any, ...]]:
     """(phase, direction, dur_us, op, name, scope, id) of the attention kernels of a kernel table: the
     engine's columnar table, the dashboard's compact table, or a list of row dicts."""
     import numpy as np
+
     if kernels is None:
         return []
     cols = getattr(kernels, "columns", None)
-    if isinstance(cols, dict) and "attention" in cols:                     # table.KernelTable
+    if isinstance(cols, dict) and "attention" in cols:  # table.KernelTable
         idx = np.flatnonzero(np.asarray(cols["attention"], dtype=bool))
 
         def col(c: str) -> list[Any]:
@@ -82,6 +99,7 @@ def _rows(kernels: Any) -> Iterable[tuple[Any, ...]]:
             if isinstance(x, np.ndarray):
                 return list(x[idx].tolist())
             return [x[i] for i in idx.tolist()]
+
         return zip(*(col(c) for c in ("phase", "direction", "dur_us", "op", "name", "scope", "id")))
     if hasattr(kernels, "text_values") and hasattr(kernels, "attention"):  # server.index.KernelTable
         idx = np.flatnonzero(kernels.attention)
@@ -96,9 +114,13 @@ def _rows(kernels: Any) -> Iterable[tuple[Any, ...]]:
             if c in kernels.num:
                 return list(kernels.num[c][idx].tolist())
             return [None] * len(idx)
+
         return zip(*(col(c) for c in ("phase", "direction", "dur_us", "op", "name", "scope", "id")))
-    return ((k.get("phase"), k.get("direction"), k.get("dur_us"), k.get("op"), k.get("name"), k.get("scope"),
-             k.get("id")) for k in kernels if k.get("attention"))
+    return (
+        (k.get("phase"), k.get("direction"), k.get("dur_us"), k.get("op"), k.get("name"), k.get("scope"), k.get("id"))
+        for k in kernels
+        if k.get("attention")
+    )
 
 
 def backends(kernels: Any, math_ids: frozenset[int] = frozenset()) -> list[dict[str, Any]]:
@@ -109,8 +131,17 @@ def backends(kernels: Any, math_ids: frozenset[int] = frozenset()) -> list[dict[
     out: dict[str, dict[str, Any]] = {}
 
     def add(be: str, direction: str, d: float) -> None:
-        e = out.setdefault(be, {"backend": be, "label": BACKEND_LABELS[be], "time_us": 0.0, "kernels": 0,
-                                "forward_us": 0.0, "backward_us": 0.0})
+        e = out.setdefault(
+            be,
+            {
+                "backend": be,
+                "label": BACKEND_LABELS[be],
+                "time_us": 0.0,
+                "kernels": 0,
+                "forward_us": 0.0,
+                "backward_us": 0.0,
+            },
+        )
         e["time_us"] += d
         e["kernels"] += 1
         e["backward_us" if direction == "backward" else "forward_us"] += d
@@ -131,8 +162,11 @@ def backends(kernels: Any, math_ids: frozenset[int] = frozenset()) -> list[dict[
             if be is not None:
                 add(be, direction, d)
             continue
-        if kid in math_ids or "scaled_dot_product_attention" in (scope or "") \
-                or "_scaled_dot_product_attention_math" in (op or ""):
+        if (
+            kid in math_ids
+            or "scaled_dot_product_attention" in (scope or "")
+            or "_scaled_dot_product_attention_math" in (op or "")
+        ):
             add("math", direction, d)
             continue
         triton = triton or (name or "").startswith("triton_")

@@ -24,6 +24,7 @@ kernels whose *names* say attention are found. Three ways back, best first:
 The merged trace keeps the replay's own timing, streams and steps; the reference contributes CPU
 ranges only (on threads of their own, so nothing nests across the two files).
 """
+
 from __future__ import annotations
 
 import difflib
@@ -42,9 +43,11 @@ GRAPH_LAUNCH = re.compile(r"^cu(da)?GraphLaunch")
 CAPTURE_BEGIN = re.compile(r"^cu(da)?StreamBeginCapture")
 CAPTURE_END = re.compile(r"^cu(da)?StreamEndCapture")
 # runtime / driver calls that put one node into a graph being captured, by GPU activity kind
-NODE_CALL = ((KERNEL, re.compile(r"^(cudaLaunch\w*|cuLaunch\w*)$")),
-             (MEMCPY, re.compile(r"^cu(da)?Memcpy\w*Async")),
-             (MEMSET, re.compile(r"^cu(da)?Memset\w*Async")))
+NODE_CALL = (
+    (KERNEL, re.compile(r"^(cudaLaunch\w*|cuLaunch\w*)$")),
+    (MEMCPY, re.compile(r"^cu(da)?Memcpy\w*Async")),
+    (MEMSET, re.compile(r"^cu(da)?Memset\w*Async")),
+)
 _STEP = re.compile(r"^ProfilerStep#\d+$")
 
 # how a replayed kernel got its context (the report's per-kernel ``graph`` field)
@@ -55,11 +58,12 @@ REF, STRUCT, NONE = 0, 1, 2
 @dataclass
 class GraphContext:
     """What the analysis learned about graph replays in one trace."""
-    replayed: np.ndarray                 # bool per GPU activity: launched by a graph launch, no op of its own
-    how: np.ndarray                      # int8 per GPU activity: ATTRIBUTION code, -1 when not replayed
-    reference: Optional[str] = None      # path of the reference trace, "capture" for the trace's own capture
+
+    replayed: np.ndarray  # bool per GPU activity: launched by a graph launch, no op of its own
+    how: np.ndarray  # int8 per GPU activity: ATTRIBUTION code, -1 when not replayed
+    reference: Optional[str] = None  # path of the reference trace, "capture" for the trace's own capture
     reference_kind: Optional[str] = None  # "eager" | "capture"
-    launches: int = 0                    # graph launches with replayed work
+    launches: int = 0  # graph launches with replayed work
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -173,7 +177,7 @@ def _gap(query: list[str], ref: list[str], q0: int, q1: int, r0: int, r1: int) -
     lr = [_loose(x) for x in ref[r0:r1]]
     if len(lq) == len(lr) and lq == lr:
         return [(q0 + t, r0 + t) for t in range(len(lq))]
-    if (q1 - q0) * (r1 - r0) > 4_000_000:      # a gap that large is not the same step
+    if (q1 - q0) * (r1 - r0) > 4_000_000:  # a gap that large is not the same step
         return []
     sm = difflib.SequenceMatcher(None, lq, lr, autojunk=False)
     return [(q0 + a + t, r0 + b + t) for a, b, size in sm.get_matching_blocks() for t in range(size)]
@@ -223,12 +227,23 @@ def _merge(trace: Trace, ref: Trace, keep_ranges: np.ndarray) -> tuple[Trace, in
         elif k == "id":
             add = add + id_off
         flows[k] = np.concatenate((col, add.astype(col.dtype)))
-    merged = Trace(path=trace.path, meta=trace.meta, strings=strings, ranges=ranges, gpu=trace.gpu, flows=flows,
-                   memory=trace.memory, gpu_annotations=trace.gpu_annotations,
-                   signatures=list(trace.signatures) + list(ref.signatures), counters=trace.counters,
-                   thread_names=trace.thread_names,
-                   threads=list(trace.threads) + [("reference",) + tuple(t) for t in ref.threads],
-                   base_us=trace.base_us, stats=trace.stats, warnings=trace.warnings)
+    merged = Trace(
+        path=trace.path,
+        meta=trace.meta,
+        strings=strings,
+        ranges=ranges,
+        gpu=trace.gpu,
+        flows=flows,
+        memory=trace.memory,
+        gpu_annotations=trace.gpu_annotations,
+        signatures=list(trace.signatures) + list(ref.signatures),
+        counters=trace.counters,
+        thread_names=trace.thread_names,
+        threads=list(trace.threads) + [("reference",) + tuple(t) for t in ref.threads],
+        base_us=trace.base_us,
+        stats=trace.stats,
+        warnings=trace.warnings,
+    )
     return merged, n0
 
 
@@ -272,8 +287,9 @@ def _reference_sequence(ref: Trace, rlinks: Links) -> tuple[str, np.ndarray, np.
     return "eager", idx, G["kind"][idx], [ref.strings[i] for i in G["name"][idx].tolist()]
 
 
-def attach(trace: Trace, links: Links, reference: Optional[Trace] = None,
-           reference_path: Optional[str] = None) -> tuple[Trace, Links, GraphContext]:
+def attach(
+    trace: Trace, links: Links, reference: Optional[Trace] = None, reference_path: Optional[str] = None
+) -> tuple[Trace, Links, GraphContext]:
     """Find replayed kernels and, where a reference is at hand (``reference`` or the trace's own
     capture), give them the reference's CPU context. Returns the (possibly merged) trace, its
     links, and what was done."""
@@ -309,7 +325,7 @@ def attach(trace: Trace, links: Links, reference: Optional[Trace] = None,
     if not len(seq):
         ctx.notes.append("the reference trace has no kernels with CPU context and no graph capture")
         return trace, links, ctx
-    match: dict[int, int] = {}      # replayed activity -> reference range (capture) or activity (eager)
+    match: dict[int, int] = {}  # replayed activity -> reference range (capture) or activity (eager)
     for g in groups:
         if kind == "capture":
             if len(g) == len(seq) and np.array_equal(G["kind"][g], rkinds):
@@ -493,12 +509,16 @@ def notice(ctx: GraphContext) -> Optional[dict[str, str]]:
     missing = counts["structure"] + counts["none"]
     if not ctx.n_replayed or not missing:
         return None
-    msg = (f"{missing} of {ctx.n_replayed} kernels were replayed from CUDA graphs and have no CPU context "
-           f"(no op, shapes or module): they are tagged by name"
-           + (f" and by their place around attention kernels ({counts['structure']})" if counts["structure"] else "")
-           + ", and have no cost")
-    fix = ("pass --reference EAGER_TRACE (the same step run without the graph, or a trace of the graph capture), "
-           "or keep such a trace in the same directory")
+    msg = (
+        f"{missing} of {ctx.n_replayed} kernels were replayed from CUDA graphs and have no CPU context "
+        f"(no op, shapes or module): they are tagged by name"
+        + (f" and by their place around attention kernels ({counts['structure']})" if counts["structure"] else "")
+        + ", and have no cost"
+    )
+    fix = (
+        "pass --reference EAGER_TRACE (the same step run without the graph, or a trace of the graph capture), "
+        "or keep such a trace in the same directory"
+    )
     if ctx.notes:
         msg += "; " + "; ".join(ctx.notes)
     return {"code": "graph_replay", "message": msg, "fix": fix}
@@ -508,5 +528,10 @@ def summary(ctx: GraphContext) -> Optional[dict[str, Any]]:
     """The report's ``graphs`` block (None when nothing was replayed)."""
     if not ctx.n_replayed:
         return None
-    return {"launches": ctx.launches, "replayed_kernels": ctx.n_replayed, "attributed": ctx.counts(),
-            "reference": ctx.reference, "reference_kind": ctx.reference_kind}
+    return {
+        "launches": ctx.launches,
+        "replayed_kernels": ctx.n_replayed,
+        "attributed": ctx.counts(),
+        "reference": ctx.reference,
+        "reference_kind": ctx.reference_kind,
+    }

@@ -4,6 +4,7 @@ Everything here is a pattern over names that PyTorch, Hugging Face and the kerne
 produce; nothing is tied to one model. The module pattern is configurable (``--module-pattern``).
 The phase vocabulary lives in :mod:`.vocabulary` (re-exported here for the engine's users).
 """
+
 from __future__ import annotations
 
 import re
@@ -25,7 +26,8 @@ DEFAULT_ANNOTATION_PATTERN = r"(?i)attention|attn|sdpa|\bmha\b|flash"
 # Python functions (with_stack=True) that are attention implementations.
 ATTENTION_FUNCTION = re.compile(
     r"(?i)(scaled_dot_product_attention|multi_head_attention_forward|eager_attention_forward|"
-    r"sdpa_attention_forward|flash_attention_forward|flex_attention|_attn\b|attention_forward)")
+    r"sdpa_attention_forward|flash_attention_forward|flex_attention|_attn\b|attention_forward)"
+)
 ROTARY_NAME = re.compile(r"(?i)rotary|\brope\b|apply_rotary|rotate_half")
 
 # Ops that *are* attention (any part of the SDPA family, forward or backward).
@@ -35,35 +37,41 @@ SDPA_OP = re.compile(
     r"_triton_multi_head_attention|_masked_softmax|flex_attention\w*)$"
     r"|^(flash_attn|flash_attn_\d|xformers|xformers_flash|fa3|torch_flash|vllm|sglang|mha)::\w*(attn|attention|fwd|bwd|mha)\w*$"
     r"|^(FlashAttnFunc|FlashAttnQKVPackedFunc|FlashAttnVarlenFunc|MemoryEfficientAttention\w*)\b"
-    r"|^(FusedAttnFunc\w*|(transformer_engine\w*::|tex::)?fused_attn_(fwd|bwd)\w*)$")
+    r"|^(FusedAttnFunc\w*|(transformer_engine\w*::|tex::)?fused_attn_(fwd|bwd)\w*)$"
+)
 # SDPA-family ops whose own kernels compute the whole attention (no per-phase children).
 FUSED_OP = re.compile(
     r"^aten::(_scaled_dot_product_(flash|efficient|cudnn|fused)_attention\w*|_flash_attention_\w+|"
     r"_efficient_attention_\w+|_cudnn_attention_\w+|_scaled_dot_product_flash_attention_for_cpu\w*|flex_attention\w*)$"
     r"|^(flash_attn|flash_attn_\d|xformers|xformers_flash|fa3|torch_flash|vllm|sglang|mha)::"
     r"|^(FlashAttnFunc|FlashAttnQKVPackedFunc|FlashAttnVarlenFunc|MemoryEfficientAttention\w*)\b"
-    r"|^(FusedAttnFunc\w*|(transformer_engine\w*::|tex::)?fused_attn_(fwd|bwd)\w*)$")
+    r"|^(FusedAttnFunc\w*|(transformer_engine\w*::|tex::)?fused_attn_(fwd|bwd)\w*)$"
+)
 # Composite ops: their children carry the work (math backend, nn.MultiheadAttention fast path).
 TRANSPARENT_OP = re.compile(
     r"^aten::(scaled_dot_product_attention|_scaled_dot_product_attention_math|_native_multi_head_attention|"
-    r"_triton_multi_head_attention|matmul_backward)$")
+    r"_triton_multi_head_attention|matmul_backward)$"
+)
 
 # Kernels that are attention by name alone (used when nothing on the CPU side scopes them).
 ATTENTION_KERNEL = re.compile(
     r"flash_fwd|flash_bwd|pytorch_flash::|flash::|fmha|Fmha|AttentionKernel|AttentionBackwardKernel|"
     r"attention_kernel|_sdpa_|native_sdpa|sdpa_|cudnn_generated_fort_native_sdpa|flash_attn|xformers|"
     r"flex_attention|fused_attention|paged_attention|decode_attention|mha_fwd|mha_bwd|attn_fwd|attn_bwd|"
-    r"flash_decoding")
+    r"flash_decoding"
+)
+
 
 @dataclass(frozen=True)
 class LibraryKernel:
     """A kernel family of an attention library: what its name looks like, where the name comes
     from, and the phase its time belongs to."""
+
     library: str
     pattern: re.Pattern[str]
-    phase: str      # one of PHASES
-    role: str       # attention | combine (split-KV / cascade merge) | aux (pre/post-processing) | kv_cache_write
-    source: str     # the file that defines the kernel (for whoever updates this table)
+    phase: str  # one of PHASES
+    role: str  # attention | combine (split-KV / cascade merge) | aux (pre/post-processing) | kv_cache_write
+    source: str  # the file that defines the kernel (for whoever updates this table)
 
 
 def _k(library: str, pattern: str, phase: str, role: str, source: str) -> LibraryKernel:
@@ -76,47 +84,137 @@ def _k(library: str, pattern: str, phase: str, role: str, source: str) -> Librar
 # is any CUTLASS kernel (most often a GEMM); only the ``flash::`` class inside makes it attention.
 KERNEL_CATALOGUE: tuple[LibraryKernel, ...] = (
     # --- KV-cache writes: the attention layer's data movement (phase 'layout')
-    _k("vLLM", r"\breshape_and_cache(_flash)?_kernel|\bconcat_and_cache_mla_kernel", "layout", "kv_cache_write",
-       "vllm csrc/cache_kernels.cu"),
-    _k("FlashInfer", r"\b(RopeQuantize)?AppendPagedKV(Mla)?CacheKernel", "layout", "kv_cache_write",
-       "flashinfer include/flashinfer/page.cuh, pos_enc.cuh"),
+    _k(
+        "vLLM",
+        r"\breshape_and_cache(_flash)?_kernel|\bconcat_and_cache_mla_kernel",
+        "layout",
+        "kv_cache_write",
+        "vllm csrc/cache_kernels.cu",
+    ),
+    _k(
+        "FlashInfer",
+        r"\b(RopeQuantize)?AppendPagedKV(Mla)?CacheKernel",
+        "layout",
+        "kv_cache_write",
+        "flashinfer include/flashinfer/page.cuh, pos_enc.cuh",
+    ),
     # --- split-KV / cascade combine kernels: part of the fused attention call
-    _k("FlashAttention-2", r"flash_fwd_splitkv_combine_kernel", "fused_attention", "combine",
-       "flash-attention csrc/flash_attn/src/flash_fwd_kernel.h (also PyTorch's pytorch_flash:: copy)"),
-    _k("FlashAttention-3", r"flash::FlashAttnFwdCombine", "fused_attention", "combine",
-       "flash-attention hopper/flash_fwd_combine_kernel.h"),
-    _k("FlashMLA", r"flash_fwd_splitkv_mla_combine_kernel", "fused_attention", "combine",
-       "FlashMLA csrc/kernels (flash_fwd_mla_kernel.h / splitkv_mla.cu)"),
-    _k("FlashInfer", r"\b(Persistent)?(VariableLength)?MergeStates?(InPlace)?Kernel", "fused_attention", "combine",
-       "flashinfer include/flashinfer/attention/cascade.cuh"),
-    _k("vLLM", r"paged_attention_v2_reduce_kernel|^reduce_segments$", "fused_attention", "combine",
-       "vllm csrc/attention/attention_kernels.cuh; vllm/v1/attention/ops/triton_unified_attention.py"),
+    _k(
+        "FlashAttention-2",
+        r"flash_fwd_splitkv_combine_kernel",
+        "fused_attention",
+        "combine",
+        "flash-attention csrc/flash_attn/src/flash_fwd_kernel.h (also PyTorch's pytorch_flash:: copy)",
+    ),
+    _k(
+        "FlashAttention-3",
+        r"flash::FlashAttnFwdCombine",
+        "fused_attention",
+        "combine",
+        "flash-attention hopper/flash_fwd_combine_kernel.h",
+    ),
+    _k(
+        "FlashMLA",
+        r"flash_fwd_splitkv_mla_combine_kernel",
+        "fused_attention",
+        "combine",
+        "FlashMLA csrc/kernels (flash_fwd_mla_kernel.h / splitkv_mla.cu)",
+    ),
+    _k(
+        "FlashInfer",
+        r"\b(Persistent)?(VariableLength)?MergeStates?(InPlace)?Kernel",
+        "fused_attention",
+        "combine",
+        "flashinfer include/flashinfer/attention/cascade.cuh",
+    ),
+    _k(
+        "vLLM",
+        r"paged_attention_v2_reduce_kernel|^reduce_segments$",
+        "fused_attention",
+        "combine",
+        "vllm csrc/attention/attention_kernels.cuh; vllm/v1/attention/ops/triton_unified_attention.py",
+    ),
     # --- the attention kernels
-    _k("FlashAttention-2", r"flash_fwd_kernel|flash_fwd_splitkv_kernel|flash_bwd_dq_dk_dv_loop\w*_kernel",
-       "fused_attention", "attention", "flash-attention csrc/flash_attn/src/flash_fwd_kernel.h, flash_bwd_kernel.h"),
-    _k("FlashAttention-2", r"flash_bwd_(dot_do_o|convert_dq|convert_dkv|clear_dkvaccum)_kernel", "fused_attention",
-       "aux", "flash-attention csrc/flash_attn/src/flash_bwd_preprocess_kernel.h"),
-    _k("FlashAttention-3", r"flash::FlashAttn(Fwd|Bwd)Sm\d+", "fused_attention", "attention",
-       "flash-attention hopper/flash_fwd_kernel_sm90.h, flash_bwd_kernel_sm90.h (in cutlass::device_kernel<...>)"),
-    _k("FlashAttention-3", r"flash::FlashAttnBwd(Preprocess|Postprocess\w*)", "fused_attention", "aux",
-       "flash-attention hopper/flash_bwd_preprocess_kernel.h, flash_bwd_postprocess_kernel.h"),
-    _k("FlashAttention-4", r"FlashAttention(Forward|Backward)(Sm\d+|Base)?|FlashAttentionBackward(Pre|Post)process",
-       "fused_attention", "attention", "flash-attention flash_attn/cute/flash_fwd_sm100.py, flash_bwd*.py (CuTe DSL)"),
-    _k("FlashMLA", r"flash_fwd_splitkv_mla_kernel|flash_(sparse_)?(decode|prefill)_fwd_kernel", "fused_attention",
-       "attention", "FlashMLA csrc/kernels"),
-    _k("xformers / PyTorch mem-efficient", r"fmha_cutlass[FB]_|\bAttention(Backward)?Kernel<",
-       "fused_attention", "attention", "xformers/csrc/attention/cuda/fmha/kernels; PyTorch "
-       "aten/src/ATen/native/transformers/cuda/mem_eff_attention/kernels"),
-    _k("FlashInfer", r"\b(Batch|Single)(Prefill|Decode)With(Paged|Ragged)?KVCache(Tensor)?Kernel|"
-       r"\bBatchMLAPagedAttention\w*Kernel|\bPODWithKVCacheTensorKernel", "fused_attention", "attention",
-       "flashinfer include/flashinfer/attention/prefill.cuh, decode.cuh, mla.cuh, pod.cuh"),
-    _k("vLLM", r"paged_attention_v[12]_kernel|kernel_unified_attention_[23]d", "fused_attention", "attention",
-       "vllm csrc/attention/attention_kernels.cuh; vllm/v1/attention/ops/triton_unified_attention.py"),
-    _k("cuDNN (SDPA, Transformer Engine fused_attn)", r"cudnn_generated_\w*sdpa\w*|cudnn\w*_fmha|"
-       r"\bsm\d+_?x?fmha", "fused_attention", "attention",
-       "cuDNN frontend SDPA graphs (PyTorch cudnn backend; transformer_engine fused_attn_fwd/bwd)"),
-    _k("TensorRT-LLM", r"\bfmhaSm\d+\w*Kernel|\bfmha_v2_\w+", "fused_attention", "attention",
-       "TensorRT-LLM cpp/tensorrt_llm/kernels (trtllm-gen fmha, fmha_v2)"),
+    _k(
+        "FlashAttention-2",
+        r"flash_fwd_kernel|flash_fwd_splitkv_kernel|flash_bwd_dq_dk_dv_loop\w*_kernel",
+        "fused_attention",
+        "attention",
+        "flash-attention csrc/flash_attn/src/flash_fwd_kernel.h, flash_bwd_kernel.h",
+    ),
+    _k(
+        "FlashAttention-2",
+        r"flash_bwd_(dot_do_o|convert_dq|convert_dkv|clear_dkvaccum)_kernel",
+        "fused_attention",
+        "aux",
+        "flash-attention csrc/flash_attn/src/flash_bwd_preprocess_kernel.h",
+    ),
+    _k(
+        "FlashAttention-3",
+        r"flash::FlashAttn(Fwd|Bwd)Sm\d+",
+        "fused_attention",
+        "attention",
+        "flash-attention hopper/flash_fwd_kernel_sm90.h, flash_bwd_kernel_sm90.h (in cutlass::device_kernel<...>)",
+    ),
+    _k(
+        "FlashAttention-3",
+        r"flash::FlashAttnBwd(Preprocess|Postprocess\w*)",
+        "fused_attention",
+        "aux",
+        "flash-attention hopper/flash_bwd_preprocess_kernel.h, flash_bwd_postprocess_kernel.h",
+    ),
+    _k(
+        "FlashAttention-4",
+        r"FlashAttention(Forward|Backward)(Sm\d+|Base)?|FlashAttentionBackward(Pre|Post)process",
+        "fused_attention",
+        "attention",
+        "flash-attention flash_attn/cute/flash_fwd_sm100.py, flash_bwd*.py (CuTe DSL)",
+    ),
+    _k(
+        "FlashMLA",
+        r"flash_fwd_splitkv_mla_kernel|flash_(sparse_)?(decode|prefill)_fwd_kernel",
+        "fused_attention",
+        "attention",
+        "FlashMLA csrc/kernels",
+    ),
+    _k(
+        "xformers / PyTorch mem-efficient",
+        r"fmha_cutlass[FB]_|\bAttention(Backward)?Kernel<",
+        "fused_attention",
+        "attention",
+        "xformers/csrc/attention/cuda/fmha/kernels; PyTorch "
+        "aten/src/ATen/native/transformers/cuda/mem_eff_attention/kernels",
+    ),
+    _k(
+        "FlashInfer",
+        r"\b(Batch|Single)(Prefill|Decode)With(Paged|Ragged)?KVCache(Tensor)?Kernel|"
+        r"\bBatchMLAPagedAttention\w*Kernel|\bPODWithKVCacheTensorKernel",
+        "fused_attention",
+        "attention",
+        "flashinfer include/flashinfer/attention/prefill.cuh, decode.cuh, mla.cuh, pod.cuh",
+    ),
+    _k(
+        "vLLM",
+        r"paged_attention_v[12]_kernel|kernel_unified_attention_[23]d",
+        "fused_attention",
+        "attention",
+        "vllm csrc/attention/attention_kernels.cuh; vllm/v1/attention/ops/triton_unified_attention.py",
+    ),
+    _k(
+        "cuDNN (SDPA, Transformer Engine fused_attn)",
+        r"cudnn_generated_\w*sdpa\w*|cudnn\w*_fmha|"
+        r"\bsm\d+_?x?fmha",
+        "fused_attention",
+        "attention",
+        "cuDNN frontend SDPA graphs (PyTorch cudnn backend; transformer_engine fused_attn_fwd/bwd)",
+    ),
+    _k(
+        "TensorRT-LLM",
+        r"\bfmhaSm\d+\w*Kernel|\bfmha_v2_\w+",
+        "fused_attention",
+        "attention",
+        "TensorRT-LLM cpp/tensorrt_llm/kernels (trtllm-gen fmha, fmha_v2)",
+    ),
 )
 
 
@@ -132,33 +230,163 @@ def library_kernel(name: str) -> Optional[LibraryKernel]:
 TRITON_KERNEL = re.compile(r"^triton_(poi|red|per|tem|mm|bmm|for|tma)_\w*?fused_?(?P<ops>\w*?)_?\d*$")
 
 # Op names (without "aten::") by role, used to classify units inside an attention scope.
-PROJ_OPS = frozenset({"linear", "addmm", "addmv", "_transform_bias_rescale_qkv", "_addmm_activation",
-                      "conv1d", "_scaled_mm"})
+PROJ_OPS = frozenset(
+    {"linear", "addmm", "addmv", "_transform_bias_rescale_qkv", "_addmm_activation", "conv1d", "_scaled_mm"}
+)
 BATCHED_MM_OPS = frozenset({"bmm", "baddbmm"})
 AMBIGUOUS_MM_OPS = frozenset({"matmul", "mm", "einsum", "mv", "dot", "tensordot"})
 SOFTMAX_OPS = frozenset({"softmax", "_softmax", "_safe_softmax", "_masked_softmax", "special_softmax"})
-DROPOUT_OPS = frozenset({"dropout", "native_dropout", "feature_dropout", "alpha_dropout",
-                         "feature_alpha_dropout", "_fused_dropout", "dropout_"})
+DROPOUT_OPS = frozenset(
+    {
+        "dropout",
+        "native_dropout",
+        "feature_dropout",
+        "alpha_dropout",
+        "feature_alpha_dropout",
+        "_fused_dropout",
+        "dropout_",
+    }
+)
 SCALE_OPS = frozenset({"div", "div_", "mul", "mul_", "true_divide", "true_divide_", "multiply", "divide"})
-MASK_OPS = frozenset({"masked_fill", "masked_fill_", "where", "add", "add_", "sub", "sub_", "triu", "tril",
-                      "triu_", "tril_", "ones", "ones_like", "full", "full_like", "zeros", "zeros_like",
-                      "fill_", "zero_", "logical_not", "logical_and", "logical_or", "eq", "ne", "lt", "le",
-                      "gt", "ge", "isneginf", "any", "all", "arange", "scalar_tensor", "bitwise_not",
-                      "minimum", "maximum", "clamp", "clamp_min"})
-ROTARY_OPS = frozenset({"neg", "sin", "cos", "cat", "mul", "add", "sub", "slice", "narrow", "chunk",
-                        "stack", "polar", "view_as_complex", "view_as_real", "_to_copy", "to", "unsqueeze"})
+MASK_OPS = frozenset(
+    {
+        "masked_fill",
+        "masked_fill_",
+        "where",
+        "add",
+        "add_",
+        "sub",
+        "sub_",
+        "triu",
+        "tril",
+        "triu_",
+        "tril_",
+        "ones",
+        "ones_like",
+        "full",
+        "full_like",
+        "zeros",
+        "zeros_like",
+        "fill_",
+        "zero_",
+        "logical_not",
+        "logical_and",
+        "logical_or",
+        "eq",
+        "ne",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+        "isneginf",
+        "any",
+        "all",
+        "arange",
+        "scalar_tensor",
+        "bitwise_not",
+        "minimum",
+        "maximum",
+        "clamp",
+        "clamp_min",
+    }
+)
+ROTARY_OPS = frozenset(
+    {
+        "neg",
+        "sin",
+        "cos",
+        "cat",
+        "mul",
+        "add",
+        "sub",
+        "slice",
+        "narrow",
+        "chunk",
+        "stack",
+        "polar",
+        "view_as_complex",
+        "view_as_real",
+        "_to_copy",
+        "to",
+        "unsqueeze",
+    }
+)
 ROTARY_MARKERS = frozenset({"neg", "sin", "cos", "view_as_complex", "polar"})
-LAYOUT_OPS = frozenset({"copy_", "contiguous", "clone", "_to_copy", "to", "transpose", "permute", "cat",
-                        "stack", "view", "reshape", "expand", "expand_as", "repeat", "repeat_interleave",
-                        "index_select", "_unsafe_view", "split", "split_with_sizes", "chunk", "unbind",
-                        "narrow", "slice", "select", "flatten", "unflatten", "unsqueeze", "squeeze", "t",
-                        "as_strided", "empty", "empty_like", "new_empty", "empty_strided", "_reshape_alias",
-                        "detach", "alias", "index", "gather", "type_as", "movedim", "swapaxes", "lift_fresh",
-                        "_local_scalar_dense", "item", "resize_", "set_", "index_put_", "index_copy_",
-                        "scatter", "scatter_", "_unsafe_index", "index_copy", "pad", "constant_pad_nd"})
+LAYOUT_OPS = frozenset(
+    {
+        "copy_",
+        "contiguous",
+        "clone",
+        "_to_copy",
+        "to",
+        "transpose",
+        "permute",
+        "cat",
+        "stack",
+        "view",
+        "reshape",
+        "expand",
+        "expand_as",
+        "repeat",
+        "repeat_interleave",
+        "index_select",
+        "_unsafe_view",
+        "split",
+        "split_with_sizes",
+        "chunk",
+        "unbind",
+        "narrow",
+        "slice",
+        "select",
+        "flatten",
+        "unflatten",
+        "unsqueeze",
+        "squeeze",
+        "t",
+        "as_strided",
+        "empty",
+        "empty_like",
+        "new_empty",
+        "empty_strided",
+        "_reshape_alias",
+        "detach",
+        "alias",
+        "index",
+        "gather",
+        "type_as",
+        "movedim",
+        "swapaxes",
+        "lift_fresh",
+        "_local_scalar_dense",
+        "item",
+        "resize_",
+        "set_",
+        "index_put_",
+        "index_copy_",
+        "scatter",
+        "scatter_",
+        "_unsafe_index",
+        "index_copy",
+        "pad",
+        "constant_pad_nd",
+    }
+)
 # Ops that only move data; their kernels inside matmul / projection / softmax units are 'layout'.
-COPY_OPS = frozenset({"copy_", "clone", "contiguous", "_to_copy", "cat", "stack", "index_select",
-                      "repeat_interleave", "repeat", "_unsafe_index", "gather"})
+COPY_OPS = frozenset(
+    {
+        "copy_",
+        "clone",
+        "contiguous",
+        "_to_copy",
+        "cat",
+        "stack",
+        "index_select",
+        "repeat_interleave",
+        "repeat",
+        "_unsafe_index",
+        "gather",
+    }
+)
 COPY_REFINED_PHASES = ("qkv_proj", "out_proj", "qk_matmul", "pv_matmul", "softmax", "scale")
 LINEAR_MODULE = re.compile(r"(?i)linear|conv1d|^dense")
 # a norm inside an attention module: MLA's latent norms between the low-rank down and up
@@ -194,11 +422,11 @@ def triton_ops(kernel_name: str) -> list[str]:
         return []
     body = kernel_name.split("fused", 1)[1] if "fused" in kernel_name else ""
     body = re.sub(r"_\d+$", "", body)
-    body = body[1:] if body.startswith("_") else body        # the separator after 'fused'
+    body = body[1:] if body.startswith("_") else body  # the separator after 'fused'
     words = body.split("_")
     out, i = [], 0
     while i < len(words):
-        if not words[i]:                      # '__x' -> the op '_x'
+        if not words[i]:  # '__x' -> the op '_x'
             i += 1
             if i < len(words) and words[i]:
                 words[i] = "_" + words[i]
@@ -235,9 +463,20 @@ def triton_phase(kernel_name: str) -> str | None:
     return None
 
 
-_KNOWN_OPS = (PROJ_OPS | BATCHED_MM_OPS | AMBIGUOUS_MM_OPS | SOFTMAX_OPS | DROPOUT_OPS | SCALE_OPS | MASK_OPS
-              | LAYOUT_OPS | ROTARY_OPS | frozenset({"_softmax_backward_data", "native_dropout_backward",
-                                                    "prepare_softmax_online", "masked_fill", "exp", "log"}))
+_KNOWN_OPS = (
+    PROJ_OPS
+    | BATCHED_MM_OPS
+    | AMBIGUOUS_MM_OPS
+    | SOFTMAX_OPS
+    | DROPOUT_OPS
+    | SCALE_OPS
+    | MASK_OPS
+    | LAYOUT_OPS
+    | ROTARY_OPS
+    | frozenset(
+        {"_softmax_backward_data", "native_dropout_backward", "prepare_softmax_online", "masked_fill", "exp", "log"}
+    )
+)
 
 
 def triton_unit(kernel_name: str) -> str:

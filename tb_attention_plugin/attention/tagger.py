@@ -18,6 +18,7 @@
    cuDNN/Transformer Engine, TensorRT-LLM; KV-cache writes there are phase ``layout``), then the
    generic name pattern (fMHA, Inductor's fused softmax...). CUDA-graph replays: ``graphs.py``.
 """
+
 from __future__ import annotations
 
 import re
@@ -31,23 +32,33 @@ from ..trace.records import ANNOTATION, LAUNCH, MODULE, OP, PYFUNC, Trace
 from ..trace.shapes import Arg, parse_args
 from . import patterns as P
 
-SOURCES = ("module", "function", "annotation", "sdpa_op", "pattern", "kernel_name", "gpu_annotation",
-           "graph_reference", "graph_structure")
+SOURCES = (
+    "module",
+    "function",
+    "annotation",
+    "sdpa_op",
+    "pattern",
+    "kernel_name",
+    "gpu_annotation",
+    "graph_reference",
+    "graph_structure",
+)
 _SRC = {s: i for i, s in enumerate(SOURCES)}
 
 
 @dataclass
 class Tagging:
     """Per CPU range and per GPU activity: instance (-1 = not attention), phase and source codes."""
+
     range_instance: np.ndarray
     range_phase: np.ndarray
     range_source: np.ndarray
     gpu_instance: np.ndarray
     gpu_phase: np.ndarray
     gpu_source: np.ndarray
-    gpu_backward: np.ndarray      # bool
-    instances: dict[int, dict[str, str]]    # instance id -> {"name", "source"}
-    graph: Any = None             # graphs.GraphContext: CUDA-graph replays and how they were attributed
+    gpu_backward: np.ndarray  # bool
+    instances: dict[int, dict[str, str]]  # instance id -> {"name", "source"}
+    graph: Any = None  # graphs.GraphContext: CUDA-graph replays and how they were attributed
 
     def phase_name(self, code: int) -> Optional[str]:
         return P.PHASES[code] if code >= 0 else None
@@ -114,7 +125,7 @@ class _Unit:
 
     def __init__(self, r: int, cat: str, op: str = "", fixed_phase: Optional[str] = None):
         self.range = r
-        self.cat = cat          # proj | mm | softmax | dropout | scale | mask | layout | fused | rotary | norm | other
+        self.cat = cat  # proj | mm | softmax | dropout | scale | mask | layout | fused | rotary | norm | other
         self.op = op
         self.fixed_phase = fixed_phase
 
@@ -148,7 +159,7 @@ def _op_unit(ctx: _Ctx, r: int) -> _Unit:
             return _Unit(r, "mm", op)
         args = ctx.args(r)
         if args:
-            tens = [a.shape for a in args if a.shape is not None]   # the tensors' shapes
+            tens = [a.shape for a in args if a.shape is not None]  # the tensors' shapes
             if len(tens) >= 2 and len(tens[1]) == 2 and len(tens[0]) >= 2 and op != "mm":
                 return _Unit(r, "proj?", op)
             if len(tens) >= 2 and len(tens[0]) >= 3 and len(tens[1]) >= 3:
@@ -228,7 +239,7 @@ def _resolve_ambiguous(units: list[_Unit]) -> None:
     for i, u in enumerate(units):
         if u.cat not in ("mm?", "proj?"):
             continue
-        nxt = next((v.cat for v in units[i + 1:] if v.cat in mm_like | {"softmax"}), None)
+        nxt = next((v.cat for v in units[i + 1 :] if v.cat in mm_like | {"softmax"}), None)
         prv = next((v.cat for v in reversed(units[:i]) if v.cat in mm_like | {"softmax", "dropout"}), None)
         if nxt == "softmax" or prv in ("softmax", "dropout"):
             u.cat = "mm"
@@ -241,8 +252,8 @@ def _assign_phases(units: list[_Unit]) -> list[str]:
     # Rotary without a named function: neg/sin/cos between the projections and QK^T.
     first_core = next((i for i, u in enumerate(units) if u.cat in ("mm", "softmax", "fused")), len(units))
     last_proj = max((i for i, u in enumerate(units[:first_core]) if u.cat == "proj"), default=-1)
-    rotary_mode = any(u.cat == "rotary?" for u in units[last_proj + 1:first_core])
-    stage = 0   # 0 before QK^T, 1 after QK^T, 2 after softmax, 3 after PV / fused
+    rotary_mode = any(u.cat == "rotary?" for u in units[last_proj + 1 : first_core])
+    stage = 0  # 0 before QK^T, 1 after QK^T, 2 after softmax, 3 after PV / fused
     phases = []
     for i, u in enumerate(units):
         c = u.cat
@@ -278,8 +289,12 @@ def _assign_phases(units: list[_Unit]) -> list[str]:
         elif c == "rotary?":
             ph = "rotary" if stage == 0 else "other"
         elif c == "layout":
-            if (stage == 0 and rotary_mode and last_proj < i < first_core
-                    and u.op in ("cat", "slice", "narrow", "chunk")):
+            if (
+                stage == 0
+                and rotary_mode
+                and last_proj < i < first_core
+                and u.op in ("cat", "slice", "narrow", "chunk")
+            ):
                 ph = "rotary"
             else:
                 ph = "layout"
@@ -313,8 +328,12 @@ def _pattern_instances(ctx: _Ctx, inst: np.ndarray, broot: np.ndarray) -> list[l
     soft_ids = {i for i, s in enumerate(names) if P.short_op(s) in P.SOFTMAX_OPS}
     if not soft_ids:
         return []
-    cand = [r for r in np.flatnonzero(np.isin(ctx.name_id, list(soft_ids)) & (ctx.kind == OP)
-                                      & (inst < 0) & (broot < 0)).tolist()]
+    cand = [
+        r
+        for r in np.flatnonzero(
+            np.isin(ctx.name_id, list(soft_ids)) & (ctx.kind == OP) & (inst < 0) & (broot < 0)
+        ).tolist()
+    ]
     found: list[list[int]] = []
     used: set[int] = set()
     parent = ctx.L.parent
@@ -329,7 +348,7 @@ def _pattern_instances(ctx: _Ctx, inst: np.ndarray, broot: np.ndarray) -> list[l
         p = int(parent[top])
         key: tuple[int, Optional[int]] = (p, None) if p >= 0 else (-1, int(R["thread"][top]))
         hit = siblings.get(key)
-        if hit is None:      # built once per parent: per candidate it was O(n^2) on long flat threads
+        if hit is None:  # built once per parent: per candidate it was O(n^2) on long flat threads
             if p >= 0:
                 sib = [int(c) for c in ctx.L.children(p) if ctx.kind[c] == OP]
             else:
@@ -358,7 +377,7 @@ def _pattern_instances(ctx: _Ctx, inst: np.ndarray, broot: np.ndarray) -> list[l
                 break
         if qk is None or pv is None:
             continue
-        group = sib[qk:pv + 1]
+        group = sib[qk : pv + 1]
         if any(inst[g] >= 0 or g in used for g in group):
             continue
         used.update(group)
@@ -389,8 +408,12 @@ def call_numbers(trace: Trace, tagging: Tagging) -> dict[int, int]:
     return {i: n for n, i in enumerate(sorted(keys, key=lambda i: (*keys[i], i)))}
 
 
-def tag(trace: Trace, links: Links, module_pattern: str = P.DEFAULT_MODULE_PATTERN,
-        annotation_pattern: str = P.DEFAULT_ANNOTATION_PATTERN) -> Tagging:
+def tag(
+    trace: Trace,
+    links: Links,
+    module_pattern: str = P.DEFAULT_MODULE_PATTERN,
+    annotation_pattern: str = P.DEFAULT_ANNOTATION_PATTERN,
+) -> Tagging:
     ctx = _Ctx(trace, links, re.compile(module_pattern), re.compile(annotation_pattern))
     R, G = trace.ranges, trace.gpu
     n = len(R["kind"])
@@ -519,7 +542,7 @@ def tag(trace: Trace, links: Links, module_pattern: str = P.DEFAULT_MODULE_PATTE
     by_name = {}
     for nid in uniq:
         nm = names[nid]
-        lib = P.library_kernel(nm)       # the library catalogue first: it knows KV-cache writes
+        lib = P.library_kernel(nm)  # the library catalogue first: it knows KV-cache writes
         if lib is not None:
             by_name[nid] = P.PHASE_INDEX[lib.phase]
         elif P.ATTENTION_KERNEL.search(nm):
@@ -532,10 +555,18 @@ def tag(trace: Trace, links: Links, module_pattern: str = P.DEFAULT_MODULE_PATTE
         for k in np.flatnonzero(g_inst < 0).tolist():
             code = by_name.get(int(gname[k]))
             if code is not None:
-                key = n + k   # kernel-only instances: ids past the range indices
+                key = n + k  # kernel-only instances: ids past the range indices
                 g_inst[k] = key
                 g_phase[k] = code
                 g_src[k] = _SRC["kernel_name"]
                 instances[key] = {"name": names[gname[k]], "source": "kernel_name"}
-    return Tagging(range_instance=inst, range_phase=phase, range_source=source, gpu_instance=g_inst,
-                   gpu_phase=g_phase, gpu_source=g_src, gpu_backward=g_bwd.astype(bool), instances=instances)
+    return Tagging(
+        range_instance=inst,
+        range_phase=phase,
+        range_source=source,
+        gpu_instance=g_inst,
+        gpu_phase=g_phase,
+        gpu_source=g_src,
+        gpu_backward=g_bwd.astype(bool),
+        instances=instances,
+    )

@@ -8,6 +8,7 @@ tb_attention_plugin.attention.vocabulary``; a test fails when it is stale). Addi
 one :class:`Phase` entry here (then regenerate the TypeScript and the bundle), plus the tagger
 rule that assigns it (docs/extending.md).
 """
+
 from __future__ import annotations
 
 import json
@@ -18,10 +19,10 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Phase:
-    key: str                # in the JSON and in URLs
-    label: str              # shown to people (CLI, JSON "label", dashboard, timeline tracks)
-    color: str              # the dashboard's colour for it
-    core: bool = False      # core attention: what a fused kernel replaces (projections and layout are apart)
+    key: str  # in the JSON and in URLs
+    label: str  # shown to people (CLI, JSON "label", dashboard, timeline tracks)
+    color: str  # the dashboard's colour for it
+    core: bool = False  # core attention: what a fused kernel replaces (projections and layout are apart)
 
 
 # The engine's phase codes are indexes into this tuple: append new phases, do not reorder.
@@ -46,36 +47,57 @@ PHASE_COLORS: dict[str, str] = {p.key: p.color for p in _PHASES}
 CORE_PHASES: frozenset[str] = frozenset(p.key for p in _PHASES if p.core)
 UNFUSED_CORE_PHASES: frozenset[str] = CORE_PHASES - {"fused_attention"}
 # The order a layer runs them in (comparisons list phases this way).
-FLOW_ORDER: tuple[str, ...] = ("qkv_proj", "rotary", "qk_matmul", "scale", "mask", "softmax", "dropout",
-                               "pv_matmul", "fused_attention", "out_proj", "layout", "other")
-NOT_ATTENTION = "none"          # the kernel-table filter value for kernels outside attention
+FLOW_ORDER: tuple[str, ...] = (
+    "qkv_proj",
+    "rotary",
+    "qk_matmul",
+    "scale",
+    "mask",
+    "softmax",
+    "dropout",
+    "pv_matmul",
+    "fused_attention",
+    "out_proj",
+    "layout",
+    "other",
+)
+NOT_ATTENTION = "none"  # the kernel-table filter value for kernels outside attention
 
 BOUNDS: tuple[str, ...] = ("memory", "compute", "latency", "unknown")
-BOUND_LABELS: dict[str, str] = {"memory": "memory-bound", "compute": "compute-bound", "latency": "latency-bound",
-                                "unknown": "unknown"}
+BOUND_LABELS: dict[str, str] = {
+    "memory": "memory-bound",
+    "compute": "compute-bound",
+    "latency": "latency-bound",
+    "unknown": "unknown",
+}
 BOUND_COLORS: dict[str, str] = {"memory": "#0969da", "compute": "#1a7f37", "latency": "#bf8700", "unknown": "#6e7781"}
 
 DIRECTIONS: tuple[str, ...] = ("forward", "backward")
 
-TS_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                       "frontend", "src", "vocabulary.ts")
+TS_PATH = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "frontend", "src", "vocabulary.ts"
+)
 
 
 def typescript() -> str:
     """The source of ``frontend/src/vocabulary.ts``."""
+
     def const(name: str, value: object, ts_type: str) -> str:
         return f"export const {name}: {ts_type} = {json.dumps(value, ensure_ascii=False)};\n"
-    return ("// Generated from tb_attention_plugin/attention/vocabulary.py by\n"
-            "// `python -m tb_attention_plugin.attention.vocabulary`: edit that module, not this file.\n\n"
-            + const("PHASE_ORDER", list(PHASES), "readonly string[]")
-            + const("FLOW_ORDER", list(FLOW_ORDER), "readonly string[]")
-            + const("CORE_PHASES", sorted(CORE_PHASES, key=PHASE_INDEX.__getitem__), "readonly string[]")
-            + const("PHASE_LABELS", PHASE_LABELS, "Record<string, string>")
-            + const("PHASE_COLORS", PHASE_COLORS, "Record<string, string>")
-            + const("BOUNDS", list(BOUNDS), "readonly string[]")
-            + const("BOUND_LABELS", BOUND_LABELS, "Record<string, string>")
-            + const("BOUND_COLORS", BOUND_COLORS, "Record<string, string>")
-            + const("DIRECTIONS", list(DIRECTIONS), "readonly string[]"))
+
+    return (
+        "// Generated from tb_attention_plugin/attention/vocabulary.py by\n"
+        "// `python -m tb_attention_plugin.attention.vocabulary`: edit that module, not this file.\n\n"
+        + const("PHASE_ORDER", list(PHASES), "readonly string[]")
+        + const("FLOW_ORDER", list(FLOW_ORDER), "readonly string[]")
+        + const("CORE_PHASES", sorted(CORE_PHASES, key=PHASE_INDEX.__getitem__), "readonly string[]")
+        + const("PHASE_LABELS", PHASE_LABELS, "Record<string, string>")
+        + const("PHASE_COLORS", PHASE_COLORS, "Record<string, string>")
+        + const("BOUNDS", list(BOUNDS), "readonly string[]")
+        + const("BOUND_LABELS", BOUND_LABELS, "Record<string, string>")
+        + const("BOUND_COLORS", BOUND_COLORS, "Record<string, string>")
+        + const("DIRECTIONS", list(DIRECTIONS), "readonly string[]")
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -88,8 +110,7 @@ def main(argv: list[str]) -> int:
         same = False
     if "--check" in argv:
         if not same:
-            print(f"error: {TS_PATH} is stale: run python -m tb_attention_plugin.attention.vocabulary",
-                  file=sys.stderr)
+            print(f"error: {TS_PATH} is stale: run python -m tb_attention_plugin.attention.vocabulary", file=sys.stderr)
         return 0 if same else 1
     if not same:
         with open(TS_PATH, "w", encoding="utf-8") as f:

@@ -21,6 +21,7 @@ Three parts, documented field by field in docs/report-schema.md (*The memory blo
 block.py puts the parts together. Text and CSV rendering of the block live in formats.py: this
 package computes, it does not print.
 """
+
 from .block import HOW_TO_RECORD, memory_report
 from .footprint import GQA_GROUPS, MLA_LATENT_DIM, MLA_ROPE_DIM
 from .outputs import op_outputs

@@ -5,6 +5,7 @@ timestamp, and through it to the attention call and phase the tagger gave that r
 ranges carry the forward op's call and phase, like kernels). Figures are kept per device; each
 device's events travel together as one :class:`DeviceEvents`.
 """
+
 from __future__ import annotations
 
 import re
@@ -20,10 +21,10 @@ from .makers import group_makers, is_score, maker, maker_json, makers_of
 from .outputs import CUDA
 
 DEVICE_TYPES = {0: "cpu", 1: "cuda", 2: "mkldnn", 6: "hip", 9: "xla", 12: "xpu", 13: "mps", 20: "privateuse1"}
-CURVE_POINTS = 1200            # the allocation curve is downsampled to about this many points
+CURVE_POINTS = 1200  # the allocation curve is downsampled to about this many points
 MAX_SPANS = 4000
 MAX_HELD = 12
-MAX_INFER = 60000              # allocations whose maker op is looked up (largest first)
+MAX_INFER = 60000  # allocations whose maker op is looked up (largest first)
 
 
 @dataclass
@@ -31,19 +32,20 @@ class DeviceEvents:
     """One device's memory events in time order (a step's window when ``--step`` is given), with
     what each one belongs to. Arrays are per event; ``makers`` (event -> the op that made that
     allocation) is filled as allocations are looked at and shared by the peaks."""
+
     ctx: TraceContext
-    shapes: dict                # attention call -> its shapes (calls.instance_shapes)
-    device_type: int            # the profiler's Device Type code (1 = CUDA)
+    shapes: dict  # attention call -> its shapes (calls.instance_shapes)
+    device_type: int  # the profiler's Device Type code (1 = CUDA)
     device_id: int
-    rng: np.ndarray             # innermost CPU range, or -1
-    inst: np.ndarray            # attention call (instance id), or -1
-    ph: np.ndarray              # phase code, or -1 outside attention
-    bwd: np.ndarray             # bool: in a backward range
-    b: np.ndarray               # bytes: + allocated, - freed
-    ts: np.ndarray              # µs
-    tot: np.ndarray             # Total Allocated after the event
-    res: np.ndarray             # Total Reserved after the event
-    free_at: np.ndarray         # index of the free of each allocation (n + 1 when never freed)
+    rng: np.ndarray  # innermost CPU range, or -1
+    inst: np.ndarray  # attention call (instance id), or -1
+    ph: np.ndarray  # phase code, or -1 outside attention
+    bwd: np.ndarray  # bool: in a backward range
+    b: np.ndarray  # bytes: + allocated, - freed
+    ts: np.ndarray  # µs
+    tot: np.ndarray  # Total Allocated after the event
+    res: np.ndarray  # Total Reserved after the event
+    free_at: np.ndarray  # index of the free of each allocation (n + 1 when never freed)
     makers: dict[int, dict] = field(default_factory=dict)
     score: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # score-matrix allocations
 
@@ -88,8 +90,17 @@ def device_entries(ctx: TraceContext, shapes: dict, window) -> list[dict]:
     return out
 
 
-def _events(ctx: TraceContext, shapes: dict, idx: np.ndarray, rng: np.ndarray, inst: np.ndarray,
-            ph: np.ndarray, bwd: np.ndarray, device_type: int, device_id: int) -> DeviceEvents:
+def _events(
+    ctx: TraceContext,
+    shapes: dict,
+    idx: np.ndarray,
+    rng: np.ndarray,
+    inst: np.ndarray,
+    ph: np.ndarray,
+    bwd: np.ndarray,
+    device_type: int,
+    device_id: int,
+) -> DeviceEvents:
     """A device's events (rows ``idx`` of the trace's memory table), with allocations paired
     with their frees and attention's own allocations matched to their maker ops."""
     M = ctx.t.memory
@@ -108,9 +119,21 @@ def _events(ctx: TraceContext, shapes: dict, idx: np.ndarray, rng: np.ndarray, i
     pair = (a_s[:-1] == a_s[1:]) & (b_s[:-1] > 0) & (b_s[1:] < 0)
     free_at = np.full(n, n + 1, dtype=np.int64)
     free_at[o[:-1][pair]] = o[1:][pair]
-    ev = DeviceEvents(ctx=ctx, shapes=shapes, device_type=int(device_type), device_id=int(device_id), rng=rng,
-                      inst=inst, ph=ph, bwd=bwd, b=b, ts=M["ts"][idx], tot=tot,
-                      res=M["total_reserved"][idx].astype(np.int64), free_at=free_at)
+    ev = DeviceEvents(
+        ctx=ctx,
+        shapes=shapes,
+        device_type=int(device_type),
+        device_id=int(device_id),
+        rng=rng,
+        inst=inst,
+        ph=ph,
+        bwd=bwd,
+        b=b,
+        ts=M["ts"][idx],
+        tot=tot,
+        res=M["total_reserved"][idx].astype(np.int64),
+        free_at=free_at,
+    )
     # makers of the allocations that matter: attention's own, and the ones live at the peaks
     am = np.flatnonzero(ev.alloc & ev.att)
     if len(am) > MAX_INFER:
@@ -132,9 +155,15 @@ def _device_entry(ev: DeviceEvents) -> dict:
     label = name if ev.device_type == 0 or ev.device_id < 0 else f"{name}:{ev.device_id}"
     peak_i = int(np.argmax(tot)) if n else 0
     e: dict = {
-        "device": label, "device_type": name, "device_type_code": ev.device_type, "device_id": ev.device_id,
-        "events": int(n), "allocs": int(alloc.sum()), "frees": int(free.sum()),
-        "alloc_bytes": int(b[alloc].sum()), "free_bytes": int(-b[free].sum()),
+        "device": label,
+        "device_type": name,
+        "device_type_code": ev.device_type,
+        "device_id": ev.device_id,
+        "events": int(n),
+        "allocs": int(alloc.sum()),
+        "frees": int(free.sum()),
+        "alloc_bytes": int(b[alloc].sum()),
+        "free_bytes": int(-b[free].sum()),
         "start_allocated_bytes": int(tot[0] - b[0]) if n else 0,
         "end_allocated_bytes": int(tot[-1]) if n else 0,
         "peak_allocated_bytes": int(tot[peak_i]) if n else 0,
@@ -146,15 +175,19 @@ def _device_entry(ev: DeviceEvents) -> dict:
     # inside attention
     a_al, a_fr = alloc & att, free & att
     e["attention"] = {
-        "events": int(att.sum()), "allocs": int(a_al.sum()), "frees": int(a_fr.sum()),
-        "alloc_bytes": int(b[a_al].sum()), "free_bytes": int(-b[a_fr].sum()),
+        "events": int(att.sum()),
+        "allocs": int(a_al.sum()),
+        "frees": int(a_fr.sum()),
+        "alloc_bytes": int(b[a_al].sum()),
+        "free_bytes": int(-b[a_fr].sum()),
         "share_of_alloc_bytes": rounded(b[a_al].sum() / b[alloc].sum(), 4) if b[alloc].sum() > 0 else None,
         "empty_allocs": None,
     }
     e["phases"] = _phase_rows(ev)
     sc = np.flatnonzero(ev.score)
     e["score_matrices"] = {
-        "allocs": int(len(sc)), "bytes": int(b[sc].sum()),
+        "allocs": int(len(sc)),
+        "bytes": int(b[sc].sum()),
         "max_bytes": int(b[sc].max()) if len(sc) else 0,
         "examples": group_makers([(ev.makers[p], int(b[p])) for p in sc.tolist()], limit=4),
     }
@@ -181,12 +214,19 @@ def _phase_rows(ev: DeviceEvents) -> list[dict]:
                 continue
             ma, mf = m & alloc, m & free
             big = np.flatnonzero(ma)
-            row = {"phase": phn, "label": P.PHASE_LABELS[phn], "direction": direction,
-                   "allocs": int(ma.sum()), "frees": int(mf.sum()),
-                   "alloc_bytes": int(b[ma].sum()), "free_bytes": int(-b[mf].sum()),
-                   "net_bytes": int(b[m].sum()),
-                   "score_allocs": int((ma & score).sum()), "score_bytes": int(b[ma & score].sum()),
-                   "largest": None}
+            row = {
+                "phase": phn,
+                "label": P.PHASE_LABELS[phn],
+                "direction": direction,
+                "allocs": int(ma.sum()),
+                "frees": int(mf.sum()),
+                "alloc_bytes": int(b[ma].sum()),
+                "free_bytes": int(-b[mf].sum()),
+                "net_bytes": int(b[m].sum()),
+                "score_allocs": int((ma & score).sum()),
+                "score_bytes": int(b[ma & score].sum()),
+                "largest": None,
+            }
             if len(big):
                 p = int(big[np.argmax(b[big])])
                 row["largest"] = dict(maker_json(ev.makers.get(p) or ev.maker(p)), bytes=int(b[p]))
@@ -196,8 +236,18 @@ def _phase_rows(ev: DeviceEvents) -> list[dict]:
 
 def _peak(ev: DeviceEvents, p: int) -> dict:
     """Total Allocated at event p and the live allocations that make it up."""
-    ctx, shapes, rng, inst, ph, bwd, b, tot, ts, makers = (ev.ctx, ev.shapes, ev.rng, ev.inst, ev.ph, ev.bwd, ev.b,
-                                                           ev.tot, ev.ts, ev.makers)
+    ctx, shapes, rng, inst, ph, bwd, b, tot, ts, makers = (
+        ev.ctx,
+        ev.shapes,
+        ev.rng,
+        ev.inst,
+        ev.ph,
+        ev.bwd,
+        ev.b,
+        ev.tot,
+        ev.ts,
+        ev.makers,
+    )
     pos = np.arange(len(b))
     live = np.flatnonzero(ev.alloc & (pos <= p) & (ev.free_at > p))
     groups: dict = {}
@@ -210,12 +260,17 @@ def _peak(ev: DeviceEvents, p: int) -> dict:
             if inst[q] >= 0 and s is not None and is_score(mk, int(b[q]), s, ev.device_type):
                 mk["score_matrix"] = True
         a = inst[q] >= 0
-        key = (mk.get("op"), tuple(mk["shape"]) if mk.get("shape") else None, mk.get("dtype"),
-               P.PHASES[ph[q]] if a else None, "backward" if bwd[q] else "forward", bool(a))
+        key = (
+            mk.get("op"),
+            tuple(mk["shape"]) if mk.get("shape") else None,
+            mk.get("dtype"),
+            P.PHASES[ph[q]] if a else None,
+            "backward" if bwd[q] else "forward",
+            bool(a),
+        )
         g = groups.get(key)
         if g is None:
-            g = groups[key] = dict(maker_json(mk), phase=key[3], direction=key[4], attention=key[5],
-                                   count=0, bytes=0)
+            g = groups[key] = dict(maker_json(mk), phase=key[3], direction=key[4], attention=key[5], count=0, bytes=0)
         g["count"] += 1
         g["bytes"] += int(b[q])
         live_bytes += int(b[q])
@@ -226,14 +281,16 @@ def _peak(ev: DeviceEvents, p: int) -> dict:
     r = int(rng[p])
     i = int(inst[p])
     return {
-        "ts": float(ts[p]), "total_allocated_bytes": total,
+        "ts": float(ts[p]),
+        "total_allocated_bytes": total,
         "in_attention": bool(i >= 0),
         "phase": P.PHASES[ph[p]] if i >= 0 else None,
         "direction": "backward" if bwd[p] else "forward",
         "instance": ctx.call(i),
         "scope": ctx.tag.instances.get(i, {}).get("name") if i >= 0 else None,
         "op": ctx.name(r) if r >= 0 else None,
-        "live_allocs": int(len(live)), "live_bytes": live_bytes,
+        "live_allocs": int(len(live)),
+        "live_bytes": live_bytes,
         "attention_bytes": int(sum(g["bytes"] for g in held if g["attention"])),
         "score_bytes": int(sum(g["bytes"] for g in held if g["score_matrix"])),
         "before_window_bytes": max(0, total - live_bytes),
@@ -256,8 +313,15 @@ def _call_comparison(ev: DeviceEvents) -> list[dict]:
         i = int(inst[p])
         d = per.get(i)
         if d is None:
-            d = per[i] = {"first": p, "core_first": None, "max": int(tot[p]), "core_max": None,
-                          "alloc": 0, "score_alloc": 0, "score_n": 0}
+            d = per[i] = {
+                "first": p,
+                "core_first": None,
+                "max": int(tot[p]),
+                "core_max": None,
+                "alloc": 0,
+                "score_alloc": 0,
+                "score_n": 0,
+            }
         d["max"] = max(d["max"], int(tot[p]))
         if b[p] > 0:
             d["alloc"] += int(b[p])
@@ -279,8 +343,10 @@ def _call_comparison(ev: DeviceEvents) -> list[dict]:
             cf = d["core_first"]
             core_peak = d["core_max"] - int(tot[cf] - b[cf])
         scope = ctx.tag.instances.get(i, {}).get("name")
-        key = (re.sub(r"_\d+$", "", scope or ""), tuple(sorted((k, v) for k, v in (s or {}).items()
-                                                              if k in ("b", "h", "hk", "sq", "d", "dv", "dtype"))))
+        key = (
+            re.sub(r"_\d+$", "", scope or ""),
+            tuple(sorted((k, v) for k, v in (s or {}).items() if k in ("b", "h", "hk", "sq", "d", "dv", "dtype"))),
+        )
         g = groups.get(key)
         if g is not None and s and g["shapes"] and s["sk"] > g["shapes"]["sk"]:
             # decode steps of one layer differ only in the K/V length: keep the longest as the figures
@@ -293,9 +359,17 @@ def _call_comparison(ev: DeviceEvents) -> list[dict]:
         elif g is not None and s and g["shapes"]:
             g["shapes"]["sk_min"] = min(g["shapes"]["sk_min"], s["sk"])
         if g is None:
-            g = groups[key] = {"scope": scope, "calls": 0, "shapes": None, "fused_path": None,
-                               "call_peak_bytes": 0, "core_peak_bytes": None, "alloc_bytes": 0,
-                               "score_allocs": 0, "score_alloc_bytes": 0}
+            g = groups[key] = {
+                "scope": scope,
+                "calls": 0,
+                "shapes": None,
+                "fused_path": None,
+                "call_peak_bytes": 0,
+                "core_peak_bytes": None,
+                "alloc_bytes": 0,
+                "score_allocs": 0,
+                "score_alloc_bytes": 0,
+            }
             if s:
                 g["shapes"] = dict({k: s[k] for k in ("b", "h", "hk", "sq", "sk", "d", "dv", "dtype")}, sk_min=s["sk"])
                 fb = fused_bytes(s)
@@ -316,7 +390,7 @@ def _call_comparison(ev: DeviceEvents) -> list[dict]:
         if len(g.pop("_scopes")) > 1:
             g["scope"] = key[0]
         if g["core_peak_bytes"] is None:
-            continue              # no core-attention allocation of this call on this device
+            continue  # no core-attention allocation of this call on this device
         if g.get("fused_alloc_bytes") is not None and g["core_peak_bytes"] is not None:
             g["excess_over_fused_bytes"] = g["core_peak_bytes"] - g["fused_alloc_bytes"]
             fused = g["fused_alloc_bytes"]
@@ -345,10 +419,13 @@ def _curve(ts: np.ndarray, tot: np.ndarray, res: np.ndarray, peak_i: int) -> dic
             i_hi = a + int(np.argmax(seg == hi[k]))
             pick.extend((i_lo, i_hi))
         keep = np.unique(np.asarray(pick + [0, n - 1, peak_i], dtype=np.int64))
-    return {"ts": [round(float(x), 3) for x in ts[keep].tolist()],
-            "allocated": tot[keep].tolist(),
-            "reserved": res[keep].tolist() if (res >= 0).all() and (res > 0).any() else None,
-            "points": int(n), "downsampled": bool(n > CURVE_POINTS)}
+    return {
+        "ts": [round(float(x), 3) for x in ts[keep].tolist()],
+        "allocated": tot[keep].tolist(),
+        "reserved": res[keep].tolist() if (res >= 0).all() and (res > 0).any() else None,
+        "points": int(n),
+        "downsampled": bool(n > CURVE_POINTS),
+    }
 
 
 def attention_spans(ctx: TraceContext, window) -> list[dict]:
@@ -374,9 +451,15 @@ def attention_spans(ctx: TraceContext, window) -> list[dict]:
         if window is not None and (b < window[0] or a > window[1]):
             continue
         i = int(keys[j]) // 2
-        out.append({"ts": round(base + a / 1000.0, 3), "end": round(base + b / 1000.0, 3),
-                    "direction": "backward" if int(keys[j]) % 2 else "forward", "instance": ctx.call(i),
-                    "scope": ctx.tag.instances.get(i, {}).get("name")})
+        out.append(
+            {
+                "ts": round(base + a / 1000.0, 3),
+                "end": round(base + b / 1000.0, 3),
+                "direction": "backward" if int(keys[j]) % 2 else "forward",
+                "instance": ctx.call(i),
+                "scope": ctx.tag.instances.get(i, {}).get("name"),
+            }
+        )
         if len(out) >= MAX_SPANS:
             break
     return out

@@ -1,4 +1,5 @@
 """The ``memory`` block of a report: its parts put together, with the assumptions they rest on."""
+
 from __future__ import annotations
 
 from ..trace.correlate import Links
@@ -10,8 +11,10 @@ from .flags import memory_flags
 from .footprint import GQA_GROUPS, MLA_LATENT_DIM, MLA_ROPE_DIM, kv_footprint
 from .movement import data_movement
 
-HOW_TO_RECORD = ("profile with torch.profiler.profile(..., profile_memory=True, record_shapes=True, "
-                 "with_stack=True): allocations are then recorded as [memory] events")
+HOW_TO_RECORD = (
+    "profile with torch.profiler.profile(..., profile_memory=True, record_shapes=True, "
+    "with_stack=True): allocations are then recorded as [memory] events"
+)
 
 
 def memory_report(trace: Trace, links: Links, tagging, attr, report: dict) -> dict:
@@ -25,9 +28,13 @@ def memory_report(trace: Trace, links: Links, tagging, attr, report: dict) -> di
     spans = attention_spans(ctx, window)
     out: dict = {
         "recorded": bool(n_mem),
-        "notice": None if n_mem else {"code": "no_memory_events",
-                                      "message": "no memory events in this trace: allocations are unknown",
-                                      "fix": HOW_TO_RECORD},
+        "notice": None
+        if n_mem
+        else {
+            "code": "no_memory_events",
+            "message": "no memory events in this trace: allocations are unknown",
+            "fix": HOW_TO_RECORD,
+        },
         "devices": [],
         "primary": None,
         "attention_spans": spans,
@@ -41,16 +48,14 @@ def memory_report(trace: Trace, links: Links, tagging, attr, report: dict) -> di
     out["flags"] = memory_flags(out, shapes)
     out["assumptions"] = {
         "gpu_events": "only Device Type 1 (CUDA) events count for a GPU; CPU events (type 0) are reported as "
-                      "the 'cpu' device, separately",
+        "the 'cpu' device, separately",
         "attribution": "an event belongs to the innermost CPU range on its thread at its timestamp; backward "
-                       "ranges carry the attention call and phase of the forward op they differentiate",
+        "ranges carry the attention call and phase of the forward op they differentiate",
         "maker_op": "an allocation is matched to the innermost op around it whose inferred output has its size "
-                    "(CUDA sizes rounded up to 512 B; a large-pool block may be up to 1 MiB larger), then to the "
-                    "outermost enclosing op that returns the same tensor",
+        "(CUDA sizes rounded up to 512 B; a large-pool block may be up to 1 MiB larger), then to the "
+        "outermost enclosing op that returns the same tensor",
         "mla": f"MLA-style latent KV as in DeepSeek-V2: {MLA_LATENT_DIM}-dim compressed latent + {MLA_ROPE_DIM}-dim "
-               "decoupled RoPE key per token and layer, at the K/V dtype",
+        "decoupled RoPE key per token and layer, at the K/V dtype",
         "gqa": f"GQA alternative: {GQA_GROUPS} KV heads (when the model has more query heads); MQA: 1 KV head",
     }
     return out
-
-

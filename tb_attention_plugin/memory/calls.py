@@ -1,5 +1,6 @@
 """The shapes of every attention call (B, H, Hk, Sq, Sk, D, Dv, dtype) and the bytes they imply:
 what a fused kernel allocates and keeps (q, k, v, out, logsumexp) and what K/V holds."""
+
 from __future__ import annotations
 
 from math import prod
@@ -21,10 +22,8 @@ def instance_shapes(ctx: TraceContext, step_window: Optional[tuple]) -> dict[int
     """B, H, Hk, Sq, Sk, D, Dv and dtype of every attention call's forward pass, from the SDPA
     op's inputs or the QK^T (and PV) matmul operands of eager attention."""
     R, tag, L = ctx.R, ctx.tag, ctx.L
-    cand = np.flatnonzero((ctx.kind == OP) & (tag.range_instance >= 0) & (L.backward_root < 0)
-                          & (ctx.sig >= 0))
-    wanted = {i for i, nm in enumerate(ctx.strings)
-              if nm in SDPA_SCHEMAS or short_name(nm) in _SHAPE_OPS}
+    cand = np.flatnonzero((ctx.kind == OP) & (tag.range_instance >= 0) & (L.backward_root < 0) & (ctx.sig >= 0))
+    wanted = {i for i, nm in enumerate(ctx.strings) if nm in SDPA_SCHEMAS or short_name(nm) in _SHAPE_OPS}
     if len(cand):
         cand = cand[np.isin(ctx.name_id[cand], np.fromiter(wanted, dtype=np.int64, count=len(wanted)))]
     if step_window is not None and len(cand):
@@ -85,9 +84,22 @@ def _shapes_of(d: dict) -> Optional[dict]:
         src = "sdpa_inputs"
         if "rep_kv" in d and hk == h and d["rep_kv"][0] * d["rep_kv"][1] == h:
             hk, src = d["rep_kv"][0], "repeat_kv"
-        return dict(b=b, h=h, hk=hk, sq=sq, sk=sk, d=dd, dv=dv, dtype=sh["dtype"], itemsize=sh["itemsize"],
-                    heads_known=True, kv_source=src, op=d.get("sdpa_op"), score_numel=b * h * sq * sk,
-                    score_shape=[b, h, sq, sk])
+        return dict(
+            b=b,
+            h=h,
+            hk=hk,
+            sq=sq,
+            sk=sk,
+            d=dd,
+            dv=dv,
+            dtype=sh["dtype"],
+            itemsize=sh["itemsize"],
+            heads_known=True,
+            kv_source=src,
+            op=d.get("sdpa_op"),
+            score_numel=b * h * sq * sk,
+            score_shape=[b, h, sq, sk],
+        )
     if "qk" in d:
         qa, ka = d["qk"]
         r = matmul_dims(qa.shape, ka.shape)
@@ -105,9 +117,22 @@ def _shapes_of(d: dict) -> Optional[dict]:
         hk, src = h, "matmul_operands"
         if "rep_kv" in d and heads_known and d["rep_kv"][0] * d["rep_kv"][1] == h:
             hk, src = d["rep_kv"][0], "repeat_kv"
-        return dict(b=b, h=h, hk=hk, sq=sq, sk=sk, d=dd, dv=dv, dtype=qa.dtype, itemsize=qa.itemsize,
-                    heads_known=heads_known, kv_source=src, op="QK^T/PV matmuls", score_numel=prod(out_shape),
-                    score_shape=list(out_shape))
+        return dict(
+            b=b,
+            h=h,
+            hk=hk,
+            sq=sq,
+            sk=sk,
+            d=dd,
+            dv=dv,
+            dtype=qa.dtype,
+            itemsize=qa.itemsize,
+            heads_known=heads_known,
+            kv_source=src,
+            op="QK^T/PV matmuls",
+            score_numel=prod(out_shape),
+            score_shape=list(out_shape),
+        )
     return None
 
 
@@ -122,7 +147,6 @@ def fused_bytes(s: dict) -> dict:
     return {"q": q, "k": k, "v": v, "out": o, "logsumexp": lse, "alloc": o + lse, "working_set": q + k + v + o + lse}
 
 
-
 def call_start(ctx: TraceContext, inst: int) -> int:
     if 0 <= inst < len(ctx.R["ts_ns"]):
         return int(ctx.R["ts_ns"][inst])
@@ -131,5 +155,3 @@ def call_start(ctx: TraceContext, inst: int) -> int:
 
 def kv_bytes(s: dict) -> int:
     return s["b"] * s["hk"] * s["sk"] * (s["d"] + s["dv"]) * s["itemsize"]
-
-

@@ -4,6 +4,7 @@
 (names, parsed inputs, inferred outputs, public call numbers); :func:`innermost_ranges` and
 :func:`phase_of` place events (allocations) on the CPU range stack and so in attention.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -32,7 +33,7 @@ class TraceContext:
         self._args: dict[int, list] = {}
         self._outs: dict[tuple, list] = {}
         self._calls: Optional[dict] = None
-        self.maker_memo: dict[tuple, dict] = {}     # (op stack, size, device type) -> maker (makers.py)
+        self.maker_memo: dict[tuple, dict] = {}  # (op stack, size, device type) -> maker (makers.py)
         self.end_ns = R["ts_ns"] + R["dur_ns"]
 
     def name(self, r: int) -> str:
@@ -78,6 +79,7 @@ class TraceContext:
     def direction(self, r: int) -> str:
         return "backward" if r >= 0 and self.L.backward_root[r] >= 0 else "forward"
 
+
 def innermost_ranges(trace: Trace, links: Links, threads: np.ndarray, ts_ns: np.ndarray) -> np.ndarray:
     """Per query (thread index, time): the innermost CPU range on that thread containing the
     time (start <= t <= end), or -1."""
@@ -106,6 +108,7 @@ def innermost_ranges(trace: Trace, links: Links, threads: np.ndarray, ts_ns: np.
         out[q] = cand
     return out
 
+
 def phase_of(tag, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(instance, phase code) of ranges; -1 outside attention; 'other' for unphased ranges."""
     ok = r >= 0
@@ -114,6 +117,7 @@ def phase_of(tag, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ph = np.where((inst >= 0) & (ph < 0), P.PHASE_INDEX["other"], ph)
     ph = np.where(inst >= 0, ph, -1)
     return inst, ph
+
 
 def step_window(trace: Trace, report: dict) -> Optional[tuple]:
     """[start, end] in ns of the analysed step (``--step``), or None for the whole trace."""
@@ -127,4 +131,3 @@ def step_window(trace: Trace, report: dict) -> Optional[tuple]:
             t0 = int(round((s["ts"] - trace.base_us) * 1000.0))
             return (t0, t0 + int(round((s["dur_us"] or 0) * 1000.0)))
     return None
-

@@ -1,5 +1,6 @@
 """The K/V footprint from shapes alone: K/V bytes of every attention call (what a KV cache holds
 at these shapes), per step, and what MHA, GQA, MQA and an MLA-style latent cache would hold."""
+
 from __future__ import annotations
 
 import re
@@ -17,7 +18,7 @@ from .context import TraceContext
 # RoPE key, shared by all heads, stored at the K/V dtype.
 MLA_LATENT_DIM = 512
 MLA_ROPE_DIM = 64
-GQA_GROUPS = 8                 # the GQA alternative keeps 8 KV heads (Llama-2/3 70B style)
+GQA_GROUPS = 8  # the GQA alternative keeps 8 KV heads (Llama-2/3 70B style)
 
 
 def no_shapes_message(report: dict) -> str:
@@ -30,19 +31,27 @@ def no_shapes_message(report: dict) -> str:
     g = report.get("graphs") or {}
     att = g.get("attributed") or {}
     if att.get("structure", 0) + att.get("none", 0):
-        return (f"{base}: the attention kernels were replayed from CUDA graphs and have no CPU op "
-                "(pass --reference EAGER_TRACE)")
+        return (
+            f"{base}: the attention kernels were replayed from CUDA graphs and have no CPU op "
+            "(pass --reference EAGER_TRACE)"
+        )
     return f"{base}: shapes were recorded, but no SDPA op or QK/PV matmul gave K/V inputs"
 
 
 def kv_footprint(ctx: TraceContext, shapes: dict, report: dict, window) -> dict:
     """K/V bytes per call from shapes, per step, and what other KV layouts would hold."""
     if not shapes:
-        return {"calls": 0, "layers": [], "kv_bytes": None, "basis": None, "alternatives": [],
-                "message": no_shapes_message(report)}
+        return {
+            "calls": 0,
+            "layers": [],
+            "kv_bytes": None,
+            "basis": None,
+            "alternatives": [],
+            "message": no_shapes_message(report),
+        }
     R = ctx.R
     steps = []
-    for r in np.flatnonzero(ctx.kind == 1).tolist():       # ANNOTATION
+    for r in np.flatnonzero(ctx.kind == 1).tolist():  # ANNOTATION
         nm = ctx.name(r)
         if nm.startswith("ProfilerStep#"):
             steps.append((int(R["ts_ns"][r]), int(ctx.end_ns[r]), nm))
@@ -78,11 +87,19 @@ def kv_footprint(ctx: TraceContext, shapes: dict, report: dict, window) -> dict:
         if g is None:
             fb = fused_bytes(s)
             g = layers[key] = {
-                "scope": scope, "calls": calls, "_scopes": scopes, "source": s["op"], "kv_source": s["kv_source"],
+                "scope": scope,
+                "calls": calls,
+                "_scopes": scopes,
+                "source": s["op"],
+                "kv_source": s["kv_source"],
                 "shapes": dict({k: s[k] for k in ("b", "h", "hk", "sq", "sk", "d", "dv", "dtype")}, sk_min=sk_min),
                 "heads_known": s["heads_known"],
-                "kv_bytes_per_call": kv_bytes(s), "k_bytes": fb["k"], "v_bytes": fb["v"], "q_bytes": fb["q"],
-                "out_bytes": fb["out"], "logsumexp_bytes": fb["logsumexp"],
+                "kv_bytes_per_call": kv_bytes(s),
+                "k_bytes": fb["k"],
+                "v_bytes": fb["v"],
+                "q_bytes": fb["q"],
+                "out_bytes": fb["out"],
+                "logsumexp_bytes": fb["logsumexp"],
                 "fused_activation_bytes": fb["working_set"],
                 "score_matrix_bytes": s["score_numel"] * s["itemsize"] if s["sq"] > 1 else 0,
                 "score_shape": s["score_shape"],
@@ -96,10 +113,15 @@ def kv_footprint(ctx: TraceContext, shapes: dict, report: dict, window) -> dict:
             g["scope"] = key[0]
     kv_total = sum(kv_bytes(shapes[i]) for i in basis_calls)
     alts = _alternatives([shapes[i] for i in basis_calls])
-    return {"calls": len(shapes), "basis": basis, "basis_calls": len(basis_calls), "kv_bytes": kv_total,
-            "layers": sorted(layers.values(), key=lambda g: -g["kv_bytes_per_call"] * g["calls"])[:50],
-            "alternatives": alts, "message": None}
-
+    return {
+        "calls": len(shapes),
+        "basis": basis,
+        "basis_calls": len(basis_calls),
+        "kv_bytes": kv_total,
+        "layers": sorted(layers.values(), key=lambda g: -g["kv_bytes_per_call"] * g["calls"])[:50],
+        "alternatives": alts,
+        "message": None,
+    }
 
 
 def _alternatives(calls: list[dict]) -> list[dict]:
@@ -149,11 +171,10 @@ def _score_tensors(ctx: TraceContext, inst: int, s: dict) -> int:
             seen_chain.add(r)
             continue
         outs = ctx.outputs(r)
-        hits = [o for o in outs
-                if prod(o[0]) == s["score_numel"] and len(o[0]) >= 2 and o[0][-2:] == (s["sq"], s["sk"])]
+        hits = [
+            o for o in outs if prod(o[0]) == s["score_numel"] and len(o[0]) >= 2 and o[0][-2:] == (s["sq"], s["sk"])
+        ]
         if hits:
             count += len(hits)
             seen_chain.add(r)
     return count
-
-

@@ -4,6 +4,7 @@ An allocation is matched to the innermost op around it whose inferred output has
 sizes rounded up as the caching allocator does), then to the outermost enclosing op that
 returns the same tensor (``contiguous`` rather than the ``clone`` inside it).
 """
+
 from __future__ import annotations
 
 from math import prod
@@ -17,7 +18,7 @@ from .context import TraceContext
 from .outputs import EMPTY_OPS, size_match
 
 NO_MAKER: dict[str, Any] = {"op": None, "alloc_op": None, "shape": None, "dtype": None, "output": None, "match": None}
-_CHAIN = 10          # enclosing ops looked at for an allocation's maker
+_CHAIN = 10  # enclosing ops looked at for an allocation's maker
 
 
 def maker(ctx: TraceContext, r: int, nbytes: int, device_type: int) -> dict:
@@ -58,15 +59,20 @@ def makers_of(ctx: TraceContext, pos: np.ndarray, rng: np.ndarray, nbytes: np.nd
         chain[:, j] = np.where(prev >= 0, anc[np.maximum(prev, 0)], -1)
     live = chain >= 0
     safe = np.maximum(chain, 0)
-    key = np.concatenate([np.where(live, ctx.name_id[safe], -1), np.where(live, ctx.sig[safe], -2),
-                          nbytes[pos].astype(np.int64)[:, None]], axis=1)
+    key = np.concatenate(
+        [
+            np.where(live, ctx.name_id[safe], -1),
+            np.where(live, ctx.sig[safe], -2),
+            nbytes[pos].astype(np.int64)[:, None],
+        ],
+        axis=1,
+    )
     _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
     inv = inv.reshape(-1)
     made = []
     for f in first.tolist():
         c = chain[f]
-        made.append(maker(ctx, int(rng[pos[f]]), int(nbytes[pos[f]]), device_type) if c[0] >= 0
-                    else dict(NO_MAKER))
+        made.append(maker(ctx, int(rng[pos[f]]), int(nbytes[pos[f]]), device_type) if c[0] >= 0 else dict(NO_MAKER))
     return {p: dict(made[g]) for p, g in zip(pos.tolist(), inv.tolist())}
 
 
@@ -91,7 +97,7 @@ def _maker_of_chain(ctx: TraceContext, chain: list, nbytes: int, device_type: in
     j, hit = first
     best = (chain[j], hit)
     # extend outwards while the enclosing op returns a tensor of the same shape and size
-    for c in chain[j + 1:]:
+    for c in chain[j + 1 :]:
         nm = ctx.name(c)
         if P.TRANSPARENT_OP.search(nm) or (P.SDPA_OP.search(nm) and not P.FUSED_OP.search(nm)):
             break
@@ -122,7 +128,7 @@ def match_outputs(outs: list, nbytes: int, device_type: int):
 def is_score(mk: dict, nbytes: int, s: dict, device_type: int) -> bool:
     """An allocation the size of the call's score matrix (B·H·Sq·Sk elements, any dtype)."""
     if s["sq"] <= 1 or s["sk"] <= 1:
-        return False           # decode: one query row is no matrix
+        return False  # decode: one query row is no matrix
     n = s["score_numel"]
     if mk.get("shape") is not None:
         return prod(mk["shape"]) == n and len(mk["shape"]) >= 2 and tuple(mk["shape"][-2:]) == (s["sq"], s["sk"])
@@ -130,8 +136,14 @@ def is_score(mk: dict, nbytes: int, s: dict, device_type: int) -> bool:
 
 
 def maker_json(mk: dict) -> dict:
-    return {"op": mk.get("op"), "alloc_op": mk.get("alloc_op"), "shape": mk.get("shape"), "dtype": mk.get("dtype"),
-            "output": mk.get("output"), "score_matrix": bool(mk.get("score_matrix"))}
+    return {
+        "op": mk.get("op"),
+        "alloc_op": mk.get("alloc_op"),
+        "shape": mk.get("shape"),
+        "dtype": mk.get("dtype"),
+        "output": mk.get("output"),
+        "score_matrix": bool(mk.get("score_matrix")),
+    }
 
 
 def group_makers(items: list, limit: int) -> list[dict]:
@@ -142,5 +154,3 @@ def group_makers(items: list, limit: int) -> list[dict]:
         g["count"] += 1
         g["bytes"] += nb
     return sorted(groups.values(), key=lambda g: -g["bytes"])[:limit]
-
-

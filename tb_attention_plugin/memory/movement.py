@@ -2,6 +2,7 @@
 ``cat``, materialised transposes...) grouped by op, place and shape with their CPU and GPU time
 and bytes; ``aten::empty*`` calls; memcpy/memset activities and host<->device transfers; host
 syncs (``.item()``)."""
+
 from __future__ import annotations
 
 from math import prod
@@ -17,14 +18,49 @@ from .context import TraceContext
 from .outputs import EMPTY_OPS, code_dtype, int_value, short_name
 
 # copies that always move bytes (a "leaf" copy), and thin wrappers that are the user-visible op
-COPY_LEAF = {"copy_", "clone", "_to_copy", "cat", "stack", "repeat_interleave", "repeat",
-             "index_select", "gather", "_unsafe_index", "index_copy_", "index_copy", "index_put_",
-             "_index_put_impl_", "slice_scatter", "select_scatter"}
-COPY_WRAP = {"contiguous", "reshape", "to", "clone", "copy_", "_to_copy", "type_as", "flatten",
-             "repeat_interleave", "cat", "stack", "repeat", "index_copy_", "index_copy", "index_put_",
-             "_reshape_copy", "view_as", "expand_as", "float", "half", "bfloat16"}
+COPY_LEAF = {
+    "copy_",
+    "clone",
+    "_to_copy",
+    "cat",
+    "stack",
+    "repeat_interleave",
+    "repeat",
+    "index_select",
+    "gather",
+    "_unsafe_index",
+    "index_copy_",
+    "index_copy",
+    "index_put_",
+    "_index_put_impl_",
+    "slice_scatter",
+    "select_scatter",
+}
+COPY_WRAP = {
+    "contiguous",
+    "reshape",
+    "to",
+    "clone",
+    "copy_",
+    "_to_copy",
+    "type_as",
+    "flatten",
+    "repeat_interleave",
+    "cat",
+    "stack",
+    "repeat",
+    "index_copy_",
+    "index_copy",
+    "index_put_",
+    "_reshape_copy",
+    "view_as",
+    "expand_as",
+    "float",
+    "half",
+    "bfloat16",
+}
 _SYNC_OPS = {"item", "_local_scalar_dense", "nonzero", "tolist"}
-_SEQ_DIM = 2   # [B, H, S, D]: the dimension a KV cache grows along
+_SEQ_DIM = 2  # [B, H, S, D]: the dimension a KV cache grows along
 
 
 def _kernel_keep(report: dict, n_gpu: int) -> np.ndarray:
@@ -61,7 +97,7 @@ def data_movement(ctx: TraceContext, shapes: dict, report: dict, window) -> dict
     # plain lists of whole columns, cost seconds or ~16 MB per column on a large trace).
     op_anc_a, nid_a = L.op_ancestor, ctx.name_id
     is_wrap = np.zeros(len(names) + 1, dtype=bool)
-    is_wrap[list(wrap_ids)] = True                      # index -1 (no name) stays False
+    is_wrap[list(wrap_ids)] = True  # index -1 (no name) stays False
     top_of = leaves.copy()
     up = op_anc_a[leaves] if len(leaves) else np.zeros(0, np.int64)
     live = np.arange(len(leaves))
@@ -106,10 +142,17 @@ def data_movement(ctx: TraceContext, shapes: dict, report: dict, window) -> dict
     memo: dict = {}
     order = top_arr[np.argsort(R["ts_ns"][top_arr], kind="stable")]
     parent_a = op_anc_a[order]
-    per_top = zip(order.tolist(), inst_r[order].tolist(), parent_a.tolist(),
-                  np.where(parent_a >= 0, inst_r[np.maximum(parent_a, 0)], -2).tolist(),
-                  ctx.sig[order].tolist(), nid_a[order].tolist(), tag.range_phase[order].tolist(),
-                  R["dur"][order].tolist(), (L.backward_root[order] >= 0).tolist())
+    per_top = zip(
+        order.tolist(),
+        inst_r[order].tolist(),
+        parent_a.tolist(),
+        np.where(parent_a >= 0, inst_r[np.maximum(parent_a, 0)], -2).tolist(),
+        ctx.sig[order].tolist(),
+        nid_a[order].tolist(),
+        tag.range_phase[order].tolist(),
+        R["dur"][order].tolist(),
+        (L.backward_root[order] >= 0).tolist(),
+    )
     gdur = G["dur"]
     # Everything but the times depends only on the op, its inputs, its parent, the call's shapes,
     # phase and direction: worked out once per such combination (the same copy in every layer).
@@ -131,21 +174,54 @@ def data_movement(ctx: TraceContext, shapes: dict, report: dict, window) -> dict
             if kind_bytes is None:
                 kind_bytes = memo[mkey] = (_copy_kind(ctx, top, args, s, within), _copy_bytes(ctx, top, s))
             (kind, detail), (nbytes, est) = kind_bytes
-            key = (ctx.name(top), within, P.PHASES[ph] if ph >= 0 else "other",
-                   "backward" if bwd else "forward", kind, str(shape), dtype)
-            score_sized = bool(s is not None and tens and tens[0].numel == s["score_numel"]
-                               and tens[0].shape[-1:] == (s["sk"],))
+            key = (
+                ctx.name(top),
+                within,
+                P.PHASES[ph] if ph >= 0 else "other",
+                "backward" if bwd else "forward",
+                kind,
+                str(shape),
+                dtype,
+            )
+            score_sized = bool(
+                s is not None and tens and tens[0].numel == s["score_numel"] and tens[0].shape[-1:] == (s["sk"],)
+            )
             nc = tens[0].is_contiguous() if tens else None
             st = static[(nid, sg if sg >= 0 else -top - 1, pnid, skey, ph, bwd)] = (
-                key, within, kind, detail, shape, dtype, nbytes, est, score_sized, nc)
+                key,
+                within,
+                kind,
+                detail,
+                shape,
+                dtype,
+                nbytes,
+                est,
+                score_sized,
+                nc,
+            )
         key, within, kind, detail, shape, dtype, nbytes, est, score_sized, nc = st
         ks = gpu_of.get(top, [])
         g = groups.get(key)
         if g is None:
-            g = groups[key] = {"op": key[0], "within": within, "phase": key[2], "direction": key[3], "kind": kind,
-                               "shape": shape, "dtype": dtype, "calls": 0, "instances": set(), "cpu_time_us": 0.0,
-                               "gpu_time_us": 0.0, "kernels": 0, "bytes": 0.0, "bytes_estimated": False,
-                               "noncontiguous_input": None, "detail": detail, "score_sized": score_sized}
+            g = groups[key] = {
+                "op": key[0],
+                "within": within,
+                "phase": key[2],
+                "direction": key[3],
+                "kind": kind,
+                "shape": shape,
+                "dtype": dtype,
+                "calls": 0,
+                "instances": set(),
+                "cpu_time_us": 0.0,
+                "gpu_time_us": 0.0,
+                "kernels": 0,
+                "bytes": 0.0,
+                "bytes_estimated": False,
+                "noncontiguous_input": None,
+                "detail": detail,
+                "score_sized": score_sized,
+            }
         g["calls"] += 1
         g["instances"].add(inst)
         g["cpu_time_us"] += rdur
@@ -174,8 +250,14 @@ def data_movement(ctx: TraceContext, shapes: dict, report: dict, window) -> dict
     for nid in sync_ids:
         rs = att_ops[nid_att == nid]
         if len(rs):
-            syncs.append({"op": names[nid], "calls": int(len(rs)), "cpu_time_us": rounded(R["dur"][rs].sum()),
-                          "instances": int(len(np.unique(inst_r[rs])))})
+            syncs.append(
+                {
+                    "op": names[nid],
+                    "calls": int(len(rs)),
+                    "cpu_time_us": rounded(R["dur"][rs].sum()),
+                    "instances": int(len(np.unique(inst_r[rs]))),
+                }
+            )
     # memcpy / memset activities inside attention
     transfers: dict = {}
     if n_gpu:
@@ -188,15 +270,29 @@ def data_movement(ctx: TraceContext, shapes: dict, report: dict, window) -> dict
             ph = tag.gpu_phase[k]
             top = issuer.get(k)
             op_r = top if top is not None else int(L.gpu_op[k])
-            tkey = (nm, kind, P.PHASES[ph] if ph >= 0 else "other",
-                    "backward" if tag.gpu_backward[k] else "forward", op_r >= 0 and ctx.name(op_r))
+            tkey = (
+                nm,
+                kind,
+                P.PHASES[ph] if ph >= 0 else "other",
+                "backward" if tag.gpu_backward[k] else "forward",
+                op_r >= 0 and ctx.name(op_r),
+            )
             g = transfers.get(tkey)
             if g is None:
-                g = transfers[tkey] = {"name": nm, "kind": kind, "copy": direc,
-                                       "host_device": direc in ("HtoD", "DtoH", "HtoH"), "phase": tkey[2],
-                                       "direction": tkey[3], "op": ctx.name(op_r) if op_r >= 0 else None,
-                                       "counted_with_copy": top is not None,
-                                       "calls": 0, "time_us": 0.0, "bytes": 0, "instances": set()}
+                g = transfers[tkey] = {
+                    "name": nm,
+                    "kind": kind,
+                    "copy": direc,
+                    "host_device": direc in ("HtoD", "DtoH", "HtoH"),
+                    "phase": tkey[2],
+                    "direction": tkey[3],
+                    "op": ctx.name(op_r) if op_r >= 0 else None,
+                    "counted_with_copy": top is not None,
+                    "calls": 0,
+                    "time_us": 0.0,
+                    "bytes": 0,
+                    "instances": set(),
+                }
             g["calls"] += 1
             g["time_us"] += float(G["dur"][k])
             g["bytes"] += max(0, int(G["bytes"][k]))
@@ -215,7 +311,7 @@ def data_movement(ctx: TraceContext, shapes: dict, report: dict, window) -> dict
         "note": _unseen_note(report),
         "copies": copies[:100],
         "copy_groups": len(copies),
-        "allocator_ops": dict(sorted(alloc_ops.items(), key=lambda x: (-x[1], x[0]))),   # ties by name: stable output
+        "allocator_ops": dict(sorted(alloc_ops.items(), key=lambda x: (-x[1], x[0]))),  # ties by name: stable output
         "allocator_calls": int(sum(alloc_ops.values())),
         "transfers": tr[:50],
         "syncs": syncs,
@@ -242,8 +338,10 @@ def _unseen_note(report: dict) -> Optional[str]:
     n = int(att.get("structure", 0)) + int(att.get("none", 0))
     if not n:
         return None
-    return (f"copies are found through their ops: {n} kernels replayed from CUDA graphs have no op and are not "
-            "counted (pass --reference EAGER_TRACE)")
+    return (
+        f"copies are found through their ops: {n} kernels replayed from CUDA graphs have no op and are not "
+        "counted (pass --reference EAGER_TRACE)"
+    )
 
 
 def _copy_direction(name: str) -> Optional[str]:
@@ -253,8 +351,9 @@ def _copy_direction(name: str) -> Optional[str]:
     return None
 
 
-def _copy_kind(ctx: TraceContext, top: int, args: list, s: Optional[dict],
-               within: Optional[str]) -> tuple[str, Optional[str]]:
+def _copy_kind(
+    ctx: TraceContext, top: int, args: list, s: Optional[dict], within: Optional[str]
+) -> tuple[str, Optional[str]]:
     """What a copy is: cast, kv_concat, kv_expand, materialize (of a strided view), internal
     (inside a compute op), cache_write, copy."""
     op = ctx.short(top)
@@ -263,16 +362,24 @@ def _copy_kind(ctx: TraceContext, top: int, args: list, s: Optional[dict],
         code = code_dtype(args[1].value) if len(args) > 1 else None
         if code and tens and tens[0].dtype and code[0] != tens[0].dtype:
             return "cast", f"{tens[0].dtype} -> {code[0]}"
-    if within is not None and short_name(within) not in COPY_WRAP and not P.SDPA_OP.search(within) \
-            and short_name(within) not in ("matmul", "linear", "bmm", "mm"):
+    if (
+        within is not None
+        and short_name(within) not in COPY_WRAP
+        and not P.SDPA_OP.search(within)
+        and short_name(within) not in ("matmul", "linear", "bmm", "mm")
+    ):
         return "internal", f"inside {within}"
     if op in ("_to_copy", "to", "type_as"):
         return "copy", None
     if op == "copy_" and len(tens) >= 2:
         if tens[0].dtype != tens[1].dtype:
             return "cast", f"{tens[1].dtype} -> {tens[0].dtype}"
-        if (s is not None and len(tens[0].shape) == 4 and tens[0].shape[_SEQ_DIM] < s["sk"]
-                and tens[0].is_contiguous() is False):
+        if (
+            s is not None
+            and len(tens[0].shape) == 4
+            and tens[0].shape[_SEQ_DIM] < s["sk"]
+            and tens[0].is_contiguous() is False
+        ):
             return "cache_write", "writes new positions into a preallocated cache"
         return "copy", None
     if op in ("cat", "concat"):
@@ -284,16 +391,23 @@ def _copy_kind(ctx: TraceContext, top: int, args: list, s: Optional[dict],
             outlen = sum(x[d] for x in shp)
             if d == _SEQ_DIM and s is not None and outlen == s["sk"] and shp[0][d] > shp[-1][d]:
                 new = sum(x[d] for x in shp[1:])
-                return "kv_concat", (f"cat of K/V along the sequence: {shp[0][d]} cached + {new} "
-                                     f"new positions -> {outlen}")
+                return "kv_concat", (
+                    f"cat of K/V along the sequence: {shp[0][d]} cached + {new} new positions -> {outlen}"
+                )
         return "copy", None
     if op in ("repeat_interleave", "repeat"):
         if s is not None and tens and len(tens[0].shape) == 4 and tens[0].shape[1] != s["h"]:
             return "kv_expand", f"expands {tens[0].shape[1]} KV heads to {s['h']}"
         return "copy", None
     if op in ("contiguous", "reshape", "clone", "flatten"):
-        if tens and len(tens[0].shape) == 5 and tens[0].shape[2] > 1 and tens[0].strides \
-                and len(tens[0].strides) == 5 and tens[0].strides[2] == 0:
+        if (
+            tens
+            and len(tens[0].shape) == 5
+            and tens[0].shape[2] > 1
+            and tens[0].strides
+            and len(tens[0].strides) == 5
+            and tens[0].strides[2] == 0
+        ):
             sh = tens[0].shape
             return "kv_expand", f"repeat_kv: expand + reshape of K/V from {sh[1]} to {sh[1] * sh[2]} heads"
         if tens and tens[0].is_contiguous() is False:
@@ -325,5 +439,3 @@ def _copy_bytes(ctx: TraceContext, top: int, s: Optional[dict]) -> tuple[Optiona
         if ctx.kind[ch] == OP and ctx.short(ch) in COPY_LEAF:
             return _copy_bytes(ctx, int(ch), s)
     return None, True
-
-

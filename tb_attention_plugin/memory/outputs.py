@@ -1,6 +1,7 @@
 """The tensors an op returns, inferred from its recorded inputs (``op_outputs``), and whether an
 allocation's size fits one of them (``size_match``): how an allocation is tied to the op and
 output shape that made it."""
+
 from __future__ import annotations
 
 from math import prod
@@ -9,28 +10,103 @@ from typing import Optional
 from ..roofline.cost import SDPA_SCHEMAS, broadcast_shapes, matmul_dims, sdpa_shapes
 from ..trace.shapes import SCALAR_TYPE_CODES, Arg
 
-CUDA = 1                       # the profiler's Device Type of a CUDA GPU
-CUDA_BLOCK = 512               # the CUDA caching allocator rounds requests up to 512 bytes
-CUDA_SPLIT_SLACK = 1 << 20     # ... and may hand out a large-pool block up to 1 MiB larger
+CUDA = 1  # the profiler's Device Type of a CUDA GPU
+CUDA_BLOCK = 512  # the CUDA caching allocator rounds requests up to 512 bytes
+CUDA_SPLIT_SLACK = 1 << 20  # ... and may hand out a large-pool block up to 1 MiB larger
 
 _SDPA_FWD = {k for k, s in SDPA_SCHEMAS.items() if not s.backward}
-_FACTORY_SIZE_DTYPE = {   # op -> (index of the size list, index of the dtype code)
-    "empty": (0, 1), "zeros": (0, 1), "ones": (0, 1), "rand": (0, 1), "randn": (0, 1),
-    "empty_strided": (0, 2), "full": (0, 2), "new_empty": (1, 2), "new_zeros": (1, 2),
-    "new_ones": (1, 2), "new_full": (1, 3), "new_empty_strided": (1, 3), "scalar_tensor": (None, 1),
+_FACTORY_SIZE_DTYPE = {  # op -> (index of the size list, index of the dtype code)
+    "empty": (0, 1),
+    "zeros": (0, 1),
+    "ones": (0, 1),
+    "rand": (0, 1),
+    "randn": (0, 1),
+    "empty_strided": (0, 2),
+    "full": (0, 2),
+    "new_empty": (1, 2),
+    "new_zeros": (1, 2),
+    "new_ones": (1, 2),
+    "new_full": (1, 3),
+    "new_empty_strided": (1, 3),
+    "scalar_tensor": (None, 1),
 }
-_LIKE = {"empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like",
-         "randint_like", "bernoulli"}
-_SAME_SHAPE = {"clone", "contiguous", "copy", "_softmax", "softmax", "_safe_softmax", "_log_softmax",
-               "log_softmax", "_masked_softmax", "native_dropout", "dropout", "feature_dropout",
-               "_softmax_backward_data", "native_dropout_backward", "triu", "tril", "neg", "exp",
-               "relu", "gelu", "silu", "sigmoid", "tanh", "rsqrt", "sqrt", "abs", "reciprocal",
-               "log", "erf", "square", "sin", "cos", "_to_copy", "to", "type_as", "bernoulli_",
-               "masked_fill", "where", "add", "sub", "mul", "div", "true_divide", "rsub", "maximum",
-               "minimum", "pow", "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and",
-               "logical_or", "isneginf", "isinf", "isnan", "scaled_dot_product_attention"}
-_BOOL_OUT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and", "logical_or",
-             "isneginf", "isinf", "isnan"}
+_LIKE = {"empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "randint_like", "bernoulli"}
+_SAME_SHAPE = {
+    "clone",
+    "contiguous",
+    "copy",
+    "_softmax",
+    "softmax",
+    "_safe_softmax",
+    "_log_softmax",
+    "log_softmax",
+    "_masked_softmax",
+    "native_dropout",
+    "dropout",
+    "feature_dropout",
+    "_softmax_backward_data",
+    "native_dropout_backward",
+    "triu",
+    "tril",
+    "neg",
+    "exp",
+    "relu",
+    "gelu",
+    "silu",
+    "sigmoid",
+    "tanh",
+    "rsqrt",
+    "sqrt",
+    "abs",
+    "reciprocal",
+    "log",
+    "erf",
+    "square",
+    "sin",
+    "cos",
+    "_to_copy",
+    "to",
+    "type_as",
+    "bernoulli_",
+    "masked_fill",
+    "where",
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "true_divide",
+    "rsub",
+    "maximum",
+    "minimum",
+    "pow",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "logical_not",
+    "logical_and",
+    "logical_or",
+    "isneginf",
+    "isinf",
+    "isnan",
+    "scaled_dot_product_attention",
+}
+_BOOL_OUT = {
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "logical_not",
+    "logical_and",
+    "logical_or",
+    "isneginf",
+    "isinf",
+    "isnan",
+}
 # allocator primitives: never the op a tensor is attributed to
 EMPTY_OPS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
 
@@ -83,7 +159,6 @@ def _resolve_view(shape: tuple, numel: int) -> Optional[tuple]:
     return shape if prod(shape) == numel else None
 
 
-
 def op_outputs(op: str, args: list[Arg]) -> list[tuple[tuple, Optional[str], int, str]]:
     """The tensors an op returns, inferred from its recorded inputs:
     ``[(shape, dtype, itemsize, label)]``. Empty when no rule applies.
@@ -97,7 +172,7 @@ def op_outputs(op: str, args: list[Arg]) -> list[tuple[tuple, Optional[str], int
     """
     s = short_name(op)
     t = [a for a in args if a.is_tensor]
-    ts = [a.shape for a in t if a.shape is not None]    # their shapes (ts[i] is t[i]'s)
+    ts = [a.shape for a in t if a.shape is not None]  # their shapes (ts[i] is t[i]'s)
     out: list = []
 
     def add(shape, dtype=None, itemsize=0, label="output"):
@@ -134,7 +209,7 @@ def op_outputs(op: str, args: list[Arg]) -> list[tuple[tuple, Optional[str], int
             add((b, h, (sq + 31) // 32 * 32), "fp32", 4, "logsumexp (padded)")
             if "math" in s:
                 add((b, h, sq, sk), sd["dtype"], sd["itemsize"], "attention weights")
-    elif op in SDPA_SCHEMAS:      # backward: dq, dk, dv
+    elif op in SDPA_SCHEMAS:  # backward: dq, dk, dv
         sch = SDPA_SCHEMAS[op]
         qi = sch.q
         for lab, i in (("grad q", qi), ("grad k", qi + 1), ("grad v", qi + 2)):
@@ -172,14 +247,14 @@ def op_outputs(op: str, args: list[Arg]) -> list[tuple[tuple, Optional[str], int
                     d = dim % nd if nd else 0
                     if all(len(sh) == nd for sh in shapes):
                         tot = sum(sh[d] for sh in shapes)
-                        add(shapes[0][:d] + (tot,) + shapes[0][d + 1:], *out_dt)
+                        add(shapes[0][:d] + (tot,) + shapes[0][d + 1 :], *out_dt)
     elif s == "repeat_interleave" and t:
         rep = int_value(args, 1)
         rep_dim = int_value(args, 2)
         sh = ts[0]
         if rep and rep_dim is not None and sh:
             d = rep_dim % len(sh)
-            add(sh[:d] + (sh[d] * rep,) + sh[d + 1:])
+            add(sh[:d] + (sh[d] * rep,) + sh[d + 1 :])
     elif s == "repeat" and t:
         reps = ints_text(args[1].value) if len(args) > 1 else None
         sh = ts[0]
@@ -195,12 +270,17 @@ def op_outputs(op: str, args: list[Arg]) -> list[tuple[tuple, Optional[str], int
         a0, a1 = int_value(args, 1), int_value(args, 2)
         if sh and a0 is not None and a1 is not None:
             a0, a1 = a0 % len(sh), a1 % len(sh)
-            add(sh[:a0] + (prod(sh[a0:a1 + 1]),) + sh[a1 + 1:])
+            add(sh[:a0] + (prod(sh[a0 : a1 + 1]),) + sh[a1 + 1 :])
     elif s in _SAME_SHAPE and t:
         shape = broadcast_shapes(*ts) or ts[0]
         # the dtype code of softmax (argument 2) and of casts (argument 1)
-        cast = (code_dtype(args[2].value) if s in ("softmax", "log_softmax") and len(args) > 2
-                else code_dtype(args[1].value) if s in ("_to_copy", "to") and len(args) > 1 else None)
+        cast = (
+            code_dtype(args[2].value)
+            if s in ("softmax", "log_softmax") and len(args) > 2
+            else code_dtype(args[1].value)
+            if s in ("_to_copy", "to") and len(args) > 1
+            else None
+        )
         if s in _BOOL_OUT:
             add(shape, "bool", 1)
         elif s in ("_softmax", "_log_softmax") and len(args) > 2 and args[2].value.strip().lower() == "true":
@@ -231,4 +311,3 @@ def size_match(need: int, nbytes: int, device_type: int) -> Optional[str]:
         if rounded > CUDA_SPLIT_SLACK and rounded < nbytes <= rounded + CUDA_SPLIT_SLACK:
             return "block"
     return None
-

@@ -18,6 +18,7 @@ its file is reported as failed (``allowed-failures`` 0 on the local cluster: a t
 worker is not handed to the next one). A file that fails, or a worker that dies, is one error
 entry; the others complete.
 """
+
 from __future__ import annotations
 
 import logging
@@ -33,7 +34,7 @@ from ..options import Options
 from . import store
 from .summary import error_summary, rank_summary
 
-FEW_FILES = 4                 # up to this many files to analyse: in-process (a cluster starts in seconds)
+FEW_FILES = 4  # up to this many files to analyse: in-process (a cluster starts in seconds)
 # Seconds to connect to a scheduler, and to wait for its first worker
 # (TB_ATTENTION_DASK_TIMEOUT overrides both: tests use a short one).
 # (settings.py reads it; it reaches _client as ``timeout``).
@@ -61,8 +62,10 @@ def plan(n_todo: int, scheduler: Optional[str], workers: Optional[int]) -> tuple
 
 # ---------------------------------------------------------------- the unit of work (runs on workers)
 
-def summarize_file(path: str, options: Options, cache_dir: Optional[str], use_cache: bool,
-                   keep_json: bool = False) -> dict:
+
+def summarize_file(
+    path: str, options: Options, cache_dir: Optional[str], use_cache: bool, keep_json: bool = False
+) -> dict:
     """The rank summary of one trace (from the summary cache, else by analysing it), or an error
     summary. With ``keep_json`` the report's JSON body is also kept in the cache for
     ``analyze --format json``. Never raises for bad input."""
@@ -85,7 +88,7 @@ def summarize_file(path: str, options: Options, cache_dir: Optional[str], use_ca
         return s
     except MemoryError:
         return error_summary(shown, "out of memory while analysing; try --max-bytes or a larger --worker-memory")
-    except Exception as e:       # an engine bug: one line for this file
+    except Exception as e:  # an engine bug: one line for this file
         if options.debug:
             raise
         return error_summary(shown, f"internal error: {type(e).__name__}: {e} (please report it)")
@@ -93,6 +96,7 @@ def summarize_file(path: str, options: Options, cache_dir: Optional[str], use_ca
 
 def _keep_json(cache: ReportCache, key: str, rep: dict) -> None:
     from ..jsonout import iter_trace_body
+
     w = cache.json_writer(key)
     for c in iter_trace_body(rep):
         w.write(c)
@@ -101,20 +105,31 @@ def _keep_json(cache: ReportCache, key: str, rep: dict) -> None:
 
 # ---------------------------------------------------------------- running many
 
+
 def _quiet_dask() -> None:
-    for name in ("distributed", "distributed.nanny", "distributed.scheduler", "distributed.worker",
-                 "distributed.core", "distributed.comm", "distributed.client", "tornado", "asyncio"):
+    for name in (
+        "distributed",
+        "distributed.nanny",
+        "distributed.scheduler",
+        "distributed.worker",
+        "distributed.core",
+        "distributed.comm",
+        "distributed.client",
+        "tornado",
+        "asyncio",
+    ):
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 @contextmanager
-def _client(mode: str, n_workers: int, scheduler: Optional[str], worker_memory: Optional[int],
-            timeout: Optional[float] = None) -> Iterator[Any]:
+def _client(
+    mode: str, n_workers: int, scheduler: Optional[str], worker_memory: Optional[int], timeout: Optional[float] = None
+) -> Iterator[Any]:
     connect_s, workers_s = timeout or CONNECT_TIMEOUT_S, timeout or WORKERS_TIMEOUT_S
     try:
         import dask
         from distributed import Client, LocalCluster
-    except ImportError as e:      # pragma: no cover - a dependency of the package
+    except ImportError as e:  # pragma: no cover - a dependency of the package
         raise ClusterError(f"Dask distributed is not installed ({e}); pip install 'dask[distributed]'") from None
     _quiet_dask()
     cluster = client = None
@@ -127,22 +142,32 @@ def _client(mode: str, n_workers: int, scheduler: Optional[str], worker_memory: 
             try:
                 client.wait_for_workers(1, timeout=workers_s)
             except (TimeoutError, OSError):
-                raise ClusterError(f"the Dask scheduler at {scheduler} has no workers "
-                                   f"(none joined within {workers_s} s)") from None
+                raise ClusterError(
+                    f"the Dask scheduler at {scheduler} has no workers (none joined within {workers_s} s)"
+                ) from None
         else:
             # a file whose analysis killed a worker is not handed to the next one
-            with dask.config.set({"distributed.scheduler.allowed-failures": 0,
-                                  # a worker holds one trace and nothing to spill; pausing one
-                                  # whose memory stays high after a big trace would stall the run,
-                                  # so only the nanny's limit applies (restart at 95 %)
-                                  "distributed.worker.memory.spill": False,
-                                  "distributed.worker.memory.target": False,
-                                  "distributed.worker.memory.pause": False}):
+            with dask.config.set(
+                {
+                    "distributed.scheduler.allowed-failures": 0,
+                    # a worker holds one trace and nothing to spill; pausing one
+                    # whose memory stays high after a big trace would stall the run,
+                    # so only the nanny's limit applies (restart at 95 %)
+                    "distributed.worker.memory.spill": False,
+                    "distributed.worker.memory.target": False,
+                    "distributed.worker.memory.pause": False,
+                }
+            ):
                 try:
-                    cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                                           host="127.0.0.1", dashboard_address=None,
-                                           memory_limit=worker_memory if worker_memory else "auto",
-                                           silence_logs=logging.CRITICAL)
+                    cluster = LocalCluster(
+                        n_workers=n_workers,
+                        threads_per_worker=1,
+                        processes=True,
+                        host="127.0.0.1",
+                        dashboard_address=None,
+                        memory_limit=worker_memory if worker_memory else "auto",
+                        silence_logs=logging.CRITICAL,
+                    )
                     client = Client(cluster, set_as_default=False)
                 except (OSError, RuntimeError, TimeoutError) as e:
                     raise ClusterError(f"cannot start a local Dask cluster: {e}") from None
@@ -151,7 +176,7 @@ def _client(mode: str, n_workers: int, scheduler: Optional[str], worker_memory: 
         if client is not None:
             try:
                 client.close(timeout=10)
-            except Exception:      # closing must never hide the results
+            except Exception:  # closing must never hide the results
                 pass
         if cluster is not None:
             try:
@@ -163,16 +188,23 @@ def _client(mode: str, n_workers: int, scheduler: Optional[str], worker_memory: 
 def _failure(e: BaseException) -> str:
     name = type(e).__name__
     if name == "KilledWorker":
-        return ("the Dask worker analysing it died (out of memory or a crash; see --worker-memory / --max-bytes); "
-                "the other files are unaffected")
+        return (
+            "the Dask worker analysing it died (out of memory or a crash; see --worker-memory / --max-bytes); "
+            "the other files are unaffected"
+        )
     if name == "CancelledError":
         return "cancelled: the Dask worker or scheduler went away"
     return f"failed on a Dask worker: {name}: {' '.join(str(e).split())}"
 
 
-def run(calls: list[tuple[str, Callable, tuple]], scheduler: Optional[str] = None, workers: Optional[int] = None,
-        worker_memory: Optional[int] = None, mode: Optional[str] = None,
-        timeout: Optional[float] = None) -> Iterator[tuple[str, Any]]:
+def run(
+    calls: list[tuple[str, Callable, tuple]],
+    scheduler: Optional[str] = None,
+    workers: Optional[int] = None,
+    worker_memory: Optional[int] = None,
+    mode: Optional[str] = None,
+    timeout: Optional[float] = None,
+) -> Iterator[tuple[str, Any]]:
     """Run ``fn(*args)`` for each ``(label, fn, args)``, yielding ``(label, result)`` as each
     finishes; a call that raises (or whose worker dies) yields ``(label, error_summary)``.
     ``mode``: forced plan (else :func:`plan` from the number of calls)."""
@@ -188,9 +220,10 @@ def run(calls: list[tuple[str, Callable, tuple]], scheduler: Optional[str] = Non
                 yield label, error_summary(label, f"internal error: {type(e).__name__}: {e}")
         return
     from distributed import as_completed
+
     with _client(mode, n, scheduler, worker_memory, timeout) as client:
         futures: dict[Any, str] = {}
-        run_id = uuid.uuid4().hex[:12]        # keys unique across clients sharing a scheduler
+        run_id = uuid.uuid4().hex[:12]  # keys unique across clients sharing a scheduler
         todo = iter(enumerate(calls))
         done = as_completed(loop=client.loop)
 
@@ -201,6 +234,7 @@ def run(calls: list[tuple[str, Callable, tuple]], scheduler: Optional[str] = Non
                 fut = client.submit(fn, *args, key=f"tb-attention-{run_id}-{i}", pure=False, retries=0)
                 futures[fut] = label
                 done.add(fut)
+
         # As many files in flight as the cluster has threads: each worker holds one file, so a
         # worker that dies takes only that file with it (the scheduler would otherwise assign a
         # small batch to each worker at once, and fail every file assigned to a dead one).
@@ -224,10 +258,17 @@ def _threads(client: Any) -> int:
         return 1
 
 
-def summarize_files(paths: list[str], options: Options, cache_dir: Optional[str], use_cache: bool,
-                    scheduler: Optional[str] = None, workers: Optional[int] = None,
-                    worker_memory: Optional[int] = None, keep_json: bool = False,
-                    timeout: Optional[float] = None) -> tuple[list[dict], dict]:
+def summarize_files(
+    paths: list[str],
+    options: Options,
+    cache_dir: Optional[str],
+    use_cache: bool,
+    scheduler: Optional[str] = None,
+    workers: Optional[int] = None,
+    worker_memory: Optional[int] = None,
+    keep_json: bool = False,
+    timeout: Optional[float] = None,
+) -> tuple[list[dict], dict]:
     """Summaries of ``paths`` (in the order given) and what ran them: ``{mode, workers, cached,
     analysed}``. Files already summarised in the cache are read here, not sent anywhere (a
     ``keep_json`` run sends every file: the JSON body may be missing)."""
@@ -246,9 +287,14 @@ def summarize_files(paths: list[str], options: Options, cache_dir: Optional[str]
     cache_dir = cache.dir if cache is not None else cache_dir
     mode, n = plan(len(todo), scheduler, workers)
     calls = [(p, summarize_file, (p, options, cache_dir, use_cache, keep_json)) for p in todo]
-    for label, res in run(calls, scheduler=scheduler, workers=n or workers, worker_memory=worker_memory, mode=mode,
-                          timeout=timeout):
+    for label, res in run(
+        calls, scheduler=scheduler, workers=n or workers, worker_memory=worker_memory, mode=mode, timeout=timeout
+    ):
         out[label] = res
-    info = {"mode": mode, "workers": n if mode == "local" else None, "cached": len(paths) - len(todo),
-            "analysed": len(todo)}
+    info = {
+        "mode": mode,
+        "workers": n if mode == "local" else None,
+        "cached": len(paths) - len(todo),
+        "analysed": len(todo),
+    }
     return [out[p] for p in paths], info

@@ -17,6 +17,7 @@ Each straggler lists the phases that explain its excess: per (phase, direction) 
 the median of that phase over the ranks, the largest first, keeping those that make up at least
 ``MIN_PHASE_SHARE`` of the rank's positive phase excess.
 """
+
 from __future__ import annotations
 
 import math
@@ -58,25 +59,51 @@ def sort_key(s: dict) -> tuple:
     return (r is None, r if r is not None else 0, str(s.get("span") or ""), str(s.get("file") or ""))
 
 
-RANK_FIELDS = ("rank", "world_size", "worker", "span", "file", "path", "device", "attention_time_us",
-               "compute_busy_us", "attention_share", "phases", "communication_us", "communication",
-               "forward_time_us", "backward_time_us", "fused_time_us", "unfused_core_time_us", "bound_time_us",
-               "top_kernel_groups", "steps", "rank_source", "activity_source", "partial")
+RANK_FIELDS = (
+    "rank",
+    "world_size",
+    "worker",
+    "span",
+    "file",
+    "path",
+    "device",
+    "attention_time_us",
+    "compute_busy_us",
+    "attention_share",
+    "phases",
+    "communication_us",
+    "communication",
+    "forward_time_us",
+    "backward_time_us",
+    "fused_time_us",
+    "unfused_core_time_us",
+    "bound_time_us",
+    "top_kernel_groups",
+    "steps",
+    "rank_source",
+    "activity_source",
+    "partial",
+)
 
 
 def spread(times: list[float]) -> dict:
     med = _median(times)
     mx = max(times) if times else None
     mad = _median([abs(t - med) for t in times]) if med is not None else None
-    return {"ranks": len(times), "median_us": rounded(med), "p90_us": rounded(_quantile(times, 0.9)),
-            "min_us": rounded(min(times) if times else None), "max_us": rounded(mx),
-            "max_over_median": rounded(mx / med) if (med and mx is not None) else None, "mad_us": rounded(mad)}
+    return {
+        "ranks": len(times),
+        "median_us": rounded(med),
+        "p90_us": rounded(_quantile(times, 0.9)),
+        "min_us": rounded(min(times) if times else None),
+        "max_us": rounded(mx),
+        "max_over_median": rounded(mx / med) if (med and mx is not None) else None,
+        "mad_us": rounded(mad),
+    }
 
 
 def _phase_medians(rows: list[dict]) -> dict:
     keys = {(d, p) for r in rows for d, ps in (r.get("phases") or {}).items() for p in ps}
-    return {k: _median([float(((r.get("phases") or {}).get(k[0]) or {}).get(k[1]) or 0.0) for r in rows])
-            for k in keys}
+    return {k: _median([float(((r.get("phases") or {}).get(k[0]) or {}).get(k[1]) or 0.0) for r in rows]) for k in keys}
 
 
 def explain(row: dict, medians: dict) -> dict:
@@ -93,8 +120,12 @@ def explain(row: dict, medians: dict) -> dict:
         share = e / total if total else 0.0
         if share < MIN_PHASE_SHARE:
             break
-        out.setdefault(d, {})[p] = {"time_us": rounded(t), "median_us": rounded(med), "excess_us": rounded(e),
-                                    "share_of_excess": round(share, 4)}
+        out.setdefault(d, {})[p] = {
+            "time_us": rounded(t),
+            "median_us": rounded(med),
+            "excess_us": rounded(e),
+            "share_of_excess": round(share, 4),
+        }
     return out
 
 
@@ -102,8 +133,11 @@ def job_view(summaries: list[dict]) -> dict:
     """``{schema, ranks, spread, stragglers, rule, errors}`` from rank summaries (error entries
     go to ``errors``)."""
     ok = sorted((s for s in summaries if s.get("status") == "ok"), key=sort_key)
-    bad = [{"file": s.get("file"), "path": s.get("path"), "error": s.get("error")}
-           for s in summaries if s.get("status") != "ok"]
+    bad = [
+        {"file": s.get("file"), "path": s.get("path"), "error": s.get("error")}
+        for s in summaries
+        if s.get("status") != "ok"
+    ]
     rows = [{k: s.get(k) for k in RANK_FIELDS} for s in ok]
     times = [float(r["attention_time_us"] or 0.0) for r in rows]
     sp = spread(times)
@@ -114,10 +148,17 @@ def job_view(summaries: list[dict]) -> dict:
         medians = _phase_medians(rows)
         for r, t in zip(rows, times):
             if t > threshold:
-                stragglers.append({"rank": r["rank"], "worker": r["worker"], "file": r["file"],
-                                   "attention_time_us": rounded(t), "excess_us": rounded(t - med),
-                                   "excess_pct": round(100.0 * (t - med) / med, 2),
-                                   "phases": explain(r, medians)})
+                stragglers.append(
+                    {
+                        "rank": r["rank"],
+                        "worker": r["worker"],
+                        "file": r["file"],
+                        "attention_time_us": rounded(t),
+                        "excess_us": rounded(t - med),
+                        "excess_pct": round(100.0 * (t - med) / med, 2),
+                        "phases": explain(r, medians),
+                    }
+                )
         sp["threshold_us"] = rounded(threshold)
     else:
         sp["threshold_us"] = None
@@ -125,9 +166,19 @@ def job_view(summaries: list[dict]) -> dict:
     sp["communication_median_us"] = rounded(_median(comm))
     seen = Counter(r["rank"] for r in rows if r["rank"] is not None)
     dup = sorted(x for x, n in seen.items() if n > 1)
-    return {"schema": JOB_SCHEMA, "kind": "tb-attention-ranks", "ranks": rows, "spread": sp,
-            "stragglers": stragglers,
-            "rule": {"k_mad": K_MAD, "mad_to_sigma": MAD_TO_SIGMA, "min_excess": MIN_EXCESS, "min_ranks": MIN_RANKS,
-                     "text": f"attention time > median + {K_MAD} x {MAD_TO_SIGMA} x MAD and > median x "
-                             f"{1 + MIN_EXCESS:g}"},
-            "duplicate_ranks": dup, "errors": bad}
+    return {
+        "schema": JOB_SCHEMA,
+        "kind": "tb-attention-ranks",
+        "ranks": rows,
+        "spread": sp,
+        "stragglers": stragglers,
+        "rule": {
+            "k_mad": K_MAD,
+            "mad_to_sigma": MAD_TO_SIGMA,
+            "min_excess": MIN_EXCESS,
+            "min_ranks": MIN_RANKS,
+            "text": f"attention time > median + {K_MAD} x {MAD_TO_SIGMA} x MAD and > median x {1 + MIN_EXCESS:g}",
+        },
+        "duplicate_ranks": dup,
+        "errors": bad,
+    }

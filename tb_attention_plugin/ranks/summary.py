@@ -10,6 +10,7 @@ test or an older report) gets them computed here from the kernel rows (:func:`gp
 kernel being communication when its name says so (``trace.busy.COMMUNICATION``); that fallback
 does not see the engine's other communication evidence (GPU work inside a collective's CPU range).
 """
+
 from __future__ import annotations
 
 import os
@@ -97,15 +98,21 @@ def _columns(kernels: Any) -> Optional[dict]:
         else:
             comm = np.array([bool(v and COMMUNICATION_NAME.search(v)) for v in name], dtype=bool)
         dev = cols.get("device")
-        return {"ts": np.asarray(cols["ts"], dtype=np.float64), "dur": np.asarray(cols["dur_us"], dtype=np.float64),
-                "device": np.asarray(dev if dev is not None else np.zeros(len(kernels)), dtype=np.float64),
-                "attention": np.asarray(cols["attention"], dtype=bool), "comm": comm}
+        return {
+            "ts": np.asarray(cols["ts"], dtype=np.float64),
+            "dur": np.asarray(cols["dur_us"], dtype=np.float64),
+            "device": np.asarray(dev if dev is not None else np.zeros(len(kernels)), dtype=np.float64),
+            "attention": np.asarray(cols["attention"], dtype=bool),
+            "comm": comm,
+        }
     rows = list(kernels)
-    return {"ts": np.array([r.get("ts") or 0.0 for r in rows], dtype=np.float64),
-            "dur": np.array([r.get("dur_us") or 0.0 for r in rows], dtype=np.float64),
-            "device": np.array([-1 if r.get("device") is None else r["device"] for r in rows], dtype=np.float64),
-            "attention": np.array([bool(r.get("attention")) for r in rows], dtype=bool),
-            "comm": np.array([bool(COMMUNICATION_NAME.search(r.get("name") or "")) for r in rows], dtype=bool)}
+    return {
+        "ts": np.array([r.get("ts") or 0.0 for r in rows], dtype=np.float64),
+        "dur": np.array([r.get("dur_us") or 0.0 for r in rows], dtype=np.float64),
+        "device": np.array([-1 if r.get("device") is None else r["device"] for r in rows], dtype=np.float64),
+        "attention": np.array([bool(r.get("attention")) for r in rows], dtype=bool),
+        "comm": np.array([bool(COMMUNICATION_NAME.search(r.get("name") or "")) for r in rows], dtype=bool),
+    }
 
 
 def gpu_activity(report: dict) -> dict:
@@ -117,10 +124,15 @@ def gpu_activity(report: dict) -> dict:
     communication, of attention; overlaps are intersections of those unions, summed over devices."""
     comm_rep = report.get("communication")
     if report.get("compute_busy_us") is not None and isinstance(comm_rep, dict):
-        return {"compute_busy_us": rounded(report["compute_busy_us"]), "span_us": rounded(report.get("span_us")),
-                "communication": {k: comm_rep.get(k) for k in ("time_us", "busy_us", "overlap_with_attention_us",
-                                                               "overlap_with_compute_us", "kernels")},
-                "source": "report"}
+        return {
+            "compute_busy_us": rounded(report["compute_busy_us"]),
+            "span_us": rounded(report.get("span_us")),
+            "communication": {
+                k: comm_rep.get(k)
+                for k in ("time_us", "busy_us", "overlap_with_attention_us", "overlap_with_compute_us", "kernels")
+            },
+            "source": "report",
+        }
     c = _columns(report.get("kernels"))
     busy = comm_busy = comm_time = ov_att = ov_comp = 0.0
     span = None
@@ -143,11 +155,18 @@ def gpu_activity(report: dict) -> dict:
             n_comm += int(comm.sum())
             first, last = min(first, float(ts.min())), max(last, float(end.max()))
         span = last - first if last >= first else None
-    return {"compute_busy_us": rounded(busy), "span_us": rounded(span),
-            "communication": {"time_us": rounded(comm_time), "busy_us": rounded(comm_busy),
-                              "overlap_with_attention_us": rounded(ov_att), "overlap_with_compute_us": rounded(ov_comp),
-                              "kernels": n_comm},
-            "source": "kernels"}
+    return {
+        "compute_busy_us": rounded(busy),
+        "span_us": rounded(span),
+        "communication": {
+            "time_us": rounded(comm_time),
+            "busy_us": rounded(comm_busy),
+            "overlap_with_attention_us": rounded(ov_att),
+            "overlap_with_compute_us": rounded(ov_comp),
+            "kernels": n_comm,
+        },
+        "source": "kernels",
+    }
 
 
 def rank_summary(report: dict, path: Optional[str] = None) -> dict:
@@ -164,23 +183,37 @@ def rank_summary(report: dict, path: Optional[str] = None) -> dict:
         if t:
             d = phases.setdefault(p.get("direction") or "forward", {})
             d[p["phase"]] = rounded((d.get(p["phase"]) or 0.0) + float(t))
-    groups = [{"group": g["group"], "phase": g["phase"], "direction": g["direction"], "time_us": g["time_us"],
-               "calls": g["calls"]} for g in kernel_groups(report.get("kernels"))[:TOP_GROUPS]]
+    groups = [
+        {
+            "group": g["group"],
+            "phase": g["phase"],
+            "direction": g["direction"],
+            "time_us": g["time_us"],
+            "calls": g["calls"],
+        }
+        for g in kernel_groups(report.get("kernels"))[:TOP_GROUPS]
+    ]
     dev = report.get("device") or {}
     steps = report.get("steps") or []
     return {
         "schema": SUMMARY_SCHEMA,
         "status": "ok",
-        "rank": rank, "world_size": world, "rank_source": rank_source,
-        "worker": worker, "span": span, "file": os.path.basename(path), "path": path,
+        "rank": rank,
+        "world_size": world,
+        "rank_source": rank_source,
+        "worker": worker,
+        "span": span,
+        "file": os.path.basename(path),
+        "path": path,
         "device": dev.get("label"),
         "steps": len(steps) if report.get("step") is None else 1,
         "attention_time_us": rounded(att),
         "compute_busy_us": busy,
         # the engine's share (attention busy / compute busy) when the report has it; else attention
         # time over compute busy time from the kernel rows
-        "attention_share": (report.get("attention_share") if act["source"] == "report"
-                            else (rounded(att / busy) if busy else None)),
+        "attention_share": (
+            report.get("attention_share") if act["source"] == "report" else (rounded(att / busy) if busy else None)
+        ),
         "gpu_busy_us": rounded(report.get("gpu_busy_us")),
         "span_us": act["span_us"],
         "forward_time_us": rounded(report.get("forward_time_us")),
@@ -202,5 +235,12 @@ def rank_summary(report: dict, path: Optional[str] = None) -> dict:
 
 def error_summary(path: str, error: str) -> dict:
     worker, span = worker_of(path)
-    return {"schema": SUMMARY_SCHEMA, "status": "error", "path": path, "file": os.path.basename(path),
-            "worker": worker, "span": span, "error": error}
+    return {
+        "schema": SUMMARY_SCHEMA,
+        "status": "error",
+        "path": path,
+        "file": os.path.basename(path),
+        "worker": worker,
+        "span": span,
+        "error": error,
+    }

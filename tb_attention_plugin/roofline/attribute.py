@@ -13,6 +13,7 @@ kernels, its cost is split:
 Memcpy and memset activities carry their own byte counts in the trace; those are used as
 measured values and never take a share of an op's cost.
 """
+
 from __future__ import annotations
 
 import re
@@ -29,9 +30,10 @@ from .cost import Cost, has_formula, op_cost
 
 MATRIX_KERNEL = re.compile(
     r"gemm|mma|nvjet|cutlass|cublas|Cijk_|flash_fwd|flash_bwd|dq_dk_dv|fmha|sdpa|attention|"
-    r"AttentionKernel|triton_tem|_mm_|matmul|splitKreduce|dot_product", re.I)
-AUX_KERNEL = re.compile(r"dot_do_o|convert_dq|zero|fill|memset|splitKreduce|reduce_kernel|copy|prepare_grouped",
-                        re.I)
+    r"AttentionKernel|triton_tem|_mm_|matmul|splitKreduce|dot_product",
+    re.I,
+)
+AUX_KERNEL = re.compile(r"dot_do_o|convert_dq|zero|fill|memset|splitKreduce|reduce_kernel|copy|prepare_grouped", re.I)
 _MANGLED_PART = re.compile(r"(\d+)")
 
 
@@ -46,7 +48,7 @@ def _function_name(name: str) -> str:
             if not m:
                 break
             n = int(m.group(1))
-            parts.append(name[m.end():m.end() + n])
+            parts.append(name[m.end() : m.end() + n])
             i = m.end() + n
         return "::".join(parts) or name
     return strip_templates(name).split("(", 1)[0]
@@ -54,12 +56,12 @@ def _function_name(name: str) -> str:
 
 @dataclass
 class Attribution:
-    owner: np.ndarray         # GPU activity -> cost-owner op range, or -1
-    flops: np.ndarray         # float, NaN = unknown
-    bytes: np.ndarray         # float, NaN = unknown (minimum traffic)
-    reads: np.ndarray         # the part of ``bytes`` that is read
-    share: np.ndarray         # share of the owner's time this activity is (1.0 when alone)
-    costs: dict[int, Cost]    # owner range -> the op's full cost
+    owner: np.ndarray  # GPU activity -> cost-owner op range, or -1
+    flops: np.ndarray  # float, NaN = unknown
+    bytes: np.ndarray  # float, NaN = unknown (minimum traffic)
+    reads: np.ndarray  # the part of ``bytes`` that is read
+    share: np.ndarray  # share of the owner's time this activity is (1.0 when alone)
+    costs: dict[int, Cost]  # owner range -> the op's full cost
 
 
 class _Owners:
@@ -155,7 +157,7 @@ def attribute(trace: Trace, links: Links) -> Attribution:
     mc_idx = np.flatnonzero(is_memcpy)
     vals = copy_b[mc_idx]
     vals[vals < 0] = np.nan
-    nbytes[mc_idx] = np.where(dtod, 2 * vals, vals)   # a device copy reads and writes
+    nbytes[mc_idx] = np.where(dtod, 2 * vals, vals)  # a device copy reads and writes
     reads[mc_idx] = np.where(dtod, vals, 0.0)
     flops[mc_idx] = 0.0
     ms_idx = np.flatnonzero(is_memset)
@@ -201,7 +203,7 @@ def attribute(trace: Trace, links: Links) -> Attribution:
     if len(multi) and not kname:
         kname = [names[i] for i in G["name"].tolist()]
     for j in multi.tolist():
-        ks = order[starts[j]:starts[j] + counts[j]].tolist()
+        ks = order[starts[j] : starts[j] + counts[j]].tolist()
         o = int(owner[ks[0]])
         c = _cost(owners, o)
         if c.bytes is None and "elements" in c.detail:
@@ -218,8 +220,12 @@ def attribute(trace: Trace, links: Links) -> Attribution:
         if c.flops is not None:
             f = fr
             if c.engine == "matrix":
-                mat = np.array([bool(MATRIX_KERNEL.search(kname[k]))
-                                and not AUX_KERNEL.search(_function_name(kname[k])) for k in ks])
+                mat = np.array(
+                    [
+                        bool(MATRIX_KERNEL.search(kname[k])) and not AUX_KERNEL.search(_function_name(kname[k]))
+                        for k in ks
+                    ]
+                )
                 if mat.any() and d[mat].sum() > 0:
                     f = np.where(mat, d / d[mat].sum(), 0.0)
             flops[ks] = c.flops * f
@@ -238,8 +244,14 @@ def _with_itemsize_from_kernel(c: Cost, kernel_names: list[str]) -> Cost:
         m = _OPAQUE.search(nm)
         if m:
             n = c.detail["elements"] * int(m.group(1))
-            return Cost(c.flops, float(2 * n), c.dtype, c.engine, detail=dict(c.detail, itemsize=int(m.group(1))),
-                        reads=float(n))
+            return Cost(
+                c.flops,
+                float(2 * n),
+                c.dtype,
+                c.engine,
+                detail=dict(c.detail, itemsize=int(m.group(1))),
+                reads=float(n),
+            )
     return c
 
 

@@ -20,6 +20,7 @@ Host-device copies are memory-bound by definition (the host link, not DRAM, is t
 The thresholds live here and nowhere else; they are documented in docs/cost-model.md, reported
 in the JSON's ``thresholds`` and checked against Nsight Compute in validation/.
 """
+
 from __future__ import annotations
 
 import re
@@ -52,11 +53,13 @@ R_HOST, R_COMPUTE, R_MEMORY, R_LATENCY, R_LATENCY_UNCOSTED, R_ZERO, R_NO_PEAKS, 
 # Latency evidence from the launch record (bit flags).
 E_SHORT, E_SMALL_GRID, E_LOW_OCCUPANCY, E_FEW_WAVES = 1, 2, 4, 8
 # Why a kernel's FLOPs or bytes are unknown (frame.missing), in words: the reason names what is missing.
-MISSING = ("no CPU op recorded around its launch (e.g. replayed from a CUDA graph)",
-           "no input shapes in the trace (profile with record_shapes=True)",
-           "its op recorded no input shapes",
-           "no cost formula for its op or the ops around it",
-           "its op's cost formula could not use the recorded inputs")
+MISSING = (
+    "no CPU op recorded around its launch (e.g. replayed from a CUDA graph)",
+    "no input shapes in the trace (profile with record_shapes=True)",
+    "its op recorded no input shapes",
+    "no cost formula for its op or the ops around it",
+    "its op's cost formula could not use the recorded inputs",
+)
 M_NO_OP, M_NO_SHAPES, M_OP_NO_SHAPES, M_NO_FORMULA, M_INCOMPLETE = range(5)
 # Why a latency-bound kernel reached no roof (frame.cause): too short for anything but the launch
 # to matter; too little parallel work resident (a grid smaller than the SMs, low occupancy, less
@@ -72,8 +75,9 @@ N_ROOF_RAISED, N_L2, N_CAPPED, N_UPPER = 1, 2, 4, 8
 _TF32_KERNEL = re.compile(r"tf32|xmma_gemm_tf32|s1688gemm|s16816gemm|_tf32_", re.I)
 
 
-def peak_key(dtype: Optional[str], engine: str, kernel_name: str, available: dict[str, float],
-             fp32_on_tensor_cores: bool = False) -> tuple[Optional[str], str]:
+def peak_key(
+    dtype: Optional[str], engine: str, kernel_name: str, available: dict[str, float], fp32_on_tensor_cores: bool = False
+) -> tuple[Optional[str], str]:
     """Which FLOP peak applies, and why."""
     if engine == NONE or dtype is None:
         return None, "data movement: no arithmetic roof"
@@ -99,8 +103,9 @@ def peak_key(dtype: Optional[str], engine: str, kernel_name: str, available: dic
     return "fp32", "elementwise math runs in fp32: fp32 vector peak"
 
 
-def decide(cu: np.ndarray, mu: np.ndarray, short: np.ndarray,
-           measured_reached: Optional[np.ndarray] = None) -> np.ndarray:
+def decide(
+    cu: np.ndarray, mu: np.ndarray, short: np.ndarray, measured_reached: Optional[np.ndarray] = None
+) -> np.ndarray:
     """The bound (codes into ``BOUNDS``) from utilisations: unknown where either is NaN; the
     larger roof where it is reached; latency otherwise and for ``short`` kernels — unless
     ``measured_reached`` (a measured utilisation reached a roof, so the short-kernel rule,
@@ -118,8 +123,9 @@ def decide(cu: np.ndarray, mu: np.ndarray, short: np.ndarray,
     return bound
 
 
-def raise_roofs(frame: KernelFrame, datasheet: Callable[[int, str], Optional[float]]
-                ) -> tuple[KernelFrame, list[dict[str, Any]]]:
+def raise_roofs(
+    frame: KernelFrame, datasheet: Callable[[int, str], Optional[float]]
+) -> tuple[KernelFrame, list[dict[str, Any]]]:
     """Roofs no kernel exceeds: ``(frame, adjustments)``.
 
     A kernel whose FLOPs are exact (from shapes: not estimated, not an upper bound) cannot run
@@ -152,12 +158,17 @@ def raise_roofs(frame: KernelFrame, datasheet: Callable[[int, str], Optional[flo
         pk = str(frame.peak.vocab[pc])
         ds = datasheet(int(dev), pk)
         n = int(fast.sum())
-        ran = f"{n} kernel{'s' if n > 1 else ''} with exact FLOPs ran at up to {rate(top, 'FLOP/s')}, above " \
-              f"the table's {pk} peak of {rate(old, 'FLOP/s')}"
+        ran = (
+            f"{n} kernel{'s' if n > 1 else ''} with exact FLOPs ran at up to {rate(top, 'FLOP/s')}, above "
+            f"the table's {pk} peak of {rate(old, 'FLOP/s')}"
+        )
         new, why = top, f"{ran}: the roof is the highest achieved rate"
         if ds is not None:
-            why += (f" (the datasheet's dense {pk} peak is {rate(ds, 'FLOP/s')})" if ds >= top else
-                    f", above the datasheet's dense {pk} peak of {rate(ds, 'FLOP/s')} too: check the FLOP count")
+            why += (
+                f" (the datasheet's dense {pk} peak is {rate(ds, 'FLOP/s')})"
+                if ds >= top
+                else f", above the datasheet's dense {pk} peak of {rate(ds, 'FLOP/s')} too: check the FLOP count"
+            )
         peak_f[group] = new
         note[fast] |= N_ROOF_RAISED
         adjustments.append({"device": int(dev), "peak": pk, "from": old, "to": new, "reason": why})
@@ -225,9 +236,16 @@ def classify(frame: KernelFrame) -> KernelFrame:
     short = (dur > 0) & (dur < SHORT_KERNEL_US) & (frame.kind == KERNEL)
     bound = decide(cu_k, np.where(costed, mu, np.nan), short)
     # no cost, but a grid too small to reach either roof: latency all the same
-    tiny = ~costed & (dur > 0) & (frame.kind == KERNEL) & ~frame.communication & (frame.num_sms > 0) & \
-        (frame.blocks > 0) & \
-        (frame.blocks * TINY_GRID_SM_FRACTION <= frame.num_sms) & ~np.isnan(frame.bandwidth)
+    tiny = (
+        ~costed
+        & (dur > 0)
+        & (frame.kind == KERNEL)
+        & ~frame.communication
+        & (frame.num_sms > 0)
+        & (frame.blocks > 0)
+        & (frame.blocks * TINY_GRID_SM_FRACTION <= frame.num_sms)
+        & ~np.isnan(frame.bandwidth)
+    )
     bound[tiny] = BOUND_LATENCY
     # an upper bound shows that a roof was not reached, never that it was
     claimed = upper & ((bound == BOUND_COMPUTE) | (bound == BOUND_MEMORY))
@@ -239,12 +257,31 @@ def classify(frame: KernelFrame) -> KernelFrame:
     cu = np.where(host, np.nan, cu)
     mu = np.where(host, np.nan, mu)
     code = np.select(
-        [comm, host, claimed, bound == BOUND_COMPUTE, bound == BOUND_MEMORY, (bound == BOUND_LATENCY) & ~np.isnan(mu),
-         bound == BOUND_LATENCY, dur <= 0, np.isnan(frame.bandwidth)],
+        [
+            comm,
+            host,
+            claimed,
+            bound == BOUND_COMPUTE,
+            bound == BOUND_MEMORY,
+            (bound == BOUND_LATENCY) & ~np.isnan(mu),
+            bound == BOUND_LATENCY,
+            dur <= 0,
+            np.isnan(frame.bandwidth),
+        ],
         [R_COMM, R_HOST, R_UPPER, R_COMPUTE, R_MEMORY, R_LATENCY, R_LATENCY_UNCOSTED, R_ZERO, R_NO_PEAKS],
-        R_NO_COST).astype(np.int8)
-    out = replace(frame, dram_bytes=dram, achieved_flops=afl, achieved_bytes=aby, intensity=inten, compute_util=cu,
-                  memory_util=mu, bound=bound, note=note)
+        R_NO_COST,
+    ).astype(np.int8)
+    out = replace(
+        frame,
+        dram_bytes=dram,
+        achieved_flops=afl,
+        achieved_bytes=aby,
+        intensity=inten,
+        compute_util=cu,
+        memory_util=mu,
+        bound=bound,
+        note=note,
+    )
     out = replace(out, cause=latency_cause(out, bound))
     return replace(out, reason=word(out, code))
 
@@ -281,14 +318,20 @@ def word(frame: KernelFrame, code: np.ndarray) -> Coded:
         code.astype(np.float64),
         np.where(roofed, frame.peak.codes, 0),
         np.where(code == R_HOST, frame.bytes, z),
-        np.where(code == R_COMPUTE, _pct_key(frame.compute_util),
-                 np.where((code == R_LATENCY) | (code == R_UPPER), _pct_key(cu0), z)),
+        np.where(
+            code == R_COMPUTE,
+            _pct_key(frame.compute_util),
+            np.where((code == R_LATENCY) | (code == R_UPPER), _pct_key(cu0), z),
+        ),
         np.where((code == R_MEMORY) | (code == R_LATENCY) | (code == R_UPPER), _pct_key(frame.memory_util), z),
         np.where(code == R_HOST, 0, frame.note).astype(np.float64),
         np.where(frame.note & N_ROOF_RAISED, _sig_key(frame.peak_flops), z),
         np.where(frame.note & N_L2, frame.l2_hint.codes, 0),
-        np.where(code == R_COMPUTE, _sig_key(frame.achieved_flops),
-                 np.where(code == R_MEMORY, _sig_key(frame.achieved_bytes), z)),
+        np.where(
+            code == R_COMPUTE,
+            _sig_key(frame.achieved_flops),
+            np.where(code == R_MEMORY, _sig_key(frame.achieved_bytes), z),
+        ),
         f_lat.astype(np.float64),
         np.where(f_lat & E_SHORT, frame.dur_us, z),
         np.where(f_lat & E_SMALL_GRID, frame.blocks, z),
@@ -302,8 +345,7 @@ def word(frame: KernelFrame, code: np.ndarray) -> Coded:
     if not n:
         return Coded(np.zeros(0, np.int32), [])
     first, inv = group_rows(*cols)
-    vocab = [_sentence(frame, int(code[i]), int(flags[i]), i) + _notes(frame, int(code[i]), i)
-             for i in first.tolist()]
+    vocab = [_sentence(frame, int(code[i]), int(flags[i]), i) + _notes(frame, int(code[i]), i) for i in first.tolist()]
     return Coded(inv.reshape(-1), vocab)
 
 
@@ -312,13 +354,17 @@ def _notes(f: KernelFrame, code: int, i: int) -> str:
     out = ""
     pk = f.peak[i]
     if note & N_ROOF_RAISED:
-        out += (f"; it ran faster than the table's {pk} peak, so that roof is raised to "
-                f"{rate(float(f.peak_flops[i]), 'FLOP/s')} (device.roof_adjustments)")
+        out += (
+            f"; it ran faster than the table's {pk} peak, so that roof is raised to "
+            f"{rate(float(f.peak_flops[i]), 'FLOP/s')} (device.roof_adjustments)"
+        )
     if note & N_L2:
         hint = f.l2_hint[i]
-        out += ("; the estimated traffic is more than DRAM delivers: part of it was served from L2 ("
-                + (hint if hint else "an operand still in cache, e.g. one just written")
-                + "), so DRAM is counted at its bandwidth")
+        out += (
+            "; the estimated traffic is more than DRAM delivers: part of it was served from L2 ("
+            + (hint if hint else "an operand still in cache, e.g. one just written")
+            + "), so DRAM is counted at its bandwidth"
+        )
     if note & N_CAPPED:
         out += f"; the FLOP estimate exceeds the {pk or 'compute'} roof, so it is shown at the roof"
     return out
@@ -329,8 +375,10 @@ def _sentence(f: KernelFrame, code: int, flags: int, i: int) -> str:
         nb = float(f.bytes[i])
         return f"host-device transfer over the host link ({fmt_bytes(nb if nb == nb else None)})"
     if code == R_COMM:
-        return ("collective communication (NCCL/RCCL): its time is the interconnect's and the other ranks', "
-                "not bounded by this GPU's roofs")
+        return (
+            "collective communication (NCCL/RCCL): its time is the interconnect's and the other ranks', "
+            "not bounded by this GPU's roofs"
+        )
     if code == R_ZERO:
         return "zero duration"
     if code == R_NO_PEAKS:
@@ -343,12 +391,16 @@ def _sentence(f: KernelFrame, code: int, flags: int, i: int) -> str:
     if code == R_COMPUTE:
         return f"reaches {c * 100:.0f}% of the {label} ({rate(float(f.achieved_flops[i]), 'FLOP/s')})"
     if code == R_UPPER:
-        return (f"FLOPs and bytes are dense upper bounds (the mask's sparsity is not in the trace): "
-                f"≤ {c * 100:.0f}% of the {label}, ≤ {m * 100:.0f}% of memory bandwidth; "
-                "a bound cannot be claimed from upper bounds")
+        return (
+            f"FLOPs and bytes are dense upper bounds (the mask's sparsity is not in the trace): "
+            f"≤ {c * 100:.0f}% of the {label}, ≤ {m * 100:.0f}% of memory bandwidth; "
+            "a bound cannot be claimed from upper bounds"
+        )
     if code == R_MEMORY:
-        return (f"reaches {m * 100:.0f}% of memory bandwidth "
-                f"({rate(float(f.achieved_bytes[i]), 'B/s')} of estimated DRAM traffic)")
+        return (
+            f"reaches {m * 100:.0f}% of memory bandwidth "
+            f"({rate(float(f.achieved_bytes[i]), 'B/s')} of estimated DRAM traffic)"
+        )
     why = []
     if flags & E_SHORT:
         why.append(f"only {float(f.dur_us[i]):.1f} µs: launch overhead dominates")
@@ -361,14 +413,19 @@ def _sentence(f: KernelFrame, code: int, flags: int, i: int) -> str:
         why.append(f"{float(f.waves[i]):.2f} of a wave: fewer blocks than the SMs hold at once")
     cause = int(f.cause[i])
     if not why:
-        why.append("neither roof reached with a full grid: stalls, dependencies or a poor access pattern"
-                   if cause == CAUSE_STALLED else
-                   "neither roof reached: stalls, poor access pattern or too little parallel work")
+        why.append(
+            "neither roof reached with a full grid: stalls, dependencies or a poor access pattern"
+            if cause == CAUSE_STALLED
+            else "neither roof reached: stalls, poor access pattern or too little parallel work"
+        )
     head = f"latency ({CAUSES[cause]}): " if cause >= 0 else ""
     if code == R_LATENCY:
         le = "≤ " if f.upper_bound[i] else ""
-        return head + "; ".join(why) + \
-            f" ({le}{m * 100:.0f}% of bandwidth, {le}{(c if c == c else 0.0) * 100:.0f}% of {label})"
+        return (
+            head
+            + "; ".join(why)
+            + f" ({le}{m * 100:.0f}% of bandwidth, {le}{(c if c == c else 0.0) * 100:.0f}% of {label})"
+        )
     if not flags & E_SHORT and flags & E_SMALL_GRID:
         why.append(f"a grid of at most 1/{TINY_GRID_SM_FRACTION} of the SMs reaches half of neither roof")
     return head + "; ".join(why) + f" (FLOPs and bytes unknown: {_missing_words(f, i)})"

@@ -18,6 +18,7 @@ Conventions (documented in docs/cost-model.md):
   sparsity is not in the trace). The classifier must not claim a roof from an upper bound.
 * Unknown stays ``None``: an op we have no formula for, or one recorded without shapes.
 """
+
 from __future__ import annotations
 
 import re
@@ -29,7 +30,7 @@ from typing import Any, Callable, Optional
 from ..trace.shapes import SCALAR_TYPE_CODES, Arg
 
 MATRIX, VECTOR, NONE = "matrix", "vector", "none"
-InputSig = tuple[tuple[int, ...], Optional[str], int]     # shape, dtype, bytes read
+InputSig = tuple[tuple[int, ...], Optional[str], int]  # shape, dtype, bytes read
 OutputSig = tuple[Optional[tuple[int, ...]], Optional[str]]  # shape (None: data-dependent), dtype
 
 
@@ -38,17 +39,17 @@ class Cost:
     flops: Optional[float]
     bytes: Optional[float]
     dtype: Optional[str]
-    engine: str = VECTOR              # which roof applies: matrix engine or vector units
-    flops_estimated: bool = False     # a per-element estimate rather than an exact count
+    engine: str = VECTOR  # which roof applies: matrix engine or vector units
+    flops_estimated: bool = False  # a per-element estimate rather than an exact count
     flops_dense: Optional[float] = None
     detail: dict[str, Any] = field(default_factory=dict)
-    reads: Optional[float] = None     # the part of ``bytes`` that is read (the rest is written)
+    reads: Optional[float] = None  # the part of ``bytes`` that is read (the rest is written)
     # sub-step -> (bytes read, bytes written), fused attention backward
     parts: Optional[dict[str, tuple[float, float]]] = None
     fp32_on_tensor_cores: bool = False  # fp32 work this op's kernels do on TF32 tensor cores
-    upper_bound: bool = False         # FLOPs/bytes are a dense upper bound (mask sparsity unknown)
-    l2_hint: Optional[str] = None     # why some reads likely come from L2, not DRAM (see l2_reuse)
-    l2_bytes: float = 0.0             # the bytes of ``reads`` that l2_hint says are likely L2 hits
+    upper_bound: bool = False  # FLOPs/bytes are a dense upper bound (mask sparsity unknown)
+    l2_hint: Optional[str] = None  # why some reads likely come from L2, not DRAM (see l2_reuse)
+    l2_bytes: float = 0.0  # the bytes of ``reads`` that l2_hint says are likely L2 hits
     inputs: tuple[InputSig, ...] = ()  # (shape, dtype, bytes read) of each tensor read
     output: Optional[OutputSig] = None  # (shape, dtype) of the tensor written, when there is one
 
@@ -76,11 +77,40 @@ def _sigs(ts: list[Arg]) -> tuple[InputSig, ...]:
 
 
 # Type promotion categories (torch.result_type): bool < integer < floating < complex.
-_CATEGORY = {"bool": 0, "uint8": 1, "int8": 1, "int16": 1, "int32": 1, "int64": 1,
-             "fp4": 2, "fp8": 2, "fp16": 2, "bf16": 2, "fp32": 2, "fp64": 2,
-             "complex32": 3, "complex64": 3, "complex128": 3}
-_ITEMSIZE = {"bool": 1, "uint8": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8, "fp4": 1, "fp8": 1,
-             "fp16": 2, "bf16": 2, "fp32": 4, "fp64": 8, "complex32": 4, "complex64": 8, "complex128": 16}
+_CATEGORY = {
+    "bool": 0,
+    "uint8": 1,
+    "int8": 1,
+    "int16": 1,
+    "int32": 1,
+    "int64": 1,
+    "fp4": 2,
+    "fp8": 2,
+    "fp16": 2,
+    "bf16": 2,
+    "fp32": 2,
+    "fp64": 2,
+    "complex32": 3,
+    "complex64": 3,
+    "complex128": 3,
+}
+_ITEMSIZE = {
+    "bool": 1,
+    "uint8": 1,
+    "int8": 1,
+    "int16": 2,
+    "int32": 4,
+    "int64": 8,
+    "fp4": 1,
+    "fp8": 1,
+    "fp16": 2,
+    "bf16": 2,
+    "fp32": 4,
+    "fp64": 8,
+    "complex32": 4,
+    "complex64": 8,
+    "complex128": 16,
+}
 
 
 def _promote(dtypes: list[str]) -> Optional[str]:
@@ -92,7 +122,7 @@ def _promote(dtypes: list[str]) -> Optional[str]:
     size = max(_ITEMSIZE[d] for d in top)
     widest = {d for d in top if _ITEMSIZE[d] == size}
     if widest == {"fp16", "bf16"}:
-        return "fp32"                       # half and bfloat16 promote to float
+        return "fp32"  # half and bfloat16 promote to float
     return sorted(widest)[0]
 
 
@@ -127,16 +157,31 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> Optional[tuple[int, ...]]:
 
 
 # -- matmuls -------------------------------------------------------------------------------
-def _gemm(ins: list[Arg], outs: list[Arg], out_shape: tuple[int, ...], flops: float, dtype: Optional[str],
-          detail: dict[str, Any],
-          out_itemsize: Optional[int] = None, out_dtype: Optional[str] = None) -> Cost:
+def _gemm(
+    ins: list[Arg],
+    outs: list[Arg],
+    out_shape: tuple[int, ...],
+    flops: float,
+    dtype: Optional[str],
+    detail: dict[str, Any],
+    out_itemsize: Optional[int] = None,
+    out_dtype: Optional[str] = None,
+) -> Cost:
     """A matmul-like op: its inputs read at the size their strides address, one output written
     (an ``out=`` tensor's dtype when there is one, else ``out_itemsize`` or the first input's)."""
     reads = _reads(ins)
     it = outs[0].itemsize if outs else (out_itemsize or ins[0].itemsize)
     od = outs[0].dtype if outs else (out_dtype or ins[0].dtype)
-    return Cost(flops, reads + prod(out_shape) * it, dtype, MATRIX, detail=detail, reads=reads,
-                inputs=_sigs(ins), output=(tuple(out_shape), od))
+    return Cost(
+        flops,
+        reads + prod(out_shape) * it,
+        dtype,
+        MATRIX,
+        detail=detail,
+        reads=reads,
+        inputs=_sigs(ins),
+        output=(tuple(out_shape), od),
+    )
 
 
 def _mm(args: list[Arg]) -> Optional[Cost]:
@@ -148,7 +193,7 @@ def _mm(args: list[Arg]) -> Optional[Cost]:
 
 
 def _addmm(args: list[Arg]) -> Optional[Cost]:
-    ins, outs = _split(args, 5)             # addmm(self, mat1, mat2, *, beta, alpha)
+    ins, outs = _split(args, 5)  # addmm(self, mat1, mat2, *, beta, alpha)
     if len(ins) < 3:
         return None
     a, b = ins[1], ins[2]
@@ -167,12 +212,20 @@ def _bmm(args: list[Arg]) -> Optional[Cost]:
 
 
 def _baddbmm(args: list[Arg]) -> Optional[Cost]:
-    ins, outs = _split(args, 5)             # baddbmm(self, batch1, batch2, *, beta, alpha)
+    ins, outs = _split(args, 5)  # baddbmm(self, batch1, batch2, *, beta, alpha)
     if len(ins) < 3 or len(ins[1].dims) != 3 or len(ins[2].dims) != 3:
         return None
     (b, m, k), (_, _, n) = ins[1].dims, ins[2].dims
-    return _gemm(ins, outs, (b, m, n), 2.0 * b * m * n * k, ins[1].dtype,
-                 {"batch": b, "m": m, "n": n, "k": k}, out_itemsize=ins[1].itemsize, out_dtype=ins[1].dtype)
+    return _gemm(
+        ins,
+        outs,
+        (b, m, n),
+        2.0 * b * m * n * k,
+        ins[1].dtype,
+        {"batch": b, "m": m, "n": n, "k": k},
+        out_itemsize=ins[1].itemsize,
+        out_dtype=ins[1].dtype,
+    )
 
 
 def matmul_dims(a: tuple[int, ...], b: tuple[int, ...]) -> Optional[tuple[int, int, int, int, tuple[int, ...]]]:
@@ -200,12 +253,11 @@ def _matmul(args: list[Arg]) -> Optional[Cost]:
     if r is None:
         return None
     batch, m, n, k, out = r
-    return _gemm(ins, outs, out, 2.0 * batch * m * n * k, ins[0].dtype,
-                 {"batch": batch, "m": m, "n": n, "k": k})
+    return _gemm(ins, outs, out, 2.0 * batch * m * n * k, ins[0].dtype, {"batch": batch, "m": m, "n": n, "k": k})
 
 
 def _linear(args: list[Arg]) -> Optional[Cost]:
-    ins, outs = _split(args, 3)             # linear(input, weight, bias=None)
+    ins, outs = _split(args, 3)  # linear(input, weight, bias=None)
     if len(ins) < 2 or len(ins[1].dims) != 2 or not ins[0].dims:
         return None
     x, w = ins[0], ins[1]
@@ -235,8 +287,16 @@ def _scaled_mm(args: list[Arg]) -> Optional[Cost]:
     if code.lstrip("-").isdigit() and int(code) in SCALAR_TYPE_CODES:
         out_dtype, out_itemsize = SCALAR_TYPE_CODES[int(code)]
     # the roof is the operands' (fp8 Tensor Cores), whatever the output dtype
-    return _gemm(ins, outs, (m, n), 2.0 * m * n * k, a.dtype, {"m": m, "n": n, "k": k},
-                 out_itemsize=out_itemsize, out_dtype=out_dtype)
+    return _gemm(
+        ins,
+        outs,
+        (m, n),
+        2.0 * m * n * k,
+        a.dtype,
+        {"m": m, "n": n, "k": k},
+        out_itemsize=out_itemsize,
+        out_dtype=out_dtype,
+    )
 
 
 def _scaled_mm_v2(args: list[Arg]) -> Optional[Cost]:
@@ -253,11 +313,20 @@ def _scaled_mm_v2(args: list[Arg]) -> Optional[Cost]:
     code = args[9].value.strip() if len(args) > 9 else ""
     if code.lstrip("-").isdigit() and int(code) in SCALAR_TYPE_CODES:
         out_dtype, out_itemsize = SCALAR_TYPE_CODES[int(code)]
-    c = _gemm(ins, outs, (m, n), 2.0 * m * n * k, a.dtype, {"m": m, "n": n, "k": k},
-              out_itemsize=out_itemsize, out_dtype=out_dtype)
+    c = _gemm(
+        ins,
+        outs,
+        (m, n),
+        2.0 * m * n * k,
+        a.dtype,
+        {"m": m, "n": n, "k": k},
+        out_itemsize=out_itemsize,
+        out_dtype=out_dtype,
+    )
     # scale lists record no dtype: fp32 per element (row-wise / tensor-wise scales)
-    n_scale = sum(prod(sh) for x in (args[2], args[5]) if x.shapes is not None for sh in x.shapes) \
-        if len(args) > 5 else 0
+    n_scale = (
+        sum(prod(sh) for x in (args[2], args[5]) if x.shapes is not None for sh in x.shapes) if len(args) > 5 else 0
+    )
     if n_scale and c.bytes is not None and c.reads is not None:
         c.bytes += 4.0 * n_scale
         c.reads += 4.0 * n_scale
@@ -268,6 +337,7 @@ def _grouped(out_dtype_at: int, offs_at: int, n_in: int) -> Formula:
     """_grouped_mm / _scaled_grouped_mm (MoE experts): ``self`` [T, K] tokens sorted by group with
     ``offs`` the group ends and ``mat2`` [G, K, N] one weight per group: 2·T·K·N; [G, M, K] x
     [G, K, N]: 2·G·M·N·K; [M, T] x [T, N] split along T (weight gradients): 2·M·T·N."""
+
     def cost(args: list[Arg]) -> Optional[Cost]:
         ins, outs = _split(args, n_in)
         if len(ins) < 2:
@@ -280,8 +350,13 @@ def _grouped(out_dtype_at: int, offs_at: int, n_in: int) -> Formula:
         elif len(a.dims) == 3 and len(b.dims) == 3 and a.dims[0] == b.dims[0] and a.dims[2] == b.dims[1]:
             (g, m, k), (_, _, n) = a.dims, b.dims
             flops, out_shape, detail = 2.0 * g * m * n * k, (g, m, n), {"batch": g, "m": m, "n": n, "k": k}
-        elif len(a.dims) == 2 and len(b.dims) == 2 and a.dims[1] == b.dims[0] \
-                and len(args) > offs_at and args[offs_at].is_tensor:
+        elif (
+            len(a.dims) == 2
+            and len(b.dims) == 2
+            and a.dims[1] == b.dims[0]
+            and len(args) > offs_at
+            and args[offs_at].is_tensor
+        ):
             (m, t), (_, n) = a.dims, b.dims
             g = args[offs_at].numel
             flops, out_shape, detail = 2.0 * m * t * n, (g, m, n), {"groups": g, "m": m, "n": n, "k": t}
@@ -292,6 +367,7 @@ def _grouped(out_dtype_at: int, offs_at: int, n_in: int) -> Formula:
         if code.lstrip("-").isdigit() and int(code) in SCALAR_TYPE_CODES:
             out_dtype, out_itemsize = SCALAR_TYPE_CODES[int(code)]
         return _gemm(ins, outs, out_shape, flops, a.dtype, detail, out_itemsize=out_itemsize, out_dtype=out_dtype)
+
     return cost
 
 
@@ -303,22 +379,22 @@ def causal_fraction(sq: int, sk: int, bottom_right: bool = False) -> float:
         return 1.0
     shift = sk - sq if bottom_right else 0
     # row i keeps clamp(i + 1 + shift, 0, sk) keys
-    i0 = min(max(0, -shift), sq)             # first row that keeps anything
-    i1 = min(max(i0, sk - 1 - shift), sq)    # first row that keeps every key
+    i0 = min(max(0, -shift), sq)  # first row that keeps anything
+    i1 = min(max(i0, sk - 1 - shift), sq)  # first row that keeps every key
     partial = (i1 - i0) * (1 + shift) + (i0 + i1 - 1) * (i1 - i0) // 2
     return (partial + (sq - i1) * sk) / float(sq * sk)
 
 
 @dataclass(frozen=True)
 class SdpaSchema:
-    q: int                  # index of query (grad_out comes first in backwards)
-    layout: str             # "bhsd" or "bshd"
-    causal: Optional[int]   # index of is_causal (bool) ...
-    mask_type: Optional[int] = None   # ... or of custom_mask_type (0 none, 1 top-left, 2 bottom-right)
+    q: int  # index of query (grad_out comes first in backwards)
+    layout: str  # "bhsd" or "bshd"
+    causal: Optional[int]  # index of is_causal (bool) ...
+    mask_type: Optional[int] = None  # ... or of custom_mask_type (0 none, 1 top-left, 2 bottom-right)
     backward: bool = False
-    mask: Optional[int] = None        # index of an attention mask / bias tensor
+    mask: Optional[int] = None  # index of an attention mask / bias tensor
     dropout: Optional[int] = None
-    lse_out: bool = True    # writes a logsumexp (fp32, B·H·Sq)
+    lse_out: bool = True  # writes a logsumexp (fp32, B·H·Sq)
 
 
 # Positions follow native_functions.yaml; each value is validated when read.
@@ -336,8 +412,9 @@ SDPA_SCHEMAS: dict[str, SdpaSchema] = {
     "aten::_scaled_dot_product_flash_attention_backward": SdpaSchema(1, "bhsd", 11, backward=True, dropout=10),
     "aten::_scaled_dot_product_flash_attention_for_cpu_backward": SdpaSchema(1, "bhsd", 6, backward=True, dropout=5),
     "aten::_flash_attention_backward": SdpaSchema(1, "bshd", 11, backward=True, dropout=10),
-    "aten::_scaled_dot_product_efficient_attention_backward":
-        SdpaSchema(1, "bhsd", 11, backward=True, mask=4, dropout=9),
+    "aten::_scaled_dot_product_efficient_attention_backward": SdpaSchema(
+        1, "bhsd", 11, backward=True, mask=4, dropout=9
+    ),
     "aten::_efficient_attention_backward": SdpaSchema(1, "bshd", None, mask_type=14, backward=True, mask=4, dropout=11),
     "aten::_scaled_dot_product_cudnn_attention_backward": SdpaSchema(1, "bhsd", 14, backward=True, mask=8, dropout=13),
     "aten::_cudnn_attention_backward": SdpaSchema(1, "bhsd", 14, backward=True, mask=8, dropout=13),
@@ -374,8 +451,7 @@ def sdpa_shapes(op: str, args: list[Arg]) -> Optional[dict[str, Any]]:
     if len(args) < qi + 3:
         return None
     q, k, v = args[qi], args[qi + 1], args[qi + 2]
-    if not (q.is_tensor and k.is_tensor and v.is_tensor) or len(q.dims) != 4 or len(k.dims) != 4 \
-            or len(v.dims) != 4:
+    if not (q.is_tensor and k.is_tensor and v.is_tensor) or len(q.dims) != 4 or len(k.dims) != 4 or len(v.dims) != 4:
         return None
     if sch.layout == "bhsd":
         b, h, sq, d = q.dims
@@ -405,10 +481,25 @@ def sdpa_shapes(op: str, args: list[Arg]) -> Optional[dict[str, Any]]:
         causal_known = False
     mask = args[sch.mask] if sch.mask is not None and sch.mask < len(args) and args[sch.mask].is_tensor else None
     dropout = _float_value(args, sch.dropout)
-    return dict(b=b, h=h, hk=hk, sq=sq, sk=sk, d=d, dv=dv, dtype=q.dtype, itemsize=q.itemsize,
-                causal=causal, bottom_right=bottom_right, causal_known=causal_known,
-                mask_bytes=mask.read_bytes if mask is not None else 0, dropout_p=dropout,
-                backward=sch.backward, lse=sch.lse_out, layout=sch.layout)
+    return dict(
+        b=b,
+        h=h,
+        hk=hk,
+        sq=sq,
+        sk=sk,
+        d=d,
+        dv=dv,
+        dtype=q.dtype,
+        itemsize=q.itemsize,
+        causal=causal,
+        bottom_right=bottom_right,
+        causal_known=causal_known,
+        mask_bytes=mask.read_bytes if mask is not None else 0,
+        dropout_p=dropout,
+        backward=sch.backward,
+        lse=sch.lse_out,
+        layout=sch.layout,
+    )
 
 
 def _sdpa(op: str) -> Formula:
@@ -419,7 +510,7 @@ def _sdpa(op: str) -> Formula:
         b, h, hk, sq, sk, d, dv, it = s["b"], s["h"], s["hk"], s["sq"], s["sk"], s["d"], s["dv"], s["itemsize"]
         fwd_dense = 2.0 * b * h * sq * sk * d + 2.0 * b * h * sq * sk * dv
         if s["backward"]:
-            dense = 2.0 * b * h * sq * sk * d * 3 + 2.0 * b * h * sq * sk * dv * 2   # 5 matmuls
+            dense = 2.0 * b * h * sq * sk * d * 3 + 2.0 * b * h * sq * sk * dv * 2  # 5 matmuls
         else:
             dense = fwd_dense
         frac = causal_fraction(sq, sk, s["bottom_right"]) if s["causal"] else 1.0
@@ -437,8 +528,7 @@ def _sdpa(op: str) -> Formula:
             # accumulator to dq (reads 4 B, writes itemsize per element). Nsight Compute's DRAM
             # bytes for these kernels match this (validation/).
             acc_b = float(b * h * sq * d * 4)
-            parts = {"preprocess": (2.0 * o_b, float(b * h * sq * 4) + acc_b),
-                     "postprocess": (acc_b, float(q_b))}
+            parts = {"preprocess": (2.0 * o_b, float(b * h * sq * 4) + acc_b), "postprocess": (acc_b, float(q_b))}
         else:
             reads = q_b + k_b + v_b
             nbytes = reads + o_b + lse_b
@@ -450,18 +540,30 @@ def _sdpa(op: str) -> Formula:
             detail["causal"] = None
         # fp32 inputs: the only fused backend that takes them (CUTLASS memory-efficient attention)
         # runs them on TF32 tensor cores (seen in Nsight Compute: tensor pipe active, FMA pipe idle)
-        return Cost(dense * frac, float(nbytes), s["dtype"], MATRIX, flops_dense=dense, detail=detail,
-                    reads=float(reads), parts=parts, fp32_on_tensor_cores=op not in COMPOSITE)
+        return Cost(
+            dense * frac,
+            float(nbytes),
+            s["dtype"],
+            MATRIX,
+            flops_dense=dense,
+            detail=detail,
+            reads=float(reads),
+            parts=parts,
+            fp32_on_tensor_cores=op not in COMPOSITE,
+        )
+
     return cost
 
 
 # -- elementwise, reductions, copies ----------------------------------------------------------
-def _elementwise(flops_per_elem: float, n_in: int, out_dtype: Optional[str] = None, estimated: bool = True,
-                 inplace: bool = False) -> Formula:
+def _elementwise(
+    flops_per_elem: float, n_in: int, out_dtype: Optional[str] = None, estimated: bool = True, inplace: bool = False
+) -> Formula:
     """Inputs (the first ``n_in`` arguments) read once each at the size their strides address,
     one output of the broadcast shape written: an ``out=`` tensor (the first tensor argument
     after the inputs: written, not read), ``self`` for in-place ops, else a new tensor at the
     promoted dtype (``out_dtype``, e.g. bool for comparisons, overrides it)."""
+
     def cost(args: list[Arg]) -> Optional[Cost]:
         ins, outs = _split(args, n_in)
         if not ins:
@@ -480,9 +582,17 @@ def _elementwise(flops_per_elem: float, n_in: int, out_dtype: Optional[str] = No
         reads = _reads(ins)
         # the op's dtype: the bytes it moves (a bool output of a comparison is not the math's dtype)
         dtype = dt if out_dtype is None else (result_dtype(ins) or ins[0].dtype)
-        return Cost(flops_per_elem * n, reads + n * it, dtype, VECTOR,
-                    flops_estimated=estimated and flops_per_elem > 0, reads=reads,
-                    inputs=_sigs(ins), output=(tuple(out_shape), dt))
+        return Cost(
+            flops_per_elem * n,
+            reads + n * it,
+            dtype,
+            VECTOR,
+            flops_estimated=estimated and flops_per_elem > 0,
+            reads=reads,
+            inputs=_sigs(ins),
+            output=(tuple(out_shape), dt),
+        )
+
     return cost
 
 
@@ -490,6 +600,7 @@ def _softmax(flops_per_elem: float, n_in: int = 3) -> Formula:
     """softmax(self, dim, dtype) / _softmax(self, dim, half_to_float) / _masked_softmax(self,
     mask, dim, mask_type): the input and any mask read, the output written (fp32 when
     half_to_float, the given dtype for softmax(dtype=))."""
+
     def cost(args: list[Arg]) -> Optional[Cost]:
         ins, outs = _split(args, n_in)
         if not ins:
@@ -503,8 +614,17 @@ def _softmax(flops_per_elem: float, n_in: int = 3) -> Formula:
         if outs:
             out_dtype, out_itemsize = outs[0].dtype, outs[0].itemsize
         reads = _reads(ins)
-        return Cost(flops_per_elem * x.numel, reads + x.numel * out_itemsize, x.dtype, VECTOR,
-                    flops_estimated=True, reads=reads, inputs=_sigs(ins), output=(x.dims, out_dtype))
+        return Cost(
+            flops_per_elem * x.numel,
+            reads + x.numel * out_itemsize,
+            x.dtype,
+            VECTOR,
+            flops_estimated=True,
+            reads=reads,
+            inputs=_sigs(ins),
+            output=(x.dims, out_dtype),
+        )
+
     return cost
 
 
@@ -521,8 +641,16 @@ def _softmax_backward(args: list[Arg]) -> Optional[Cost]:
     elif len(args) > 3 and args[3].value.strip().lstrip("-").isdigit():
         dt, it = SCALAR_TYPE_CODES.get(int(args[3].value), (dt, it))
     reads = _reads(ins[:2])
-    return Cost(4.0 * n, reads + n * it, g.dtype, VECTOR, flops_estimated=True, reads=reads,
-                inputs=_sigs(ins[:2]), output=(g.dims, dt))
+    return Cost(
+        4.0 * n,
+        reads + n * it,
+        g.dtype,
+        VECTOR,
+        flops_estimated=True,
+        reads=reads,
+        inputs=_sigs(ins[:2]),
+        output=(g.dims, dt),
+    )
 
 
 def _dropout(args: list[Arg]) -> Optional[Cost]:
@@ -536,8 +664,16 @@ def _dropout(args: list[Arg]) -> Optional[Cost]:
     if train is False or p == 0.0:
         return Cost(0.0, reads + x.nbytes, x.dtype, VECTOR, reads=reads, inputs=_sigs([x]), output=(x.dims, x.dtype))
     # read x, write out and a bool mask
-    return Cost(2.0 * x.numel, reads + x.nbytes + x.numel, x.dtype, VECTOR, flops_estimated=True,
-                reads=reads, inputs=_sigs([x]), output=(x.dims, x.dtype))
+    return Cost(
+        2.0 * x.numel,
+        reads + x.nbytes + x.numel,
+        x.dtype,
+        VECTOR,
+        flops_estimated=True,
+        reads=reads,
+        inputs=_sigs([x]),
+        output=(x.dims, x.dtype),
+    )
 
 
 def _copy(args: list[Arg]) -> Optional[Cost]:
@@ -548,8 +684,15 @@ def _copy(args: list[Arg]) -> Optional[Cost]:
         return None
     dst, src = t[0], t[1]
     reads = float(src.read_bytes)
-    return Cost(0.0, reads + dst.numel * dst.itemsize, dst.dtype, NONE, reads=reads,
-                inputs=_sigs([src]), output=(dst.dims, dst.dtype))
+    return Cost(
+        0.0,
+        reads + dst.numel * dst.itemsize,
+        dst.dtype,
+        NONE,
+        reads=reads,
+        inputs=_sigs([src]),
+        output=(dst.dims, dst.dtype),
+    )
 
 
 def _unary_copy(args: list[Arg]) -> Optional[Cost]:
@@ -573,8 +716,16 @@ def _to_copy(args: list[Arg]) -> Optional[Cost]:
     if len(args) > 1 and args[1].value.strip().lstrip("-").isdigit():
         out_dtype, out_size = SCALAR_TYPE_CODES.get(int(args[1].value), (x.dtype, x.itemsize))
     reads = float(x.read_bytes)
-    return Cost(0.0, reads + x.numel * out_size, x.dtype, NONE, detail={"out_itemsize": out_size},
-                reads=reads, inputs=_sigs([x]), output=(x.dims, out_dtype))
+    return Cost(
+        0.0,
+        reads + x.numel * out_size,
+        x.dtype,
+        NONE,
+        detail={"out_itemsize": out_size},
+        reads=reads,
+        inputs=_sigs([x]),
+        output=(x.dims, out_dtype),
+    )
 
 
 def _cat(args: list[Arg]) -> Optional[Cost]:
@@ -602,8 +753,16 @@ def _scan(args: list[Arg]) -> Optional[Cost]:
         return None
     x = ins[0]
     reads = float(x.read_bytes)
-    return Cost(float(x.numel), reads + x.nbytes, x.dtype, VECTOR, flops_estimated=True, reads=reads,
-                inputs=_sigs([x]), output=(x.dims, x.dtype))
+    return Cost(
+        float(x.numel),
+        reads + x.nbytes,
+        x.dtype,
+        VECTOR,
+        flops_estimated=True,
+        reads=reads,
+        inputs=_sigs([x]),
+        output=(x.dims, x.dtype),
+    )
 
 
 def _transform_bias_rescale_qkv(args: list[Arg]) -> Optional[Cost]:
@@ -613,8 +772,15 @@ def _transform_bias_rescale_qkv(args: list[Arg]) -> Optional[Cost]:
         return None
     qkv, bias = t[0], t[1]
     reads = _reads([qkv, bias])
-    return Cost(2.0 * qkv.numel, reads + qkv.nbytes, qkv.dtype, VECTOR, flops_estimated=True, reads=reads,
-                inputs=_sigs([qkv, bias]))
+    return Cost(
+        2.0 * qkv.numel,
+        reads + qkv.nbytes,
+        qkv.dtype,
+        VECTOR,
+        flops_estimated=True,
+        reads=reads,
+        inputs=_sigs([qkv, bias]),
+    )
 
 
 _FLEX_TEMPLATE = re.compile(r"^triton_tem_fused_.*flex_(attention|decoding)")
@@ -629,8 +795,14 @@ def flex_qkv(args: list[Arg]) -> Optional[tuple[Arg, Arg, Arg]]:
     if len(f4) < 3:
         return None
     q, k, v = f4[0], f4[1], f4[2]
-    if not (q.dims[0] == k.dims[0] == v.dims[0] and q.dims[3] == k.dims[3] and k.dims[1] == v.dims[1]
-            and k.dims[2] == v.dims[2] and k.dims[1] > 0 and q.dims[1] % k.dims[1] == 0):
+    if not (
+        q.dims[0] == k.dims[0] == v.dims[0]
+        and q.dims[3] == k.dims[3]
+        and k.dims[1] == v.dims[1]
+        and k.dims[2] == v.dims[2]
+        and k.dims[1] > 0
+        and q.dims[1] % k.dims[1] == 0
+    ):
         return None
     return q, k, v
 
@@ -639,8 +811,7 @@ def looks_like_flex(args: list[Arg]) -> bool:
     """A Triton template launched with q, k, v and a block mask (an int32 4-D ``KV_IDX``): Inductor
     names flex templates after the ops fused into them (``triton_tem_fused__unsafe_view_...``)
     as often as ``..._flex_attention_...``."""
-    return flex_qkv(args) is not None and any(
-        a.is_tensor and a.dtype == "int32" and len(a.dims) == 4 for a in args)
+    return flex_qkv(args) is not None and any(a.is_tensor and a.dtype == "int32" and len(a.dims) == 4 for a in args)
 
 
 def _flex(backward: bool) -> Formula:
@@ -650,6 +821,7 @@ def _flex(backward: bool) -> Formula:
     attention at the recorded dims: an upper bound (``upper_bound``). FLOPs follow SDPA's
     convention (forward 2 matmuls, backward 5 = 2.5x); bytes are every recorded buffer read once
     (q, k, v, block-mask and score-mod buffers, LSE) and the last one written."""
+
     def cost(args: list[Arg]) -> Optional[Cost]:
         qkv = flex_qkv(args)
         if qkv is None:
@@ -663,10 +835,28 @@ def _flex(backward: bool) -> Formula:
         dense = (2.0 * b * h * sq * sk * d * 3 + 2.0 * b * h * sq * sk * dv * 2) if backward_ else fwd
         t = _tensors(args)
         reads = _reads(t[:-1])
-        return Cost(dense, reads + t[-1].nbytes, q.dtype, MATRIX, flops_dense=dense, reads=reads,
-                    upper_bound=True, inputs=_sigs(t[:-1]),
-                    detail={"b": b, "h": h, "hk": hk, "sq": sq, "sk": sk, "d": d, "dv": dv, "causal": None,
-                            "mask": "block mask (sparsity not recorded): dense upper bound"})
+        return Cost(
+            dense,
+            reads + t[-1].nbytes,
+            q.dtype,
+            MATRIX,
+            flops_dense=dense,
+            reads=reads,
+            upper_bound=True,
+            inputs=_sigs(t[:-1]),
+            detail={
+                "b": b,
+                "h": h,
+                "hk": hk,
+                "sq": sq,
+                "sk": sk,
+                "d": d,
+                "dv": dv,
+                "causal": None,
+                "mask": "block mask (sparsity not recorded): dense upper bound",
+            },
+        )
+
     return cost
 
 
@@ -694,12 +884,26 @@ def _triton(name: str) -> Formula:
             r = matmul_dims(t[0].dims, t[1].dims)
             if r is not None:
                 batch, m, n, k, _ = r
-                return Cost(2.0 * batch * m * n * k, nbytes, t[0].dtype, MATRIX, reads=reads,
-                            detail={"batch": batch, "m": m, "n": n, "k": k})
+                return Cost(
+                    2.0 * batch * m * n * k,
+                    nbytes,
+                    t[0].dtype,
+                    MATRIX,
+                    reads=reads,
+                    detail={"batch": batch, "m": m, "n": n, "k": k},
+                )
             return Cost(None, nbytes, t[0].dtype, MATRIX, reads=reads)
         n = max(a.numel for a in t)
-        return Cost(float(per_elem * n), nbytes, t[0].dtype, VECTOR, flops_estimated=True, reads=reads,
-                    detail={"fused_ops": ops})
+        return Cost(
+            float(per_elem * n),
+            nbytes,
+            t[0].dtype,
+            VECTOR,
+            flops_estimated=True,
+            reads=reads,
+            detail={"fused_ops": ops},
+        )
+
     return cost
 
 
@@ -709,14 +913,24 @@ def _norm(n_in: int, stats_dtype_bytes: int = 4) -> Formula:
     cudnn_batch_norm(input, weight, bias, running_mean, running_var, ...) / _fused_rms_norm:
     the input and the (small) affine parameters read once, the output written at the input's
     dtype (plus per-row fp32 statistics, small). FLOPs: an estimate of 5 per element."""
+
     def cost(args: list[Arg]) -> Optional[Cost]:
         ins, _ = _split(args, n_in)
         if not ins:
             return None
         x = ins[0]
         reads = _reads(ins)
-        return Cost(5.0 * x.numel, reads + x.nbytes, x.dtype, VECTOR, flops_estimated=True, reads=reads,
-                    inputs=_sigs(ins), output=(x.dims, x.dtype))
+        return Cost(
+            5.0 * x.numel,
+            reads + x.nbytes,
+            x.dtype,
+            VECTOR,
+            flops_estimated=True,
+            reads=reads,
+            inputs=_sigs(ins),
+            output=(x.dims, x.dtype),
+        )
+
     return cost
 
 
@@ -724,14 +938,24 @@ def _norm_backward(grad_at: int, input_at: int, n_in: int) -> Formula:
     """native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias,
     output_mask) and the like: grad_out, input and the small statistics/parameters read, the
     input's gradient written (the parameter gradients are small). 8 FLOPs per element (estimate)."""
+
     def cost(args: list[Arg]) -> Optional[Cost]:
         if len(args) <= max(grad_at, input_at) or not args[grad_at].is_tensor or not args[input_at].is_tensor:
             return None
         ins, _ = _split(args, n_in)
         x = args[input_at]
         reads = _reads(ins)
-        return Cost(8.0 * x.numel, reads + x.nbytes, x.dtype, VECTOR, flops_estimated=True, reads=reads,
-                    inputs=_sigs(ins), output=(x.dims, x.dtype))
+        return Cost(
+            8.0 * x.numel,
+            reads + x.nbytes,
+            x.dtype,
+            VECTOR,
+            flops_estimated=True,
+            reads=reads,
+            inputs=_sigs(ins),
+            output=(x.dims, x.dtype),
+        )
+
     return cost
 
 
@@ -752,8 +976,9 @@ def _nll_loss_backward(args: list[Arg]) -> Optional[Cost]:
         return None
     x, target = args[1], args[2]
     reads = float(target.read_bytes) + 8.0
-    return Cost(float(target.numel), reads + target.numel * x.itemsize, x.dtype, VECTOR, flops_estimated=True,
-                reads=reads)
+    return Cost(
+        float(target.numel), reads + target.numel * x.itemsize, x.dtype, VECTOR, flops_estimated=True, reads=reads
+    )
 
 
 def _embedding_backward(args: list[Arg]) -> Optional[Cost]:
@@ -767,12 +992,19 @@ def _embedding_backward(args: list[Arg]) -> Optional[Cost]:
     if nw is None or not g.dims:
         return None
     reads = float(g.read_bytes + idx.read_bytes)
-    return Cost(float(g.numel), reads + nw * g.dims[-1] * g.itemsize, g.dtype, VECTOR, flops_estimated=True,
-                reads=reads, output=((nw, g.dims[-1]), g.dtype))
+    return Cost(
+        float(g.numel),
+        reads + nw * g.dims[-1] * g.itemsize,
+        g.dtype,
+        VECTOR,
+        flops_estimated=True,
+        reads=reads,
+        output=((nw, g.dims[-1]), g.dtype),
+    )
 
 
 # -- routing, sorting and indexing (MoE routers, top-k, token permutation, KV-cache writes) ------
-INDEX_ITEMSIZE = 8      # int64 indices: what topk/sort/argsort write, and index lists record no dtype
+INDEX_ITEMSIZE = 8  # int64 indices: what topk/sort/argsort write, and index lists record no dtype
 
 
 def _int_value(args: list[Arg], i: int, default: Optional[int] = None) -> Optional[int]:
@@ -793,6 +1025,7 @@ def _sorting(kind: str) -> Formula:
     """topk(self, k, dim) / sort(self, dim) / argsort(self, dim): read the input once; write the
     values (not for argsort) and int64 indices — k per row for topk. FLOPs: an estimate of
     n·log2(row) comparisons. (sort.stable records ``stable`` before ``dim``.)"""
+
     def cost(args: list[Arg]) -> Optional[Cost]:
         ins, _ = _split(args, 1)
         if not ins:
@@ -814,8 +1047,17 @@ def _sorting(kind: str) -> Formula:
         reads = float(x.read_bytes)
         writes = out_n * INDEX_ITEMSIZE + (0 if kind == "argsort" else out_n * x.itemsize)
         flops = float(x.numel * max(1, int(row).bit_length()))
-        return Cost(flops, reads + writes, x.dtype, VECTOR, flops_estimated=True, reads=reads,
-                    inputs=_sigs([x]), output=(x.dims, x.dtype))
+        return Cost(
+            flops,
+            reads + writes,
+            x.dtype,
+            VECTOR,
+            flops_estimated=True,
+            reads=reads,
+            inputs=_sigs([x]),
+            output=(x.dims, x.dtype),
+        )
+
     return cost
 
 
@@ -825,8 +1067,7 @@ def _counting(args: list[Arg]) -> Optional[Cost]:
     if not ins:
         return None
     reads = _reads(ins)
-    return Cost(float(ins[0].numel), reads, ins[0].dtype, VECTOR, flops_estimated=True, reads=reads,
-                inputs=_sigs(ins))
+    return Cost(float(ins[0].numel), reads, ins[0].dtype, VECTOR, flops_estimated=True, reads=reads, inputs=_sigs(ins))
 
 
 def _gather_like(index_at: int, src_at: int, rows_from_index: bool) -> Formula:
@@ -834,23 +1075,26 @@ def _gather_like(index_at: int, src_at: int, rows_from_index: bool) -> Formula:
     read the indices and the selected elements (at most the whole source), write them.
     ``rows_from_index``: the output is ``index`` elements of whole rows along ``dim``
     (index_select, embedding) rather than one element per index (gather)."""
+
     def cost(args: list[Arg]) -> Optional[Cost]:
         if len(args) <= max(index_at, src_at) or not args[index_at].is_tensor or not args[src_at].is_tensor:
             return None
         src, idx = args[src_at], args[index_at]
         if rows_from_index:
-            if src_at == 0 and index_at == 2:            # index_select(self, dim, index)
+            if src_at == 0 and index_at == 2:  # index_select(self, dim, index)
                 dim = _int_value(args, 1, 0) or 0
                 row = src.numel // max(_dim_size(src, dim), 1)
-            else:                                        # embedding(weight [V, D], indices)
+            else:  # embedding(weight [V, D], indices)
                 row = src.numel // max(src.dims[0], 1) if src.dims else 1
             n = idx.numel * row
         else:
             n = idx.numel
         gathered = min(n * src.itemsize, src.read_bytes)
         reads = float(idx.read_bytes + gathered)
-        return Cost(0.0, reads + n * src.itemsize, src.dtype, NONE, reads=reads,
-                    inputs=_sigs([idx]), output=(None, src.dtype))
+        return Cost(
+            0.0, reads + n * src.itemsize, src.dtype, NONE, reads=reads, inputs=_sigs([idx]), output=(None, src.dtype)
+        )
+
     return cost
 
 
@@ -859,6 +1103,7 @@ def _scatter(accumulate: bool, inplace: bool, self_at: int = 0, index_at: int = 
     dim, index, source) (index_copy_ is a KV-cache write), in place or not: read the indices and
     the source, write the elements of ``self`` they update (one per source element), reading them
     first when ``accumulate``; out of place, ``self`` is also read and written whole."""
+
     def cost(args: list[Arg]) -> Optional[Cost]:
         if len(args) <= max(self_at, index_at) or not args[self_at].is_tensor or not args[index_at].is_tensor:
             return None
@@ -871,8 +1116,16 @@ def _scatter(accumulate: bool, inplace: bool, self_at: int = 0, index_at: int = 
         if not inplace:
             reads += dst.read_bytes
             writes = float(dst.nbytes)
-        return Cost(0.0, reads + writes, dst.dtype, NONE, reads=reads,
-                    inputs=_sigs([a for a in (idx, src) if a is not None]), output=(dst.dims, dst.dtype))
+        return Cost(
+            0.0,
+            reads + writes,
+            dst.dtype,
+            NONE,
+            reads=reads,
+            inputs=_sigs([a for a in (idx, src) if a is not None]),
+            output=(dst.dims, dst.dtype),
+        )
+
     return cost
 
 
@@ -887,7 +1140,7 @@ def _index_list(args: list[Arg]) -> Optional[tuple[Arg, int, int]]:
     b = broadcast_shapes(*shapes)
     if b is None:
         return None
-    sel = prod(b) * prod(x.dims[len(shapes):])
+    sel = prod(b) * prod(x.dims[len(shapes) :])
     return x, sel, sum(prod(sh) for sh in shapes) * INDEX_ITEMSIZE
 
 
@@ -959,65 +1212,158 @@ def _reduction(args: list[Arg]) -> Optional[Cost]:
 
 # Elementwise ops by the number of leading arguments that can be input tensors (``alpha``,
 # ``rounding_mode``... are never tensors, so a tensor after them is an ``out=`` tensor).
-_ELEMENTWISE_BINARY = ("add", "sub", "mul", "div", "true_divide", "rsub", "maximum", "minimum",
-                       "pow", "bitwise_and", "bitwise_or", "clamp_min", "clamp_max")
-_ELEMENTWISE_UNARY = ("neg", "exp", "sin", "cos", "rsqrt", "sqrt", "tanh", "sigmoid", "silu", "gelu",
-                      "relu", "abs", "reciprocal", "log", "erf", "square",
-                      # fp8 quantisation: scale = max / amax(abs(x)), clamp, round, cast (_to_copy)
-                      "round", "floor", "ceil", "trunc", "sign", "exp2", "log2",
-                      "nan_to_num")
+_ELEMENTWISE_BINARY = (
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "true_divide",
+    "rsub",
+    "maximum",
+    "minimum",
+    "pow",
+    "bitwise_and",
+    "bitwise_or",
+    "clamp_min",
+    "clamp_max",
+)
+_ELEMENTWISE_UNARY = (
+    "neg",
+    "exp",
+    "sin",
+    "cos",
+    "rsqrt",
+    "sqrt",
+    "tanh",
+    "sigmoid",
+    "silu",
+    "gelu",
+    "relu",
+    "abs",
+    "reciprocal",
+    "log",
+    "erf",
+    "square",
+    # fp8 quantisation: scale = max / amax(abs(x)), clamp, round, cast (_to_copy)
+    "round",
+    "floor",
+    "ceil",
+    "trunc",
+    "sign",
+    "exp2",
+    "log2",
+    "nan_to_num",
+)
 # Produce a bool tensor.
 _COMPARISONS_BINARY = ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or")
 _COMPARISONS_UNARY = ("logical_not", "isneginf", "isposinf", "isinf", "isnan")
-_ACTIVATION_BACKWARD = ("silu_backward", "gelu_backward", "threshold_backward", "sigmoid_backward",
-                        "tanh_backward", "hardtanh_backward", "leaky_relu_backward")
+_ACTIVATION_BACKWARD = (
+    "silu_backward",
+    "gelu_backward",
+    "threshold_backward",
+    "sigmoid_backward",
+    "tanh_backward",
+    "hardtanh_backward",
+    "leaky_relu_backward",
+)
 
 _FORMULAS: dict[str, Formula] = {
-    "aten::mm": _mm, "aten::addmm": _addmm, "aten::bmm": _bmm, "aten::baddbmm": _baddbmm,
-    "aten::matmul": _matmul, "aten::linear": _linear, "aten::_scaled_mm": _scaled_mm,
-    "aten::_scaled_mm_v2": _scaled_mm_v2, "aten::_grouped_mm": _grouped(4, 2, 5),
-    "aten::_scaled_grouped_mm": _grouped(7, 4, 9), "aten::_scaled_grouped_mm_v2": _grouped(10, 8, 13),
-    "aten::_softmax": _softmax(5), "aten::softmax": _softmax(5), "aten::_safe_softmax": _softmax(5),
-    "aten::_masked_softmax": _softmax(5, n_in=4), "aten::_log_softmax": _softmax(5),
-    "aten::_softmax_backward_data": _softmax_backward, "aten::_log_softmax_backward_data": _softmax_backward,
-    "aten::native_layer_norm": _norm(4), "aten::_fused_rms_norm": _norm(3),
-    "aten::native_batch_norm": _norm(5), "aten::cudnn_batch_norm": _norm(5),
+    "aten::mm": _mm,
+    "aten::addmm": _addmm,
+    "aten::bmm": _bmm,
+    "aten::baddbmm": _baddbmm,
+    "aten::matmul": _matmul,
+    "aten::linear": _linear,
+    "aten::_scaled_mm": _scaled_mm,
+    "aten::_scaled_mm_v2": _scaled_mm_v2,
+    "aten::_grouped_mm": _grouped(4, 2, 5),
+    "aten::_scaled_grouped_mm": _grouped(7, 4, 9),
+    "aten::_scaled_grouped_mm_v2": _grouped(10, 8, 13),
+    "aten::_softmax": _softmax(5),
+    "aten::softmax": _softmax(5),
+    "aten::_safe_softmax": _softmax(5),
+    "aten::_masked_softmax": _softmax(5, n_in=4),
+    "aten::_log_softmax": _softmax(5),
+    "aten::_softmax_backward_data": _softmax_backward,
+    "aten::_log_softmax_backward_data": _softmax_backward,
+    "aten::native_layer_norm": _norm(4),
+    "aten::_fused_rms_norm": _norm(3),
+    "aten::native_batch_norm": _norm(5),
+    "aten::cudnn_batch_norm": _norm(5),
     "aten::native_layer_norm_backward": _norm_backward(0, 1, 7),
     "aten::_fused_rms_norm_backward": _norm_backward(0, 1, 5),
     "aten::native_batch_norm_backward": _norm_backward(0, 1, 7),
     "aten::cudnn_batch_norm_backward": _norm_backward(1, 0, 9),
-    "aten::nll_loss_forward": _nll_loss, "aten::nll_loss_backward": _nll_loss_backward,
+    "aten::nll_loss_forward": _nll_loss,
+    "aten::nll_loss_backward": _nll_loss_backward,
     "aten::embedding_dense_backward": _embedding_backward,
-    "aten::native_dropout": _dropout, "aten::dropout": _dropout, "aten::feature_dropout": _dropout,
+    "aten::native_dropout": _dropout,
+    "aten::dropout": _dropout,
+    "aten::feature_dropout": _dropout,
     "aten::native_dropout_backward": _elementwise(1, 2),
-    "aten::masked_fill": _elementwise(1, 3), "aten::masked_fill_": _elementwise(1, 3, inplace=True),
+    "aten::masked_fill": _elementwise(1, 3),
+    "aten::masked_fill_": _elementwise(1, 3, inplace=True),
     "aten::where": _elementwise(1, 3),
     # clamp(self, min, max): min and max are Scalars or (clamp.Tensor) tensors
-    "aten::clamp": _elementwise(1, 3), "aten::clamp_": _elementwise(1, 3, inplace=True),
-    "aten::copy_": _copy, "aten::clone": _unary_copy, "aten::contiguous": _unary_copy,
-    "aten::triu": _unary_copy, "aten::tril": _unary_copy, "aten::triu_": _unary_copy,
-    "aten::tril_": _unary_copy, "aten::_to_copy": _to_copy,
-    "aten::cat": _cat, "aten::fill_": _fill, "aten::zero_": _fill,
-    "aten::sum": _reduction, "aten::mean": _reduction, "aten::amax": _reduction, "aten::max": _reduction,
-    "aten::all": _reduction, "aten::any": _reduction, "aten::amin": _reduction, "aten::min": _reduction,
-    "aten::cumsum": _scan, "aten::cumprod": _scan,
-    "aten::uniform_": _fill, "aten::normal_": _fill, "aten::bernoulli_": _fill,
-    "aten::exponential_": _fill, "aten::random_": _fill,
+    "aten::clamp": _elementwise(1, 3),
+    "aten::clamp_": _elementwise(1, 3, inplace=True),
+    "aten::copy_": _copy,
+    "aten::clone": _unary_copy,
+    "aten::contiguous": _unary_copy,
+    "aten::triu": _unary_copy,
+    "aten::tril": _unary_copy,
+    "aten::triu_": _unary_copy,
+    "aten::tril_": _unary_copy,
+    "aten::_to_copy": _to_copy,
+    "aten::cat": _cat,
+    "aten::fill_": _fill,
+    "aten::zero_": _fill,
+    "aten::sum": _reduction,
+    "aten::mean": _reduction,
+    "aten::amax": _reduction,
+    "aten::max": _reduction,
+    "aten::all": _reduction,
+    "aten::any": _reduction,
+    "aten::amin": _reduction,
+    "aten::min": _reduction,
+    "aten::cumsum": _scan,
+    "aten::cumprod": _scan,
+    "aten::uniform_": _fill,
+    "aten::normal_": _fill,
+    "aten::bernoulli_": _fill,
+    "aten::exponential_": _fill,
+    "aten::random_": _fill,
     "aten::_transform_bias_rescale_qkv": _transform_bias_rescale_qkv,
-    "aten::topk": _sorting("topk"), "aten::sort": _sorting("sort"), "aten::argsort": _sorting("argsort"),
-    "aten::histc": _counting, "aten::bincount": _counting,
-    "aten::argmax": _reduction, "aten::argmin": _reduction,
-    "aten::gather": _gather_like(2, 0, False), "aten::index_select": _gather_like(2, 0, True),
+    "aten::topk": _sorting("topk"),
+    "aten::sort": _sorting("sort"),
+    "aten::argsort": _sorting("argsort"),
+    "aten::histc": _counting,
+    "aten::bincount": _counting,
+    "aten::argmax": _reduction,
+    "aten::argmin": _reduction,
+    "aten::gather": _gather_like(2, 0, False),
+    "aten::index_select": _gather_like(2, 0, True),
     "aten::embedding": _gather_like(1, 0, True),
-    "aten::scatter": _scatter(False, False), "aten::scatter_": _scatter(False, True),
-    "aten::scatter_add": _scatter(True, False), "aten::scatter_add_": _scatter(True, True),
-    "aten::scatter_reduce": _scatter(True, False), "aten::scatter_reduce_": _scatter(True, True),
-    "aten::index_add": _scatter(True, False), "aten::index_add_": _scatter(True, True),
-    "aten::index_copy": _scatter(False, False), "aten::index_copy_": _scatter(False, True),
-    "aten::index": _index, "aten::index_put_": _index_put, "aten::_index_put_impl_": _index_put,
+    "aten::scatter": _scatter(False, False),
+    "aten::scatter_": _scatter(False, True),
+    "aten::scatter_add": _scatter(True, False),
+    "aten::scatter_add_": _scatter(True, True),
+    "aten::scatter_reduce": _scatter(True, False),
+    "aten::scatter_reduce_": _scatter(True, True),
+    "aten::index_add": _scatter(True, False),
+    "aten::index_add_": _scatter(True, True),
+    "aten::index_copy": _scatter(False, False),
+    "aten::index_copy_": _scatter(False, True),
+    "aten::index": _index,
+    "aten::index_put_": _index_put,
+    "aten::_index_put_impl_": _index_put,
     "aten::one_hot": _one_hot,
-    "aten::nonzero": _read_only, "aten::masked_select": _read_only, "aten::_unique2": _read_only,
-    "aten::searchsorted": _read_only, "aten::bucketize": _read_only, "aten::masked_scatter": _read_only,
+    "aten::nonzero": _read_only,
+    "aten::masked_select": _read_only,
+    "aten::_unique2": _read_only,
+    "aten::searchsorted": _read_only,
+    "aten::bucketize": _read_only,
+    "aten::masked_scatter": _read_only,
 }
 _names: tuple[str, ...]
 for _names, _n_in in ((_ELEMENTWISE_BINARY, 2), (_ELEMENTWISE_UNARY, 1)):
@@ -1038,13 +1384,14 @@ _TRITON_OP = re.compile(r"^triton_(poi|red|per|tem|for)_\w+$")
 COMPOSITE = {"aten::scaled_dot_product_attention", "aten::_scaled_dot_product_attention_math"}
 
 
-L2_WINDOW = 16       # ops looked back at for the writer of an input
+L2_WINDOW = 16  # ops looked back at for the writer of an input
 L2_MIN_SHARE = 0.25  # the share of an op's reads an L2-resident input must be to be worth a note
 L2_MIN_BYTES = 2**20  # ... and its size: a few kB from L2 change no verdict
 
 
-def l2_reuse(costs: Sequence[Optional[Cost]], l2_bytes: Optional[float],
-             last_only: bool = False) -> list[Optional[Cost]]:
+def l2_reuse(
+    costs: Sequence[Optional[Cost]], l2_bytes: Optional[float], last_only: bool = False
+) -> list[Optional[Cost]]:
     """``costs`` (the cost of each kernel of one stream, in launch order; consecutive kernels of
     one op share one Cost object) with ``l2_hint``/``l2_bytes`` set where an input was probably
     still in L2: an earlier op (at most ``L2_WINDOW`` ops back) wrote a tensor of the input's
@@ -1059,7 +1406,7 @@ def l2_reuse(costs: Sequence[Optional[Cost]], l2_bytes: Optional[float],
     out: list[Optional[Cost]] = list(costs)
     if not l2_bytes:
         return out
-    ops: list[tuple[int, Optional[Cost]]] = []        # (first kernel index, cost) of each op
+    ops: list[tuple[int, Optional[Cost]]] = []  # (first kernel index, cost) of each op
     for i, c in enumerate(costs):
         if not ops or ops[-1][1] is not c:
             ops.append((i, c))
@@ -1083,8 +1430,10 @@ def l2_reuse(costs: Sequence[Optional[Cost]], l2_bytes: Optional[float],
         if hit is None or hit[0] < max(L2_MIN_SHARE * (c.reads or 0.0), L2_MIN_BYTES):
             continue
         b, (shape, dtype), back = hit
-        note = (f"reads the {dtype} {list(shape)} tensor written {back} op{'s' if back > 1 else ''} earlier "
-                f"({b / 1e6:.3g} MB, fits in L2 with everything moved since): likely an L2 hit, not DRAM traffic")
+        note = (
+            f"reads the {dtype} {list(shape)} tensor written {back} op{'s' if back > 1 else ''} earlier "
+            f"({b / 1e6:.3g} MB, fits in L2 with everything moved since): likely an L2 hit, not DRAM traffic"
+        )
         new = replace(c, l2_hint=note, l2_bytes=min(b, c.reads if c.reads is not None else b))
         for q in range(i, len(costs)):
             if costs[q] is not c:
@@ -1103,7 +1452,7 @@ def op_cost(op: str, args: list[Arg]) -> Optional[Cost]:
         if not _TRITON_OP.match(op):
             return None
         f = _triton(op)
-        if len(_FORMULAS) < 100_000:      # remember the parsed kernel name
+        if len(_FORMULAS) < 100_000:  # remember the parsed kernel name
             _FORMULAS[op] = f
     try:
         return f(args)

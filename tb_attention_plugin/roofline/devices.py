@@ -17,6 +17,7 @@ from the others (the H200's fp8 ``_scaled_mm`` peak) carries its own source in `
 
 ROCm reports one device per GCD (an MI250 is two), so AMD entries are per GCD.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,101 +30,275 @@ T = 1e12
 
 # name regex, key, label, datasheet peaks, source
 _TABLE: list[dict[str, Any]] = [
-    dict(key="H200-SXM", l2_mib=60, match=r"H200(?!.*NVL)", label="NVIDIA H200 SXM 141GB",
-         flops=dict(fp64=34 * T, fp32=67 * T, fp64_tensor=67 * T, tf32=494.7 * T, bf16=989.4 * T,
-                    fp16=989.4 * T, fp8=1978.9 * T, int8=1978.9 * T),
-         memory_bandwidth=4.8e12,
-         source="NVIDIA H200 Tensor Core GPU datasheet (SXM column; dense = half the sparsity figures)",
-         measured=dict(flops=dict(bf16=801.5 * T, fp16=801.5 * T, fp32=50.5 * T, tf32=440.3 * T, fp8=1467 * T),
-                       memory_bandwidth=4.24e12,
-                       source=("measured on an H200 SXM here: 8192^3 dense matmul (bf16 801.5, fp32 "
-                               "without TF32 50.5, TF32 440.3 TFLOP/s; fp16 taken equal to bf16); "
-                               "device-to-device copy 4.24 TB/s"),
-                       sources=dict(fp8=("measured on an H200 SXM here with torch 2.11: torch._scaled_mm of "
-                                         "float8_e4m3fn operands at 8192^3, bf16 output, 1467 TFLOP/s "
-                                         "(datasheet dense: 1978.9)")))),
-    dict(key="H200-NVL", l2_mib=60, match=r"H200.*NVL", label="NVIDIA H200 NVL",
-         flops=dict(fp64=30 * T, fp32=60 * T, fp64_tensor=60 * T, tf32=417.5 * T, bf16=835.5 * T,
-                    fp16=835.5 * T, fp8=1670.5 * T, int8=1670.5 * T),
-         memory_bandwidth=4.8e12, source="NVIDIA H200 NVL datasheet (dense)"),
-    dict(key="H100-PCIe", l2_mib=50, match=r"H100.*PCIe", label="NVIDIA H100 PCIe 80GB",
-         flops=dict(fp64=26 * T, fp32=51 * T, fp64_tensor=51 * T, tf32=378 * T, bf16=756 * T,
-                    fp16=756 * T, fp8=1513 * T, int8=1513 * T),
-         memory_bandwidth=2.0e12, source="NVIDIA H100 Tensor Core GPU datasheet (PCIe column, dense)"),
-    dict(key="H100-NVL", l2_mib=50, match=r"H100.*NVL", label="NVIDIA H100 NVL 94GB",
-         flops=dict(fp64=30 * T, fp32=60 * T, fp64_tensor=60 * T, tf32=417.5 * T, bf16=835.5 * T,
-                    fp16=835.5 * T, fp8=1670.5 * T, int8=1670.5 * T),
-         memory_bandwidth=3.9e12, source="NVIDIA H100 NVL datasheet (per GPU, dense)"),
-    dict(key="H100-SXM", l2_mib=50, match=r"H100|H800", label="NVIDIA H100 SXM5 80GB",
-         flops=dict(fp64=34 * T, fp32=67 * T, fp64_tensor=67 * T, tf32=494.7 * T, bf16=989.4 * T,
-                    fp16=989.4 * T, fp8=1978.9 * T, int8=1978.9 * T),
-         memory_bandwidth=3.35e12,
-         source="NVIDIA H100 Tensor Core GPU datasheet (SXM column, dense); an unqualified 'H100' is taken as SXM"),
-    dict(key="A100-PCIe-80GB", l2_mib=40, match=r"A100.*(PCIE.*80GB|80GB.*PCIE)", label="NVIDIA A100 80GB PCIe",
-         flops=dict(fp64=9.7 * T, fp32=19.5 * T, fp64_tensor=19.5 * T, tf32=156 * T, bf16=312 * T,
-                    fp16=312 * T, int8=624 * T),
-         memory_bandwidth=1.935e12, source="NVIDIA A100 Tensor Core GPU datasheet (80GB PCIe, dense)"),
-    dict(key="A100-80GB", l2_mib=40, match=r"A100.*80GB|A100.*80G\b", label="NVIDIA A100 80GB (SXM4)",
-         flops=dict(fp64=9.7 * T, fp32=19.5 * T, fp64_tensor=19.5 * T, tf32=156 * T, bf16=312 * T,
-                    fp16=312 * T, int8=624 * T),
-         memory_bandwidth=2.039e12, source="NVIDIA A100 Tensor Core GPU datasheet (80GB SXM, dense)"),
-    dict(key="A100-40GB", l2_mib=40, match=r"A100", label="NVIDIA A100 40GB",
-         flops=dict(fp64=9.7 * T, fp32=19.5 * T, fp64_tensor=19.5 * T, tf32=156 * T, bf16=312 * T,
-                    fp16=312 * T, int8=624 * T),
-         memory_bandwidth=1.555e12,
-         source="NVIDIA A100 Tensor Core GPU datasheet (40GB, dense); A100 names without a size are matched by memory"),
-    dict(key="V100S", l2_mib=6, match=r"V100S", label="NVIDIA V100S PCIe 32GB",
-         flops=dict(fp64=8.2 * T, fp32=16.4 * T, fp16=130 * T),
-         memory_bandwidth=1.134e12, source="NVIDIA V100S datasheet"),
-    dict(key="V100-PCIe", l2_mib=6, match=r"V100.*PCIE", label="NVIDIA V100 PCIe",
-         flops=dict(fp64=7 * T, fp32=14 * T, fp16=112 * T),
-         memory_bandwidth=0.9e12, source="NVIDIA V100 datasheet (PCIe column)"),
-    dict(key="V100-SXM2", l2_mib=6, match=r"V100", label="NVIDIA V100 SXM2",
-         flops=dict(fp64=7.8 * T, fp32=15.7 * T, fp16=125 * T),
-         memory_bandwidth=0.9e12,
-         source="NVIDIA V100 datasheet (SXM2 column; DGX Station V100-DGXS uses the same clocks); "
-                "no bf16 Tensor Cores"),
-    dict(key="L40S", l2_mib=96, match=r"L40S", label="NVIDIA L40S",
-         flops=dict(fp32=91.6 * T, tf32=183 * T, bf16=362.05 * T, fp16=362.05 * T, fp8=733 * T, int8=733 * T),
-         memory_bandwidth=0.864e12, source="NVIDIA L40S datasheet (dense)"),
-    dict(key="L4", l2_mib=48, match=r"\bL4\b", label="NVIDIA L4",
-         flops=dict(fp32=30.3 * T, tf32=60 * T, bf16=121 * T, fp16=121 * T, fp8=242.5 * T, int8=242.5 * T),
-         memory_bandwidth=0.3e12, source="NVIDIA L4 datasheet (dense = half the sparsity figures)"),
-    dict(key="A10", l2_mib=6, match=r"\bA10\b|A10G", label="NVIDIA A10",
-         flops=dict(fp32=31.2 * T, tf32=62.5 * T, bf16=125 * T, fp16=125 * T, int8=250 * T),
-         memory_bandwidth=0.6e12, source="NVIDIA A10 datasheet (dense)"),
-    dict(key="RTX4090", l2_mib=72, match=r"RTX 4090", label="NVIDIA GeForce RTX 4090",
-         flops=dict(fp64=1.29 * T, fp32=82.6 * T, tf32=82.6 * T, bf16=165.2 * T, fp16=165.2 * T,
-                    fp8=330.3 * T, int8=660.6 * T),
-         memory_bandwidth=1.008e12,
-         source="NVIDIA Ada GPU architecture whitepaper, RTX 4090 "
-                "(Tensor peaks with FP32 accumulate, as PyTorch uses)"),
-    dict(key="T4", l2_mib=4, match=r"\bT4\b", label="NVIDIA T4",
-         flops=dict(fp32=8.1 * T, fp16=65 * T, int8=130 * T),
-         memory_bandwidth=0.32e12, source="NVIDIA T4 datasheet"),
-    dict(key="GP100", l2_mib=4, match=r"GP100", label="NVIDIA Quadro GP100",
-         flops=dict(fp64=5.2 * T, fp32=10.3 * T),
-         memory_bandwidth=0.717e12, source="NVIDIA Quadro GP100 datasheet (no Tensor Cores)"),
-    dict(key="MI300X", l2_mib=256, match=r"MI300X", label="AMD Instinct MI300X",
-         flops=dict(fp64=81.7 * T, fp32=163.4 * T, fp64_tensor=163.4 * T, tf32=653.7 * T,
-                    bf16=1307.4 * T, fp16=1307.4 * T, fp8=2614.9 * T, int8=2614.9 * T),
-         memory_bandwidth=5.3e12, source="AMD Instinct MI300X data sheet (dense)"),
-    dict(key="MI250X-GCD", l2_mib=8, match=r"MI250X", label="AMD Instinct MI250X (one GCD)",
-         flops=dict(fp64=23.95 * T, fp32=23.95 * T, fp64_tensor=47.9 * T, bf16=191.5 * T, fp16=191.5 * T,
-                    int8=191.5 * T),
-         memory_bandwidth=1.6e12,
-         source="AMD Instinct MI250X data sheet, halved: ROCm shows each of the 2 GCDs as a device"),
-    dict(key="MI250-GCD", l2_mib=8, match=r"MI250|MI210", label="AMD Instinct MI250 (one GCD) / MI210",
-         flops=dict(fp64=22.6 * T, fp32=22.6 * T, fp64_tensor=45.3 * T, bf16=181 * T, fp16=181 * T,
-                    int8=181 * T),
-         memory_bandwidth=1.6e12,
-         source="AMD Instinct MI250 data sheet halved per GCD (equal to the MI210 data sheet)"),
+    dict(
+        key="H200-SXM",
+        l2_mib=60,
+        match=r"H200(?!.*NVL)",
+        label="NVIDIA H200 SXM 141GB",
+        flops=dict(
+            fp64=34 * T,
+            fp32=67 * T,
+            fp64_tensor=67 * T,
+            tf32=494.7 * T,
+            bf16=989.4 * T,
+            fp16=989.4 * T,
+            fp8=1978.9 * T,
+            int8=1978.9 * T,
+        ),
+        memory_bandwidth=4.8e12,
+        source="NVIDIA H200 Tensor Core GPU datasheet (SXM column; dense = half the sparsity figures)",
+        measured=dict(
+            flops=dict(bf16=801.5 * T, fp16=801.5 * T, fp32=50.5 * T, tf32=440.3 * T, fp8=1467 * T),
+            memory_bandwidth=4.24e12,
+            source=(
+                "measured on an H200 SXM here: 8192^3 dense matmul (bf16 801.5, fp32 "
+                "without TF32 50.5, TF32 440.3 TFLOP/s; fp16 taken equal to bf16); "
+                "device-to-device copy 4.24 TB/s"
+            ),
+            sources=dict(
+                fp8=(
+                    "measured on an H200 SXM here with torch 2.11: torch._scaled_mm of "
+                    "float8_e4m3fn operands at 8192^3, bf16 output, 1467 TFLOP/s "
+                    "(datasheet dense: 1978.9)"
+                )
+            ),
+        ),
+    ),
+    dict(
+        key="H200-NVL",
+        l2_mib=60,
+        match=r"H200.*NVL",
+        label="NVIDIA H200 NVL",
+        flops=dict(
+            fp64=30 * T,
+            fp32=60 * T,
+            fp64_tensor=60 * T,
+            tf32=417.5 * T,
+            bf16=835.5 * T,
+            fp16=835.5 * T,
+            fp8=1670.5 * T,
+            int8=1670.5 * T,
+        ),
+        memory_bandwidth=4.8e12,
+        source="NVIDIA H200 NVL datasheet (dense)",
+    ),
+    dict(
+        key="H100-PCIe",
+        l2_mib=50,
+        match=r"H100.*PCIe",
+        label="NVIDIA H100 PCIe 80GB",
+        flops=dict(
+            fp64=26 * T,
+            fp32=51 * T,
+            fp64_tensor=51 * T,
+            tf32=378 * T,
+            bf16=756 * T,
+            fp16=756 * T,
+            fp8=1513 * T,
+            int8=1513 * T,
+        ),
+        memory_bandwidth=2.0e12,
+        source="NVIDIA H100 Tensor Core GPU datasheet (PCIe column, dense)",
+    ),
+    dict(
+        key="H100-NVL",
+        l2_mib=50,
+        match=r"H100.*NVL",
+        label="NVIDIA H100 NVL 94GB",
+        flops=dict(
+            fp64=30 * T,
+            fp32=60 * T,
+            fp64_tensor=60 * T,
+            tf32=417.5 * T,
+            bf16=835.5 * T,
+            fp16=835.5 * T,
+            fp8=1670.5 * T,
+            int8=1670.5 * T,
+        ),
+        memory_bandwidth=3.9e12,
+        source="NVIDIA H100 NVL datasheet (per GPU, dense)",
+    ),
+    dict(
+        key="H100-SXM",
+        l2_mib=50,
+        match=r"H100|H800",
+        label="NVIDIA H100 SXM5 80GB",
+        flops=dict(
+            fp64=34 * T,
+            fp32=67 * T,
+            fp64_tensor=67 * T,
+            tf32=494.7 * T,
+            bf16=989.4 * T,
+            fp16=989.4 * T,
+            fp8=1978.9 * T,
+            int8=1978.9 * T,
+        ),
+        memory_bandwidth=3.35e12,
+        source="NVIDIA H100 Tensor Core GPU datasheet (SXM column, dense); an unqualified 'H100' is taken as SXM",
+    ),
+    dict(
+        key="A100-PCIe-80GB",
+        l2_mib=40,
+        match=r"A100.*(PCIE.*80GB|80GB.*PCIE)",
+        label="NVIDIA A100 80GB PCIe",
+        flops=dict(
+            fp64=9.7 * T, fp32=19.5 * T, fp64_tensor=19.5 * T, tf32=156 * T, bf16=312 * T, fp16=312 * T, int8=624 * T
+        ),
+        memory_bandwidth=1.935e12,
+        source="NVIDIA A100 Tensor Core GPU datasheet (80GB PCIe, dense)",
+    ),
+    dict(
+        key="A100-80GB",
+        l2_mib=40,
+        match=r"A100.*80GB|A100.*80G\b",
+        label="NVIDIA A100 80GB (SXM4)",
+        flops=dict(
+            fp64=9.7 * T, fp32=19.5 * T, fp64_tensor=19.5 * T, tf32=156 * T, bf16=312 * T, fp16=312 * T, int8=624 * T
+        ),
+        memory_bandwidth=2.039e12,
+        source="NVIDIA A100 Tensor Core GPU datasheet (80GB SXM, dense)",
+    ),
+    dict(
+        key="A100-40GB",
+        l2_mib=40,
+        match=r"A100",
+        label="NVIDIA A100 40GB",
+        flops=dict(
+            fp64=9.7 * T, fp32=19.5 * T, fp64_tensor=19.5 * T, tf32=156 * T, bf16=312 * T, fp16=312 * T, int8=624 * T
+        ),
+        memory_bandwidth=1.555e12,
+        source="NVIDIA A100 Tensor Core GPU datasheet (40GB, dense); A100 names without a size are matched by memory",
+    ),
+    dict(
+        key="V100S",
+        l2_mib=6,
+        match=r"V100S",
+        label="NVIDIA V100S PCIe 32GB",
+        flops=dict(fp64=8.2 * T, fp32=16.4 * T, fp16=130 * T),
+        memory_bandwidth=1.134e12,
+        source="NVIDIA V100S datasheet",
+    ),
+    dict(
+        key="V100-PCIe",
+        l2_mib=6,
+        match=r"V100.*PCIE",
+        label="NVIDIA V100 PCIe",
+        flops=dict(fp64=7 * T, fp32=14 * T, fp16=112 * T),
+        memory_bandwidth=0.9e12,
+        source="NVIDIA V100 datasheet (PCIe column)",
+    ),
+    dict(
+        key="V100-SXM2",
+        l2_mib=6,
+        match=r"V100",
+        label="NVIDIA V100 SXM2",
+        flops=dict(fp64=7.8 * T, fp32=15.7 * T, fp16=125 * T),
+        memory_bandwidth=0.9e12,
+        source="NVIDIA V100 datasheet (SXM2 column; DGX Station V100-DGXS uses the same clocks); no bf16 Tensor Cores",
+    ),
+    dict(
+        key="L40S",
+        l2_mib=96,
+        match=r"L40S",
+        label="NVIDIA L40S",
+        flops=dict(fp32=91.6 * T, tf32=183 * T, bf16=362.05 * T, fp16=362.05 * T, fp8=733 * T, int8=733 * T),
+        memory_bandwidth=0.864e12,
+        source="NVIDIA L40S datasheet (dense)",
+    ),
+    dict(
+        key="L4",
+        l2_mib=48,
+        match=r"\bL4\b",
+        label="NVIDIA L4",
+        flops=dict(fp32=30.3 * T, tf32=60 * T, bf16=121 * T, fp16=121 * T, fp8=242.5 * T, int8=242.5 * T),
+        memory_bandwidth=0.3e12,
+        source="NVIDIA L4 datasheet (dense = half the sparsity figures)",
+    ),
+    dict(
+        key="A10",
+        l2_mib=6,
+        match=r"\bA10\b|A10G",
+        label="NVIDIA A10",
+        flops=dict(fp32=31.2 * T, tf32=62.5 * T, bf16=125 * T, fp16=125 * T, int8=250 * T),
+        memory_bandwidth=0.6e12,
+        source="NVIDIA A10 datasheet (dense)",
+    ),
+    dict(
+        key="RTX4090",
+        l2_mib=72,
+        match=r"RTX 4090",
+        label="NVIDIA GeForce RTX 4090",
+        flops=dict(
+            fp64=1.29 * T, fp32=82.6 * T, tf32=82.6 * T, bf16=165.2 * T, fp16=165.2 * T, fp8=330.3 * T, int8=660.6 * T
+        ),
+        memory_bandwidth=1.008e12,
+        source="NVIDIA Ada GPU architecture whitepaper, RTX 4090 (Tensor peaks with FP32 accumulate, as PyTorch uses)",
+    ),
+    dict(
+        key="T4",
+        l2_mib=4,
+        match=r"\bT4\b",
+        label="NVIDIA T4",
+        flops=dict(fp32=8.1 * T, fp16=65 * T, int8=130 * T),
+        memory_bandwidth=0.32e12,
+        source="NVIDIA T4 datasheet",
+    ),
+    dict(
+        key="GP100",
+        l2_mib=4,
+        match=r"GP100",
+        label="NVIDIA Quadro GP100",
+        flops=dict(fp64=5.2 * T, fp32=10.3 * T),
+        memory_bandwidth=0.717e12,
+        source="NVIDIA Quadro GP100 datasheet (no Tensor Cores)",
+    ),
+    dict(
+        key="MI300X",
+        l2_mib=256,
+        match=r"MI300X",
+        label="AMD Instinct MI300X",
+        flops=dict(
+            fp64=81.7 * T,
+            fp32=163.4 * T,
+            fp64_tensor=163.4 * T,
+            tf32=653.7 * T,
+            bf16=1307.4 * T,
+            fp16=1307.4 * T,
+            fp8=2614.9 * T,
+            int8=2614.9 * T,
+        ),
+        memory_bandwidth=5.3e12,
+        source="AMD Instinct MI300X data sheet (dense)",
+    ),
+    dict(
+        key="MI250X-GCD",
+        l2_mib=8,
+        match=r"MI250X",
+        label="AMD Instinct MI250X (one GCD)",
+        flops=dict(
+            fp64=23.95 * T, fp32=23.95 * T, fp64_tensor=47.9 * T, bf16=191.5 * T, fp16=191.5 * T, int8=191.5 * T
+        ),
+        memory_bandwidth=1.6e12,
+        source="AMD Instinct MI250X data sheet, halved: ROCm shows each of the 2 GCDs as a device",
+    ),
+    dict(
+        key="MI250-GCD",
+        l2_mib=8,
+        match=r"MI250|MI210",
+        label="AMD Instinct MI250 (one GCD) / MI210",
+        flops=dict(fp64=22.6 * T, fp32=22.6 * T, fp64_tensor=45.3 * T, bf16=181 * T, fp16=181 * T, int8=181 * T),
+        memory_bandwidth=1.6e12,
+        source="AMD Instinct MI250 data sheet halved per GCD (equal to the MI210 data sheet)",
+    ),
 ]
 _BY_KEY = {d["key"]: d for d in _TABLE}
 
 # Generic AMD names ("AMD Radeon Graphics") identified by (major, minor, compute units).
 _AMD_BY_ARCH: dict[tuple[Any, Any, Any], str] = {
-    (9, 0, 104): "MI250-GCD", (9, 0, 110): "MI250X-GCD", (9, 4, 304): "MI300X"}
+    (9, 0, 104): "MI250-GCD",
+    (9, 0, 110): "MI250X-GCD",
+    (9, 4, 304): "MI300X",
+}
 
 PEAK_KEYS = ("fp64", "fp32", "fp64_tensor", "tf32", "bf16", "fp16", "fp8", "int8")
 
@@ -132,24 +307,27 @@ PEAK_KEYS = ("fp64", "fp32", "fp64_tensor", "tf32", "bf16", "fp16", "fp8", "int8
 class SmLimits:
     """Per-SM resources that bound how many thread blocks are resident at once (the inputs of the
     CUDA occupancy calculation, roofline/occupancy.py)."""
-    arch: str                        # "sm_90"...
+
+    arch: str  # "sm_90"...
     max_threads_per_sm: int
     max_blocks_per_sm: int
     registers_per_sm: int
     max_registers_per_block: int
-    register_unit: int               # registers are allocated per warp in units of this many
-    sub_partitions: int              # register files per SM (a warp's registers live in one)
-    shared_per_sm: int               # bytes, the largest carveout
-    shared_unit: int                 # shared memory is allocated in units of this many bytes
-    shared_reserved_per_block: int   # bytes the CUDA runtime reserves in each block
-    max_shared_per_block: int        # bytes, opt-in maximum
+    register_unit: int  # registers are allocated per warp in units of this many
+    sub_partitions: int  # register files per SM (a warp's registers live in one)
+    shared_per_sm: int  # bytes, the largest carveout
+    shared_unit: int  # shared memory is allocated in units of this many bytes
+    shared_reserved_per_block: int  # bytes the CUDA runtime reserves in each block
+    max_shared_per_block: int  # bytes, opt-in maximum
     warp_size: int = 32
     source: str = ""
 
 
-_CUDA_GUIDE = ("CUDA C++ Programming Guide, 'Technical Specifications per Compute Capability' (threads, blocks, "
-               "registers and shared memory per SM, shared memory reserved per block); allocation units and "
-               "register-file partitions as in the CUDA Occupancy Calculator (cuda_occupancy.h)")
+_CUDA_GUIDE = (
+    "CUDA C++ Programming Guide, 'Technical Specifications per Compute Capability' (threads, blocks, "
+    "registers and shared memory per SM, shared memory reserved per block); allocation units and "
+    "register-file partitions as in the CUDA Occupancy Calculator (cuda_occupancy.h)"
+)
 # compute capability -> limits. The trace's deviceProperties override the per-SM totals it records.
 _SM_LIMITS: dict[tuple[int, int], SmLimits] = {
     (7, 0): SmLimits("sm_70", 2048, 32, 65536, 65536, 256, 4, 96 * 1024, 256, 0, 96 * 1024, source=_CUDA_GUIDE),
@@ -161,10 +339,24 @@ _SM_LIMITS: dict[tuple[int, int], SmLimits] = {
     (9, 0): SmLimits("sm_90", 2048, 32, 65536, 65536, 256, 4, 228 * 1024, 128, 1024, 227 * 1024, source=_CUDA_GUIDE),
 }
 # Table entries without compute capability in the trace: their architecture.
-_ARCH_OF_KEY = {"H200-SXM": (9, 0), "H200-NVL": (9, 0), "H100-PCIe": (9, 0), "H100-NVL": (9, 0), "H100-SXM": (9, 0),
-                "A100-PCIe-80GB": (8, 0), "A100-80GB": (8, 0), "A100-40GB": (8, 0), "V100S": (7, 0),
-                "V100-PCIe": (7, 0), "V100-SXM2": (7, 0), "L40S": (8, 9), "L4": (8, 9), "A10": (8, 6),
-                "RTX4090": (8, 9), "T4": (7, 5)}
+_ARCH_OF_KEY = {
+    "H200-SXM": (9, 0),
+    "H200-NVL": (9, 0),
+    "H100-PCIe": (9, 0),
+    "H100-NVL": (9, 0),
+    "H100-SXM": (9, 0),
+    "A100-PCIe-80GB": (8, 0),
+    "A100-80GB": (8, 0),
+    "A100-40GB": (8, 0),
+    "V100S": (7, 0),
+    "V100-PCIe": (7, 0),
+    "V100-SXM2": (7, 0),
+    "L40S": (8, 9),
+    "L4": (8, 9),
+    "A10": (8, 6),
+    "RTX4090": (8, 9),
+    "T4": (7, 5),
+}
 
 
 def sm_limits(props: dict[str, Any], key: Optional[str] = None) -> Optional[SmLimits]:
@@ -181,10 +373,14 @@ def sm_limits(props: dict[str, Any], key: Optional[str] = None) -> Optional[SmLi
     if base is None:
         return None
     over: dict[str, Any] = {}
-    for field_, prop in (("max_threads_per_sm", "maxThreadsPerMultiprocessor"),
-                         ("registers_per_sm", "regsPerMultiprocessor"), ("max_registers_per_block", "regsPerBlock"),
-                         ("shared_per_sm", "sharedMemPerMultiprocessor"),
-                         ("max_shared_per_block", "sharedMemPerBlockOptin"), ("warp_size", "warpSize")):
+    for field_, prop in (
+        ("max_threads_per_sm", "maxThreadsPerMultiprocessor"),
+        ("registers_per_sm", "regsPerMultiprocessor"),
+        ("max_registers_per_block", "regsPerBlock"),
+        ("shared_per_sm", "sharedMemPerMultiprocessor"),
+        ("max_shared_per_block", "sharedMemPerBlockOptin"),
+        ("warp_size", "warpSize"),
+    ):
         v = props.get(prop)
         if isinstance(v, int) and not isinstance(v, bool) and v > 0:
             over[field_] = v
@@ -194,17 +390,18 @@ def sm_limits(props: dict[str, Any], key: Optional[str] = None) -> Optional[SmLi
 @dataclass
 class DevicePeaks:
     """The roofs used for one device, and how they were chosen."""
+
     id: int
-    name: str                       # as the trace names it
-    key: Optional[str]              # table entry, None when unknown
+    name: str  # as the trace names it
+    key: Optional[str]  # table entry, None when unknown
     label: Optional[str]
     flops: dict[str, float]
     memory_bandwidth: Optional[float]
-    basis: str                      # measured | datasheet | user | unknown
+    basis: str  # measured | datasheet | user | unknown
     sources: dict[str, str] = field(default_factory=dict)
     num_sms: Optional[int] = None
     matched_by: Optional[str] = None
-    l2_bytes: Optional[int] = None   # last-level cache that absorbs writes (MI300X: Infinity Cache)
+    l2_bytes: Optional[int] = None  # last-level cache that absorbs writes (MI300X: Infinity Cache)
 
     @property
     def known(self) -> bool:
@@ -212,12 +409,19 @@ class DevicePeaks:
 
     def to_json(self) -> dict[str, Any]:
         refs = sorted(set(self.sources.values()))
-        return {"id": self.id, "name": self.name, "key": self.key, "label": self.label,
-                "peaks": {"flops": dict(self.flops), "memory_bandwidth": self.memory_bandwidth},
-                "basis": self.basis,
-                "peak_source": {k: refs.index(v) for k, v in self.sources.items()},
-                "references": refs, "num_sms": self.num_sms, "matched_by": self.matched_by,
-                "l2_bytes": self.l2_bytes}
+        return {
+            "id": self.id,
+            "name": self.name,
+            "key": self.key,
+            "label": self.label,
+            "peaks": {"flops": dict(self.flops), "memory_bandwidth": self.memory_bandwidth},
+            "basis": self.basis,
+            "peak_source": {k: refs.index(v) for k, v in self.sources.items()},
+            "references": refs,
+            "num_sms": self.num_sms,
+            "matched_by": self.matched_by,
+            "l2_bytes": self.l2_bytes,
+        }
 
 
 def _match(props: dict[str, Any]) -> tuple[Optional[dict[str, Any]], Optional[str]]:
@@ -259,7 +463,7 @@ def load_user_peaks(spec: Optional[str]) -> dict[str, Any]:
         k, v = (x.strip() for x in part.split("=", 1))
         val = float(v)
         if k in ("memory", "memory_bandwidth", "bw"):
-            bw = val * 1e12 if val < 1e6 else val      # TB/s unless given in B/s
+            bw = val * 1e12 if val < 1e6 else val  # TB/s unless given in B/s
         elif k in PEAK_KEYS:
             flops[k] = val * 1e12 if val < 1e9 else val  # TFLOP/s unless given in FLOP/s
         else:
@@ -278,8 +482,9 @@ def device_properties(meta: dict[str, Any]) -> list[dict[str, Any]]:
     return [p for p in props if isinstance(p, dict)]
 
 
-def resolve(meta: dict[str, Any], device_id: int, user: Optional[dict[str, Any]] = None,
-            basis: str = "measured") -> DevicePeaks:
+def resolve(
+    meta: dict[str, Any], device_id: int, user: Optional[dict[str, Any]] = None, basis: str = "measured"
+) -> DevicePeaks:
     """Peaks for ``device_id`` of a trace, from the table, a measurement or the user."""
     props = next((p for p in device_properties(meta) if p.get("id") == device_id), None)
     if props is None and device_properties(meta):
@@ -302,12 +507,23 @@ def resolve(meta: dict[str, Any], device_id: int, user: Optional[dict[str, Any]]
                 bw = m["memory_bandwidth"]
                 sources["memory_bandwidth"] = m["source"]
             used = "measured"
-        dev = DevicePeaks(id=device_id, name=name, key=entry["key"], label=entry["label"], flops=flops,
-                          memory_bandwidth=bw, basis=used, sources=sources, num_sms=sms, matched_by=how,
-                          l2_bytes=int(entry["l2_mib"] * 2**20) if entry.get("l2_mib") else None)
+        dev = DevicePeaks(
+            id=device_id,
+            name=name,
+            key=entry["key"],
+            label=entry["label"],
+            flops=flops,
+            memory_bandwidth=bw,
+            basis=used,
+            sources=sources,
+            num_sms=sms,
+            matched_by=how,
+            l2_bytes=int(entry["l2_mib"] * 2**20) if entry.get("l2_mib") else None,
+        )
     else:
-        dev = DevicePeaks(id=device_id, name=name, key=None, label=None, flops={}, memory_bandwidth=None,
-                          basis="unknown", num_sms=sms)
+        dev = DevicePeaks(
+            id=device_id, name=name, key=None, label=None, flops={}, memory_bandwidth=None, basis="unknown", num_sms=sms
+        )
     for e in (user or {}).get("entries", []):
         pat = e.get("match")
         if pat and not re.search(pat, name, re.I):

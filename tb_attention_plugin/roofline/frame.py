@@ -12,6 +12,7 @@ on all of them at once. The frame is the one place their numbers live between th
 Each step returns a new frame (``dataclasses.replace``); none mutates another's arrays. The
 report turns the frame into kernel-table columns and aggregates it; nothing else classifies.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from .attribute import Attribution
 from .classify import BOUND_UNKNOWN, M_INCOMPLETE, M_NO_FORMULA, M_NO_OP, M_NO_SHAPES, M_OP_NO_SHAPES, peak_key
 from .cost import NONE
 
-F64 = np.ndarray   # float64 column, NaN = unknown
+F64 = np.ndarray  # float64 column, NaN = unknown
 # Where a kernel's occupancy comes from: Kineto's "est. achieved occupancy %" (a recorded 0 means
 # Kineto did not compute it, never 0 %), or the CUDA occupancy calculation from the launch record.
 OCCUPANCY_SOURCES = O.SOURCES
@@ -37,40 +38,41 @@ OCCUPANCY_SOURCES = O.SOURCES
 @dataclass(frozen=True)
 class KernelFrame:
     """Columns of equal length, one row per GPU activity (the trace's ``gpu`` order)."""
+
     # -- inputs: the activity, its cost and its roofs ------------------------------------------
-    kind: np.ndarray            # int64 GPU activity kind (trace.records KERNEL, MEMCPY, MEMSET)
-    device: np.ndarray          # int64 device id
+    kind: np.ndarray  # int64 GPU activity kind (trace.records KERNEL, MEMCPY, MEMSET)
+    device: np.ndarray  # int64 device id
     dur_us: F64
-    flops: F64                  # this activity's share of its cost op's FLOPs
-    bytes: F64                  # ... of its minimum bytes
-    reads: F64                  # the part of ``bytes`` that is read
-    dram_bytes: F64             # estimated (or measured) DRAM traffic
-    l2_hint: Coded              # why some reads were likely L2 hits (cost.l2_reuse), or None
-    dtype: Coded                # input dtype of the cost op
-    peak: Coded                 # which FLOP roof applies (None: data movement)
-    peak_flops: F64             # its value, FLOP/s
-    bandwidth: F64              # device memory bandwidth, B/s (NaN: unknown GPU)
-    num_sms: np.ndarray         # int64, 0 = unknown
+    flops: F64  # this activity's share of its cost op's FLOPs
+    bytes: F64  # ... of its minimum bytes
+    reads: F64  # the part of ``bytes`` that is read
+    dram_bytes: F64  # estimated (or measured) DRAM traffic
+    l2_hint: Coded  # why some reads were likely L2 hits (cost.l2_reuse), or None
+    dtype: Coded  # input dtype of the cost op
+    peak: Coded  # which FLOP roof applies (None: data movement)
+    peak_flops: F64  # its value, FLOP/s
+    bandwidth: F64  # device memory bandwidth, B/s (NaN: unknown GPU)
+    num_sms: np.ndarray  # int64, 0 = unknown
     l2_bytes: F64
-    blocks: np.ndarray          # int64 blocks in the grid (0: not recorded, copies and fills)
-    occupancy: F64              # occupancy %, NaN when neither recorded nor computable
+    blocks: np.ndarray  # int64 blocks in the grid (0: not recorded, copies and fills)
+    occupancy: F64  # occupancy %, NaN when neither recorded nor computable
     occupancy_source: np.ndarray  # int8 index into OCCUPANCY_SOURCES, -1 with no occupancy
-    waves: F64                  # blocks / (SMs x resident blocks per SM), NaN when unknown
-    host_copy: np.ndarray       # bool: memcpy over the host link
-    communication: np.ndarray   # bool: a collective-communication kernel (trace.busy.COMMUNICATION)
-    estimated: np.ndarray       # bool: FLOPs per-element estimates, or a split cost
-    upper_bound: np.ndarray     # bool: FLOPs/bytes are a dense upper bound (unknown sparsity)
-    missing: np.ndarray         # int8 index into classify.MISSING: why FLOPs/bytes are unknown, -1 when known
+    waves: F64  # blocks / (SMs x resident blocks per SM), NaN when unknown
+    host_copy: np.ndarray  # bool: memcpy over the host link
+    communication: np.ndarray  # bool: a collective-communication kernel (trace.busy.COMMUNICATION)
+    estimated: np.ndarray  # bool: FLOPs per-element estimates, or a split cost
+    upper_bound: np.ndarray  # bool: FLOPs/bytes are a dense upper bound (unknown sparsity)
+    missing: np.ndarray  # int8 index into classify.MISSING: why FLOPs/bytes are unknown, -1 when known
     # -- placed on the roofline and classified (classify.classify) ------------------------------
     achieved_flops: F64
     achieved_bytes: F64
     intensity: F64
     compute_util: F64
     memory_util: F64
-    bound: np.ndarray           # int8 index into classify.BOUNDS
-    cause: np.ndarray           # int8 index into classify.CAUSES, -1 where bound is not latency
-    note: np.ndarray            # int8 bit flags (classify.N_*): roof raised, L2 traffic, capped estimate
-    reason: Coded               # the evidence in words
+    bound: np.ndarray  # int8 index into classify.BOUNDS
+    cause: np.ndarray  # int8 index into classify.CAUSES, -1 where bound is not latency
+    note: np.ndarray  # int8 bit flags (classify.N_*): roof raised, L2 traffic, capped estimate
+    reason: Coded  # the evidence in words
 
     def __len__(self) -> int:
         return len(self.dur_us)
@@ -96,15 +98,30 @@ def _cost_kinds(attr: Attribution) -> tuple[np.ndarray, list[tuple[Any, ...]]]:
     upper bound) of its cost op: what the roof and the flags depend on, read once per owner."""
     own_u, own_inv = np.unique(attr.owner, return_inverse=True)
     kinds: dict[tuple[Any, ...], int] = {}
-    u_kind = np.array([kinds.setdefault(
-        (c.dtype, c.engine, c.fp32_on_tensor_cores, bool(c.flops_estimated), bool(getattr(c, "upper_bound", False)))
-        if c is not None else (None, NONE, False, False, False), len(kinds))
-        for c in map(attr.costs.get, own_u.tolist())], dtype=np.int64)
+    u_kind = np.array(
+        [
+            kinds.setdefault(
+                (
+                    c.dtype,
+                    c.engine,
+                    c.fp32_on_tensor_cores,
+                    bool(c.flops_estimated),
+                    bool(getattr(c, "upper_bound", False)),
+                )
+                if c is not None
+                else (None, NONE, False, False, False),
+                len(kinds),
+            )
+            for c in map(attr.costs.get, own_u.tolist())
+        ],
+        dtype=np.int64,
+    )
     return (u_kind[own_inv.reshape(-1)] if len(attr.owner) else np.zeros(0, np.int64)), list(kinds)
 
 
-def _roofs(trace: Trace, devices: dict[int, D.DevicePeaks], kind_code: np.ndarray, kinds: list[tuple[Any, ...]],
-           resolve: Any) -> tuple[Coded, F64, F64, np.ndarray, F64]:
+def _roofs(
+    trace: Trace, devices: dict[int, D.DevicePeaks], kind_code: np.ndarray, kinds: list[tuple[Any, ...]], resolve: Any
+) -> tuple[Coded, F64, F64, np.ndarray, F64]:
     """Per activity: peak key, peak FLOP/s, bandwidth, SMs, L2 bytes, looked up once per distinct
     (cost kind, kernel name, device) and spread to the activities."""
     G = trace.gpu
@@ -114,7 +131,7 @@ def _roofs(trace: Trace, devices: dict[int, D.DevicePeaks], kind_code: np.ndarra
     combos = [(*kinds[int(kind_code[i])][:3], int(G["name"][i]), int(G["device"][i])) for i in first.tolist()]
     keys: list[Optional[str]] = []
     vals, bws, sms, l2s = [], [], [], []
-    for (dtype, engine, tc32, nid, dev) in combos:
+    for dtype, engine, tc32, nid, dev in combos:
         d = devices.get(dev) or resolve(dev)
         devices.setdefault(dev, d)
         pk, _ = peak_key(dtype, engine, names[nid], d.flops, tc32)
@@ -126,6 +143,7 @@ def _roofs(trace: Trace, devices: dict[int, D.DevicePeaks], kind_code: np.ndarra
 
     def col(v: list[Any], dtype: Any) -> np.ndarray:
         return np.asarray(v, dtype=dtype)[code] if n else np.zeros(0, dtype)
+
     # one vocabulary entry per distinct key (the combos repeat keys)
     vocab: dict[Optional[str], int] = {}
     kc = np.asarray([vocab.setdefault(k, len(vocab)) for k in keys], dtype=np.int32)
@@ -146,12 +164,15 @@ def _missing(trace: Trace, attr: Attribution, launch_op: np.ndarray, kind: np.nd
     no_shapes = M_OP_NO_SHAPES if (sig >= 0).any() else M_NO_SHAPES
     out[unknown] = np.select(
         [attr.owner[unknown] >= 0, ~has_op[unknown], op_sig[unknown] < 0],
-        [M_INCOMPLETE, M_NO_OP, no_shapes], M_NO_FORMULA)
+        [M_INCOMPLETE, M_NO_OP, no_shapes],
+        M_NO_FORMULA,
+    )
     return out
 
 
-def build(trace: Trace, links: Links, attr: Attribution, devices: dict[int, D.DevicePeaks],
-          resolve: Any) -> KernelFrame:
+def build(
+    trace: Trace, links: Links, attr: Attribution, devices: dict[int, D.DevicePeaks], resolve: Any
+) -> KernelFrame:
     """The frame's inputs from the cost attribution and the device table. ``devices`` maps a
     device id to its :class:`.devices.DevicePeaks` (devices met only here are added through
     ``resolve(device_id)``). The classified columns are left unknown: see classify.classify."""
@@ -174,17 +195,39 @@ def build(trace: Trace, links: Links, attr: Attribution, devices: dict[int, D.De
     estimated = k_est[kind_code] | ((attr.owner >= 0) & (attr.share < 1.0))
     dram = dram_traffic(attr.bytes, attr.reads, l2)
     return KernelFrame(
-        kind=kind, device=G["device"].astype(np.int64), dur_us=dur, flops=attr.flops, bytes=attr.bytes,
+        kind=kind,
+        device=G["device"].astype(np.int64),
+        dur_us=dur,
+        flops=attr.flops,
+        bytes=attr.bytes,
         reads=attr.reads,
-        dram_bytes=dram, l2_hint=_l2_hints(trace, attr, kind, dur, dram, bw, l2),
+        dram_bytes=dram,
+        l2_hint=_l2_hints(trace, attr, kind, dur, dram, bw, l2),
         dtype=Coded(k_dtype[kind_code], list(dtype_vocab)),
-        peak=peak, peak_flops=peak_f, bandwidth=bw, num_sms=sms, l2_bytes=l2,
-        blocks=blocks.astype(np.int64), occupancy=occ, occupancy_source=occ_src, waves=waves,
-        host_copy=host_copy, communication=communication_mask(trace, links), estimated=estimated,
-        upper_bound=k_upper[kind_code], missing=_missing(trace, attr, links.gpu_op, kind),
-        achieved_flops=_nan(n), achieved_bytes=_nan(n), intensity=_nan(n), compute_util=_nan(n),
-        memory_util=_nan(n), bound=np.full(n, BOUND_UNKNOWN, dtype=np.int8), cause=np.full(n, -1, dtype=np.int8),
-        note=np.zeros(n, np.int8), reason=Coded(np.zeros(n, np.int32), [""]))
+        peak=peak,
+        peak_flops=peak_f,
+        bandwidth=bw,
+        num_sms=sms,
+        l2_bytes=l2,
+        blocks=blocks.astype(np.int64),
+        occupancy=occ,
+        occupancy_source=occ_src,
+        waves=waves,
+        host_copy=host_copy,
+        communication=communication_mask(trace, links),
+        estimated=estimated,
+        upper_bound=k_upper[kind_code],
+        missing=_missing(trace, attr, links.gpu_op, kind),
+        achieved_flops=_nan(n),
+        achieved_bytes=_nan(n),
+        intensity=_nan(n),
+        compute_util=_nan(n),
+        memory_util=_nan(n),
+        bound=np.full(n, BOUND_UNKNOWN, dtype=np.int8),
+        cause=np.full(n, -1, dtype=np.int8),
+        note=np.zeros(n, np.int8),
+        reason=Coded(np.zeros(n, np.int32), [""]),
+    )
 
 
 def _l2_hints(trace: Trace, attr: Attribution, kind: np.ndarray, dur: F64, dram: F64, bw: F64, l2: F64) -> Coded:
@@ -208,7 +251,7 @@ def _l2_hints(trace: Trace, attr: Attribution, kind: np.ndarray, dur: F64, dram:
         for k in np.flatnonzero(over).tolist():
             p = int(pos[k])
             lo = max(0, p - 4 * C.L2_WINDOW)
-            rows = ks[lo:p + 1][same[lo:p + 1] == same[p]].tolist()
+            rows = ks[lo : p + 1][same[lo : p + 1] == same[p]].tolist()
             window = [attr.costs.get(int(attr.owner[r])) for r in rows]
             hint = C.l2_reuse(window, float(l2[k]), last_only=True)[-1]
             if hint is not None and hint.l2_hint:
@@ -226,8 +269,9 @@ def _name_matches(codes: np.ndarray, names: list[str], rows: np.ndarray, words: 
     return out
 
 
-def _occupancy(trace: Trace, devices: dict[int, D.DevicePeaks], kind: np.ndarray,
-               blocks: np.ndarray) -> tuple[F64, np.ndarray, F64]:
+def _occupancy(
+    trace: Trace, devices: dict[int, D.DevicePeaks], kind: np.ndarray, blocks: np.ndarray
+) -> tuple[F64, np.ndarray, F64]:
     """Occupancy %, its source and waves per kernel (roofline/occupancy.py), one device at a time:
     Kineto's estimate where it is positive (0 means it was not computed), else the theoretical
     occupancy from registers, shared memory and block size against the device's per-SM limits."""
@@ -245,8 +289,15 @@ def _occupancy(trace: Trace, devices: dict[int, D.DevicePeaks], kind: np.ndarray
         d = devices.get(dev)
         p = props.get(dev) or (next(iter(props.values())) if props else {})
         limits = D.sm_limits(p, d.key if d is not None else None)
-        ko = O.kernel_occupancy(threads[rows], G["registers"][rows], G["shared_memory"][rows], blocks[rows],
-                                G["occupancy"][rows], limits, d.num_sms if d is not None else None)
+        ko = O.kernel_occupancy(
+            threads[rows],
+            G["registers"][rows],
+            G["shared_memory"][rows],
+            blocks[rows],
+            G["occupancy"][rows],
+            limits,
+            d.num_sms if d is not None else None,
+        )
         occ[rows], src[rows], waves[rows] = ko.pct, ko.source, ko.waves
     return occ, src, waves
 
@@ -261,29 +312,51 @@ def from_columns(dur_us: Any, **columns: Any) -> KernelFrame:
     def col(name: str, default: Any, dtype: Any) -> np.ndarray:
         out: np.ndarray = np.broadcast_to(np.asarray(columns.pop(name, default), dtype=dtype), (n,)).copy()
         return out
+
     peak = columns.pop("peak", None)
-    peak_col = peak if isinstance(peak, Coded) else \
-        Coded.from_values([peak] * n if not isinstance(peak, list) else peak)
+    peak_col = (
+        peak if isinstance(peak, Coded) else Coded.from_values([peak] * n if not isinstance(peak, list) else peak)
+    )
     nbytes = col("bytes", np.nan, np.float64)
     reads = col("reads", np.nan, np.float64)
     l2 = col("l2_bytes", 0.0, np.float64)
     occ = col("occupancy", np.nan, np.float64)
     f = KernelFrame(
-        kind=col("kind", KERNEL, np.int64), device=col("device", 0, np.int64), dur_us=d,
-        flops=col("flops", np.nan, np.float64), bytes=nbytes,
-        reads=reads, dram_bytes=col("dram_bytes", np.nan, np.float64) if "dram_bytes" in columns
-        else dram_traffic(nbytes, reads, l2), l2_hint=Coded.from_values(columns.pop("l2_hint", [None] * n)),
-        dtype=Coded.from_values([None] * n), peak=peak_col,
-        peak_flops=col("peak_flops", np.nan, np.float64), bandwidth=col("bandwidth", np.nan, np.float64),
-        num_sms=col("num_sms", 0, np.int64), l2_bytes=l2, blocks=col("blocks", 0, np.int64),
-        occupancy=occ, occupancy_source=col("occupancy_source", np.where(np.isnan(occ), -1, 0), np.int8),
-        waves=col("waves", np.nan, np.float64), host_copy=col("host_copy", False, bool),
+        kind=col("kind", KERNEL, np.int64),
+        device=col("device", 0, np.int64),
+        dur_us=d,
+        flops=col("flops", np.nan, np.float64),
+        bytes=nbytes,
+        reads=reads,
+        dram_bytes=col("dram_bytes", np.nan, np.float64)
+        if "dram_bytes" in columns
+        else dram_traffic(nbytes, reads, l2),
+        l2_hint=Coded.from_values(columns.pop("l2_hint", [None] * n)),
+        dtype=Coded.from_values([None] * n),
+        peak=peak_col,
+        peak_flops=col("peak_flops", np.nan, np.float64),
+        bandwidth=col("bandwidth", np.nan, np.float64),
+        num_sms=col("num_sms", 0, np.int64),
+        l2_bytes=l2,
+        blocks=col("blocks", 0, np.int64),
+        occupancy=occ,
+        occupancy_source=col("occupancy_source", np.where(np.isnan(occ), -1, 0), np.int8),
+        waves=col("waves", np.nan, np.float64),
+        host_copy=col("host_copy", False, bool),
         communication=col("communication", False, bool),
-        estimated=col("estimated", False, bool), upper_bound=col("upper_bound", False, bool),
+        estimated=col("estimated", False, bool),
+        upper_bound=col("upper_bound", False, bool),
         missing=col("missing", -1, np.int8),
-        achieved_flops=_nan(n), achieved_bytes=_nan(n), intensity=_nan(n), compute_util=_nan(n),
-        memory_util=_nan(n), bound=np.full(n, BOUND_UNKNOWN, dtype=np.int8), cause=np.full(n, -1, dtype=np.int8),
-        note=np.zeros(n, np.int8), reason=Coded(np.zeros(n, np.int32), [""]))
+        achieved_flops=_nan(n),
+        achieved_bytes=_nan(n),
+        intensity=_nan(n),
+        compute_util=_nan(n),
+        memory_util=_nan(n),
+        bound=np.full(n, BOUND_UNKNOWN, dtype=np.int8),
+        cause=np.full(n, -1, dtype=np.int8),
+        note=np.zeros(n, np.int8),
+        reason=Coded(np.zeros(n, np.int32), [""]),
+    )
     if columns:
         raise TypeError(f"unknown frame columns: {', '.join(sorted(columns))}")
     return f

@@ -29,6 +29,7 @@ tensor-pipe ops (``sm__ops_path_tensor_src_*``, counted per source type) + CUDA-
 Kineto's ``kineto__cuda_core_flops`` and HTA count them); DRAM %, tensor-pipe %, FMA-pipe %, SM %
 (of peak) and the duration. Whatever a source lacks stays modelled, and the row says so.
 """
+
 from __future__ import annotations
 
 import csv
@@ -49,10 +50,10 @@ from .classify import BOUND_LATENCY, CAUSES, ROOF_REACHED, SHORT_KERNEL_US, deci
 from .devices import DevicePeaks
 from .frame import KernelFrame
 
-MIN_MATCH_RATE = 0.9          # of the shorter sequence
+MIN_MATCH_RATE = 0.9  # of the shorter sequence
 MIN_MATCHES = 3
 MAX_CSV_BYTES = 512 << 20
-MAX_CANDIDATES = 8            # CSV files tried per trace
+MAX_CANDIDATES = 8  # CSV files tried per trace
 MAX_RANGES_LISTED = 20000
 MARKERS = frozenset({"spin_kernel"})
 SOURCE_LABEL = {"ncu": "Nsight Compute", "cupti": "CUPTI"}
@@ -60,13 +61,19 @@ SOURCE_LABEL = {"ncu": "Nsight Compute", "cupti": "CUPTI"}
 # metric names (ncu / CUPTI perfworks names; the first present wins)
 DUR = ("gpu__time_duration.sum", "gpu__time_duration.avg")
 DRAM_READ, DRAM_WRITE, DRAM_TOTAL = "dram__bytes_read.sum", "dram__bytes_write.sum", "dram__bytes.sum"
-DRAM_PCT = ("dram__throughput.avg.pct_of_peak_sustained_elapsed",
-            "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed")
-TENSOR_PCT = ("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
-              "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
-              "sm__inst_executed_pipe_tensor.avg.pct_of_peak_sustained_active")
-FMA_PCT = ("sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
-           "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active")
+DRAM_PCT = (
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+)
+TENSOR_PCT = (
+    "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+    "sm__inst_executed_pipe_tensor.avg.pct_of_peak_sustained_active",
+)
+FMA_PCT = (
+    "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
+    "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active",
+)
 SM_PCT = ("sm__throughput.avg.pct_of_peak_sustained_elapsed",)
 _TENSOR_OPS = re.compile(r"^sm__ops_path_tensor_src_([a-z0-9]+?)(?:_dst_([a-z0-9]+))?\.sum$")
 _SASS = re.compile(r"^smsp__sass_thread_inst_executed_op_([dfh])(fma|add|mul)_pred_on\.sum$")
@@ -85,6 +92,7 @@ def wanted_metric(name: str) -> bool:
 @dataclass
 class Values:
     """What one kernel's counters say, in base units (None = not measured)."""
+
     dur_us: Optional[float] = None
     dram_bytes: Optional[float] = None
     tensor_flops: Optional[float] = None
@@ -153,8 +161,9 @@ def extract(m: dict[str, Any], dur_to_us: float = 1e-3, bytes_scale: float = 1.0
     if plain or by_dst:
         v.tensor_flops = sum(plain.get(src, by_dst.get(src, 0.0)) for src in set(plain) | set(by_dst))
     if core:
-        v.core_flops = sum(core.get((p, "fma"), 0.0) * 2 + core.get((p, "add"), 0.0) + core.get((p, "mul"), 0.0)
-                           for p in "dfh")
+        v.core_flops = sum(
+            core.get((p, "fma"), 0.0) * 2 + core.get((p, "add"), 0.0) + core.get((p, "mul"), 0.0) for p in "dfh"
+        )
     return v
 
 
@@ -166,24 +175,25 @@ class Row:
     name: str
     short: str
     values: Values
-    ident: Optional[int] = None        # ncu "ID"
-    metrics: Optional[dict[str, Any]] = None     # CUPTI: the counters as recorded
+    ident: Optional[int] = None  # ncu "ID"
+    metrics: Optional[dict[str, Any]] = None  # CUPTI: the counters as recorded
 
 
 @dataclass
 class Source:
-    kind: str                          # "ncu" | "cupti"
-    file: Optional[str]                # file name beside the trace (ncu), None (in the trace)
-    rows: list[Row]                    # in launch order, markers dropped
-    group: Optional[str] = None        # "process 1234" when the export holds several processes
+    kind: str  # "ncu" | "cupti"
+    file: Optional[str]  # file name beside the trace (ncu), None (in the trace)
+    rows: list[Row]  # in launch order, markers dropped
+    group: Optional[str] = None  # "process 1234" when the export holds several processes
 
 
 is_sidecar_name, sidecar_files, signature = N.is_sidecar_name, N.sidecar_files, N.sidecar_signature
 _stems = N.sidecar_stems
 
 
-def sources_from_sidecars(trace_path: str, names: Optional[list[tuple[str, int, Any]]] = None
-                          ) -> tuple[list[Source], list[str]]:
+def sources_from_sidecars(
+    trace_path: str, names: Optional[list[tuple[str, int, Any]]] = None
+) -> tuple[list[Source], list[str]]:
     """Parsed ncu exports beside a trace, and warnings."""
     d = os.path.dirname(os.path.abspath(trace_path))
     own = _stems(os.path.basename(trace_path))
@@ -210,7 +220,7 @@ def sources_from_sidecars(trace_path: str, names: Optional[list[tuple[str, int, 
 def _ncu_sources(name: str, table: N.NcuTable) -> list[Source]:
     dur_col = next((c for c in DUR if c in table.units), DUR[0])
     unit = table.units.get(dur_col, "")
-    dur_to_us = 1e6 if unit == "second" else 1e-3      # base-unit seconds, else ncu's default ns
+    dur_to_us = 1e6 if unit == "second" else 1e-3  # base-unit seconds, else ncu's default ns
     procs: dict[Any, list[Row]] = {}
     for r in table.rows:
         kname = str(r.get("Kernel Name") or "")
@@ -241,17 +251,21 @@ def cupti_source(trace: Trace) -> Optional[Source]:
 
 @dataclass
 class Alignment:
-    offset: int                        # measured row j <-> trace kernel j + offset (in launch order)
+    offset: int  # measured row j <-> trace kernel j + offset (in launch order)
     matches: int
-    lo: int                            # overlapping measured rows: [lo, hi)
+    lo: int  # overlapping measured rows: [lo, hi)
     hi: int
-    pairs: list[tuple[int, int]]       # (launch-order position, row index) whose names match
-    ties: int                          # other windows with as many matches
-    rate: float                        # matches / length of the shorter sequence
+    pairs: list[tuple[int, int]]  # (launch-order position, row index) whose names match
+    ties: int  # other windows with as many matches
+    rate: float  # matches / length of the shorter sequence
 
 
-def align(trace_names: list[str], rows: list[str], trace_dur: Optional[list[float]] = None,
-          row_dur: Optional[list[Optional[float]]] = None) -> Optional[Alignment]:
+def align(
+    trace_names: list[str],
+    rows: list[str],
+    trace_dur: Optional[list[float]] = None,
+    row_dur: Optional[list[Optional[float]]] = None,
+) -> Optional[Alignment]:
     """Best window of ``rows`` (short names) against ``trace_names`` (short names), or None."""
     n, m = len(trace_names), len(rows)
     if not n or not m:
@@ -282,7 +296,7 @@ def align(trace_names: list[str], rows: list[str], trace_dur: Optional[list[floa
         lo, hi = max(0, -o), min(m, n - o)
         if hi <= lo:
             continue
-        k = int(np.count_nonzero(a[lo + o:hi + o] == b[lo:hi]))
+        k = int(np.count_nonzero(a[lo + o : hi + o] == b[lo:hi]))
         scored.append((k, o))
         if best is None or k > best:
             best = k
@@ -291,15 +305,20 @@ def align(trace_names: list[str], rows: list[str], trace_dur: Optional[list[floa
     top = [o for k, o in scored if k == best]
     chosen = top[0]
     if len(top) > 1 and trace_dur is not None and row_dur is not None:
+
         def spread(o: int) -> float:
             lo, hi = max(0, -o), min(m, n - o)
-            eq = np.flatnonzero(a[lo + o:hi + o] == b[lo:hi]) + lo
-            ds = [abs(math.log(trace_dur[j + o] / row_dur[j])) for j in eq.tolist()
-                  if trace_dur[j + o] and row_dur[j] and trace_dur[j + o] > 0 and row_dur[j] > 0]
+            eq = np.flatnonzero(a[lo + o : hi + o] == b[lo:hi]) + lo
+            ds = [
+                abs(math.log(trace_dur[j + o] / row_dur[j]))
+                for j in eq.tolist()
+                if trace_dur[j + o] and row_dur[j] and trace_dur[j + o] > 0 and row_dur[j] > 0
+            ]
             return float(np.median(ds)) if ds else math.inf
+
         chosen = min(top, key=lambda o: (spread(o), top.index(o)))
     lo, hi = max(0, -chosen), min(m, n - chosen)
-    eq = np.flatnonzero(a[lo + chosen:hi + chosen] == b[lo:hi]) + lo
+    eq = np.flatnonzero(a[lo + chosen : hi + chosen] == b[lo:hi]) + lo
     pairs = [(j + chosen, j) for j in eq.tolist()]
     return Alignment(chosen, best, lo, hi, pairs, len(top) - 1, best / min(n, m))
 
@@ -316,8 +335,8 @@ def accepted(al: Optional[Alignment], n: int, m: int) -> bool:
 
 @dataclass
 class Result:
-    block: Optional[dict[str, Any]] = None       # report["measurements"]
-    column: Optional[list[Any]] = None           # per GPU activity: the "measured" dict or None
+    block: Optional[dict[str, Any]] = None  # report["measurements"]
+    column: Optional[list[Any]] = None  # per GPU activity: the "measured" dict or None
     warnings: list[str] = field(default_factory=list)
     notices: list[dict[str, str]] = field(default_factory=list)
 
@@ -330,21 +349,32 @@ def _clean(x: Optional[float], nd: int = 2) -> Optional[float]:
     if x is None or not math.isfinite(x):
         return None
     if nd == 0:
-        return int(round(x)) if abs(x) < 2 ** 53 else float(f"{x:.6g}")
+        return int(round(x)) if abs(x) < 2**53 else float(f"{x:.6g}")
     return round(x, nd)
 
 
 def measured_json(src: Source, v: Values, row: Row, used: list[str]) -> dict[str, Any]:
-    return {"source": src.kind, "file": src.file, "dram_bytes": _clean(v.dram_bytes, 0),
-            "flops": _clean(v.flops, 0), "dram_pct": _clean(v.dram_pct), "tensor_pct": _clean(v.tensor_pct),
-            "fma_pct": _clean(v.fma_pct), "sm_pct": _clean(v.sm_pct), "dur_us": _clean(v.dur_us, 3),
-            "tensor_flops": _clean(v.tensor_flops, 0), "core_flops": _clean(v.core_flops, 0),
-            "row": row.ident, "replaces": used}
+    return {
+        "source": src.kind,
+        "file": src.file,
+        "dram_bytes": _clean(v.dram_bytes, 0),
+        "flops": _clean(v.flops, 0),
+        "dram_pct": _clean(v.dram_pct),
+        "tensor_pct": _clean(v.tensor_pct),
+        "fma_pct": _clean(v.fma_pct),
+        "sm_pct": _clean(v.sm_pct),
+        "dur_us": _clean(v.dur_us, 3),
+        "tensor_flops": _clean(v.tensor_flops, 0),
+        "core_flops": _clean(v.core_flops, 0),
+        "row": row.ident,
+        "replaces": used,
+    }
 
 
 def launch_order(trace: Trace, launch_t: np.ndarray) -> np.ndarray:
     """Indices of the trace's kernels (GPU activities of kind kernel) in launch order."""
     from ..trace.records import KERNEL
+
     G = trace.gpu
     k = np.flatnonzero(G["kind"] == KERNEL)
     if not len(k):
@@ -360,8 +390,15 @@ def _join(short: list[str], durs: list[float], src: Source) -> tuple[Optional[Al
     return al, accepted(al, len(short), len(src.rows))
 
 
-def apply(trace: Trace, links: Links, frame: KernelFrame, launch_t: np.ndarray, k_step: np.ndarray,
-          step_names: list[str], devices: dict[int, DevicePeaks]) -> tuple[KernelFrame, Result]:
+def apply(
+    trace: Trace,
+    links: Links,
+    frame: KernelFrame,
+    launch_t: np.ndarray,
+    k_step: np.ndarray,
+    step_names: list[str],
+    devices: dict[int, DevicePeaks],
+) -> tuple[KernelFrame, Result]:
     """Find counters for the trace, join them, and return a new frame whose rows carry the
     measured numbers where counters measure them, with what was joined. Never raises: a problem
     with the counters returns the model's frame untouched and says so in ``warnings``."""
@@ -371,8 +408,15 @@ def apply(trace: Trace, links: Links, frame: KernelFrame, launch_t: np.ndarray, 
         return frame, Result(warnings=[f"hardware counters ignored: {type(e).__name__}: {e}"])
 
 
-def _apply(trace: Trace, links: Links, frame: KernelFrame, launch_t: np.ndarray, k_step: np.ndarray,
-           step_names: list[str], devices: dict[int, DevicePeaks]) -> tuple[KernelFrame, Result]:
+def _apply(
+    trace: Trace,
+    links: Links,
+    frame: KernelFrame,
+    launch_t: np.ndarray,
+    k_step: np.ndarray,
+    step_names: list[str],
+    devices: dict[int, DevicePeaks],
+) -> tuple[KernelFrame, Result]:
     res = Result()
     cupti = cupti_source(trace) if trace.counters else None
     side = sidecar_files(trace.path) if trace.path else []
@@ -413,26 +457,49 @@ def _apply(trace: Trace, links: Links, frame: KernelFrame, launch_t: np.ndarray,
     for src in sources:
         al, ok = _join(short, durs, src)
         label = src.file or "the trace's CUPTI ranges"
-        tried.append({"source": src.kind, "file": src.file, "group": src.group, "rows": len(src.rows),
-                      "matches": al.matches if al else 0, "match_rate": round(al.rate, 4) if al else 0.0,
-                      "accepted": ok})
+        tried.append(
+            {
+                "source": src.kind,
+                "file": src.file,
+                "group": src.group,
+                "rows": len(src.rows),
+                "matches": al.matches if al else 0,
+                "match_rate": round(al.rate, 4) if al else 0.0,
+                "accepted": ok,
+            }
+        )
         if ok and al is not None and (best is None or al.matches > best[1].matches):
             best = (src, al)
         if not ok and src.kind == "cupti" or not ok and src.file in _stems(os.path.basename(trace.path)):
-            why = (f"{al.matches} of {min(len(short), len(src.rows))} kernels match in the best window"
-                   if al else "no kernel name in common")
-            res.warnings.append(f"counters in {label} were not used: they do not line up with the trace's "
-                                f"kernels ({why}; at least {MIN_MATCH_RATE:.0%} and {MIN_MATCHES} are needed)")
+            why = (
+                f"{al.matches} of {min(len(short), len(src.rows))} kernels match in the best window"
+                if al
+                else "no kernel name in common"
+            )
+            res.warnings.append(
+                f"counters in {label} were not used: they do not line up with the trace's "
+                f"kernels ({why}; at least {MIN_MATCH_RATE:.0%} and {MIN_MATCHES} are needed)"
+            )
     if best is None:
         if sources and not any(t["accepted"] for t in tried) and not res.warnings:
-            files = ", ".join(sorted({str(t['file']) for t in tried if t['file']}))
-            res.warnings.append(f"ncu exports beside the trace ({files}) do not line up with its kernels; "
-                                "not used (another program or run?)")
+            files = ", ".join(sorted({str(t["file"]) for t in tried if t["file"]}))
+            res.warnings.append(
+                f"ncu exports beside the trace ({files}) do not line up with its kernels; "
+                "not used (another program or run?)"
+            )
         if cupti is not None:
             res.block, notice = _ranges_block(trace, links, cupti, joined=False)
         else:
-            res.block = {"source": None, "file": None, "kernels_joined": 0, "kernels_total": int(len(order)),
-                         "match_rate": None, "window": None, "candidates": tried, "notes": []}
+            res.block = {
+                "source": None,
+                "file": None,
+                "kernels_joined": 0,
+                "kernels_total": int(len(order)),
+                "match_rate": None,
+                "window": None,
+                "candidates": tried,
+                "notes": [],
+            }
         return frame, res
     src, al = best
     col: list[Any] = [None] * n
@@ -450,21 +517,35 @@ def _apply(trace: Trace, links: Links, frame: KernelFrame, launch_t: np.ndarray,
     first, last = int(order[al.lo + al.offset]), int(order[al.hi - 1 + al.offset])
     notes = []
     if al.ties:
-        notes.append(f"{al.ties + 1} alignments match equally well; joined to the one whose durations agree best"
-                     + (" (" + ", ".join(step_names[s] for s in sorted(step_set)) + ")" if step_set else ""))
+        notes.append(
+            f"{al.ties + 1} alignments match equally well; joined to the one whose durations agree best"
+            + (" (" + ", ".join(step_names[s] for s in sorted(step_set)) + ")" if step_set else "")
+        )
     missing = _missing(src)
     if missing:
         notes.append("not in these counters, so still modelled: " + ", ".join(missing))
     res.block = {
-        "source": src.kind, "file": src.file, "group": src.group,
-        "kernels_joined": len(overlays), "kernels_total": int(len(order)), "rows": len(src.rows),
+        "source": src.kind,
+        "file": src.file,
+        "group": src.group,
+        "kernels_joined": len(overlays),
+        "kernels_total": int(len(order)),
+        "rows": len(src.rows),
         "match_rate": round(al.rate, 4),
-        "window": {"offset": al.offset, "first_kernel_id": first, "last_kernel_id": last,
-                   "first_ts": float(trace.gpu["ts"][first]), "last_ts": float(trace.gpu["ts"][last]),
-                   "kernels": al.hi - al.lo, "steps": [step_names[s] for s in sorted(step_set)],
-                   "first_row": src.rows[al.lo].ident, "last_row": src.rows[al.hi - 1].ident,
-                   "equal_windows": al.ties + 1},
-        "candidates": tried, "notes": notes,
+        "window": {
+            "offset": al.offset,
+            "first_kernel_id": first,
+            "last_kernel_id": last,
+            "first_ts": float(trace.gpu["ts"][first]),
+            "last_ts": float(trace.gpu["ts"][last]),
+            "kernels": al.hi - al.lo,
+            "steps": [step_names[s] for s in sorted(step_set)],
+            "first_row": src.rows[al.lo].ident,
+            "last_row": src.rows[al.hi - 1].ident,
+            "equal_windows": al.ties + 1,
+        },
+        "candidates": tried,
+        "notes": notes,
     }
     res.column = col
     return _overlaid(frame, overlays), res
@@ -473,9 +554,10 @@ def _apply(trace: Trace, links: Links, frame: KernelFrame, launch_t: np.ndarray,
 @dataclass
 class Overlay:
     """What the counters measure of one kernel (None: not measured, the model stands)."""
+
     k: int
-    text: str                          # "measured (Nsight Compute): DRAM 81%, ..."
-    used: list[str]                    # the report fields the counters replace
+    text: str  # "measured (Nsight Compute): DRAM 81%, ..."
+    used: list[str]  # the report fields the counters replace
     dram_bytes: Optional[float] = None
     memory_util: Optional[float] = None
     compute_util: Optional[float] = None
@@ -537,6 +619,7 @@ def _overlaid(frame: KernelFrame, overlays: list[Overlay]) -> KernelFrame:
 
     def opt(vals: list[Optional[float]]) -> np.ndarray:
         return np.array([np.nan if x is None else x for x in vals], dtype=np.float64)
+
     m_dram = opt([o.dram_bytes for o in overlays])
     # utilisations are fractions of a roof: counter noise or a FLOP count over the roof stays at 1
     m_mem = np.minimum(opt([o.memory_util for o in overlays]), 1.0)
@@ -571,15 +654,34 @@ def _overlaid(frame: KernelFrame, overlays: list[Overlay]) -> KernelFrame:
             text = f"{frame.reason[o.k]} [{o.text}]"
         else:
             modelled = [s for s, ok in (("memory", m_mem[j] == m_mem[j]), ("compute", m_cu[j] == m_cu[j])) if not ok]
-            text = o.text + _verdict(j, o.k, frame, verdict, decided, modelled, float(c[j]), float(m[j]),
-                                     int(cause[o.k]))
+            text = o.text + _verdict(
+                j, o.k, frame, verdict, decided, modelled, float(c[j]), float(m[j]), int(cause[o.k])
+            )
         codes[o.k] = index.setdefault(text, len(index))
-    return replace(frame, dram_bytes=dram, achieved_bytes=aby, memory_util=mu, compute_util=cu, bound=bound,
-                   cause=cause, estimated=estimated, reason=Coded(codes, list(index)))
+    return replace(
+        frame,
+        dram_bytes=dram,
+        achieved_bytes=aby,
+        memory_util=mu,
+        compute_util=cu,
+        bound=bound,
+        cause=cause,
+        estimated=estimated,
+        reason=Coded(codes, list(index)),
+    )
 
 
-def _verdict(j: int, k: int, frame: KernelFrame, verdict: np.ndarray, decided: np.ndarray, modelled: list[str],
-             c: float, m: float, cause: int) -> str:
+def _verdict(
+    j: int,
+    k: int,
+    frame: KernelFrame,
+    verdict: np.ndarray,
+    decided: np.ndarray,
+    modelled: list[str],
+    c: float,
+    m: float,
+    cause: int,
+) -> str:
     if not decided[j]:
         return f"; {' and '.join(modelled)} unknown, so the bound is unknown"
     out = ""
@@ -599,8 +701,11 @@ def _verdict(j: int, k: int, frame: KernelFrame, verdict: np.ndarray, decided: n
 
 
 def _missing(src: Source) -> list[str]:
-    have = {f for f in ("dram_pct", "dram_bytes", "tensor_pct", "fma_pct", "tensor_flops", "core_flops", "dur_us")
-            if any(getattr(r.values, f) is not None for r in src.rows)}
+    have = {
+        f
+        for f in ("dram_pct", "dram_bytes", "tensor_pct", "fma_pct", "tensor_flops", "core_flops", "dur_us")
+        if any(getattr(r.values, f) is not None for r in src.rows)
+    }
     out = []
     if "dram_pct" not in have and "dram_bytes" not in have:
         out.append("DRAM traffic")
@@ -609,8 +714,9 @@ def _missing(src: Source) -> list[str]:
     return out
 
 
-def _compute_from_counts(v: Values, sec: float, pk: Optional[str], pf: float,
-                         peaks: dict[str, float]) -> Optional[float]:
+def _compute_from_counts(
+    v: Values, sec: float, pk: Optional[str], pf: float, peaks: dict[str, float]
+) -> Optional[float]:
     """Compute utilisation from FLOP counts when no pipe % was measured: tensor ops over the
     kernel's matrix roof, CUDA-core ops over the fp32 vector roof. CUDA-core counts alone say
     nothing about a kernel whose roof is a matrix engine (its tensor work is not counted)."""
@@ -631,21 +737,26 @@ def _compute_from_counts(v: Values, sec: float, pk: Optional[str], pf: float,
     return util
 
 
-def _ranges_block(trace: Trace, links: Optional[Links], src: Source,
-                  joined: bool = True) -> tuple[dict[str, Any], dict[str, str]]:
+def _ranges_block(
+    trace: Trace, links: Optional[Links], src: Source, joined: bool = True
+) -> tuple[dict[str, Any], dict[str, str]]:
     """A trace with counter ranges but no kernel timeline (Kineto's CUPTI range-profiler mode
     cannot record kernels at the same time): the ranges themselves are the measured kernels.
     Range i is the i-th kernel launch on the CPU side when the counts agree (as HTA joins them),
     which names the op that launched it."""
     from ..trace.records import LAUNCH
+
     R = trace.ranges
     ops: list[Optional[str]] = [None] * len(src.rows)
     launches = np.zeros(0, dtype=np.int64)
     if len(R["kind"]):
         lk = np.flatnonzero(R["kind"] == LAUNCH)
         names = trace.strings
-        is_k = np.array([bool(_LAUNCH.search(names[i])) for i in R["name"][lk].tolist()], dtype=bool) \
-            if len(lk) else np.zeros(0, dtype=bool)
+        is_k = (
+            np.array([bool(_LAUNCH.search(names[i])) for i in R["name"][lk].tolist()], dtype=bool)
+            if len(lk)
+            else np.zeros(0, dtype=bool)
+        )
         launches = lk[is_k]
         launches = launches[np.argsort(R["ts_ns"][launches], kind="stable")]
     by_launch = len(launches) == len(src.rows) and len(launches) > 0
@@ -658,8 +769,9 @@ def _ranges_block(trace: Trace, links: Optional[Links], src: Source,
     any_f = any_b = False
     for i, r in enumerate(src.rows[:MAX_RANGES_LISTED]):
         v = r.values
-        rows.append({"index": i, "name": r.name, "op": ops[i],
-                     "measured": measured_json(src, v, r, []), "metrics": r.metrics})
+        rows.append(
+            {"index": i, "name": r.name, "op": ops[i], "measured": measured_json(src, v, r, []), "metrics": r.metrics}
+        )
         if v.flops is not None:
             tot_f += v.flops
             any_f = True
@@ -667,24 +779,44 @@ def _ranges_block(trace: Trace, links: Optional[Links], src: Source,
             tot_b += v.dram_bytes
             any_b = True
     missing = _missing(src)
-    notes = ["CUPTI range-profiler mode: the trace holds counter ranges but no kernel timeline, so the ranges "
-             "are listed here as measured kernels; their ts/dur are placeholders Kineto spreads over the "
-             "profiling span, not timings" if joined else
-             "the trace's CUPTI ranges did not line up with its kernels; listed as recorded"]
+    notes = [
+        "CUPTI range-profiler mode: the trace holds counter ranges but no kernel timeline, so the ranges "
+        "are listed here as measured kernels; their ts/dur are placeholders Kineto spreads over the "
+        "profiling span, not timings"
+        if joined
+        else "the trace's CUPTI ranges did not line up with its kernels; listed as recorded"
+    ]
     if by_launch:
-        notes.append("range i was launched by the i-th kernel launch on the CPU side (counts agree): "
-                     "`op` is the op around that launch")
+        notes.append(
+            "range i was launched by the i-th kernel launch on the CPU side (counts agree): "
+            "`op` is the op around that launch"
+        )
     elif len(launches):
         notes.append(f"{len(launches)} kernel launches vs {len(src.rows)} ranges: ops not assigned")
     if missing:
         notes.append("not in these counters: " + ", ".join(missing))
-    block = {"source": "cupti", "file": None, "group": None, "kernels_joined": 0,
-             "kernels_total": int(np.count_nonzero(trace.gpu["kind"] == 0)), "rows": len(src.rows),
-             "match_rate": None, "window": None, "candidates": [], "notes": notes,
-             "ranges": rows, "ranges_total": {"count": len(src.rows), "flops": _clean(tot_f, 0) if any_f else None,
-                                              "dram_bytes": _clean(tot_b, 0) if any_b else None}}
-    notice = {"code": "counters_only",
-              "message": f"{len(src.rows)} CUPTI counter ranges and no kernel timeline (range-profiler mode)",
-              "fix": "the measured counters are listed under measurements.ranges; for times and bounds, profile "
-                     "again with ProfilerActivity.CUDA (the range profiler cannot record kernels at the same time)"}
+    block = {
+        "source": "cupti",
+        "file": None,
+        "group": None,
+        "kernels_joined": 0,
+        "kernels_total": int(np.count_nonzero(trace.gpu["kind"] == 0)),
+        "rows": len(src.rows),
+        "match_rate": None,
+        "window": None,
+        "candidates": [],
+        "notes": notes,
+        "ranges": rows,
+        "ranges_total": {
+            "count": len(src.rows),
+            "flops": _clean(tot_f, 0) if any_f else None,
+            "dram_bytes": _clean(tot_b, 0) if any_b else None,
+        },
+    }
+    notice = {
+        "code": "counters_only",
+        "message": f"{len(src.rows)} CUPTI counter ranges and no kernel timeline (range-profiler mode)",
+        "fix": "the measured counters are listed under measurements.ranges; for times and bounds, profile "
+        "again with ProfilerActivity.CUDA (the range profiler cannot record kernels at the same time)",
+    }
     return block, notice

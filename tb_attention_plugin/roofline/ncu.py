@@ -34,8 +34,21 @@ from ..attention.patterns import strip_templates
 
 # identity columns (never converted to numbers, never scaled)
 IDENTITY_COLUMNS = {
-    "ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Kernel Time", "Context", "Stream",
-    "Block Size", "Grid Size", "Device", "CC", "Section Name", "Metric Name", "Metric Unit",
+    "ID",
+    "Process ID",
+    "Process Name",
+    "Host Name",
+    "Kernel Name",
+    "Kernel Time",
+    "Context",
+    "Stream",
+    "Block Size",
+    "Grid Size",
+    "Device",
+    "CC",
+    "Section Name",
+    "Metric Name",
+    "Metric Unit",
 }
 # columns that are numbers even though they are identity-like
 INT_IDENTITY_COLUMNS = {"ID", "Process ID", "Context", "Stream", "Device"}
@@ -45,12 +58,34 @@ _NA = {"", "n/a", "N/A", "nan", "NaN", "-"}
 
 # SI prefixes as ncu prints them (Kbyte, Mbyte, usecond, msecond, Ghz, ...)
 _PREFIX = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1.0, "K": 1e3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
-_BINARY = {"Ki": 2.0 ** 10, "Mi": 2.0 ** 20, "Gi": 2.0 ** 30, "Ti": 2.0 ** 40}
+_BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}
 # short spellings that `--print-units base` uses (seen with ncu 2025.3: 'ns', 'byte/s')
-_SHORT = {"ns": (1e-9, "second"), "us": (1e-6, "second"), "ms": (1e-3, "second"), "s": (1.0, "second"),
-          "B": (1.0, "byte"), "KB": (1e3, "byte"), "MB": (1e6, "byte"), "GB": (1e9, "byte"), "TB": (1e12, "byte")}
-_BASE_UNITS = ("byte", "second", "cycle", "hz", "inst", "warp", "thread", "block", "sector", "request",
-               "wavefront", "register", "flop")
+_SHORT = {
+    "ns": (1e-9, "second"),
+    "us": (1e-6, "second"),
+    "ms": (1e-3, "second"),
+    "s": (1.0, "second"),
+    "B": (1.0, "byte"),
+    "KB": (1e3, "byte"),
+    "MB": (1e6, "byte"),
+    "GB": (1e9, "byte"),
+    "TB": (1e12, "byte"),
+}
+_BASE_UNITS = (
+    "byte",
+    "second",
+    "cycle",
+    "hz",
+    "inst",
+    "warp",
+    "thread",
+    "block",
+    "sector",
+    "request",
+    "wavefront",
+    "register",
+    "flop",
+)
 
 
 @dataclass
@@ -114,7 +149,7 @@ def _find_header(lines: list[str]) -> int:
         s = ln.lstrip("\ufeff").strip()
         if s.startswith('"ID"') or s.startswith("ID,"):
             return i
-    raise ValueError("no ncu raw CSV header (a row starting with \"ID\") found")
+    raise ValueError('no ncu raw CSV header (a row starting with "ID") found')
 
 
 def parse(text: str, base_units: bool = False, keep: Optional[Callable[[str], bool]] = None) -> NcuTable:
@@ -134,8 +169,7 @@ def parse(text: str, base_units: bool = False, keep: Optional[Callable[[str], bo
     except StopIteration:  # pragma: no cover
         raise ValueError("empty ncu CSV") from None
     header = [h.lstrip("\ufeff") for h in header]
-    wanted = [(i, h) for i, h in enumerate(header)
-              if keep is None or h in IDENTITY_COLUMNS or keep(h)]
+    wanted = [(i, h) for i, h in enumerate(header) if keep is None or h in IDENTITY_COLUMNS or keep(h)]
     units: dict[str, str] = {h: "" for h in header}
     rows: list[dict[str, object]] = []
     first = True
@@ -184,8 +218,9 @@ def is_marker(row: dict[str, object]) -> bool:
     return "spin_kernel" in n
 
 
-def split_by_marker(rows: Iterable[dict[str, object]], names: list[str],
-                    marker: Callable[[dict[str, object]], bool] = is_marker) -> dict[str, list[dict[str, object]]]:
+def split_by_marker(
+    rows: Iterable[dict[str, object]], names: list[str], marker: Callable[[dict[str, object]], bool] = is_marker
+) -> dict[str, list[dict[str, object]]]:
     """Assign rows to workloads: each marker row starts the next workload in ``names``.
 
     Rows before the first marker are put under ``"_unassigned"``.  Marker rows
@@ -243,6 +278,7 @@ def read(path: str, base_units: bool = True, max_bytes: int = 1 << 30) -> NcuTab
 
 # -- exports beside a trace (the engine's sidecar rule; see roofline/measured.py) ------------
 
+
 def is_sidecar_name(name: str) -> bool:
     """``*.ncu.csv`` / ``*ncu*.csv`` (any case), not hidden."""
     low = name.lower()
@@ -255,7 +291,7 @@ def sidecar_stems(trace_name: str) -> tuple[str, str]:
     return trace_name + ".ncu.csv", stem + ".ncu.csv"
 
 
-_SIDECAR_NAMES: dict[str, tuple[int, list[str]]] = {}   # directory -> (its mtime_ns, export names)
+_SIDECAR_NAMES: dict[str, tuple[int, list[str]]] = {}  # directory -> (its mtime_ns, export names)
 
 
 def _sidecar_names(d: str) -> list[str]:
@@ -277,7 +313,7 @@ def _sidecar_names(d: str) -> list[str]:
                     names.append(e.name)
     except OSError:
         return []
-    if time.time() - mtime / 1e9 > 2.0:        # a listing as old as the clock's tick may miss a file
+    if time.time() - mtime / 1e9 > 2.0:  # a listing as old as the clock's tick may miss a file
         if len(_SIDECAR_NAMES) > 512:
             _SIDECAR_NAMES.clear()
         _SIDECAR_NAMES[d] = (mtime, names)

@@ -32,6 +32,7 @@ Signatures (the engine wires these into the kernel table):
 ``registers`` <= 0 or ``block_threads`` <= 0 mean "not recorded" (NaN results); a shared-memory
 size < 0 likewise; ``limits`` None (AMD, unknown architecture) gives NaN everywhere.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -47,17 +48,18 @@ LIMITERS = ("threads", "registers", "shared_memory", "blocks", "unlaunchable")
 
 @dataclass
 class Occupancy:
-    blocks_per_sm: np.ndarray    # float: resident blocks per SM, NaN when unknown, 0 when it cannot launch
-    fraction: np.ndarray         # float in [0, 1]: resident warps / max warps per SM, NaN when unknown
-    limiter: np.ndarray          # int8 index into LIMITERS, -1 when unknown
+    blocks_per_sm: np.ndarray  # float: resident blocks per SM, NaN when unknown, 0 when it cannot launch
+    fraction: np.ndarray  # float in [0, 1]: resident warps / max warps per SM, NaN when unknown
+    limiter: np.ndarray  # int8 index into LIMITERS, -1 when unknown
 
 
 def _ceil_to(x: np.ndarray, unit: int) -> np.ndarray:
     return -(-x // unit) * unit
 
 
-def theoretical_occupancy(block_threads: np.ndarray, registers: np.ndarray, shared_bytes: np.ndarray,
-                          limits: Optional[SmLimits]) -> Occupancy:
+def theoretical_occupancy(
+    block_threads: np.ndarray, registers: np.ndarray, shared_bytes: np.ndarray, limits: Optional[SmLimits]
+) -> Occupancy:
     threads = np.asarray(block_threads, dtype=np.int64)
     regs = np.asarray(registers, dtype=np.int64)
     smem = np.asarray(shared_bytes, dtype=np.int64)
@@ -89,8 +91,11 @@ def theoretical_occupancy(block_threads: np.ndarray, registers: np.ndarray, shar
     limiter = np.where(bad, np.int8(LIMITERS.index("unlaunchable")), limiter)
     blocks = np.where(bad, 0, blocks)
     frac = np.minimum(blocks * warps / max_warps, 1.0)
-    return Occupancy(np.where(known, blocks.astype(np.float64), np.nan), np.where(known, frac, np.nan),
-                     np.where(known, limiter, np.int8(-1)).astype(np.int8))
+    return Occupancy(
+        np.where(known, blocks.astype(np.float64), np.nan),
+        np.where(known, frac, np.nan),
+        np.where(known, limiter, np.int8(-1)).astype(np.int8),
+    )
 
 
 def waves(grid_blocks: np.ndarray, num_sms: Optional[int], blocks_per_sm: np.ndarray) -> np.ndarray:
@@ -106,20 +111,26 @@ def waves(grid_blocks: np.ndarray, num_sms: Optional[int], blocks_per_sm: np.nda
     return out
 
 
-SOURCES = ("recorded", "theoretical")     # KernelOccupancy.source codes 0, 1; -1 = neither
+SOURCES = ("recorded", "theoretical")  # KernelOccupancy.source codes 0, 1; -1 = neither
 
 
 @dataclass
 class KernelOccupancy:
-    pct: np.ndarray              # float, 0-100; NaN when neither recorded nor computable
-    source: np.ndarray           # int8 index into SOURCES, -1 with a NaN pct
+    pct: np.ndarray  # float, 0-100; NaN when neither recorded nor computable
+    source: np.ndarray  # int8 index into SOURCES, -1 with a NaN pct
     theoretical: Occupancy
-    waves: np.ndarray            # float, NaN when unknown
+    waves: np.ndarray  # float, NaN when unknown
 
 
-def kernel_occupancy(block_threads: np.ndarray, registers: np.ndarray, shared_bytes: np.ndarray,
-                     grid_blocks: np.ndarray, recorded_pct: np.ndarray, limits: Optional[SmLimits],
-                     num_sms: Optional[int]) -> KernelOccupancy:
+def kernel_occupancy(
+    block_threads: np.ndarray,
+    registers: np.ndarray,
+    shared_bytes: np.ndarray,
+    grid_blocks: np.ndarray,
+    recorded_pct: np.ndarray,
+    limits: Optional[SmLimits],
+    num_sms: Optional[int],
+) -> KernelOccupancy:
     """Occupancy per kernel of one device: Kineto's ``est. achieved occupancy %`` where it is > 0
     (0 means CUPTI did not compute it), else the theoretical occupancy; and waves."""
     th = theoretical_occupancy(block_threads, registers, shared_bytes, limits)

@@ -12,6 +12,7 @@ The walk never follows symlinked directories, skips hidden directories, and drop
 real path leaves the logdir, so nothing outside the logdir is ever listed or opened. Routes
 resolve user parameters only against the table built here.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,16 +35,16 @@ MAX_FILES = 20000
 class FileInfo:
     """One trace file as seen by the last scan."""
 
-    run: str            # directory relative to the logdir, posix separators, "." for the root
-    name: str           # file name inside the run directory
-    rel: str            # path relative to the logdir (unique key)
-    abspath: str        # absolute real path (inside the logdir)
+    run: str  # directory relative to the logdir, posix separators, "." for the root
+    name: str  # file name inside the run directory
+    rel: str  # path relative to the logdir (unique key)
+    abspath: str  # absolute real path (inside the logdir)
     worker: str
     span: Optional[str]  # time_ns string from the file name, None when absent
     size: int
     mtime_ns: int
     sidecars: tuple = ()  # (name, size, mtime_ns) of the ncu exports beside it (roofline/measured.py)
-    fs_rel: str = ""     # ``rel`` as on disk when that differs (names that are not UTF-8)
+    fs_rel: str = ""  # ``rel`` as on disk when that differs (names that are not UTF-8)
 
     @property
     def stat_key(self) -> tuple:
@@ -54,9 +55,9 @@ class FileInfo:
 
 @dataclass
 class ScanResult:
-    files: dict = field(default_factory=dict)      # rel -> FileInfo
-    truncated: bool = False                        # MAX_FILES reached
-    error: Optional[str] = None                    # the logdir cannot be read
+    files: dict = field(default_factory=dict)  # rel -> FileInfo
+    truncated: bool = False  # MAX_FILES reached
+    error: Optional[str] = None  # the logdir cannot be read
     # symlinked directories (never followed) and trace files whose real path leaves the logdir,
     # relative to it: said to the user, who otherwise sees an empty tab without a reason
     skipped_links: list = field(default_factory=list)
@@ -103,7 +104,7 @@ class Scanner:
     def __init__(self, logdir: str, sniff: Callable[[str], bool] = looks_like_trace):
         self.logdir = os.path.realpath(logdir)
         self._sniff = sniff
-        self._sniffed: dict[str, tuple] = {}      # rel -> (size, mtime_ns, is_trace)
+        self._sniffed: dict[str, tuple] = {}  # rel -> (size, mtime_ns, is_trace)
 
     def scan(self) -> ScanResult:
         out = ScanResult()
@@ -152,7 +153,7 @@ class Scanner:
     def _file(self, e: os.DirEntry, parsed, root: str, seen_sniff: dict, sidecars: tuple = ()) -> Optional[FileInfo]:
         worker, span, is_pt = parsed
         try:
-            st = os.stat(e.path)          # follows a symlinked file: its target must stay inside
+            st = os.stat(e.path)  # follows a symlinked file: its target must stay inside
         except OSError:
             return None
         if not _stat.S_ISREG(st.st_mode):
@@ -173,9 +174,18 @@ class Scanner:
             seen_sniff[rel] = (st.st_size, st.st_mtime_ns, ok)
             if not ok:
                 return None
-        return FileInfo(run=run, name=name, rel=rel, abspath=real, worker=worker, span=span,
-                        size=int(st.st_size), mtime_ns=int(st.st_mtime_ns), sidecars=sidecars,
-                        fs_rel=fs_rel if fs_rel != rel else "")
+        return FileInfo(
+            run=run,
+            name=name,
+            rel=rel,
+            abspath=real,
+            worker=worker,
+            span=span,
+            size=int(st.st_size),
+            mtime_ns=int(st.st_mtime_ns),
+            sidecars=sidecars,
+            fs_rel=fs_rel if fs_rel != rel else "",
+        )
 
 
 def _sidecars(entries: list) -> tuple:
@@ -196,7 +206,6 @@ def _sidecars(entries: list) -> tuple:
 def still_inside(info: FileInfo, logdir_real: str) -> bool:
     """Re-check right before opening: the path may have been swapped for an escaping symlink."""
     try:
-        return _inside(os.path.realpath(os.path.join(logdir_real, *(info.fs_rel or info.rel).split("/"))),
-                       logdir_real)
+        return _inside(os.path.realpath(os.path.join(logdir_real, *(info.fs_rel or info.rel).split("/"))), logdir_real)
     except (OSError, ValueError):
         return False

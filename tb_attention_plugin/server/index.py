@@ -5,6 +5,7 @@ the rows are kept as one msgpack blob with offsets (decoded only for the page as
 to numpy columns for filtering and sorting, so a filtered, sorted page of 100k kernels takes a
 few milliseconds and the memory is about the size of the msgpack encoding.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -16,8 +17,19 @@ import numpy as np
 from ..attention import vocabulary as V
 
 # numeric columns that the kernel table sorts on (null -> NaN)
-NUMERIC = ("id", "ts", "dur_us", "flops", "bytes", "intensity", "achieved_flops_per_s",
-           "achieved_bytes_per_s", "compute_util", "memory_util", "occupancy_pct")
+NUMERIC = (
+    "id",
+    "ts",
+    "dur_us",
+    "flops",
+    "bytes",
+    "intensity",
+    "achieved_flops_per_s",
+    "achieved_bytes_per_s",
+    "compute_util",
+    "memory_util",
+    "occupancy_pct",
+)
 # categorical columns (value -> small int code; null -> -1)
 CATEGORICAL = ("phase", "direction", "bound", "kind", "step", "peak", "dtype", "tag_source")
 # text columns searched by ``q`` and sortable by their text
@@ -46,7 +58,7 @@ class _PackedRows:
     def rows(self, idx, fields=None) -> list:
         """Row dicts (whole: ``fields`` is accepted for the interface and ignored)."""
         o, b = self.offsets, self.blob
-        return [_dec.decode(b[o[i]:o[i + 1]]) for i in (int(x) for x in idx)]
+        return [_dec.decode(b[o[i] : o[i + 1]]) for i in (int(x) for x in idx)]
 
     def nbytes(self) -> int:
         return len(self.blob) + self.offsets.nbytes
@@ -79,18 +91,18 @@ class _EngineRows:
 class KernelTable:
     n: int
     store: Union[_PackedRows, _EngineRows]
-    num: dict                                # name -> float64 array
-    cat: dict                                # name -> int16 codes (-1 = null)
-    cat_values: dict                         # name -> list of values (code -> value)
-    text: dict                               # name -> int32 codes
-    text_values: dict                        # name -> list of strings (code -> text)
-    attention: np.ndarray                    # bool
-    measured: Optional[np.ndarray] = None    # bool: the row's bound comes from hardware counters
+    num: dict  # name -> float64 array
+    cat: dict  # name -> int16 codes (-1 = null)
+    cat_values: dict  # name -> list of values (code -> value)
+    text: dict  # name -> int32 codes
+    text_values: dict  # name -> list of strings (code -> text)
+    attention: np.ndarray  # bool
+    measured: Optional[np.ndarray] = None  # bool: the row's bound comes from hardware counters
     _lower: dict = field(default_factory=dict, repr=False)
     _rank: dict = field(default_factory=dict, repr=False)
-    memo: dict = field(default_factory=dict, repr=False)    # derived views (server/timeline.py)
+    memo: dict = field(default_factory=dict, repr=False)  # derived views (server/timeline.py)
 
-    def __getstate__(self):                  # memo caches are not pickled across processes
+    def __getstate__(self):  # memo caches are not pickled across processes
         d = dict(self.__dict__)
         d["_lower"], d["_rank"], d["memo"] = {}, {}, {}
         return d
@@ -248,9 +260,17 @@ def build(report: dict) -> Loaded:
     store = _EngineRows(kt) if engine else _PackedRows(rows)
     mcol = column("measured")
     measured = np.fromiter((v is not None for v in mcol[1]), dtype=bool, count=n) if mcol[0] == "list" else None
-    table = KernelTable(n=n, store=store, num=num, cat=cat, cat_values=cat_values, text=text,
-                        text_values=text_values, attention=attention,
-                        measured=measured if measured is not None and measured.any() else None)
+    table = KernelTable(
+        n=n,
+        store=store,
+        num=num,
+        cat=cat,
+        cat_values=cat_values,
+        text=text,
+        text_values=text_values,
+        attention=attention,
+        measured=measured if measured is not None and measured.any() else None,
+    )
     summary = {k: v for k, v in report.items() if k != "kernels"}
     return Loaded(summary=summary, key_order=list(report.keys()), kernels=table)
 
@@ -268,7 +288,7 @@ class KernelQuery:
     direction: Optional[str] = None
     bound: Optional[list] = None
     kind: Optional[str] = None
-    scope: str = "attention"          # attention | all | other
+    scope: str = "attention"  # attention | all | other
     q: str = ""
 
 
@@ -332,10 +352,17 @@ def query_kernels(t: KernelTable, q: KernelQuery) -> dict:
     total_time = float(np.nansum(t.num["dur_us"][idx])) if len(idx) else 0.0
     if q.sort:
         idx = sort_order(t, idx, q.sort, q.descending)
-    page = idx[q.offset:q.offset + q.limit]
-    return {"total": int(len(idx)), "total_time_us": round(total_time, 3), "all": t.n,
-            "offset": q.offset, "limit": q.limit, "sort": q.sort,
-            "order": "desc" if q.descending else "asc", "rows": t.rows(page)}
+    page = idx[q.offset : q.offset + q.limit]
+    return {
+        "total": int(len(idx)),
+        "total_time_us": round(total_time, 3),
+        "all": t.n,
+        "offset": q.offset,
+        "limit": q.limit,
+        "sort": q.sort,
+        "order": "desc" if q.descending else "asc",
+        "rows": t.rows(page),
+    }
 
 
 def facets(t: KernelTable) -> dict:
@@ -355,9 +382,27 @@ def find_kernel(t: KernelTable, kid: int) -> Optional[dict]:
 
 # ---------------------------------------------------------------- roofline
 
-_POINT_FIELDS = ("name", "phase", "direction", "dtype", "peak", "bound", "bound_reason", "module_path",
-                 "op", "cost_op", "shapes", "cost_detail", "estimated", "id", "kind", "measured",
-                 "latency_cause", "source", "upper_bound")      # null until the engine records them
+_POINT_FIELDS = (
+    "name",
+    "phase",
+    "direction",
+    "dtype",
+    "peak",
+    "bound",
+    "bound_reason",
+    "module_path",
+    "op",
+    "cost_op",
+    "shapes",
+    "cost_detail",
+    "estimated",
+    "id",
+    "kind",
+    "measured",
+    "latency_cause",
+    "source",
+    "upper_bound",
+)  # null until the engine records them
 
 
 def roofline(loaded: Loaded, scope: str = "attention", group: bool = True, limit: int = 2000) -> dict:
@@ -385,10 +430,12 @@ def roofline(loaded: Loaded, scope: str = "attention", group: bool = True, limit
         # radix, so the groups come out in the same (lexicographic) order as a row-wise unique,
         # which sorts ~5x slower
         keys = np.zeros(len(idx), dtype=np.int64)
-        for codes, n_values in ((t.text["name"], len(t.text_values["name"])),
-                                (t.cat["phase"], len(t.cat_values["phase"])),
-                                (t.cat["direction"], len(t.cat_values["direction"])),
-                                (t.cat["peak"], len(t.cat_values["peak"]))):
+        for codes, n_values in (
+            (t.text["name"], len(t.text_values["name"])),
+            (t.cat["phase"], len(t.cat_values["phase"])),
+            (t.cat["direction"], len(t.cat_values["direction"])),
+            (t.cat["peak"], len(t.cat_values["peak"])),
+        ):
             keys = keys * (n_values + 1) + (codes[idx].astype(np.int64) + 1)
         uniq, inv = np.unique(keys, return_inverse=True)
         inv = inv.reshape(-1)
@@ -404,7 +451,7 @@ def roofline(loaded: Loaded, scope: str = "attention", group: bool = True, limit
         rep[inv[o][first]] = idx[o][first]
         order = np.argsort(-g_time, kind="stable")
         g_meas = None
-        if t.measured is not None:      # groups measured whole: their counters' utilisations, time-weighted
+        if t.measured is not None:  # groups measured whole: their counters' utilisations, time-weighted
             ms = t.measured[idx]
             g_meas = np.bincount(inv, weights=ms.astype(float), minlength=len(uniq)) == g_n
             w = np.where(ms, dur[idx], 0.0)
@@ -412,10 +459,12 @@ def roofline(loaded: Loaded, scope: str = "attention", group: bool = True, limit
             g_mu = np.bincount(inv, weights=np.nan_to_num(t.num["memory_util"][idx]) * w, minlength=len(uniq))
         shown_groups = order[:limit]
         for gi, r in zip(shown_groups.tolist(), _point_rows(t, rep[shown_groups])):
-            utils = (g_cu[gi] / g_time[gi], g_mu[gi] / g_time[gi]) if g_meas is not None and g_meas[gi] \
-                and g_time[gi] > 0 else None
-            points.append(_point(r, int(g_n[gi]), float(g_time[gi]), float(g_fl[gi]), float(g_by[gi]), device,
-                                 utils))
+            utils = (
+                (g_cu[gi] / g_time[gi], g_mu[gi] / g_time[gi])
+                if g_meas is not None and g_meas[gi] and g_time[gi] > 0
+                else None
+            )
+            points.append(_point(r, int(g_n[gi]), float(g_time[gi]), float(g_fl[gi]), float(g_by[gi]), device, utils))
         shown = min(len(uniq), limit)
         truncated = len(uniq) - shown
     else:
@@ -427,18 +476,24 @@ def roofline(loaded: Loaded, scope: str = "attention", group: bool = True, limit
     peaks = device.get("peaks") or {}
     flops_roofs = peaks.get("flops") or {}
     used = sorted({p["peak"] for p in points if p.get("peak")})
-    roofs = {"memory_bandwidth": peaks.get("memory_bandwidth"),
-             "compute": {k: flops_roofs.get(k) for k in used if flops_roofs.get(k)}}
+    roofs = {
+        "memory_bandwidth": peaks.get("memory_bandwidth"),
+        "compute": {k: flops_roofs.get(k) for k in used if flops_roofs.get(k)},
+    }
     return {
         "device": {k: device.get(k) for k in ("name", "label", "key", "basis", "num_sms")},
         "roofs": roofs,
         "all_compute_roofs": {k: v for k, v in flops_roofs.items() if v},
-        "grouped": bool(group), "scope": scope, "points": points,
-        "omitted": {"unknown_cost": int(unknown.sum()),
-                    "unknown_cost_time_us": round(float(np.nansum(dur[unknown])), 3),
-                    "zero_flops": int(zero_flops.sum()),
-                    "zero_flops_time_us": round(float(np.nansum(dur[zero_flops])), 3),
-                    "over_limit": int(truncated)},
+        "grouped": bool(group),
+        "scope": scope,
+        "points": points,
+        "omitted": {
+            "unknown_cost": int(unknown.sum()),
+            "unknown_cost_time_us": round(float(np.nansum(dur[unknown])), 3),
+            "zero_flops": int(zero_flops.sum()),
+            "zero_flops_time_us": round(float(np.nansum(dur[zero_flops])), 3),
+            "over_limit": int(truncated),
+        },
         "thresholds": loaded.summary.get("thresholds"),
     }
 
@@ -460,22 +515,29 @@ def _code(t: KernelTable, col: str, value) -> int:
         return -2
 
 
-def _point(r: dict, n: int, time_us: float, flops: float, nbytes: float, device: dict,
-           measured_utils: Optional[tuple] = None) -> dict:
+def _point(
+    r: dict, n: int, time_us: float, flops: float, nbytes: float, device: dict, measured_utils: Optional[tuple] = None
+) -> dict:
     sec = time_us * 1e-6
     afl = flops / sec if sec > 0 else None
     aby = nbytes / sec if sec > 0 else None
-    peaks = (device.get("peaks") or {})
+    peaks = device.get("peaks") or {}
     pf = (peaks.get("flops") or {}).get(r.get("peak")) if r.get("peak") else None
     bw = peaks.get("memory_bandwidth")
     p = {k: r.get(k) for k in _POINT_FIELDS}
-    p.update({
-        "count": n, "time_us": round(time_us, 3), "flops": flops, "bytes": nbytes,
-        "intensity": flops / nbytes if nbytes > 0 else None,
-        "achieved_flops_per_s": afl, "achieved_bytes_per_s": aby,
-        "compute_util": (afl / pf) if (afl is not None and pf) else (r.get("compute_util") if n == 1 else None),
-        "memory_util": (aby / bw) if (aby is not None and bw) else (r.get("memory_util") if n == 1 else None),
-    })
+    p.update(
+        {
+            "count": n,
+            "time_us": round(time_us, 3),
+            "flops": flops,
+            "bytes": nbytes,
+            "intensity": flops / nbytes if nbytes > 0 else None,
+            "achieved_flops_per_s": afl,
+            "achieved_bytes_per_s": aby,
+            "compute_util": (afl / pf) if (afl is not None and pf) else (r.get("compute_util") if n == 1 else None),
+            "memory_util": (aby / bw) if (aby is not None and bw) else (r.get("memory_util") if n == 1 else None),
+        }
+    )
     if r.get("measured"):
         # hardware counters: the utilisations are the measured ones (the position stays the model's
         # useful FLOPs over its bytes); a group shows them when all its kernels were measured

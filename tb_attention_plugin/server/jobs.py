@@ -3,6 +3,7 @@
 Module-level and free of plugin state so that it can run in a worker process (spawned: it
 imports only this package). It never raises for bad input: errors come back as values.
 """
+
 from __future__ import annotations
 
 import time
@@ -26,11 +27,13 @@ def is_truncation(result: dict) -> bool:
     return any(str(w).startswith(TRUNCATION_WARNING) for w in warnings)
 
 
-def analyze_job(path: str, options: Optional[Options] = None, cache_dir: Optional[str] = None,
-                use_cache: bool = True) -> dict:
+def analyze_job(
+    path: str, options: Optional[Options] = None, cache_dir: Optional[str] = None, use_cache: bool = True
+) -> dict:
     """The compact form of ``path``'s analysis (``cache_dir`` None: no on-disk cache)."""
     from ..analyze import TRUNCATED, analyze_path  # the engine: imported by the worker that runs a job
     from .index import build
+
     t0 = time.monotonic()
     cache = ReportCache(cache_dir) if (use_cache and cache_dir) else None
     try:

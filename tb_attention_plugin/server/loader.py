@@ -24,6 +24,7 @@
 Each file goes through ``waiting -> queued -> loading -> ready | error``, or ``waiting ->
 summarized -> queued -> ...`` in a lazy run.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -79,12 +80,12 @@ class Entry:
     finished_at: Optional[float] = None
     seconds: Optional[float] = None
     attempts: int = 0
-    held: Optional[dict] = None          # a result kept back while the file may still be growing
+    held: Optional[dict] = None  # a result kept back while the file may still be growing
     in_queue: bool = False
     prio: int = PRIO_BACKGROUND
     running: bool = False
     progress: Optional[Progress] = None  # the record of the analysis while it runs
-    rank: Optional[dict] = None          # the cached rank summary (ranks/store.py), in a lazy run
+    rank: Optional[dict] = None  # the cached rank summary (ranks/store.py), in a lazy run
 
     @property
     def key(self) -> tuple:
@@ -105,17 +106,29 @@ class Snapshot:
     running: bool
     queued_at: Optional[float]
     started_at: Optional[float]
-    progress: Optional[dict] = None      # stage and bytes read, while it is being analysed
-    rank: Optional[dict] = None          # the cached rank summary of a lazy run's file
+    progress: Optional[dict] = None  # stage and bytes read, while it is being analysed
+    rank: Optional[dict] = None  # the cached rank summary of a lazy run's file
 
 
 class Loader:
-    def __init__(self, logdir: str, options: Optional[Options] = None, *, poll_secs: float = 3.0,
-                 settle_secs: float = 1.0, grace_secs: float = 30.0, workers: int = 1,
-                 mode: str = "process", memory_budget: int = 1 << 30,
-                 cache_dir: Optional[str] = None, use_cache: bool = True, idle_secs: float = 60.0,
-                 job: Callable = analyze_job, worker_cmd: Optional[list] = None,
-                 lazy_workers: int = LAZY_WORKERS):
+    def __init__(
+        self,
+        logdir: str,
+        options: Optional[Options] = None,
+        *,
+        poll_secs: float = 3.0,
+        settle_secs: float = 1.0,
+        grace_secs: float = 30.0,
+        workers: int = 1,
+        mode: str = "process",
+        memory_budget: int = 1 << 30,
+        cache_dir: Optional[str] = None,
+        use_cache: bool = True,
+        idle_secs: float = 60.0,
+        job: Callable = analyze_job,
+        worker_cmd: Optional[list] = None,
+        lazy_workers: int = LAZY_WORKERS,
+    ):
         self.logdir = os.path.realpath(logdir)
         self.options = options or Options()
         self.poll_secs = poll_secs
@@ -150,7 +163,7 @@ class Loader:
         self.last_scan: Optional[float] = None
         self.last_scan_secs: Optional[float] = None
         self.scan_error: Optional[str] = None
-        self.scan_skipped_links: list = []      # symlinks the walk does not follow (discovery.py)
+        self.scan_skipped_links: list = []  # symlinks the walk does not follow (discovery.py)
         self.scan_truncated = False
         self.first_scan_done = threading.Event()
 
@@ -165,8 +178,9 @@ class Loader:
         t.start()
         self._threads.append(t)
         for i in range(self.workers):
-            w = threading.Thread(target=self._work_loop, args=(self._procs[i],), name=f"tb-attention-worker-{i}",
-                                 daemon=True)
+            w = threading.Thread(
+                target=self._work_loop, args=(self._procs[i],), name=f"tb-attention-worker-{i}", daemon=True
+            )
             w.start()
             self._threads.append(w)
 
@@ -203,7 +217,7 @@ class Loader:
         t0 = time.monotonic()
         res = self._scanner.scan()
         now = time.time()
-        ranked = self._cached_summaries(res.files)     # file reads: outside the lock
+        ranked = self._cached_summaries(res.files)  # file reads: outside the lock
         with self._changed:
             self.scan_error = res.error
             self.scan_truncated = res.truncated
@@ -226,10 +240,10 @@ class Loader:
                             held, e.held = e.held, None
                             self._apply(e, held, final=True)
                     elif not self._summarized(e, ranked.get(rel)):
-                        self._enqueue(e, PRIO_BACKGROUND, info.size)   # unchanged since last poll
+                        self._enqueue(e, PRIO_BACKGROUND, info.size)  # unchanged since last poll
             for rel in set(old_files) - set(res.files):
                 self._drop_rel(rel)
-            for e in list(self._entries.values()):       # step variants held back or waiting
+            for e in list(self._entries.values()):  # step variants held back or waiting
                 if e.step is None or e.state != "waiting" or e.rel not in res.files:
                     continue
                 if e.held is None:
@@ -255,23 +269,30 @@ class Loader:
         if not lazy:
             return {}
         with self._lock:
-            todo = [info for rel, info in files.items() if info.run in lazy
-                    and ((e := self._entries.get((rel, None))) is None or e.stat_key != info.stat_key
-                         or (e.state == "waiting" and e.held is None))]
+            todo = [
+                info
+                for rel, info in files.items()
+                if info.run in lazy
+                and (
+                    (e := self._entries.get((rel, None))) is None
+                    or e.stat_key != info.stat_key
+                    or (e.state == "waiting" and e.held is None)
+                )
+            ]
         cache = ReportCache(self.cache_dir)
-        options = dataclasses.replace(self.options, step=None)       # as _run analyses the whole trace
+        options = dataclasses.replace(self.options, step=None)  # as _run analyses the whole trace
         out: dict[str, tuple[tuple, dict]] = {}
         for info in todo:
             if self._stop.is_set():
                 break
             if not still_inside(info, self.logdir):
-                continue                        # the work loop reports it when asked
+                continue  # the work loop reports it when asked
             try:
                 st = os.stat(info.abspath)
             except OSError:
                 continue
             if (st.st_size, st.st_mtime_ns) != info.stat_key[:2]:
-                continue                        # changed since the scan: analysed as usual
+                continue  # changed since the scan: analysed as usual
             s = rank_store.get(cache, cache.key(info.abspath, st, options.key()))
             if s is not None and s.get("status") != "error":
                 out[info.rel] = (info.stat_key, s)
@@ -299,7 +320,7 @@ class Loader:
 
     def _enqueue(self, e: Entry, prio: int, size: int = 0) -> None:
         if e.in_queue:
-            if prio < e.prio:                   # promote: push again; the stale item is skipped
+            if prio < e.prio:  # promote: push again; the stale item is skipped
                 e.prio = prio
                 heapq.heappush(self._queue, (prio, 0, next(self._seq), e.key, id(e)))
             return
@@ -337,7 +358,7 @@ class Loader:
             e = self._next_job()
             if e is None:
                 return
-            proc.progress.reset()          # before it is shown: not the previous job's numbers
+            proc.progress.reset()  # before it is shown: not the previous job's numbers
             e.progress = proc.progress
             try:
                 info = self._files.get(e.rel)
@@ -368,9 +389,12 @@ class Loader:
             return proc.run(args)
         except WorkerDied as e:
             log.warning("tb-attention: worker died while analysing %s: %s", path, e)
-            return {"status": "error", "truncated": False,
-                    "error": f"{e}; the trace may be too big for this machine (see TB_ATTENTION_MAX_BYTES)"}
-        except OSError as e:           # cannot start a process here: do it in this thread
+            return {
+                "status": "error",
+                "truncated": False,
+                "error": f"{e}; the trace may be too big for this machine (see TB_ATTENTION_MAX_BYTES)",
+            }
+        except OSError as e:  # cannot start a process here: do it in this thread
             log.warning("tb-attention: cannot start a worker process (%s); analysing in-process", e)
             self.mode = "thread"
             with progress_active(proc.progress):
@@ -442,8 +466,13 @@ class Loader:
         size = info.size if info is not None else None
         if snap is None or (snap["stage"] == "starting" and not snap["bytes_total"]):
             gz = info is not None and info.name.endswith(".gz")
-            snap = {"stage": "starting", "bytes_read": 0, "bytes_total": size or None,
-                    "fraction": 0.0 if size else None, "basis": "compressed" if gz else "file"}
+            snap = {
+                "stage": "starting",
+                "bytes_read": 0,
+                "bytes_total": size or None,
+                "fraction": 0.0 if size else None,
+                "basis": "compressed" if gz else "file",
+            }
         return snap
 
     def files(self) -> dict:
@@ -456,9 +485,24 @@ class Loader:
             out = []
             for rel, info in self._files.items():
                 e = self._entries.get((rel, None))
-                snap = None if e is None else Snapshot(e.rel, None, e.state, e.message, e.summary, None,
-                                                       e.seconds, e.running, e.queued_at, e.started_at,
-                                                       self._progress_of(e), e.rank)
+                snap = (
+                    None
+                    if e is None
+                    else Snapshot(
+                        e.rel,
+                        None,
+                        e.state,
+                        e.message,
+                        e.summary,
+                        None,
+                        e.seconds,
+                        e.running,
+                        e.queued_at,
+                        e.started_at,
+                        self._progress_of(e),
+                        e.rank,
+                    )
+                )
                 out.append((info, snap))
             return out
 
@@ -480,9 +524,9 @@ class Loader:
             elif e.state == "ready" and need_index and e.loaded is None:
                 self._enqueue(e, PRIO_INTERACTIVE)
             elif e.state == "summarized":
-                self._enqueue(e, PRIO_INTERACTIVE)       # a lazy run's file, asked for: load it now
+                self._enqueue(e, PRIO_INTERACTIVE)  # a lazy run's file, asked for: load it now
             elif e.state == "queued":
-                self._enqueue(e, PRIO_INTERACTIVE)       # the page is looking at it: go first
+                self._enqueue(e, PRIO_INTERACTIVE)  # the page is looking at it: go first
             while True:
                 done = e.state == "error" or (e.state == "ready" and (e.loaded is not None or not need_index))
                 if done or self._entries.get(e.key) is not e:
@@ -493,8 +537,20 @@ class Loader:
                 self._changed.wait(min(left, 0.5))
             if e.state == "ready" and e.loaded is not None and e.key in self._lru:
                 self._lru.move_to_end(e.key)
-            return Snapshot(e.rel, e.step, e.state, e.message, e.summary, e.loaded, e.seconds,
-                            e.running, e.queued_at, e.started_at, self._progress_of(e), e.rank)
+            return Snapshot(
+                e.rel,
+                e.step,
+                e.state,
+                e.message,
+                e.summary,
+                e.loaded,
+                e.seconds,
+                e.running,
+                e.queued_at,
+                e.started_at,
+                self._progress_of(e),
+                e.rank,
+            )
 
     def counts(self) -> dict:
         with self._lock:
@@ -512,15 +568,28 @@ class Loader:
             for e in self._entries.values():
                 if e.running:
                     info = self._files.get(e.rel)
-                    loading.append({"file": e.rel, "step": e.step, "size": info.size if info else None,
-                                    "elapsed_s": round(now - (e.started_at or now), 1),
-                                    "progress": self._progress_of(e)})
+                    loading.append(
+                        {
+                            "file": e.rel,
+                            "step": e.step,
+                            "size": info.size if info else None,
+                            "elapsed_s": round(now - (e.started_at or now), 1),
+                            "progress": self._progress_of(e),
+                        }
+                    )
             return {
-                "logdir": self.logdir, "counts": self.counts(), "loading": loading,
+                "logdir": self.logdir,
+                "counts": self.counts(),
+                "loading": loading,
                 "queue": sum(1 for e in self._entries.values() if e.in_queue),
-                "scans": self.scans, "last_scan": self.last_scan, "last_scan_secs": self.last_scan_secs,
-                "scan_error": self.scan_error, "scan_truncated": self.scan_truncated,
-                "poll_secs": self.poll_secs, "workers": self.workers, "mode": self.mode,
+                "scans": self.scans,
+                "last_scan": self.last_scan,
+                "last_scan_secs": self.last_scan_secs,
+                "scan_error": self.scan_error,
+                "scan_truncated": self.scan_truncated,
+                "poll_secs": self.poll_secs,
+                "workers": self.workers,
+                "mode": self.mode,
                 "lazy_workers": self.lazy_workers,
                 "memory": {"indexes": len(self._lru), "bytes": self._lru_bytes, "budget": self.memory_budget},
             }

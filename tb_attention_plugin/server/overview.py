@@ -5,6 +5,7 @@ attention time largest, which phase leads, what bounds it, what did the analysis
 row comes from the run's default trace file (the one the Trace view opens: an analysed file of
 the first worker, latest span); nothing is analysed here and nothing waits.
 """
+
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -21,14 +22,23 @@ def overview_row(summary: dict[str, Any]) -> dict[str, Any]:
     if phases:
         p = max(phases, key=lambda r: r.get("time_us") or 0.0)
         if (p.get("time_us") or 0.0) > 0:
-            top = {"phase": p.get("phase"), "label": p.get("label"), "direction": p.get("direction"),
-                   "time_us": p.get("time_us"), "share": p.get("share")}
+            top = {
+                "phase": p.get("phase"),
+                "label": p.get("label"),
+                "direction": p.get("direction"),
+                "time_us": p.get("time_us"),
+                "share": p.get("share"),
+            }
     advice = summary.get("advice") or []
     best = None
     if advice:
-        a = advice[0]              # the engine sorts by severity, then gain
-        best = {"id": a.get("id"), "title": a.get("title"), "severity": a.get("severity"),
-                "estimated_gain_us": a.get("estimated_gain_us")}
+        a = advice[0]  # the engine sorts by severity, then gain
+        best = {
+            "id": a.get("id"),
+            "title": a.get("title"),
+            "severity": a.get("severity"),
+            "estimated_gain_us": a.get("estimated_gain_us"),
+        }
     device = summary.get("device") or {}
     return {
         "status": summary.get("status"),
@@ -55,13 +65,19 @@ def route(plugin: Any, request: Any) -> Any:
 
     from .params import json_response
     from .selection import run_table, select
+
     rows = []
     table = run_table(plugin.loader)
     for run, files in sorted(table.items()):
-        info = select(table, MultiDict({"run": run})).info     # one table: the file is there
+        info = select(table, MultiDict({"run": run})).info  # one table: the file is there
         snap = files.get(info.name, (None, None))[1]
-        row = {"run": run, "file": info.name, "files": len(files),
-               "state": snap.state if snap else "waiting", "message": snap.message if snap else None}
+        row = {
+            "run": run,
+            "file": info.name,
+            "files": len(files),
+            "state": snap.state if snap else "waiting",
+            "message": snap.message if snap else None,
+        }
         if snap is not None and snap.state == "ready" and snap.summary is not None:
             row.update(overview_row(snap.summary))
         rows.append(row)

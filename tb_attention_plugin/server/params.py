@@ -4,6 +4,7 @@ Names of runs, workers, spans and files are only ever *looked up* in the table t
 built; they are never joined into a path. Still, anything that looks like a path trick is
 refused with 400 before the lookup, so that probes get a clear answer.
 """
+
 from __future__ import annotations
 
 import re
@@ -39,8 +40,7 @@ def not_found(message: str, **extra) -> HttpError:
 def json_response(data, code: int = 200, headers: Optional[list] = None) -> Response:
     """JSON body; ``data`` may also be an iterable of encoded chunks (streamed)."""
     body = to_json(data) if not isinstance(data, Iterator) else data
-    h = [("X-Content-Type-Options", "nosniff"), ("Cache-Control", "no-cache, must-revalidate"),
-         ("Expires", "0")]
+    h = [("X-Content-Type-Options", "nosniff"), ("Cache-Control", "no-cache, must-revalidate"), ("Expires", "0")]
     h.extend(headers or [])
     return Response(body, status=code, headers=h, content_type="application/json")
 

@@ -8,6 +8,7 @@ takes it from its loaded report when there is one (and keeps it); otherwise it i
 pending, and the page asks again. Summaries are memoised per file and (size, mtime), so repeated
 requests only stat files.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,7 +23,7 @@ from ..ranks.summary import error_summary, rank_summary
 from .params import json_response, name_param, not_found
 from .selection import run_table
 
-_MEMO: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # loader -> {rel: (stat_key, summary)}
+_MEMO: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loader -> {rel: (stat_key, summary)}
 _LOCK = threading.Lock()
 
 
@@ -84,11 +85,18 @@ def ranks_route(plugin, request):
         memo[info.rel] = (info.stat_key, s)
         summaries.append(s)
     live = {i.rel for i, _ in files.values()}
-    for rel in [r for r in memo if _run_of(r) == run and r not in live]:      # removed files
+    for rel in [r for r in memo if _run_of(r) == run and r not in live]:  # removed files
         memo.pop(rel, None)
     view = job_view(summaries)
-    view.update({"state": "partial" if pending else "ready", "run": run, "files": len(files),
-                 "pending": pending[:50], "pending_count": len(pending)})
+    view.update(
+        {
+            "state": "partial" if pending else "ready",
+            "run": run,
+            "files": len(files),
+            "pending": pending[:50],
+            "pending_count": len(pending),
+        }
+    )
     return json_response(view)
 
 

@@ -4,6 +4,7 @@ The run table is built from the loader's listing; ``run``/``worker``/``span``/``
 parameters are looked up in it (never joined into a path). A trace still loading answers 202
 with its state (:class:`Pending`), one that failed its one-line error.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from .discovery import FileInfo
 from .loader import Loader, Snapshot
 from .params import name_param, not_found, step_param
 
-WAIT_SUMMARY = 1.5      # seconds a route waits for an analysis before answering "loading"
+WAIT_SUMMARY = 1.5  # seconds a route waits for an analysis before answering "loading"
 
 RunTable = dict[str, dict[str, tuple[FileInfo, Optional[Snapshot]]]]
 
@@ -35,7 +36,7 @@ def span_key(span: Optional[str]) -> tuple[bool, int, str]:
 class Selection:
     info: FileInfo
     step: Optional[str]
-    echo: dict[str, Any]          # what was selected, as the routes answer it ("selection")
+    echo: dict[str, Any]  # what was selected, as the routes answer it ("selection")
 
 
 def select(table: RunTable, args: Any, prefix: str = "", run_key: str = "run") -> Selection:
@@ -55,7 +56,7 @@ def select(table: RunTable, args: Any, prefix: str = "", run_key: str = "run") -
         info = hit[0]
     else:
         infos = [f[0] for f in files.values()]
-        if worker is None and span is None:      # default: prefer traces that analysed fine
+        if worker is None and span is None:  # default: prefer traces that analysed fine
             good = [f[0] for f in files.values() if f[1] is not None and f[1].state == "ready"]
             infos = good or infos
         if worker is not None:
@@ -87,7 +88,7 @@ class Pending:
 
 
 def pending(snap: Snapshot, echo: dict[str, Any], counts: dict[str, Any]) -> Pending:
-    if snap.state in ("error", "incomplete"):     # incomplete: a truncated file (loader.STATES)
+    if snap.state in ("error", "incomplete"):  # incomplete: a truncated file (loader.STATES)
         return Pending({"state": snap.state, "error": snap.message, "selection": echo}, 200)
     state = snap.state if snap.state != "ready" else "loading"
     return Pending({"state": state, "message": snap.message, "selection": echo, "counts": counts}, 202)
@@ -101,18 +102,20 @@ class NotReady(Exception):
         self.pending = pending
 
 
-def fetch(loader: Loader, args: Any, need_index: bool, prefix: str = "", run_key: str = "run",
-          wait: float = WAIT_SUMMARY) -> tuple[Snapshot, Selection]:
+def fetch(
+    loader: Loader, args: Any, need_index: bool, prefix: str = "", run_key: str = "run", wait: float = WAIT_SUMMARY
+) -> tuple[Snapshot, Selection]:
     """The analysed entry the parameters name; :class:`NotReady` while it is not there."""
     snap, sel, not_yet = fetch_state(loader, args, need_index, prefix, run_key, wait)
     if snap is None:
-        assert not_yet is not None          # fetch_state gives one or the other
+        assert not_yet is not None  # fetch_state gives one or the other
         raise NotReady(not_yet)
     return snap, sel
 
 
-def fetch_state(loader: Loader, args: Any, need_index: bool, prefix: str = "", run_key: str = "run",
-                wait: float = WAIT_SUMMARY) -> tuple[Optional[Snapshot], Selection, Optional[Pending]]:
+def fetch_state(
+    loader: Loader, args: Any, need_index: bool, prefix: str = "", run_key: str = "run", wait: float = WAIT_SUMMARY
+) -> tuple[Optional[Snapshot], Selection, Optional[Pending]]:
     """The analysed entry the parameters name, or why it is not there (yet)."""
     sel = select(run_table(loader), args, prefix, run_key)
     if sel.step is not None:
@@ -123,8 +126,9 @@ def fetch_state(loader: Loader, args: Any, need_index: bool, prefix: str = "", r
             return None, sel, pending(base, sel.echo, loader.counts())
         steps = [s.get("name") for s in (base.summary or {}).get("steps") or []]
         if sel.step not in steps:
-            raise not_found(f"no step '{sel.step}' in this trace (steps: {', '.join(steps) or 'none'})",
-                            param=prefix + "step")
+            raise not_found(
+                f"no step '{sel.step}' in this trace (steps: {', '.join(steps) or 'none'})", param=prefix + "step"
+            )
     snap = loader.request(sel.info.rel, sel.step, need_index=need_index, wait=wait)
     if snap is None:
         raise not_found(f"trace '{sel.info.rel}' disappeared")
@@ -136,10 +140,17 @@ def fetch_state(loader: Loader, args: Any, need_index: bool, prefix: str = "", r
 def file_json(info: FileInfo, snap: Optional[Snapshot]) -> dict[str, Any]:
     """One file of ``/runs``: where it is, its load state, and a few summary fields once ready
     (or summarized: from the rank summary, without ``steps``)."""
-    d: dict[str, Any] = {"file": info.name, "path": info.rel, "worker": info.worker, "span": info.span,
-                         "size": info.size, "mtime": info.mtime_ns / 1e9,
-                         "state": snap.state if snap else "waiting", "message": snap.message if snap else None,
-                         "seconds": snap.seconds if snap else None}
+    d: dict[str, Any] = {
+        "file": info.name,
+        "path": info.rel,
+        "worker": info.worker,
+        "span": info.span,
+        "size": info.size,
+        "mtime": info.mtime_ns / 1e9,
+        "state": snap.state if snap else "waiting",
+        "message": snap.message if snap else None,
+        "seconds": snap.seconds if snap else None,
+    }
     if snap is not None and snap.progress is not None:
         d["progress"] = snap.progress
     if snap is not None and snap.state == "ready" and snap.summary is not None:
@@ -148,7 +159,7 @@ def file_json(info: FileInfo, snap: Optional[Snapshot]) -> dict[str, Any]:
         d["steps"] = [x.get("name") for x in s.get("steps") or []]
         d["attention_time_us"] = s.get("attention_time_us")
         d["notices"] = [n.get("code") for n in s.get("notices") or []]
-    elif snap is not None and snap.rank is not None:        # a lazy run's file: its cached rank summary
+    elif snap is not None and snap.rank is not None:  # a lazy run's file: its cached rank summary
         r = snap.rank
         d["device"] = r.get("device")
         d["attention_time_us"] = r.get("attention_time_us")
@@ -168,12 +179,19 @@ def runs_listing(loader: Loader) -> dict[str, Any]:
         wl = []
         for w in sorted(workers):
             spans = sorted(workers[w], key=lambda i: (span_key(i.span), i.name))
-            wl.append({"worker": w, "spans": [{"span": i.span, "index": n + 1, "file": i.name}
-                                               for n, i in enumerate(spans)]})
+            wl.append(
+                {"worker": w, "spans": [{"span": i.span, "index": n + 1, "file": i.name} for n, i in enumerate(spans)]}
+            )
         counts: dict[str, int] = {}
         for r in rows:
             counts[r["state"]] = counts.get(r["state"], 0) + 1
         out.append({"run": run, "files": rows, "workers": wl, "counts": counts})
-    return {"logdir": loader.logdir, "runs": out, "counts": loader.counts(),
-            "scanned": loader.first_scan_done.is_set(), "scan_error": loader.scan_error,
-            "skipped_links": loader.scan_skipped_links, "poll_secs": loader.poll_secs}
+    return {
+        "logdir": loader.logdir,
+        "runs": out,
+        "counts": loader.counts(),
+        "scanned": loader.first_scan_done.is_set(),
+        "scan_error": loader.scan_error,
+        "skipped_links": loader.scan_skipped_links,
+        "poll_secs": loader.poll_secs,
+    }

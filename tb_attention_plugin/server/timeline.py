@@ -10,6 +10,7 @@ bounded by lanes x pixels whatever the number of kernels, so the page stays fast
 Attention calls (kernels sharing an ``instance``) are returned per lane as their extents, merged
 the same way, so the page can draw a bracket over each call.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,23 +18,24 @@ from typing import Any, Optional
 
 import numpy as np
 
-MAX_WIDTH = 8000          # pixels; the page asks for its canvas width
-NON_ATTENTION = -1        # category of a kernel outside attention (phase codes are >= 0)
+MAX_WIDTH = 8000  # pixels; the page asks for its canvas width
+NON_ATTENTION = -1  # category of a kernel outside attention (phase codes are >= 0)
 
 
 @dataclass
 class Columns:
     """What the timeline needs of a kernel table, as numpy arrays of equal length."""
-    ts: np.ndarray          # start, µs (float64)
-    dur: np.ndarray         # duration, µs (float64)
-    lane: np.ndarray        # int64 index into ``lanes``
-    lanes: list[tuple[int, int]]    # (device, stream) per lane
-    cat: np.ndarray         # int32: phase code (>= 0) or NON_ATTENTION
-    cats: list[str]         # phase names, by code
-    instance: np.ndarray    # int64 attention-call id, -1 when none
-    ids: np.ndarray         # int64 kernel ids (the kernel table's ``id``)
-    step: np.ndarray        # int32 step code, -1 when none
-    steps: list[str]        # step names, by code
+
+    ts: np.ndarray  # start, µs (float64)
+    dur: np.ndarray  # duration, µs (float64)
+    lane: np.ndarray  # int64 index into ``lanes``
+    lanes: list[tuple[int, int]]  # (device, stream) per lane
+    cat: np.ndarray  # int32: phase code (>= 0) or NON_ATTENTION
+    cats: list[str]  # phase names, by code
+    instance: np.ndarray  # int64 attention-call id, -1 when none
+    ids: np.ndarray  # int64 kernel ids (the kernel table's ``id``)
+    step: np.ndarray  # int32 step code, -1 when none
+    steps: list[str]  # step names, by code
 
 
 def _runs(s: np.ndarray, e: np.ndarray, c: np.ndarray, ids: np.ndarray, px: float, ncat: int) -> dict[str, Any]:
@@ -42,7 +44,7 @@ def _runs(s: np.ndarray, e: np.ndarray, c: np.ndarray, ids: np.ndarray, px: floa
     if n == 0:
         return {"start": [], "end": [], "cat": [], "n": [], "id": [], "busy": []}
     big = (e - s) >= px
-    reach = np.maximum.accumulate(e)                    # end of everything started so far
+    reach = np.maximum.accumulate(e)  # end of everything started so far
     gap = s[1:] - reach[:-1] > px
     new = np.empty(n, dtype=bool)
     new[0] = True
@@ -79,8 +81,7 @@ def _calls(s: np.ndarray, e: np.ndarray, inst: np.ndarray, px: float) -> dict[st
     new[0] = True
     new[1:] = c_s[1:] - reach[:-1] > px
     starts = np.flatnonzero(new)
-    return {"start": c_s[starts], "end": np.maximum.reduceat(c_e, starts),
-            "n": np.diff(np.append(starts, len(c_s)))}
+    return {"start": c_s[starts], "end": np.maximum.reduceat(c_e, starts), "n": np.diff(np.append(starts, len(c_s)))}
 
 
 def _rel(a: Any, t0: float) -> list[float]:
@@ -112,24 +113,43 @@ def decimate(cols: Columns, t0: Optional[float], t1: Optional[float], width: int
         order = idx[np.argsort(cols.ts[idx], kind="stable")]
         s = np.maximum(cols.ts[order], a)
         e = np.minimum(end[order], b)
-        c = cols.cat[order] + 1                       # NON_ATTENTION -> 0
+        c = cols.cat[order] + 1  # NON_ATTENTION -> 0
         r = _runs(s, e, c, cols.ids[order], px, ncat)
         calls = _calls(s, e, cols.instance[order], px)
         att = cols.cat[order] >= 0
-        lanes.append({
-            "device": device, "stream": stream, "kernels": int(len(order)), "kernels_total": total,
-            "busy_us": round(float((e - s).sum()), 3),
-            "attention_us": round(float((e - s)[att].sum()), 3),
-            "runs": {"start": _rel(r["start"], a), "end": _rel(r["end"], a),
-                     "cat": (np.asarray(r["cat"], dtype=np.int64) - 1).tolist(),
-                     "n": np.asarray(r["n"], dtype=np.int64).tolist(),
-                     "id": np.asarray(r["id"], dtype=np.int64).tolist(),
-                     "busy": np.round(np.asarray(r["busy"], dtype=np.float64), 3).tolist()},
-            "calls": {"start": _rel(calls["start"], a), "end": _rel(calls["end"], a),
-                      "n": np.asarray(calls["n"], dtype=np.int64).tolist()},
-        })
-    return {"t0": a, "t1": b, "width": width, "px_us": px, "extent": extent,
-            "categories": list(cols.cats), "lanes": lanes, "steps": step_extents(cols)}
+        lanes.append(
+            {
+                "device": device,
+                "stream": stream,
+                "kernels": int(len(order)),
+                "kernels_total": total,
+                "busy_us": round(float((e - s).sum()), 3),
+                "attention_us": round(float((e - s)[att].sum()), 3),
+                "runs": {
+                    "start": _rel(r["start"], a),
+                    "end": _rel(r["end"], a),
+                    "cat": (np.asarray(r["cat"], dtype=np.int64) - 1).tolist(),
+                    "n": np.asarray(r["n"], dtype=np.int64).tolist(),
+                    "id": np.asarray(r["id"], dtype=np.int64).tolist(),
+                    "busy": np.round(np.asarray(r["busy"], dtype=np.float64), 3).tolist(),
+                },
+                "calls": {
+                    "start": _rel(calls["start"], a),
+                    "end": _rel(calls["end"], a),
+                    "n": np.asarray(calls["n"], dtype=np.int64).tolist(),
+                },
+            }
+        )
+    return {
+        "t0": a,
+        "t1": b,
+        "width": width,
+        "px_us": px,
+        "extent": extent,
+        "categories": list(cols.cats),
+        "lanes": lanes,
+        "steps": step_extents(cols),
+    }
 
 
 def step_extents(cols: Columns) -> list[dict[str, Any]]:
@@ -139,13 +159,15 @@ def step_extents(cols: Columns) -> list[dict[str, Any]]:
     for code, name in enumerate(cols.steps):
         m = cols.step == code
         if m.any():
-            out.append({"name": name, "t0": float(cols.ts[m].min()), "t1": float(end[m].max()),
-                        "kernels": int(m.sum())})
+            out.append(
+                {"name": name, "t0": float(cols.ts[m].min()), "t1": float(end[m].max()), "kernels": int(m.sum())}
+            )
     out.sort(key=lambda x: float(x["t0"]))
     return out
 
 
 # ---------------------------------------------------------------- from the plugin's kernel table
+
 
 def _int_field(t: Any, name: str, null: int, rows: Optional[list[dict[str, Any]]]) -> np.ndarray:
     """An integer column of the loaded kernel table: the engine's array when it has one, else
@@ -164,13 +186,13 @@ def _int_field(t: Any, name: str, null: int, rows: Optional[list[dict[str, Any]]
 
 def columns_of(t: Any) -> Columns:
     """:class:`Columns` of a :class:`server.index.KernelTable` (computed once, then memoised)."""
-    if getattr(t, "memo", None) is None:      # a table unpickled from an older cache
+    if getattr(t, "memo", None) is None:  # a table unpickled from an older cache
         t.memo = {}
     memo: Optional[Columns] = t.memo.get("timeline")
     if memo is not None:
         return memo
     engine = getattr(t.store, "table", None) is not None
-    rows = None if engine else t.store.rows(range(t.n))      # packed rows: decoded once
+    rows = None if engine else t.store.rows(range(t.n))  # packed rows: decoded once
     dev = _int_field(t, "device", 0, rows)
     stream = _int_field(t, "stream", 0, rows)
     pairs = np.stack([dev, stream], axis=1) if t.n else np.zeros((0, 2), dtype=np.int64)
@@ -179,12 +201,17 @@ def columns_of(t: Any) -> Columns:
     phase_codes = t.cat["phase"].astype(np.int32)
     cat = np.where(t.attention, phase_codes, NON_ATTENTION).astype(np.int32)
     cols = Columns(
-        ts=np.nan_to_num(t.num["ts"], nan=0.0), dur=np.nan_to_num(t.num["dur_us"], nan=0.0),
+        ts=np.nan_to_num(t.num["ts"], nan=0.0),
+        dur=np.nan_to_num(t.num["dur_us"], nan=0.0),
         lane=np.asarray(lane, dtype=np.int64).reshape(-1),
-        lanes=lanes, cat=cat, cats=list(t.cat_values["phase"]),
+        lanes=lanes,
+        cat=cat,
+        cats=list(t.cat_values["phase"]),
         instance=_int_field(t, "instance", -1, rows),
         ids=np.nan_to_num(t.num["id"], nan=-1).astype(np.int64),
-        step=t.cat["step"].astype(np.int32), steps=list(t.cat_values["step"]))
+        step=t.cat["step"].astype(np.int32),
+        steps=list(t.cat_values["step"]),
+    )
     t.memo["timeline"] = cols
     return cols
 
@@ -210,8 +237,8 @@ def route(plugin: Any, request: Any) -> Any:
     width = int_param(request.args, "width", 1000, 1, MAX_WIDTH)
     if t0 is not None and t1 is not None and t1 <= t0:
         raise bad("t1 must be after t0", param="t1")
-    snap, sel = fetch(plugin.loader, request.args, need_index=True)    # NotReady: the route answers 202
-    assert snap.loaded is not None          # fetch with need_index gives the loaded index
+    snap, sel = fetch(plugin.loader, request.args, need_index=True)  # NotReady: the route answers 202
+    assert snap.loaded is not None  # fetch with need_index gives the loaded index
     out = decimate(columns_of(snap.loaded.kernels), t0, t1, width)
     out.update({"state": "ready", "selection": sel.echo})
     return json_response(out)

@@ -1,6 +1,7 @@
 """The answers of the data routes, as pure functions of an analysed trace (a loader
 :class:`~.loader.Snapshot`) and the already-validated parameters. plugin.py parses a request,
 finds the trace (:mod:`.selection`) and returns what these build."""
+
 from __future__ import annotations
 
 import os
@@ -15,9 +16,18 @@ from .loader import Snapshot
 from .params import HttpError, choice_param, int_param, list_param, not_found, text_param
 from .selection import Pending, Selection
 
-PHASES = V.PHASES + (V.NOT_ATTENTION,)      # the kernel-table filter's values
-_DESCENDING = ("dur_us", "flops", "bytes", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s",
-               "compute_util", "memory_util", "occupancy_pct")
+PHASES = V.PHASES + (V.NOT_ATTENTION,)  # the kernel-table filter's values
+_DESCENDING = (
+    "dur_us",
+    "flops",
+    "bytes",
+    "intensity",
+    "achieved_flops_per_s",
+    "achieved_bytes_per_s",
+    "compute_util",
+    "memory_util",
+    "occupancy_pct",
+)
 SCOPES = ("attention", "all", "other")
 
 
@@ -37,9 +47,14 @@ def phases(snap: Snapshot, sel: Selection) -> dict[str, Any]:
         d = by_dir.setdefault(p["direction"], {"direction": p["direction"], "time_us": 0.0, "phases": []})
         d["time_us"] = round(d["time_us"] + (p.get("time_us") or 0.0), 3)
         d["phases"].append({"phase": p["phase"], "label": p["label"], "time_us": p.get("time_us")})
-    return {"state": "ready", "selection": sel.echo, "phases": s.get("phases") or [],
-            "directions": [by_dir[k] for k in ("forward", "backward") if k in by_dir],
-            "attention_time_us": s.get("attention_time_us"), "thresholds": s.get("thresholds")}
+    return {
+        "state": "ready",
+        "selection": sel.echo,
+        "phases": s.get("phases") or [],
+        "directions": [by_dir[k] for k in ("forward", "backward") if k in by_dir],
+        "attention_time_us": s.get("attention_time_us"),
+        "thresholds": s.get("thresholds"),
+    }
 
 
 def kernel_query(args: Any) -> KernelQuery:
@@ -56,7 +71,7 @@ def kernel_query(args: Any) -> KernelQuery:
         bound=list_param(args, "bound", BOUNDS),
         kind=choice_param(args, "kind", ("kernel", "memcpy", "memset")),
         scope=choice_param(args, "scope", SCOPES, "attention") or "attention",
-        q=text_param(args, "q", max_len=4096),    # a whole C++ kernel name (the timeline and roofline search by it)
+        q=text_param(args, "q", max_len=4096),  # a whole C++ kernel name (the timeline and roofline search by it)
     )
 
 
@@ -85,21 +100,25 @@ def roofline_points(snap: Snapshot, sel: Selection, scope: str, group: bool, lim
     return out
 
 
-def compare(base: tuple[Optional[Snapshot], Selection, Optional[Pending]],  # selection.fetch_state
-
-            new: tuple[Optional[Snapshot], Selection, Optional[Pending]]) -> tuple[dict[str, Any], int]:
+def compare(
+    base: tuple[Optional[Snapshot], Selection, Optional[Pending]],  # selection.fetch_state
+    new: tuple[Optional[Snapshot], Selection, Optional[Pending]],
+) -> tuple[dict[str, Any], int]:
     """(body, status) of ``/compare``: the engine's comparison (compare.py, as ``tb-attention
     compare`` computes it) once both sides are analysed; their states until then."""
     (b, bsel, bpend), (n, nsel, npend) = base, new
     echo = {"base": bsel.echo, "new": nsel.echo}
     if b is None or n is None:
-        states = {"base": b.state if b else (bpend.state if bpend else "loading"),
-                  "new": n.state if n else (npend.state if npend else "loading")}
+        states = {
+            "base": b.state if b else (bpend.state if bpend else "loading"),
+            "new": n.state if n else (npend.state if npend else "loading"),
+        }
         if "error" in states.values() or "incomplete" in states.values():
             errs = {k: p.body.get("error") for k, p in (("base", bpend), ("new", npend)) if p is not None}
             return {"state": "error", "states": states, "errors": errs, "selection": echo}, 200
         return {"state": "loading", "states": states, "selection": echo}, 202
     from ..compare import compare_reports  # the engine: imported when first used
+
     out = compare_reports(dict(_summary(b), kernels=_loaded(b).kernels), dict(_summary(n), kernels=_loaded(n).kernels))
     out.update({"state": "ready", "selection": echo})
     return out, 200
@@ -108,13 +127,20 @@ def compare(base: tuple[Optional[Snapshot], Selection, Optional[Pending]],  # se
 def memory(snap: Snapshot, sel: Selection) -> dict[str, Any]:
     """The report's ``memory`` block (memory/; docs/report-schema.md)."""
     s = _summary(snap)
-    return {"state": "ready", "selection": sel.echo, "memory": s.get("memory"),
-            "attention_time_us": s.get("attention_time_us"), "steps": s.get("steps") or [], "step": s.get("step")}
+    return {
+        "state": "ready",
+        "selection": sel.echo,
+        "memory": s.get("memory"),
+        "attention_time_us": s.get("attention_time_us"),
+        "steps": s.get("steps") or [],
+        "step": s.get("step"),
+    }
 
 
 def report_download(snap: Snapshot, sel: Selection) -> tuple[Iterator[bytes], str]:
     """(streamed JSON envelope, file name) of the full report, as the CLI writes it."""
     from ..jsonout import iter_json
+
     data = iter_json({"traces": [_loaded(snap).report()]})
     base = re.sub(r"[^A-Za-z0-9._-]+", "_", sel.echo["file"])[:120] or "trace"
     if sel.step:
@@ -122,12 +148,14 @@ def report_download(snap: Snapshot, sel: Selection) -> tuple[Iterator[bytes], st
     return data, f"{base}.report.json"
 
 
-def annotated_download(info: FileInfo, snap: Snapshot, logdir: str,
-                       max_bytes: int) -> tuple[Iterator[bytes], str, bool]:
+def annotated_download(
+    info: FileInfo, snap: Snapshot, logdir: str, max_bytes: int
+) -> tuple[Iterator[bytes], str, bool]:
     """(body, file name, gzip) of the trace with attention phases as timeline tracks
     (annotate.py). The only answer that reads a trace at request time: the file (or a directory
     above it) may have been swapped for a symlink out of the logdir since the last scan."""
     from ..annotate import AnnotateError, annotated_name, build_events, kernel_rows, locate, splice
+
     if not still_inside(info, logdir):
         raise not_found("no such trace file")
     try:

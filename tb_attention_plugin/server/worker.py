@@ -8,6 +8,7 @@ it was running; the parent starts a new one for the next job. While a job runs, 
 its progress (:mod:`..progress`) into a small file shared by descriptor, which the parent reads
 whenever asked, without a message on the pipe.
 """
+
 from __future__ import annotations
 
 import os
@@ -43,8 +44,9 @@ def _read_exact(f, n: int) -> bytes:
 class WorkerProcess:
     """The parent's handle on one child; used by one loader thread at a time."""
 
-    def __init__(self, cmd: Optional[list] = None, max_jobs: int = 16, recycle_bytes: int = 256 << 20,
-                 max_jobs_hard: int = 2000):
+    def __init__(
+        self, cmd: Optional[list] = None, max_jobs: int = 16, recycle_bytes: int = 256 << 20, max_jobs_hard: int = 2000
+    ):
         self.cmd = cmd or [sys.executable, "-m", "tb_attention_plugin.server.worker"]
         self.max_jobs = max_jobs
         self.recycle_bytes = recycle_bytes
@@ -62,6 +64,7 @@ class WorkerProcess:
 
     def _start(self) -> subprocess.Popen:
         from ..settings import PROGRESS_FD
+
         env = dict(os.environ)
         env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
         # the child must import this very package, wherever the parent found it
@@ -72,8 +75,16 @@ class WorkerProcess:
         if self._progress_file is not None:
             fds = (self._progress_file.fileno(),)
             env[PROGRESS_FD] = str(fds[0])
-        return subprocess.Popen(self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None,
-                                env=env, close_fds=True, pass_fds=fds, start_new_session=True)
+        return subprocess.Popen(
+            self.cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=None,
+            env=env,
+            close_fds=True,
+            pass_fds=fds,
+            start_new_session=True,
+        )
 
     def run(self, args: tuple):
         with self._lock:
@@ -82,7 +93,7 @@ class WorkerProcess:
                 self._jobs = 0
                 self._bytes = 0
             p = self._proc
-            assert p.stdin is not None and p.stdout is not None      # started with pipes
+            assert p.stdin is not None and p.stdout is not None  # started with pipes
             self.progress.reset()
             blob = pickle.dumps(args, protocol=pickle.HIGHEST_PROTOCOL)
             try:
@@ -223,9 +234,10 @@ def main() -> int:
     _exit_with_parent()
     inp = sys.stdin.buffer
     out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)                     # stray prints go to stderr, never into the protocol
+    os.dup2(2, 1)  # stray prints go to stderr, never into the protocol
     from ..settings import PROGRESS_FD  # here, not at import: the worker starts watching its parent first
     from .jobs import analyze_job
+
     record = _progress.from_fd(os.environ.get(PROGRESS_FD))
     while True:
         hdr = _read_exact(inp, _HDR.size)

@@ -9,6 +9,7 @@ each device (summed over devices), and communication kernels are measured apart,
 of them overlaps compute and attention. Everything here is vectorised (sorts and cumulative
 maxima); the per-device and per-stream loops run once per distinct device or stream.
 """
+
 from __future__ import annotations
 
 import re
@@ -95,6 +96,7 @@ def busy_times(trace: Trace, sel: np.ndarray, comm: np.ndarray, attention: np.nd
 
     def u(m: np.ndarray) -> int:
         return _union_sorted(t0[m], t1[m])
+
     devices = np.unique(dev)
     for dv in devices.tolist():
         on = dev == dv
@@ -118,8 +120,15 @@ def busy_times(trace: Trace, sel: np.ndarray, comm: np.ndarray, attention: np.nd
         has_comm = np.bincount(inv, weights=com, minlength=len(keys)) > 0
         for j in range(len(keys)):
             m = inv == j
-            streams.append({"device": int(dev[first[j]]), "stream": int(stream[first[j]]),
-                            "busy_us": _us(u(m)), "kernels": int(counts[j]), "communication": bool(has_comm[j])})
+            streams.append(
+                {
+                    "device": int(dev[first[j]]),
+                    "stream": int(stream[first[j]]),
+                    "busy_us": _us(u(m)),
+                    "kernels": int(counts[j]),
+                    "communication": bool(has_comm[j]),
+                }
+            )
     return {
         "gpu_busy_us": _us(tot["all"]),
         "compute_busy_us": _us(tot["compute"]),
@@ -127,9 +136,11 @@ def busy_times(trace: Trace, sel: np.ndarray, comm: np.ndarray, attention: np.nd
         "span_us": _us(tot["span"]),
         "idle_us": _us(tot["span"] - tot["all"]),
         "communication": {
-            "time_us": _us(int(G["dur_ns"][idx][com].sum())), "busy_us": _us(tot["comm"]),
+            "time_us": _us(int(G["dur_ns"][idx][com].sum())),
+            "busy_us": _us(tot["comm"]),
             "overlap_with_compute_us": _us(tot["comm_compute"]),
-            "overlap_with_attention_us": _us(tot["comm_attention"]), "kernels": int(com.sum()),
+            "overlap_with_attention_us": _us(tot["comm_attention"]),
+            "kernels": int(com.sum()),
         },
         "streams": streams,
     }

@@ -10,6 +10,7 @@ backward ops -> the forward op they differentiate.
   the node op just inside it), else through the autograd sequence number. Everything nested in
   a backward root inherits that forward op's context.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -25,19 +26,19 @@ BACKWARD_PREFIX = "autograd::engine::evaluate_function:"
 
 @dataclass
 class Links:
-    parent: np.ndarray          # range -> innermost enclosing range on its thread, or -1
-    op_ancestor: np.ndarray     # range -> nearest enclosing OP range, or -1
-    backward_root: np.ndarray   # range -> enclosing backward root (itself if it is one), or -1
-    forward_of: np.ndarray      # backward root -> the forward op it differentiates, or -1
-    gpu_launch: np.ndarray      # GPU activity -> launch range, or -1
-    gpu_parent: np.ndarray      # GPU activity -> innermost CPU range around its launch, or -1
-    gpu_op: np.ndarray          # GPU activity -> innermost CPU op that launched it, or -1
-    child_start: np.ndarray     # CSR of children in time order: children of r are
-    child_index: np.ndarray     #   child_index[child_start[r]:child_start[r+1]]
-    roots: np.ndarray           # ranges with no parent, in time order
+    parent: np.ndarray  # range -> innermost enclosing range on its thread, or -1
+    op_ancestor: np.ndarray  # range -> nearest enclosing OP range, or -1
+    backward_root: np.ndarray  # range -> enclosing backward root (itself if it is one), or -1
+    forward_of: np.ndarray  # backward root -> the forward op it differentiates, or -1
+    gpu_launch: np.ndarray  # GPU activity -> launch range, or -1
+    gpu_parent: np.ndarray  # GPU activity -> innermost CPU range around its launch, or -1
+    gpu_op: np.ndarray  # GPU activity -> innermost CPU op that launched it, or -1
+    child_start: np.ndarray  # CSR of children in time order: children of r are
+    child_index: np.ndarray  #   child_index[child_start[r]:child_start[r+1]]
+    roots: np.ndarray  # ranges with no parent, in time order
 
     def children(self, r: int) -> np.ndarray:
-        return self.child_index[self.child_start[r]:self.child_start[r + 1]]
+        return self.child_index[self.child_start[r] : self.child_start[r + 1]]
 
     def child_lists(self) -> tuple[list[Any], list[Any]]:
         """The CSR as Python lists (for tight Python loops over subtrees), built once."""
@@ -53,7 +54,7 @@ class Links:
         while stack:
             x = stack.pop()
             out.append(x)
-            stack.extend(index[start[x]:start[x + 1]])
+            stack.extend(index[start[x] : start[x + 1]])
         return out
 
     def ancestors(self, r: int) -> Iterator[int]:
@@ -256,6 +257,15 @@ def link(trace: Trace) -> Links:
         gpu_op[need] = by_ext
         gp = gpu_parent[need]
         gpu_parent[need] = np.where(gp < 0, by_ext, gp)
-    return Links(parent=parent, op_ancestor=op_anc, backward_root=broot, forward_of=forward_of,
-                 gpu_launch=gpu_launch, gpu_parent=gpu_parent, gpu_op=gpu_op,
-                 child_start=child_start, child_index=child_index, roots=roots)
+    return Links(
+        parent=parent,
+        op_ancestor=op_anc,
+        backward_root=broot,
+        forward_of=forward_of,
+        gpu_launch=gpu_launch,
+        gpu_parent=gpu_parent,
+        gpu_op=gpu_op,
+        child_start=child_start,
+        child_index=child_index,
+        roots=roots,
+    )

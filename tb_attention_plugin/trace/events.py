@@ -4,6 +4,7 @@ Decoding into these msgspec structs reads only the fields listed here; everythin
 file is skipped by the decoder without building Python objects, which is what makes large
 traces cheap. ``args`` stays raw bytes until we know the event is one we use.
 """
+
 from __future__ import annotations
 
 import math
@@ -15,31 +16,37 @@ Raw = msgspec.Raw
 Scalar = Union[int, str, None]
 
 
-class Args(msgspec.Struct, gc=False, frozen=True, rename={
-    "external_id": "External id",
-    "external_id_v1": "external id",
-    "seq": "Sequence number",
-    "fwd_tid": "Fwd thread id",
-    "dims": "Input Dims",
-    "types": "Input type",
-    "strides": "Input Strides",
-    "concrete": "Concrete Inputs",
-    "registers": "registers per thread",
-    "shared_memory": "shared memory",
-    "blocks_per_sm": "blocks per SM",
-    "warps_per_sm": "warps per SM",
-    "occupancy": "est. achieved occupancy %",
-    "addr": "Addr",
-    "nbytes": "Bytes",
-    "total_allocated": "Total Allocated",
-    "total_reserved": "Total Reserved",
-    "device_type": "Device Type",
-    "device_id": "Device Id",
-}):
+class Args(
+    msgspec.Struct,
+    gc=False,
+    frozen=True,
+    rename={
+        "external_id": "External id",
+        "external_id_v1": "external id",
+        "seq": "Sequence number",
+        "fwd_tid": "Fwd thread id",
+        "dims": "Input Dims",
+        "types": "Input type",
+        "strides": "Input Strides",
+        "concrete": "Concrete Inputs",
+        "registers": "registers per thread",
+        "shared_memory": "shared memory",
+        "blocks_per_sm": "blocks per SM",
+        "warps_per_sm": "warps per SM",
+        "occupancy": "est. achieved occupancy %",
+        "addr": "Addr",
+        "nbytes": "Bytes",
+        "total_allocated": "Total Allocated",
+        "total_reserved": "Total Reserved",
+        "device_type": "Device Type",
+        "device_id": "Device Id",
+    },
+):
     """Every ``args`` field any event kind needs, decoded in the same pass as the event.
     Unlisted keys (``Python id``, ``Ev Idx``, CUPTI metrics...) are skipped by the decoder.
     Missing integers are -1 and missing floats NaN (not None), so columns are filled straight
     from the structs; a JSON null or a wrong type sends the chunk down the tolerant path."""
+
     # ops, launches, annotations, GPU activities
     external_id: int = -1
     external_id_v1: int = -1
@@ -82,7 +89,7 @@ class Event(msgspec.Struct, gc=False):
     name: str = ""
     pid: Scalar = None
     tid: Scalar = None
-    ts: float = math.nan          # NaN: no timestamp (such events are dropped)
+    ts: float = math.nan  # NaN: no timestamp (such events are dropped)
     dur: float = 0.0
     id: Scalar = None
     s: Optional[str] = None

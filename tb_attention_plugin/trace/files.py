@@ -1,5 +1,6 @@
 """Which files are traces, and how their names are shown: the cheap part of reading, with no
 analysis imported (the plugin's discovery and the CLI's cache hits use it without the engine)."""
+
 from __future__ import annotations
 
 import os
@@ -19,7 +20,7 @@ def looks_like_trace(path: str) -> bool:
     """Cheap sniff of the first bytes: a JSON object with traceEvents, or a list of events."""
     try:
         st = os.stat(path)
-        if not _stat.S_ISREG(st.st_mode):      # a named pipe would block open() forever
+        if not _stat.S_ISREG(st.st_mode):  # a named pipe would block open() forever
             return False
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
         try:
@@ -67,7 +68,7 @@ def expand_paths(paths: list[str]) -> Iterator[tuple[str, bool]]:
                 for f in sorted(files):
                     full = os.path.join(root, f)
                     try:
-                        if not _stat.S_ISREG(os.stat(full).st_mode):   # pipes, sockets, dangling links
+                        if not _stat.S_ISREG(os.stat(full).st_mode):  # pipes, sockets, dangling links
                             continue
                     except OSError:
                         continue

@@ -12,6 +12,7 @@ process has a single thread, or only threads marked fork_safe (forking a threade
 unsafe). Anything unusual — a file written on one line, a chunk that does not decode, a child
 that fails — makes it give up and the caller reads the file serially.
 """
+
 from __future__ import annotations
 
 import math
@@ -64,7 +65,7 @@ def suitable(path: str, jobs: Optional[int] = None, min_bytes: Optional[int] = N
         return False
     try:
         st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):        # never open a named pipe: it could block
+        if not stat.S_ISREG(st.st_mode):  # never open a named pipe: it could block
             return False
         with open(path, "rb") as f:
             gz = f.read(2) == b"\x1f\x8b"
@@ -92,11 +93,11 @@ class RawChunkParser(TraceParser):
             n = len(buf)
             while b < n and buf[b] in b" \t\r\n":
                 b += 1
-            if buf[a] == 0x2C and b < n and buf[b] == 0x7B:   # ',' ... '{'
+            if buf[a] == 0x2C and b < n and buf[b] == 0x7B:  # ',' ... '{'
                 a -= 1
                 while a > start and buf[a] in b" \t\r\n":
                     a -= 1
-                if buf[a] == 0x7D:                              # '}'
+                if buf[a] == 0x7D:  # '}'
                     return a
             j = k
 
@@ -117,14 +118,14 @@ class RawChunkParser(TraceParser):
                 pass
             end = self._line_split(self.pos, len(self.buf))
             if end is not None:
-                on_chunk(self.buf[self.pos:end + 1])
-                self.events_seen += 1        # (chunks, not events: tells a cut file from a bad one)
+                on_chunk(self.buf[self.pos : end + 1])
+                self.events_seen += 1  # (chunks, not events: tells a cut file from a bad one)
                 self.pos = end + 1
                 continue
             if len(self.buf) - self.pos >= _reader.CHUNK_TARGET:
                 raise NotSuited("no line breaks between events")
-            end = self._value_end()          # the last events: scanned exactly
-            on_chunk(self.buf[self.pos:end])
+            end = self._value_end()  # the last events: scanned exactly
+            on_chunk(self.buf[self.pos : end])
             self.events_seen += 1
             self.pos = end
 
@@ -161,6 +162,7 @@ def _start_receiver(res_r: Connection, store: dict[int, Any], problem: list[str]
     """In the parent: a thread that files the child's results into ``store`` by index as soon as
     they arrive (the child would otherwise wait on its send while the parent works) and notes a
     failure in ``problem``. It ends with the child's final None."""
+
     def receive() -> None:
         try:
             while True:
@@ -191,8 +193,9 @@ def _child(jobs: Connection, results: Connection, make: Callable[[], Any]) -> No
     _send_all(results, produce)
 
 
-def load_parallel(path: str, max_bytes: int, keep_python: str,
-                  builder: TraceBuilder) -> tuple[dict[str, Any], dict[str, Any], Optional[str]]:
+def load_parallel(
+    path: str, max_bytes: int, keep_python: str, builder: TraceBuilder
+) -> tuple[dict[str, Any], dict[str, Any], Optional[str]]:
     """Fill ``builder`` (a fresh TraceBuilder) from ``path`` with two processes.
 
     Returns (metadata, reader stats, truncation message or None). Raises NotSuited when the
@@ -229,14 +232,14 @@ def load_parallel(path: str, max_bytes: int, keep_python: str,
                     return
         except (OSError, ValueError) as e:
             problem.append(f"child stopped: {e}")
-            while outbox.get() is not None:      # drain, so the producer never blocks
+            while outbox.get() is not None:  # drain, so the producer never blocks
                 pass
 
     sender = threading.Thread(target=send_jobs, daemon=True)
     sender.start()
     own: dict[int, Any] = {}
     count = [0]
-    merged = [0]          # chunks [0, merged) are in the builder already
+    merged = [0]  # chunks [0, merged) are in the builder already
     stats_acc: dict[str, int] = {}
 
     def merge_ready() -> None:
@@ -327,7 +330,7 @@ def _reap(proc: BaseProcess, timeout: float) -> None:
 # parsed as a small document of its own: ``{"traceEvents":[`` + its bytes + ``]}`` (the first
 # keeps the file's header, the last its trailing keys), with the same parser as a serial read.
 
-SEGMENT_BYTES = 16 << 20          # about this much per segment (at most MAX_SEGMENTS)
+SEGMENT_BYTES = 16 << 20  # about this much per segment (at most MAX_SEGMENTS)
 MAX_SEGMENTS = 24
 
 
@@ -341,15 +344,15 @@ class _SegmentSource:
         self._left = None if end is None else end - start
         self._parts = [prefix] if prefix else []
         self._suffix = suffix
-        self.total = 0                   # bytes of the file read (not the synthetic ones)
+        self.total = 0  # bytes of the file read (not the synthetic ones)
         self.eof = False
         self.truncated = False
-        self._progress: Optional[_progress.Progress] = _progress.current()   # as ByteSource: one test a block
+        self._progress: Optional[_progress.Progress] = _progress.current()  # as ByteSource: one test a block
         self._next_report = _progress.REPORT_BYTES if self._progress is not None else math.inf
         self._reported = 0
 
     def _report(self) -> None:
-        assert self._progress is not None       # else _next_report is infinite
+        assert self._progress is not None  # else _next_report is infinite
         self._progress.add(self.total - self._reported)
         self._reported = self.total
         self._next_report = self.total + _progress.REPORT_BYTES
@@ -396,7 +399,7 @@ class _SegmentParser(TraceParser):
 
     def _events(self, on_events: Callable[[Any], None]) -> None:
         super()._events(on_events)
-        self.events_end = self.offset + self.pos        # just past the ']'
+        self.events_end = self.offset + self.pos  # just past the ']'
 
 
 def _find_cut(f: BinaryIO, offset: int, limit: int) -> Optional[int]:
@@ -427,8 +430,8 @@ def _find_cut(f: BinaryIO, offset: int, limit: int) -> Optional[int]:
 def _plan_segments(path: str, size: int, max_bytes: int) -> tuple[list[Optional[int]], bool]:
     """Cut points ``[0, c1, ..., None]`` and whether the top level is a bare list."""
     if size > max_bytes:
-        raise NotSuited("over the size cap")       # the serial reader says so properly
-    hp = _HeaderParser(ByteSource(path, max_bytes, report=False))    # the segments count the bytes
+        raise NotSuited("over the size cap")  # the serial reader says so properly
+    hp = _HeaderParser(ByteSource(path, max_bytes, report=False))  # the segments count the bytes
     try:
         hp.parse(lambda events: None)
         raise NotSuited("no traceEvents list")
@@ -457,8 +460,9 @@ def _first_byte(path: str) -> bytes:
     return head[:1]
 
 
-def _segment(path: str, cuts: list[Any], i: int, bare: bool, max_bytes: int,
-             b: TraceBuilder) -> tuple[TraceBuilder, dict[str, Any], dict[str, int], int, Optional[str]]:
+def _segment(
+    path: str, cuts: list[Any], i: int, bare: bool, max_bytes: int, b: TraceBuilder
+) -> tuple[TraceBuilder, dict[str, Any], dict[str, int], int, Optional[str]]:
     """Parse segment ``i`` into the builder ``b``; returns (builder, meta, stats, file bytes
     read, truncation message of the last segment or None)."""
     first, last = i == 0, cuts[i + 1] is None
@@ -473,7 +477,7 @@ def _segment(path: str, cuts: list[Any], i: int, bare: bool, max_bytes: int,
     except TraceTruncated as e:
         if not last:
             raise NotSuited(f"segment {i} ends early") from None
-        truncated, meta = str(e), p.meta     # the file itself ends early: salvage, as serially
+        truncated, meta = str(e), p.meta  # the file itself ends early: salvage, as serially
     except (TraceReadError, RecursionError, MemoryError) as e:
         raise NotSuited(f"segment {i}: {e}") from None
     finally:
@@ -487,11 +491,12 @@ def _segment(path: str, cuts: list[Any], i: int, bare: bool, max_bytes: int,
     return b, meta, p.stats, src.total, truncated
 
 
-def _split_child(path: str, cuts: list[Any], bare: bool, max_bytes: int, make: Callable[[], Any], counter: Any,
-                 results: Connection) -> None:
-    p = _progress.current()          # the parent's record, inherited through fork
+def _split_child(
+    path: str, cuts: list[Any], bare: bool, max_bytes: int, make: Callable[[], Any], counter: Any, results: Connection
+) -> None:
+    p = _progress.current()  # the parent's record, inherited through fork
     if p is not None:
-        p.forked(1)                  # its own slot: the parent goes on counting in slot 0
+        p.forked(1)  # its own slot: the parent goes on counting in slot 0
 
     def produce() -> Iterator[tuple[int, Any]]:
         while True:
@@ -506,8 +511,9 @@ def _split_child(path: str, cuts: list[Any], bare: bool, max_bytes: int, make: C
     _send_all(results, produce)
 
 
-def load_split(path: str, max_bytes: int, keep_python: str,
-               builder: TraceBuilder) -> tuple[dict[str, Any], dict[str, Any], Optional[str]]:
+def load_split(
+    path: str, max_bytes: int, keep_python: str, builder: TraceBuilder
+) -> tuple[dict[str, Any], dict[str, Any], Optional[str]]:
     """Fill ``builder`` (a fresh TraceBuilder) from the uncompressed trace ``path`` with two
     processes reading contiguous segments. Raises NotSuited when it cannot (the caller then
     reads serially with a fresh builder, which also gives the proper error for a bad file)."""
@@ -515,11 +521,10 @@ def load_split(path: str, max_bytes: int, keep_python: str,
     cuts, bare = _plan_segments(path, size, max_bytes)
     n_seg = len(cuts) - 1
     ctx = multiprocessing.get_context("fork")
-    counter = ctx.Value("i", 1)            # the parent takes segment 0 (the header) first
+    counter = ctx.Value("i", 1)  # the parent takes segment 0 (the header) first
     res_r, res_w = ctx.Pipe(duplex=False)
-    make = partial(type(builder), keep_python)         # a fresh builder like the caller's
-    proc = ctx.Process(target=_split_child, args=(path, cuts, bare, max_bytes, make, counter, res_w),
-                       daemon=True)
+    make = partial(type(builder), keep_python)  # a fresh builder like the caller's
+    proc = ctx.Process(target=_split_child, args=(path, cuts, bare, max_bytes, make, counter, res_w), daemon=True)
     proc.start()
     res_w.close()
     parts: dict[int, Any] = {}

@@ -10,6 +10,7 @@ retry with an earlier boundary, then fall back to scanning a single event exactl
 :class:`TraceReadError` with a one-line message; a stream that ends early raises
 :class:`TraceTruncated` after every complete event before the cut has been delivered.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,8 @@ try:  # ISA-L inflates about 3x faster than zlib; optional.
 except ImportError:  # pragma: no cover - exercised where isal is absent
     _zlib = zlib
 
-BLOCK = 1 << 20            # bytes read (and inflated) per step
-CHUNK_TARGET = 2 << 20     # bytes of events decoded per msgspec call (their objects are ~20x that)
+BLOCK = 1 << 20  # bytes read (and inflated) per step
+CHUNK_TARGET = 2 << 20  # bytes of events decoded per msgspec call (their objects are ~20x that)
 MAX_EVENT_BYTES = 64 << 20  # one event, or one non-event top-level value, larger than this is refused
 DEFAULT_MAX_BYTES = 16 << 30  # refuse traces that decompress to more (settings.py: TB_ATTENTION_MAX_BYTES)
 
@@ -67,14 +68,14 @@ def _string_end(buf: bytes, start: int, resume: int = 0) -> int:
         j = buf.find(b'"', i)
         if j < 0:
             return -1
-        if buf[j - 1] != 0x5C:              # not preceded by a backslash: the common case
+        if buf[j - 1] != 0x5C:  # not preceded by a backslash: the common case
             return j + 1
-        seg = buf[max(start + 1, j - 64):j]
+        seg = buf[max(start + 1, j - 64) : j]
         run = len(seg) - len(seg.rstrip(b"\\"))
         if run == len(seg) and j - 64 > start + 1:
-            seg = buf[start + 1:j]
+            seg = buf[start + 1 : j]
             run = len(seg) - len(seg.rstrip(b"\\"))
-        if run % 2 == 0:                    # the backslashes escape each other
+        if run % 2 == 0:  # the backslashes escape each other
             return j + 1
         i = j + 1
     # Many escaped quotes: resolve every escape of the string at once. Escapes pair up from the
@@ -91,10 +92,10 @@ def _string_resume(buf: bytes, start: int) -> int:
     No escape spans that point, so nothing before it is looked at again: without this, a 60 MiB
     string of escaped quotes was re-scanned from its start for every block read (18 s)."""
     n = len(buf)
-    seg = buf[max(start + 1, n - 64):]
+    seg = buf[max(start + 1, n - 64) :]
     run = len(seg) - len(seg.rstrip(b"\\"))
     if run == len(seg) and n - 64 > start + 1:
-        seg = buf[start + 1:]
+        seg = buf[start + 1 :]
         run = len(seg) - len(seg.rstrip(b"\\"))
     return n - run
 
@@ -136,7 +137,7 @@ class ByteSource:
         self._f = _open_regular(path)
         self.gzip = self._f.read(2) == b"\x1f\x8b"
         self._f.seek(0)
-        self._inflate: Any = _zlib.decompressobj(31) if self.gzip else None   # None: not gzip
+        self._inflate: Any = _zlib.decompressobj(31) if self.gzip else None  # None: not gzip
         self._pending = b""  # compressed input not yet consumed
         self.total = 0
         self.eof = False
@@ -147,8 +148,8 @@ class ByteSource:
         self._reported = 0
 
     def _report(self) -> None:
-        assert self._progress is not None       # else _next_report is infinite
-        pos = self._f.tell()         # file bytes consumed: compressed ones for gzip
+        assert self._progress is not None  # else _next_report is infinite
+        pos = self._f.tell()  # file bytes consumed: compressed ones for gzip
         self._progress.add(pos - self._reported)
         self._reported = pos
         self._next_report = self.total + _progress.REPORT_BYTES
@@ -171,7 +172,8 @@ class ByteSource:
         if self.total > self.max_bytes:
             raise TraceReadError(
                 f"decompressed size exceeds the limit of {_fmt_bytes(self.max_bytes)} "
-                "(raise it with --max-bytes or TB_ATTENTION_MAX_BYTES)")
+                "(raise it with --max-bytes or TB_ATTENTION_MAX_BYTES)"
+            )
         if self.total >= self._next_report:
             self._report()
         return out
@@ -247,11 +249,20 @@ def _lenient_events(items: Any, stats: dict[str, int]) -> list[Event]:
             continue
         args = it.get("args")
         ts, dur = _finite(it.get("ts")), _finite(it.get("dur"))
-        out.append(Event(
-            ph=_text(it.get("ph")), cat=_text(it.get("cat")), name=_text(it.get("name")) or "",
-            pid=_scalar(it.get("pid")), tid=_scalar(it.get("tid")),
-            ts=math.nan if ts is None else ts, dur=0.0 if dur is None else dur, id=_scalar(it.get("id")),
-            s=_text(it.get("s")), args=lenient_args(args) if isinstance(args, dict) else Args()))
+        out.append(
+            Event(
+                ph=_text(it.get("ph")),
+                cat=_text(it.get("cat")),
+                name=_text(it.get("name")) or "",
+                pid=_scalar(it.get("pid")),
+                tid=_scalar(it.get("tid")),
+                ts=math.nan if ts is None else ts,
+                dur=0.0 if dur is None else dur,
+                id=_scalar(it.get("id")),
+                s=_text(it.get("s")),
+                args=lenient_args(args) if isinstance(args, dict) else Args(),
+            )
+        )
     stats["coerced_chunks"] = stats.get("coerced_chunks", 0) + 1
     return out
 
@@ -366,7 +377,7 @@ class TraceParser:
         if not data:
             return False
         self.offset += self.pos
-        self.buf = self.buf[self.pos:] + data
+        self.buf = self.buf[self.pos :] + data
         self.pos = 0
         return True
 
@@ -376,7 +387,7 @@ class TraceParser:
         have = len(self.buf) - self.pos
         if have >= want:
             return
-        head = memoryview(self.buf)[self.pos:]
+        head = memoryview(self.buf)[self.pos :]
         parts: list[Union[bytes, memoryview]] = [head]
         while have < want:
             data = self.src.read()
@@ -410,7 +421,7 @@ class TraceParser:
         raise TraceReadError(f"not a complete JSON trace (ends {what})")
 
     def _string(self) -> str:
-        resume = 0                 # absolute offset where the search for the end goes on
+        resume = 0  # absolute offset where the search for the end goes on
         while True:
             end = _string_end(self.buf, self.pos, resume - self.offset)
             if end >= 0:
@@ -420,7 +431,7 @@ class TraceParser:
             resume = self.offset + _string_resume(self.buf, self.pos)
             if not self._fill():
                 self._end_of_stream("inside a string")
-        raw = self.buf[self.pos:end]
+        raw = self.buf[self.pos : end]
         self.pos = end
         try:
             return str(msgspec.json.decode(raw))
@@ -431,17 +442,16 @@ class TraceParser:
         """Index just past the JSON value starting at ``pos`` (reads more as needed)."""
         i = self.pos
         depth = 0
-        open_string = (-1, 0)      # (absolute start, absolute resume) of a string still open
+        open_string = (-1, 0)  # (absolute start, absolute resume) of a string still open
         while True:
             buf = self.buf
             if i - self.pos > MAX_EVENT_BYTES:
-                raise TraceReadError(
-                    f"one value is larger than {_fmt_bytes(MAX_EVENT_BYTES)} at {self._where()}")
+                raise TraceReadError(f"one value is larger than {_fmt_bytes(MAX_EVENT_BYTES)} at {self._where()}")
             if depth == 0 and i == self.pos and i < len(buf) and buf[i] not in b'"[{':
                 # A literal (number, true, null...): it ends at a delimiter.
                 m = _LITERAL_RE.match(buf, i)
-                assert m is not None                    # the pattern matches "" too
-                if m.end() == i:       # '}' or ']' where a value must start: never skip nothing (a loop)
+                assert m is not None  # the pattern matches "" too
+                if m.end() == i:  # '}' or ']' where a value must start: never skip nothing (a loop)
                     raise TraceReadError(f"malformed JSON at {self._where()} (unexpected {chr(buf[i])!r})")
                 if m.end() < len(buf) or self.src.eof:
                     return m.end()
@@ -469,9 +479,8 @@ class TraceParser:
                         if depth <= 0:
                             return i
                         continue
-            if len(buf) - self.pos > MAX_EVENT_BYTES:   # e.g. inside a string that never ends
-                raise TraceReadError(
-                    f"one value is larger than {_fmt_bytes(MAX_EVENT_BYTES)} at {self._where()}")
+            if len(buf) - self.pos > MAX_EVENT_BYTES:  # e.g. inside a string that never ends
+                raise TraceReadError(f"one value is larger than {_fmt_bytes(MAX_EVENT_BYTES)} at {self._where()}")
             rel = i - self.pos
             if not self._fill():
                 self._end_of_stream("inside an event")
@@ -536,7 +545,7 @@ class TraceParser:
                 saw_events = True
             else:
                 end = self._value_end()
-                raw = self.buf[self.pos:end]
+                raw = self.buf[self.pos : end]
                 self.pos = end
                 try:
                     value = _decode_items(raw, {})
@@ -550,8 +559,7 @@ class TraceParser:
             raise TraceReadError('no "traceEvents" list: this JSON is not a Chrome/Kineto trace')
         return self.meta
 
-    def _emit(self, events: Any, on_events: Callable[[Any], None], chunk: bytes = b"",
-              framed: bool = False) -> None:
+    def _emit(self, events: Any, on_events: Callable[[Any], None], chunk: bytes = b"", framed: bool = False) -> None:
         self.events_seen += len(events)
         on_events(events)
         if self.on_raw is not None and self.raw_marker in chunk:
@@ -597,7 +605,7 @@ class TraceParser:
                 continue
             # Slow path: exactly one event.
             end = self._value_end()
-            chunk = self.buf[self.pos:end]
+            chunk = self.buf[self.pos : end]
             events = decode_events(chunk, self.stats)
             if events is None:
                 if not self._too_deep(chunk):
@@ -632,7 +640,7 @@ class TraceParser:
                 items = _decode_items(b"[" + buf[start:k] + b"]", {})
             except _TooDeep:
                 items = None
-            if isinstance(items, list):        # no '{' in the span, so no objects in it
+            if isinstance(items, list):  # no '{' in the span, so no objects in it
                 self.stats["skipped"] = self.stats.get("skipped", 0) + len(items)
                 self.pos = k + 1
                 return True
@@ -640,9 +648,12 @@ class TraceParser:
         return False
 
 
-def read_trace(path: str, on_events: Callable[[list[Event]], None],
-               max_bytes: int = DEFAULT_MAX_BYTES,
-               on_raw: Optional[Callable[[bytes], None]] = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def read_trace(
+    path: str,
+    on_events: Callable[[list[Event]], None],
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    on_raw: Optional[Callable[[bytes], None]] = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Parse ``path``; returns (top-level metadata, reader stats)."""
     src = ByteSource(path, max_bytes)
     try:

@@ -16,6 +16,7 @@ cost model actually looks at. Both Kineto schemas are mapped to one vocabulary h
   (``train.py(42): forward``; :mod:`.stacks` says which are user code), kept apart from the
   ranges so that they change no nesting: they only answer "where in my code" (source lines).
 """
+
 from __future__ import annotations
 
 import re
@@ -40,12 +41,21 @@ KERNEL, MEMCPY, MEMSET = 0, 1, 2
 GPU_KIND_NAMES = ("kernel", "memcpy", "memset")
 
 _RANGE_CATS = {
-    "cpu_op": OP, "operator": OP, "user_annotation": ANNOTATION,
-    "python_function": PYFUNC, "python": PYFUNC,
-    "cuda_runtime": LAUNCH, "cuda_driver": LAUNCH, "runtime": LAUNCH,
+    "cpu_op": OP,
+    "operator": OP,
+    "user_annotation": ANNOTATION,
+    "python_function": PYFUNC,
+    "python": PYFUNC,
+    "cuda_runtime": LAUNCH,
+    "cuda_driver": LAUNCH,
+    "runtime": LAUNCH,
 }
 _GPU_CATS = {
-    "kernel": KERNEL, "gpu_memcpy": MEMCPY, "memcpy": MEMCPY, "gpu_memset": MEMSET, "memset": MEMSET,
+    "kernel": KERNEL,
+    "gpu_memcpy": MEMCPY,
+    "memcpy": MEMCPY,
+    "gpu_memset": MEMSET,
+    "memset": MEMSET,
 }
 # Python frames worth keeping besides nn.Module ones: they scope attention and rotary code.
 DEFAULT_KEEP_PYTHON = r"(?i)attention|attn|rotary|rope\b|apply_rotary|sdpa|flash"
@@ -53,8 +63,8 @@ DEFAULT_KEEP_PYTHON = r"(?i)attention|attn|rotary|rope\b|apply_rotary|sdpa|flash
 _NONE = -1
 # Timestamps are microseconds (Kineto: since the epoch, ~1.8e15 today); they become int64
 # nanoseconds relative to the earliest one, so |ts| and dur must stay well inside 9.2e15 us.
-MAX_TS_US = 4e15          # the year 2096
-MAX_DUR_US = 1e12         # 11.6 days
+MAX_TS_US = 4e15  # the year 2096
+MAX_DUR_US = 1e12  # 11.6 days
 _decode_any = msgspec.json.Decoder().decode
 
 
@@ -91,6 +101,7 @@ class _Interner:
 @dataclass
 class Signature:
     """Raw JSON of an op's recorded inputs; decoded lazily by :mod:`..roofline.cost`."""
+
     dims: bytes
     types: bytes
     strides: bytes
@@ -99,6 +110,7 @@ class Signature:
 
     def decoded(self) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
         if self._decoded is None:
+
             def dec(b: bytes) -> list[Any]:
                 if not b:
                     return []
@@ -107,6 +119,7 @@ class Signature:
                 except msgspec.DecodeError:
                     return []
                 return v if isinstance(v, list) else []
+
             self._decoded = (dec(self.dims), dec(self.types), dec(self.strides), dec(self.concrete))
         return self._decoded
 
@@ -114,6 +127,7 @@ class Signature:
 @dataclass
 class Trace:
     """Everything read from one file. Columns are numpy arrays of equal length per table."""
+
     path: str
     meta: dict[str, Any]
     strings: list[str]
@@ -125,11 +139,11 @@ class Trace:
     signatures: list[Signature]
     counters: list[dict[str, Any]]
     thread_names: dict[tuple[Any, Any], str]
-    threads: list[tuple[Any, Any]]          # thread index -> (pid, tid) as written in the trace
-    base_us: float                # every *_ns column is nanoseconds after this timestamp
+    threads: list[tuple[Any, Any]]  # thread index -> (pid, tid) as written in the trace
+    base_us: float  # every *_ns column is nanoseconds after this timestamp
     stats: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    stacks: dict[str, np.ndarray] = field(default_factory=dict)   # user Python frames (trace/stacks.py)
+    stacks: dict[str, np.ndarray] = field(default_factory=dict)  # user Python frames (trace/stacks.py)
 
     @property
     def n_ranges(self) -> int:
@@ -163,7 +177,7 @@ def _col_q(values: list[Any], getter: Optional[Callable[[Any], Any]] = None) -> 
     try:
         return array("q", values)
     except TypeError:
-        try:   # the common case: some values are missing
+        try:  # the common case: some values are missing
             return array("q", [-1 if v is None else v for v in values])
         except (OverflowError, TypeError):
             pass
@@ -197,8 +211,13 @@ def _col_l(values: list[Any], default: int = 0) -> array[int]:
     try:
         return array("i", values)
     except (OverflowError, TypeError):
-        return array("i", [v if isinstance(v, int) and not isinstance(v, bool)
-                           and -(1 << 31) <= v < (1 << 31) else default for v in values])
+        return array(
+            "i",
+            [
+                v if isinstance(v, int) and not isinstance(v, bool) and -(1 << 31) <= v < (1 << 31) else default
+                for v in values
+            ],
+        )
 
 
 def _col_d(values: list[Any], default: float = float("nan")) -> array[float]:
@@ -212,30 +231,58 @@ def _first(a: Any, b: Any) -> Any:
     return a if a is not None else (b if b is not None else _NONE)
 
 
-_RANGE_COLS = dict(kind="b", name="i", thread="i", ts="d", dur="d", ext="q", ext1="q", corr="q", seq="q",
-                   fwd_tid="q", sig="i")
-_GPU_COLS = dict(kind="b", name="i", device="i", stream="q", ts="d", dur="d", corr="q", ext="q", ext1="q",
-                 grid_x="i", grid_y="i", grid_z="i", block_x="i", block_y="i", block_z="i",
-                 registers="i", shared_memory="q", blocks_per_sm="d", warps_per_sm="d",
-                 occupancy="d", bytes="q", pid="q", tid="q")
+_RANGE_COLS = dict(
+    kind="b", name="i", thread="i", ts="d", dur="d", ext="q", ext1="q", corr="q", seq="q", fwd_tid="q", sig="i"
+)
+_GPU_COLS = dict(
+    kind="b",
+    name="i",
+    device="i",
+    stream="q",
+    ts="d",
+    dur="d",
+    corr="q",
+    ext="q",
+    ext1="q",
+    grid_x="i",
+    grid_y="i",
+    grid_z="i",
+    block_x="i",
+    block_y="i",
+    block_z="i",
+    registers="i",
+    shared_memory="q",
+    blocks_per_sm="d",
+    warps_per_sm="d",
+    occupancy="d",
+    bytes="q",
+    pid="q",
+    tid="q",
+)
 _FLOW_COLS = dict(start="b", id="q", thread="i", ts="d")
-_MEMORY_COLS = dict(ts="d", thread="i", addr="q", bytes="q", total_allocated="q",
-                    total_reserved="q", device_type="i", device_id="i")
+_MEMORY_COLS = dict(
+    ts="d", thread="i", addr="q", bytes="q", total_allocated="q", total_reserved="q", device_type="i", device_id="i"
+)
 _GPU_ANN_COLS = dict(name="i", device="i", stream="q", ts="d", dur="d", ext="q", ext1="q")
 _STACK_COLS = dict(name="i", thread="i", ts="d", dur="d")
-_USER = -2                # python frame kind: a user frame, kept in the stacks table
+_USER = -2  # python frame kind: a user frame, kept in the stacks table
 
 # Attribute getters: with map() they read struct fields in C, not in the bytecode loop.
-_g_name, _g_cat, _g_ts, _g_dur, _g_args, _g_pid, _g_tid = (attrgetter(a) for a in (
-    "name", "cat", "ts", "dur", "args", "pid", "tid"))
-_g_ext, _g_ext1, _g_corr, _g_seq, _g_fwd = (attrgetter(a) for a in (
-    "external_id", "external_id_v1", "correlation", "seq", "fwd_tid"))
+_g_name, _g_cat, _g_ts, _g_dur, _g_args, _g_pid, _g_tid = (
+    attrgetter(a) for a in ("name", "cat", "ts", "dur", "args", "pid", "tid")
+)
+_g_ext, _g_ext1, _g_corr, _g_seq, _g_fwd = (
+    attrgetter(a) for a in ("external_id", "external_id_v1", "correlation", "seq", "fwd_tid")
+)
 _g_sig = attrgetter("dims", "types", "strides", "concrete")
 _SIG_JOIN = b"\x00".join
-_g_regs, _g_smem, _g_bps, _g_wps, _g_occ, _g_bytes, _g_stream = (attrgetter(a) for a in (
-    "registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy", "bytes", "stream"))
-_g_addr, _g_nbytes, _g_talloc, _g_tres, _g_dtype, _g_did = (attrgetter(a) for a in (
-    "addr", "nbytes", "total_allocated", "total_reserved", "device_type", "device_id"))
+_g_regs, _g_smem, _g_bps, _g_wps, _g_occ, _g_bytes, _g_stream = (
+    attrgetter(a)
+    for a in ("registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy", "bytes", "stream")
+)
+_g_addr, _g_nbytes, _g_talloc, _g_tres, _g_dtype, _g_did = (
+    attrgetter(a) for a in ("addr", "nbytes", "total_allocated", "total_reserved", "device_type", "device_id")
+)
 
 # Bucket codes for the dispatch loop (range kinds first, then the rest).
 _B_GPU, _B_GPU_ANN, _B_COUNTER, _B_SKIP = 10, 11, 12, 13
@@ -251,8 +298,10 @@ class _Table:
 
     def freeze(self) -> dict[str, np.ndarray]:
         # Views on the arrays, not copies: a copy would double the columns' memory at its peak.
-        return {k: (np.frombuffer(a, dtype=a.typecode) if len(a) else np.zeros(0, dtype=a.typecode))
-                for k, a in self.cols.items()}
+        return {
+            k: (np.frombuffer(a, dtype=a.typecode) if len(a) else np.zeros(0, dtype=a.typecode))
+            for k, a in self.cols.items()
+        }
 
 
 class TraceBuilder:
@@ -267,7 +316,7 @@ class TraceBuilder:
         self.sigs = _Interner()
         self.threads = _Interner()
         self.keep_py = re.compile(keep_python)
-        self._py_kind: dict[str, int] = {}   # python frame name -> MODULE / PYFUNC / -1 (drop)
+        self._py_kind: dict[str, int] = {}  # python frame name -> MODULE / PYFUNC / -1 (drop)
         self._cat_bucket: dict[Any, int] = {}
         self.categories: set[str] = set()
         self.ranges = _Table(_RANGE_COLS)
@@ -301,8 +350,16 @@ class TraceBuilder:
 
     def add(self, events: list[Event]) -> None:
         self.counts["events"] += len(events)
-        buckets: dict[int, list[Event]] = {OP: [], ANNOTATION: [], PYFUNC: [], LAUNCH: [], _B_GPU: [],
-                                    _B_GPU_ANN: [], _B_COUNTER: [], _B_SKIP: []}
+        buckets: dict[int, list[Event]] = {
+            OP: [],
+            ANNOTATION: [],
+            PYFUNC: [],
+            LAUNCH: [],
+            _B_GPU: [],
+            _B_GPU_ANN: [],
+            _B_COUNTER: [],
+            _B_SKIP: [],
+        }
         flows, instants, metas = [], [], []
         bucket_of = self._cat_bucket.get
         slow = self._bucket_of
@@ -381,18 +438,23 @@ class TraceBuilder:
         if funcs:
             self._add_ranges(PYFUNC, funcs)
         if users:
-            self.stacks.extend(name=self._intern_names(list(map(_g_name, users))),
-                               thread=self._intern_threads(users),
-                               ts=array("d", map(_g_ts, users)), dur=array("d", map(_g_dur, users)))
+            self.stacks.extend(
+                name=self._intern_names(list(map(_g_name, users))),
+                thread=self._intern_threads(users),
+                ts=array("d", map(_g_ts, users)),
+                dur=array("d", map(_g_dur, users)),
+            )
 
     def _add_ranges(self, kind: int, evs: list[Event]) -> None:
         n = len(evs)
         none = array("q", [_NONE]) * n
-        cols = dict(kind=array("b", [kind]) * n,
-                    name=self._intern_names(list(map(_g_name, evs))),
-                    thread=self._intern_threads(evs),
-                    ts=array("d", map(_g_ts, evs)),
-                    dur=array("d", map(_g_dur, evs)))
+        cols = dict(
+            kind=array("b", [kind]) * n,
+            name=self._intern_names(list(map(_g_name, evs))),
+            thread=self._intern_threads(evs),
+            ts=array("d", map(_g_ts, evs)),
+            dur=array("d", map(_g_dur, evs)),
+        )
         args = list(map(_g_args, evs))
         if kind == OP:
             cols["ext"] = _col_q(args, _g_ext)
@@ -438,9 +500,11 @@ class TraceBuilder:
             corr=_col_q(args, _g_corr),
             ext=_col_q(args, _g_ext),
             ext1=_col_q(args, _g_ext1),
-            grid_x=_col_l([g[0] for g in grids]), grid_y=_col_l([g[1] for g in grids]),
+            grid_x=_col_l([g[0] for g in grids]),
+            grid_y=_col_l([g[1] for g in grids]),
             grid_z=_col_l([g[2] for g in grids]),
-            block_x=_col_l([b[0] for b in blocks]), block_y=_col_l([b[1] for b in blocks]),
+            block_x=_col_l([b[0] for b in blocks]),
+            block_y=_col_l([b[1] for b in blocks]),
             block_z=_col_l([b[2] for b in blocks]),
             registers=_col_l(list(map(_g_regs, args))),
             shared_memory=_col_q(args, _g_smem),
@@ -495,10 +559,14 @@ class TraceBuilder:
             if not isinstance(it, dict) or it.get("cat") != "cuda_profiler_range" or len(self.counters) >= 1_000_000:
                 continue
             a = it.get("args")
-            metrics = {k: v for k, v in a.items() if isinstance(v, (int, float)) and not isinstance(v, bool)} \
-                if isinstance(a, dict) else {}
-            self.counters.append({"name": str(it.get("name") or ""), "ts": it.get("ts"), "dur": it.get("dur"),
-                                  "metrics": metrics})
+            metrics = (
+                {k: v for k, v in a.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+                if isinstance(a, dict)
+                else {}
+            )
+            self.counters.append(
+                {"name": str(it.get("name") or ""), "ts": it.get("ts"), "dur": it.get("dur"), "metrics": metrics}
+            )
 
     def _add_meta(self, e: Event) -> None:
         if e.name == "thread_name" and isinstance(e.args.name, str):
@@ -506,22 +574,36 @@ class TraceBuilder:
 
     # -- parallel reading (parallel.py): one chunk's columns out, merged back in file order ------
     def export(self) -> dict[str, Any]:
-        return {"strings": self.strings.items, "threads": self.threads.items, "sigs": self.sigs.items,
-                "tables": {name: getattr(self, name).cols
-                           for name in ("ranges", "gpu", "flows", "memory", "gpu_ann", "stacks")},
-                "thread_names": self.thread_names, "counters": self.counters, "counts": self.counts,
-                "categories": self.categories}
+        return {
+            "strings": self.strings.items,
+            "threads": self.threads.items,
+            "sigs": self.sigs.items,
+            "tables": {
+                name: getattr(self, name).cols for name in ("ranges", "gpu", "flows", "memory", "gpu_ann", "stacks")
+            },
+            "thread_names": self.thread_names,
+            "counters": self.counters,
+            "counts": self.counts,
+            "categories": self.categories,
+        }
 
     def merge(self, exp: dict[str, Any]) -> None:
         """Append another builder's columns, renumbering its strings, threads and signatures."""
+
         def mapping(intern: _Interner, items: list[Any]) -> np.ndarray:
             return np.array([intern(x) for x in items], dtype=np.int64)
+
         smap = mapping(self.strings, exp["strings"])
         tmap = mapping(self.threads, exp["threads"])
         gmap = mapping(self.sigs, exp["sigs"])
-        remap = {"ranges": {"name": smap, "thread": tmap, "sig": gmap}, "gpu": {"name": smap},
-                 "flows": {"thread": tmap}, "memory": {"thread": tmap}, "gpu_ann": {"name": smap},
-                 "stacks": {"name": smap, "thread": tmap}}
+        remap = {
+            "ranges": {"name": smap, "thread": tmap, "sig": gmap},
+            "gpu": {"name": smap},
+            "flows": {"thread": tmap},
+            "memory": {"thread": tmap},
+            "gpu_ann": {"name": smap},
+            "stacks": {"name": smap, "thread": tmap},
+        }
         for name, cols in exp["tables"].items():
             table = getattr(self, name)
             for k, a in cols.items():
@@ -592,15 +674,34 @@ class TraceBuilder:
         st = dict(stats)
         st.update(self.counts)
         st["categories"] = set(self.categories)
-        return Trace(path=path, meta=meta, strings=self.strings.items, ranges=ranges, gpu=gpu,
-                     flows=flows, memory=memory, gpu_annotations=gpu_ann, signatures=sigs,
-                     counters=self.counters, thread_names=self.thread_names,
-                     threads=self.threads.items, base_us=base, stats=st, stacks=stacks)
+        return Trace(
+            path=path,
+            meta=meta,
+            strings=self.strings.items,
+            ranges=ranges,
+            gpu=gpu,
+            flows=flows,
+            memory=memory,
+            gpu_annotations=gpu_ann,
+            signatures=sigs,
+            counters=self.counters,
+            thread_names=self.thread_names,
+            threads=self.threads.items,
+            base_us=base,
+            stats=st,
+            stacks=stacks,
+        )
 
 
-def load_trace(path: str, max_bytes: int = DEFAULT_MAX_BYTES,
-               keep_python: str = DEFAULT_KEEP_PYTHON, salvage: bool = True, *,
-               jobs: Optional[int] = None, parallel_min_bytes: Optional[int] = None) -> Trace:
+def load_trace(
+    path: str,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    keep_python: str = DEFAULT_KEEP_PYTHON,
+    salvage: bool = True,
+    *,
+    jobs: Optional[int] = None,
+    parallel_min_bytes: Optional[int] = None,
+) -> Trace:
     """Read ``path`` into a :class:`Trace`.
 
     A file that ends early keeps the events read before the cut (``salvage``) and says so in
@@ -608,6 +709,7 @@ def load_trace(path: str, max_bytes: int = DEFAULT_MAX_BYTES,
     ``parallel_min_bytes``: when to read with two processes (:func:`.parallel.suitable`).
     """
     from . import parallel
+
     truncated: Optional[str] = None
     meta: Optional[dict[str, Any]] = None
     stats: Optional[dict[str, Any]] = None
@@ -626,7 +728,7 @@ def load_trace(path: str, max_bytes: int = DEFAULT_MAX_BYTES,
     if stats is None:
         builder = TraceBuilder(keep_python)
         if tried_parallel:
-            _progress.begin_read(path)         # the parallel read gave up: count from byte 0 again
+            _progress.begin_read(path)  # the parallel read gave up: count from byte 0 again
         try:
             meta, stats = read_trace(path, builder.add, max_bytes=max_bytes, on_raw=builder.add_raw)
         except TraceTruncated as e:
@@ -638,29 +740,35 @@ def load_trace(path: str, max_bytes: int = DEFAULT_MAX_BYTES,
     n_events = builder.counts["events"]
     kept = sum(len(t["ts"]) for t in (trace.ranges, trace.gpu, trace.flows, trace.memory, trace.gpu_annotations))
     if not n_events and stats.get("skipped", 0) + stats.get("too_deep", 0):
-        raise TraceReadError(f"no trace events: none of the {stats.get('skipped', 0) + stats.get('too_deep', 0)} "
-                             "entries of traceEvents is an event object")
+        raise TraceReadError(
+            f"no trace events: none of the {stats.get('skipped', 0) + stats.get('too_deep', 0)} "
+            "entries of traceEvents is an event object"
+        )
     dropped = builder.counts["no_ts"] + builder.counts.get("out_of_range", 0)
     if n_events and not kept and dropped:
-        raise TraceReadError(f"no usable events: {dropped} of the {n_events} events have no timestamp "
-                             "(or one out of range)")
+        raise TraceReadError(
+            f"no usable events: {dropped} of the {n_events} events have no timestamp (or one out of range)"
+        )
     if truncated:
         trace.warnings.append(
-            f"the file is truncated ({truncated}); analysed the {builder.counts['events']} "
-            "events before the cut")
+            f"the file is truncated ({truncated}); analysed the {builder.counts['events']} events before the cut"
+        )
     skipped = stats.get("skipped", 0)
     if skipped:
         trace.warnings.append(f"{skipped} entries of traceEvents were not event objects and were skipped")
-    if stats.get("coerced_chunks", 0) > stats.get("repaired", 0):     # repaired chunks are coerced too
+    if stats.get("coerced_chunks", 0) > stats.get("repaired", 0):  # repaired chunks are coerced too
         trace.warnings.append("some events had fields of unexpected types; they were coerced or dropped")
     if builder.counts["negative_dur"]:
         trace.warnings.append(f"{builder.counts['negative_dur']} events had a negative duration (treated as 0)")
     if builder.counts.get("out_of_range"):
-        trace.warnings.append(f"{builder.counts['out_of_range']} events had a timestamp or duration out of range "
-                              f"(|ts| > {MAX_TS_US:.0e} us or dur > {MAX_DUR_US:.0e} us) and were dropped")
+        trace.warnings.append(
+            f"{builder.counts['out_of_range']} events had a timestamp or duration out of range "
+            f"(|ts| > {MAX_TS_US:.0e} us or dur > {MAX_DUR_US:.0e} us) and were dropped"
+        )
     if stats.get("too_deep"):
         trace.warnings.append(f"{stats['too_deep']} events nested too deeply to decode and were skipped")
     if stats.get("repaired"):
-        trace.warnings.append("some events held invalid UTF-8 or NaN/Infinity: bad characters were replaced, "
-                              "non-finite numbers dropped")
+        trace.warnings.append(
+            "some events held invalid UTF-8 or NaN/Infinity: bad characters were replaced, non-finite numbers dropped"
+        )
     return trace

@@ -4,6 +4,7 @@ PyTorch records, per op input: ``Input Dims`` (a shape, ``[]`` for non-tensors, 
 shapes for tensor lists), ``Input type`` (``c10::BFloat16``, ``float``, ``Scalar``,
 ``TensorList``...), ``Input Strides`` and ``Concrete Inputs`` (the value of scalars, as text).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,21 +15,44 @@ from .records import Signature
 
 # Element sizes and short names of the types PyTorch writes into "Input type".
 DTYPES: dict[str, tuple[str, int]] = {
-    "float": ("fp32", 4), "double": ("fp64", 8), "c10::Half": ("fp16", 2),
-    "c10::BFloat16": ("bf16", 2), "c10::Float8_e4m3fn": ("fp8", 1), "c10::Float8_e5m2": ("fp8", 1),
-    "c10::Float8_e4m3fnuz": ("fp8", 1), "c10::Float8_e5m2fnuz": ("fp8", 1),
-    "c10::Float8_e8m0fnu": ("fp8", 1), "c10::Float4_e2m1fn_x2": ("fp4", 1),
-    "int": ("int32", 4), "long int": ("int64", 8), "short int": ("int16", 2),
-    "signed char": ("int8", 1), "unsigned char": ("uint8", 1), "bool": ("bool", 1),
-    "c10::complex<float>": ("complex64", 8), "c10::complex<double>": ("complex128", 16),
+    "float": ("fp32", 4),
+    "double": ("fp64", 8),
+    "c10::Half": ("fp16", 2),
+    "c10::BFloat16": ("bf16", 2),
+    "c10::Float8_e4m3fn": ("fp8", 1),
+    "c10::Float8_e5m2": ("fp8", 1),
+    "c10::Float8_e4m3fnuz": ("fp8", 1),
+    "c10::Float8_e5m2fnuz": ("fp8", 1),
+    "c10::Float8_e8m0fnu": ("fp8", 1),
+    "c10::Float4_e2m1fn_x2": ("fp4", 1),
+    "int": ("int32", 4),
+    "long int": ("int64", 8),
+    "short int": ("int16", 2),
+    "signed char": ("int8", 1),
+    "unsigned char": ("uint8", 1),
+    "bool": ("bool", 1),
+    "c10::complex<float>": ("complex64", 8),
+    "c10::complex<double>": ("complex128", 16),
     "c10::complex<c10::Half>": ("complex32", 4),
 }
 # c10::ScalarType enum values, as they appear in Concrete Inputs (e.g. the dtype of _to_copy).
 SCALAR_TYPE_CODES: dict[int, tuple[str, int]] = {
-    0: ("uint8", 1), 1: ("int8", 1), 2: ("int16", 2), 3: ("int32", 4), 4: ("int64", 8),
-    5: ("fp16", 2), 6: ("fp32", 4), 7: ("fp64", 8), 11: ("bool", 1), 15: ("bf16", 2),
-    23: ("fp8", 1), 24: ("fp8", 1), 25: ("fp8", 1), 26: ("fp8", 1),
-    44: ("fp8", 1), 45: ("fp4", 1),            # Float8_e8m0fnu (MX scales), Float4_e2m1fn_x2 (two per byte)
+    0: ("uint8", 1),
+    1: ("int8", 1),
+    2: ("int16", 2),
+    3: ("int32", 4),
+    4: ("int64", 8),
+    5: ("fp16", 2),
+    6: ("fp32", 4),
+    7: ("fp64", 8),
+    11: ("bool", 1),
+    15: ("bf16", 2),
+    23: ("fp8", 1),
+    24: ("fp8", 1),
+    25: ("fp8", 1),
+    26: ("fp8", 1),
+    44: ("fp8", 1),
+    45: ("fp4", 1),  # Float8_e8m0fnu (MX scales), Float4_e2m1fn_x2 (two per byte)
 }
 FLOAT_DTYPES = {"fp64", "fp32", "fp16", "bf16", "fp8", "fp4"}
 
@@ -36,11 +60,12 @@ FLOAT_DTYPES = {"fp64", "fp32", "fp16", "bf16", "fp8", "fp4"}
 @dataclass(frozen=True)
 class Arg:
     """One recorded input. ``shape`` is None for a non-tensor; ``shapes`` for a tensor list."""
+
     shape: Optional[tuple[int, ...]]
-    dtype: Optional[str]          # short name (bf16, fp32...) for tensors
+    dtype: Optional[str]  # short name (bf16, fp32...) for tensors
     itemsize: int
     strides: Optional[tuple[int, ...]]
-    value: str                    # Concrete Inputs text ("" when not recorded)
+    value: str  # Concrete Inputs text ("" when not recorded)
     shapes: Optional[tuple[tuple[int, ...], ...]] = None
 
     @property
@@ -127,4 +152,3 @@ def parse_args(sig: Signature) -> list[Arg]:
             continue
         out.append(Arg(shape=shape, dtype=dt[0], itemsize=dt[1], strides=_ints(s), value=v))
     return out
-

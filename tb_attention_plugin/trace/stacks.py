@@ -9,6 +9,7 @@ trace's ``stacks`` table; :func:`innermost` then finds, for many (thread, time) 
 the innermost kept frame that contains each point: one sort, one parent pass and a few
 vectorised steps up the nesting, never a scan per query.
 """
+
 from __future__ import annotations
 
 import re
@@ -20,11 +21,37 @@ import numpy as np
 
 _FRAME = re.compile(r"^(?P<file>.+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
 # first path component of library code (besides the standard library)
-_LIBRARIES = frozenset({"torch", "torchvision", "torchaudio", "torchtext", "functorch", "triton", "numpy",
-                        "_pytest", "pytest", "pluggy", "IPython", "ipykernel", "tqdm"})
-_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"typing", "enum", "dataclasses", "logging",
-                                                                  "contextlib", "threading", "functools", "abc",
-                                                                  "collections", "os", "runpy", "importlib"}
+_LIBRARIES = frozenset(
+    {
+        "torch",
+        "torchvision",
+        "torchaudio",
+        "torchtext",
+        "functorch",
+        "triton",
+        "numpy",
+        "_pytest",
+        "pytest",
+        "pluggy",
+        "IPython",
+        "ipykernel",
+        "tqdm",
+    }
+)
+_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {
+    "typing",
+    "enum",
+    "dataclasses",
+    "logging",
+    "contextlib",
+    "threading",
+    "functools",
+    "abc",
+    "collections",
+    "os",
+    "runpy",
+    "importlib",
+}
 
 
 @lru_cache(maxsize=65536)
@@ -40,7 +67,7 @@ def user_frame(name: str) -> Optional[tuple[str, int, str]]:
         return None
     parts = path.replace("\\", "/").lstrip("/").split("/")
     if "lib" in parts and any(p.startswith("python") for p in parts):
-        return None                                      # an absolute path into an interpreter's lib
+        return None  # an absolute path into an interpreter's lib
     head = parts[0][:-3] if len(parts) == 1 and parts[0].endswith(".py") else parts[0]
     if head in _LIBRARIES or head in _STDLIB:
         return None
@@ -67,7 +94,7 @@ def innermost(stacks: dict[str, np.ndarray], thread: np.ndarray, ts_ns: np.ndarr
     for i, (th, st, en) in enumerate(zip(t_s.tolist(), s_s.tolist(), ends)):
         if th != last_thr:
             stack, last_thr = [], th
-        while stack and (ends[stack[-1]] <= st or ends[stack[-1]] < en):   # closed, or not around i
+        while stack and (ends[stack[-1]] <= st or ends[stack[-1]] < en):  # closed, or not around i
             stack.pop()
         parent[i] = stack[-1] if stack else -1
         stack.append(i)

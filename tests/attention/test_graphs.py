@@ -1,6 +1,7 @@
 """CUDA-graph replays: structure tags, --reference (eager or capture), the trace's own capture, a
 reference found next to the replay, and truthful notices. Synthetic traces and the recorded H200
 decode step (tests/data/modern: eager, replay, capture of the same 4-layer GQA decode step)."""
+
 import glob
 import os
 import shutil
@@ -32,30 +33,67 @@ LAYER = [
     ("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT", "up"),
     ("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT", "down"),
 ]
-EXPECTED = {"q": "qkv_proj", "k": "qkv_proj", "v": "qkv_proj", "rope": "rotary", "cache": "layout",
-            "attn": "fused_attention", "o": "out_proj"}
+EXPECTED = {
+    "q": "qkv_proj",
+    "k": "qkv_proj",
+    "v": "qkv_proj",
+    "rope": "rotary",
+    "cache": "layout",
+    "attn": "fused_attention",
+    "o": "out_proj",
+}
 
 
 def graph_launch(t: SynthTrace, kernels: list[str], dur: float = 5.0) -> None:
     """One cudaGraphLaunch and the kernels it replays: one correlation id, no op."""
     t.corr += 1
     ts = t._tick(0.5)
-    t.events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": t.pid, "tid": t.tid,
-                     "ts": ts, "dur": 3.0, "args": {"correlation": t.corr, "cbid": 311}})
+    t.events.append(
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaGraphLaunch",
+            "pid": t.pid,
+            "tid": t.tid,
+            "ts": ts,
+            "dur": 3.0,
+            "args": {"correlation": t.corr, "cbid": 311},
+        }
+    )
     t.gpu_now = max(t.gpu_now, ts + 1)
     for name in kernels:
         t.gpu_now += 0.2
-        t.events.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": round(t.gpu_now, 3),
-                         "dur": dur, "args": {"queued": 0, "device": 0, "context": 1, "stream": 7,
-                                              "correlation": t.corr, "grid": [32, 1, 1], "block": [128, 1, 1],
-                                              "registers per thread": 32, "shared memory": 0,
-                                              "blocks per SM": 0.2, "warps per SM": 1.0,
-                                              "est. achieved occupancy %": 2}})
+        t.events.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": name,
+                "pid": 0,
+                "tid": 7,
+                "ts": round(t.gpu_now, 3),
+                "dur": dur,
+                "args": {
+                    "queued": 0,
+                    "device": 0,
+                    "context": 1,
+                    "stream": 7,
+                    "correlation": t.corr,
+                    "grid": [32, 1, 1],
+                    "block": [128, 1, 1],
+                    "registers per thread": 32,
+                    "shared memory": 0,
+                    "blocks per SM": 0.2,
+                    "warps per SM": 1.0,
+                    "est. achieved occupancy %": 2,
+                },
+            }
+        )
         t.gpu_now += dur
 
 
 def eager_layer(t: SynthTrace, b=8, h=2048) -> None:
     """The same layer run eagerly with modules, ops and shapes."""
+
     def lin(name, n):
         with t.module(f"Linear_{name}"):
             with t.op("aten::linear", dims=[[b, 1, h], [n, h]], types=[BF16, BF16]):
@@ -76,13 +114,22 @@ def eager_layer(t: SynthTrace, b=8, h=2048) -> None:
             with t.op("aten::neg", dims=[[b, 16, 1, 64]], types=[BF16]):
                 t.kernel(next(it), dur=5)
             for _ in range(2):
-                with t.op("aten::index_copy_", dims=[[b, 4, 4096, 128], [], [1], [b, 4, 1, 128]],
-                          types=[BF16, "", "long", BF16]):
+                with t.op(
+                    "aten::index_copy_",
+                    dims=[[b, 4, 4096, 128], [], [1], [b, 4, 1, 128]],
+                    types=[BF16, "", "long", BF16],
+                ):
                     t.kernel(next(it), dur=5)
-            with t.op("aten::scaled_dot_product_attention", dims=[[b, 16, 1, 128], [b, 4, 4096, 128],
-                                                                 [b, 4, 4096, 128]], types=[BF16] * 3):
-                with t.op("aten::_scaled_dot_product_flash_attention",
-                          dims=[[b, 16, 1, 128], [b, 4, 4096, 128], [b, 4, 4096, 128]], types=[BF16] * 3):
+            with t.op(
+                "aten::scaled_dot_product_attention",
+                dims=[[b, 16, 1, 128], [b, 4, 4096, 128], [b, 4, 4096, 128]],
+                types=[BF16] * 3,
+            ):
+                with t.op(
+                    "aten::_scaled_dot_product_flash_attention",
+                    dims=[[b, 16, 1, 128], [b, 4, 4096, 128], [b, 4, 4096, 128]],
+                    types=[BF16] * 3,
+                ):
                     t.kernel(next(it), dur=5)
                     t.kernel(next(it), dur=5)
             lin("o", h)
@@ -145,9 +192,13 @@ def test_replay_notice_tells_the_truth(tmp_path):
     msg = next(n for n in rep["notices"] if n["code"] == "graph_replay")
     assert msg["message"].startswith(f"{2 * len(LAYER)} of {2 * len(LAYER)} kernels were replayed")
     assert "--reference" in msg["fix"]
-    assert rep["graphs"] == {"launches": 1, "replayed_kernels": 2 * len(LAYER),
-                             "attributed": {"reference": 0, "structure": 14, "none": 16},
-                             "reference": None, "reference_kind": None}
+    assert rep["graphs"] == {
+        "launches": 1,
+        "replayed_kernels": 2 * len(LAYER),
+        "attributed": {"reference": 0, "structure": 14, "none": 16},
+        "reference": None,
+        "reference_kind": None,
+    }
 
 
 def test_old_trace_without_flags_still_gets_the_flag_advice(tmp_path):
@@ -185,8 +236,8 @@ def test_reference_alignment_survives_extra_and_missing_kernels(tmp_path):
     q = ref[:3] + ["void at::native::vectorized_elementwise_kernel<4, FillFunctor<float>>"] + ref[3:12] + ref[13:]
     pairs = align(q, ref)
     matched = {i for i, _ in pairs}
-    assert 3 not in matched                       # the extra kernel has no partner
-    assert len(pairs) == len(ref) - 1              # everything else but the dropped one
+    assert 3 not in matched  # the extra kernel has no partner
+    assert len(pairs) == len(ref) - 1  # everything else but the dropped one
     assert all(q[i] == ref[j] or q[i].split("<")[0] == ref[j].split("<")[0] for i, j in pairs)
     assert [j for _, j in pairs] == sorted(j for _, j in pairs)
 
@@ -251,8 +302,14 @@ def test_recorded_replay_with_reference_equals_eager():
     assert [k["name"] for k in ks] == [e["name"] for e in es]
     assert all(k["graph"] == "reference" for k in ks)
     for k, e in zip(ks, es):
-        assert (k["attention"], k["phase"], k["op"], k["module_path"], k["cost_op"], k["dtype"]) == \
-               (e["attention"], e["phase"], e["op"], e["module_path"], e["cost_op"], e["dtype"])
+        assert (k["attention"], k["phase"], k["op"], k["module_path"], k["cost_op"], k["dtype"]) == (
+            e["attention"],
+            e["phase"],
+            e["op"],
+            e["module_path"],
+            e["cost_op"],
+            e["dtype"],
+        )
         if k["cost_share"] == 1.0:
             assert (k["flops"], k["bytes"]) == (e["flops"], e["bytes"])
     # an op's cost is split among its kernels by their durations, which are the replay's own
@@ -304,9 +361,10 @@ def test_recorded_replay_finds_the_eager_trace_in_its_run_directory(tmp_path):
 
 def test_cli_reference_that_is_not_a_file(tmp_path, capsys):
     from tb_attention_plugin.cli import main
+
     try:
         rc = main(["analyze", replay_trace(tmp_path), "--reference", str(tmp_path / "missing.json"), "--no-cache"])
-    except SystemExit as e:           # option errors leave through SystemExit, as for --peaks
+    except SystemExit as e:  # option errors leave through SystemExit, as for --peaks
         rc = e.code
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and err[0].startswith("error: ") and "--reference" in err[0]
@@ -316,6 +374,7 @@ def test_cli_reference_json(tmp_path, capsys):
     import json
 
     from tb_attention_plugin.cli import main
+
     rc = main(["analyze", replay_trace(tmp_path), "--reference", eager_trace(tmp_path), "--no-cache", "-f", "json"])
     out = json.loads(capsys.readouterr().out)
     assert rc == 0
@@ -326,14 +385,13 @@ def test_cli_reference_json(tmp_path, capsys):
 def test_unknown_replayed_kernels_say_why(tmp_path):
     rep = analyze_path(replay_trace(tmp_path))
     unknown = [k for k in kernels(rep) if k["bound"] == "unknown"]
-    assert unknown and all("CUDA graph" in k["bound_reason"] and "--reference" in k["bound_reason"]
-                           for k in unknown)
+    assert unknown and all("CUDA graph" in k["bound_reason"] and "--reference" in k["bound_reason"] for k in unknown)
 
 
 def test_op_around_the_graph_launch_lends_no_cost(tmp_path):
     t = SynthTrace()
     t.meta.update(record_shapes=1, with_stack=1)
-    with t.op("aten::mm", dims=[[4096, 4096], [4096, 4096]], types=[BF16, BF16]):   # a wrapper, say
+    with t.op("aten::mm", dims=[[4096, 4096], [4096, 4096]], types=[BF16, BF16]):  # a wrapper, say
         graph_launch(t, [n for n, _ in LAYER])
     rep = analyze_path(t.write(tmp_path / "x.json"))
     ks = kernels(rep)
@@ -354,9 +412,9 @@ def test_many_ranks_do_not_read_each_other(tmp_path):
     run.mkdir()
     for r in range(8):
         replay_trace(run, f"rank{r}.pt.trace.json")
-    eager_trace(run, "zz_unnamed.pt.trace.json")          # not named as a reference, among many files
+    eager_trace(run, "zz_unnamed.pt.trace.json")  # not named as a reference, among many files
     rep = analyze_path(str(run / "rank0.pt.trace.json"))
     assert rep["graphs"]["reference"] is None
-    eager_trace(run, "step.reference.pt.trace.json")      # named: found even among many
+    eager_trace(run, "step.reference.pt.trace.json")  # named: found even among many
     rep = analyze_path(str(run / "rank0.pt.trace.json"))
     assert rep["graphs"]["reference"].endswith("step.reference.pt.trace.json")

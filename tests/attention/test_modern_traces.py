@@ -2,6 +2,7 @@
 (tests/data/modern, tests/data/ddp2; recorded with validation/run_device_modern.sh), against the
 module truth of validation/tagging_accuracy.py. Issue #12 asks for >= 0.95 on every one (CUDA-graph
 replay with --reference)."""
+
 import os
 import sys
 

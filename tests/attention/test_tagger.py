@@ -1,5 +1,3 @@
-
-
 from synth import BF16, F32, SynthTrace, mlp_and_loss, naive_attention
 from tb_attention_plugin.attention.patterns import PHASES, triton_phase
 from tb_attention_plugin.attention.tagger import tag
@@ -14,8 +12,13 @@ def run(t, tmp_path, **kw):
     rows = []
     for k in range(tr.n_gpu):
         att = T.gpu_instance[k] >= 0
-        rows.append((tr.strings[tr.gpu["name"][k]], PHASES[T.gpu_phase[k]] if att else None,
-                     "bwd" if T.gpu_backward[k] else "fwd"))
+        rows.append(
+            (
+                tr.strings[tr.gpu["name"][k]],
+                PHASES[T.gpu_phase[k]] if att else None,
+                "bwd" if T.gpu_backward[k] else "fwd",
+            )
+        )
     return rows, T
 
 
@@ -28,7 +31,7 @@ def test_module_scope_phases_and_non_attention_untagged(tmp_path):
     mlp_and_loss(t)
     rows, _ = run(t, tmp_path)
     assert [r[1] for r in rows[:8]] == NAIVE_PHASES
-    assert [r[1] for r in rows[8:]] == [None, None, None]      # MLP GEMM, GELU, loss softmax
+    assert [r[1] for r in rows[8:]] == [None, None, None]  # MLP GEMM, GELU, loss softmax
 
 
 def test_annotation_scope(tmp_path):
@@ -61,14 +64,24 @@ def test_unscoped_eager_pattern_finds_core_only(tmp_path):
     assert {T.instances[i]["source"] for i in set(T.gpu_instance.tolist()) if i >= 0} == {"pattern"}
 
 
-def _sdpa(t, name="aten::_scaled_dot_product_flash_attention", kernel="void pytorch_flash::flash_fwd_kernel<>",
-          seq=None):
+def _sdpa(
+    t, name="aten::_scaled_dot_product_flash_attention", kernel="void pytorch_flash::flash_fwd_kernel<>", seq=None
+):
     dims = [[2, 4, 128, 64]] * 3 + [[], [], [], []]
-    with t.op("aten::scaled_dot_product_attention", dims=dims + [[]],
-              types=[BF16] * 3 + ["", "Scalar", "Scalar", "", "Scalar"],
-              concrete=["", "", "", "", "0.", "True", "", "False"], seq=seq):
-        with t.op(name, dims=dims, types=[BF16] * 3 + ["Scalar"] * 4,
-                  concrete=["", "", "", "0.", "True", "False", ""], seq=seq):
+    with t.op(
+        "aten::scaled_dot_product_attention",
+        dims=dims + [[]],
+        types=[BF16] * 3 + ["", "Scalar", "Scalar", "", "Scalar"],
+        concrete=["", "", "", "", "0.", "True", "", "False"],
+        seq=seq,
+    ):
+        with t.op(
+            name,
+            dims=dims,
+            types=[BF16] * 3 + ["Scalar"] * 4,
+            concrete=["", "", "", "0.", "True", "False", ""],
+            seq=seq,
+        ):
             t.kernel(kernel, dur=30)
 
 
@@ -90,8 +103,11 @@ def test_module_with_sdpa_projections_and_layout(tmp_path):
         with t.function("modeling_llama.py(150): apply_rotary_pos_emb"):
             with t.op("aten::mul", dims=[[2, 4, 128, 64], [1, 1, 128, 64]], types=[BF16, BF16]):
                 t.kernel("vectorized_elementwise_kernel<mul>", dur=2)
-        _sdpa(t, name="aten::_scaled_dot_product_cudnn_attention",
-              kernel="cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16")
+        _sdpa(
+            t,
+            name="aten::_scaled_dot_product_cudnn_attention",
+            kernel="cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16",
+        )
         with t.op("aten::contiguous", dims=[[2, 128, 4, 64]], types=[BF16]):
             with t.op("aten::clone", dims=[[2, 128, 4, 64], []], types=[BF16, ""]):
                 with t.op("aten::copy_", dims=[[2, 128, 4, 64], [2, 128, 4, 64], []], types=[BF16, BF16, "Scalar"]):
@@ -117,9 +133,17 @@ def test_backward_inherits_forward_phase_and_module(tmp_path):
                 t.kernel(f"bwd_{tag_}", tid=200)
     rows, _ = run(t, tmp_path)
     bwd = {r[0]: r[1] for r in rows if r[2] == "bwd"}
-    assert bwd == {"bwd_qkv": "qkv_proj", "bwd_qk": "qk_matmul", "bwd_scale": "scale", "bwd_mask": "mask",
-                   "bwd_softmax": "softmax", "bwd_dropout": "dropout", "bwd_pv": "pv_matmul", "bwd_out": "out_proj",
-                   "bwd_mlp": None}
+    assert bwd == {
+        "bwd_qkv": "qkv_proj",
+        "bwd_qk": "qk_matmul",
+        "bwd_scale": "scale",
+        "bwd_mask": "mask",
+        "bwd_softmax": "softmax",
+        "bwd_dropout": "dropout",
+        "bwd_pv": "pv_matmul",
+        "bwd_out": "out_proj",
+        "bwd_mlp": None,
+    }
 
 
 def test_sdpa_backward_op_is_attention_even_unlinked(tmp_path):
@@ -129,8 +153,10 @@ def test_sdpa_backward_op_is_attention_even_unlinked(tmp_path):
             t.kernel("void pytorch_flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<>", tid=200)
             t.kernel("void pytorch_flash::flash_bwd_convert_dq_kernel<>", tid=200)
     rows, _ = run(t, tmp_path)
-    assert rows == [("void pytorch_flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<>", "fused_attention", "bwd"),
-                    ("void pytorch_flash::flash_bwd_convert_dq_kernel<>", "fused_attention", "bwd")]
+    assert rows == [
+        ("void pytorch_flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<>", "fused_attention", "bwd"),
+        ("void pytorch_flash::flash_bwd_convert_dq_kernel<>", "fused_attention", "bwd"),
+    ]
 
 
 def test_kernel_name_fallback_without_cpu_side(tmp_path):
@@ -195,7 +221,7 @@ def test_kernel_launched_from_python_inside_attention_module(tmp_path):
     with t.module("CustomAttention_0"):
         with t.op("aten::linear", dims=[[2, 128, 256], [768, 256], []], types=[BF16, BF16, ""]):
             t.kernel("nvjet_gemm")
-        t.kernel("_attn_fwd")            # cuLaunchKernel under the module's Python frame
+        t.kernel("_attn_fwd")  # cuLaunchKernel under the module's Python frame
     mlp_and_loss(t)
     rows, _ = run(t, tmp_path)
     assert [r[1] for r in rows[:2]] == ["qkv_proj", "fused_attention"]
@@ -218,8 +244,11 @@ def test_mla_latent_norms_are_part_of_the_projections(tmp_path):
             with t.module(lin.replace("_0", "_1").replace("_2", "_3")):
                 with t.op("aten::linear", dims=[[2, 64, 32], [512, 32]], types=[BF16, BF16]):
                     t.kernel("gemm_up", dur=2)
-        with t.op("aten::_scaled_dot_product_efficient_attention",
-                  dims=[[2, 8, 64, 64], [2, 8, 64, 64], [2, 8, 64, 64]], types=[BF16] * 3):
+        with t.op(
+            "aten::_scaled_dot_product_efficient_attention",
+            dims=[[2, 8, 64, 64], [2, 8, 64, 64], [2, 8, 64, 64]],
+            types=[BF16] * 3,
+        ):
             t.kernel("fmha_cutlassF_bf16_aligned_64x64_rf_sm80", dur=5)
     rows, _ = run(t, tmp_path)
     assert [r[1] for r in rows] == ["qkv_proj"] * 8 + ["fused_attention"]

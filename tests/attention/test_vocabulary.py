@@ -1,5 +1,6 @@
 """One vocabulary (tb_attention_plugin/attention/vocabulary.py): the dashboard's generated copy is
 current, and no other module writes its own phase list or labels again."""
+
 from __future__ import annotations
 
 import os
@@ -11,8 +12,9 @@ from tb_attention_plugin.attention import patterns as P, vocabulary as V
 
 def test_the_dashboards_copy_is_generated_from_the_module():
     with open(V.TS_PATH, encoding="utf-8") as f:
-        assert f.read() == V.typescript(), \
+        assert f.read() == V.typescript(), (
             "frontend/src/vocabulary.ts is stale: python -m tb_attention_plugin.attention.vocabulary, then rebuild"
+        )
 
 
 def test_the_vocabulary_is_complete_and_consistent():
@@ -20,7 +22,7 @@ def test_the_vocabulary_is_complete_and_consistent():
     assert len(V.FLOW_ORDER) == len(V.PHASES) and V.CORE_PHASES <= set(V.PHASES)
     assert V.UNFUSED_CORE_PHASES == V.CORE_PHASES - {"fused_attention"}
     assert set(V.BOUND_LABELS) == set(V.BOUND_COLORS) == set(V.BOUNDS)
-    assert len(set(V.PHASE_COLORS.values())) == len(V.PHASES)           # a colour tells phases apart
+    assert len(set(V.PHASE_COLORS.values())) == len(V.PHASES)  # a colour tells phases apart
     assert all(re.fullmatch(r"#[0-9a-f]{6}", c) for c in list(V.PHASE_COLORS.values()) + list(V.BOUND_COLORS.values()))
     # the engine's users see the same objects through patterns
     assert P.PHASES is V.PHASES and P.PHASE_LABELS is V.PHASE_LABELS and P.CORE_PHASES is V.CORE_PHASES

@@ -1,5 +1,6 @@
 """Helpers of the browser tests: a real TensorBoard on 127.0.0.1 (always stopped), the plugin's
 iframe, JSON from the plugin's routes, screenshots into tests/_artifacts/."""
+
 from __future__ import annotations
 
 import contextlib
@@ -15,8 +16,15 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ARTIFACTS = os.path.join(ROOT, "tests", "_artifacts")
 CHROMIUM = os.environ.get("TB_ATTENTION_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def free_port() -> int:
@@ -60,9 +68,25 @@ def tensorboard(logdir: str, tmp: str, env: dict = None):
     e["PYTHONPATH"] = ROOT + os.pathsep + e.get("PYTHONPATH", "")
     e.update(env or {})
     log = open(os.path.join(tmp, "tensorboard.log"), "w+")
-    proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", logdir, "--port", str(port),
-                             "--host", "127.0.0.1", "--reload_interval", "0"],
-                            stdout=log, stderr=subprocess.STDOUT, env=e, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tensorboard.main",
+            "--logdir",
+            logdir,
+            "--port",
+            str(port),
+            "--host",
+            "127.0.0.1",
+            "--reload_interval",
+            "0",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=e,
+        start_new_session=True,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         wait(lambda: proc.poll() is None and get_json(base + "/data/plugins_listing"), 60, "tensorboard")
@@ -86,6 +110,7 @@ def settled(base: str, n: int, timeout: float = 120) -> dict:
         d = get_json(base + "/data/plugin/attention/runs")
         c = d["counts"]
         return d if c["files"] >= n and c["ready"] + c["error"] == c["files"] else None
+
     return wait(ok, timeout, f"{n} traces analysed")
 
 

@@ -1,6 +1,7 @@
 """Many users have torch-tb-profiler installed: TensorBoard with both plugins on one log
 directory (tensorboard_trace_handler's layout, which both read) shows both tabs, and the
 Attention tab works as alone: same figures, no page error, no request outside its routes."""
+
 from __future__ import annotations
 
 import os
@@ -23,17 +24,26 @@ def test_both_tabs_load_and_ours_is_unaffected(tmp_path):
     logdir = str(tmp_path / "logdir")
     copy_run(logdir, "gpt", src)
     from tb_attention_plugin.analyze import analyze_path
+
     want = analyze_path(os.path.join(logdir, "gpt", sorted(os.listdir(os.path.join(logdir, "gpt")))[0]))
     with tensorboard(logdir, str(tmp_path)) as base:
         listing = get_json(base + "/data/plugins_listing")
         assert "attention" in listing and "pytorch_profiler" in listing
         settled(base, 1)
         # torch-tb-profiler found the same run
-        wait(lambda: "gpt" in (get_json(base + "/data/plugin/pytorch_profiler/runs").get("runs") or []), 60,
-             "torch-tb-profiler's run list")
+        wait(
+            lambda: "gpt" in (get_json(base + "/data/plugin/pytorch_profiler/runs").get("runs") or []),
+            60,
+            "torch-tb-profiler's run list",
+        )
         # both tabs active (TensorBoard hides a plugin whose is_active() is false at page load)
-        wait(lambda: all(get_json(base + "/data/plugins_listing")[k].get("enabled")
-                         for k in ("attention", "pytorch_profiler")), 60, "both plugins active")
+        wait(
+            lambda: all(
+                get_json(base + "/data/plugins_listing")[k].get("enabled") for k in ("attention", "pytorch_profiler")
+            ),
+            60,
+            "both plugins active",
+        )
         with sync_api.sync_playwright() as p:
             b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
             try:
@@ -44,11 +54,13 @@ def test_both_tabs_load_and_ours_is_unaffected(tmp_path):
                 # their tab first, then ours in the same page
                 page.goto(base + "/#pytorch_profiler")
                 theirs = plugin_frame(page, "pytorch_profiler", timeout=30)
-                theirs.wait_for_function("document.body && document.body.innerText.includes('gpt4l_sdpa_train_rank0')",
-                                         timeout=30000)      # their run and worker pickers filled from their routes
+                theirs.wait_for_function(
+                    "document.body && document.body.innerText.includes('gpt4l_sdpa_train_rank0')", timeout=30000
+                )  # their run and worker pickers filled from their routes
                 page.wait_for_function(
                     "() => [...document.querySelectorAll('iframe')].some(f => f.src.includes('name=pytorch_profiler'))",
-                    timeout=10000)
+                    timeout=10000,
+                )
                 shot(page, "e2e15_torch_tb_profiler.png")
                 # (their page reports "google is not defined" offline: Google Charts comes from a CDN)
                 page.goto(base + "/#attention")

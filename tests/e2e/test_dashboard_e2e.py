@@ -6,6 +6,7 @@ canvas timeline, and compare starting from the run being viewed.
 Runs: the eager and SDPA Hugging Face Llama training steps of validation/traces (H200) and the
 flash sample. Screenshots go to tests/_artifacts/.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,11 +22,13 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not 
 if not os.path.exists(CHROMIUM):
     pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
 
-RUNS = {"llama_eager": "validation/traces/hf_llama_eager_fwdbwd",
-        "llama_sdpa": "validation/traces/hf_llama_sdpa_fwdbwd",
-        "flash": "sample_traces/sdpa_flash_s2048_fwd"}
+RUNS = {
+    "llama_eager": "validation/traces/hf_llama_eager_fwdbwd",
+    "llama_sdpa": "validation/traces/hf_llama_sdpa_fwdbwd",
+    "flash": "sample_traces/sdpa_flash_s2048_fwd",
+}
 API = "/data/plugin/attention"
-LOGDIR = {}           # the module's log directory (the last test adds a run to it)
+LOGDIR = {}  # the module's log directory (the last test adds a run to it)
 
 
 @pytest.fixture(scope="module")
@@ -61,14 +64,19 @@ def page(browser):
 
 
 def _value_is(frame, sel: str, value: str, timeout: float = 10000) -> None:
-    frame.wait_for_function(f"(() => {{ const e = document.querySelector({sel!r}); "
-                            f"return !!e && e.value === {value!r}; }})()", timeout=timeout)
+    frame.wait_for_function(
+        f"(() => {{ const e = document.querySelector({sel!r}); return !!e && e.value === {value!r}; }})()",
+        timeout=timeout,
+    )
 
 
 def _text_has(frame, sel: str, pattern: str, timeout: float = 10000) -> None:
     """Wait until the element's text matches the regular expression ``pattern``."""
-    frame.wait_for_function(f"(() => {{ const e = document.querySelector({sel!r}); "
-                            f"return !!e && new RegExp({pattern!r}).test(e.textContent); }})()", timeout=timeout)
+    frame.wait_for_function(
+        f"(() => {{ const e = document.querySelector({sel!r}); "
+        f"return !!e && new RegExp({pattern!r}).test(e.textContent); }})()",
+        timeout=timeout,
+    )
 
 
 def _open(page, base, hash_="#attention"):
@@ -88,9 +96,9 @@ def test_runs_overview_is_the_landing_page(tb, page):
     rows = frame.eval_on_selector_all("#runs-table tbody tr", "rs => rs.map(r => r.dataset.run)")
     assert set(rows) == set(RUNS)
     att = {r["run"]: r["attention_time_us"] for r in get_json(tb + API + "/overview")["runs"]}
-    assert rows == sorted(att, key=lambda r: -att[r])          # the most attention time first
+    assert rows == sorted(att, key=lambda r: -att[r])  # the most attention time first
     text = frame.inner_text('#runs-table tr[data-run="llama_eager"]')
-    assert "Use fused attention" in text and "~" in text       # the top finding, its gain an estimate
+    assert "Use fused attention" in text and "~" in text  # the top finding, its gain an estimate
     shot(page, "e2e15_runs.png")
 
 
@@ -107,17 +115,22 @@ def test_advice_strip_click_through_and_url_state(tb, page):
     assert "STEP TIME" in strip.upper() and "GPU BUSY" in strip.upper() and "GPU IDLE" in strip.upper()
     assert re.search(r"\d+ % of busy", strip)
     shot(page, "e2e15_advice.png")
-    if os.environ.get("TB_ATTENTION_UPDATE_SCREENSHOT") == "1":       # the README picture
+    if os.environ.get("TB_ATTENTION_UPDATE_SCREENSHOT") == "1":  # the README picture
         page.set_viewport_size({"width": 1400, "height": 1750})
         page.wait_for_timeout(800)
         shutil.copyfile(shot(page, "e2e15_readme.png"), os.path.join(ROOT, "docs", "screenshot.png"))
         page.set_viewport_size({"width": 1500, "height": 1000})
     # a phase of the finding -> the kernel table, filtered to that phase and direction
-    link = ('#advice .finding[data-advice="fuse_attention"] .finding-links '
-            'button[data-phase="softmax"][data-direction="backward"]')
+    link = (
+        '#advice .finding[data-advice="fuse_attention"] .finding-links '
+        'button[data-phase="softmax"][data-direction="backward"]'
+    )
     frame.click(link)
-    frame.wait_for_function("document.querySelector('#kernel-phase').value === 'softmax' && "
-                            "document.querySelector('#kernel-direction').value === 'backward'", timeout=5000)
+    frame.wait_for_function(
+        "document.querySelector('#kernel-phase').value === 'softmax' && "
+        "document.querySelector('#kernel-direction').value === 'backward'",
+        timeout=5000,
+    )
     _text_has(frame, "#kernel-count", r"of \d+ kernels")
     phases = frame.eval_on_selector_all("#kernel-table tbody tr[data-id] td.kphase", "ts => ts.map(t => t.textContent)")
     assert phases and all("softmax" in p and "bwd" in p for p in phases)
@@ -132,10 +145,12 @@ def test_advice_strip_click_through_and_url_state(tb, page):
     frame.select_option("#kernel-phase", "")
     frame.select_option("#kernel-direction", "")
     frame.fill("#kernel-search", "aten::_softmax")
-    frame.wait_for_function("(() => { const ts = [...document.querySelectorAll("
-                            "'#kernel-table tbody tr[data-id] td.kop')];"
-                            " return ts.length > 0 && ts.every(t => t.textContent.includes('aten::_softmax')); })()",
-                            timeout=10000)
+    frame.wait_for_function(
+        "(() => { const ts = [...document.querySelectorAll("
+        "'#kernel-table tbody tr[data-id] td.kop')];"
+        " return ts.length > 0 && ts.every(t => t.textContent.includes('aten::_softmax')); })()",
+        timeout=10000,
+    )
 
 
 def test_roofline_point_and_phase_bar_filter_the_kernel_table(tb, page):
@@ -156,11 +171,13 @@ def test_roofline_point_and_phase_bar_filter_the_kernel_table(tb, page):
 def test_dark_mode_follows_tensorboard(tb, page):
     frame = _open(page, tb, "#attention&att.view=run&att.run=llama_eager")
     frame.wait_for_selector("#summary", timeout=20000)
+
     def bg():
         return frame.evaluate("getComputedStyle(document.body).backgroundColor")
+
     assert not frame.evaluate("document.body.classList.contains('tba-dark')")
     light = bg()
-    page.evaluate("document.body.classList.add('dark-mode')")       # what TensorBoard's toggle does
+    page.evaluate("document.body.classList.add('dark-mode')")  # what TensorBoard's toggle does
     frame.wait_for_function("document.body.classList.contains('tba-dark')", timeout=5000)
     dark = bg()
     assert light != dark
@@ -233,8 +250,9 @@ def test_timeline_draws_zooms_and_selects_a_kernel(tb, page):
         for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++; return n; }""")
     assert painted > 1000
     before = frame.inner_text(".timeline-status")
-    box = frame.eval_on_selector("#timeline-canvas",
-                                 "c => { const r = c.getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; }")
+    box = frame.eval_on_selector(
+        "#timeline-canvas", "c => { const r = c.getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; }"
+    )
     frame.hover("#timeline-canvas", position={"x": box[2] * 0.6, "y": 30})
     page.mouse.wheel(0, -600)
     frame.wait_for_function(f"document.querySelector('.timeline-status').textContent !== {before!r}", timeout=5000)
@@ -297,8 +315,10 @@ def test_incomplete_trace_is_said_first(tb, page):
     frame.wait_for_selector("#status-incomplete", timeout=20000)
     assert "Incomplete trace" in frame.inner_text("#status-incomplete")
     # it comes before the figures
-    assert frame.evaluate("document.querySelector('#status-incomplete').compareDocumentPosition("
-                          "document.querySelector('#overview-strip')) & Node.DOCUMENT_POSITION_FOLLOWING")
+    assert frame.evaluate(
+        "document.querySelector('#status-incomplete').compareDocumentPosition("
+        "document.querySelector('#overview-strip')) & Node.DOCUMENT_POSITION_FOLLOWING"
+    )
 
 
 def test_a_file_that_ends_early_is_shown_incomplete(tb, page):
@@ -308,8 +328,9 @@ def test_a_file_that_ends_early_is_shown_incomplete(tb, page):
     import gzip
     import time
 
-    data = gzip.decompress(open(os.path.join(ROOT, RUNS["flash"], os.listdir(os.path.join(ROOT, RUNS["flash"]))[0]),
-                                "rb").read())
+    data = gzip.decompress(
+        open(os.path.join(ROOT, RUNS["flash"], os.listdir(os.path.join(ROOT, RUNS["flash"]))[0]), "rb").read()
+    )
     d = os.path.join(LOGDIR["path"], "cut")
     os.makedirs(d)
     path = os.path.join(d, "w.1700000000000000000.pt.trace.json")
@@ -321,7 +342,9 @@ def test_a_file_that_ends_early_is_shown_incomplete(tb, page):
     def state():
         runs = get_json(tb + API + "/runs")["runs"]
         return next((r["files"][0]["state"] for r in runs if r["run"] == "cut"), None)
+
     from tbutil import wait
+
     wait(lambda: state() == "incomplete", 60, "the cut trace marked incomplete")
     frame = _open(page, tb)
     frame.wait_for_selector('#runs-table tr[data-run="cut"] .badge.warn', timeout=20000)

@@ -6,6 +6,7 @@ the roofline and the K/V footprint), and FlexAttention's dense upper bounds carr
 Runs: the recorded H200 decode step replayed from a CUDA graph and the causal FlexAttention step
 of tests/data/modern. Screenshots go to tests/_artifacts/.
 """
+
 from __future__ import annotations
 
 import os
@@ -56,8 +57,9 @@ def _open_run(page, base, run):
     frame = plugin_frame(page)
     frame.wait_for_selector(f'#runs-table button[data-run="{run}"]', timeout=20000)
     frame.click(f'#runs-table button[data-run="{run}"]')
-    frame.wait_for_function(f"(document.querySelector('#trace-meta') || {{}}).textContent?.includes({run + '/'!r})",
-                            timeout=20000)
+    frame.wait_for_function(
+        f"(document.querySelector('#trace-meta') || {{}}).textContent?.includes({run + '/'!r})", timeout=20000
+    )
     return frame
 
 
@@ -65,15 +67,16 @@ def test_graph_replay_says_what_is_missing_and_how_to_give_it(tb, page):
     frame = _open_run(page, tb, "replay")
     notice = frame.inner_text('#notices .notice[data-code="graph_replay"]')
     assert "replayed from CUDA graphs" in notice and "--reference" in notice
-    assert "record_shapes" not in frame.inner_text("#notices")             # the trace has shapes
+    assert "record_shapes" not in frame.inner_text("#notices")  # the trace has shapes
     summary = frame.inner_text('#notices [data-testid="graphs-summary"]')
     assert re.search(r"\d+ kernels replayed by 1 CUDA-graph launch; context: \d+ by their place", summary)
     # the attention share says its basis
     assert "of compute busy time" in frame.inner_text('[data-testid="attention-time"]')
     # replayed kernel rows carry a badge; its title says how the kernel got its context
     frame.wait_for_selector("#kernel-table tbody tr[data-id] .badge.graph", timeout=20000)
-    kinds = set(frame.eval_on_selector_all("#kernel-table tbody tr[data-id] .badge.graph",
-                                           "bs => bs.map(b => b.dataset.graph)"))
+    kinds = set(
+        frame.eval_on_selector_all("#kernel-table tbody tr[data-id] .badge.graph", "bs => bs.map(b => b.dataset.graph)")
+    )
     assert kinds <= {"structure", "none"} and kinds
     frame.click("#kernel-table tbody tr[data-id] button.expander")
     details = frame.inner_text("#kernel-table tr.details")

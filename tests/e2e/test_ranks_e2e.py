@@ -1,6 +1,7 @@
 """End to end, the Ranks view: a generated 8-rank job (rank 5 slowed), summarised ahead of time
 with ``tb-attention summarize``, in a real ``tensorboard`` and headless Chromium: every rank in
 order, exactly rank 5 marked, the heatmap, two ranks compared, a click opening rank 5's trace."""
+
 from __future__ import annotations
 
 import os
@@ -22,16 +23,41 @@ def tensorboard_job(tmp_path_factory):
     logdir = str(tmp_path_factory.mktemp("tb_ranks"))
     paths = make_rank_job.make_job(os.path.join(logdir, "job"), 8, stragglers=(STRAGGLER,), slowdown=1.3, seed=1)
     cache = str(tmp_path_factory.mktemp("cache"))
-    env = dict(os.environ, TB_ATTENTION_POLL_SECS="0.5", TB_ATTENTION_CACHE_DIR=cache,
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run([sys.executable, "-m", "tb_attention_plugin.cli", "summarize", logdir, "--workers", "0"],
-                       env=env, capture_output=True, text=True, timeout=300)
+    env = dict(
+        os.environ,
+        TB_ATTENTION_POLL_SECS="0.5",
+        TB_ATTENTION_CACHE_DIR=cache,
+        PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "tb_attention_plugin.cli", "summarize", logdir, "--workers", "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     port = _free_port()
     log = open(str(tmp_path_factory.mktemp("tblog") / "tensorboard.log"), "w+")
-    proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", logdir, "--port", str(port),
-                             "--host", "127.0.0.1", "--reload_interval", "0"],
-                            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tensorboard.main",
+            "--logdir",
+            logdir,
+            "--port",
+            str(port),
+            "--host",
+            "127.0.0.1",
+            "--reload_interval",
+            "0",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         _wait(lambda: proc.poll() is None and _get_json(base + "/data/plugins_listing"), 40, "tensorboard")
@@ -59,8 +85,9 @@ def test_ranks_view(tensorboard_job, browser):  # noqa: F811
         frame.wait_for_selector("#rank-chart rect.bar-att", timeout=20000)
         ranks = frame.eval_on_selector_all("#ranks-table tbody tr", "rs => rs.map(r => r.dataset.rank)")
         assert ranks == [str(i) for i in range(8)]
-        flagged = frame.eval_on_selector_all('#rank-chart rect.bar-att[data-straggler="1"]',
-                                             "rs => rs.map(r => r.dataset.rank)")
+        flagged = frame.eval_on_selector_all(
+            '#rank-chart rect.bar-att[data-straggler="1"]', "rs => rs.map(r => r.dataset.rank)"
+        )
         assert flagged == [str(STRAGGLER)]
         assert frame.locator("#rank-heatmap rect.cell").count() >= 8
         assert f"rank {STRAGGLER}" in frame.text_content("#straggler-list")

@@ -5,6 +5,7 @@ the Attention tab.
 Screenshots go to tests/_artifacts/ (ignored by git). The README picture (docs/screenshot.png) is
 written by test_dashboard_e2e.py with TB_ATTENTION_UPDATE_SCREENSHOT=1.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,15 @@ ARTIFACTS = os.path.join(ROOT, "tests", "_artifacts")
 CHROMIUM = os.environ.get("TB_ATTENTION_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 META_SHOWS = "document.querySelector('#trace-meta') && document.querySelector('#trace-meta').textContent.includes('%s')"
 XSS = "<img src=x onerror=window.__xss=1>"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 pytestmark = pytest.mark.e2e
 
@@ -52,6 +60,7 @@ def _drop(logdir: str, run: str, src: str, name: str = None) -> None:
 def _xss_trace(dst: str) -> str:
     """A sample trace whose GPU kernels are all named like an HTML injection."""
     import gzip
+
     with gzip.open(_sample("sdpa_flash_s2048_fwd"), "rt", encoding="utf-8") as f:
         data = json.load(f)
     for ev in data["traceEvents"]:
@@ -94,9 +103,25 @@ def tensorboard(tmp_path_factory):
     port = _free_port()
     env = dict(os.environ, TB_ATTENTION_POLL_SECS="0.5", TB_ATTENTION_CACHE_DIR=str(tmp_path_factory.mktemp("cache")))
     log = open(str(tmp_path_factory.mktemp("tblog") / "tensorboard.log"), "w+")
-    proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", logdir, "--port", str(port),
-                             "--host", "127.0.0.1", "--reload_interval", "0"],
-                            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tensorboard.main",
+            "--logdir",
+            logdir,
+            "--port",
+            str(port),
+            "--host",
+            "127.0.0.1",
+            "--reload_interval",
+            "0",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         _wait(lambda: proc.poll() is None and _get_json(base + "/data/plugins_listing"), 40, "tensorboard")
@@ -172,8 +197,9 @@ def test_attention_tab_end_to_end(tensorboard, browser):
         frame.wait_for_selector("#summary", timeout=10000)
         summary = frame.text_content("#summary")
         assert "Attention time" in summary and "H200" in summary and "GPU busy time" in summary
-        frame.wait_for_selector('#phase-table tr[data-phase="fused_attention"][data-direction="forward"]',
-                                timeout=10000)
+        frame.wait_for_selector(
+            '#phase-table tr[data-phase="fused_attention"][data-direction="forward"]', timeout=10000
+        )
         frame.wait_for_selector("#roofline-chart circle.pt", timeout=10000)
         frame.wait_for_selector("#kernel-table tbody tr", timeout=10000)
         _shot(page, "e2e_flash.png")
@@ -218,7 +244,7 @@ def test_attention_tab_end_to_end(tensorboard, browser):
         page.set_viewport_size({"width": 1400, "height": 1750})
         page.reload()
         frame = _plugin_frame(page)
-        frame.wait_for_selector("#roofline-chart circle.pt", timeout=20000)   # the selection came back from the URL
+        frame.wait_for_selector("#roofline-chart circle.pt", timeout=20000)  # the selection came back from the URL
         frame.select_option("#trace-run", "gpt")
         frame.wait_for_function(META_SHOWS % "gpt4l_sdpa_train", timeout=15000)
         frame.wait_for_selector("#roofline-chart circle.pt", timeout=10000)
@@ -238,13 +264,19 @@ def test_kernel_names_render_as_text(tensorboard, browser, tmp_path):
     base, logdir = tensorboard
     src = _xss_trace(str(tmp_path / "xss.1700000000000000000.pt.trace.json.gz"))
     _drop(logdir, "xss", src)
-    _wait(lambda: any(r["run"] == "xss" and r["files"][0]["state"] == "ready"
-                      for r in _get_json(base + "/data/plugin/attention/runs")["runs"]), 20, "xss trace ready")
+    _wait(
+        lambda: any(
+            r["run"] == "xss" and r["files"][0]["state"] == "ready"
+            for r in _get_json(base + "/data/plugin/attention/runs")["runs"]
+        ),
+        20,
+        "xss trace ready",
+    )
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     dialogs = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     try:
-        page.goto(base + "/#attention&att.view=run")       # the Trace view (the runs overview is the landing page)
+        page.goto(base + "/#attention&att.view=run")  # the Trace view (the runs overview is the landing page)
         frame = _plugin_frame(page)
         frame.wait_for_selector("#trace-run", timeout=15000)
         frame.select_option("#trace-run", "xss")
@@ -275,6 +307,7 @@ def test_run_file_and_module_names_render_as_text(tensorboard, browser, tmp_path
     """HTML in the run directory's name, the file (worker) name and nn.Module names: shown as
     those characters in the selectors, the header and the kernel table; nothing executes."""
     import gzip
+
     base, logdir = tensorboard
     with gzip.open(_sample("naive_bf16_s2048_fwd"), "rt", encoding="utf-8") as f:
         data = json.load(f)
@@ -285,19 +318,27 @@ def test_run_file_and_module_names_render_as_text(tensorboard, browser, tmp_path
     with gzip.open(src, "wt", encoding="utf-8") as f:
         json.dump(data, f)
     _drop(logdir, HTML_RUN, src, HTML_FILE)
-    _wait(lambda: any(r["run"] == HTML_RUN and r["files"][0]["state"] == "ready"
-                      for r in _get_json(base + "/data/plugin/attention/runs")["runs"]), 30, "html-named run ready")
+    _wait(
+        lambda: any(
+            r["run"] == HTML_RUN and r["files"][0]["state"] == "ready"
+            for r in _get_json(base + "/data/plugin/attention/runs")["runs"]
+        ),
+        30,
+        "html-named run ready",
+    )
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     dialogs = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     try:
-        page.goto(base + "/#attention&att.view=run")       # the Trace view (the runs overview is the landing page)
+        page.goto(base + "/#attention&att.view=run")  # the Trace view (the runs overview is the landing page)
         frame = _plugin_frame(page)
         frame.wait_for_selector("#trace-run", timeout=15000)
         frame.select_option("#trace-run", HTML_RUN)
-        frame.wait_for_function("document.querySelector('#trace-meta') && "
-                                "document.querySelector('#trace-meta').textContent.includes('onerror=window.__xss=3')",
-                                timeout=15000)
+        frame.wait_for_function(
+            "document.querySelector('#trace-meta') && "
+            "document.querySelector('#trace-meta').textContent.includes('onerror=window.__xss=3')",
+            timeout=15000,
+        )
         frame.wait_for_selector("#kernel-table tbody tr", timeout=15000)
         assert HTML_RUN in frame.inner_text("#trace-meta") or HTML_FILE in frame.inner_text("#trace-meta")
         assert "<img src=x onerror=window.__xss=5>" in frame.inner_text("#kernel-table")
@@ -316,26 +357,57 @@ def test_loading_progress_bar(tensorboard, browser):
     is made up (the routes' side is tests/plugin/test_progress_routes.py): the sample traces load
     too fast to catch half-read."""
     base, logdir = tensorboard
-    prog = {"stage": "reading", "bytes_read": 118_466_422, "bytes_total": 263_258_717, "fraction": 0.45,
-            "basis": "file"}
-    f = {"file": "w.1.pt.trace.json", "path": "big/w.1.pt.trace.json", "worker": "w", "span": "1",
-         "size": 263_258_717, "mtime": 1.7e9, "state": "loading", "message": None, "seconds": None, "progress": prog}
+    prog = {
+        "stage": "reading",
+        "bytes_read": 118_466_422,
+        "bytes_total": 263_258_717,
+        "fraction": 0.45,
+        "basis": "file",
+    }
+    f = {
+        "file": "w.1.pt.trace.json",
+        "path": "big/w.1.pt.trace.json",
+        "worker": "w",
+        "span": "1",
+        "size": 263_258_717,
+        "mtime": 1.7e9,
+        "state": "loading",
+        "message": None,
+        "seconds": None,
+        "progress": prog,
+    }
     counts = {"waiting": 0, "queued": 0, "loading": 1, "ready": 0, "error": 0, "files": 1}
-    runs = {"logdir": logdir, "scanned": True, "scan_error": None, "poll_secs": 0.5, "counts": counts,
-            "runs": [{"run": "big", "files": [f], "counts": {"loading": 1},
-                      "workers": [{"worker": "w", "spans": [{"span": "1", "index": 1, "file": f["file"]}]}]}]}
+    runs = {
+        "logdir": logdir,
+        "scanned": True,
+        "scan_error": None,
+        "poll_secs": 0.5,
+        "counts": counts,
+        "runs": [
+            {
+                "run": "big",
+                "files": [f],
+                "counts": {"loading": 1},
+                "workers": [{"worker": "w", "spans": [{"span": "1", "index": 1, "file": f["file"]}]}],
+            }
+        ],
+    }
     page = browser.new_page(viewport={"width": 1400, "height": 700})
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.route("**/data/plugin/attention/runs*",
-               lambda route: route.fulfill(status=200, content_type="application/json", body=json.dumps(runs)))
+    page.route(
+        "**/data/plugin/attention/runs*",
+        lambda route: route.fulfill(status=200, content_type="application/json", body=json.dumps(runs)),
+    )
     try:
         page.goto(base + "/#attention")
         frame = _plugin_frame(page)
         bar = '#load-progress .file-progress[data-stage="reading"] [role="progressbar"]'
         frame.wait_for_selector(bar, timeout=15000)
-        attrs = frame.eval_on_selector(bar, "e => ['aria-valuenow', 'aria-valuemin', 'aria-valuemax', 'aria-valuetext']"
-                                            ".map(a => e.getAttribute(a))")
+        attrs = frame.eval_on_selector(
+            bar,
+            "e => ['aria-valuenow', 'aria-valuemin', 'aria-valuemax', 'aria-valuetext'].map(a => e.getAttribute(a))",
+        )
         assert attrs == ["45", "0", "100", "45 % read, reading the trace"]
         text = frame.inner_text("#load-progress .file-progress")
         assert "45 %" in text and "Reading the trace" in text and "of 263 MB" in text

@@ -2,6 +2,7 @@
 timeout and an address-space limit. A bad file gives exactly one ``error: <file>: <problem>``
 line on stderr and exit code 2; a file that is only partly usable is analysed with a warning
 that says what was skipped; nothing prints a traceback, hangs or grows without bound."""
+
 from __future__ import annotations
 
 import json
@@ -18,22 +19,28 @@ import pytest
 
 from corpus import build
 
-TIMEOUT = 60                     # seconds per file
-LIMIT_AS = 2 << 30               # bytes of address space per process
+TIMEOUT = 60  # seconds per file
+LIMIT_AS = 2 << 30  # bytes of address space per process
 ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1", TB_ATTENTION_NO_CACHE="1")
 
 
 def _limit(nbytes: int):
     def pre():
         resource.setrlimit(resource.RLIMIT_AS, (nbytes, nbytes))
+
     return pre
 
 
 def run_cli(args: list, env: dict = None, limit: int = LIMIT_AS, timeout: float = TIMEOUT):
     """(returncode, stdout, stderr, seconds)."""
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "tb_attention_plugin.cli", *args], capture_output=True,
-                       timeout=timeout, preexec_fn=_limit(limit), env=env or ENV)
+    r = subprocess.run(
+        [sys.executable, "-m", "tb_attention_plugin.cli", *args],
+        capture_output=True,
+        timeout=timeout,
+        preexec_fn=_limit(limit),
+        env=env or ENV,
+    )
     return r.returncode, r.stdout.decode("utf-8"), r.stderr.decode("utf-8"), time.monotonic() - t0
 
 
@@ -49,7 +56,7 @@ def one_error_line(stderr: str, path: str) -> str:
     assert len(lines) == 1 and stderr.endswith("\n"), stderr
     prefix = f"error: {shown(path)}: "
     assert lines[0].startswith(prefix), (lines[0], prefix)
-    problem = lines[0][len(prefix):]
+    problem = lines[0][len(prefix) :]
     assert problem and problem == " ".join(problem.split()), problem
     return problem
 
@@ -61,9 +68,10 @@ def cli_results(corpus):
 
     def one(c):
         args = ["analyze", "--no-cache", os.path.join(root, c.rel)]
-        if c.slow:        # decompresses to gigabytes: the cap (its default: test below)
+        if c.slow:  # decompresses to gigabytes: the cap (its default: test below)
             args += ["--max-bytes", "32M"]
         return c.name, run_cli(args)
+
     with ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2))) as ex:
         return dict(ex.map(one, cases))
 
@@ -71,7 +79,8 @@ def cli_results(corpus):
 def pytest_generate_tests(metafunc):
     if "case_name" in metafunc.fixturenames:
         import tempfile
-        with tempfile.TemporaryDirectory() as d:        # the names only; the corpus fixture builds the files
+
+        with tempfile.TemporaryDirectory() as d:  # the names only; the corpus fixture builds the files
             names = [c.name for c in build(d, tiny_traces=0, bombs=False)]
         metafunc.parametrize("case_name", names + ["gzip_bomb_string", "gzip_bomb_events"])
 
@@ -87,10 +96,11 @@ def test_each_corpus_file(corpus, cli_results, case_name):
         assert re.search(c.problem, problem), (c.name, problem)
     else:
         assert code == 0, (c.name, code, err)
-        assert err == "", (c.name, err)                 # no RuntimeWarning, no stray output
+        assert err == "", (c.name, err)  # no RuntimeWarning, no stray output
         # a warning wraps to the terminal width: its continuation lines are indented
-        warnings = [w[len("warning: "):].replace("\n  ", " ")
-                    for w in re.findall(r"^warning: .*(?:\n  .*)*", out, flags=re.M)]
+        warnings = [
+            w[len("warning: ") :].replace("\n  ", " ") for w in re.findall(r"^warning: .*(?:\n  .*)*", out, flags=re.M)
+        ]
         if c.cli == "warn":
             assert any(re.search(c.problem, w) for w in warnings), (c.name, warnings)
     assert secs < TIMEOUT
@@ -99,8 +109,7 @@ def test_each_corpus_file(corpus, cli_results, case_name):
 def test_the_size_cap_is_configurable_and_says_how(corpus):
     root, _ = corpus
     bomb = os.path.join(root, "gzip_bomb_events", "w.1.pt.trace.json.gz")
-    msg = ("decompressed size exceeds the limit of 16 MiB (raise it with --max-bytes or "
-           "TB_ATTENTION_MAX_BYTES)")
+    msg = "decompressed size exceeds the limit of 16 MiB (raise it with --max-bytes or TB_ATTENTION_MAX_BYTES)"
     code, _, err, _ = run_cli(["analyze", "--max-bytes", "16M", bomb])
     assert code == 2 and one_error_line(err, bomb) == msg
     code, _, err, _ = run_cli(["analyze", bomb], env=dict(ENV, TB_ATTENTION_MAX_BYTES="16M"))
@@ -118,8 +127,10 @@ def test_a_bomb_under_the_default_cap_stays_inside_its_memory_limit(corpus):
     bomb = os.path.join(root, "gzip_bomb_events", "w.1.pt.trace.json.gz")
     code, _, err, secs = run_cli(["analyze", bomb], limit=1 << 30)
     assert code == 2
-    assert one_error_line(err, bomb) in ("out of memory while reading",
-                                         "out of memory while analysing; try --max-bytes or a smaller trace")
+    assert one_error_line(err, bomb) in (
+        "out of memory while reading",
+        "out of memory while analysing; try --max-bytes or a smaller trace",
+    )
     print(f"4 GiB event bomb, default cap, 1 GiB address space: out of memory after {secs:.1f} s")
 
 
@@ -154,15 +165,27 @@ def test_a_truncated_trace_is_analysed_up_to_the_cut_with_allow_partial(corpus):
     full_path = os.path.join(root, "good", "w.1.pt.trace.json.gz")
     full = json.loads(run_cli(["analyze", "-f", "json", full_path])[1])["traces"][0]
     assert 0 < len(rep["kernels"]) == len(gpu) < len(full["kernels"])
-    assert [k["name"] for k in rep["kernels"]] == [k["name"] for k in full["kernels"]][:len(gpu)]
+    assert [k["name"] for k in rep["kernels"]] == [k["name"] for k in full["kernels"]][: len(gpu)]
 
 
 def _trace_bytes(n: int) -> bytes:
     evs = []
     for i in range(n):
         ts = 1000.0 + 10 * i
-        evs.append(json.dumps({"ph": "X", "cat": "kernel", "name": "softmax_warp_forward", "pid": 0, "tid": 7,
-                               "ts": ts, "dur": 4, "args": {"correlation": i + 1, "device": 0, "stream": 7}}))
+        evs.append(
+            json.dumps(
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": "softmax_warp_forward",
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": ts,
+                    "dur": 4,
+                    "args": {"correlation": i + 1, "device": 0, "stream": 7},
+                }
+            )
+        )
     return b'{"traceEvents": [\n' + ",\n".join(evs).encode() + b"\n]}"
 
 
@@ -180,9 +203,10 @@ def test_a_file_that_grows_while_it_is_read(tmp_path):
             for k in range(1, 10):
                 if stop.is_set():
                     return
-                f.write(data[k * len(data) // 10:(k + 1) * len(data) // 10])
+                f.write(data[k * len(data) // 10 : (k + 1) * len(data) // 10])
                 f.flush()
                 time.sleep(0.05)
+
     t = threading.Thread(target=writer)
     t.start()
     try:
@@ -201,20 +225,26 @@ def test_a_file_that_grows_while_it_is_read(tmp_path):
 def test_a_file_deleted_while_it_is_read(tmp_path):
     path = tmp_path / "gone.pt.trace.json"
     path.write_bytes(_trace_bytes(150_000))
-    p = subprocess.Popen([sys.executable, "-m", "tb_attention_plugin.cli", "analyze", "-f", "json", str(path)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, preexec_fn=_limit(LIMIT_AS))
+    p = subprocess.Popen(
+        [sys.executable, "-m", "tb_attention_plugin.cli", "analyze", "-f", "json", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=ENV,
+        preexec_fn=_limit(LIMIT_AS),
+    )
     time.sleep(0.3)
     os.remove(path)
     out, err = p.communicate(timeout=TIMEOUT)
     err = err.decode()
-    if p.returncode == 0:                 # it had the file open: an open file outlives its name
+    if p.returncode == 0:  # it had the file open: an open file outlives its name
         assert err == "" and len(json.loads(out)["traces"][0]["kernels"]) == 150_000
-    else:                                 # removed before it was opened
+    else:  # removed before it was opened
         assert p.returncode == 2 and "No such file" in one_error_line(err, str(path))
 
 
 def test_a_directory_of_thousands_of_tiny_traces(tmp_path):
     from corpus import write_tiny_traces
+
     write_tiny_traces(str(tmp_path / "many_tiny"), 2000)
     code, out, err, secs = run_cli(["analyze", "-f", "json", str(tmp_path / "many_tiny")])
     assert code == 0 and err == ""
@@ -231,9 +261,14 @@ def test_annotate_on_every_corpus_file(corpus, tmp_path):
     def one(c):
         out = tmp_path / f"{abs(hash(c.name))}.json.gz"
         return c, run_cli(["annotate", "--no-cache", "--max-bytes", "32M", os.path.join(root, c.rel), "-o", str(out)])
+
     with ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2))) as ex:
-        results = list(ex.map(one, cases + [cases[0].__class__("missing", "no/such.pt.trace.json", "", "error",
-                                                                  "No such file", "absent")]))
+        results = list(
+            ex.map(
+                one,
+                cases + [cases[0].__class__("missing", "no/such.pt.trace.json", "", "error", "No such file", "absent")],
+            )
+        )
     for c, (code, _out, err, _) in results:
         assert code in (0, 2), (c.name, code, err)
         assert "Traceback" not in err, (c.name, err)

@@ -5,6 +5,7 @@ a time limit with a report or a TraceReadError - never hang, never raise anythin
 (It found a reader loop: a stray ``}`` where an entry of traceEvents should start was skipped as
 an empty literal forever.) Deterministic seeds; ``TB_ATTENTION_FUZZ_N`` runs more cases.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,16 +35,52 @@ def _base() -> bytes:
     evs = []
     for i in range(12):
         ts = 100.0 + 10 * i
-        evs += [{"ph": "X", "cat": "cpu_op", "name": "aten::bmm" if i % 3 != 1 else "aten::softmax", "pid": 1, "tid": 1,
-                 "ts": ts, "dur": 5, "args": {"External id": i + 1, "Input Dims": [[8, 128, 64], [8, 64, 128]],
-                                               "Input type": ["c10::BFloat16", "c10::BFloat16"]}},
-                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts + 1,
-                 "dur": 2, "args": {"correlation": i + 1, "External id": i + 1}},
-                {"ph": "X", "cat": "kernel", "name": f"kern{i}", "pid": 0, "tid": 7, "ts": ts + 3, "dur": 4,
-                 "args": {"correlation": i + 1, "External id": i + 1, "device": 0, "stream": 7, "grid": [1, 1, 1]}},
-                {"ph": "s", "id": i, "pid": 1, "tid": 1, "ts": ts, "cat": "fwdbwd", "name": "fwdbwd"}]
-    return json.dumps({"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H200"}],
-                       "traceEvents": evs, "traceName": "x"}, indent=1).encode()
+        evs += [
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::bmm" if i % 3 != 1 else "aten::softmax",
+                "pid": 1,
+                "tid": 1,
+                "ts": ts,
+                "dur": 5,
+                "args": {
+                    "External id": i + 1,
+                    "Input Dims": [[8, 128, 64], [8, 64, 128]],
+                    "Input type": ["c10::BFloat16", "c10::BFloat16"],
+                },
+            },
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 1,
+                "tid": 1,
+                "ts": ts + 1,
+                "dur": 2,
+                "args": {"correlation": i + 1, "External id": i + 1},
+            },
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": f"kern{i}",
+                "pid": 0,
+                "tid": 7,
+                "ts": ts + 3,
+                "dur": 4,
+                "args": {"correlation": i + 1, "External id": i + 1, "device": 0, "stream": 7, "grid": [1, 1, 1]},
+            },
+            {"ph": "s", "id": i, "pid": 1, "tid": 1, "ts": ts, "cat": "fwdbwd", "name": "fwdbwd"},
+        ]
+    return json.dumps(
+        {
+            "schemaVersion": 1,
+            "deviceProperties": [{"id": 0, "name": "NVIDIA H200"}],
+            "traceEvents": evs,
+            "traceName": "x",
+        },
+        indent=1,
+    ).encode()
 
 
 def _mutate(data: bytes, rnd: random.Random) -> bytes:
@@ -56,10 +93,10 @@ def _mutate(data: bytes, rnd: random.Random) -> bytes:
         elif k == 1:
             b[i] = rnd.choice(STRUCT)
         elif k == 2:
-            del b[i:i + rnd.randrange(1, 40)]
+            del b[i : i + rnd.randrange(1, 40)]
         elif k == 3:
             j = rnd.randrange(len(b))
-            b[i:i] = b[j:j + rnd.randrange(1, 60)]
+            b[i:i] = b[j : j + rnd.randrange(1, 60)]
         elif k == 4:
             b[i:i] = bytes(rnd.choice(STRUCT) for _ in range(rnd.randrange(1, 6)))
         else:

@@ -1,6 +1,7 @@
 """Every route parameter that names a run, worker, span or file resolves inside the log
 directory, and only through the table discovery built: path tricks in every spelling, symlinks
 out of the logdir (also swapped in after a scan), and every answer JSON with nosniff."""
+
 from __future__ import annotations
 
 import gzip
@@ -14,15 +15,52 @@ from conftest import harness
 
 PREFIX = harness.PREFIX
 SECRET = "SECRET_7f3a_do_not_serve"
-TRACE_ROUTES = ("/summary", "/phases", "/kernels", "/kernel", "/roofline", "/memory", "/report", "/annotated",
-                "/timeline")
+TRACE_ROUTES = (
+    "/summary",
+    "/phases",
+    "/kernels",
+    "/kernel",
+    "/roofline",
+    "/memory",
+    "/report",
+    "/annotated",
+    "/timeline",
+)
 NAME_KEYS = ("run", "worker", "span", "file")
 TRICKS = [
-    "..", "../", "../..", "../../../../etc/passwd", "gpt/..", "gpt/../..", "gpt/./../..", "./../gpt",
-    "/etc/passwd", "/", "~", "~root", "..\\..\\windows", "gpt\\..\\..", "C:\\Windows\\win.ini", "C:/Windows",
-    "%2e%2e", "%2e%2e%2f", "..%2f..%2fetc", "%2E%2E%2F%2E%2E%2F", "%252e%252e%252f", "%25252e%25252e",
-    "..%5c..%5c", "%c0%ae%c0%ae%c0%af", "\uff0e\uff0e/", "gpt\x00", "\x00", "gpt\n", "a" * 5000,
-    "linked_dir", "evil.pt.trace.json.gz", "outside", "secret.pt.trace.json.gz",
+    "..",
+    "../",
+    "../..",
+    "../../../../etc/passwd",
+    "gpt/..",
+    "gpt/../..",
+    "gpt/./../..",
+    "./../gpt",
+    "/etc/passwd",
+    "/",
+    "~",
+    "~root",
+    "..\\..\\windows",
+    "gpt\\..\\..",
+    "C:\\Windows\\win.ini",
+    "C:/Windows",
+    "%2e%2e",
+    "%2e%2e%2f",
+    "..%2f..%2fetc",
+    "%2E%2E%2F%2E%2E%2F",
+    "%252e%252e%252f",
+    "%25252e%25252e",
+    "..%5c..%5c",
+    "%c0%ae%c0%ae%c0%af",
+    "\uff0e\uff0e/",
+    "gpt\x00",
+    "\x00",
+    "gpt\n",
+    "a" * 5000,
+    "linked_dir",
+    "evil.pt.trace.json.gz",
+    "outside",
+    "secret.pt.trace.json.gz",
 ]
 
 
@@ -43,10 +81,10 @@ def world(tmp_path, served):
     with gzip.open(secret, "wt") as f:
         json.dump(data, f)
     (outside / "notes.txt").write_text(SECRET)
-    os.symlink(outside, logdir / "linked_dir")                                    # a directory link out
-    os.symlink(secret, logdir / "gpt" / "evil.pt.trace.json.gz")                   # a file link out
-    os.symlink(outside / "notes.txt", logdir / "gpt" / "notes.pt.trace.json")      # to a non-trace
-    os.symlink("w.1.pt.trace.json.gz", logdir / "gpt" / "alias.pt.trace.json.gz")   # a link that stays inside
+    os.symlink(outside, logdir / "linked_dir")  # a directory link out
+    os.symlink(secret, logdir / "gpt" / "evil.pt.trace.json.gz")  # a file link out
+    os.symlink(outside / "notes.txt", logdir / "gpt" / "notes.pt.trace.json")  # to a non-trace
+    os.symlink("w.1.pt.trace.json.gz", logdir / "gpt" / "alias.pt.trace.json.gz")  # a link that stays inside
     s = served(str(logdir))
     s.settled(3)
     return s, logdir, outside
@@ -96,14 +134,25 @@ def test_compare_refuses_every_trick_on_both_sides(world):
             assert r.status_code in (400, 404), (key, value, r.status_code)
 
 
-@pytest.mark.parametrize("raw", [
-    "/summary?run=..%2F..%2Fetc", "/summary?run=%2Fetc%2Fpasswd", "/summary?run=%252e%252e%252f",
-    "/summary?run=gpt&file=%2e%2e%2f%2e%2e%2fsecret.pt.trace.json.gz", "/summary?run=gpt%00",
-    "/summary?run=gpt&file=w.1.pt.trace.json.gz%00.txt", "/summary?run=%C0%AE%C0%AE%C0%AF",
-    "/summary?run=gpt&run=..", "/summary?run=gpt&file=..%5C..%5Csetup.py", "/annotated?run=linked_dir",
-    "/annotated?run=gpt&file=evil.pt.trace.json.gz", "/report?run=gpt&file=notes.pt.trace.json",
-    "/kernels?run=gpt&q=" + "%2e" * 5000, "/summary?run=" + "a" * 100_000,
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "/summary?run=..%2F..%2Fetc",
+        "/summary?run=%2Fetc%2Fpasswd",
+        "/summary?run=%252e%252e%252f",
+        "/summary?run=gpt&file=%2e%2e%2f%2e%2e%2fsecret.pt.trace.json.gz",
+        "/summary?run=gpt%00",
+        "/summary?run=gpt&file=w.1.pt.trace.json.gz%00.txt",
+        "/summary?run=%C0%AE%C0%AE%C0%AF",
+        "/summary?run=gpt&run=..",
+        "/summary?run=gpt&file=..%5C..%5Csetup.py",
+        "/annotated?run=linked_dir",
+        "/annotated?run=gpt&file=evil.pt.trace.json.gz",
+        "/report?run=gpt&file=notes.pt.trace.json",
+        "/kernels?run=gpt&q=" + "%2e" * 5000,
+        "/summary?run=" + "a" * 100_000,
+    ],
+)
 def test_raw_query_strings(world, raw):
     s, _, _ = world
     r = s.raw(raw)
@@ -111,17 +160,28 @@ def test_raw_query_strings(world, raw):
     assert r.status_code in (400, 404), (raw, r.status_code)
 
 
-@pytest.mark.parametrize("path", [
-    "/static/..%2fplugin.py", "/static/%2e%2e%2fplugin.py", "/static/../plugin.py", "/static/..%5cplugin.py",
-    "/static/.%2e/.%2e/setup.py", "/static/index.js%00.py", "/static/", "/static/%00", "/static/.gitignore",
-    "/index.js/../../plugin.py", "/static/" + "a" * 5000,
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/static/..%2fplugin.py",
+        "/static/%2e%2e%2fplugin.py",
+        "/static/../plugin.py",
+        "/static/..%5cplugin.py",
+        "/static/.%2e/.%2e/setup.py",
+        "/static/index.js%00.py",
+        "/static/",
+        "/static/%00",
+        "/static/.gitignore",
+        "/index.js/../../plugin.py",
+        "/static/" + "a" * 5000,
+    ],
+)
 def test_static_files_are_only_the_bundle(world, path):
     s, _, _ = world
     r = s.client.get(PREFIX + path)
     body = r.get_data()
     assert r.status_code in (400, 404), (path, r.status_code)
-    assert b"import " not in body and b"def " not in body, path       # no Python source served
+    assert b"import " not in body and b"def " not in body, path  # no Python source served
 
 
 def test_a_symlink_swapped_in_after_the_scan_is_not_followed(tmp_path, served):
@@ -137,18 +197,18 @@ def test_a_symlink_swapped_in_after_the_scan_is_not_followed(tmp_path, served):
             ev["name"] = SECRET
     with gzip.open(outside / "secret.pt.trace.json.gz", "wt") as f:
         json.dump(data, f)
-    s = served(str(logdir), poll_secs=3600.0)           # no rescan during the test
+    s = served(str(logdir), poll_secs=3600.0)  # no rescan during the test
     s.loader.poke()
     s.settled(1)
     ok = s.get("/annotated", run="gpt")
     assert ok.status_code == 200 and b"traceEvents" in gzip.decompress(ok.get_data())
     _check(ok, "before the swap")
     os.remove(dst)
-    os.symlink(outside / "secret.pt.trace.json.gz", dst)      # the same name, now a link out
+    os.symlink(outside / "secret.pt.trace.json.gz", dst)  # the same name, now a link out
     r = s.get("/annotated", run="gpt")
     _check(r, "swapped file")
     assert r.status_code == 404
-    os.remove(dst)                                            # a directory above it swapped instead
+    os.remove(dst)  # a directory above it swapped instead
     shutil.rmtree(logdir / "gpt")
     os.symlink(outside, logdir / "gpt")
     os.rename(outside / "secret.pt.trace.json.gz", outside / "w.1.pt.trace.json.gz")
@@ -160,10 +220,24 @@ def test_a_symlink_swapped_in_after_the_scan_is_not_followed(tmp_path, served):
 def test_every_answer_is_json_with_nosniff(world):
     s, _, _ = world
     seen = set()
-    for path in ["/runs", "/status", "/summary?run=gpt", "/summary?run=nope", "/summary?run=..", "/kernels?run=gpt",
-                 "/kernel?run=gpt&id=999999", "/roofline?run=gpt", "/compare?base=gpt&new=math", "/memory?run=gpt",
-                 "/report?run=gpt", "/kernels?run=gpt&limit=ten", "/annotated?run=gpt&file=nope",
-                 "/timeline?run=gpt&width=300", "/timeline?run=gpt&t0=inf", "/overview"]:
+    for path in [
+        "/runs",
+        "/status",
+        "/summary?run=gpt",
+        "/summary?run=nope",
+        "/summary?run=..",
+        "/kernels?run=gpt",
+        "/kernel?run=gpt&id=999999",
+        "/roofline?run=gpt",
+        "/compare?base=gpt&new=math",
+        "/memory?run=gpt",
+        "/report?run=gpt",
+        "/kernels?run=gpt&limit=ten",
+        "/annotated?run=gpt&file=nope",
+        "/timeline?run=gpt&width=300",
+        "/timeline?run=gpt&t0=inf",
+        "/overview",
+    ]:
         r = s.raw(path)
         seen.add(r.status_code)
         _check(r, path)
@@ -188,6 +262,7 @@ def test_search_text_is_a_substring_not_a_pattern(world):
     def expected(q):
         q = q.lower()
         return sum(1 for k in rows if any(q in str(k.get(f) or "").lower() for f in ("name", "op", "module_path")))
+
     for q in (".*", "(", "[", "\\", "a|b", "(?i)x", "%", "'; DROP TABLE", "<script>", "*", "+"):
         r = s.get("/kernels", run="gpt", scope="all", q=q)
         _check(r, q)

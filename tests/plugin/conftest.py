@@ -1,5 +1,6 @@
 """Fixtures for the plugin's backend tests: a temporary logdir, the plugin served through
 TensorBoard's own WSGI app, and werkzeug's test client."""
+
 from __future__ import annotations
 
 import gzip
@@ -91,6 +92,7 @@ class Served:
 
     def get(self, route: str, **params):
         from urllib.parse import urlencode
+
         q = ("?" + urlencode({k: v for k, v in params.items() if v is not None})) if params else ""
         return self.client.get(PREFIX + route + q)
 
@@ -114,6 +116,7 @@ class Served:
             if n_files is not None and c["files"] != n_files:
                 return None
             return d
+
         return wait_for(ok, what=f"{n_files} traces analysed")
 
     def close(self):

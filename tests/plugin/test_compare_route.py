@@ -1,5 +1,6 @@
 """The dashboard's /compare route answers with the engine's comparison (compare.compare_reports),
 the same numbers as `tb-attention compare`."""
+
 import pytest
 
 from conftest import Served, put, sample_file
@@ -23,14 +24,17 @@ def test_compare_route_is_the_engine_comparison(served):
     assert r.status_code == 200, r.data
     d = r.json
     assert d["state"] == "ready" and d["kind"] == "tb-attention-compare"
-    want = compare_reports(analyze_path(sample_file("sdpa_flash_s2048_fwd")),
-                           analyze_path(sample_file("sdpa_math_s2048_fwd")))
+    want = compare_reports(
+        analyze_path(sample_file("sdpa_flash_s2048_fwd")), analyze_path(sample_file("sdpa_math_s2048_fwd"))
+    )
     assert d["totals"] == want["totals"]
     assert d["sections"] == want["sections"]
-    assert [(p["phase"], p["direction"], p["delta"]) for p in d["phases"]] == \
-        [(p["phase"], p["direction"], p["delta"]) for p in want["phases"]]
+    assert [(p["phase"], p["direction"], p["delta"]) for p in d["phases"]] == [
+        (p["phase"], p["direction"], p["delta"]) for p in want["phases"]
+    ]
     # kernel groups come from the loaded kernel table, not only the phases' top kernels
     assert d["base"]["kernel_groups_source"] == "kernels"
-    assert [(g["group"], g["phase"], g["delta"]) for g in d["kernel_groups"]] == \
-        [(g["group"], g["phase"], g["delta"]) for g in want["kernel_groups"]]
+    assert [(g["group"], g["phase"], g["delta"]) for g in d["kernel_groups"]] == [
+        (g["group"], g["phase"], g["delta"]) for g in want["kernel_groups"]
+    ]
     assert d["verdict"]["faster"] == "base"

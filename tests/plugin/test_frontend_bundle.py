@@ -1,4 +1,5 @@
 """The committed dashboard bundle and its sources (no Node needed)."""
+
 from __future__ import annotations
 
 import os
@@ -25,16 +26,20 @@ def test_bundle_is_committed_and_exports_render():
 
 def test_sources_never_parse_html_from_data():
     """Data goes into the DOM as text only: no innerHTML & co anywhere in the dashboard."""
-    banned = re.compile(r"\b(innerHTML|outerHTML|insertAdjacentHTML|document\.write|createContextualFragment"
-                        r"|DOMParser)\b")
+    banned = re.compile(
+        r"\b(innerHTML|outerHTML|insertAdjacentHTML|document\.write|createContextualFragment"
+        r"|DOMParser)\b"
+    )
     for path, text in _sources():
         assert not banned.search(text), f"{os.path.relpath(path, ROOT)} uses an HTML-parsing API"
 
 
 def test_no_request_leaves_the_plugin():
     """Only relative URLs: no http(s)://, protocol-relative or CDN references in sources or bundle."""
-    bundle = [(os.path.join(STATIC, f), open(os.path.join(STATIC, f), encoding="utf-8").read())
-              for f in ("index.js", "index.css")]
+    bundle = [
+        (os.path.join(STATIC, f), open(os.path.join(STATIC, f), encoding="utf-8").read())
+        for f in ("index.js", "index.css")
+    ]
     for path, text in list(_sources()) + bundle:
         for m in re.finditer(r"(https?:)?//[a-z0-9.-]+\.[a-z]{2,}", text, re.I):
             assert m.group(0).endswith("www.w3.org"), f"{os.path.relpath(path, ROOT)}: {m.group(0)}"

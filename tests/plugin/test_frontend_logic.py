@@ -1,6 +1,7 @@
 """The dashboard's pure logic (frontend/test/logic.test.mjs: overview strip and diagnosis, advice
 ranking, span label, bound wording), run with Node's test runner. Skipped without Node or
 frontend/node_modules (`npm ci` in frontend/, as `make test` does)."""
+
 from __future__ import annotations
 
 import os

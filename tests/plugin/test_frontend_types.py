@@ -12,6 +12,7 @@ every object is checked against the interface that describes it, nested ones inc
 So a renamed, removed or retyped field, or a new one nobody looked at, fails here instead of
 leaving a blank cell in the dashboard.
 """
+
 from __future__ import annotations
 
 import os
@@ -32,7 +33,7 @@ MEASURED = os.path.join(ROOT, "tests", "data", "measured")
 # state as of issue #14; declaring one in types.ts means removing it here). Keyed by interface,
 # or by interface.field for an inline object type.
 NOT_IN_TYPES: dict[str, set[str]] = {
-    "Summary": {"memory"},                               # shown from /memory
+    "Summary": {"memory"},  # shown from /memory
     "Summary.thresholds": {"low_occupancy_pct", "short_kernel_us", "tiny_grid_sm_fraction"},
     "Phase": {"upper_bound"},
     "Device": {"l2_bytes", "roof_adjustments"},
@@ -54,10 +55,20 @@ NOT_IN_TYPES: dict[str, set[str]] = {
     "MemoryBlock.data_movement.totals": {"copy_cpu_time_us", "host_device_time_us"},
     "Copy": {"noncontiguous_input", "score_sized"},
     "Transfer": {"counted_with_copy", "instances"},
-    "Flag": {"bytes", "calls", "device", "direction", "instances", "op", "phase", "shape", "shapes", "time_us",
-             "within"},
-    "MemDevice": {"device_id", "device_type_code", "end_allocated_bytes", "peak_in_attention",
-                  "start_allocated_bytes"},
+    "Flag": {
+        "bytes",
+        "calls",
+        "device",
+        "direction",
+        "instances",
+        "op",
+        "phase",
+        "shape",
+        "shapes",
+        "time_us",
+        "within",
+    },
+    "MemDevice": {"device_id", "device_type_code", "end_allocated_bytes", "peak_in_attention", "start_allocated_bytes"},
     "MemDevice.attention": {"empty_allocs"},
     "MemDevice.score_matrices": {"examples"},
     "MemPeak": {"instance"},
@@ -67,10 +78,12 @@ NOT_IN_TYPES: dict[str, set[str]] = {
 # Interfaces no answer on these sample traces reaches (empty lists, states that pass): a new
 # interface must be reached by the answers below or listed here.
 NOT_EXERCISED = {
-    "LoadProgress",                                   # only while a file is being analysed
-    "Notice",                                         # the sample traces raise no notice
-    "GraphsBlock",                                    # no CUDA-graph replay in them
-    "AdviceEvidence", "AdvicePhase", "AdviceKernel",  # views cast Advice.evidence (a Record) to them
+    "LoadProgress",  # only while a file is being analysed
+    "Notice",  # the sample traces raise no notice
+    "GraphsBlock",  # no CUDA-graph replay in them
+    "AdviceEvidence",
+    "AdvicePhase",
+    "AdviceKernel",  # views cast Advice.evidence (a Record) to them
 }
 
 # ------------------------------------------------------------------ a small TypeScript reader
@@ -136,7 +149,7 @@ def read_types(paths: list[str] = TYPE_FILES) -> tuple[dict[str, dict[str, tuple
         while depth:
             depth += {"{": 1, "}": -1}.get(text[i], 0)
             i += 1
-        interfaces[m.group(1)] = _fields(text[m.end():i - 1])
+        interfaces[m.group(1)] = _fields(text[m.end() : i - 1])
     for m in re.finditer(r"export\s+type\s+(\w+)\s*=\s*([^;]+);", text):
         aliases[m.group(1)] = m.group(2).strip()
     return interfaces, aliases
@@ -148,15 +161,15 @@ def read_types(paths: list[str] = TYPE_FILES) -> tuple[dict[str, dict[str, tuple
 class Checker:
     def __init__(self) -> None:
         self.interfaces, self.aliases = read_types()
-        self.errors: dict[str, str] = {}      # problem -> where it was first seen
+        self.errors: dict[str, str] = {}  # problem -> where it was first seen
         self.seen: set[str] = set()
-        self.unused_sent: dict[str, set[str]] = {}   # NOT_IN_TYPES entries the server did send
+        self.unused_sent: dict[str, set[str]] = {}  # NOT_IN_TYPES entries the server did send
 
     def check(self, value: Any, ts_type: str, where: str, key: str) -> None:
         """``value`` (found at ``where``) against the TypeScript type ``ts_type``; ``key`` names
         the declaration (``Interface.field`` for inline object types)."""
         alts = _split_top(ts_type, "|")
-        for a in alts:                          # recurse into the first alternative that fits
+        for a in alts:  # recurse into the first alternative that fits
             if self._fits(value, a, where, key, dry=True):
                 self._fits(value, a, where, key, dry=False)
                 return
@@ -175,7 +188,7 @@ class Checker:
         t = t.strip()
         if _wrapped(t):
             return self._union(value, t[1:-1], where, key, dry)
-        if len(_split_top(t, "&")) > 1:         # an intersection: the fields of every part
+        if len(_split_top(t, "&")) > 1:  # an intersection: the fields of every part
             if not isinstance(value, dict):
                 return False
             if not dry:
@@ -196,7 +209,7 @@ class Checker:
             return isinstance(value, bool)
         if t[:1] in "\"'":
             return value == t[1:-1]
-        if t.startswith("[") and t.endswith("]"):   # a tuple: [number, number]
+        if t.startswith("[") and t.endswith("]"):  # a tuple: [number, number]
             parts = _split_top(t[1:-1], ",")
             if not isinstance(value, list) or len(value) != len(parts):
                 return False
@@ -208,7 +221,7 @@ class Checker:
         if t.endswith("[]"):
             if not isinstance(value, list):
                 return False
-            if dry:      # which alternative: the one whose elements fit (number[] vs number[][])
+            if dry:  # which alternative: the one whose elements fit (number[] vs number[][])
                 return all(self._union(v, t[:-2], where, key, True) for v in value[:20])
             else:
                 for i, v in enumerate(value[:200]):
@@ -218,7 +231,7 @@ class Checker:
             if not isinstance(value, dict):
                 return False
             if not dry:
-                inner = t[t.index("Record<") + 7:t.rindex(">")].rstrip(">")
+                inner = t[t.index("Record<") + 7 : t.rindex(">")].rstrip(">")
                 key_t, val_t = _split_top(inner, ",")
                 for k, v in value.items():
                     self.check(k, key_t, f"{where} key", key)
@@ -264,8 +277,12 @@ class Checker:
             self.error(key, f"'{name}' is declared in types.ts now: remove it from NOT_IN_TYPES['{key}']", where)
         self.unused_sent.setdefault(key, set()).update(set(value) & allowed)
         for name in sorted(set(value) - set(fields) - allowed):
-            self.error(key, f"the server sends '{name}', which types.ts does not declare (declare it, or "
-                            f"list it in NOT_IN_TYPES['{key}'] of this test)", where)
+            self.error(
+                key,
+                f"the server sends '{name}', which types.ts does not declare (declare it, or "
+                f"list it in NOT_IN_TYPES['{key}'] of this test)",
+                where,
+            )
 
 
 def _show(v: Any) -> str:
@@ -281,21 +298,29 @@ def answers(tmp_path_factory):
     logdir = tmp_path_factory.mktemp("types")
     put(logdir, "flash", "sdpa_flash_s2048_fwd")
     put(logdir, "gpt", "gpt4l_sdpa_train")
-    put(logdir, "naive", "gpt4l_naive_train")       # eager attention: advice with its evidence
+    put(logdir, "naive", "gpt4l_naive_train")  # eager attention: advice with its evidence
     run = logdir / "decode"
     run.mkdir()
     trace = "decode_gqa_flash.pt.trace.json.gz"
     shutil.copyfile(os.path.join(MEASURED, trace), run / trace)
     shutil.copyfile(os.path.join(MEASURED, "decode_gqa_flash.ncu.csv"), run / (trace + ".ncu.csv"))
-    mem = logdir / "mem"                       # profile_memory=True: the allocation part of /memory
+    mem = logdir / "mem"  # profile_memory=True: the allocation part of /memory
     mem.mkdir()
-    shutil.copyfile(os.path.join(ROOT, "tests", "data", "memory", "h200", "gpt4l_naive_train_mem.pt.trace.json.gz"),
-                    mem / "gpt4l_naive_train_mem.pt.trace.json.gz")
+    shutil.copyfile(
+        os.path.join(ROOT, "tests", "data", "memory", "h200", "gpt4l_naive_train_mem.pt.trace.json.gz"),
+        mem / "gpt4l_naive_train_mem.pt.trace.json.gz",
+    )
     s = Served(logdir)
     try:
         s.settled(5)
-        out: dict[str, list[Any]] = {"RunsResponse": [s.runs()], "Summary": [], "KernelsResponse": [],
-                                     "RooflineResponse": [], "CompareResponse": [], "Selection": []}
+        out: dict[str, list[Any]] = {
+            "RunsResponse": [s.runs()],
+            "Summary": [],
+            "KernelsResponse": [],
+            "RooflineResponse": [],
+            "CompareResponse": [],
+            "Selection": [],
+        }
         for r in ("flash", "gpt", "naive", "decode", "mem"):
             d = s.get("/summary", run=r).json
             out["Summary"].append(d["summary"])
@@ -322,10 +347,10 @@ def test_types_ts_is_readable():
 
 def test_the_checker_catches_drift():
     c = Checker()
-    c.check({"code": "x", "message": "m"}, "Notice", "n", "Notice")                    # 'fix' missing
+    c.check({"code": "x", "message": "m"}, "Notice", "n", "Notice")  # 'fix' missing
     c.check({"code": "x", "message": "m", "fix": "f", "new": 1}, "Notice", "n", "Notice")  # undeclared
-    c.check({"code": 1, "message": "m", "fix": "f"}, "Notice", "n", "Notice")          # wrong kind
-    c.check("sideways", "Bound", "b", "Kernel.bound")                                  # not in the union
+    c.check({"code": 1, "message": "m", "fix": "f"}, "Notice", "n", "Notice")  # wrong kind
+    c.check("sideways", "Bound", "b", "Kernel.bound")  # not in the union
     peaks = "{ flops: Record<string, number | null>; memory_bandwidth: number | null }"
     c.check({"flops": {"bf16": "fast"}, "memory_bandwidth": None}, peaks, "d", "Device.peaks")  # in a Record
     assert len(c.errors) == 5, c.errors

@@ -1,5 +1,6 @@
 """An Nsight Compute export dropped beside a loaded trace: the trace is analysed again and the
 routes show the measured counters (roofline/measured.py)."""
+
 from __future__ import annotations
 
 import os
@@ -30,6 +31,7 @@ def test_dropping_an_ncu_export_reanalyses_the_trace(logdir):
             d = s.get("/kernels", run="decode", scope="all", limit=100).json
             rows = d.get("rows") or []
             return rows if rows and all(k["measured"] for k in rows) else None
+
         rows = wait_for(measured_rows, what="the measured re-analysis")
         assert {k["measured"]["source"] for k in rows} == {"ncu"}
         assert all(k["bound_reason"].startswith("measured (Nsight Compute)") for k in rows)
@@ -43,9 +45,12 @@ def test_dropping_an_ncu_export_reanalyses_the_trace(logdir):
 
         # removing it goes back to the model
         os.remove(run / (TRACE + ".ncu.csv"))
-        wait_for(lambda: all(k["measured"] is None
-                             for k in s.get("/kernels", run="decode", scope="all", limit=100).json.get("rows")
-                             or [{"measured": 1}]),
-                 what="the modelled re-analysis")
+        wait_for(
+            lambda: all(
+                k["measured"] is None
+                for k in s.get("/kernels", run="decode", scope="all", limit=100).json.get("rows") or [{"measured": 1}]
+            ),
+            what="the modelled re-analysis",
+        )
     finally:
         s.close()

@@ -1,4 +1,5 @@
 """The memory and annotated-trace routes of the plugin."""
+
 from __future__ import annotations
 
 import gzip
@@ -21,7 +22,7 @@ def mem_runs(tmp_path_factory):
     d = logdir / "cpu"
     d.mkdir()
     shutil.copyfile(CPU_NAIVE, d / "cpu_naive.pt.trace.json.gz")
-    put(logdir, "plain", "seed_mha", "trace.json")          # export_chrome_trace-style, not gzipped
+    put(logdir, "plain", "seed_mha", "trace.json")  # export_chrome_trace-style, not gzipped
     s = Served(logdir)
     s.settled(3)
     yield s, logdir
@@ -60,8 +61,7 @@ def _check_download(r, src_bytes, gz):
     assert new["traceEvents"][:n] == orig["traceEvents"] and len(new["traceEvents"]) > n
     added = new["traceEvents"][n:]
     assert any(e.get("cat") == "attention.phase" for e in added)
-    assert any(e.get("name") == "thread_name" and e["args"]["name"].startswith("Attention phases (GPU")
-               for e in added)
+    assert any(e.get("name") == "thread_name" and e["args"]["name"].startswith("Attention phases (GPU") for e in added)
 
 
 def test_annotated_download(mem_runs):
@@ -73,8 +73,9 @@ def test_annotated_download(mem_runs):
     _check_download(r, (logdir / "plain" / "trace.json").read_bytes(), gz=False)
 
 
-@pytest.mark.parametrize("params", [{"run": "naive", "file": "../../etc/passwd"}, {"run": "/etc"},
-                                    {"run": "naive", "file": "/etc/passwd"}])
+@pytest.mark.parametrize(
+    "params", [{"run": "naive", "file": "../../etc/passwd"}, {"run": "/etc"}, {"run": "naive", "file": "/etc/passwd"}]
+)
 def test_annotated_resolves_files_only_through_the_run_table(mem_runs, params):
     s, _ = mem_runs
     r = s.get("/annotated", **params)

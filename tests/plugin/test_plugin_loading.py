@@ -1,5 +1,6 @@
 """Background discovery and loading: traces added, changed, removed, broken, half-written;
 worker processes; memory bound; the kernel table's speed on 100k+ kernels."""
+
 from __future__ import annotations
 
 import gzip
@@ -58,8 +59,13 @@ def test_modified_trace_is_analysed_again(logdir, served):
 
     def changed():
         r = s.get("/summary", run="run")
-        return r.status_code == 200 and r.json.get("state") == "ready" and \
-            r.json["summary"]["attention_time_us"] != before["attention_time_us"] and r.json
+        return (
+            r.status_code == 200
+            and r.json.get("state") == "ready"
+            and r.json["summary"]["attention_time_us"] != before["attention_time_us"]
+            and r.json
+        )
+
     after = wait_for(changed, what="re-analysis")["summary"]
     ref = analyze_path(sample_file("sdpa_math_s2048_fwd"))
     assert after["attention_time_us"] == ref["attention_time_us"]
@@ -83,18 +89,26 @@ def test_half_written_trace_waits_then_loads(logdir, served):
     d = logdir / "live"
     d.mkdir()
     path = d / "host_1.1700000000000000001.pt.trace.json"
-    path.write_bytes(data[: len(data) // 2])          # the profiler is still writing
+    path.write_bytes(data[: len(data) // 2])  # the profiler is still writing
     s = served(grace_secs=30.0)
-    wait_for(lambda: s.file_states().get("live/host_1.1700000000000000001.pt.trace.json") == "waiting"
-             and s.loader.status()["queue"] == 0 and not s.loader.status()["loading"], what="waiting state")
-    time.sleep(0.3)                                   # several polls: it must stay waiting, not error
+    wait_for(
+        lambda: (
+            s.file_states().get("live/host_1.1700000000000000001.pt.trace.json") == "waiting"
+            and s.loader.status()["queue"] == 0
+            and not s.loader.status()["loading"]
+        ),
+        what="waiting state",
+    )
+    time.sleep(0.3)  # several polls: it must stay waiting, not error
     assert s.file_states()["live/host_1.1700000000000000001.pt.trace.json"] == "waiting"
     r = s.get("/summary", run="live")
     assert r.status_code == 202 and r.json["state"] == "waiting"
-    with open(path, "ab") as f:                       # the writer finishes
-        f.write(data[len(data) // 2:])
-    wait_for(lambda: s.file_states().get("live/host_1.1700000000000000001.pt.trace.json") == "ready",
-             what="ready after completion")
+    with open(path, "ab") as f:  # the writer finishes
+        f.write(data[len(data) // 2 :])
+    wait_for(
+        lambda: s.file_states().get("live/host_1.1700000000000000001.pt.trace.json") == "ready",
+        what="ready after completion",
+    )
     summ = s.get("/summary", run="live").json["summary"]
     assert summ["attention_time_us"] == analyze_path(sample_file("sdpa_flash_s2048_fwd"))["attention_time_us"]
     assert not summ["warnings"]
@@ -119,11 +133,13 @@ def test_truncated_old_trace_is_incomplete_not_cpu_only(logdir, served):
 
 
 def test_fresh_file_waits_for_settling(logdir, served):
-    s = served(settle_secs=3600.0, poll_secs=0.05)   # every new file looks "just modified"
+    s = served(settle_secs=3600.0, poll_secs=0.05)  # every new file looks "just modified"
     put(logdir, "new", "sdpa_flash_s2048_fwd")
     # first seen: waiting; unchanged at the next poll: analysed
-    wait_for(lambda: s.file_states().get(next(iter(s.file_states()), None)) in ("queued", "loading", "ready"),
-             what="queued after one stable poll")
+    wait_for(
+        lambda: s.file_states().get(next(iter(s.file_states()), None)) in ("queued", "loading", "ready"),
+        what="queued after one stable poll",
+    )
     s.settled(1)
 
 
@@ -147,13 +163,13 @@ def test_a_worker_that_dies_fails_only_its_trace(logdir, served):
     d = s.settled(1)
     f = d["runs"][0]["files"][0]
     assert f["state"] == "error" and "exited unexpectedly" in f["message"]
-    assert s.get("/status").status_code == 200          # the server is fine
+    assert s.get("/status").status_code == 200  # the server is fine
 
 
 def test_memory_budget_evicts_and_reloads(logdir, served):
     put(logdir, "a", "gpt4l_sdpa_train")
     put(logdir, "b", "gpt4l_naive_train")
-    s = served(memory_budget=1)                        # only the latest index stays
+    s = served(memory_budget=1)  # only the latest index stays
     s.settled(2)
     st = s.get("/status").json
     assert st["memory"]["indexes"] == 1
@@ -201,17 +217,23 @@ def test_kernel_queries_on_100k_kernels():
     t = loaded.kernels
     assert t.n >= 100_000
     queries = [
-        I.KernelQuery(), I.KernelQuery(scope="all"), I.KernelQuery(scope="all", sort="name", descending=False),
-        I.KernelQuery(scope="all", sort="compute_util"), I.KernelQuery(phase=["fused_attention"], direction="backward"),
-        I.KernelQuery(bound=["latency", "memory"], sort="memory_util"), I.KernelQuery(scope="all", q="nvjet"),
+        I.KernelQuery(),
+        I.KernelQuery(scope="all"),
+        I.KernelQuery(scope="all", sort="name", descending=False),
+        I.KernelQuery(scope="all", sort="compute_util"),
+        I.KernelQuery(phase=["fused_attention"], direction="backward"),
+        I.KernelQuery(bound=["latency", "memory"], sort="memory_util"),
+        I.KernelQuery(scope="all", q="nvjet"),
         I.KernelQuery(scope="all", q="block_3/sdpa", sort="phase"),
         I.KernelQuery(scope="all", offset=90_000, limit=500),
         I.KernelQuery(scope="other", sort="module_path"),
     ]
     outs = [I.query_kernels(t, q) for q in queries]
     assert outs[1]["total"] == t.n and outs[0]["total"] + outs[-1]["total"] == t.n
-    assert all(0 <= o["total"] <= t.n and len(o["rows"]) == min(q.limit, max(0, o["total"] - q.offset))
-               for o, q in zip(outs, queries))
+    assert all(
+        0 <= o["total"] <= t.n and len(o["rows"]) == min(q.limit, max(0, o["total"] - q.offset))
+        for o, q in zip(outs, queries)
+    )
     names = [r["name"] for r in outs[2]["rows"]]
     assert names == sorted(names)
     assert I.roofline(loaded)["points"]
@@ -227,9 +249,14 @@ def test_kernels_route_on_100k_kernels(logdir, served):
 
     s = served(job=job)
     s.settled(1)
-    params = [dict(), dict(scope="all", sort="name", order="asc"), dict(scope="all", q="elementwise"),
-              dict(phase="qkv_proj,out_proj", sort="compute_util"), dict(scope="all", offset=100_000, limit=100),
-              dict(bound="latency", direction="backward", sort="memory_util", order="asc")]
+    params = [
+        dict(),
+        dict(scope="all", sort="name", order="asc"),
+        dict(scope="all", q="elementwise"),
+        dict(phase="qkv_proj,out_proj", sort="compute_util"),
+        dict(scope="all", offset=100_000, limit=100),
+        dict(bound="latency", direction="backward", sort="memory_util", order="asc"),
+    ]
     for p in params:
         r = s.get("/kernels", run="big", **p)
         assert r.status_code == 200 and r.json["all"] >= 100_000

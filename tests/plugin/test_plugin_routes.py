@@ -1,4 +1,5 @@
 """Every route of the plugin, through TensorBoard's WSGI app and werkzeug's test client."""
+
 from __future__ import annotations
 
 import os
@@ -60,16 +61,17 @@ def test_is_active_is_cheap_and_follows_discovery(logdir, served):
     assert s.plugin.is_active() is False
     put(logdir, "flash", "sdpa_flash_s2048_fwd")
     from conftest import wait_for
+
     wait_for(lambda: s.plugin.is_active(), what="is_active")
     main = threading.current_thread().name
-    assert main not in calls            # is_active never scans in the caller's thread
+    assert main not in calls  # is_active never scans in the caller's thread
 
 
 def test_runs_listing(logdir, served):
     put(logdir, "flash", "sdpa_flash_s2048_fwd")
-    put(logdir, "nested/deeper/seed", "seed_mha")                        # export_chrome_trace json
+    put(logdir, "nested/deeper/seed", "seed_mha")  # export_chrome_trace json
     put(logdir, "flash", "sdpa_flash_s2048_fwd", "host_42.1700000000000000000.pt.trace.json.gz")
-    (logdir / "flash" / "config.json").write_text('{"lr": 0.1}')       # not a trace
+    (logdir / "flash" / "config.json").write_text('{"lr": 0.1}')  # not a trace
     (logdir / "flash" / "events.out.tfevents.1.host").write_bytes(b"\0\0")
     hidden = logdir / ".hidden"
     hidden.mkdir()
@@ -81,8 +83,9 @@ def test_runs_listing(logdir, served):
     flash = runs["flash"]
     workers = {w["worker"]: w for w in flash["workers"]}
     assert set(workers) == {"sdpa_flash_s2048_fwd_rank0", "host_42"}
-    assert workers["host_42"]["spans"] == [{"span": "1700000000000000000", "index": 1,
-                                             "file": "host_42.1700000000000000000.pt.trace.json.gz"}]
+    assert workers["host_42"]["spans"] == [
+        {"span": "1700000000000000000", "index": 1, "file": "host_42.1700000000000000000.pt.trace.json.gz"}
+    ]
     seed = runs["nested/deeper/seed"]["files"][0]
     assert seed["worker"] == "attention_trace" and seed["span"] is None and seed["state"] == "ready"
     for f in flash["files"]:
@@ -100,8 +103,17 @@ def test_summary_phases_match_the_engine(two_runs):
     assert body["selection"]["run"] == "gpt" and body["selection"]["step"] is None
     summ = body["summary"]
     ref = analyze_path(sample_file("gpt4l_sdpa_train"))
-    for k in ("attention_time_us", "gpu_time_us", "forward_time_us", "backward_time_us", "fused_time_us",
-              "attention_kernels", "phases", "notices", "device"):
+    for k in (
+        "attention_time_us",
+        "gpu_time_us",
+        "forward_time_us",
+        "backward_time_us",
+        "fused_time_us",
+        "attention_kernels",
+        "phases",
+        "notices",
+        "device",
+    ):
         assert summ[k] == ref[k], k
     assert "kernels" not in summ
     r = s.get("/phases", run="gpt")
@@ -137,7 +149,7 @@ def test_kernels_filter_sort_paginate(two_runs):
     assert two["total"] == sum(1 for k in att if k["phase"] in ("qkv_proj", "out_proj"))
     cb = s.get("/kernels", run="gpt", bound="compute", limit=1000).json
     assert cb["total"] == sum(1 for k in att if k["bound"] == "compute")
-    q = s.get("/kernels", run="gpt", q="FLASH_BPROP", limit=1000).json   # case-insensitive search
+    q = s.get("/kernels", run="gpt", q="FLASH_BPROP", limit=1000).json  # case-insensitive search
     assert q["total"] == sum(1 for k in att if "flash_bprop" in k["name"].lower()) > 0
     mod = s.get("/kernels", run="gpt", q="Block_2/SdpaAttention", limit=1000).json
     assert mod["total"] == sum(1 for k in att if "Block_2/SdpaAttention" in (k["module_path"] or ""))
@@ -146,7 +158,7 @@ def test_kernels_filter_sort_paginate(two_runs):
         rows = s.get("/kernels", run="gpt", scope="all", sort="compute_util", order=order, limit=1000).json["rows"]
         vals = [k["compute_util"] for k in rows]
         known = [v for v in vals if v is not None]
-        assert vals[:len(known)] == known and all(v is None for v in vals[len(known):])
+        assert vals[: len(known)] == known and all(v is None for v in vals[len(known) :])
         assert known == sorted(known, reverse=order == "desc")
     # one kernel by id
     k0 = d["rows"][0]
@@ -219,28 +231,31 @@ def test_report_download(two_runs):
     assert got["kernels"] == list(ref["kernels"]) and got["phases"] == ref["phases"]
 
 
-@pytest.mark.parametrize("route,params", [
-    ("/summary", {}),
-    ("/kernels", {"run": "gpt", "offset": "-1"}),
-    ("/kernels", {"run": "gpt", "limit": "0"}),
-    ("/kernels", {"run": "gpt", "limit": "5000"}),
-    ("/kernels", {"run": "gpt", "limit": "ten"}),
-    ("/kernels", {"run": "gpt", "sort": "__class__"}),
-    ("/kernels", {"run": "gpt", "order": "sideways"}),
-    ("/kernels", {"run": "gpt", "phase": "softmax,bogus"}),
-    ("/kernels", {"run": "gpt", "bound": "io"}),
-    ("/kernels", {"run": "gpt", "direction": "up"}),
-    ("/kernels", {"run": "gpt", "scope": "everything"}),
-    ("/kernels", {"run": "gpt", "kind": "sync"}),
-    ("/kernels", {"run": "gpt", "q": "x" * 5000}),
-    ("/kernels", {"run": "gpt", "q": "a\x00b"}),
-    ("/summary", {"run": "gpt", "step": "three"}),
-    ("/roofline", {"run": "gpt", "group": "maybe"}),
-    ("/roofline", {"run": "gpt", "limit": "0"}),
-    ("/kernel", {"run": "gpt"}),
-    ("/kernel", {"run": "gpt", "id": "x"}),
-    ("/compare", {"new": "gpt"}),
-])
+@pytest.mark.parametrize(
+    "route,params",
+    [
+        ("/summary", {}),
+        ("/kernels", {"run": "gpt", "offset": "-1"}),
+        ("/kernels", {"run": "gpt", "limit": "0"}),
+        ("/kernels", {"run": "gpt", "limit": "5000"}),
+        ("/kernels", {"run": "gpt", "limit": "ten"}),
+        ("/kernels", {"run": "gpt", "sort": "__class__"}),
+        ("/kernels", {"run": "gpt", "order": "sideways"}),
+        ("/kernels", {"run": "gpt", "phase": "softmax,bogus"}),
+        ("/kernels", {"run": "gpt", "bound": "io"}),
+        ("/kernels", {"run": "gpt", "direction": "up"}),
+        ("/kernels", {"run": "gpt", "scope": "everything"}),
+        ("/kernels", {"run": "gpt", "kind": "sync"}),
+        ("/kernels", {"run": "gpt", "q": "x" * 5000}),
+        ("/kernels", {"run": "gpt", "q": "a\x00b"}),
+        ("/summary", {"run": "gpt", "step": "three"}),
+        ("/roofline", {"run": "gpt", "group": "maybe"}),
+        ("/roofline", {"run": "gpt", "limit": "0"}),
+        ("/kernel", {"run": "gpt"}),
+        ("/kernel", {"run": "gpt", "id": "x"}),
+        ("/compare", {"new": "gpt"}),
+    ],
+)
 def test_bad_parameters_are_400(two_runs, route, params):
     r = two_runs.get(route, **params)
     assert r.status_code == 400, (route, params, r.data)
@@ -248,13 +263,16 @@ def test_bad_parameters_are_400(two_runs, route, params):
     assert r.json["error"]
 
 
-@pytest.mark.parametrize("params", [
-    {"run": "nope"},
-    {"run": "gpt", "worker": "nope"},
-    {"run": "gpt", "span": "123"},
-    {"run": "gpt", "file": "other.pt.trace.json"},
-    {"run": "gpt", "step": "42"},
-])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"run": "nope"},
+        {"run": "gpt", "worker": "nope"},
+        {"run": "gpt", "span": "123"},
+        {"run": "gpt", "file": "other.pt.trace.json"},
+        {"run": "gpt", "step": "42"},
+    ],
+)
 def test_unknown_names_are_404(two_runs, params):
     r = two_runs.get("/summary", **params)
     assert r.status_code == 404, (params, r.data)
@@ -262,8 +280,22 @@ def test_unknown_names_are_404(two_runs, params):
 
 
 ESCAPES = [
-    "../", "..", "../../etc", "gpt/../..", "/etc", "/etc/passwd", "~root", "..\\..\\windows", "C:\\Windows",
-    "C:/Windows", "%2e%2e%2f", "%2e%2e", "..%2f..%2fetc", "%252e%252e%252fetc", "gpt\x00", "gpt/../../../etc",
+    "../",
+    "..",
+    "../../etc",
+    "gpt/../..",
+    "/etc",
+    "/etc/passwd",
+    "~root",
+    "..\\..\\windows",
+    "C:\\Windows",
+    "C:/Windows",
+    "%2e%2e%2f",
+    "%2e%2e",
+    "..%2f..%2fetc",
+    "%252e%252e%252fetc",
+    "gpt\x00",
+    "gpt/../../../etc",
 ]
 
 
@@ -278,9 +310,15 @@ def test_path_escapes_are_refused(two_runs, key, value):
 
 def test_raw_encoded_escapes(two_runs):
     s = two_runs
-    for q in ("/summary?run=..%2F..%2Fetc", "/summary?run=%2Fetc%2Fpasswd", "/summary?run=%252e%252e%252f",
-              "/kernels?run=gpt&file=..%2F..%2Fsetup.py", "/report?run=%2e%2e", "/summary?run=gpt&file=%2Fetc%2Fpasswd",
-              "/report?run=gpt&file=..%5C..%5Csetup.py"):
+    for q in (
+        "/summary?run=..%2F..%2Fetc",
+        "/summary?run=%2Fetc%2Fpasswd",
+        "/summary?run=%252e%252e%252f",
+        "/kernels?run=gpt&file=..%2F..%2Fsetup.py",
+        "/report?run=%2e%2e",
+        "/summary?run=gpt&file=%2Fetc%2Fpasswd",
+        "/report?run=gpt&file=..%5C..%5Csetup.py",
+    ):
         r = s.raw(q)
         assert r.status_code == 400, (q, r.status_code, r.data)
 
@@ -291,9 +329,9 @@ def test_symlinks_out_of_the_logdir_are_not_served(tmp_path, logdir, served):
     secret = outside / "secret.pt.trace.json.gz"
     secret.write_bytes(open(sample_file("sdpa_flash_s2048_fwd"), "rb").read())
     put(logdir, "good", "sdpa_flash_s2048_fwd")
-    os.symlink(str(outside), str(logdir / "linked_dir"))                       # directory symlink
-    (logdir / "good" / "link.pt.trace.json.gz").symlink_to(secret)             # file symlink escaping
-    inner = logdir / "good" / "inner.pt.trace.json.gz"                          # symlink staying inside
+    os.symlink(str(outside), str(logdir / "linked_dir"))  # directory symlink
+    (logdir / "good" / "link.pt.trace.json.gz").symlink_to(secret)  # file symlink escaping
+    inner = logdir / "good" / "inner.pt.trace.json.gz"  # symlink staying inside
     inner.symlink_to(logdir / "good" / os.listdir(logdir / "good")[0])
     s = served()
     d = s.settled(2)

@@ -1,5 +1,6 @@
 """A trace being analysed reports its stage and the bytes read so far in /status and /runs,
 in thread mode and from a worker process."""
+
 from __future__ import annotations
 
 import gzip
@@ -37,7 +38,7 @@ def test_a_loading_trace_reports_bytes_read_thread_mode(logdir, served, monkeypa
     gate = threading.Event()
     read = reader.ByteSource.read
 
-    def slow_read(self):          # the read stops a few blocks in until the test has looked
+    def slow_read(self):  # the read stops a few blocks in until the test has looked
         out = read(self)
         if self.total >= 4 * (64 << 10):
             gate.wait(30)
@@ -93,8 +94,13 @@ def test_a_worker_process_reports_to_tensorboard(logdir, served, tmp_path):
     try:
         wait_for(started.exists, what="the worker to start its job")
         p = _loading(s)[0]["progress"]
-        assert p == {"stage": "analysing", "bytes_read": 1234, "bytes_total": os.path.getsize(path),
-                     "fraction": round(1234 / os.path.getsize(path), 4), "basis": "compressed"}
+        assert p == {
+            "stage": "analysing",
+            "bytes_read": 1234,
+            "bytes_total": os.path.getsize(path),
+            "fraction": round(1234 / os.path.getsize(path), 4),
+            "basis": "compressed",
+        }
         assert s.runs()["runs"][0]["files"][0]["progress"] == p
     finally:
         go.touch()
@@ -109,8 +115,13 @@ def test_a_worker_that_has_not_reported_yet_shows_starting(logdir, served):
     hang = [sys.executable, "-c", "import sys, time; sys.stdin.buffer.read(8); time.sleep(60)"]
     s = served(mode="process", worker_cmd=hang)
     st = wait_for(lambda: _loading(s), what="loading")
-    assert st[0]["progress"] == {"stage": "starting", "bytes_read": 0, "bytes_total": 19, "fraction": 0.0,
-                                 "basis": "file"}
+    assert st[0]["progress"] == {
+        "stage": "starting",
+        "bytes_read": 0,
+        "bytes_total": 19,
+        "fraction": 0.0,
+        "basis": "file",
+    }
     assert s.get("/runs").status_code == 200
 
 
@@ -120,10 +131,15 @@ def test_real_worker_writes_the_shared_record(tmp_path):
     try:
         out = w.run((path, Options(max_bytes=1 << 34), None, False))
         assert out["status"] == "ok"
-        snap = w.progress.snapshot()        # what the child wrote, read in this process
-        assert snap == {"stage": "indexing", "bytes_read": os.path.getsize(path),
-                        "bytes_total": os.path.getsize(path), "fraction": 1.0, "basis": "compressed"}
-        assert w.run((path, Options(max_bytes=1 << 34), None, False))["status"] == "ok"   # the same record again
+        snap = w.progress.snapshot()  # what the child wrote, read in this process
+        assert snap == {
+            "stage": "indexing",
+            "bytes_read": os.path.getsize(path),
+            "bytes_total": os.path.getsize(path),
+            "fraction": 1.0,
+            "basis": "compressed",
+        }
+        assert w.run((path, Options(max_bytes=1 << 34), None, False))["status"] == "ok"  # the same record again
         assert w.progress.snapshot()["stage"] == "indexing"
     finally:
         w.close(kill=True)

@@ -1,6 +1,7 @@
 """The roofline route's points: the rows behind them are fetched in one batch, and grouped
 points are exactly the (name, phase, direction, peak) groups of the kernel table. On a 1M-event
 trace a row at a time made ``group=0`` take ~0.3 s (benchmarks/bench_routes.py)."""
+
 import pytest
 
 from helpers import sample
@@ -60,8 +61,14 @@ def test_grouped_points_are_the_groups(report, scope):
     out = index.roofline(loaded, scope=scope, group=True, limit=20000)
     want = {}
     for r in report["kernels"]:
-        if r["kind"] != "kernel" or not r["flops"] or not r["bytes"] or not r["dur_us"] \
-                or (scope == "attention" and not r["attention"]) or (scope == "other" and r["attention"]):
+        if (
+            r["kind"] != "kernel"
+            or not r["flops"]
+            or not r["bytes"]
+            or not r["dur_us"]
+            or (scope == "attention" and not r["attention"])
+            or (scope == "other" and r["attention"])
+        ):
             continue
         g = want.setdefault((r["name"], r["phase"], r["direction"], r["peak"]), [0, 0.0, 0.0, 0.0, None])
         g[0] += 1
@@ -76,7 +83,7 @@ def test_grouped_points_are_the_groups(report, scope):
         p = got[k]
         assert p["count"] == n and p["time_us"] == pytest.approx(t, abs=1e-3)
         assert p["flops"] == pytest.approx(fl) and p["bytes"] == pytest.approx(by)
-        assert p["bound"] == longest[1]               # the group's longest kernel speaks for it
+        assert p["bound"] == longest[1]  # the group's longest kernel speaks for it
     assert [p["time_us"] for p in out["points"]] == sorted((p["time_us"] for p in out["points"]), reverse=True)
 
 
@@ -94,8 +101,16 @@ def test_flex_points_say_they_are_upper_bounds():
     that the tab marks their figures "≤"; exact kernels' points do not."""
     import glob
     import os
-    path = glob.glob(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                  "data", "modern", "flex_causal_fwdbwd", "*.json.gz"))[0]
+
+    path = glob.glob(
+        os.path.join(
+            os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+            "data",
+            "modern",
+            "flex_causal_fwdbwd",
+            "*.json.gz",
+        )
+    )[0]
     out = index.roofline(index.build(analyze_path(path)), scope="attention", group=True)
     flex = [p for p in out["points"] if p["name"].startswith("triton_tem_fused_flex_attention")]
     assert flex and all(p["upper_bound"] is True for p in flex)

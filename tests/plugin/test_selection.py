@@ -1,5 +1,6 @@
 """server/selection.py: which trace a request names, and the answer while it is not ready; the
 plugin's temporary shims of its old private API return what route modules expect."""
+
 from __future__ import annotations
 
 import pytest
@@ -38,11 +39,22 @@ def test_select_and_fetch(served):
 
 def test_pending_answers():
     from tb_attention_plugin.server.loader import Snapshot
-    snap = Snapshot(rel="a", step=None, state="queued", message="waiting for a worker", summary=None, loaded=None,
-                    seconds=None, running=False, queued_at=None, started_at=None)
+
+    snap = Snapshot(
+        rel="a",
+        step=None,
+        state="queued",
+        message="waiting for a worker",
+        summary=None,
+        loaded=None,
+        seconds=None,
+        running=False,
+        queued_at=None,
+        started_at=None,
+    )
     p = selection.pending(snap, {"run": "a"}, {"files": 1})
     assert p.code == 202 and p.state == "queued" and p.body["counts"] == {"files": 1}
     err = selection.pending(Snapshot(**{**snap.__dict__, "state": "error", "message": "bad"}), {}, {})
     assert err.code == 200 and err.body == {"state": "error", "error": "bad", "selection": {}}
     ready_without_index = selection.pending(Snapshot(**{**snap.__dict__, "state": "ready"}), {}, {})
-    assert ready_without_index.state == "loading"      # the index is being rebuilt
+    assert ready_without_index.state == "loading"  # the index is being rebuilt

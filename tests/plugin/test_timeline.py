@@ -1,5 +1,6 @@
 """The Timeline's server-side decimation (server/timeline.py) and the /timeline and /overview
 routes."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,19 +14,23 @@ from tb_attention_plugin.server.timeline import NON_ATTENTION, Columns, decimate
 def _cols(ts, dur, lane=None, cat=None, inst=None, step=None) -> Columns:
     n = len(ts)
     lane = np.zeros(n, dtype=np.int64) if lane is None else np.asarray(lane, dtype=np.int64)
-    return Columns(ts=np.asarray(ts, dtype=np.float64), dur=np.asarray(dur, dtype=np.float64), lane=lane,
-                   lanes=[(0, s) for s in range(int(lane.max()) + 1 if n else 1)],
-                   cat=np.full(n, NON_ATTENTION, dtype=np.int32) if cat is None else np.asarray(cat, dtype=np.int32),
-                   cats=["softmax", "mask", "fused_attention"],
-                   instance=np.full(n, -1, dtype=np.int64) if inst is None else np.asarray(inst, dtype=np.int64),
-                   ids=np.arange(n, dtype=np.int64),
-                   step=np.full(n, -1, dtype=np.int32) if step is None else np.asarray(step, dtype=np.int32),
-                   steps=["ProfilerStep#1", "ProfilerStep#2"])
+    return Columns(
+        ts=np.asarray(ts, dtype=np.float64),
+        dur=np.asarray(dur, dtype=np.float64),
+        lane=lane,
+        lanes=[(0, s) for s in range(int(lane.max()) + 1 if n else 1)],
+        cat=np.full(n, NON_ATTENTION, dtype=np.int32) if cat is None else np.asarray(cat, dtype=np.int32),
+        cats=["softmax", "mask", "fused_attention"],
+        instance=np.full(n, -1, dtype=np.int64) if inst is None else np.asarray(inst, dtype=np.int64),
+        ids=np.arange(n, dtype=np.int64),
+        step=np.full(n, -1, dtype=np.int32) if step is None else np.asarray(step, dtype=np.int32),
+        steps=["ProfilerStep#1", "ProfilerStep#2"],
+    )
 
 
 def test_wide_kernels_stay_single_and_keep_their_id():
     c = _cols([0, 100, 200], [50, 50, 50], cat=[0, 1, NON_ATTENTION])
-    d = decimate(c, 0, 250, 250)                 # 1 µs per pixel: every kernel is 50 px wide
+    d = decimate(c, 0, 250, 250)  # 1 µs per pixel: every kernel is 50 px wide
     r = d["lanes"][0]["runs"]
     assert r["id"] == [0, 1, 2] and r["n"] == [1, 1, 1]
     assert r["cat"] == [0, 1, NON_ATTENTION]
@@ -49,16 +54,22 @@ def test_narrow_kernels_merge_into_one_run_per_pixel_gap():
 
 def test_dominant_category_and_window_clipping():
     c = _cols([0, 0.3, 0.6, 10], [0.2, 0.2, 0.2, 20], cat=[0, 1, 1, 2])
-    d = decimate(c, 5, 15, 10)                     # only the last kernel overlaps; clipped to the window
+    d = decimate(c, 5, 15, 10)  # only the last kernel overlaps; clipped to the window
     r = d["lanes"][0]["runs"]
     assert d["t0"] == 5 and r["start"] == [5.0] and r["end"] == [10.0] and r["id"] == [3]
-    d = decimate(c, 0, 1, 1)                       # everything in one pixel: mask (1) holds most time
+    d = decimate(c, 0, 1, 1)  # everything in one pixel: mask (1) holds most time
     assert d["lanes"][0]["runs"]["cat"] == [1]
 
 
 def test_lanes_calls_and_steps():
-    c = _cols([0, 10, 20, 30], [5, 5, 5, 5], lane=[0, 1, 0, 0], cat=[0, 2, 0, NON_ATTENTION], inst=[7, 8, 7, -1],
-              step=[0, 0, 1, 1])
+    c = _cols(
+        [0, 10, 20, 30],
+        [5, 5, 5, 5],
+        lane=[0, 1, 0, 0],
+        cat=[0, 2, 0, NON_ATTENTION],
+        inst=[7, 8, 7, -1],
+        step=[0, 0, 1, 1],
+    )
     d = decimate(c, None, None, 1000)
     assert [(ln["device"], ln["stream"]) for ln in d["lanes"]] == [(0, 0), (0, 1)]
     assert d["lanes"][0]["kernels"] == 3 and d["lanes"][1]["kernels"] == 1
@@ -72,13 +83,20 @@ def test_lanes_calls_and_steps():
 
 
 def test_overview_row():
-    s = {"status": "ok", "attention_time_us": 100.0, "attention_share": 0.5, "gpu_busy_us": 200.0,
-         "phases": [{"phase": "softmax", "label": "softmax", "direction": "forward", "time_us": 60, "share": 0.6},
-                    {"phase": "mask", "label": "mask", "direction": "forward", "time_us": 40, "share": 0.4}],
-         "bound_time_us": {"memory": 60, "latency": 40},
-         "notices": [{"code": "no_stack", "message": "m", "fix": "f"}],
-         "advice": [{"id": "fuse_attention", "title": "t", "severity": "high", "estimated_gain_us": 50}],
-         "trace": {"truncated": False}}
+    s = {
+        "status": "ok",
+        "attention_time_us": 100.0,
+        "attention_share": 0.5,
+        "gpu_busy_us": 200.0,
+        "phases": [
+            {"phase": "softmax", "label": "softmax", "direction": "forward", "time_us": 60, "share": 0.6},
+            {"phase": "mask", "label": "mask", "direction": "forward", "time_us": 40, "share": 0.4},
+        ],
+        "bound_time_us": {"memory": 60, "latency": 40},
+        "notices": [{"code": "no_stack", "message": "m", "fix": "f"}],
+        "advice": [{"id": "fuse_attention", "title": "t", "severity": "high", "estimated_gain_us": 50}],
+        "trace": {"truncated": False},
+    }
     r = overview_row(s)
     assert r["top_phase"]["phase"] == "softmax" and r["advice"] == 1 and r["top_advice"]["id"] == "fuse_attention"
     assert r["bound_time_us"] == {"compute": 0.0, "memory": 60, "latency": 40, "unknown": 0.0}
@@ -155,8 +173,9 @@ def test_columns_from_engine_table_and_packed_rows_agree():
     for f in ("ts", "dur", "lane", "instance", "ids"):
         assert np.array_equal(getattr(a, f), getattr(b, f)), f
 
-    def names(codes, vocab):            # the vocabularies may list values in another order
+    def names(codes, vocab):  # the vocabularies may list values in another order
         return [vocab[c] if c >= 0 else None for c in codes.tolist()]
+
     assert names(a.cat, a.cats) == names(b.cat, b.cats)
     assert names(a.step, a.steps) == names(b.step, b.steps)
     assert (a.instance >= 0).any() and (a.cat >= 0).any()

@@ -1,4 +1,5 @@
 """An analysis worker does not outlive the TensorBoard that started it."""
+
 import os
 import signal
 import subprocess
@@ -29,12 +30,13 @@ def _gone(pid: int) -> bool:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_worker_exits_when_its_parent_is_killed():
-    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True,
-                              env=dict(os.environ, PYTHONPATH=ROOT))
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=ROOT)
+    )
     try:
         child = int(parent.stdout.readline())
         time.sleep(0.5)
-        assert not _gone(child)                 # busy (sleeping) while its parent lives
+        assert not _gone(child)  # busy (sleeping) while its parent lives
         parent.send_signal(signal.SIGKILL)
         parent.wait(10)
         deadline = time.monotonic() + 10

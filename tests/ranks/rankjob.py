@@ -1,6 +1,7 @@
 """Helpers and the shared fixture of the rank tests. Not a conftest.py: other test directories
 import helpers with ``from conftest import ...`` at run time, and a conftest here would be the
 ``conftest`` module they got. Each test module declares its ``job8`` fixture over :func:`job8`."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -31,8 +32,14 @@ def cli(*args, env_extra=None, timeout=300) -> subprocess.CompletedProcess:
     """Run ``tb-attention`` as a separate process (the Dask paths start processes of their own)."""
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-m", "tb_attention_plugin.cli", *args], capture_output=True,
-                          text=True, env=env, timeout=timeout, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "tb_attention_plugin.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        cwd=ROOT,
+    )
 
 
 def plugin_helpers():

@@ -1,4 +1,5 @@
 """``tb-attention ranks`` in-process on a generated job with one slowed rank; the generator."""
+
 from __future__ import annotations
 
 import gzip
@@ -26,7 +27,7 @@ def _json(capsys, *args):
 
 def test_every_rank_in_rank_order_and_exactly_the_slowed_one_named(job8, capsys):
     d, paths = job8
-    assert sorted(os.listdir(d)) != [os.path.basename(p) for p in paths]      # names do not sort by rank
+    assert sorted(os.listdir(d)) != [os.path.basename(p) for p in paths]  # names do not sort by rank
     rc, v, err = _json(capsys, d)
     assert rc == 0 and err == ""
     assert [r["rank"] for r in v["ranks"]] == list(range(8))
@@ -34,9 +35,17 @@ def test_every_rank_in_rank_order_and_exactly_the_slowed_one_named(job8, capsys)
     assert [s["rank"] for s in v["stragglers"]] == [STRAGGLER]
     st = v["stragglers"][0]
     assert 20 < st["excess_pct"] < 40 and st["phases"]
-    for r in v["ranks"]:       # the issue's schema
-        assert {"rank", "worker", "file", "attention_time_us", "compute_busy_us", "attention_share", "phases",
-                "communication_us"} <= set(r)
+    for r in v["ranks"]:  # the issue's schema
+        assert {
+            "rank",
+            "worker",
+            "file",
+            "attention_time_us",
+            "compute_busy_us",
+            "attention_share",
+            "phases",
+            "communication_us",
+        } <= set(r)
         assert r["attention_time_us"] <= r["compute_busy_us"]
     assert v["schema"] == 1 and set(st) >= {"rank", "attention_time_us", "excess_pct", "phases"}
     assert v["spread"]["max_over_median"] > 1.2
@@ -91,8 +100,7 @@ def test_the_straggler_generator_shifts_later_gpu_work(tmp_path):
     n = make_rank_job.stretch(trace, att, 1.5)
     ks = [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
     assert n > 0
-    added = sum(before[id(e)][1] * 0.5 for e in ks
-                if (make_rank_job._device(e), round(before[id(e)][0] * 1000)) in att)
+    added = sum(before[id(e)][1] * 0.5 for e in ks if (make_rank_job._device(e), round(before[id(e)][0] * 1000)) in att)
     assert abs(max(e["ts"] + e["dur"] for e in ks) - (last_end + added)) < 0.01 * added + 1
     # kernels of one stream still run one after the other
     by_stream = {}

@@ -1,6 +1,7 @@
 """The per-file work on Dask: a real LocalCluster, and a scheduler and a worker started as separate
 processes (``python -m dask scheduler`` / ``dask worker``) on 127.0.0.1. Every process is stopped,
 and every wait is bounded."""
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,9 @@ def _ranks_json(*args):
 
 
 def _core(v):
-    return [(r["rank"], r["file"], r["attention_time_us"], r["compute_busy_us"]) for r in v["ranks"]], \
-        [s["rank"] for s in v["stragglers"]]
+    return [(r["rank"], r["file"], r["attention_time_us"], r["compute_busy_us"]) for r in v["ranks"]], [
+        s["rank"] for s in v["stragglers"]
+    ]
 
 
 def test_local_cluster_gives_the_in_process_answer(job8, tmp_path):
@@ -61,9 +63,27 @@ def dask_cluster(tmp_path):
     sfile = str(tmp_path / "scheduler.json")
     procs = []
     try:
-        procs.append(subprocess.Popen([sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1", "--port", "0",
-                                       "--no-dashboard", "--scheduler-file", sfile], env=env,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "dask",
+                    "scheduler",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    "0",
+                    "--no-dashboard",
+                    "--scheduler-file",
+                    sfile,
+                ],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        )
         deadline = time.monotonic() + 60
         while not os.path.exists(sfile):
             assert time.monotonic() < deadline, "the dask scheduler did not start within 60 s"
@@ -73,10 +93,32 @@ def dask_cluster(tmp_path):
         with open(sfile) as f:
             address = json.load(f)["address"]
         assert address.startswith("tcp://127.0.0.1:")
-        procs.append(subprocess.Popen([sys.executable, "-m", "dask", "worker", "--scheduler-file", sfile,
-                                       "--host", "127.0.0.1", "--nworkers", "1", "--nthreads", "1", "--no-dashboard",
-                                       "--memory-limit", "2GB"], env=env, cwd=str(tmp_path),
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "dask",
+                    "worker",
+                    "--scheduler-file",
+                    sfile,
+                    "--host",
+                    "127.0.0.1",
+                    "--nworkers",
+                    "1",
+                    "--nthreads",
+                    "1",
+                    "--no-dashboard",
+                    "--memory-limit",
+                    "2GB",
+                ],
+                env=env,
+                cwd=str(tmp_path),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        )
         yield address
     finally:
         for p in reversed(procs):
@@ -98,8 +140,17 @@ def test_ranks_analyze_and_summarize_on_a_scheduler_we_started(job8, dask_cluste
     assert [s["rank"] for s in remote["stragglers"]] == [STRAGGLER]
     assert _core(remote) == _core(_ranks_json(d, "--workers", "0", "--no-cache"))
     # analyze: the workers keep the reports in the cache; the client prints the same JSON
-    a_remote = cli("analyze", paths[0], paths[STRAGGLER], "-f", "json", "--scheduler", dask_cluster,
-                   "--cache-dir", str(tmp_path / "c2"))
+    a_remote = cli(
+        "analyze",
+        paths[0],
+        paths[STRAGGLER],
+        "-f",
+        "json",
+        "--scheduler",
+        dask_cluster,
+        "--cache-dir",
+        str(tmp_path / "c2"),
+    )
     a_local = cli("analyze", paths[0], paths[STRAGGLER], "-f", "json", "--no-cache")
     assert a_remote.returncode == 0, a_remote.stderr
     assert json.loads(a_remote.stdout) == json.loads(a_local.stdout)

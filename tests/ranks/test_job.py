@@ -1,4 +1,5 @@
 """The job view: rank order, spread, and the straggler rule (ranks/job.py)."""
+
 from __future__ import annotations
 
 import random
@@ -8,9 +9,20 @@ from tb_attention_plugin.ranks import job as J
 
 def _s(rank, att, phases=None, file=None):
     phases = phases or {"forward": {"fused_attention": att * 0.3}, "backward": {"fused_attention": att * 0.7}}
-    return {"status": "ok", "rank": rank, "worker": f"w{rank}", "span": None, "file": file or f"w{rank}.pt.trace.json",
-            "path": "x", "attention_time_us": att, "compute_busy_us": att * 4, "attention_share": 0.25,
-            "phases": phases, "communication_us": 10.0, "communication": {}}
+    return {
+        "status": "ok",
+        "rank": rank,
+        "worker": f"w{rank}",
+        "span": None,
+        "file": file or f"w{rank}.pt.trace.json",
+        "path": "x",
+        "attention_time_us": att,
+        "compute_busy_us": att * 4,
+        "attention_share": 0.25,
+        "phases": phases,
+        "communication_us": 10.0,
+        "communication": {},
+    }
 
 
 def test_rows_sorted_by_rank_number_not_name():

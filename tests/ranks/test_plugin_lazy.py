@@ -1,5 +1,6 @@
 """A run of many workers opens lazily: after ``tb-attention summarize`` the loader keeps each
 rank's cached summary (state ``summarized``) and loads no report until a rank is asked for."""
+
 from __future__ import annotations
 
 import os
@@ -53,6 +54,7 @@ def served():
         s = H.Served(logdir, **kw)
         made.append(s)
         return s
+
     yield make
     for s in made:
         s.close()
@@ -83,13 +85,17 @@ def test_a_summarized_run_of_many_workers_loads_no_report_until_a_rank_is_picked
     picked = v["ranks"][3]
     first = s.get("/summary", run=".", worker=picked["worker"])
     assert first.status_code in (200, 202)
-    if first.status_code == 202:         # the usual answer while it loads
+    if first.status_code == 202:  # the usual answer while it loads
         assert first.json["state"] in ("queued", "loading")
-    body = H.wait_for(lambda: (lambda r: r.json if r.status_code == 200 else None)(
-        s.get("/summary", run=".", worker=picked["worker"])), what="the picked rank loaded")
+    body = H.wait_for(
+        lambda: (lambda r: r.json if r.status_code == 200 else None)(
+            s.get("/summary", run=".", worker=picked["worker"])
+        ),
+        what="the picked rank loaded",
+    )
     assert body["selection"]["file"] == picked["file"]
     assert body["summary"]["attention_time_us"] == pytest.approx(picked["attention_time_us"], rel=1e-6)
-    assert job.paths == [picked["file"]]                  # that rank only
+    assert job.paths == [picked["file"]]  # that rank only
     states = {f["file"]: f["state"] for f in s.runs()["runs"][0]["files"]}
     assert states.pop(picked["file"]) == "ready" and set(states.values()) == {"summarized"}
     k = s.get("/kernels", run=".", worker=picked["worker"])
@@ -105,10 +111,12 @@ def test_a_file_without_a_cached_summary_is_analysed_and_its_summary_kept(job8, 
     assert store.get(cache, key) is None
     job = Recorder()
     s = served(d, use_cache=True, cache_dir=summarized, lazy_workers=4, job=job)
-    H.wait_for(lambda: (lambda c: c if c["summarized"] == 7 and c["ready"] == 1 else None)(_counts(s)),
-               what="7 summarized, 1 analysed")
+    H.wait_for(
+        lambda: (lambda c: c if c["summarized"] == 7 and c["ready"] == 1 else None)(_counts(s)),
+        what="7 summarized, 1 analysed",
+    )
     assert job.paths == [os.path.basename(gone)]
-    assert store.get(cache, key) is not None              # kept for the next start
+    assert store.get(cache, key) is not None  # kept for the next start
     v = s.get("/ranks", run=".").json
     assert v["state"] == "ready" and len(v["ranks"]) == 8 and [x["rank"] for x in v["stragglers"]] == [STRAGGLER]
 
@@ -116,7 +124,7 @@ def test_a_file_without_a_cached_summary_is_analysed_and_its_summary_kept(job8, 
 def test_runs_with_few_workers_load_as_before(job8, summarized):
     d, _ = job8
     assert LAZY_WORKERS == 8
-    loader = Loader(d, use_cache=True, cache_dir=summarized, mode="thread", settle_secs=0.0)   # not started
+    loader = Loader(d, use_cache=True, cache_dir=summarized, mode="thread", settle_secs=0.0)  # not started
     loader.scan_once()
     c = loader.counts()
     assert c["queued"] == 8 and c["summarized"] == 0

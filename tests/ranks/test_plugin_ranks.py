@@ -1,4 +1,5 @@
 """The ``/ranks`` route: a run of many ranks from the summaries kept with the report cache."""
+
 from __future__ import annotations
 
 import os
@@ -31,6 +32,7 @@ def servers():
         s = H.Served(logdir, **kw)
         made.append(s)
         return s
+
     yield make
     for s in made:
         s.close()
@@ -55,10 +57,13 @@ def test_a_summarized_job_answers_from_the_cache(job8, tmp_path, servers):
 
 def test_without_a_cache_summaries_come_from_the_loaded_reports(job8, servers):
     d, _ = job8
-    s = servers(d)                      # use_cache=False
+    s = servers(d)  # use_cache=False
     s.settled(8)
-    v = H.wait_for(lambda: (lambda j: j if j["state"] == "ready" else None)(s.get("/ranks", run=".").json),
-                   timeout=120, what="all ranks summarised")
+    v = H.wait_for(
+        lambda: (lambda j: j if j["state"] == "ready" else None)(s.get("/ranks", run=".").json),
+        timeout=120,
+        what="all ranks summarised",
+    )
     assert [x["rank"] for x in v["stragglers"]] == [STRAGGLER] and len(v["ranks"]) == 8
 
 
@@ -78,9 +83,15 @@ def test_1024_ranks_with_cached_summaries(tmp_path, servers):
     ranks, byte-identical to rank 0 but for distributedInfo, get rank 0's summary under their own
     cache keys (analysing 1024 copies would only make the test slow)."""
     logdir = tmp_path / "logs"
-    paths = make_rank_job.make_job(str(logdir / "job"), 1024, sources=[os.path.join(SMALL, f) for f in
-                                                                         os.listdir(SMALL)],
-                                   stragglers=(700,), slowdown=1.4, jitter=0.0, gz=True)
+    paths = make_rank_job.make_job(
+        str(logdir / "job"),
+        1024,
+        sources=[os.path.join(SMALL, f) for f in os.listdir(SMALL)],
+        stragglers=(700,),
+        slowdown=1.4,
+        jitter=0.0,
+        gz=True,
+    )
     cache = ReportCache(str(tmp_path / "cache"))
     opt = Options()
     base = rank_summary(analyze_path(paths[0], opt, cache=None), paths[0])
@@ -89,14 +100,14 @@ def test_1024_ranks_with_cached_summaries(tmp_path, servers):
         assert s["rank"] == r
         store.put(cache, store.summary_key(cache, p, opt), s)
     s = servers(logdir, use_cache=True, cache_dir=cache.dir)
-    s.loader.stop()                     # nothing analysed by the loader: only the cache answers
+    s.loader.stop()  # nothing analysed by the loader: only the cache answers
     s.loader.scan_once()
     v = s.get("/ranks", run="job").json
     assert v["state"] == "ready" and v["files"] == 1024
     assert [x["rank"] for x in v["ranks"]] == list(range(1024))
     assert [x["rank"] for x in v["stragglers"]] == [700]
     assert v["spread"]["ranks"] == 1024 and v["spread"]["max_over_median"] > 1.3
-    again = s.get("/ranks", run="job").json          # from the memo
+    again = s.get("/ranks", run="job").json  # from the memo
     assert again["ranks"] == v["ranks"]
 
 

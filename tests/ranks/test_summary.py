@@ -1,4 +1,5 @@
 """Per-rank summaries (ranks/summary.py) and their cache (ranks/store.py)."""
+
 from __future__ import annotations
 
 import glob
@@ -32,7 +33,7 @@ def test_invariants_on_a_real_training_trace():
     path = _one("gpt4l_sdpa_train")
     rep = analyze_path(path)
     s = rank_summary(rep, path)
-    assert s["rank"] == 0 and s["rank_source"] == "file_name"          # "..._rank0.<span>.pt.trace.json.gz"
+    assert s["rank"] == 0 and s["rank_source"] == "file_name"  # "..._rank0.<span>.pt.trace.json.gz"
     assert s["worker"] == "gpt4l_sdpa_train_rank0" and s["span"] == "1796022794211767299"
     assert 0 < s["attention_time_us"] <= s["compute_busy_us"] <= s["span_us"]
     assert 0 < s["attention_share"] <= 1
@@ -41,7 +42,7 @@ def test_invariants_on_a_real_training_trace():
     assert set(s["phases"]) == {"forward", "backward"}
     assert s["top_kernel_groups"] and s["top_kernel_groups"][0]["time_us"] >= s["top_kernel_groups"][-1]["time_us"]
     assert s["communication"]["kernels"] == 0 and s["communication_us"] == 0
-    assert len(repr(s)) < 8000                                          # compact
+    assert len(repr(s)) < 8000  # compact
 
 
 def test_rank_from_distributed_info(job8):
@@ -55,26 +56,37 @@ def _row(name, ts, dur, device=0, attention=False):
 
 
 def test_communication_and_overlap_computed_from_intervals():
-    rep = {"kernels": [
-        _row("sm90_gemm", 0, 10),                         # compute 0-10
-        _row("flash_fwd", 5, 10, attention=True),         # compute + attention 5-15 (another stream)
-        _row("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 12, 10),   # comm 12-22: 3 µs with attention
-        _row("c10d::allreduce_", 30, 5),                  # comm 30-35, alone
-        _row("flash_fwd", 0, 4, device=1, attention=True),          # another GPU: compute 0-4
-    ]}
+    rep = {
+        "kernels": [
+            _row("sm90_gemm", 0, 10),  # compute 0-10
+            _row("flash_fwd", 5, 10, attention=True),  # compute + attention 5-15 (another stream)
+            _row("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 12, 10),  # comm 12-22: 3 µs with attention
+            _row("c10d::allreduce_", 30, 5),  # comm 30-35, alone
+            _row("flash_fwd", 0, 4, device=1, attention=True),  # another GPU: compute 0-4
+        ]
+    }
     a = gpu_activity(rep)
     assert a["source"] == "kernels"
     assert a["compute_busy_us"] == 15 + 4
     c = a["communication"]
     assert (c["time_us"], c["busy_us"], c["kernels"]) == (15, 15, 2)
     assert c["overlap_with_attention_us"] == 3 and c["overlap_with_compute_us"] == 3
-    assert a["span_us"] == 35            # first start to last end, over all devices (the contract's span_us)
+    assert a["span_us"] == 35  # first start to last end, over all devices (the contract's span_us)
 
 
 def test_report_fields_are_used_when_the_engine_has_them():
-    rep = {"compute_busy_us": 100.0, "span_us": 120.0, "kernels": [],
-           "communication": {"time_us": 7.0, "busy_us": 6.0, "overlap_with_attention_us": 1.0,
-                             "overlap_with_compute_us": 2.0, "kernels": 3}}
+    rep = {
+        "compute_busy_us": 100.0,
+        "span_us": 120.0,
+        "kernels": [],
+        "communication": {
+            "time_us": 7.0,
+            "busy_us": 6.0,
+            "overlap_with_attention_us": 1.0,
+            "overlap_with_compute_us": 2.0,
+            "kernels": 3,
+        },
+    }
     a = gpu_activity(rep)
     assert a["source"] == "report" and a["compute_busy_us"] == 100.0 and a["communication"]["kernels"] == 3
     s = rank_summary(dict(rep, attention_time_us=30.0, attention_share=0.28), "rank3.pt.trace.json")
@@ -101,4 +113,4 @@ def test_the_summary_is_kept_with_the_cached_report(tmp_path):
     got = store.get(cache, key)
     assert got is not None and got["attention_time_us"] == rep["attention_time_us"]
     assert os.path.exists(os.path.join(cache.dir, key + ".rank.msgpack.z"))
-    assert store.get(cache, store.summary_key(cache, path, Options(step="1"))) is None   # options are in the key
+    assert store.get(cache, store.summary_key(cache, path, Options(step="1"))) is None  # options are in the key

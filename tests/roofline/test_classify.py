@@ -1,4 +1,5 @@
 """The one classifier (roofline/classify.py), as the report uses it: on a kernel frame."""
+
 import numpy as np
 import pytest
 
@@ -25,10 +26,18 @@ BW = 4.24e12
 
 
 def one(dur_us, flops, nbytes, peak_flops=801.5e12, bw=BW, peak="bf16", **kw):
-    f = classify(from_columns(dur_us, flops=flops, bytes=nbytes, reads=nbytes, peak_flops=peak_flops,
-                              bandwidth=bw, peak=peak, **kw))
-    return {"bound": BOUNDS[f.bound[0]], "reason": f.reason[0], "cu": f.compute_util[0], "mu": f.memory_util[0],
-            "cause": CAUSES[f.cause[0]] if f.cause[0] >= 0 else None}
+    f = classify(
+        from_columns(
+            dur_us, flops=flops, bytes=nbytes, reads=nbytes, peak_flops=peak_flops, bandwidth=bw, peak=peak, **kw
+        )
+    )
+    return {
+        "bound": BOUNDS[f.bound[0]],
+        "reason": f.reason[0],
+        "cu": f.compute_util[0],
+        "mu": f.memory_util[0],
+        "cause": CAUSES[f.cause[0]] if f.cause[0] >= 0 else None,
+    }
 
 
 def test_compute_bound_gemm():
@@ -47,8 +56,10 @@ def test_short_kernels_are_latency_bound_whatever_their_traffic():
     # 3 µs at 90 % of bandwidth by the model: too short to have reached it
     v = one(3.0, 0, 0.9 * BW * 3e-6, 50.5e12, peak="fp32", blocks=4, num_sms=132, occupancy=5.0)
     assert v["bound"] == "latency"
-    assert v["reason"] == ("latency (launch): only 3.0 µs: launch overhead dominates; grid of 4 blocks < 132 SMs; "
-                           "estimated occupancy 5% (90% of bandwidth, 0% of fp32 peak)")
+    assert v["reason"] == (
+        "latency (launch): only 3.0 µs: launch overhead dominates; grid of 4 blocks < 132 SMs; "
+        "estimated occupancy 5% (90% of bandwidth, 0% of fp32 peak)"
+    )
     # the rule is for kernels: a short device copy that reaches bandwidth stays memory-bound
     v = one(3.0, 0, 0.9 * BW * 3e-6, np.nan, peak=None, kind=MEMCPY)
     assert v["bound"] == "memory"
@@ -64,8 +75,10 @@ def test_latency_when_neither_roof_is_reached():
 def test_short_kernel_without_cost_is_latency_and_says_what_is_missing():
     v = one(2.0, np.nan, np.nan, missing=M_NO_FORMULA)
     assert v["bound"] == "latency"
-    assert v["reason"] == ("latency (launch): only 2.0 µs: launch overhead dominates "
-                           "(FLOPs and bytes unknown: no cost formula for its op or the ops around it)")
+    assert v["reason"] == (
+        "latency (launch): only 2.0 µs: launch overhead dominates "
+        "(FLOPs and bytes unknown: no cost formula for its op or the ops around it)"
+    )
 
 
 def test_a_kernel_without_cost_on_a_tiny_grid_is_latency_bound():
@@ -117,12 +130,24 @@ def test_vectorised_equals_one_by_one_and_words_each_reason_once():
     fl = rng.choice([np.nan, 0.0, 1e9, 3e10], n)
     nb = rng.choice([np.nan, 1e6, 1e9], n)
     blocks = rng.choice([8, 1000], n)
-    f = classify(from_columns(base, flops=fl, bytes=nb, reads=nb, peak_flops=801.5e12, bandwidth=BW, peak="bf16",
-                              blocks=blocks, num_sms=132, kind=KERNEL))
+    f = classify(
+        from_columns(
+            base,
+            flops=fl,
+            bytes=nb,
+            reads=nb,
+            peak_flops=801.5e12,
+            bandwidth=BW,
+            peak="bf16",
+            blocks=blocks,
+            num_sms=132,
+            kind=KERNEL,
+        )
+    )
     for i in range(0, n, 37):
         v = one(base[i], fl[i], nb[i], blocks=blocks[i], num_sms=132)
         assert (BOUNDS[f.bound[i]], f.reason[i]) == (v["bound"], v["reason"])
-    assert len(set(f.reason.vocab)) == len(f.reason.vocab) <= 3 * 4 * 3 * 2   # one per distinct input, not per row
+    assert len(set(f.reason.vocab)) == len(f.reason.vocab) <= 3 * 4 * 3 * 2  # one per distinct input, not per row
 
 
 def test_peak_choice():
@@ -131,18 +156,27 @@ def test_peak_choice():
     assert peak_key("fp32", MATRIX, "sm80_xmma_gemm_tf32f32_tf32f32_f32_nn", H200)[0] == "tf32"
     assert peak_key("bf16", VECTOR, "softmax", H200)[0] == "fp32"
     assert peak_key("bf16", NONE, "copy", H200)[0] is None
-    assert peak_key("bf16", MATRIX, "gemm", {"fp32": 15.7e12, "fp16": 125e12})[0] == "fp32"   # V100: no bf16 TC
+    assert peak_key("bf16", MATRIX, "gemm", {"fp32": 15.7e12, "fp16": 125e12})[0] == "fp32"  # V100: no bf16 TC
 
 
 def test_a_kernel_faster_than_the_table_peak_raises_the_roof():
     # LM-head GEMM at 869 TFLOP/s against a measured bf16 peak of 801.5: the roof was wrong
     dur = np.array([100.0, 100.0, 100.0])
     fl = np.array([869e12, 400e12, 2000e12]) * 100e-6
-    f = from_columns(dur, flops=fl, bytes=1e8, reads=1e8, peak_flops=801.5e12, bandwidth=BW, peak="bf16",
-                     estimated=np.array([False, False, True]))
+    f = from_columns(
+        dur,
+        flops=fl,
+        bytes=1e8,
+        reads=1e8,
+        peak_flops=801.5e12,
+        bandwidth=BW,
+        peak="bf16",
+        estimated=np.array([False, False, True]),
+    )
     f, adj = raise_roofs(f, lambda dev, pk: 989.4e12 if pk == "bf16" else None)
-    assert adj == [{"device": 0, "peak": "bf16", "from": 801.5e12, "to": pytest.approx(869e12),
-                    "reason": adj[0]["reason"]}]
+    assert adj == [
+        {"device": 0, "peak": "bf16", "from": 801.5e12, "to": pytest.approx(869e12), "reason": adj[0]["reason"]}
+    ]
     assert "869 TFLOP/s" in adj[0]["reason"] and "datasheet's dense bf16 peak is 989 TFLOP/s" in adj[0]["reason"]
     f = classify(f)
     assert (f.peak_flops == adj[0]["to"]).all()
@@ -152,8 +186,12 @@ def test_a_kernel_faster_than_the_table_peak_raises_the_roof():
     # an estimate above even the raised roof does not move it: it is shown at the roof, and says so
     assert f.compute_util[2] == 1.0 and "FLOP estimate exceeds" in f.reason[2]
     # above the datasheet too: the FLOP count is suspect, and the reason says so
-    g, adj = raise_roofs(from_columns(100.0, flops=1100e12 * 100e-6, bytes=1e8, reads=1e8, peak_flops=801.5e12,
-                                      bandwidth=BW, peak="bf16"), lambda dev, pk: 989.4e12)
+    g, adj = raise_roofs(
+        from_columns(
+            100.0, flops=1100e12 * 100e-6, bytes=1e8, reads=1e8, peak_flops=801.5e12, bandwidth=BW, peak="bf16"
+        ),
+        lambda dev, pk: 989.4e12,
+    )
     assert adj[0]["to"] == pytest.approx(1100e12) and "check the FLOP count" in adj[0]["reason"]
     assert classify(g).compute_util[0] == pytest.approx(1.0)
 
@@ -178,9 +216,17 @@ def test_upper_bounds_never_claim_a_roof():
 def test_every_utilisation_is_a_fraction_of_its_roof():
     rng = np.random.default_rng(1)
     n = 2000
-    f = from_columns(rng.uniform(0.5, 500, n), flops=rng.uniform(0, 2e12, n) * rng.choice([1e-6, 1e-3, 1], n),
-                     bytes=rng.uniform(0, 1e10, n), reads=np.nan, peak_flops=801.5e12, bandwidth=BW, peak="bf16",
-                     estimated=rng.random(n) < 0.3, upper_bound=rng.random(n) < 0.1)
+    f = from_columns(
+        rng.uniform(0.5, 500, n),
+        flops=rng.uniform(0, 2e12, n) * rng.choice([1e-6, 1e-3, 1], n),
+        bytes=rng.uniform(0, 1e10, n),
+        reads=np.nan,
+        peak_flops=801.5e12,
+        bandwidth=BW,
+        peak="bf16",
+        estimated=rng.random(n) < 0.3,
+        upper_bound=rng.random(n) < 0.1,
+    )
     f, _ = raise_roofs(f, lambda dev, pk: 989.4e12)
     f = classify(f)
     for u in (f.compute_util, f.memory_util):
@@ -202,7 +248,7 @@ def test_latency_names_its_cause():
     assert v["bound"] == "latency" and v["cause"] == "stalled"
     # the cause is only for latency, and only where the launch record tells
     assert one(100.0, 0.8 * 801.5e12 * 100e-6, 1e8, blocks=4096, num_sms=132)["cause"] is None
-    v = one(300.0, 1e9, 1e8)                 # no grid recorded
+    v = one(300.0, 1e9, 1e8)  # no grid recorded
     assert v["bound"] == "latency" and v["cause"] is None and not v["reason"].startswith("latency (")
     # a recorded occupancy of 0 is "not computed" (Kineto), never low occupancy
     assert one(300.0, 1e9, 1e8, blocks=1000, num_sms=132, occupancy=np.nan)["cause"] == "stalled"

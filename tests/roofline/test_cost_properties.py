@@ -2,6 +2,7 @@
 
 Derandomised (the same examples every run, no example database written) so a failure
 reproduces and CI stays deterministic."""
+
 from math import prod
 
 import msgspec
@@ -55,20 +56,42 @@ def tensor_arg(draw, shape=None):
     return shape, draw(st.sampled_from(ALL_TYPES)), strides
 
 
-ELEMENTWISE_OPS = ["aten::add", "aten::mul", "aten::div", "aten::where", "aten::masked_fill", "aten::exp",
-                   "aten::eq", "aten::copy_", "aten::clone", "aten::_softmax", "aten::sum", "aten::cumsum",
-                   "aten::native_dropout", "aten::_to_copy", "aten::fill_", "aten::silu_backward"]
+ELEMENTWISE_OPS = [
+    "aten::add",
+    "aten::mul",
+    "aten::div",
+    "aten::where",
+    "aten::masked_fill",
+    "aten::exp",
+    "aten::eq",
+    "aten::copy_",
+    "aten::clone",
+    "aten::_softmax",
+    "aten::sum",
+    "aten::cumsum",
+    "aten::native_dropout",
+    "aten::_to_copy",
+    "aten::fill_",
+    "aten::silu_backward",
+]
 
 
 # the registry as imported (parsed Triton kernel names are added to it at run time: not those)
 FORMULA_OPS = sorted(k for k in C._FORMULAS if k not in C.COMPOSITE and not k.startswith("triton_")) + [
-    "triton_poi_fused_add_mul_0", "triton_red_fused__softmax_1", "triton_tem_fused_mm_2",
-    "triton_tem_fused_flex_attention_0", "triton_tem_fused_flex_attention_backward_1"]
+    "triton_poi_fused_add_mul_0",
+    "triton_red_fused__softmax_1",
+    "triton_tem_fused_mm_2",
+    "triton_tem_fused_flex_attention_0",
+    "triton_tem_fused_flex_attention_backward_1",
+]
 
 
 @SETTINGS
-@given(op=st.sampled_from(FORMULA_OPS),
-       ts=st.lists(tensor_arg(), min_size=1, max_size=4), scalar=st.sampled_from(["", "1", "0.5", "True", "6"]))
+@given(
+    op=st.sampled_from(FORMULA_OPS),
+    ts=st.lists(tensor_arg(), min_size=1, max_size=4),
+    scalar=st.sampled_from(["", "1", "0.5", "True", "6"]),
+)
 def test_every_formula_gives_nonnegative_flops_and_bytes(op, ts, scalar):
     """Whatever the recorded inputs, a formula returns None or non-negative numbers, reads <= bytes."""
     dims_ = [t[0] for t in ts] + [[]]
@@ -95,6 +118,7 @@ def test_bytes_are_monotone_in_shape(op, shape, dt, i, grow):
 
     def cost(s):
         return op_cost(op, sargs([s, s, []], [dt, dt, "Scalar"], [contiguous(s), contiguous(s), []], ["", "", "1"]))
+
     a, b = cost(shape), cost(bigger)
     assert (a is None) == (b is None)
     if a is not None and a.bytes is not None:
@@ -103,9 +127,13 @@ def test_bytes_are_monotone_in_shape(op, shape, dt, i, grow):
 
 
 @SETTINGS
-@given(op=st.sampled_from(ELEMENTWISE_OPS + ["aten::mm", "aten::bmm", "aten::matmul"]),
-       shape=st.lists(st.integers(1, 64), min_size=2, max_size=4), dt=dtypes, i=st.integers(0, 3),
-       which=st.integers(0, 1))
+@given(
+    op=st.sampled_from(ELEMENTWISE_OPS + ["aten::mm", "aten::bmm", "aten::matmul"]),
+    shape=st.lists(st.integers(1, 64), min_size=2, max_size=4),
+    dt=dtypes,
+    i=st.integers(0, 3),
+    which=st.integers(0, 1),
+)
 def test_a_stride_zero_never_increases_bytes(op, shape, dt, i, which):
     """Expanding a dimension (stride 0: the same elements repeated) never adds traffic."""
     if op == "aten::mm":
@@ -123,10 +151,14 @@ def test_a_stride_zero_never_increases_bytes(op, shape, dt, i, which):
     if base is None or base.bytes is None:
         return
     assert exp.bytes <= base.bytes
-    assert exp.flops == base.flops            # the work is the same: only the traffic falls
+    assert exp.flops == base.flops  # the work is the same: only the traffic falls
     size = dims_[which][i % len(dims_[which])]
-    if op in ("aten::copy_", "aten::clone", "aten::mul", "aten::exp") and (which == 1) == (op == "aten::copy_") \
-            and size > 1 and len(dims_[which]) > 0:
+    if (
+        op in ("aten::copy_", "aten::clone", "aten::mul", "aten::exp")
+        and (which == 1) == (op == "aten::copy_")
+        and size > 1
+        and len(dims_[which]) > 0
+    ):
         # that input is read once: its bytes fall by the repeat factor, exactly
         it = DTYPES[dt][1]
         assert exp.reads == base.reads - prod(dims_[which]) * it * (1 - 1 / size)
@@ -151,7 +183,8 @@ def test_matmul_flops_are_2mnk_per_batch(b, m, n, k, dt):
         # every operand is read at least once and the output written once
         itemsize = DTYPES[dt][1]
         assert c.bytes >= (batch * m * n) * itemsize + sum(prod(d) for d in ds[:2]) * itemsize * (
-            1 if op != "aten::baddbmm" else 0)
+            1 if op != "aten::baddbmm" else 0
+        )
 
 
 @SETTINGS
@@ -163,35 +196,59 @@ def test_causal_fraction_is_the_share_of_kept_pairs(sq, sk, br):
     assert 0.0 <= causal_fraction(sq, sk, br) <= 1.0
 
 
-TORCH_DTYPES = {"float": "float32", "c10::BFloat16": "bfloat16", "c10::Half": "float16", "double": "float64",
-                "long int": "int64", "int": "int32", "bool": "bool", "signed char": "int8"}
+TORCH_DTYPES = {
+    "float": "float32",
+    "c10::BFloat16": "bfloat16",
+    "c10::Half": "float16",
+    "double": "float64",
+    "long int": "int64",
+    "int": "int32",
+    "bool": "bool",
+    "signed char": "int8",
+}
 
 
 @SETTINGS
-@given(shape=shapes, a=st.sampled_from(sorted(TORCH_DTYPES)), b=st.sampled_from(sorted(TORCH_DTYPES)),
-       zero_dim=st.booleans())
+@given(
+    shape=shapes,
+    a=st.sampled_from(sorted(TORCH_DTYPES)),
+    b=st.sampled_from(sorted(TORCH_DTYPES)),
+    zero_dim=st.booleans(),
+)
 def test_elementwise_output_follows_torch_type_promotion(shape, a, b, zero_dim):
     """bytes = inputs read + one output of the broadcast shape at torch.result_type's size."""
     torch = pytest.importorskip("torch")
     sb = [] if zero_dim else shape
-    c = op_cost("aten::add", sargs([shape, sb, []], [a, b, "Scalar"], [contiguous(shape), contiguous(sb), []],
-                                   ["", "", "1"]))
+    c = op_cost(
+        "aten::add", sargs([shape, sb, []], [a, b, "Scalar"], [contiguous(shape), contiguous(sb), []], ["", "", "1"])
+    )
     x = torch.empty(shape, dtype=getattr(torch, TORCH_DTYPES[a]), device="meta")
     y = torch.empty(sb, dtype=getattr(torch, TORCH_DTYPES[b]), device="meta")
     ref = torch.result_type(x, y)
     if zero_dim and ref == torch.float64 and x.dtype != torch.float64:
-        ref = torch.float32      # a 0-dim double in a trace is a wrapped Python float (default dtype)
+        ref = torch.float32  # a 0-dim double in a trace is a wrapped Python float (default dtype)
     n = prod(shape)
     assert c.bytes == n * DTYPES[a][1] + prod(sb) * DTYPES[b][1] + n * ref.itemsize
 
 
 def test_dtype_itemsizes_match_torch():
     torch = pytest.importorskip("torch")
-    by_cpp = {"float": torch.float32, "double": torch.float64, "c10::Half": torch.float16,
-              "c10::BFloat16": torch.bfloat16, "int": torch.int32, "long int": torch.int64,
-              "short int": torch.int16, "signed char": torch.int8, "unsigned char": torch.uint8, "bool": torch.bool,
-              "c10::complex<float>": torch.complex64, "c10::complex<double>": torch.complex128,
-              "c10::Float8_e4m3fn": torch.float8_e4m3fn, "c10::Float8_e5m2": torch.float8_e5m2}
+    by_cpp = {
+        "float": torch.float32,
+        "double": torch.float64,
+        "c10::Half": torch.float16,
+        "c10::BFloat16": torch.bfloat16,
+        "int": torch.int32,
+        "long int": torch.int64,
+        "short int": torch.int16,
+        "signed char": torch.int8,
+        "unsigned char": torch.uint8,
+        "bool": torch.bool,
+        "c10::complex<float>": torch.complex64,
+        "c10::complex<double>": torch.complex128,
+        "c10::Float8_e4m3fn": torch.float8_e4m3fn,
+        "c10::Float8_e5m2": torch.float8_e5m2,
+    }
     for name, dt in by_cpp.items():
         assert DTYPES[name][1] == torch.empty(0, dtype=dt).element_size(), name
     for name, (short, size) in DTYPES.items():
@@ -199,18 +256,34 @@ def test_dtype_itemsizes_match_torch():
 
 
 @SETTINGS
-@given(b=st.integers(1, 4), hk=st.integers(1, 4), g=st.integers(1, 4), sq=st.integers(1, 512), sk=st.integers(1, 512),
-       d=st.sampled_from([32, 64, 128]), causal=st.booleans())
+@given(
+    b=st.integers(1, 4),
+    hk=st.integers(1, 4),
+    g=st.integers(1, 4),
+    sq=st.integers(1, 512),
+    sk=st.integers(1, 512),
+    d=st.sampled_from([32, 64, 128]),
+    causal=st.booleans(),
+)
 def test_flex_upper_bound_is_at_least_sdpa_with_any_mask(b, hk, g, sq, sk, d, causal):
     """FlexAttention's dense count bounds the same attention with any mask (here SDPA's causal)."""
     h = hk * g
     q, k = [b, h, sq, d], [b, hk, sk, d]
     nb_q, nb_k = -(-sq // 128), -(-sk // 128)
-    flex = op_cost("triton_tem_fused_flex_attention_0", sargs(
-        [q, k, k, [b, h, sq], [b, h, sq], [b, 1, nb_q], [b, 1, nb_q, nb_k], q],
-        ["c10::BFloat16"] * 3 + ["float"] * 2 + ["int"] * 2 + ["c10::BFloat16"]))
-    sdpa = op_cost("aten::_scaled_dot_product_flash_attention", sargs(
-        [q, k, k, [], [], [], []], ["c10::BFloat16"] * 3 + ["Scalar"] * 4,
-        concrete=["", "", "", "0.", str(causal), "False", ""]))
+    flex = op_cost(
+        "triton_tem_fused_flex_attention_0",
+        sargs(
+            [q, k, k, [b, h, sq], [b, h, sq], [b, 1, nb_q], [b, 1, nb_q, nb_k], q],
+            ["c10::BFloat16"] * 3 + ["float"] * 2 + ["int"] * 2 + ["c10::BFloat16"],
+        ),
+    )
+    sdpa = op_cost(
+        "aten::_scaled_dot_product_flash_attention",
+        sargs(
+            [q, k, k, [], [], [], []],
+            ["c10::BFloat16"] * 3 + ["Scalar"] * 4,
+            concrete=["", "", "", "0.", str(causal), "False", ""],
+        ),
+    )
     assert flex.upper_bound and not sdpa.upper_bound
     assert flex.flops >= sdpa.flops and flex.flops == sdpa.flops_dense

@@ -9,16 +9,27 @@ def res(name, mem=80 * 2**30, **extra):
     return D.resolve({"deviceProperties": [dict(id=0, name=name, totalGlobalMem=mem, **extra)]}, 0)
 
 
-@pytest.mark.parametrize("name,mem,key", [
-    ("NVIDIA H200", 141e9, "H200-SXM"), ("NVIDIA H200 NVL", 141e9, "H200-NVL"),
-    ("NVIDIA H100 80GB HBM3", 80e9, "H100-SXM"), ("NVIDIA H100 PCIe", 80e9, "H100-PCIe"),
-    ("NVIDIA H100 NVL", 94e9, "H100-NVL"),
-    ("NVIDIA A100-SXM4-40GB", 40e9, "A100-40GB"), ("NVIDIA A100-SXM4-80GB", 80e9, "A100-80GB"),
-    ("NVIDIA A100-PG509-200", 42e9, "A100-40GB"), ("NVIDIA A100 80GB PCIe", 80e9, "A100-PCIe-80GB"),
-    ("Tesla V100-SXM2-32GB", 32e9, "V100-SXM2"), ("Tesla V100-PCIE-16GB", 16e9, "V100-PCIe"),
-    ("NVIDIA L4", 24e9, "L4"), ("NVIDIA A10", 24e9, "A10"), ("NVIDIA L40S", 48e9, "L40S"),
-    ("NVIDIA GeForce RTX 4090", 24e9, "RTX4090"), ("AMD Instinct MI300X", 192e9, "MI300X"),
-])
+@pytest.mark.parametrize(
+    "name,mem,key",
+    [
+        ("NVIDIA H200", 141e9, "H200-SXM"),
+        ("NVIDIA H200 NVL", 141e9, "H200-NVL"),
+        ("NVIDIA H100 80GB HBM3", 80e9, "H100-SXM"),
+        ("NVIDIA H100 PCIe", 80e9, "H100-PCIe"),
+        ("NVIDIA H100 NVL", 94e9, "H100-NVL"),
+        ("NVIDIA A100-SXM4-40GB", 40e9, "A100-40GB"),
+        ("NVIDIA A100-SXM4-80GB", 80e9, "A100-80GB"),
+        ("NVIDIA A100-PG509-200", 42e9, "A100-40GB"),
+        ("NVIDIA A100 80GB PCIe", 80e9, "A100-PCIe-80GB"),
+        ("Tesla V100-SXM2-32GB", 32e9, "V100-SXM2"),
+        ("Tesla V100-PCIE-16GB", 16e9, "V100-PCIe"),
+        ("NVIDIA L4", 24e9, "L4"),
+        ("NVIDIA A10", 24e9, "A10"),
+        ("NVIDIA L40S", 48e9, "L40S"),
+        ("NVIDIA GeForce RTX 4090", 24e9, "RTX4090"),
+        ("AMD Instinct MI300X", 192e9, "MI300X"),
+    ],
+)
 def test_table_lookup(name, mem, key):
     d = res(name, mem)
     assert d.key == key and d.known

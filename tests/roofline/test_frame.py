@@ -1,4 +1,5 @@
 """The kernel frame's launch columns as the report shows them: occupancy and waves."""
+
 import glob
 import os
 

@@ -1,5 +1,6 @@
 """The cost model on H200 traces of issue #12's forms (tests/data/modern): FP8 projections, FlexAttention,
 DeepSeek-V3-style MoE."""
+
 import glob
 import os
 
@@ -22,18 +23,19 @@ def attributed(name):
     from tb_attention_plugin.roofline.attribute import attribute
     from tb_attention_plugin.trace.correlate import link
     from tb_attention_plugin.trace.records import load_trace
+
     t = load_trace(trace(name))
     return t, attribute(t, link(t))
 
 
 def kernels_of(t, a, op):
     names = t.strings
-    return [i for i in np.flatnonzero(a.owner >= 0).tolist()
-            if names[t.ranges["name"][a.owner[i]]] == op]
+    return [i for i in np.flatnonzero(a.owner >= 0).tolist() if names[t.ranges["name"][a.owner[i]]] == op]
 
 
 def test_fp8_scaled_mm_flops_and_roof():
     from tb_attention_plugin.analyze import analyze_path
+
     r = analyze_path(trace("fp8_attn_fwd"), cache=None)
     mm = [k for k in r["kernels"] if k["cost_op"] == "aten::_scaled_mm"]
     assert len(mm) == 4
@@ -83,6 +85,7 @@ def test_no_compute_util_above_one_from_an_exact_cost(name):
     """Utilisation > 1 against a measured peak is an impossible number; only an upper-bound cost may
     exceed (and the engine words it as a bound)."""
     from tb_attention_plugin.analyze import analyze_path
+
     r = analyze_path(trace(name), cache=None)
     over = [(k["name"][:60], k["compute_util"]) for k in r["kernels"] if (k["compute_util"] or 0) > 1.0]
     assert not over
@@ -93,11 +96,13 @@ def test_l2_reuse_marks_the_mask_comparison_that_reads_what_was_just_written():
     previous op wrote (33.6 MB, in the 60 MB L2): 6 TB/s from 'DRAM' otherwise. Tiny scalar
     operands from L2 are not worth a note."""
     from tb_attention_plugin.roofline.cost import l2_reuse
+
     t, a = attributed("flex_swa_fwdbwd")
     order = np.argsort(t.gpu["ts"], kind="stable")
     costs = [a.costs.get(int(a.owner[i])) if a.owner[i] >= 0 else None for i in order.tolist()]
     out = l2_reuse(costs, 60 * 2**20)
-    noted = {t.strings[t.ranges["name"][a.owner[i]]]: c
-             for i, c in zip(order.tolist(), out) if c is not None and c.l2_hint}
+    noted = {
+        t.strings[t.ranges["name"][a.owner[i]]]: c for i, c in zip(order.tolist(), out) if c is not None and c.l2_hint
+    }
     assert "aten::lt" in noted and "int64 [2048, 2048]" in noted["aten::lt"].l2_hint
     assert all(c.l2_bytes >= 2**20 for c in noted.values())

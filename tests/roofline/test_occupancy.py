@@ -1,5 +1,6 @@
 """Theoretical occupancy (the CUDA occupancy calculation) against hand-computed cases and against
 the occupancy CUPTI estimated for the H200 kernels of validation/traces."""
+
 import glob
 import os
 
@@ -10,9 +11,18 @@ from helpers import ROOT
 from tb_attention_plugin.roofline.devices import sm_limits
 from tb_attention_plugin.roofline.occupancy import LIMITERS, theoretical_occupancy, waves
 
-H200 = {"name": "NVIDIA H200", "computeMajor": 9, "computeMinor": 0, "maxThreadsPerMultiprocessor": 2048,
-        "regsPerBlock": 65536, "warpSize": 32, "numSms": 132, "regsPerMultiprocessor": 65536,
-        "sharedMemPerBlockOptin": 232448, "sharedMemPerMultiprocessor": 233472}
+H200 = {
+    "name": "NVIDIA H200",
+    "computeMajor": 9,
+    "computeMinor": 0,
+    "maxThreadsPerMultiprocessor": 2048,
+    "regsPerBlock": 65536,
+    "warpSize": 32,
+    "numSms": 132,
+    "regsPerMultiprocessor": 65536,
+    "sharedMemPerBlockOptin": 232448,
+    "sharedMemPerMultiprocessor": 233472,
+}
 
 
 def occ(props, threads, regs, smem, key=None):
@@ -20,31 +30,41 @@ def occ(props, threads, regs, smem, key=None):
     return float(o.blocks_per_sm[0]), float(o.fraction[0]), (LIMITERS[o.limiter[0]] if o.limiter[0] >= 0 else None)
 
 
-@pytest.mark.parametrize("props,threads,regs,smem,blocks,frac,limiter", [
-    # H200, FlashAttention-2 forward: 255 regs x 32 -> 8192 per warp, 2 warps per register partition,
-    # 8 warps = 2 blocks of 4 (shared memory alone would allow 4): 12.5 % (CUPTI: 13 %)
-    (H200, 128, 255, 49152, 2, 0.125, "registers"),
-    # H200, flash backward pre-pass: 44 regs -> 1536 per warp, 10 warps per partition, 40 per SM,
-    # 5 blocks of 8 warps: 62.5 % (CUPTI: 63 %)
-    (H200, 256, 44, 0, 5, 0.625, "registers"),
-    # H200, elementwise: 18 regs; 16 blocks of 128 threads fill the 2048 threads: 100 %
-    (H200, 128, 18, 0, 16, 1.0, "threads"),
-    # sm_70 (the calculator's default: 256 threads, 32 regs, 4 KB): every limit at 8 blocks, 100 %
-    ({"name": "Tesla V100-SXM2-16GB", "computeMajor": 7, "computeMinor": 0}, 256, 32, 4096, 8, 1.0, "threads"),
-    # sm_80, 64 regs: 2048 per warp, 8 warps per partition, 32 warps = 4 blocks of 8: 50 %
-    ({"name": "NVIDIA A100-SXM4-80GB", "computeMajor": 8, "computeMinor": 0}, 256, 64, 0, 4, 0.5, "registers"),
-    # sm_80, 48 KB + 1 KB reserve per block in 164 KB: 3 blocks of 4 warps = 12 of 64: 18.75 %
-    ({"name": "NVIDIA A100-SXM4-80GB", "computeMajor": 8, "computeMinor": 0}, 128, 32, 48 * 1024, 3, 0.1875,
-     "shared_memory"),
-    # sm_86: 1536 threads per SM -> 6 blocks of 256 fill it
-    ({"name": "NVIDIA A10", "computeMajor": 8, "computeMinor": 6}, 256, 32, 0, 6, 1.0, "threads"),
-    # 114 KB per block: the runtime's 1 KB reserve makes two blocks not fit in 228 KB (1 block, 4 warps)
-    (H200, 128, 32, 114 * 1024, 1, 4 / 64, "shared_memory"),
-    # tiny blocks hit the 32-block limit: 32 x 1 warp of 64 = 50 %
-    (H200, 32, 16, 0, 32, 0.5, "blocks"),
-    # more shared memory than a block may have: cannot launch
-    (H200, 128, 32, 240 * 1024, 0, 0.0, "unlaunchable"),
-])
+@pytest.mark.parametrize(
+    "props,threads,regs,smem,blocks,frac,limiter",
+    [
+        # H200, FlashAttention-2 forward: 255 regs x 32 -> 8192 per warp, 2 warps per register partition,
+        # 8 warps = 2 blocks of 4 (shared memory alone would allow 4): 12.5 % (CUPTI: 13 %)
+        (H200, 128, 255, 49152, 2, 0.125, "registers"),
+        # H200, flash backward pre-pass: 44 regs -> 1536 per warp, 10 warps per partition, 40 per SM,
+        # 5 blocks of 8 warps: 62.5 % (CUPTI: 63 %)
+        (H200, 256, 44, 0, 5, 0.625, "registers"),
+        # H200, elementwise: 18 regs; 16 blocks of 128 threads fill the 2048 threads: 100 %
+        (H200, 128, 18, 0, 16, 1.0, "threads"),
+        # sm_70 (the calculator's default: 256 threads, 32 regs, 4 KB): every limit at 8 blocks, 100 %
+        ({"name": "Tesla V100-SXM2-16GB", "computeMajor": 7, "computeMinor": 0}, 256, 32, 4096, 8, 1.0, "threads"),
+        # sm_80, 64 regs: 2048 per warp, 8 warps per partition, 32 warps = 4 blocks of 8: 50 %
+        ({"name": "NVIDIA A100-SXM4-80GB", "computeMajor": 8, "computeMinor": 0}, 256, 64, 0, 4, 0.5, "registers"),
+        # sm_80, 48 KB + 1 KB reserve per block in 164 KB: 3 blocks of 4 warps = 12 of 64: 18.75 %
+        (
+            {"name": "NVIDIA A100-SXM4-80GB", "computeMajor": 8, "computeMinor": 0},
+            128,
+            32,
+            48 * 1024,
+            3,
+            0.1875,
+            "shared_memory",
+        ),
+        # sm_86: 1536 threads per SM -> 6 blocks of 256 fill it
+        ({"name": "NVIDIA A10", "computeMajor": 8, "computeMinor": 6}, 256, 32, 0, 6, 1.0, "threads"),
+        # 114 KB per block: the runtime's 1 KB reserve makes two blocks not fit in 228 KB (1 block, 4 warps)
+        (H200, 128, 32, 114 * 1024, 1, 4 / 64, "shared_memory"),
+        # tiny blocks hit the 32-block limit: 32 x 1 warp of 64 = 50 %
+        (H200, 32, 16, 0, 32, 0.5, "blocks"),
+        # more shared memory than a block may have: cannot launch
+        (H200, 128, 32, 240 * 1024, 0, 0.0, "unlaunchable"),
+    ],
+)
 def test_hand_computed_cases(props, threads, regs, smem, blocks, frac, limiter):
     assert occ(props, threads, regs, smem) == (blocks, pytest.approx(frac), limiter)
 
@@ -78,13 +98,15 @@ def test_agrees_with_cupti_on_every_full_wave_h200_kernel():
     capped by the grid; where the grid fills at least one wave they must agree (to its rounding)."""
     from tb_attention_plugin.roofline.devices import device_properties
     from tb_attention_plugin.trace.records import load_trace
+
     n = 0
     for f in TRACES:
         t = load_trace(f)
         G = t.gpu
         props = device_properties(t.meta)[0]
-        o = theoretical_occupancy(G["block_x"] * G["block_y"] * G["block_z"], G["registers"], G["shared_memory"],
-                                  sm_limits(props))
+        o = theoretical_occupancy(
+            G["block_x"] * G["block_y"] * G["block_z"], G["registers"], G["shared_memory"], sm_limits(props)
+        )
         w = waves(G["grid_x"] * G["grid_y"] * G["grid_z"], props["numSms"], o.blocks_per_sm)
         m = (G["occupancy"] > 0) & np.isfinite(o.fraction) & (w >= 1)
         assert np.all(np.abs(o.fraction[m] * 100 - G["occupancy"][m]) <= 1.0), f
@@ -94,9 +116,17 @@ def test_agrees_with_cupti_on_every_full_wave_h200_kernel():
 
 def test_kernel_occupancy_prefers_the_recorded_estimate_and_never_reports_zero_for_missing():
     from tb_attention_plugin.roofline.occupancy import SOURCES, kernel_occupancy
-    k = kernel_occupancy(np.array([128, 128, 128, 0]), np.array([255, 18, 0, 0]), np.array([49152, 0, 0, 0]),
-                         np.array([1024, 16384, 10, 1]), np.array([0.0, 100.0, 0.0, 0.0]), sm_limits(H200), 132)
-    assert k.pct[0] == pytest.approx(12.5) and SOURCES[k.source[0]] == "theoretical"   # FlashAttention: 0 recorded
+
+    k = kernel_occupancy(
+        np.array([128, 128, 128, 0]),
+        np.array([255, 18, 0, 0]),
+        np.array([49152, 0, 0, 0]),
+        np.array([1024, 16384, 10, 1]),
+        np.array([0.0, 100.0, 0.0, 0.0]),
+        sm_limits(H200),
+        132,
+    )
+    assert k.pct[0] == pytest.approx(12.5) and SOURCES[k.source[0]] == "theoretical"  # FlashAttention: 0 recorded
     assert k.pct[1] == 100.0 and SOURCES[k.source[1]] == "recorded"
     assert np.isnan(k.pct[2]) and k.source[2] == -1 and np.isnan(k.pct[3])
     assert k.waves[0] == pytest.approx(1024 / (132 * 2))

@@ -1,4 +1,5 @@
 """Busy time as interval unions, communication apart (trace/busy.py, report fields)."""
+
 import glob
 import os
 import sys
@@ -32,7 +33,7 @@ def _rank(tmp_path, name: str, nccl_us: float) -> dict:
         mlp_and_loss(t)
         with t.op("nccl:all_reduce"):
             ev = t.kernel(NCCL, dur=nccl_us, stream=20)
-    ev["ts"] = round(start + 5.0, 3)          # launched early on its own stream: overlaps compute
+    ev["ts"] = round(start + 5.0, 3)  # launched early on its own stream: overlaps compute
     rep = analyze_path(t.write(tmp_path / f"{name}.json"))
     assert rep["status"] == "ok", rep
     return rep
@@ -67,8 +68,9 @@ def test_recorded_gloo_ddp_ranks_share_attention_of_compute_alike():
     a, b = (analyze_path(p) for p in paths)
     for r in (a, b):
         c = r["communication"]
-        assert c["kernels"] == 24 and c["busy_us"] > r["compute_busy_us"]     # half the busy time is waiting
+        assert c["kernels"] == 24 and c["busy_us"] > r["compute_busy_us"]  # half the busy time is waiting
         assert r["compute_busy_us"] + c["busy_us"] - c["overlap_with_compute_us"] == pytest.approx(
-            r["gpu_busy_us"], abs=0.01)
+            r["gpu_busy_us"], abs=0.01
+        )
         assert r["attention_share"] == pytest.approx(r["attention_time_us"] / r["compute_busy_us"], abs=1e-4)
     assert abs(a["attention_share"] - b["attention_share"]) < 0.005

@@ -15,8 +15,16 @@ def test_kernel_to_launch_to_innermost_op(tmp_path):
     tr = load_trace(t.write(tmp_path / "a.json"))
     L = link(tr)
     ops = [_name(tr, r) for r in L.gpu_op]
-    assert ops == ["aten::addmm", "aten::bmm", "aten::div", "aten::masked_fill", "aten::_softmax",
-                   "aten::native_dropout", "aten::bmm", "aten::addmm"]
+    assert ops == [
+        "aten::addmm",
+        "aten::bmm",
+        "aten::div",
+        "aten::masked_fill",
+        "aten::_softmax",
+        "aten::native_dropout",
+        "aten::bmm",
+        "aten::addmm",
+    ]
     assert (L.gpu_launch >= 0).all()
     assert all(tr.ranges["kind"][r] == LAUNCH for r in L.gpu_launch)
     # nesting: addmm inside linear inside the module
@@ -48,8 +56,17 @@ def _with_backward(t, use_flows=True):
         # forward flow starts on the forward op carrying that sequence number
         for e in list(t.events):
             if e.get("cat") == "cpu_op" and e["tid"] == 100 and "Sequence number" in e.get("args", {}):
-                t.events.append({"ph": "s", "id": 1000 + e["args"]["Sequence number"], "pid": t.pid, "tid": 100,
-                                 "ts": e["ts"], "cat": "fwdbwd", "name": "fwdbwd"})
+                t.events.append(
+                    {
+                        "ph": "s",
+                        "id": 1000 + e["args"]["Sequence number"],
+                        "pid": t.pid,
+                        "tid": 100,
+                        "ts": e["ts"],
+                        "cat": "fwdbwd",
+                        "name": "fwdbwd",
+                    }
+                )
     return seqs
 
 
@@ -61,5 +78,9 @@ def test_backward_roots_link_to_forward_ops_by_flow_and_by_sequence(tmp_path):
         L = link(tr)
         roots = np.flatnonzero(L.backward_root == np.arange(tr.n_ranges))
         got = {_name(tr, r).split(": ")[1]: _name(tr, L.forward_of[r]) for r in roots}
-        assert got == {"outBackward0": "aten::linear", "pvBackward0": "aten::bmm",
-                       "softmaxBackward0": "aten::_softmax", "qkBackward0": "aten::bmm"}, use_flows
+        assert got == {
+            "outBackward0": "aten::linear",
+            "pvBackward0": "aten::bmm",
+            "softmaxBackward0": "aten::_softmax",
+            "qkBackward0": "aten::bmm",
+        }, use_flows

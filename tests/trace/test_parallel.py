@@ -2,6 +2,7 @@
 
 Each case runs in a fresh interpreter: the parallel reader only forks a single-threaded
 process, and a test run has other threads (the plugin tests' loaders)."""
+
 import json
 import os
 import subprocess
@@ -33,8 +34,9 @@ print(json.dumps({"parallel": tr.stats.get("parallel"), "truncated": tr.stats.ge
 
 def run(path, jobs, mode="full"):
     env = dict(os.environ, PYTHONPATH=ROOT)
-    r = subprocess.run([sys.executable, "-c", SCRIPT, str(path), mode, str(jobs)], capture_output=True, text=True,
-                       env=env, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(path), mode, str(jobs)], capture_output=True, text=True, env=env, timeout=300
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout)
 
@@ -53,7 +55,7 @@ def test_single_line_file_falls_back_to_serial(tmp_path):
         naive_attention(t)
     mlp_and_loss(t)
     p = tmp_path / "one_line.json"
-    p.write_text(json.dumps(t.doc(), separators=(",", ":")))      # no line breaks at all
+    p.write_text(json.dumps(t.doc(), separators=(",", ":")))  # no line breaks at all
     out = run(p, 2, "summary")
     assert out["parallel"] is None and out["n_gpu"] == 30 * 8 + 3
 
@@ -102,6 +104,7 @@ def test_bare_event_list(tmp_path):
 
 def test_gzip_files_use_the_chunk_reader(tmp_path):
     import gzip
+
     _, text = _trace_text()
     p = tmp_path / "t.json.gz"
     p.write_bytes(gzip.compress(text.encode()))
@@ -111,7 +114,8 @@ def test_gzip_files_use_the_chunk_reader(tmp_path):
 
 def test_min_bytes_decides_and_none_means_the_default(tmp_path, monkeypatch):
     from tb_attention_plugin.trace import parallel
-    monkeypatch.setattr(parallel, "_only_fork_safe_threads", lambda: True)   # other tests' threads
+
+    monkeypatch.setattr(parallel, "_only_fork_safe_threads", lambda: True)  # other tests' threads
     p = tmp_path / "t.json"
     p.write_bytes(b"[" + b" " * 1000 + b"]")
     assert parallel.suitable(str(p), jobs=2, min_bytes=0)
@@ -124,6 +128,7 @@ def test_min_bytes_decides_and_none_means_the_default(tmp_path, monkeypatch):
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes")
 def test_a_named_pipe_is_never_opened(tmp_path):
     from tb_attention_plugin.trace import parallel
+
     fifo = tmp_path / "trace.json"
     os.mkfifo(fifo)
-    assert parallel.suitable(str(fifo)) is False        # returns at once: nothing opened it
+    assert parallel.suitable(str(fifo)) is False  # returns at once: nothing opened it

@@ -3,6 +3,7 @@ both processes of a parallel read, and the stages of a job.
 
 The parallel cases run in a fresh interpreter: the parallel reader only forks a single-threaded
 process (tests/trace/test_parallel.py does the same)."""
+
 import gzip
 import json
 import mmap
@@ -59,12 +60,12 @@ def test_no_record_no_reports(tmp_path):
     while src.read():
         pass
     src.close()
-    progress.stage("reading")                    # no record: a no-op, not an error
+    progress.stage("reading")  # no record: a no-op, not an error
 
 
 def test_reads_are_throttled_and_add_up(tmp_path, monkeypatch):
-    monkeypatch.setattr(reader, "BLOCK", 16 << 10)             # many blocks...
-    monkeypatch.setattr(progress, "REPORT_BYTES", 256 << 10)   # ...few reports
+    monkeypatch.setattr(reader, "BLOCK", 16 << 10)  # many blocks...
+    monkeypatch.setattr(progress, "REPORT_BYTES", 256 << 10)  # ...few reports
     path = _plain_copy(tmp_path)
     size = os.path.getsize(path)
     rec = _record()
@@ -88,12 +89,13 @@ def test_gzip_counts_compressed_bytes(tmp_path, monkeypatch):
     def add(n):
         orig(n)
         seen.append(rec.snapshot()["bytes_read"])
+
     rec.add = add
     with progress.active(rec):
         load_trace(path)
     snap = rec.snapshot()
     assert snap["basis"] == "compressed" and snap["bytes_total"] == size and snap["bytes_read"] == size
-    assert len(seen) > 3 and seen == sorted(seen) and 0 < seen[0] < size   # it moved, forwards
+    assert len(seen) > 3 and seen == sorted(seen) and 0 < seen[0] < size  # it moved, forwards
 
 
 def test_job_stages_in_order(tmp_path):
@@ -104,7 +106,7 @@ def test_job_stages_in_order(tmp_path):
     assert out["status"] == "ok"
     assert rec.stages == ["reading", "analysing", "memory", "advice", "indexing"]
     assert rec.snapshot()["fraction"] == 1.0
-    assert progress.current() is None            # restored after the job
+    assert progress.current() is None  # restored after the job
 
 
 def test_a_stale_writer_cannot_touch_the_next_job():
@@ -113,12 +115,17 @@ def test_a_stale_writer_cannot_touch_the_next_job():
     rec.begin_read(1000, False)
     rec.add(300)
     old = progress.Progress(rec._mm)
-    old.attach()                                 # e.g. the reader's child of an earlier job
-    rec.reset()                                  # the loader starts the next job
+    old.attach()  # e.g. the reader's child of an earlier job
+    rec.reset()  # the loader starts the next job
     old.add(999)
     old.set_stage("indexing")
-    assert rec.snapshot() == {"stage": "starting", "bytes_read": 0, "bytes_total": None, "fraction": None,
-                              "basis": "file"}
+    assert rec.snapshot() == {
+        "stage": "starting",
+        "bytes_read": 0,
+        "bytes_total": None,
+        "fraction": None,
+        "basis": "file",
+    }
 
 
 def test_unreadable_record_is_none():
@@ -132,7 +139,7 @@ def test_unreadable_record_is_none():
 def test_from_fd():
     assert progress.from_fd(None) is None and progress.from_fd("") is None
     assert progress.from_fd("not a number") is None
-    assert progress.from_fd("987654") is None      # no such descriptor
+    assert progress.from_fd("987654") is None  # no such descriptor
 
 
 SCRIPT = r"""
@@ -155,8 +162,9 @@ print(json.dumps({"parallel": tr.stats.get("parallel"), "snapshot": rec.snapshot
 
 def _run(path, jobs=2):
     env = dict(os.environ, PYTHONPATH=ROOT)
-    r = subprocess.run([sys.executable, "-c", SCRIPT, str(path), str(jobs)], capture_output=True, text=True,
-                       env=env, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(path), str(jobs)], capture_output=True, text=True, env=env, timeout=300
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout)
 
@@ -167,13 +175,13 @@ def test_parallel_plain_read_counts_both_processes(tmp_path):
     out = _run(path)
     assert out["parallel"] is True
     parent, child = out["by_process"][:2]
-    assert parent > 0 and child > 0, out["by_process"]      # both read segments, each in its slot
+    assert parent > 0 and child > 0, out["by_process"]  # both read segments, each in its slot
     assert parent + child == size and out["by_process"][2:] == [0, 0]
     assert out["snapshot"]["bytes_read"] == size and out["snapshot"]["fraction"] == 1.0
 
 
 def test_parallel_gzip_read_counts_the_parent(tmp_path):
-    path = sample("gpt4l_sdpa_train")                  # gzip: the parent reads, the child decodes
+    path = sample("gpt4l_sdpa_train")  # gzip: the parent reads, the child decodes
     out = _run(path)
     assert out["parallel"] is True
     assert out["by_process"][0] == os.path.getsize(path) and out["by_process"][1] == 0

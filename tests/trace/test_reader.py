@@ -18,8 +18,17 @@ EV = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.5, "d
 
 def test_object_with_keys_before_and_after_events(tmp_path):
     p = tmp_path / "t.json"
-    p.write_text(json.dumps({"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "X"}],
-                             "traceEvents": [EV, EV], "traceName": "n", "baseTimeNanoseconds": 5}))
+    p.write_text(
+        json.dumps(
+            {
+                "schemaVersion": 1,
+                "deviceProperties": [{"id": 0, "name": "X"}],
+                "traceEvents": [EV, EV],
+                "traceName": "n",
+                "baseTimeNanoseconds": 5,
+            }
+        )
+    )
     meta, stats, evs = _collect(p)
     assert len(evs) == 2 and evs[0].name == "k" and evs[0].ts == 1.5
     assert meta["traceName"] == "n" and meta["deviceProperties"][0]["name"] == "X"
@@ -29,7 +38,7 @@ def test_object_with_keys_before_and_after_events(tmp_path):
 def test_bare_list_and_gzip_multi_member(tmp_path):
     p = tmp_path / "t.json.gz"
     body = json.dumps([EV] * 3).encode()
-    with open(p, "wb") as f:   # two gzip members, as concatenating .gz files produces
+    with open(p, "wb") as f:  # two gzip members, as concatenating .gz files produces
         f.write(gzip.compress(body[:20]))
         f.write(gzip.compress(body[20:]))
     _, _, evs = _collect(p)
@@ -47,7 +56,7 @@ def test_chunks_split_at_boundaries_even_with_braces_in_names(tmp_path, monkeypa
     monkeypatch.setattr(reader, "BLOCK", 50)
     evs = [dict(EV, name=f"lambda()#{i}}},{{x" if i % 2 else f"k{i}") for i in range(200)]
     p = tmp_path / "t.json"
-    p.write_text(json.dumps({"traceEvents": evs}))       # one line, no newlines
+    p.write_text(json.dumps({"traceEvents": evs}))  # one line, no newlines
     _, _, out = _collect(p)
     assert [e.name for e in out] == [e["name"] for e in evs]
 
@@ -66,25 +75,30 @@ def test_wrong_types_are_coerced_not_fatal(tmp_path):
     p.write_text(json.dumps({"traceEvents": bad}))
     _, stats, evs = _collect(p)
     assert evs[0].dur == 3.5
-    assert evs[1].ts != evs[1].ts      # NaN: no timestamp
+    assert evs[1].ts != evs[1].ts  # NaN: no timestamp
     assert stats.get("skipped") == 1
 
 
 def test_nan_and_invalid_utf8_are_repaired(tmp_path):
     p = tmp_path / "t.json"
-    p.write_bytes(b'{"traceEvents": [{"ph": "X", "name": "a\xff\xfeb", "ts": NaN, "dur": 1}, '
-                  b'{"ph": "X", "name": "ok", "ts": 2, "dur": Infinity}]}')
+    p.write_bytes(
+        b'{"traceEvents": [{"ph": "X", "name": "a\xff\xfeb", "ts": NaN, "dur": 1}, '
+        b'{"ph": "X", "name": "ok", "ts": 2, "dur": Infinity}]}'
+    )
     _, _, evs = _collect(p)
     assert evs[0].name.startswith("a") and evs[0].ts != evs[0].ts
     assert evs[1].name == "ok" and evs[1].dur == 0.0
 
 
-@pytest.mark.parametrize("content,msg", [
-    (b"", "empty"),
-    (b"hello world", "not a JSON trace"),
-    (b'{"foo": 1}', "traceEvents"),
-    (b'{"traceEvents": 5}', "not a list"),
-])
+@pytest.mark.parametrize(
+    "content,msg",
+    [
+        (b"", "empty"),
+        (b"hello world", "not a JSON trace"),
+        (b'{"foo": 1}', "traceEvents"),
+        (b'{"traceEvents": 5}', "not a list"),
+    ],
+)
 def test_bad_files_have_one_line_errors(tmp_path, content, msg):
     p = tmp_path / "t.json"
     p.write_bytes(content)

@@ -17,7 +17,7 @@ def test_kinds_columns_and_interning(tmp_path):
     tr = load_trace(t.write(tmp_path / "a.json"))
     kinds = tr.ranges["kind"]
     assert (kinds == MODULE).sum() == 1
-    assert (kinds == PYFUNC).sum() == 1          # the rotary frame is kept, _call_impl is dropped
+    assert (kinds == PYFUNC).sum() == 1  # the rotary frame is kept, _call_impl is dropped
     assert tr.stats["python_dropped"] == 1
     assert (kinds == LAUNCH).sum() == (tr.gpu["kind"] == KERNEL).sum() == 8
     ops = np.flatnonzero(kinds == OP)
@@ -41,23 +41,62 @@ def test_signature_parsing(tmp_path):
     where = sigs[1]
     assert where[0].shape == (8, 8) and where[0].dtype == "bool"
     assert not where[1].is_tensor and where[1].value == "0."
-    assert where[2].shape == () and where[2].numel == 1       # a 0-dim tensor
+    assert where[2].shape == () and where[2].numel == 1  # a 0-dim tensor
 
 
 def test_legacy_pytorch_19_schema(tmp_path):
     events = [
-        {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 1, "tid": "1", "ts": 100, "dur": 50,
-         "args": {"external id": 7, "Input Dims": [[4, 8], [8, 2]], "Input type": ["float", "float"]}},
-        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": "1", "ts": 110, "dur": 5,
-         "args": {"correlation": 9, "external id": 7}},
-        {"ph": "X", "cat": "Kernel", "name": "sgemm", "pid": 0, "tid": "stream 7", "ts": 120, "dur": 10,
-         "args": {"device": 0, "stream": 7, "correlation": 9, "external id": 7}},
-        {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": "stream 7",
-         "ts": 140, "dur": 3, "args": {"device": 0, "stream": 7, "correlation": 10, "bytes": 640}},
+        {
+            "ph": "X",
+            "cat": "Operator",
+            "name": "aten::mm",
+            "pid": 1,
+            "tid": "1",
+            "ts": 100,
+            "dur": 50,
+            "args": {"external id": 7, "Input Dims": [[4, 8], [8, 2]], "Input type": ["float", "float"]},
+        },
+        {
+            "ph": "X",
+            "cat": "Runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": "1",
+            "ts": 110,
+            "dur": 5,
+            "args": {"correlation": 9, "external id": 7},
+        },
+        {
+            "ph": "X",
+            "cat": "Kernel",
+            "name": "sgemm",
+            "pid": 0,
+            "tid": "stream 7",
+            "ts": 120,
+            "dur": 10,
+            "args": {"device": 0, "stream": 7, "correlation": 9, "external id": 7},
+        },
+        {
+            "ph": "X",
+            "cat": "Memcpy",
+            "name": "Memcpy HtoD (Pageable -> Device)",
+            "pid": 0,
+            "tid": "stream 7",
+            "ts": 140,
+            "dur": 3,
+            "args": {"device": 0, "stream": 7, "correlation": 10, "bytes": 640},
+        },
     ]
     p = tmp_path / "old.json"
-    p.write_text(json.dumps({"schemaVersion": 1, "computeProperties": [{"id": 0, "name": "Tesla V100-DGXS-32GB"}],
-                             "traceEvents": events}))
+    p.write_text(
+        json.dumps(
+            {
+                "schemaVersion": 1,
+                "computeProperties": [{"id": 0, "name": "Tesla V100-DGXS-32GB"}],
+                "traceEvents": events,
+            }
+        )
+    )
     tr = load_trace(str(p))
     assert list(tr.gpu["kind"]) == [KERNEL, MEMCPY]
     assert tr.gpu["ext"][0] == 7 and tr.gpu["bytes"][1] == 640
@@ -69,19 +108,29 @@ def test_int64_ids_and_out_of_range_ints(tmp_path):
     big = (1 << 63) - 5
     events = [
         {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1, "args": {"External id": big}},
-        {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 3, "dur": 1,
-         "args": {"External id": 10159970886766084423}},
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "b",
+            "pid": 1,
+            "tid": 1,
+            "ts": 3,
+            "dur": 1,
+            "args": {"External id": 10159970886766084423},
+        },
     ]
     p = tmp_path / "t.json"
     p.write_text(json.dumps({"traceEvents": events}))
     tr = load_trace(str(p))
     assert tr.ranges["ext"][0] == big
-    assert tr.ranges["ext"][1] == -1          # beyond int64: unknown, not a crash
+    assert tr.ranges["ext"][1] == -1  # beyond int64: unknown, not a crash
 
 
 def test_epoch_microsecond_timestamps_keep_precision(tmp_path):
-    events = [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1695835542515301 + i, "dur": 0.5}
-              for i in range(3)]
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1695835542515301 + i, "dur": 0.5}
+        for i in range(3)
+    ]
     p = tmp_path / "t.json"
     p.write_text(json.dumps({"traceEvents": events}))
     tr = load_trace(str(p))

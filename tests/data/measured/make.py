@@ -12,6 +12,7 @@
 
 The last three keep the identity columns and the metrics measured.py reads.
 """
+
 import csv
 import glob
 import os
@@ -33,7 +34,7 @@ def cut(src: str, ids: list, dst: str, trim: bool) -> None:
     by_id = {r[0]: r for r in body}
     with open(os.path.join(HERE, dst), "w", newline="") as f:
         w = csv.writer(f, quoting=csv.QUOTE_ALL, lineterminator="\n")
-        for r in [header, units] + [by_id[str(i)] for i in ids]:          # in the order given
+        for r in [header, units] + [by_id[str(i)] for i in ids]:  # in the order given
             w.writerow([r[i] for i in cols])
 
 
@@ -45,7 +46,7 @@ def trace(workload: str) -> None:
 if __name__ == "__main__":
     trace("decode_gqa_flash")
     trace("sdpa_flash_fwdbwd_causal")
-    cut("b01.csv", range(10, 23), "decode_gqa_flash.ncu.csv", trim=False)            # marker 10, kernels 11-22
+    cut("b01.csv", range(10, 23), "decode_gqa_flash.ncu.csv", trim=False)  # marker 10, kernels 11-22
     cut("b01.csv", list(range(50, 62)) + list(range(10, 23)), "decode_ncu_batch.csv", trim=True)
-    cut("b02.csv", range(75, 89), "sdpa_flash_ncu_batch.csv", trim=True)             # causal 76-81, full 83-88
+    cut("b02.csv", range(75, 89), "sdpa_flash_ncu_batch.csv", trim=True)  # causal 76-81, full 83-88
     cut("b05.csv", range(14, 31), "other_program.ncu.csv", trim=True)

@@ -6,6 +6,7 @@ Naive (eager matmul-softmax-dropout-matmul) and SDPA attention, fp32, B1 H2 D16,
 S=64 and S=128, one training forward each, profiled on the CPU with profile_memory=True,
 record_shapes=True, with_stack=True (CPU allocations are [memory] events with Device Type 0).
 """
+
 import gzip
 import json
 import math
@@ -61,8 +62,9 @@ def main():
             mod = cls(H * D, H).train()
             x = torch.randn(B, s, H * D)
             mod(x)
-            with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=True,
-                         profile_memory=True) as p:
+            with profile(
+                activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=True, profile_memory=True
+            ) as p:
                 out = mod(x)
                 del out
             tmp = os.path.join(HERE, f"_{impl}.json")
