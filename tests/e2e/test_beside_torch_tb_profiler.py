@@ -33,7 +33,7 @@ def test_both_tabs_load_and_ours_is_unaffected(tmp_path):
         # torch-tb-profiler found the same run
         wait(
             lambda: "gpt" in (get_json(base + "/data/plugin/pytorch_profiler/runs").get("runs") or []),
-            60,
+            180,
             "torch-tb-profiler's run list",
         )
         # both tabs active (TensorBoard hides a plugin whose is_active() is false at page load)
@@ -51,11 +51,13 @@ def test_both_tabs_load_and_ours_is_unaffected(tmp_path):
                 errors, ours = [], []
                 page.on("pageerror", lambda e: errors.append(str(e)))
                 page.on("request", lambda r: ours.append(r.url) if "/data/plugin/attention/" in r.url else None)
-                # their tab first, then ours in the same page
+                # their tab first, then ours in the same page. Their side gets generous time: on a
+                # fresh virtualenv their first page load compiles and imports a lot (torch among it),
+                # and their speed is not what this test is about
                 page.goto(base + "/#pytorch_profiler")
-                theirs = plugin_frame(page, "pytorch_profiler", timeout=30)
+                theirs = plugin_frame(page, "pytorch_profiler", timeout=120)
                 theirs.wait_for_function(
-                    "document.body && document.body.innerText.includes('gpt4l_sdpa_train_rank0')", timeout=30000
+                    "document.body && document.body.innerText.includes('gpt4l_sdpa_train_rank0')", timeout=120000
                 )  # their run and worker pickers filled from their routes
                 page.wait_for_function(
                     "() => [...document.querySelectorAll('iframe')].some(f => f.src.includes('name=pytorch_profiler'))",
