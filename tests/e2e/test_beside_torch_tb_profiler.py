@@ -55,7 +55,19 @@ def test_both_tabs_load_and_ours_is_unaffected(tmp_path):
                 # fresh virtualenv their first page load compiles and imports a lot (torch among it),
                 # and their speed is not what this test is about
                 page.goto(base + "/#pytorch_profiler")
-                theirs = plugin_frame(page, "pytorch_profiler", timeout=120)
+                theirs = None
+                for attempt in range(3):
+                    # TensorBoard sometimes keeps the tab it opened on before their plugin reported
+                    # active (seen once in three runs of a clean clone): a reload settles it
+                    try:
+                        theirs = plugin_frame(page, "pytorch_profiler", timeout=40)
+                        break
+                    except AssertionError:
+                        shot(page, f"e2e15_torch_tb_profiler_missing{attempt}.png")
+                        if attempt == 2:
+                            raise
+                        page.goto(base + "/#pytorch_profiler")
+                        page.reload()
                 theirs.wait_for_function(
                     "document.body && document.body.innerText.includes('gpt4l_sdpa_train_rank0')", timeout=120000
                 )  # their run and worker pickers filled from their routes
