@@ -9,7 +9,9 @@ import subprocess
 import sys
 
 import pytest
-from test_tensorboard_e2e import ARTIFACTS, ROOT, _free_port, _get_json, _plugin_frame, _wait, browser  # noqa: F401
+import tbutil
+from tbutil import ARTIFACTS, ROOT
+from test_tensorboard_e2e import _get_json, _plugin_frame, _wait, browser  # noqa: F401
 
 pytestmark = pytest.mark.e2e
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
@@ -37,39 +39,8 @@ def tensorboard_job(tmp_path_factory):
         timeout=300,
     )
     assert r.returncode == 0, r.stderr
-    port = _free_port()
-    log = open(str(tmp_path_factory.mktemp("tblog") / "tensorboard.log"), "w+")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tensorboard.main",
-            "--logdir",
-            logdir,
-            "--port",
-            str(port),
-            "--host",
-            "127.0.0.1",
-            "--reload_interval",
-            "0",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-        start_new_session=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        _wait(lambda: proc.poll() is None and _get_json(base + "/data/plugins_listing"), 40, "tensorboard")
+    with tbutil.tensorboard(logdir, str(tmp_path_factory.mktemp("tb")), env={"TB_ATTENTION_CACHE_DIR": cache}) as base:
         yield base, paths
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        log.close()
 
 
 def test_ranks_view(tensorboard_job, browser):  # noqa: F811

@@ -11,29 +11,22 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
+import tbutil
+from tbutil import (
+    ARGS,
+    CHROMIUM,
+    ROOT,
+    get_json as _get_json,
+    plugin_frame as _plugin_frame,
+    shot as _shot,
+    wait as _wait,
+)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLES = os.path.join(ROOT, "sample_traces")
-ARTIFACTS = os.path.join(ROOT, "tests", "_artifacts")
-CHROMIUM = os.environ.get("TB_ATTENTION_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 META_SHOWS = "document.querySelector('#trace-meta') && document.querySelector('#trace-meta').textContent.includes('%s')"
 XSS = "<img src=x onerror=window.__xss=1>"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 pytestmark = pytest.mark.e2e
 
@@ -71,73 +64,13 @@ def _xss_trace(dst: str) -> str:
     return dst
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _get_json(url: str):
-    with urllib.request.urlopen(url, timeout=5) as r:
-        return json.loads(r.read())
-
-
-def _wait(pred, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            v = pred()
-        except OSError:
-            v = None
-        if v:
-            return v
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.fixture(scope="module")
 def tensorboard(tmp_path_factory):
     for run in ("sdpa_flash_s2048_fwd", "sdpa_math_s2048_fwd", "gpt4l_sdpa_train"):
         _sample(run)
     logdir = str(tmp_path_factory.mktemp("tb_logdir"))
-    port = _free_port()
-    env = dict(os.environ, TB_ATTENTION_POLL_SECS="0.5", TB_ATTENTION_CACHE_DIR=str(tmp_path_factory.mktemp("cache")))
-    log = open(str(tmp_path_factory.mktemp("tblog") / "tensorboard.log"), "w+")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tensorboard.main",
-            "--logdir",
-            logdir,
-            "--port",
-            str(port),
-            "--host",
-            "127.0.0.1",
-            "--reload_interval",
-            "0",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-        start_new_session=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        _wait(lambda: proc.poll() is None and _get_json(base + "/data/plugins_listing"), 40, "tensorboard")
+    with tbutil.tensorboard(logdir, str(tmp_path_factory.mktemp("tb"))) as base:
         yield base, logdir
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        log.seek(0)
-        tail = log.read()[-3000:]
-        log.close()
-        if "Traceback" in tail:
-            print(tail)
 
 
 @pytest.fixture(scope="module")
@@ -146,23 +79,6 @@ def browser():
         b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
         yield b
         b.close()
-
-
-def _plugin_frame(page, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for f in page.frames:
-            if "plugin_entry.html" in f.url and "name=attention" in f.url:
-                return f
-        page.wait_for_timeout(100)
-    raise AssertionError("the Attention tab's iframe did not appear")
-
-
-def _shot(page, name: str) -> str:
-    os.makedirs(ARTIFACTS, exist_ok=True)
-    path = os.path.join(ARTIFACTS, name)
-    page.screenshot(path=path)
-    return path
 
 
 def test_attention_tab_end_to_end(tensorboard, browser):
