@@ -24,7 +24,7 @@ import re
 import struct
 from array import array
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, compress
 from operator import attrgetter
 from typing import Any, Callable, Optional, Union, get_args
 
@@ -101,11 +101,13 @@ class _Interner:
         return i
 
     def ids(self, keys: list[Any]) -> list[int]:
-        """The id of each key; new keys are interned first (in the order of the set of them)."""
-        index = self.index
-        for k in set(keys).difference(index):
-            self(k)
-        return [index[k] for k in keys]
+        """The id of each key; new keys are interned first, in order of appearance."""
+        out = list(map(self.index.get, keys))
+        if None in out:
+            for k in dict.fromkeys(k for k, i in zip(keys, out) if i is None):
+                self(k)
+            out = list(map(self.index.__getitem__, keys))
+        return out  # type: ignore[return-value]
 
 
 @dataclass
@@ -322,6 +324,12 @@ _MEMORY_COLS = dict(
 _GPU_ANN_COLS = dict(name="i", device="i", stream="q", ts="d", dur="d", ext="q", ext1="q")
 _STACK_COLS = dict(name="i", thread="i", ts="d", dur="d")
 _USER = -2  # python frame kind: a user frame, kept in the stacks table
+# Python frame codes (TraceBuilder._python_code): dropped, module, kept function, user frame; and
+# for each kept kind the table that turns a string of codes into a 0/1 selection of its frames
+_PY_DROP, _PY_MODULE, _PY_FUNC, _PY_USER = b"\x00", b"\x01", b"\x02", b"\x03"
+_PY_SELECT = {
+    kind: bytes(1 if c == code else 0 for c in range(256)) for kind, code in ((MODULE, 1), (PYFUNC, 2), (_USER, 3))
+}
 
 # Attribute getters: with map() they read struct fields in C, not in the bytecode loop.
 _g_name, _g_cat, _g_ts, _g_dur, _g_args, _g_pid, _g_tid = (
@@ -437,7 +445,7 @@ class TraceBuilder:
         self.sigs = _Interner()
         self.threads = _Interner()
         self.keep_py = re.compile(keep_python)
-        self._py_kind: dict[str, int] = {}  # python frame name -> MODULE / PYFUNC / -1 (drop)
+        self._py_kind: dict[str, int] = {}  # python frame name -> its code (_python_code)
         self._cat_bucket: dict[Any, int] = {}
         self._noted: set[type] = set()  # tagged classes whose category is noted
         self.categories: set[str] = set()
@@ -540,46 +548,51 @@ class TraceBuilder:
             if tids.count(tid) == n:
                 return _pack("i", self.threads((pid, tid))) * n
             local = {t: self.threads((pid, t)) for t in set(tids)}
-            return _ids([local[t] for t in tids])
-        index = self.threads.index
-        keys = [(e.pid, e.tid) for e in evs]
-        for k in set(keys).difference(index):
-            self.threads(k)
-        return _ids([index[k] for k in keys])
+            return _ids(list(map(local.__getitem__, tids)))
+        return _ids(self.threads.ids([(e.pid, e.tid) for e in evs]))
 
     def _intern_names(self, names: list[Any]) -> Col:
         return _ids(self.strings.ids(names))
 
     def _add_python(self, evs: list[Any]) -> None:
-        kinds = self._py_kind
-        keep = self.keep_py.search
-        names = [e.name for e in evs]
-        for name in set(names).difference(kinds):
-            if not isinstance(name, str):
-                kinds[name] = -1
-            elif name.startswith("nn.Module"):
-                kinds[name] = MODULE
-            elif keep(name):
-                kinds[name] = PYFUNC
-            elif user_frame(name) is not None:
-                kinds[name] = _USER
-            else:
-                kinds[name] = -1
-        ks = [kinds[n] for n in names]
-        n_mod, n_fn, n_user = ks.count(MODULE), ks.count(PYFUNC), ks.count(_USER)
-        self.counts["python_dropped"] += len(evs) - n_mod - n_fn - n_user
-        if n_mod:
-            self._add_ranges(MODULE, [e for e, k in zip(evs, ks) if k == MODULE])
-        if n_fn:
-            self._add_ranges(PYFUNC, [e for e, k in zip(evs, ks) if k == PYFUNC])
-        if n_user:
-            users = [e for e, k in zip(evs, ks) if k == _USER]
+        """Python frames: each name is classified once (module, kept function, user frame or
+        dropped); per event only a code, in bytes, so that counting and selecting run in C."""
+        get = self._py_kind.get
+        codes = [get(e.name) for e in evs]
+        if None in codes:
+            for name in dict.fromkeys(e.name for e, c in zip(evs, codes) if c is None):
+                self._py_kind[name] = self._python_code(name)
+            codes = [get(e.name) for e in evs]
+        kb = bytes(codes)  # type: ignore[arg-type]
+        n = len(evs)
+        n_drop = kb.count(_PY_DROP)
+        self.counts["python_dropped"] += n_drop
+        if n_drop == n:
+            return
+        if kb.count(_PY_MODULE):
+            self._add_ranges(MODULE, list(compress(evs, kb.translate(_PY_SELECT[MODULE]))))
+        if kb.count(_PY_FUNC):
+            self._add_ranges(PYFUNC, list(compress(evs, kb.translate(_PY_SELECT[PYFUNC]))))
+        if kb.count(_PY_USER):
+            users = list(compress(evs, kb.translate(_PY_SELECT[_USER])))
             self.stacks.extend(
                 name=self._intern_names([e.name for e in users]),
                 thread=self._intern_threads(users),
                 ts=_col_d([e.ts for e in users]),
                 dur=_col_d([e.dur for e in users]),
             )
+
+    def _python_code(self, name: Any) -> int:
+        """What a Python frame of this name is: a module, a kept function, a user frame or none."""
+        if not isinstance(name, str):
+            return 0
+        if name.startswith("nn.Module"):
+            return 1
+        if self.keep_py.search(name):
+            return 2
+        if user_frame(name) is not None:
+            return 3
+        return 0
 
     def _add_ranges(self, kind: int, evs: list[Any]) -> None:
         n = len(evs)
