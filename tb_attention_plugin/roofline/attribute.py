@@ -16,6 +16,7 @@ measured values and never take a share of an op's cost.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Optional
@@ -220,16 +221,25 @@ def attribute(trace: Trace, links: Links) -> Attribution:
         if c.flops is not None:
             f = fr
             if c.engine == "matrix":
-                mat = np.array(
-                    [
-                        bool(MATRIX_KERNEL.search(kname[k])) and not AUX_KERNEL.search(_function_name(kname[k]))
-                        for k in ks
-                    ]
-                )
+                mat = np.array([_matrix_main(kname[k]) for k in ks])
                 if mat.any() and d[mat].sum() > 0:
                     f = np.where(mat, d / d[mat].sum(), 0.0)
             flops[ks] = c.flops * f
     return Attribution(owner=owner, flops=flops, bytes=nbytes, reads=reads, share=share, costs=costs)
+
+
+@functools.lru_cache(maxsize=4096)
+def _matrix_main(name: str) -> bool:
+    """A kernel of a matrix-engine op that does the op's math (not a fill or reduce beside it).
+    Cached by name: a training trace launches the same few kernels thousands of times, and the
+    regexes over long template names cost ~70 us each."""
+    return bool(MATRIX_KERNEL.search(name)) and not AUX_KERNEL.search(_function_name(name))
+
+
+@functools.lru_cache(maxsize=4096)
+def _pass_role(name: str) -> str:
+    """The kernel's role in a fused attention backward: "pre" or "post" pass, or "main"."""
+    return "pre" if _PRE.search(name) else "post" if _POST.search(name) else "main"
 
 
 _OPAQUE = re.compile(r"OpaqueType<(\d+)u?>")
@@ -265,7 +275,7 @@ def _split_bytes(c: Cost, kernel_names: list[str], fr: np.ndarray) -> tuple[np.n
     b = total * fr
     r = reads * fr
     if c.parts and len(kernel_names) > 1:
-        role = ["pre" if _PRE.search(nm) else "post" if _POST.search(nm) else "main" for nm in kernel_names]
+        role = [_pass_role(nm) for nm in kernel_names]
         main = np.array([x == "main" for x in role])
         if main.any() and not main.all():
             b = np.zeros(len(role))
