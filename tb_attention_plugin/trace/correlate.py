@@ -109,8 +109,9 @@ def _nest(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
         return e, e.copy(), e.copy(), e.copy()
     ts = R["ts_ns"]
     end = ts + R["dur_ns"]
-    # Sort by thread, start, longest first, file order: parents precede their children.
-    order = np.lexsort((np.arange(n), -R["dur_ns"], ts, R["thread"]))
+    # Sort by thread, start, longest first, file order (lexsort is stable): parents precede
+    # their children.
+    order = np.lexsort((-R["dur_ns"], ts, R["thread"]))
     th = R["thread"][order]
     e = end[order]
     cand = np.arange(n, dtype=np.int64) - 1
@@ -137,7 +138,7 @@ def _nest(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 def _children_csr(parent: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     n = len(parent)
-    order = np.lexsort((np.arange(n), ts, parent))
+    order = np.lexsort((ts, parent))  # stable: ties keep their order
     sorted_parent = parent[order]
     start = np.searchsorted(sorted_parent, np.arange(n + 1), side="left")
     roots = order[sorted_parent < 0]
@@ -171,6 +172,7 @@ def _link_backward(trace: Trace, parent: np.ndarray, broot: np.ndarray) -> np.nd
     kind, seq, thread, ts = R["kind"], R["seq"], R["thread"], R["ts_ns"]
     # Forward candidates: ops with a sequence number outside any backward subtree.
     is_fwd = (kind == OP) & (seq >= 0) & (broot < 0)
+    depth = _depth(parent)
 
     F = trace.flows
     if len(F["id"]):
@@ -179,7 +181,6 @@ def _link_backward(trace: Trace, parent: np.ndarray, broot: np.ndarray) -> np.nd
         starts = F["start"] == 1
         # forward side: the innermost forward-candidate op starting there
         cand = np.flatnonzero(is_fwd)
-        depth = _depth(parent)
         # prefer deeper ops: sort candidates by (key, depth desc)
         c_order = cand[np.lexsort((-depth[cand], key_r[cand]))]
         ck = key_r[c_order]
@@ -212,7 +213,6 @@ def _link_backward(trace: Trace, parent: np.ndarray, broot: np.ndarray) -> np.nd
             inner_seq = _lookup(broot[inner], seq[inner], todo[missing])
             root_seq[missing] = inner_seq
         cand = np.flatnonzero(is_fwd)
-        depth = _depth(parent)
         # for each sequence number keep the deepest forward op
         c_order = cand[np.lexsort((-depth[cand], seq[cand]))]
         fwd[todo] = _lookup(seq[c_order], c_order, root_seq)
@@ -229,13 +229,15 @@ def take_or(values: np.ndarray, idx: np.ndarray, default: Any = -1) -> np.ndarra
 
 
 def _depth(parent: np.ndarray) -> np.ndarray:
-    depth = np.zeros(len(parent), dtype=np.int64)
-    anc = parent.copy()
-    active = anc >= 0
-    while active.any():
-        depth[active] += 1
-        anc[active] = parent[anc[active]]
-        active = anc >= 0
+    """Number of ancestors of each node, by pointer jumping: O(log depth) vectorised rounds."""
+    depth = (parent >= 0).astype(np.int64)  # hops from each node to up[node]
+    up = parent.copy()
+    active = np.flatnonzero(up >= 0)
+    while len(active):
+        a = up[active]
+        depth[active] += depth[a]  # both gathers read this round's values (synchronous jumps)
+        up[active] = up[a]
+        active = active[up[active] >= 0]
     return depth
 
 

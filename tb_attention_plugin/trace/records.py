@@ -459,6 +459,13 @@ class TraceBuilder:
         self.thread_names: dict[tuple[Any, Any], str] = {}
         self.counts = {"events": 0, "python_dropped": 0, "no_ts": 0, "negative_dur": 0, "other": 0}
 
+    def sibling(self) -> TraceBuilder:
+        """A fresh builder like this one (same Python-frame pattern) that shares its per-name
+        classification of Python frames: the parallel reader makes one per segment."""
+        b = type(self)(self.keep_py.pattern)
+        b._py_kind = self._py_kind
+        return b
+
     def _bucket_of(self, cat: Any) -> int:
         b = self._cat_bucket.get(cat)
         if b is None:
