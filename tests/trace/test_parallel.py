@@ -3,6 +3,7 @@
 Each case runs in a fresh interpreter: the parallel reader only forks a single-threaded
 process, and a test run has other threads (the plugin tests' loaders)."""
 
+import gzip
 import json
 import os
 import subprocess
@@ -148,7 +149,9 @@ parent = os.getpid()
 segment = parallel._segment
 
 def stalls_in_the_child(path, cuts, i, *a, **k):
-    if os.getpid() != parent and i >= 2:
+    if os.getpid() == parent and i == 0:
+        time.sleep(1.0)  # the child claims the next segments meanwhile
+    elif os.getpid() != parent and i >= 2:
         time.sleep(120)  # a child starved of CPU, or stuck: the parent must not wait for it
     return segment(path, cuts, i, *a, **k)
 
@@ -164,10 +167,12 @@ print(json.dumps({"parallel": tr.stats.get("parallel"), "s": time.monotonic() - 
 def test_the_parent_reads_what_a_stalled_child_holds(tmp_path):
     """The parent reads the segments the child has not sent back itself and stops the child:
     the read takes no longer than a serial one, and gives the same report."""
-    path = sample("gpt4l_sdpa_train")
+    path = tmp_path / "trace.json"  # uncompressed: read in segments by both processes
+    with gzip.open(sample("gpt4l_sdpa_train"), "rb") as f:
+        path.write_bytes(f.read())
     env = dict(os.environ, PYTHONPATH=ROOT)
     r = subprocess.run(
-        [sys.executable, "-c", STALLED_CHILD, path], capture_output=True, text=True, env=env, timeout=100
+        [sys.executable, "-c", STALLED_CHILD, str(path)], capture_output=True, text=True, env=env, timeout=100
     )
     assert r.returncode == 0, r.stderr[-2000:]
     out = json.loads(r.stdout)
