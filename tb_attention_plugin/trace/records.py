@@ -406,31 +406,25 @@ def _noting(cls: type, append: Callable[[Any], None], seen: set[type]) -> Callab
 
 
 class _Table:
-    """The columns of one table as parts (bytes), one per chunk, joined once when frozen (growing
-    one array chunk by chunk copied it again at every reallocation)."""
+    """The columns of one table, each a bytearray the chunks' packed values are appended to.
+    A bytearray grows in place (large ones by remapping pages, without copying them) and the
+    frozen column is a numpy view on it: no second copy of the columns at any time (parts
+    joined at the end held the columns twice at the peak)."""
 
     def __init__(self, spec: dict[str, str]):
         self.spec = spec
-        self.parts: dict[str, list[bytes]] = {k: [] for k in spec}
+        self.cols: dict[str, bytearray] = {k: bytearray() for k in spec}
 
     def extend(self, **cols: Col) -> None:
         for k, a in cols.items():
-            self.parts[k].append(a if type(a) is bytes else a.tobytes())  # type: ignore[union-attr]
+            self.cols[k] += a
 
     def joined(self, k: str) -> bytes:
-        """Column ``k`` so far as one bytes object (for another process)."""
-        return b"".join(self.parts[k])
+        """Column ``k`` so far as bytes (for another process)."""
+        return bytes(self.cols[k])
 
     def freeze(self) -> dict[str, np.ndarray]:
-        out = {}
-        for k, t in self.spec.items():
-            data = b"".join(self.parts[k])
-            self.parts[k] = []
-            # a writable copy (numpy over bytes is read-only); one column at a time, so the peak
-            # is the columns plus two copies of one of them
-            out[k] = np.frombuffer(data, dtype=t).copy()
-            del data
-        return out
+        return {k: np.frombuffer(self.cols[k], dtype=t) for k, t in self.spec.items()}
 
 
 class TraceBuilder:
