@@ -40,22 +40,21 @@ class Links:
     def children(self, r: int) -> np.ndarray:
         return self.child_index[self.child_start[r] : self.child_start[r + 1]]
 
-    def child_lists(self) -> tuple[list[Any], list[Any]]:
-        """The CSR as Python lists (for tight Python loops over subtrees), built once."""
-        cache = self.__dict__.get("_child_lists")
-        if cache is None:
-            cache = self.__dict__["_child_lists"] = (self.child_start.tolist(), self.child_index.tolist())
-        return cache
+    def subtree(self, r: int) -> np.ndarray:
+        """r and every range nested in it (r first; in depth-first order of the children)."""
+        pos, size, pre = self._preorder()
+        p = int(pos[r])
+        return pre[p : p + int(size[r])]
 
-    def subtree(self, r: int) -> list[int]:
-        """r and every range nested in it."""
-        start, index = self.child_lists()
-        out, stack = [], [r]
-        while stack:
-            x = stack.pop()
-            out.append(x)
-            stack.extend(index[start[x] : start[x + 1]])
-        return out
+    def _preorder(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(position of each range in a depth-first preorder of the forest, its subtree's size,
+        the preorder): a subtree is one slice. Built once, in whole-array steps per depth level
+        (Python lists of the CSR took 36 bytes an entry, 28 MB on a 390k-range trace)."""
+        cache = self.__dict__.get("_preorder_cache")
+        if cache is None or cache[0] is not self.child_start or cache[1] is not self.child_index:
+            cache = (self.child_start, self.child_index, *_preorder(self.child_start, self.child_index, self.roots))
+            self.__dict__["_preorder_cache"] = cache
+        return cache[2], cache[3], cache[4]
 
     def ancestors(self, r: int) -> Iterator[int]:
         """r's ancestors, innermost first."""
@@ -63,6 +62,47 @@ class Links:
         while p >= 0:
             yield int(p)
             p = self.parent[p]
+
+
+def _children_of(start: np.ndarray, index: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The children of ``nodes`` (each node's in CSR order, node after node) and, for each
+    child, the position in ``nodes`` of its parent."""
+    counts = start[nodes + 1] - start[nodes]
+    total = int(counts.sum())
+    if not total:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    owner = np.repeat(np.arange(len(nodes)), counts)
+    first = np.cumsum(counts) - counts  # exclusive
+    offs = np.arange(total) - first[owner]
+    return index[start[nodes][owner] + offs], owner
+
+
+def _preorder(start: np.ndarray, index: np.ndarray, roots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    n = len(start) - 1
+    levels = [np.asarray(roots, dtype=np.int64)]
+    owners = [np.zeros(0, dtype=np.int64)]
+    while len(levels[-1]):
+        kids, owner = _children_of(start, index, levels[-1])
+        levels.append(kids)
+        owners.append(owner)
+    size = np.ones(n, dtype=np.int64)
+    for d in range(len(levels) - 1, 0, -1):  # bottom up: a node's size is 1 + its children's
+        np.add.at(size, levels[d - 1][owners[d]], size[levels[d]])
+    pos = np.zeros(n, dtype=np.int64)
+    top = levels[0]
+    pos[top] = np.cumsum(size[top]) - size[top]
+    for d in range(1, len(levels)):  # top down: after the parent, the earlier siblings' subtrees
+        kids, owner = levels[d], owners[d]
+        if not len(kids):
+            continue
+        sz = size[kids]
+        csum = np.cumsum(sz) - sz
+        group_first = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+        base = np.repeat(csum[group_first], np.diff(np.r_[group_first, len(kids)]))
+        pos[kids] = pos[levels[d - 1][owner]] + 1 + (csum - base)
+    pre = np.empty(n, dtype=np.int64)
+    pre[pos] = np.arange(n)
+    return pos, size, pre
 
 
 def nearest_marked_ancestor(parent: np.ndarray, marked: np.ndarray) -> np.ndarray:

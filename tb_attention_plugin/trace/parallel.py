@@ -405,9 +405,22 @@ class _SegmentParser(TraceParser):
 
 def _find_cut(f: BinaryIO, offset: int, limit: int) -> Optional[int]:
     """Absolute position just after the ``,`` of the first ``}`` , newline ``{`` at or after
-    ``offset`` (and before ``limit``): a point between two events where no string can be."""
-    f.seek(offset)
-    buf = f.read(min(4 << 20, max(0, limit - offset)))
+    ``offset`` (and before ``limit``): a point between two events where no string can be.
+    Looked for in the first 64 KB, then in 4 MB (reading 4 MB per cut read the whole file
+    again to plan 64 segments): a cut found in the smaller window is the first in the larger."""
+    for window in (64 << 10, 4 << 20):
+        f.seek(offset)
+        buf = f.read(min(window, max(0, limit - offset)))
+        at = _first_cut(buf)
+        if at is not None:
+            return int(offset + at)
+        if len(buf) < window:  # the window reached the limit: there is none
+            return None
+    return None
+
+
+def _first_cut(buf: bytes) -> Optional[int]:
+    """Index just after the ``,`` of the first ``}`` , newline ``{`` in ``buf``, or None."""
     k = -1
     while True:
         k = buf.find(b"\n", k + 1)
@@ -425,7 +438,7 @@ def _find_cut(f: BinaryIO, offset: int, limit: int) -> Optional[int]:
         while c >= 0 and buf[c] in b" \t\r\n":
             c -= 1
         if c >= 0 and buf[c] == 0x7D:
-            return int(offset + a + 1)
+            return a + 1
 
 
 def _plan_segments(path: str, size: int, max_bytes: int) -> tuple[list[Optional[int]], bool]:

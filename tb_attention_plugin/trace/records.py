@@ -183,7 +183,7 @@ def _clean_int(v: Any, default: int = _NONE) -> int:
 # a value ``struct`` refuses (None, a string, out of range) sends the column down the tolerant
 # path, which gives what ``array`` with the clean-ups below gives.
 _pack = struct.pack
-Col = Union[bytes, "array[Any]"]
+Col = Union[bytes, bytearray, "array[Any]"]
 
 
 def _col_q(values: list[Any]) -> Col:
@@ -419,9 +419,9 @@ class _Table:
         for k, a in cols.items():
             self.cols[k] += a
 
-    def joined(self, k: str) -> bytes:
-        """Column ``k`` so far as bytes (for another process)."""
-        return bytes(self.cols[k])
+    def joined(self, k: str) -> bytearray:
+        """Column ``k`` so far (for the builder it is merged into; pickled for another process)."""
+        return self.cols[k]
 
     def freeze(self) -> dict[str, np.ndarray]:
         return {k: np.frombuffer(self.cols[k], dtype=t) for k, t in self.spec.items()}
@@ -743,7 +743,8 @@ class TraceBuilder:
         """Append another builder's columns, renumbering its strings, threads and signatures."""
 
         def mapping(intern: _Interner, items: list[Any]) -> np.ndarray:
-            return np.array([intern(x) for x in items], dtype=np.int64)
+            # one id per item, and -1 last: a column's -1 ("none") indexes it and stays -1
+            return np.array([intern(x) for x in items] + [_NONE], dtype=np.int64)
 
         smap = mapping(self.strings, exp["strings"])
         tmap = mapping(self.threads, exp["threads"])
@@ -762,8 +763,7 @@ class TraceBuilder:
                 m = remap[name].get(k)
                 if m is not None and len(a):
                     v = np.frombuffer(a, dtype=table.spec[k])
-                    out = np.where(v >= 0, m[np.maximum(v, 0)], v) if len(m) else v
-                    table.extend(**{k: out.astype(v.dtype).tobytes()})
+                    table.extend(**{k: m[v].astype(v.dtype).tobytes()})  # ids are >= -1
                 elif len(a):
                     table.extend(**{k: a})
         self.thread_names.update(exp["thread_names"])
