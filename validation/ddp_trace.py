@@ -19,61 +19,13 @@ import socket
 import sys
 import time
 
-import torch
-import torch.distributed as dist
-import torch.nn as nn
-import torch.nn.functional as F
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-
-class CausalSelfAttention(nn.Module):
-    def __init__(self, d: int, h: int, slow: bool = False):
-        super().__init__()
-        self.h = h
-        self.slow = slow  # the straggler twin: this rank's attention runs on SDPA's math backend
-        self.qkv = nn.Linear(d, 3 * d)
-        self.proj = nn.Linear(d, d)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, s, d = x.shape
-        q, k, v = self.qkv(x).view(b, s, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4).unbind(0)
-        if self.slow:
-            from torch.nn.attention import SDPBackend, sdpa_kernel
-
-            with sdpa_kernel(SDPBackend.MATH):
-                o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:
-            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.proj(o.transpose(1, 2).reshape(b, s, d))
-
-
-class Block(nn.Module):
-    def __init__(self, d: int, h: int, slow: bool = False):
-        super().__init__()
-        self.ln_1 = nn.LayerNorm(d)
-        self.attn = CausalSelfAttention(d, h, slow)
-        self.ln_2 = nn.LayerNorm(d)
-        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
-
-
-class GPT(nn.Module):
-    def __init__(self, vocab: int, seq: int, d: int, h: int, layers: int, slow: bool = False):
-        super().__init__()
-        self.wte = nn.Embedding(vocab, d)
-        self.wpe = nn.Embedding(seq, d)
-        self.h = nn.ModuleList(Block(d, h, slow) for _ in range(layers))
-        self.ln_f = nn.LayerNorm(d)
-        self.lm_head = nn.Linear(d, vocab, bias=False)
-
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        pos = torch.arange(idx.shape[1], device=idx.device)
-        x = self.wte(idx) + self.wpe(pos)
-        for blk in self.h:
-            x = blk(x)
-        return self.lm_head(self.ln_f(x))
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from gpt_model import GPT  # noqa: E402  (the model of every job recording)
 
 
 def worker(rank: int, a: argparse.Namespace, port: int) -> None:

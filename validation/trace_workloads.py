@@ -83,11 +83,15 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def profile_steps(step, tdir: str, worker: str, device: str, active: int = 1, profile_memory: bool = False) -> list:
+def profile_steps(
+    step, tdir: str, worker: str, device: str, active: int = 1, profile_memory: bool = False, clear: bool = True
+) -> list:
     """Profile ``active`` steps after one profiler warm-up step (record_shapes, with_stack) into ``tdir`` in
-    TensorBoard layout (``<worker>.<ts>.pt.trace.json.gz``); returns the trace files written."""
+    TensorBoard layout (``<worker>.<ts>.pt.trace.json.gz``); returns the trace files written (all of ``tdir``'s).
+    ``clear`` first removes the traces already in ``tdir``; the ranks of a job, which share one folder, pass
+    False (one of them clears it before they start)."""
     os.makedirs(tdir, exist_ok=True)
-    for old in glob.glob(os.path.join(tdir, "*.pt.trace.json*")):
+    for old in glob.glob(os.path.join(tdir, "*.pt.trace.json*")) if clear else ():
         os.remove(old)
     acts = [torch.profiler.ProfilerActivity.CPU]
     if device.startswith("cuda"):
