@@ -102,7 +102,8 @@ def model_shape(world: int, small: bool, layers: int) -> dict:
 def versions(dev: torch.device) -> dict:
     out = {"torch": torch.__version__, "python": sys.version.split()[0], "cuda_runtime": torch.version.cuda}
     if dev.type == "cuda":
-        out["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+        v = torch.cuda.nccl.version()
+        out["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
         out["cudnn"] = torch.backends.cudnn.version()
     return out
 
@@ -122,9 +123,7 @@ def build(piece: str, a: argparse.Namespace, shape: dict, dev: torch.device, ran
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
         mesh = init_device_mesh(dev.type, (world,))
-        mp = (
-            MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if dev.type == "cuda" else None
-        )
+        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if a.bf16 else None
         kw = dict(mesh=mesh, mp_policy=mp) if mp else dict(mesh=mesh)
         for blk in model.h:
             fully_shard(blk, **kw)
@@ -147,7 +146,12 @@ def build(piece: str, a: argparse.Namespace, shape: dict, dev: torch.device, ran
             parallelize_module(blk, mesh, plan)
         info["tp_plan"] = {k: type(v).__name__ for k, v in plan.items()}
         info["heads_per_rank"] = shape["heads"] // world
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    # tensor parallelism leaves the norms, embeddings and head as plain tensors beside the DTensor shards: the
+    # fused multi-tensor (foreach) update, CUDA's default, refuses such a mix
+    # (stated for the others too, so that a CPU dry run takes CUDA's path)
+    foreach = piece != "tp"
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=foreach)
+    info["optimizer"] = "AdamW" + (" (foreach=False)" if piece == "tp" else "")
     return model, opt, info
 
 
@@ -224,11 +228,12 @@ def worker(a: argparse.Namespace) -> int:
     slow = a.piece == "straggler" and rank == straggler
     seq = shape["seq"] * (a.straggler_seq_factor if slow else 1)
     sleep_ms = a.straggler_sleep_ms if slow else 0.0
+    a.bf16 = a.bf16 or use_cuda
     model, opt, info = build(a.piece, a, shape, dev, rank, world)
     # data: each rank its own batch, except tensor parallelism, whose ranks split one batch's work
     torch.manual_seed(1234 + (0 if a.piece == "tp" else rank))
     idx = torch.randint(0, shape["vocab"], (shape["batch"], seq), device=dev)
-    step = make_step(model, opt, idx, shape["vocab"], dev, use_cuda, sleep_ms / 1e3)
+    step = make_step(model, opt, idx, shape["vocab"], dev, a.bf16, sleep_ms / 1e3)
     for _ in range(WARMUP_STEPS):
         step()
     sync(str(dev))
@@ -267,7 +272,7 @@ def worker(a: argparse.Namespace) -> int:
             backend=backend,
             device_type=dev.type,
             small=a.small,
-            model=dict(shape, dtype="bf16 autocast" if use_cuda else "fp32", attention="SDPA, causal"),
+            model=dict(shape, dtype="bf16 autocast" if a.bf16 else "fp32", attention="SDPA, causal"),
             steps_profiled=a.steps,
             warmup_steps=WARMUP_STEPS,
             profiler=dict(record_shapes=True, with_stack=True, schedule="wait=0, warmup=1, active=steps"),
@@ -339,6 +344,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--time-steps", type=int, default=3, help="unprofiled steps timed after the profile")
     ap.add_argument("--small", action="store_true", help="tiny shapes (CPU dry run)")
     ap.add_argument("--device", choices=("auto", "cpu"), default="auto", help="cpu: gloo even with GPUs")
+    ap.add_argument("--bf16", action="store_true", help="bf16 autocast (FSDP2: bf16 params) on CPU too, as on CUDA")
     ap.add_argument("--straggler-rank", type=int, default=-1, help="default: the last rank")
     ap.add_argument("--straggler-seq-factor", type=int, default=2)
     ap.add_argument("--straggler-sleep-ms", type=float, default=20.0)

@@ -43,7 +43,7 @@ if [ "$NGPU" -ge 2 ]; then
   N=$NGPU
 elif [ "${NCCL_JOB_CPU:-0}" = 1 ]; then
   N=${NCCL_JOB_NPROC:-2}
-  EXTRA=(--device cpu --small)
+  EXTRA=(--device cpu --small --bf16)  # tiny shapes, and the bf16 and optimizer paths CUDA takes
   echo "dry run: $N gloo processes on CPUs (the box has $NGPU GPU(s))"
 else
   echo "error: run_device_nccl.sh: $NGPU GPU(s): the NCCL job needs at least 2 (NCCL_JOB_CPU=1 for a CPU dry run)" >&2
