@@ -175,11 +175,17 @@ def _comm_by_device(comm: set) -> dict:
     return out
 
 
+_RANKS: dict = {}
+
+
 def _ranks(capsys, folder: str) -> dict:
-    rc = main(["ranks", folder, "--format", "json", "--workers", "0"])
-    out = capsys.readouterr()
-    assert rc == 0, out.err
-    return json.loads(out.out)
+    """``tb-attention ranks --format json FOLDER``, in-process, once per folder and session."""
+    if folder not in _RANKS:
+        rc = main(["ranks", folder, "--format", "json", "--workers", "0"])
+        out = capsys.readouterr()
+        assert rc == 0, out.err
+        _RANKS[folder] = json.loads(out.out)
+    return _RANKS[folder]
 
 
 def _gpu_less(job: Job) -> bool:
@@ -328,6 +334,26 @@ def test_communication_and_its_overlap_with_attention_as_the_trace_shows(job, ca
             assert raw["nccl_kernels"] > 0 and c["kernels"] >= raw["nccl_kernels"], path
             if job.entry["piece"] in ("ddp", "straggler", "fsdp"):
                 assert c["overlap_with_compute_us"] > 0, path
+
+
+def _tp_jobs() -> list:
+    jobs = [pytest.param(j, id=j.name) for j in _nccl_jobs() if j.entry["piece"] == "tp"]
+    return jobs or [pytest.param(None, id="tp", marks=pytest.mark.skipif(True, reason=NO_NCCL + " (with its tp run)"))]
+
+
+@pytest.mark.parametrize("job", _tp_jobs())
+def test_tensor_parallel_projections_cost_their_shard(job):
+    """A DTensor op is recorded twice: the outer op (aten::linear) with the global shapes, the local op inside
+    it (aten::addmm) with the shard's. A rank's projection FLOPs are its shard's: 1/N of the model's."""
+    if _gpu_less(job):
+        pytest.skip(f"{job.name}: no GPU activity in its traces (a CPU dry run)")
+    m, n = job.entry["model"], job.entry["world_size"]
+    tokens, d, calls = m["batch"] * m["seq"], m["d"], m["layers"] * job.entry["steps_profiled"]
+    want = {"qkv_proj": calls * 3 * 2 * tokens * d * (d // n), "out_proj": calls * 2 * tokens * (d // n) * d}
+    for path in job.traces:
+        got = {p["phase"]: p["flops"] for p in _report(path)["phases"] if p["direction"] == "forward"}
+        for phase, flops in want.items():
+            assert got.get(phase) == pytest.approx(flops, rel=0.01), (path, phase, got.get(phase), flops)
 
 
 # ------------------------------------------------------------------------------------------- advice
