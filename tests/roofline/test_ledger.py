@@ -116,7 +116,9 @@ def test_tiles_from_kernel_names():
         "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, "
         "cutlass::bfloat16_t, Flash_kernel_traits<128, 128, 64, 4, cutlass::bfloat16_t> >, false>"
     ) == (128, 64)
-    assert L.tile_from_name("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kernel0_0") == (
+    assert L.tile_from_name(
+        "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kernel0_0"
+    ) == (
         64,
         128,
     )
@@ -143,7 +145,9 @@ def test_geometry_from_recorded_inputs():
     g = L.geometry("aten::_efficient_attention_forward", a)
     assert g is not None and g.mask == L.Mask("causal", bottom_right=True) and (g.sq, g.sk, g.h) == (4, 1000, 32)
     # SDPA with an attn_mask tensor: the mask's contents are not in the trace
-    a = args([[2, 8, 64, 64]] * 3 + [[2, 1, 64, 64], [], []], [BF] * 4 + ["Scalar", "Scalar"], [""] * 4 + ["0.0", "False"])
+    a = args(
+        [[2, 8, 64, 64]] * 3 + [[2, 1, 64, 64], [], []], [BF] * 4 + ["Scalar", "Scalar"], [""] * 4 + ["0.0", "False"]
+    )
     g = L.geometry("aten::_scaled_dot_product_efficient_attention", a)
     assert g is not None and g.mask.kind == "tensor" and not g.mask.known
     # varlen FlashAttention (jagged q/k/v packed as [total, H, D]): total and max only
