@@ -174,7 +174,20 @@ def analyze_trace(
     progress.stage("advice")
     # advice.py: findings, and the attention backends that compare/check name
     rep["advice"], rep["attention_backends"] = _advice(rep, trace, links, tagging)
+    progress.stage("sites")
+    rep.update(_model(rep, trace, links, attr))  # model.py: sites, flops_ledger, boundary
     return rep
+
+
+def _model(rep, trace, links, attr) -> dict:
+    """``sites``, ``flops_ledger`` and ``boundary`` (model.py); a failure never loses the report."""
+    from .model import build
+
+    try:
+        return build(rep, trace, links, attr)
+    except Exception as e:  # noqa: BLE001 - reported in warnings
+        rep["warnings"].append(f"sites and FLOPs ledger failed: {type(e).__name__}: {e}")
+        return {"sites": [], "flops_ledger": None, "boundary": None}
 
 
 def _sources(rep, trace, links) -> None:
@@ -449,6 +462,7 @@ def _kernel_table(
         "graph": c["graph"],
         "instance": c["instance"],
         "scope": c["scope"],
+        "site": Coded(np.zeros(n, dtype=np.int32), [None]),  # model.py names each call's site
         "op": c["op"],
         "cost_op": Coded(np.where(costop_codes >= 0, costop_codes, len(names)), names + [None]),
         "module": c["module"],
