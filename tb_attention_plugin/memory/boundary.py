@@ -290,14 +290,20 @@ def call_fusions(items: list[Item], bandwidth: Optional[float]) -> dict[str, dic
             "removable_us": add.time_us + norm.time_us,
             "estimated_gain_us": None if t is None else max(add.time_us + norm.time_us - t, 0.0),
         }
-    last_norm = norm or both
-    if last_norm is not None:
+    if norm is not None:  # a separate norm goes whole
         out["norm_prologue"] = {
-            "removable_bytes": last_norm.bytes if norm is not None else last_norm.writes,
-            "removable_us": last_norm.time_us if norm is not None else 0.0,
-            # a separate norm goes whole; a fused add+norm kernel keeps the sum and loses its
-            # normalised copy: half its writes, and the next matmul's read of it
-            "estimated_gain_us": last_norm.time_us if norm is not None else at_bw(last_norm.writes),
+            "removable_bytes": norm.bytes,
+            "removable_us": norm.time_us,
+            "estimated_gain_us": norm.time_us,
+        }
+    elif both is not None:
+        # a fused add+norm kernel keeps the sum and loses its normalised copy: half its writes,
+        # and the next matmul's read of it
+        t = at_bw(both.writes)
+        out["norm_prologue"] = {
+            "removable_bytes": both.writes,
+            "removable_us": both.time_us,
+            "estimated_gain_us": None if t is None else min(t, both.time_us),
         }
     return out
 
