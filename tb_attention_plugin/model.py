@@ -181,6 +181,7 @@ class LedgerEntry:
     peak_time: float  # Σ time × roof (FLOP the roofs allow in that time), 0 when unknown
     rows: np.ndarray
     step: Optional[str]
+    peak_row: Optional[int] = None  # the kernel row whose roof the call's MFU is measured on
 
 
 class _Ops:
@@ -270,23 +271,20 @@ def ledger_entries(kt: Any, calls: list[Call], trace: Any, links: Any, attr: Any
             counts = L.counts(geom, direction, backend, tile, decomposed_flops=decomposed) if geom else None
             t = float(dur[arr].sum())
             is_math = np.asarray([ph_vocab[ph_codes[x]] in _MATH_PHASES for x in rows], dtype=bool)
-            pk = _call_peak(arr, dur, flops, peak, is_math)
+            pr = _call_peak(arr, dur, flops, peak, is_math)
+            pk = float(peak[pr]) if pr is not None else 0.0
             out.append(
-                LedgerEntry(
-                    c.call, c.site, direction, backend, op, geom, counts, tile, t, t * pk if pk else 0.0, arr, c.step
-                )
+                LedgerEntry(c.call, c.site, direction, backend, op, geom, counts, tile, t, t * pk, arr, c.step, pr)
             )
     return out
 
 
 def _call_peak(
     rows: np.ndarray, dur: np.ndarray, flops: np.ndarray, peak: np.ndarray, math: np.ndarray
-) -> Optional[float]:
+) -> Optional[int]:
     """The roof of a call's attention math: that of its longest fused / QKᵀ / PV kernel with FLOPs."""
     cand = [x for x in rows[math].tolist() if not np.isnan(peak[x]) and not np.isnan(flops[x]) and flops[x] > 0]
-    if not cand:
-        return None
-    return float(peak[max(cand, key=lambda x: dur[x])])
+    return max(cand, key=lambda x: dur[x]) if cand else None
 
 
 def _geometry(
@@ -446,7 +444,7 @@ def _hfu(kt: Any, entries: list[LedgerEntry], mask: np.ndarray) -> dict:
         m = mask & (dev == d)
         span += float(np.max(ts[m] + dur[m]) - np.min(ts[m]))
     u = work / span if span > 0 and not unknown_peak else None
-    out = {
+    out: dict[str, Any] = {
         "value": _r(u, 4) if u is not None and u <= 1 else None,
         "flops": _sig(float(np.nansum(flops[ok]))),
         "roof_time_us": _r(work),
@@ -469,10 +467,10 @@ def flops_ledger(kt: Any, entries: list[LedgerEntry], steps: list[dict], n_sites
     pk_codes, pk_vocab = cols.codes("peak")
     peak = cols.num("peak_flops_per_s")
     for e in entries:
-        for x in e.rows.tolist():
-            name = pk_vocab[pk_codes[x]]
-            if name and not np.isnan(peak[x]):
-                peaks[str(name)] = max(peaks.get(str(name), 0.0), float(peak[x]))
+        x = e.peak_row
+        if x is not None and pk_vocab[pk_codes[x]]:
+            name = str(pk_vocab[pk_codes[x]])
+            peaks[name] = max(peaks.get(name, 0.0), float(peak[x]))
     out["peaks"] = {k: _sig(v) for k, v in sorted(peaks.items())}
     out["formula"] = MFU_FORMULA
     out["estimated"] = any(
@@ -480,7 +478,7 @@ def flops_ledger(kt: Any, entries: list[LedgerEntry], steps: list[dict], n_sites
     )
     out["sites"] = [dict(site=s, **_totals([e for e in entries if e.site == s])) for s in range(n_sites)]
     step_rows = []
-    for name in [s.get("name") for s in steps]:
+    for name in [str(s.get("name")) for s in steps]:
         es = [e for e in entries if e.step == name]
         code = st_vocab.index(name) if name in st_vocab else -1
         m = st_codes == code
@@ -558,12 +556,12 @@ def sites_block(kt: Any, calls: list[Call], names: list, entries: list[LedgerEnt
         for e in es:
             if e.backend:
                 backends[e.backend] = backends.get(e.backend, 0.0) + e.time_us
-        shapes: dict[tuple, int] = {}
+        shapes: dict[tuple[Any, ...], int] = {}
         for e in es:
             if e.direction == "forward" and e.geometry is not None:
                 g = e.geometry
-                key = (g.b, g.h, g.hk, g.sq, g.sk, g.d, g.dv, g.mask.label())
-                shapes[key] = shapes.get(key, 0) + 1
+                gk: tuple[Any, ...] = (g.b, g.h, g.hk, g.sq, g.sk, g.d, g.dv, g.mask.label())
+                shapes[gk] = shapes.get(gk, 0) + 1
         if not shapes:  # no geometry: the recorded inputs of its longest core kernel
             for c in mine:
                 core_rows = [x for x in c.rows.tolist() if ph_vocab[ph_codes[x]] in _CORE]
@@ -571,15 +569,14 @@ def sites_block(kt: Any, calls: list[Call], names: list, entries: list[LedgerEnt
                     x = max(core_rows, key=lambda r: dur[r])
                     sh = (extras.get(x) or {}).get("shapes")
                     if sh:
-                        key = ("inputs", str(sh))
-                        shapes[key] = shapes.get(key, 0) + 1
-        shape_rows = []
+                        ik: tuple[Any, ...] = ("inputs", str(sh))
+                        shapes[ik] = shapes.get(ik, 0) + 1
+        shape_rows: list[dict[str, Any]] = []
         for key, n in sorted(shapes.items(), key=lambda kv: -kv[1])[:TOP_SHAPES]:
             if key[0] == "inputs":
                 shape_rows.append({"inputs": key[1], "calls": n})
             else:
-                b, h, hk, sq, sk, d, dv, mask = key
-                shape_rows.append(dict(b=b, h=h, hk=hk, sq=sq, sk=sk, d=d, dv=dv, mask=mask, calls=n))
+                shape_rows.append(dict(zip(("b", "h", "hk", "sq", "sk", "d", "dv", "mask"), key), calls=n))
         kset = {(nm_vocab[nm_codes[x]], ph_vocab[ph_codes[x]], dir_vocab[dir_codes[x]]) for x in rows.tolist()}
         top = None
         for i in sorted(cited, key=lambda i: _rank(advice[i])):

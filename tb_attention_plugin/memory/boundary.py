@@ -45,6 +45,14 @@ FUSED_BANDWIDTH_FRACTION = 0.8  # the rate at which a fused kernel moves the byt
 MAX_BOUNDARY_KERNELS = 48  # a walk that finds no next matmul within this many kernels is cut
 MAX_LISTED_CALLS = 512
 ROLES = ("layout", "o_proj", "residual_add", "norm", "add_norm", "other")
+ROLE_LABELS = {
+    "layout": "layout copies",
+    "o_proj": "o_proj",
+    "residual_add": "residual add",
+    "norm": "norm",
+    "add_norm": "add+norm (one kernel)",
+    "other": "other",
+}
 MATMUL_OPS = frozenset(
     {
         "aten::mm",
@@ -62,6 +70,7 @@ MATMUL_OPS = frozenset(
 _NORM = re.compile(r"norm|rsqrt|var_mean", re.I)
 _NORM_OPS = re.compile(r"layer_norm|rms_norm|batch_norm|group_norm", re.I)
 _ADD_OPS = frozenset({"aten::add", "aten::add_"})
+_OUTPUT = frozenset({"pv_matmul", "fused_attention"})
 _CORE = frozenset({"qk_matmul", "scale", "mask", "softmax", "dropout", "pv_matmul", "fused_attention"})
 TWIN = (
     "the same block run with torch.compile (Inductor fuses the residual add and the norm into one kernel; "
@@ -186,8 +195,12 @@ def walk(kt: Any, calls: list, attr: Any = None) -> list[dict]:
 
     out = []
     for c in calls:
+        # attention's output is written by its last fused or PV kernel (a call without one — e.g.
+        # a block mask's construction — has no output to follow)
         core = [
-            int(r) for r in c.rows.tolist() if ph_v[ph_c[r]] in _CORE and dir_v[dir_c[r]] != "backward" and is_kernel[r]
+            int(r)
+            for r in c.rows.tolist()
+            if ph_v[ph_c[r]] in _OUTPUT and dir_v[dir_c[r]] != "backward" and is_kernel[r]
         ]
         if not core:
             continue
@@ -327,7 +340,7 @@ def boundary_block(kt: Any, calls: list, attr: Any, bandwidth: Optional[float]) 
     walks = walk(kt, calls, attr)
     if not walks:
         return None
-    per_call = []
+    per_call: list[dict[str, Any]] = []
     tot = {"bytes": 0.0, "time_us": 0.0, "removable_bytes": 0.0, "removable_us": 0.0, "estimated_gain_us": 0.0}
     fus_tot: dict[str, dict] = {}
     gain_known = bandwidth is not None
