@@ -13,6 +13,7 @@ each call from its attention op's recorded inputs. Schema: docs/report-schema.md
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -33,7 +34,6 @@ _BASES = ("useful", "executed", "dense")
 _SEVERITY = {"high": 0, "medium": 1, "low": 2}
 _CORE = frozenset(P.CORE_PHASES)
 _MATH_PHASES = frozenset({"fused_attention", "qk_matmul", "pv_matmul"})  # the kernels doing attention's matmuls
-_SDPA_OUTER = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product_attention_math")
 MFU_FORMULA = (
     "attention MFU = FLOPs / Σ(core attention kernel time × the roof of the call's attention kernel); "
     "HFU = Σ over costed kernels of FLOPs / roof (attention kernels: executed FLOPs) ÷ the step's GPU span"
@@ -191,6 +191,22 @@ class _Ops:
         self.t, self.L = trace, links
         self.R = trace.ranges
         self.memo: dict[int, tuple[str, Optional[list]]] = {}
+        self._lists: Optional[dict[tuple[int, int], set]] = None
+
+    def sequence_lengths(self, n: int, total: int, longest: int) -> Optional[tuple[int, ...]]:
+        """Per-sequence lengths of a jagged call whose packed tensors hold ``total`` tokens in ``n``
+        sequences, the longest ``longest``: a tensor list of ``n`` pieces whose first dims sum to
+        ``total`` with that maximum, recorded by an op of the trace (the nested tensor built from its
+        pieces: ``torch.nested.nested_tensor([...])`` cats them), when exactly one such list exists."""
+        if self._lists is None:
+            self._lists = {}
+            for sig_id in sorted(set(int(x) for x in self.R["sig"].tolist() if x >= 0)):
+                for a in parse_args(self.t.signatures[sig_id]):
+                    if a.shapes and len(a.shapes) > 1 and all(len(sh) >= 1 for sh in a.shapes):
+                        lens = tuple(int(sh[0]) for sh in a.shapes)
+                        self._lists.setdefault((len(lens), sum(lens)), set()).add(lens)
+        found = {x for x in self._lists.get((n, total), set()) if max(x) == longest}
+        return next(iter(found)) if len(found) == 1 else None
 
     def get(self, r: int) -> tuple[str, Optional[list]]:
         hit = self.memo.get(r)
@@ -200,15 +216,15 @@ class _Ops:
             hit = self.memo[r] = (name, parse_args(self.t.signatures[sig]) if sig >= 0 else None)
         return hit
 
-    def sdpa_above(self, r: int) -> Optional[int]:
-        """The SDPA op around a math-backend kernel's op (its recorded inputs hold is_causal)."""
+    def ancestors(self, r: int, hops: int = 12) -> list[int]:
+        """``r`` and the ops around it, innermost first: the attention op whose inputs give the
+        geometry may be the kernel's own op (fused), or the SDPA op around a math-backend matmul."""
         parent = self.L.parent
-        x, hops = r, 0
-        while x >= 0 and hops < 12:
-            if str(self.t.strings[self.R["name"][x]]) in _SDPA_OUTER:
-                return x
-            x, hops = int(parent[x]), hops + 1
-        return None
+        out = []
+        while r >= 0 and len(out) < hops:
+            out.append(r)
+            r = int(parent[r])
+        return out
 
 
 def _backend(op: Optional[str], name: str, phase: str, scope: Optional[str], names: list) -> str:
@@ -260,6 +276,10 @@ def ledger_entries(kt: Any, calls: list[Call], trace: Any, links: Any, attr: Any
                 geom = _geometry(ops, owner, attr, ids, arr, ph_codes, ph_vocab, direction == "forward")
             if geom is None and direction == "backward":
                 geom = fwd_geom
+            if geom is not None and geom.lengths == "total_max" and ops is not None and geom.total_q == geom.total_k:
+                lens = ops.sequence_lengths(geom.b, int(geom.total_q or 0), geom.sq)
+                if lens is not None:
+                    geom = dataclasses.replace(geom, lengths_q=lens, lengths_k=lens, lengths="per_sequence")
             if direction == "forward":
                 fwd_geom = geom
             tile = L.tile_from_name(name) if backend in L.FUSED_TILED else None
@@ -302,16 +322,12 @@ def _geometry(
     gids = ids[rows]
     ok = (gids >= 0) & (gids < len(owner))
     owners = [int(o) for o in owner[gids[ok]].tolist() if o >= 0]
+    launch = getattr(ops.L, "gpu_op", None)
+    if launch is not None:  # ops without a cost formula (varlen FlashAttention) own no kernel
+        owners += [int(o) for o in np.asarray(launch)[gids[ok]].tolist() if o >= 0]
     for o in dict.fromkeys(owners):
-        name, args = ops.get(o)
-        if args:
-            g = L.geometry(name, args)
-            if g is not None:
-                return g
-    for o in dict.fromkeys(owners):
-        s = ops.sdpa_above(o)
-        if s is not None:
-            name, args = ops.get(s)
+        for r in ops.ancestors(o):
+            name, args = ops.get(r)
             g = L.geometry(name, args) if args else None
             if g is not None:
                 return g
