@@ -174,7 +174,6 @@ def analyze_trace(
     progress.stage("advice")
     # advice.py: findings, and the attention backends that compare/check name
     rep["advice"], rep["attention_backends"] = _advice(rep, trace, links, tagging)
-    progress.stage("sites")
     rep.update(_model(rep, trace, links, attr))  # model.py: sites, flops_ledger, boundary
     return rep
 
