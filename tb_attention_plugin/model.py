@@ -191,6 +191,7 @@ class _Ops:
         self.t, self.L = trace, links
         self.R = trace.ranges
         self.memo: dict[int, tuple[str, Optional[list]]] = {}
+        self.args: dict[int, list] = {}  # per signature: one parse for every op with those inputs
         self._lists: Optional[dict[tuple[int, int], set]] = None
 
     def sequence_lengths(self, n: int, total: int, longest: int) -> Optional[tuple[int, ...]]:
@@ -213,7 +214,10 @@ class _Ops:
         if hit is None:
             name = str(self.t.strings[self.R["name"][r]])
             sig = int(self.R["sig"][r])
-            hit = self.memo[r] = (name, parse_args(self.t.signatures[sig]) if sig >= 0 else None)
+            args = self.args.get(sig) if sig >= 0 else None
+            if args is None and sig >= 0:
+                args = self.args[sig] = parse_args(self.t.signatures[sig])
+            hit = self.memo[r] = (name, args)
         return hit
 
     def ancestors(self, r: int, hops: int = 12) -> list[int]:
@@ -246,6 +250,7 @@ def ledger_entries(kt: Any, calls: list[Call], trace: Any, links: Any, attr: Any
     sc_codes, sc_vocab = cols.codes("scope")
     dur = np.nan_to_num(cols.num("dur_us"))
     flops = cols.num("flops")
+    flops0 = np.nan_to_num(flops)
     peak = cols.num("peak_flops_per_s")
     ids = np.asarray(kt.columns["id"], dtype=np.int64)
     ops = _Ops(trace, links) if trace is not None else None
@@ -263,7 +268,7 @@ def ledger_entries(kt: Any, calls: list[Call], trace: Any, links: Any, attr: Any
                 continue
             arr = np.asarray(rows, dtype=np.int64)
             math_rows = [x for x in rows if ph_vocab[ph_codes[x]] in _MATH_PHASES] or rows
-            main = max(math_rows, key=lambda x: (dur[x], np.nan_to_num(flops[x])))
+            main = max(math_rows, key=lambda x: (dur[x], flops0[x]))
             name = str(nm_vocab[nm_codes[main]] or "")
             op = op_vocab[op_codes[main]]
             backend = _backend(
