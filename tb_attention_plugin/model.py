@@ -224,7 +224,7 @@ class _Ops:
         """``r`` and the ops around it, innermost first: the attention op whose inputs give the
         geometry may be the kernel's own op (fused), or the SDPA op around a math-backend matmul."""
         parent = self.L.parent
-        out = []
+        out: list[int] = []
         while r >= 0 and len(out) < hops:
             out.append(r)
             r = int(parent[r])
