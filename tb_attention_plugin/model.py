@@ -33,6 +33,7 @@ TOP_SHAPES = 3
 _BASES = ("useful", "executed", "dense")
 _SEVERITY = {"high": 0, "medium": 1, "low": 2}
 _CORE = frozenset(P.CORE_PHASES)
+_SDPA_OUTER = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product_attention_math")
 _MATH_PHASES = frozenset({"fused_attention", "qk_matmul", "pv_matmul"})  # the kernels doing attention's matmuls
 MFU_FORMULA = (
     "attention MFU = FLOPs / Σ(core attention kernel time × the roof of the call's attention kernel); "
@@ -258,6 +259,7 @@ def ledger_entries(kt: Any, calls: list[Call], trace: Any, links: Any, attr: Any
     out: list[LedgerEntry] = []
     for c in calls:
         fwd_geom: Optional[L.Geometry] = None
+        fwd_backend: Optional[str] = None
         by_dir: dict[str, list[int]] = {}
         for x in c.rows.tolist():
             if ph_vocab[ph_codes[x]] in _CORE:
@@ -275,10 +277,17 @@ def ledger_entries(kt: Any, calls: list[Call], trace: Any, links: Any, attr: Any
                 op, name, str(ph_vocab[ph_codes[main]]), sc_vocab[sc_codes[main]], [nm_vocab[nm_codes[x]] for x in rows]
             )
             geom: Optional[L.Geometry] = None
+            source_op: Optional[str] = None
             if ops is not None and owner is not None:
                 # a backward's matmuls are not the forward's QK^T and PV: its geometry comes from
                 # its own attention op, else from the forward's
-                geom = _geometry(ops, owner, attr, ids, arr, ph_codes, ph_vocab, direction == "forward")
+                geom, source_op = _geometry(ops, owner, attr, ids, arr, ph_codes, ph_vocab, direction == "forward")
+            if source_op in _SDPA_OUTER and backend in ("eager", "compiled"):
+                backend = "math"  # decomposed kernels under scaled_dot_product_attention
+            if direction == "forward":
+                fwd_backend = backend
+            elif backend in ("eager", "compiled") and fwd_backend == "math":
+                backend = "math"  # its backward runs outside the op; the forward says which it was
             if geom is None and direction == "backward":
                 geom = fwd_geom
             if geom is not None and geom.lengths == "total_max" and ops is not None and geom.total_q == geom.total_k:
@@ -321,9 +330,10 @@ def _geometry(
     ph_codes: np.ndarray,
     ph_vocab: list,
     decomposed: bool,
-) -> Optional[L.Geometry]:
-    """The call's geometry in one direction: its fused op's recorded inputs, the SDPA op around a
-    math-backend call, or the QKᵀ and PV matmuls of decomposed attention."""
+) -> tuple[Optional[L.Geometry], Optional[str]]:
+    """The call's geometry in one direction and the op it came from: its fused op's recorded
+    inputs, the SDPA op around a math-backend call, or the QKᵀ and PV matmuls of decomposed
+    attention (no op)."""
     gids = ids[rows]
     ok = (gids >= 0) & (gids < len(owner))
     owners = [int(o) for o in owner[gids[ok]].tolist() if o >= 0]
@@ -335,9 +345,9 @@ def _geometry(
             name, args = ops.get(r)
             g = L.geometry(name, args) if args else None
             if g is not None:
-                return g
+                return g, name
     if not decomposed:
-        return None
+        return None, None
     qk = pv = None
     has_mask = False
     for x, o in zip(rows.tolist(), owner[np.clip(gids, 0, max(len(owner) - 1, 0))].tolist()):
@@ -352,11 +362,11 @@ def _geometry(
         elif ph == "pv_matmul" and pv is None:
             pv = d
     if qk is None:
-        return None
+        return None, None
     heads = int(qk.get("batch", 1))
     dv = int(pv["n"]) if pv is not None else int(qk["k"])
     mask = L.Mask("tensor") if has_mask else L.NO_MASK
-    return L.Geometry(1, heads, heads, int(qk["m"]), int(qk["n"]), int(qk["k"]), dv, mask)
+    return L.Geometry(1, heads, heads, int(qk["m"]), int(qk["n"]), int(qk["k"]), dv, mask), None
 
 
 # -- JSON ---------------------------------------------------------------------------------------------
@@ -557,8 +567,6 @@ def sites_block(kt: Any, calls: list[Call], names: list, entries: list[LedgerEnt
     flops, nbytes = cols.num("flops"), cols.num("bytes")
     extras = getattr(kt, "extras", {}) or {}
     att_time = float(rep.get("attention_time_us") or 0.0)
-    advice = rep.get("advice") or []
-    cited = _cited(advice)
     out = []
     for s, sn in enumerate(names):
         mine = [c for c in calls if c.site == s]
@@ -598,13 +606,6 @@ def sites_block(kt: Any, calls: list[Call], names: list, entries: list[LedgerEnt
                 shape_rows.append({"inputs": key[1], "calls": n})
             else:
                 shape_rows.append(dict(zip(("b", "h", "hk", "sq", "sk", "d", "dv", "mask"), key), calls=n))
-        kset = {(nm_vocab[nm_codes[x]], ph_vocab[ph_codes[x]], dir_vocab[dir_codes[x]]) for x in rows.tolist()}
-        top = None
-        for i in sorted(cited, key=lambda i: _rank(advice[i])):
-            if cited[i] & kset:
-                f = advice[i]
-                top = {"id": f.get("id"), "severity": f.get("severity"), "title": f.get("title")}
-                break
         srcs: dict[str, float] = {}
         for c in mine:
             if c.place.source:
@@ -644,11 +645,38 @@ def sites_block(kt: Any, calls: list[Call], names: list, entries: list[LedgerEnt
                 "dense": led["dense"],
                 "mfu": led["mfu"],
                 "source": max(srcs, key=srcs.__getitem__) if srcs else None,
-                "top_finding": top,
+                "top_finding": None,  # attach_top_findings, once advice has run
             }
         )
     order = sorted(range(len(out)), key=lambda i: -(out[i]["time_us"] or 0.0))
     return [out[i] for i in order]
+
+
+def attach_top_findings(rep: dict) -> None:
+    """Set each site's ``top_finding``: the most severe (then largest-gain) advice finding citing
+    one of the site's kernels (by name, phase and direction, as findings cite them)."""
+    kt = rep.get("kernels")
+    sites = rep.get("sites") or []
+    advice = rep.get("advice") or []
+    if kt is None or not hasattr(kt, "columns") or not sites or not advice:
+        return
+    cols = _Cols(kt)
+    site_c, site_v = cols.codes("site")
+    nm_c, nm_v = cols.codes("name")
+    ph_c, ph_v = cols.codes("phase")
+    dir_c, dir_v = cols.codes("direction")
+    keys: dict[str, set] = {}
+    for x in np.flatnonzero(np.asarray([v is not None for v in site_v])[site_c]).tolist():
+        keys.setdefault(site_v[site_c[x]], set()).add((nm_v[nm_c[x]], ph_v[ph_c[x]], dir_v[dir_c[x]]))
+    cited = _cited(advice)
+    order = sorted(cited, key=lambda i: _rank(advice[i]))
+    for s in sites:
+        kset = keys.get(s["name"], set())
+        for i in order:
+            if cited[i] & kset:
+                f = advice[i]
+                s["top_finding"] = {"id": f.get("id"), "severity": f.get("severity"), "title": f.get("title")}
+                break
 
 
 def _site_column(kt: Any, calls: list[Call], names: list) -> Coded:

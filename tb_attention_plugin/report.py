@@ -171,11 +171,23 @@ def analyze_trace(
     progress.stage("memory")
     rep["memory"] = _memory_block(trace, links, tagging, attr, rep)
     _sources(rep, trace, links)  # sources.py: the user's source line per attention kernel
+    # model.py: sites, flops_ledger, boundary (before advice, whose rules may read them)
+    rep.update(_model(rep, trace, links, attr))
     progress.stage("advice")
     # advice.py: findings, and the attention backends that compare/check name
     rep["advice"], rep["attention_backends"] = _advice(rep, trace, links, tagging)
-    rep.update(_model(rep, trace, links, attr))  # model.py: sites, flops_ledger, boundary
+    _top_findings(rep)
     return rep
+
+
+def _top_findings(rep) -> None:
+    """Each site's ``top_finding`` (model.py), once advice has run."""
+    from .model import attach_top_findings
+
+    try:
+        attach_top_findings(rep)
+    except Exception as e:  # noqa: BLE001 - reported in warnings
+        rep["warnings"].append(f"sites' top findings failed: {type(e).__name__}: {e}")
 
 
 def _model(rep, trace, links, attr) -> dict:

@@ -319,3 +319,19 @@ def test_sites_on_h200_traces(trace, site, backend, mask):
     led = rep["flops_ledger"]
     for c in led["calls"]:
         assert c["useful"] <= c["executed"] <= c["dense"] * 2.5 / 2 + 1
+
+
+def test_record_function_names_fold_and_top_finding(tmp_path):
+    """record_function("model.layers.3.self_attn") scopes: one site, numbers folded; the SDPA math
+    backend's finding is the site's top finding."""
+    t = SynthTrace()
+    with t.step(1):
+        for i in range(3):
+            with t.annotation(f"model.layers.{i}.self_attn"):
+                sdpa_call(t, "math", b=2, h=8, hk=8, sq=512, sk=512, d=64, dur=400.0)
+    rep = run(tmp_path, t)
+    assert [(s["name"], s["kind"], s["calls"]) for s in rep["sites"]] == [("model.layers.*.self_attn", "annotation", 3)]
+    s = rep["sites"][0]
+    assert s["backends"][0]["backend"] == "math"
+    assert s["top_finding"] is not None and s["top_finding"]["id"] == "sdpa_math_backend"
+    assert {f["id"] for f in rep["advice"]} >= {"sdpa_math_backend"}
