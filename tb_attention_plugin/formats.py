@@ -588,13 +588,15 @@ def ledger_line(rep: dict) -> Optional[str]:
     def m(k: str) -> str:
         if k in over:
             return "above the roof (the count includes work the kernels skip)"
-        return est(pct(mfu.get(k)), k == "executed", k == "useful" and not exact)
+        upper = (k == "useful" and not exact) or (k == "executed" and bool(led.get("executed_upper_bound")))
+        return est(pct(mfu.get(k)), k == "executed", upper)
 
     peaks = ", ".join(f"{k} {rate(v, 'FLOP/s')}" for k, v in (led.get("peaks") or {}).items())
     hfu = (led.get("hfu") or {}).get("value")
     return (
         f"FLOPs ledger (attention): useful {est(_flops(led['useful']), False, not exact)}, "
-        f"executed ~{_flops(led['executed'])}, dense {_flops(led['dense'])}; attention MFU: useful {m('useful')}, "
+        f"executed {est(_flops(led['executed']), True, bool(led.get('executed_upper_bound')))}, "
+        f"dense {_flops(led['dense'])}; attention MFU: useful {m('useful')}, "
         f"executed {m('executed')}, dense {m('dense')} (roof {peaks or MISSING}); "
         f"HFU of the GPU span ~{pct(hfu)}"
     )
@@ -603,7 +605,7 @@ def ledger_line(rep: dict) -> Optional[str]:
 def boundary_line(rep: dict) -> Optional[str]:
     """The FFN boundary in one sentence: what runs after attention's output, and the fusions."""
     b = rep.get("boundary")
-    if not b or not b.get("calls"):
+    if not b or not b.get("complete_calls"):
         return None
     from .memory.boundary import ROLE_LABELS
 
@@ -614,9 +616,13 @@ def boundary_line(rep: dict) -> Optional[str]:
     )
     fus = "; ".join(f"{f['label']} ~{us(f['estimated_gain_us'])}" for f in b.get("fusions") or [])
     return (
-        f"FFN boundary: {b['calls']} call(s), {us(b['time_us'])} and {fmt_bytes(b['bytes'])} from attention's output "
-        f"to the next matmul ({roles}); fusions: {fus or 'none apply'}; all of them ~{us(b['estimated_gain_us'])} "
-        f"(~{fmt_bytes(b['removable_bytes'])} not moved)"
+        f"FFN boundary: {b['complete_calls']} call(s), {us(b['time_us'])} and {fmt_bytes(b['bytes'])} "
+        f"from attention's output to the next matmul ({roles}); fusions: {fus or 'none apply'}"
+        + (
+            f"; all of them ~{us(b['estimated_gain_us'])} (~{fmt_bytes(b['removable_bytes'])} not moved)"
+            if b.get("fusions")
+            else ""
+        )
     )
 
 

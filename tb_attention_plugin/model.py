@@ -31,6 +31,7 @@ from .trace.shapes import parse_args
 MAX_LISTED_CALLS = 512  # per-call lists (ledger, boundary) beyond this are summarised, not listed
 TOP_SHAPES = 3
 _BASES = ("useful", "executed", "dense")
+_UPPER = ("dense (block counts not recorded)", "upper bound")
 _SEVERITY = {"high": 0, "medium": 1, "low": 2}
 _CORE = frozenset(P.CORE_PHASES)
 _SDPA_OUTER = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product_attention_math")
@@ -437,6 +438,8 @@ def _totals(entries: list[LedgerEntry]) -> dict:
         "executed": _sig(x) if have else None,
         "dense": _sig(d) if have else None,
         "useful_exact": all(e.counts.useful_exact for e in have if e.counts) if have else False,
+        # executed is an upper bound where a block mask's counts or varlen lengths are missing
+        "executed_upper_bound": any(e.counts.executed_basis.startswith(_UPPER) for e in have if e.counts),
         "time_us": _r(sum(e.time_us for e in entries)),
         "costed_time_us": _r(sum(e.time_us for e in have)),
         "mfu": mfu,

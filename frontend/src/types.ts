@@ -340,6 +340,7 @@ export interface LedgerSite {
   executed: number | null;
   dense: number | null;
   useful_exact: boolean;
+  executed_upper_bound: boolean;
   useful_low?: number;
   time_us: number | null;
   costed_time_us: number | null;
@@ -353,6 +354,7 @@ export interface LedgerStep {
   executed: number | null;
   dense: number | null;
   useful_exact: boolean;
+  executed_upper_bound: boolean;
   useful_low?: number;
   time_us: number | null;
   costed_time_us: number | null;
@@ -391,6 +393,7 @@ export interface FlopsLedger {
   executed: number | null;
   dense: number | null;
   useful_exact: boolean;
+  executed_upper_bound: boolean;
   useful_low?: number;
   time_us: number | null;
   costed_time_us: number | null;

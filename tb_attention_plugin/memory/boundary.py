@@ -71,6 +71,7 @@ _NORM = re.compile(r"norm|rsqrt|var_mean", re.I)
 _NORM_OPS = re.compile(r"layer_norm|rms_norm|batch_norm|group_norm", re.I)
 _ADD_OPS = frozenset({"aten::add", "aten::add_"})
 _OUTPUT = frozenset({"pv_matmul", "fused_attention"})
+_REMOVABLE = frozenset({"layout", "residual_add", "norm", "add_norm"})  # what the fusions together remove
 _CORE = frozenset({"qk_matmul", "scale", "mask", "softmax", "dropout", "pv_matmul", "fused_attention"})
 TWIN = (
     "the same block run with torch.compile (Inductor fuses the residual add and the norm into one kernel; "
@@ -322,17 +323,37 @@ def call_fusions(items: list[Item], bandwidth: Optional[float]) -> dict[str, dic
 
 
 def _all_fusions(items: list[Item], bandwidth: Optional[float]) -> tuple[float, float, Optional[float]]:
-    """(removable bytes, removable µs, estimated gain µs) with every fusion applied: of the
-    boundary only the projection stays, reading the residual in its epilogue."""
+    """(removable bytes, removable µs, estimated gain µs) with every fusion applied: the layout
+    copies, the residual add and the norm go, the projection reads the residual in its epilogue;
+    ``other`` kernels (dropout, quantisation for an FP8 matmul...) stay."""
     bw = bandwidth * FUSED_BANDWIDTH_FRACTION if bandwidth else None
     roles = _by_role(items)
-    rest = [it for it in items if it.role != "o_proj"]
+    rest = [it for it in items if it.role in _REMOVABLE]
     b = sum(it.bytes for it in rest)
     t = sum(it.time_us for it in rest)
     op, add = roles.get("o_proj"), roles.get("residual_add") or roles.get("add_norm")
     resid = max(add.reads - op.writes, 0.0) if op is not None and add is not None else 0.0
     gain = None if bw is None else max(t - resid / bw * 1e6, 0.0)
     return max(b - resid, 0.0), t, gain
+
+
+def _call_json(w: dict, items: list[Item], b: float, t: float, rb: float, g: Optional[float], fus: dict) -> dict:
+    return {
+        "call": w["call"],
+        "site": w["site"],
+        "complete": w["complete"],
+        "costed": w["costed"],
+        "next": w["next"],
+        "bytes": _sig(b),
+        "time_us": _r(t),
+        "removable_bytes": _sig(rb),
+        "estimated_gain_us": _r(g),
+        "items": [
+            {"role": it.role, "kernels": len(it.rows), "time_us": _r(it.time_us), "bytes": _sig(it.bytes)}
+            for it in items
+        ],
+        "fusions": sorted(fus),
+    }
 
 
 def boundary_block(kt: Any, calls: list, attr: Any, bandwidth: Optional[float]) -> Optional[dict]:
@@ -349,7 +370,13 @@ def boundary_block(kt: Any, calls: list, attr: Any, bandwidth: Optional[float]) 
         b = sum(it.bytes for it in items)
         t = sum(it.time_us for it in items)
         rb, rt, g = _all_fusions(items, bandwidth)
-        fus = call_fusions(items, bandwidth)
+        fus = call_fusions(items, bandwidth) if w["complete"] else {}
+        if not w["complete"]:  # no projection and next matmul found: listed, not counted
+            rb, rt, g = 0.0, 0.0, None
+        if len(per_call) < MAX_LISTED_CALLS:
+            per_call.append(_call_json(w, items, b, t, rb, g, fus))
+        if not w["complete"]:
+            continue
         tot["bytes"] += b
         tot["time_us"] += t
         tot["removable_bytes"] += rb
@@ -363,27 +390,10 @@ def boundary_block(kt: Any, calls: list, attr: Any, bandwidth: Optional[float]) 
             agg["removable_bytes"] += f["removable_bytes"]
             agg["removable_us"] += f["removable_us"]
             agg["estimated_gain_us"] += f["estimated_gain_us"] or 0.0
-        if len(per_call) < MAX_LISTED_CALLS:
-            per_call.append(
-                {
-                    "call": w["call"],
-                    "site": w["site"],
-                    "complete": w["complete"],
-                    "costed": w["costed"],
-                    "next": w["next"],
-                    "bytes": _sig(b),
-                    "time_us": _r(t),
-                    "removable_bytes": _sig(rb),
-                    "estimated_gain_us": _r(g),
-                    "items": [
-                        {"role": it.role, "kernels": len(it.rows), "time_us": _r(it.time_us), "bytes": _sig(it.bytes)}
-                        for it in items
-                    ],
-                    "fusions": sorted(fus),
-                }
-            )
     roles: dict[str, dict] = {}
     for w in walks:
+        if not w["complete"]:
+            continue
         for it in w["items"]:
             r = roles.setdefault(it.role, {"role": it.role, "kernels": 0, "time_us": 0.0, "bytes": 0.0})
             r["kernels"] += len(it.rows)

@@ -31,10 +31,10 @@ function ledgerText(led: FlopsLedger): Child {
   const over = new Set(led.exceeds_peak || []);
   const basis = (k: "useful" | "executed" | "dense") => over.has(k)
     ? "above the roof (the count includes work the kernels skip)"
-    : `${k === "executed" ? "~" : k === "useful" && !led.useful_exact ? "\u2264" : ""}${fmt.pct(led.mfu[k])}`;
+    : `${k === "executed" ? (led.executed_upper_bound ? "\u2264" : "~") : k === "useful" && !led.useful_exact ? "\u2264" : ""}${fmt.pct(led.mfu[k])}`;
   const peaks = Object.entries(led.peaks).map(([k, v]) => `${k} ${fmt.flopRate(v)}`).join(", ");
   return h("p", { class: "section-help", id: "flops-ledger" },
-    `FLOPs ledger: useful ${led.useful_exact ? "" : "\u2264"}${fmt.flops(led.useful)} (the pairs the mask keeps), executed ~${fmt.flops(led.executed)} `
+    `FLOPs ledger: useful ${led.useful_exact ? "" : "\u2264"}${fmt.flops(led.useful)} (the pairs the mask keeps), executed ${led.executed_upper_bound ? "\u2264" : "~"}${fmt.flops(led.executed)} `
     + `(whole tiles; the backward's recomputed QK\u1d40), dense ${fmt.flops(led.dense)} (no mask). Attention MFU: useful ${basis("useful")}, `
     + `executed ${basis("executed")}, dense ${basis("dense")} of ${peaks || "the roof"}; HFU of the GPU span ~${fmt.pct(led.hfu.value)}.`);
 }
@@ -75,7 +75,7 @@ export function renderSites(sm: Summary, onPick: (f: KernelFilter) => void): HTM
 
 /** The FFN boundary beside the memory view: what runs from attention's output to the next matmul. */
 export function renderBoundary(b: Boundary | null | undefined): HTMLElement | null {
-  if (!b || !b.calls) return null;
+  if (!b || !b.complete_calls) return null;
   const rows = b.roles.map((r) => h("tr", null,
     h("th", { scope: "row" }, ROLE_LABELS[r.role] || r.role),
     h("td", { class: "num" }, fmt.count(r.kernels)),
@@ -89,7 +89,7 @@ export function renderBoundary(b: Boundary | null | undefined): HTMLElement | nu
     h("td", { class: "num" }, `~${fmt.bytes(f.removable_bytes)}`)));
   return h("div", { class: "boundary", id: "boundary" },
     h("h3", { class: "mem-sub" }, "FFN boundary: attention's output to the next matmul"),
-    h("p", { class: "section-help" }, `${fmt.count(b.calls)} forward attention call(s): ${fmt.time(b.time_us)} and ${fmt.bytes(b.bytes)} from the output `
+    h("p", { class: "section-help" }, `${fmt.count(b.complete_calls)} forward attention call(s) (of ${fmt.count(b.calls)} followed to the next matmul): ${fmt.time(b.time_us)} and ${fmt.bytes(b.bytes)} from the output `
       + `projection through the residual add and the norm to the next matmul. With every fusion below, ~${fmt.time(b.estimated_gain_us)} and `
       + `~${fmt.bytes(b.removable_bytes)} less (estimates: the bytes a fused kernel still moves at ${fmt.pct(b.bandwidth_fraction, 0)} of DRAM bandwidth).`),
     h("div", { class: "table-wrap" }, h("table", { class: "data boundary-table" },
