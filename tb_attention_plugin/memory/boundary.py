@@ -218,11 +218,15 @@ def walk(kt: Any, calls: list, attr: Any = None) -> list[dict]:
             if dir_v[dir_c[r]] == "backward" or (not mine and ph in _CORE):
                 break
             if state == "before":
-                if (mine and ph == "out_proj") or (matmul(r) and not mine):
+                # up to the projection's GEMM: its own prologue (the out_proj phase: an FP8
+                # projection's quantisation of its input), layout copies, other kernels
+                if matmul(r):
                     role = "o_proj"
                     state = "oproj"
-                elif mine:
-                    role = "layout" if ph in ("layout", "other") else "other"
+                elif mine and ph == "out_proj":
+                    role = "o_proj"
+                elif mine and ph == "layout":
+                    role = "layout"
                 else:
                     role = "other"
             elif state == "oproj":
