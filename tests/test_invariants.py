@@ -448,3 +448,59 @@ def test_engine_denominators_and_roofs(name):
     for p in rep["phases"]:
         assert p["latency_cause"] is None or p["bound"] == "latency", (p["phase"], p["latency_cause"])
         assert sum(p["latency_cause_time_us"].values()) <= p["bound_time_us"].get("latency", 0) + eps
+
+
+def _mfu_values(block: dict) -> list[tuple[str, float]]:
+    out = [(f"mfu.{k}", v) for k, v in (block.get("mfu") or {}).items() if v is not None]
+    h = (block.get("hfu") or {}).get("value")
+    if h is not None:
+        out.append(("hfu", h))
+    return out
+
+
+@param
+def test_flops_ledger_mfu_never_above_one_and_ordered(name):
+    """No MFU or HFU above 100 % on any basis, for the trace, any site, step or call; useful ≤
+    executed ≤ dense for fused kernels (whole tiles of kept pairs, clipped at the matrix's edge) and
+    useful ≤ dense always; the ledger's calls name sites that exist."""
+    rep = _ok(name).rep
+    led = rep.get("flops_ledger")
+    if led is None:
+        assert not rep.get("instances"), "attention calls but no ledger"
+        return
+    blocks = (
+        [("trace", led)] + [(f"site {s['site']}", s) for s in led["sites"]] + [(s["name"], s) for s in led["steps"]]
+    )
+    blocks += [(f"call {c['call']} {c['direction']}", c) for c in led["calls"]]
+    bad = [f"{where}: {k} = {v}" for where, b in blocks for k, v in _mfu_values(b) if not 0 <= v <= 1 + UTIL_TOL]
+    assert not bad, "\n".join(bad)
+    site_ids = {s["id"] for s in rep["sites"]}
+    for c in led["calls"]:
+        assert c["site"] in site_ids, c
+        if c["useful"] is None:
+            continue
+        tol = 1e-3 * c["dense"]
+        assert c["useful"] <= c["dense"] + tol, c
+        assert c["useful"] <= c["executed"] + tol or c["backend"] in ("math", "eager", "compiled"), c
+        if c["direction"] == "forward" and c["backend"] in ("flash", "cudnn", "efficient", "flex", "library"):
+            assert c["executed"] <= c["dense"] + tol, c
+
+
+@param
+def test_sites_and_boundary_add_up(name):
+    """Sites partition the attention calls and their time; the boundary's removable bytes and
+    estimated gain are within the bytes and time it measured."""
+    rep = _ok(name).rep
+    sites = rep.get("sites") or []
+    assert sum(s["calls"] for s in sites) == (rep.get("instances") or 0)
+    att = rep.get("attention_time_us") or 0.0
+    assert sum(s["time_us"] or 0 for s in sites) == pytest.approx(att, abs=TIME_TOL_US * (len(sites) + 1), rel=1e-6)
+    for s in sites:
+        assert (s["forward_us"] or 0) + (s["backward_us"] or 0) == pytest.approx(s["time_us"] or 0, abs=2 * TIME_TOL_US)
+    b = rep.get("boundary")
+    if b:
+        assert 0 <= (b["removable_bytes"] or 0) <= (b["bytes"] or 0) * (1 + 1e-3) + 1
+        assert 0 <= (b["removable_us"] or 0) <= (b["time_us"] or 0) + TIME_TOL_US
+        assert b["estimated_gain_us"] is None or 0 <= b["estimated_gain_us"] <= b["removable_us"] + TIME_TOL_US
+        for f in b["fusions"]:
+            assert f["estimated_gain_us"] is None or f["estimated_gain_us"] <= f["removable_us"] + TIME_TOL_US, f

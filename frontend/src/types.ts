@@ -271,6 +271,190 @@ export interface Summary {
   warnings: string[];
   thresholds: { roof_reached: number };
   measurements?: Measurements | null;
+  sites?: Site[];
+  flops_ledger?: FlopsLedger | null;
+  boundary?: Boundary | null;
+}
+
+/** Attention MFU on each basis (model.py): null when unknown or when the count exceeds the roof. */
+export interface Mfu {
+  useful: number | null;
+  executed: number | null;
+  dense: number | null;
+}
+
+export interface SiteShape {
+  b?: number;
+  h?: number;
+  hk?: number;
+  sq?: number;
+  sk?: number;
+  d?: number;
+  dv?: number;
+  mask?: string;
+  inputs?: string;                   // no geometry: the longest core kernel's recorded inputs
+  calls: number;
+}
+
+/** One attention site (report ``sites``): the calls one place of the model makes. */
+export interface Site {
+  id: number;
+  name: string;
+  kind: "annotation" | "module" | "source" | "op";
+  calls: number;
+  layers: number | null;
+  time_us: number | null;
+  forward_us: number | null;
+  backward_us: number | null;
+  core_us: number | null;
+  share: number | null;
+  kernels: number;
+  shapes: SiteShape[];
+  dtype: string | null;
+  backends: { backend: string; label: string; time_us: number | null }[];
+  bound: Bound;
+  bound_time_us: Partial<Record<Bound, number>>;
+  flops: number | null;
+  bytes: number | null;
+  cost_coverage: number | null;
+  useful: number | null;
+  executed: number | null;
+  dense: number | null;
+  mfu: Mfu;
+  source: string | null;
+  top_finding: { id: string; severity: string; title: string } | null;
+}
+
+export interface Hfu {
+  value: number | null;
+  flops: number | null;
+  roof_time_us: number | null;
+  span_us: number | null;
+  exceeds_peak?: boolean;
+  note?: string;
+}
+
+export interface LedgerSite {
+  site: number;
+  useful: number | null;
+  executed: number | null;
+  dense: number | null;
+  useful_exact: boolean;
+  executed_upper_bound: boolean;
+  useful_low?: number;
+  time_us: number | null;
+  costed_time_us: number | null;
+  mfu: Mfu;
+  exceeds_peak?: string[];
+}
+
+export interface LedgerStep {
+  name: string;
+  useful: number | null;
+  executed: number | null;
+  dense: number | null;
+  useful_exact: boolean;
+  executed_upper_bound: boolean;
+  useful_low?: number;
+  time_us: number | null;
+  costed_time_us: number | null;
+  mfu: Mfu;
+  exceeds_peak?: string[];
+  hfu: Hfu;
+}
+
+export interface LedgerCall {
+  call: number;
+  site: number;
+  direction: "forward" | "backward";
+  step: string | null;
+  backend: string | null;
+  op: string | null;
+  shapes: { b: number; h: number; hk: number; sq: number; sk: number; d: number; dv: number;
+    lengths?: string; total_q?: number | null; total_k?: number | null;
+    block?: { q_block: number; kv_block: number; blocks: number | null } } | null;
+  mask: string | null;
+  useful: number | null;
+  useful_low?: number;
+  executed: number | null;
+  dense: number | null;
+  useful_exact: boolean;
+  executed_basis: string | null;
+  tile: number[] | null;
+  time_us: number | null;
+  peak_flops_per_s: number | null;
+  mfu: Mfu;
+  exceeds_peak?: string[];
+}
+
+/** The FLOPs ledger (report ``flops_ledger``; docs/cost-model.md, *The FLOPs ledger*). */
+export interface FlopsLedger {
+  useful: number | null;
+  executed: number | null;
+  dense: number | null;
+  useful_exact: boolean;
+  executed_upper_bound: boolean;
+  useful_low?: number;
+  time_us: number | null;
+  costed_time_us: number | null;
+  mfu: Mfu;
+  exceeds_peak?: string[];
+  hfu: Hfu;
+  peaks: Record<string, number>;
+  formula: string;
+  estimated: boolean;
+  sites: LedgerSite[];
+  steps: LedgerStep[];
+  calls_total: number;
+  calls: LedgerCall[];
+}
+
+export interface BoundaryItem {
+  role: string;
+  kernels: number;
+  time_us: number | null;
+  bytes: number | null;
+}
+
+export interface BoundaryFusion {
+  id: string;
+  label: string;
+  calls: number;
+  removable_bytes: number | null;
+  removable_us: number | null;
+  estimated_gain_us: number | null;
+}
+
+export interface BoundaryCall {
+  call: number;
+  site: number;
+  complete: boolean;
+  costed: boolean;
+  next: { name: string | null; op: string | null; module: string | null } | null;
+  bytes: number | null;
+  time_us: number | null;
+  removable_bytes: number | null;
+  estimated_gain_us: number | null;
+  items: BoundaryItem[];
+  fusions: string[];
+}
+
+/** The FFN boundary (report ``boundary``; memory/boundary.py): attention's output to the next matmul. */
+export interface Boundary {
+  calls: number;
+  complete_calls: number;
+  bytes: number | null;
+  time_us: number | null;
+  removable_bytes: number | null;
+  removable_us: number | null;
+  estimated_gain_us: number | null;
+  estimated: boolean;
+  bandwidth: number | null;
+  bandwidth_fraction: number;
+  roles: BoundaryItem[];
+  fusions: BoundaryFusion[];
+  calls_listed: number;
+  per_call: BoundaryCall[];
 }
 
 /** CUDA-graph replays (attention/graphs.py): how the replayed kernels got their CPU context. */
@@ -301,6 +485,7 @@ export interface Kernel {
   tag_source: string | null;
   instance: number | null;
   scope: string | null;
+  site?: string | null;
   op: string | null;
   cost_op: string | null;
   module: string | null;
