@@ -1,0 +1,219 @@
+"""The step replayed without the profiler, and with a change: wall-clock step time saved.
+
+GPU time saved is not step time saved. A kernel made shorter shortens the step only where the GPU
+was the bottleneck; where the GPU waited for the CPU to launch the next kernel, the step is as long
+as the CPU's launches, and only removing launches (fewer ops, a CUDA graph) shortens it. And a
+profiled step is longer than an unprofiled one: the profiler spends CPU time on every op and every
+runtime call it records, which widens the gaps between kernels.
+
+:class:`StepModel` replays the trace's own timeline:
+
+* every GPU activity keeps its duration and its stream, and is launched at its launch call's CPU
+  time less the profiler's overhead recorded before it (``PROFILER_OP_US`` per op,
+  ``PROFILER_RUNTIME_US`` per runtime call: fitted on 54 H200 traces whose unprofiled step time was
+  measured, validation/raw/2026-11-30/meta and validation/modern/2026-12-01/meta; docs/advice.md,
+  *Step replay*);
+* on each stream a kernel starts when it is launched (plus ``LAUNCH_LATENCY_US``) or when the
+  previous kernel on that stream ends, whichever is later; kernels of a CUDA graph start
+  ``GRAPH_GAP_US`` after the previous one;
+* a host sync (``cudaStreamSynchronize``, ``cudaDeviceSynchronize``, ``cudaEventSynchronize``, a
+  blocking ``cudaMemcpy``) holds the CPU until the GPU work launched before it has finished;
+* collective-communication activity (trace/busy.py) is left out: its waits on other ranks are
+  not this rank's to replay.
+
+The step is the time from the first launch to the later of the last launch and the last kernel's
+end. :class:`WhatIf` describes a change (new kernel durations, kernels that no longer run, CPU time
+no longer spent, kernels launched together from a CUDA graph); ``gain(what_if)`` is the replayed
+step time without it less with it, over the whole trace. An estimate: cross-stream dependencies are
+not replayed, and the overhead constants are means (the fit's worst trace is off by 1.85×).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+
+from ..trace.records import LAUNCH, OP
+
+PROFILER_OP_US = 5.0  # CPU time the profiler adds per recorded op (record_shapes, with_stack)
+PROFILER_RUNTIME_US = 1.0  # ... and per recorded CUDA runtime call
+LAUNCH_LATENCY_US = 2.0  # launch call to kernel start when the GPU is idle
+GRAPH_GAP_US = 0.4  # between kernels replayed from a CUDA graph (median in tests/data/modern/decode_graph_replay)
+GRAPH_LAUNCH_US = 10.0  # CPU time of one cudaGraphLaunch
+MAX_REPLAY_ACTIVITIES = 400_000  # beyond this the replay is skipped (its Python loop would cost seconds)
+SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
+
+
+@dataclass
+class WhatIf:
+    """A change to replay. ``dur``: GPU activity id -> its new duration (µs); ``removed``: activities
+    that no longer run (neither launched nor on the GPU); ``cpu_saved``: (original CPU time, µs of
+    unprofiled CPU time no longer spent there); ``graphs``: groups of activity ids launched together
+    from one CUDA graph (at the first one's launch)."""
+
+    dur: dict[int, float] = field(default_factory=dict)
+    removed: set[int] = field(default_factory=set)
+    cpu_saved: list[tuple[float, float]] = field(default_factory=list)
+    graphs: list[list[int]] = field(default_factory=list)
+
+
+class StepModel:
+    def __init__(
+        self,
+        ids: np.ndarray,
+        launch: np.ndarray,
+        dur: np.ndarray,
+        stream: np.ndarray,
+        ovh_ts: np.ndarray,
+        ovh_cum: np.ndarray,
+        syncs: list[tuple[float, float]],
+        steps: int,
+    ):
+        o = np.lexsort((ids, launch))
+        self.ids, self.launch, self.dur, self.stream = ids[o], launch[o], dur[o], stream[o]
+        self.pos = {int(i): p for p, i in enumerate(self.ids.tolist())}
+        self._ovh_ts, self._ovh_cum = ovh_ts, ovh_cum
+        self.syncs = sorted(syncs)
+        self.steps = steps
+        self.base_us = self.simulate(None)
+        self.profiled_us = self.simulate(None, overhead=False)
+
+    @classmethod
+    def build(cls, trace: Any, links: Any, report: dict) -> Optional[StepModel]:
+        from ..trace.busy import communication_mask
+
+        G, R = trace.gpu, trace.ranges
+        kt = report.get("kernels")
+        cols = getattr(kt, "columns", None)
+        if not isinstance(cols, dict) or "id" not in cols:
+            return None
+        ids = np.asarray(cols["id"], dtype=np.int64)
+        if not len(ids) or len(ids) > MAX_REPLAY_ACTIVITIES:
+            return None
+        ok = ids < len(G["ts"])
+        ids = ids[ok]
+        gl = links.gpu_launch[ids]
+        comm = communication_mask(trace, links)[ids]
+        keep = (gl >= 0) & ~comm & np.isfinite(G["dur"][ids])
+        ids, gl = ids[keep], gl[keep]
+        if not len(ids):
+            return None
+        launch = R["ts"][gl].astype(np.float64)
+        dur = np.maximum(G["dur"][ids].astype(np.float64), 0.0)
+        stream = G["device"][ids].astype(np.int64) * (1 << 32) + G["stream"][ids].astype(np.int64)
+        lo, hi = float(launch.min()), float(launch.max())
+        kind = R["kind"]
+        ts = R["ts"]
+        ev = np.flatnonzero(((kind == OP) | (kind == LAUNCH)) & (ts >= lo) & (ts <= hi))
+        ev = ev[np.argsort(ts[ev], kind="stable")]
+        w = np.where(kind[ev] == OP, PROFILER_OP_US, PROFILER_RUNTIME_US)
+        ovh_ts = ts[ev].astype(np.float64)
+        ovh_cum = np.concatenate(([0.0], np.cumsum(w)))
+        names = trace.strings
+        sync_codes = {
+            i for i, s in enumerate(names) if s.startswith(SYNC_CALLS) and not s.startswith("cudaMemcpyAsync")
+        }
+        syncs = []
+        if sync_codes:
+            la = np.flatnonzero((kind == LAUNCH) & (ts >= lo) & (ts <= hi))
+            hit = np.isin(R["name"][la], np.fromiter(sync_codes, dtype=np.int64))
+            for r in la[hit].tolist():
+                syncs.append((float(ts[r]), float(ts[r] + R["dur"][r])))
+        steps = 1 if report.get("step") is not None else max(1, len(report.get("steps") or []))
+        return cls(ids, launch, dur, stream, ovh_ts, ovh_cum, syncs, steps)
+
+    # the profiler's CPU time recorded before each original CPU time
+    def overhead_before(self, t: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(self._ovh_ts, t, side="left")
+        out: np.ndarray = self._ovh_cum[i]
+        return out
+
+    def cpu_us(self, t0: float, t1: float) -> float:
+        """Unprofiled CPU time between two original CPU times (the profiler's overhead taken out)."""
+        if t1 <= t0:
+            return 0.0
+        ov = self.overhead_before(np.asarray([t0, t1]))
+        return float(max(0.0, (t1 - t0) - (ov[1] - ov[0])))
+
+    def launch_of(self, kernel_id: int) -> Optional[float]:
+        p = self.pos.get(int(kernel_id))
+        return float(self.launch[p]) if p is not None else None
+
+    def simulate(self, what: Optional[WhatIf], overhead: bool = True) -> float:
+        launch = self.launch
+        adj = launch - self.overhead_before(launch) if overhead else launch.copy()
+        dur = self.dur
+        graph_first: dict[int, int] = {}
+        removed: set[int] = set()
+        if what is not None:
+            if what.cpu_saved:
+                st = np.asarray(sorted(what.cpu_saved))
+                cum = np.concatenate(([0.0], np.cumsum(st[:, 1])))
+                adj = adj - cum[np.searchsorted(st[:, 0], launch, side="right")]
+            if what.dur:
+                dur = dur.copy()
+                for i, d in what.dur.items():
+                    p = self.pos.get(int(i))
+                    if p is not None:
+                        dur[p] = max(0.0, d)
+            removed = {p for p in (self.pos.get(int(i)) for i in what.removed) if p is not None}
+            for g in what.graphs:
+                ps = sorted(p for p in (self.pos.get(int(i)) for i in g) if p is not None)
+                for p in ps[1:]:
+                    graph_first[p] = ps[0]
+        syncs = self.syncs
+        s_adj: list[tuple[float, float]] = []
+        if syncs:
+            arr = np.asarray(syncs)
+            a0 = arr[:, 0] - (self.overhead_before(arr[:, 0]) if overhead else 0.0)
+            a1 = arr[:, 1] - (self.overhead_before(arr[:, 1]) if overhead else 0.0)
+            if what is not None and what.cpu_saved:
+                st = np.asarray(sorted(what.cpu_saved))
+                cum = np.concatenate(([0.0], np.cumsum(st[:, 1])))
+                a0 = a0 - cum[np.searchsorted(st[:, 0], arr[:, 0], side="right")]
+                a1 = a1 - cum[np.searchsorted(st[:, 0], arr[:, 1], side="right")]
+            s_adj = list(zip(a0.tolist(), a1.tolist()))
+        L = adj.tolist()
+        D = dur.tolist()
+        S = self.stream.tolist()
+        orig = launch.tolist()
+        stream_end: dict[int, float] = {}
+        gpu_end = -np.inf
+        first_launch = np.inf
+        last_launch = -np.inf
+        shift = 0.0
+        si = 0
+        ns = len(syncs)
+        eff: dict[int, float] = {}
+        for p in range(len(L)):
+            t = orig[p]
+            while si < ns and syncs[si][0] < t:
+                arrive = s_adj[si][0] + shift
+                resume = max(arrive, gpu_end)
+                shift = resume - s_adj[si][1]
+                si += 1
+            if p in removed:
+                continue
+            g0 = graph_first.get(p)
+            if g0 is not None:
+                lp = eff.get(g0, L[g0] + shift)
+                prev = stream_end.get(S[p], -np.inf)
+                start = max(lp + LAUNCH_LATENCY_US, prev + GRAPH_GAP_US)
+            else:
+                lp = L[p] + shift
+                eff[p] = lp
+                start = max(lp + LAUNCH_LATENCY_US, stream_end.get(S[p], -np.inf))
+                first_launch = min(first_launch, lp)
+                last_launch = max(last_launch, lp)
+            end = start + D[p]
+            stream_end[S[p]] = end
+            if end > gpu_end:
+                gpu_end = end
+        if first_launch == np.inf:
+            return 0.0
+        return float(max(gpu_end, last_launch) - first_launch)
+
+    def gain(self, what: WhatIf) -> float:
+        return float(self.base_us - self.simulate(what))
