@@ -30,7 +30,7 @@ def runs() -> list[str]:
 
 # Blocks produced by the add-on analyses (memory.py, advice.py) have tests of their own; the
 # goldens pin the core analysis: tagging, phases, costs, bounds, totals.
-ADDONS = ("memory", "advice")
+ADDONS = ("memory", "advice", "advice_checks")
 
 
 def current(run: str) -> dict:
