@@ -78,7 +78,14 @@ class StepModel:
         self.syncs = sorted(syncs)
         self.steps = steps
         self.base_us = self.simulate(None)
-        self.profiled_us = self.simulate(None, overhead=False)
+        self._profiled: Optional[float] = None
+
+    @property
+    def profiled_us(self) -> float:
+        """The step replayed as recorded, the profiler's overhead left in."""
+        if self._profiled is None:
+            self._profiled = self.simulate(None, overhead=False)
+        return self._profiled
 
     @classmethod
     def build(cls, trace: Any, links: Any, report: dict) -> Optional[StepModel]:
@@ -175,42 +182,57 @@ class StepModel:
                 a0 = a0 - cum[np.searchsorted(st[:, 0], arr[:, 0], side="right")]
                 a1 = a1 - cum[np.searchsorted(st[:, 0], arr[:, 1], side="right")]
             s_adj = list(zip(a0.tolist(), a1.tolist()))
-        L = adj.tolist()
-        D = dur.tolist()
-        S = self.stream.tolist()
-        orig = launch.tolist()
+        gap = np.zeros(len(adj))
+        keep = np.ones(len(adj), dtype=bool)
+        member = np.zeros(len(adj), dtype=bool)
+        if removed:
+            keep[list(removed)] = False
+        if graph_first:
+            mem = np.fromiter(graph_first, dtype=np.int64)
+            firsts = np.fromiter(graph_first.values(), dtype=np.int64)
+            adj = adj.copy()
+            adj[mem] = adj[firsts]  # launched with the graph (its first kernel's launch)
+            gap[mem] = GRAPH_GAP_US
+            member[mem] = True
+        # segments between host syncs: a sync holds the CPU until the GPU work before it is done
+        cuts = np.searchsorted(launch, np.asarray([t for t, _ in syncs]), side="left") if syncs else np.zeros(0, int)
+        bounds = [0, *cuts.tolist(), len(adj)]
+        stream = self.stream
         stream_end: dict[int, float] = {}
         gpu_end = -np.inf
-        first_launch = np.inf
-        last_launch = -np.inf
+        first_launch, last_launch = np.inf, -np.inf
         shift = 0.0
-        si = 0
-        ns = len(syncs)
-        eff: dict[int, float] = {}
-        for p in range(len(L)):
-            t = orig[p]
-            while si < ns and syncs[si][0] < t:
-                arrive = s_adj[si][0] + shift
-                resume = max(arrive, gpu_end)
-                shift = resume - s_adj[si][1]
-                si += 1
-            if p in removed:
+        for si in range(len(bounds) - 1):
+            if si > 0:  # the sync before this segment
+                arrive = s_adj[si - 1][0] + shift
+                shift = max(arrive, gpu_end) - s_adj[si - 1][1]
+            lo, hi = bounds[si], bounds[si + 1]
+            if hi <= lo:
                 continue
-            g0 = graph_first.get(p)
-            if g0 is not None:
-                lp = eff.get(g0, L[g0] + shift)
-                prev = stream_end.get(S[p], -np.inf)
-                start = max(lp + LAUNCH_LATENCY_US, prev + GRAPH_GAP_US)
-            else:
-                lp = L[p] + shift
-                eff[p] = lp
-                start = max(lp + LAUNCH_LATENCY_US, stream_end.get(S[p], -np.inf))
-                first_launch = min(first_launch, lp)
-                last_launch = max(last_launch, lp)
-            end = start + D[p]
-            stream_end[S[p]] = end
-            if end > gpu_end:
-                gpu_end = end
+            seg = np.arange(lo, hi)[keep[lo:hi]]
+            if not len(seg):
+                continue
+            lp = adj[seg] + shift
+            own = ~member[seg]
+            if own.any():
+                first_launch = min(first_launch, float(lp[own].min()))
+                last_launch = max(last_launch, float(lp[own].max()))
+            st = stream[seg]
+            order = np.argsort(st, kind="stable")  # by stream, launch order kept within each
+            st_o, seg_o, lp_o = st[order], seg[order], lp[order]
+            cut = np.flatnonzero(np.diff(st_o)) + 1
+            for a, b in zip([0, *cut.tolist()], [*cut.tolist(), len(st_o)]):
+                sid = int(st_o[a])
+                dd = dur[seg_o[a:b]]
+                gg = gap[seg_o[a:b]]
+                # start_k = max(L_k + latency, end_(k-1) + gap_k): with C_k = sum(d_<k) + sum(gap_<=k),
+                # start_k - C_k is a running maximum
+                c = np.concatenate(([0.0], np.cumsum(dd)[:-1])) + np.cumsum(gg)
+                x = np.maximum.accumulate(lp_o[a:b] + LAUNCH_LATENCY_US - c)
+                x = np.maximum(x, stream_end.get(sid, -np.inf))
+                end = x[-1] + c[-1] + dd[-1]
+                stream_end[sid] = float(end)
+                gpu_end = max(gpu_end, float(end))
         if first_launch == np.inf:
             return 0.0
         return float(max(gpu_end, last_launch) - first_launch)
