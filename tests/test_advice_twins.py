@@ -61,3 +61,15 @@ def test_every_rule_names_a_twin_pair():
     }  # validation/twins.py PAIRS (recorded when a GPU is lent)
     for r in RULES:
         assert r.twin in names, (r.id, r.twin)
+
+
+def test_backend_table_is_what_its_source_traces_give():
+    """advice/data/sdpa_backends.json is rebuilt from validation/traces/sdpa_* (validation/backend_table.py):
+    the rates the advice predicts with have their source in the repository."""
+    import backend_table
+
+    if not os.path.isdir(backend_table.TRACES):
+        pytest.skip("validation traces not in this checkout")
+    with open(backend_table.OUT) as f:
+        committed = json.load(f)
+    assert committed == json.loads(json.dumps(backend_table.build(), sort_keys=True))
