@@ -17,6 +17,8 @@ writes). For each pair the problem trace is analysed and the rule's finding read
   predicts a gain where the twin measured a loss is the worst miss.
 
 Held-out pairs (``held_out``) were used for no threshold, constant or table row and are reported apart.
+A pair with ``compare: "as_is"`` (T5: its SDPA twin passes the fp32 bias as it is) is compared with the
+finding's prediction for the code as written (``evidence.as_is``), not with the bias-cast fix it proposes.
 ``in_sample`` says where the prediction rests on a table row measured on the pair's own fix trace.
 """
 
@@ -94,6 +96,9 @@ def evaluate(pair: dict) -> dict:
     if f is not None:
         pred_gpu, pred_step = f.get("gpu_gain_us"), f.get("step_gain_us")
         alt = pair.get("alternative")
+        as_is = f["evidence"].get("as_is") if isinstance(f.get("evidence"), dict) else None
+        if pair.get("compare") == "as_is" and as_is:  # the twin ran the fix as written (no bias cast)
+            pred_gpu = as_is.get("gain_us")
         if alt and rule == "slow_backend":
             a = (f["evidence"].get("alternatives") or {}).get(alt)
             pred_gpu = a["gain_us"] if a else None
@@ -113,6 +118,9 @@ def evaluate(pair: dict) -> dict:
     if f is None:
         verdict = "silent" + (" (right: the fix is slower)" if meas is not None and meas <= 0 else "")
         ok = meas is not None and meas <= 0
+    elif pred is not None and pred <= 0:
+        ok = meas is not None and meas <= 0
+        verdict = "predicts no gain as written" + (" (right: the fix is slower)" if ok else " (the twin gained)")
     elif meas is not None and meas <= 0:
         verdict, ok = "predicts a gain where the twin measured a loss", False
     elif ratio is None:
@@ -190,6 +198,7 @@ def load_pairs(manifest: Optional[str]) -> list[dict]:
                 if p.get("measured_saving_ms_per_step") is not None
                 else None,
                 "held_out": name in ("t5_eager_to_sdpa", "prefill_repeat_kv_to_gqa"),
+                "compare": "as_is" if name == "t5_eager_to_sdpa" else None,
                 "alternative": {"memeff_to_flash": "flash", "memeff_to_cudnn": "cudnn"}.get(name),
             }
         )
