@@ -336,10 +336,18 @@ def _what_if(run: Run, rows: list[dict], fused_us: float, unfused: float) -> Wha
     the CPU time of launching them becomes one SDPA call's."""
     w = WhatIf()
     m = run.replay
-    groups: dict = {}
-    for k in rows:
-        groups.setdefault((k["instance"], k["direction"]), []).append(k)
-    for ks in groups.values():
+    if m is not None:  # calls: runs of one instance's kernels in launch order (a module keeps its
+        # instance across steps); the unfused kernels of each call become one kernel
+        by_id = {k["id"]: k for k in rows}
+        calls = m.calls({k["id"]: (k["instance"], k["direction"]) for k in run.k if k.get("instance") is not None})
+        groups = [[by_id[i] for i in c if i in by_id] for c in calls]
+        groups = [g for g in groups if g]
+    else:
+        acc: dict = {}
+        for k in rows:
+            acc.setdefault((k["instance"], k["direction"]), []).append(k)
+        groups = list(acc.values())
+    for ks in groups:
         ks.sort(key=lambda k: k["ts"] or 0.0)
         t = total(ks)
         w.dur[ks[0]["id"]] = fused_us * t / unfused if unfused else 0.0
@@ -347,7 +355,7 @@ def _what_if(run: Run, rows: list[dict], fused_us: float, unfused: float) -> Wha
         if m is not None:
             l0, l1 = m.launch_of(ks[0]["id"]), m.launch_of(ks[-1]["id"])
             if l0 is not None and l1 is not None:
-                w.cpu_saved.append((l0, max(0.0, m.cpu_us(l0, l1) - SDPA_CPU_US)))
+                w.cpu_saved.append((l1, max(0.0, m.cpu_us(l0, l1) - SDPA_CPU_US)))
     return w
 
 
