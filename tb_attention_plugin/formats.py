@@ -397,6 +397,18 @@ def where(src: Optional[dict]) -> str:
     return f"{src['file'].rsplit('/', 1)[-1]}:{src['line']}"
 
 
+def gain_text(finding: dict) -> str:
+    """A finding's gains, estimates both: ", ~2.33 ms GPU, ~1.80 ms step" (attention GPU time and
+    wall-clock step time saved over the trace; its own basis first), or "" without either."""
+    parts = []
+    basis = finding.get("gain_basis") or "gpu"
+    for b in (basis, "step" if basis == "gpu" else "gpu"):
+        v = finding.get(f"{b}_gain_us", finding.get("estimated_gain_us") if b == basis else None)
+        if v:
+            parts.append(f"~{us(v)} {'GPU' if b == 'gpu' else 'step'}")
+    return (", " + ", ".join(parts)) if parts else ""
+
+
 def advice_sources(finding: dict, n: int = 3) -> list[dict]:
     """The distinct source lines of a finding's evidence kernel groups, longest first."""
     seen, out = set(), []
@@ -519,9 +531,7 @@ def render_text(
         for w in rep.get("warnings", []):
             out.append(para(f"warning: {w}", width))
         for a in rep.get("advice", []) or []:
-            gain = a.get("estimated_gain_us")
-            g = f", est. gain {us(gain)}" if gain else ""
-            out.append(para(f"advice [{a.get('severity')}{g}]: {a.get('title')}: {a.get('detail')}", width))
+            out.append(para(f"advice [{a.get('severity')}{gain_text(a)}]: {a.get('title')}: {a.get('detail')}", width))
             if a.get("how"):
                 out.append(para(f"  how: {a['how']}", width, indent="    "))
             srcs = advice_sources(a)
@@ -529,6 +539,15 @@ def render_text(
                 out.append(
                     para("  where: " + ", ".join(f"{where(s)} ({s['function']})" for s in srcs), width, indent="    ")
                 )
+        checks = rep.get("advice_checks") or []
+        if not rep.get("advice") and checks:
+            out.append(
+                para(
+                    "advice: no finding; checked: "
+                    + "; ".join(f"{c['id']} ({c.get('reason') or 'fired'})" for c in checks),
+                    width,
+                )
+            )
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 

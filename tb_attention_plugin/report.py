@@ -174,8 +174,10 @@ def analyze_trace(
     # model.py: sites, flops_ledger, boundary (before advice, whose rules may read them)
     rep.update(_model(rep, trace, links, attr))
     progress.stage("advice")
-    # advice.py: findings, and the attention backends that compare/check name
-    rep["advice"], rep["attention_backends"] = _advice(rep, trace, links, tagging)
+    # advice/: findings, what each rule checked, and the attention backends that compare/check name
+    rep["advice"], rep["advice_checks"], rep["attention_backends"] = _advice(rep, trace, links, tagging)
+    if isinstance(rep.get("memory"), dict):
+        rep["memory"].pop("_kernel_ids", None)  # the flags' GPU activities: for the advice only
     _top_findings(rep)
     return rep
 
@@ -212,15 +214,16 @@ def _sources(rep, trace, links) -> None:
 
 
 def _advice(rep, trace, links, tagging) -> tuple:
-    """``advice`` and ``attention_backends`` (advice.py): findings from this run's numbers and its
-    attention implementations; a failure there never loses the report."""
-    from .advice import advice_and_backends
+    """``advice``, ``advice_checks`` and ``attention_backends`` (advice/): findings from this run's
+    numbers, what each rule checked, and its attention implementations; a failure there never loses
+    the report."""
+    from .advice import advice_block
 
     try:
-        return advice_and_backends(rep, trace, links, tagging)
+        return advice_block(rep, trace, links, tagging)
     except Exception as e:  # noqa: BLE001 - reported in warnings
         rep["warnings"].append(f"advice failed: {type(e).__name__}: {e}")
-        return [], []
+        return [], [], []
 
 
 def _memory_block(trace, links, tagging, attr, rep) -> dict:

@@ -31,7 +31,7 @@ def runs() -> list[str]:
 # Blocks produced by the add-on analyses (memory.py, advice.py, model.py) have tests of their own;
 # the goldens pin the core analysis: tagging, phases, costs, bounds, totals. The kernel rows'
 # ``site`` (model.py) is that add-on's too.
-ADDONS = ("memory", "advice", "sites", "flops_ledger", "boundary")
+ADDONS = ("memory", "advice", "advice_checks", "sites", "flops_ledger", "boundary")
 ADDON_ROW_FIELDS = ("site",)
 
 

@@ -198,6 +198,25 @@ export interface Advice {
   estimated_gain_us: number | null;
   removable_us?: number | null;
   how: string;
+  /** "gpu": estimated_gain_us is attention GPU time saved; "step": wall-clock step time saved. */
+  gain_basis?: "gpu" | "step";
+  /** Both figures, each null where it cannot be estimated (docs/report-schema.md#advice). */
+  gpu_gain_us?: number | null;
+  step_gain_us?: number | null;
+  /** The fix as code, and the twin pair that validates the rule. */
+  fix_code?: string;
+  twin?: string | null;
+}
+
+/** One rule of ``advice_checks``: whether it fired, and why not. */
+export interface AdviceCheck {
+  id: string;
+  title: string;
+  basis: "gpu" | "step";
+  twin: string | null;
+  fired: boolean;
+  reason: string | null;
+  findings?: string[];
 }
 
 export interface BackendRow {
@@ -241,6 +260,7 @@ export interface Summary {
   communication?: Communication | null;
   streams?: StreamRow[];
   advice?: Advice[];
+  advice_checks?: AdviceCheck[];
   attention_busy_us?: number | null;
   latency_cause_time_us?: Partial<Record<string, number>>;
   attention_backends?: BackendRow[];
@@ -656,6 +676,18 @@ export interface CompareAdviceItem {
   title: string;
   estimated_gain_us: number | null;
   severity?: string;
+  gain_basis?: "gpu" | "step" | null;
+  gpu_gain_us?: number | null;
+  step_gain_us?: number | null;
+}
+
+/** The step-time side of a comparison's verdict (compare._step_change). */
+export interface CompareStep {
+  span_us: CompareDelta;
+  idle_us: { base: number | null; new: number | null; delta: number | null; delta_pct: number | null };
+  changed: boolean;
+  faster: "new" | "base" | null;
+  not_attention: boolean;
 }
 
 export interface CompareSideInfo {
@@ -673,7 +705,7 @@ export interface CompareSideInfo {
 export interface CompareResponse {
   base?: CompareSideInfo;
   new?: CompareSideInfo;
-  verdict?: { attention_time_us: CompareDelta; faster: "new" | "base" | "same" | null; summary: string };
+  verdict?: { attention_time_us: CompareDelta; faster: "new" | "base" | "same" | null; summary: string; step?: CompareStep };
   normalization?: { mode: string; unit: string; base_steps: number; new_steps: number; base_divisor: number; new_divisor: number };
   sections?: CompareSection[];
   kernel_groups?: CompareGroup[];
@@ -706,7 +738,11 @@ export interface OverviewRow {
   bound_time_us?: Record<Bound, number>;
   notices?: { code: string; message: string }[];
   advice?: number;
-  top_advice?: { id: string; title: string; severity: string; estimated_gain_us: number | null } | null;
+  /** The same figures per step, on the strip's one basis (busy + idle = step). */
+  per_step?: { steps: number; step_us: number | null; gpu_busy_us: number; compute_busy_us: number | null;
+    idle_us: number | null; attention_time_us: number };
+  top_advice?: { id: string; title: string; severity: string; estimated_gain_us: number | null;
+    gain_basis?: "gpu" | "step" | null; step_gain_us?: number | null } | null;
   partial?: boolean;
 }
 

@@ -450,11 +450,6 @@ def test_the_check_sees_a_backward_beside_an_allreduce(tmp_path):
     assert "slow_backward" in {f["id"] for f in rep["advice"]}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="issue #19 (the advice helper): slow_backward does not yet weigh communication beside the backward",
-)
 def test_slow_backward_beside_an_allreduce_is_blamed_on_it(tmp_path):
     judged, _ = _judge_slow_backward([_backward_beside_allreduce(tmp_path)])
     assert judged == 1
