@@ -21,8 +21,8 @@ import stat as _stat
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from ..trace.sidecars import is_sidecar_name
 from ..trace.files import looks_like_trace
+from ..trace.sidecars import is_sidecar_name
 
 PT_TRACE = re.compile(r"^(?P<worker>.+?)(?:\.(?P<span>\d+))?\.pt\.trace\.json(?:\.gz)?$")
 PLAIN_JSON = re.compile(r"^(?P<stem>.+?)\.json(?:\.gz)?$")
