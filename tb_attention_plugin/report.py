@@ -176,6 +176,7 @@ def analyze_trace(
     progress.stage("memory")
     rep["memory"] = _memory_block(trace, links, tagging, attr, rep)
     _sources(rep, trace, links)  # sources.py: the user's source line per attention kernel
+    rep["replay"] = _replay_block(rep, trace, links, tagging, sidecars)  # replay/: the calls, measured backends
     progress.stage("advice")
     # advice.py: findings, and the attention backends that compare/check name
     rep["advice"], rep["attention_backends"] = _advice(rep, trace, links, tagging)
@@ -190,6 +191,18 @@ def _sources(rep, trace, links) -> None:
         attach_sources(rep, trace, links)
     except Exception as e:  # noqa: BLE001 - reported in warnings
         rep["warnings"].append(f"source lines failed: {type(e).__name__}: {e}")
+
+
+def _replay_block(rep, trace, links, tagging, sidecars) -> Optional[dict]:
+    """``replay`` (replay/): the distinct attention calls a replay script rebuilds, and the backend
+    times of a ``*.replay.json`` beside the trace; a failure there never loses the report."""
+    from .replay.block import replay_block
+
+    try:
+        return replay_block(rep, trace, links, tagging, sidecars)
+    except Exception as e:  # noqa: BLE001 - reported in warnings
+        rep["warnings"].append(f"replay calls failed: {type(e).__name__}: {e}")
+        return None
 
 
 def _advice(rep, trace, links, tagging) -> tuple:

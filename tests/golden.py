@@ -28,9 +28,9 @@ def runs() -> list[str]:
     )
 
 
-# Blocks produced by the add-on analyses (memory.py, advice.py) have tests of their own; the
+# Blocks produced by the add-on analyses (memory/, advice.py, replay/) have tests of their own; the
 # goldens pin the core analysis: tagging, phases, costs, bounds, totals.
-ADDONS = ("memory", "advice")
+ADDONS = ("memory", "advice", "replay")
 
 
 def current(run: str) -> dict:
