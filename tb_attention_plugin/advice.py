@@ -99,6 +99,15 @@ def _advise(run: _Run) -> list[dict]:
         if a is not None:
             a["severity"] = run.severity(a["estimated_gain_us"])
             out.append({k: a[k] for k in FINDING_KEYS})
+    # a replay beside the trace (replay/findings.py): measured gains where it covers a finding's
+    # calls, and a faster backend it measured; without one, nothing changes
+    from .replay.findings import apply_measured, measured_backend
+
+    m = measured_backend(report, run.att_time)
+    if m is not None:
+        m["severity"] = run.severity(m["estimated_gain_us"])
+        out.append({k: m[k] for k in FINDING_KEYS})
+    apply_measured(out, report, run.severity)
     rank = {"high": 0, "medium": 1, "low": 2}
     out.sort(key=lambda a: (rank[a["severity"]], -(a["estimated_gain_us"] or 0.0)))
     return out

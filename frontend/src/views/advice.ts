@@ -1,6 +1,7 @@
 // Advice: the report's findings (advice.py), ranked by the GPU time they would save, each with its
 // evidence, the fix, and links to the phases and kernels it is about (a click filters the kernel
-// table). Gains are estimates under the finding's stated assumption: they always carry "~".
+// table). Gains are estimates under the finding's stated assumption and carry "~", unless a replay
+// beside the trace measured them (evidence.gain_basis "measured": said, without "~").
 
 import { phaseLabel } from "../colors";
 import { h, Child } from "../dom";
@@ -36,7 +37,8 @@ export function gainText(a: Advice, basis: GainBasis): string {
   const of = idle ? `of the ${basis.steps ? "step" + (basis.steps > 1 ? "s" : "") : "trace"}` : "of attention time";
   const part = r !== null ? ` (${fmt.pct(r, 0)} ${of})` : "";
   const acts = a.removable_us ? ` \u00b7 acts on ${fmt.time(a.removable_us)}${idle ? " of GPU idle time" : ""}` : "";
-  return `${fmt.est(fmt.time(a.estimated_gain_us), true)} saved${part}${acts}`;
+  const measured = (a.evidence as AdviceEvidence | undefined)?.gain_basis === "measured";
+  return `${measured ? "measured: " : ""}${fmt.est(fmt.time(a.estimated_gain_us), !measured)} saved${part}${acts}`;
 }
 
 /** Evidence values that are not phases or kernels: short "key: value" lines. */
