@@ -592,6 +592,12 @@ def _eager_call(rd: _Reader, inst: int, span: list[int], before: list[int]) -> O
             "the mask's values are not recorded: the replay fills it with a causal mask and the SDPA and Flex "
             "alternatives run causal (is_causal=True)"
         )
+    kv_heads = _repeated_kv(rd, before, q)
+    if kv_heads is not None:
+        notes.append(
+            f"K/V were repeated from {kv_heads} heads (repeat_kv) before QK^T: the SDPA and Flex alternatives take "
+            f"the {kv_heads} heads with enable_gqa=True, as attn_implementation='sdpa' does"
+        )
     k_shape, k_stride = _swap_last(list(kt.dims)), _swap_last(list(kt.strides) if kt.strides else None)
     heads = len(q.dims) >= 4
     if not heads:
@@ -612,10 +618,35 @@ def _eager_call(rd: _Reader, inst: int, span: list[int], before: list[int]) -> O
         "enable_gqa": False,
         "mask": mask,
         "trace_backend": "eager",
-        "detail": {"steps": steps, "assumed_scale": None if scale_known else round(scale, 8)},
+        "detail": {
+            "steps": steps,
+            "assumed_scale": None if scale_known else round(scale, 8),
+            **({"kv_heads": kv_heads} if kv_heads is not None else {}),
+        },
         "notes": notes,
     }
     return Occurrence(inst, sig, tops=set(span))
+
+
+def _repeated_kv(rd: _Reader, before: list[int], q: Arg) -> Optional[int]:
+    """The K/V heads before Hugging Face's ``repeat_kv`` (an ``expand`` of [B, Hk, 1, S, D] to
+    [B, Hk, n, S, D] with Hk * n query heads), among the call's ops before QK^T; else None."""
+    if len(q.dims) != 4:
+        return None
+    for r in before[-24:]:
+        if P.short_op(rd.name(r)) != "expand":
+            continue
+        a = rd.args(r)
+        if not a or not a[0].is_tensor or len(a[0].dims) != 5 or a[0].dims[2] != 1 or len(a) < 2:
+            continue
+        try:
+            tgt = [int(x) for x in a[1].value.strip("[]").split(",")]
+        except ValueError:
+            continue
+        hk = a[0].dims[1]
+        if len(tgt) == 5 and tgt[2] > 1 and hk * tgt[2] == q.dims[1]:
+            return int(hk)
+    return None
 
 
 # ------------------------------------------------------------------ nn.MultiheadAttention
