@@ -456,8 +456,8 @@ def _varlen(rd: _Reader, inst: int, top: int, r: int) -> Optional[Occurrence]:
             "layout": "packed [T, H, D]",
         },
         "notes": [
-            "the sequence lengths are not recorded (only their number, total and maximum): the replay uses "
-            "one sequence of the maximum length and spreads the rest evenly"
+            "the sequence lengths are not recorded (only their number, total and maximum): the replay spreads "
+            "them evenly from 2 x mean - maximum up to the maximum"
         ],
     }
     if rd.name(top) == "aten::scaled_dot_product_attention":

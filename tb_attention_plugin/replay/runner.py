@@ -617,15 +617,30 @@ def _dense_stride_like(shape, stride):
 
 
 def _lengths(n, total, longest):
-    """n sequence lengths summing to ``total`` with the longest ``longest``: one of the maximum, the
-    rest spread evenly (the lengths themselves are not recorded)."""
+    """n sequence lengths summing to ``total`` with the longest ``longest`` (the lengths themselves
+    are not recorded): spread evenly from 2 x mean - longest up to longest; when that would go below
+    one token, one sequence of the longest and the rest equal."""
     longest = max(1, min(longest, total))
     if n <= 1:
         return [total]
+    lo = 2.0 * total / n - longest
+    if lo >= 1:
+        xs = [int(round(lo + (longest - lo) * i / (n - 1))) for i in range(n)]
+        xs[-1] = longest
+        diff = total - sum(xs)
+        i = 0
+        while diff and i < 4 * n * (abs(diff) + 1):
+            j = i % (n - 1)
+            step = 1 if diff > 0 else -1
+            if 1 <= xs[j] + step <= longest:
+                xs[j] += step
+                diff -= step
+            i += 1
+        if not diff:
+            return xs
     rest = total - longest
     base, extra = divmod(rest, n - 1)
-    out = [longest] + [base + (1 if i < extra else 0) for i in range(n - 1)]
-    return [max(0, x) for x in out]
+    return [longest] + [max(0, base + (1 if i < extra else 0)) for i in range(n - 1)]
 
 
 def _cumsum(xs):
