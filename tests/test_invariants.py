@@ -301,8 +301,15 @@ def _premise(a: _Analysed, finding: dict) -> Optional[str]:
         bwd = _phase_time(rep, P.CORE_PHASES, "backward")
         if not (fwd > 0 and bwd > 2.5 * fwd):
             return f"core backward {bwd} µs is not slow against forward {fwd} µs"
+    elif i == "measured_backend":  # replay/findings.py: only from a replay beside the trace
+        if not ((rep.get("replay") or {}).get("measured") or {}).get("used_for_advice"):
+            return "no usable replay beside the trace"
     else:
         return f"unknown rule {i}"
+    if ev.get("gain_basis") == "measured" and not ((rep.get("replay") or {}).get("measured") or {}).get(
+        "used_for_advice"
+    ):
+        return "a measured gain without a usable replay beside the trace"
     return None
 
 
@@ -394,6 +401,7 @@ SILENT = {
         "decode_graph_replay",
     ),  # the same decode replayed from a CUDA graph
     "slow_backward": ("sdpa_flash_fwdbwd_causal", "gpt4l_sdpa_train", "gpt4l_naive_train"),
+    "measured_backend": ("sdpa_efficient_fwdbwd_causal", "sdpa_math_fwdbwd_causal"),  # no replay beside them
     "sdpa_math_copies": ("sdpa_cudnn_fwdbwd_causal", "sdpa_flash_fwdbwd_full", "hf_llama_sdpa_fwdbwd"),
     "no_gpu_kernels": ("sdpa_cudnn_s2048_fwd", "naive_bf16_s2048_fwd"),
 }
