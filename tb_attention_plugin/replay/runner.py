@@ -1019,7 +1019,13 @@ def _profile(torch, runs, grad, iters=3):
             data = json.load(f)
     finally:
         os.remove(path)
-    evs = data.get("traceEvents", data) if isinstance(data, dict) else data
+    return kernel_times(data.get("traceEvents", data) if isinstance(data, dict) else data, iters)
+
+
+def kernel_times(evs, iters):
+    """``{label: (kernel µs per iteration, kernels per iteration)}`` from a chrome trace's events:
+    each GPU activity counts for the ``replay::<label>`` range its launch (runtime or driver call,
+    matched by correlation id) falls in."""
     ranges, launch, gpu = [], {}, []
     for e in evs:
         if e.get("ph") != "X":

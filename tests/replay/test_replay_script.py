@@ -199,3 +199,53 @@ def test_the_script_runs_on_the_cpu_at_tiny_shapes(tmp_path):
                 assert b["check"] in ("ok", "reference"), b  # outputs match the math backend
             if call["kind"] != "mha":  # the CPU has no mem-efficient or cuDNN kernel: refused, with why
                 assert by["cudnn"]["status"] == "refused" and by["efficient"]["status"] == "refused"
+
+
+def test_kernel_times_from_the_profiler_pass():
+    """The GPU side of the script that the CPU cannot run: kernels count for the labelled range
+    their launch falls in (backward launches come from autograd's thread: time, not thread)."""
+    from tb_attention_plugin.replay import runner
+
+    evs = [
+        {"ph": "X", "cat": "user_annotation", "name": "replay::flash:forward", "ts": 100.0, "dur": 50.0, "tid": 1},
+        {"ph": "X", "cat": "user_annotation", "name": "replay::flash:backward", "ts": 200.0, "dur": 50.0, "tid": 1},
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "ts": 110.0,
+            "dur": 2,
+            "args": {"correlation": 7},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_driver",
+            "name": "cuLaunchKernelEx",
+            "ts": 120.0,
+            "dur": 2,
+            "args": {"correlation": 8},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "ts": 210.0,
+            "dur": 2,
+            "tid": 9,
+            "args": {"correlation": 9},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "ts": 300.0,
+            "dur": 2,
+            "args": {"correlation": 10},
+        },
+        {"ph": "X", "cat": "kernel", "name": "flash_fwd", "ts": 130.0, "dur": 30.0, "args": {"correlation": 7}},
+        {"ph": "X", "cat": "gpu_memset", "name": "Memset", "ts": 161.0, "dur": 3.0, "args": {"correlation": 8}},
+        {"ph": "X", "cat": "kernel", "name": "flash_bwd", "ts": 230.0, "dur": 90.0, "args": {"correlation": 9}},
+        {"ph": "X", "cat": "kernel", "name": "outside", "ts": 330.0, "dur": 9.0, "args": {"correlation": 10}},
+    ]
+    assert runner.kernel_times(evs, iters=1) == {"flash:forward": (33.0, 1.0 * 2), "flash:backward": (90.0, 1.0)}
+    assert runner.kernel_times(evs, iters=3)["flash:forward"] == (11.0, 0.67)
