@@ -402,10 +402,13 @@ def gain_text(finding: dict) -> str:
     wall-clock step time saved over the trace; its own basis first), or "" without either."""
     parts = []
     basis = finding.get("gain_basis") or "gpu"
+    measured = (finding.get("evidence") or {}).get("gain_source") == "measured"
     for b in (basis, "step" if basis == "gpu" else "gpu"):
         v = finding.get(f"{b}_gain_us", finding.get("estimated_gain_us") if b == basis else None)
         if v:
-            parts.append(f"~{us(v)} {'GPU' if b == 'gpu' else 'step'}")
+            # a replay beside the trace measured the GPU figure: no "~" there
+            mark = "measured " if measured and b == "gpu" else "~"
+            parts.append(f"{mark}{us(v)} {'GPU' if b == 'gpu' else 'step'}")
     return (", " + ", ".join(parts)) if parts else ""
 
 
@@ -530,6 +533,9 @@ def render_text(
             out.append(para(f"note: {n['message']} — {n['fix']}", width))
         for w in rep.get("warnings", []):
             out.append(para(f"warning: {w}", width))
+        replay = replay_text(rep, markdown, width)
+        if replay:
+            out.append(replay)
         for a in rep.get("advice", []) or []:
             out.append(para(f"advice [{a.get('severity')}{gain_text(a)}]: {a.get('title')}: {a.get('detail')}", width))
             if a.get("how"):
@@ -550,6 +556,45 @@ def render_text(
             )
         out.append("")
     return "\n".join(out).rstrip() + "\n"
+
+
+REPLAY_HEADERS = ["call", "backend", "status", "fwd", "bwd", "total", "vs trace's", "err vs math / why not"]
+
+
+def replay_text(rep: dict, markdown: bool = False, width: Optional[int] = None) -> str:
+    """The backends a replay beside the trace measured, per call (replay/results.py); '' without one."""
+    block = rep.get("replay") or {}
+    m = block.get("measured")
+    calls = [c for c in block.get("calls") or [] if c.get("replayed")]
+    if not m or not calls:
+        return ""
+    h = "### " if markdown else ""
+    used = "" if m.get("used_for_advice") else f" — not used for the advice: {m.get('not_used_because')}"
+    head = f"{h}Replayed backends ({block.get('file')}, {m.get('device')}, torch {m.get('torch')}){used}"
+    rows = []
+    for c in calls:
+        rp = c["replayed"]
+        cur = next((r for r in rp["backends"] if r["backend"] == rp.get("trace_backend") and r["total_us"]), None)
+        for r in rp["backends"]:
+            k = rp["basis"] == "kernel"
+            f = r["kernel_forward_us"] if k else r["forward_us"]
+            b = r["kernel_backward_us"] if k else r["backward_us"]
+            err = r.get("error_vs_math") or {}
+            why = r.get("reason") or ""
+            if r["status"] == "ok":
+                e = [x for x in (err.get("forward"), err.get("backward")) if x is not None]
+                why = (f"{max(e):.2g}" if e else "") + (f" {r['check']}" if r.get("check") not in (None, "ok") else "")
+            mark = "*" if r["backend"] == rp.get("trace_backend") else ""
+            ratio = f"{cur['total_us'] / r['total_us']:.2f}x" if cur and r["total_us"] else ""
+            rows.append(
+                [c["id"], r["backend"] + mark, r["status"], us(f), us(b) if b else "", us(r["total_us"]), ratio, why]
+            )
+    note = (
+        f"({'kernel time' if calls[0]['replayed']['basis'] == 'kernel' else 'CUDA event time'} per call; "
+        "* the trace's backend; 'vs trace's' > 1 is faster)"
+    )
+    table = text_table(REPLAY_HEADERS, rows, markdown, width, cut=(0, 7), wrap=(7,), drop=(6, 3, 4))
+    return "\n".join([para(head, width), table, para(note, width), ""])
 
 
 SITE_HEADERS = ["site", "calls", "time", "fwd", "bwd", "share", "shape", "backend", "bound", "MFU", "top finding"]

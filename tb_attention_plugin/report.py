@@ -39,6 +39,7 @@ from .trace.busy import busy_times
 from .trace.correlate import Links, link, take_or
 from .trace.records import ANNOTATION, GPU_KIND_NAMES, KERNEL, MODULE, Trace
 from .trace.shapes import parse_args
+from .trace.sidecars import Sidecars, find as find_sidecars
 
 SCHEMA_VERSION = 1
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
@@ -157,22 +158,27 @@ def analyze_trace(
     options: Optional[Options] = None,
     reference: Optional[Trace] = None,
     reference_path: Optional[str] = None,
+    sidecars: Optional[Sidecars] = None,
 ) -> dict:
     """The report dict of one loaded trace. ``reference``: a trace of the same step run without
-    CUDA graphs (or of the graph capture), whose CPU context is given to replayed kernels."""
+    CUDA graphs (or of the graph capture), whose CPU context is given to replayed kernels.
+    ``sidecars``: the files beside the trace (trace/sidecars.py), listed here when not given."""
     opt = options or Options()
     progress.stage("analysing")
+    if sidecars is None and trace.path:
+        sidecars = find_sidecars(trace.path)
     links = link(trace)
     trace, links, graph = graphs.attach(trace, links, reference, reference_path)
     tagging = tag(trace, links, opt.module_pattern, opt.annotation_pattern)
     graphs.apply(trace, links, tagging, graph)
     attr = attribute(trace, links)
-    rep = build_report(trace, links, tagging, attr, opt)
+    rep = build_report(trace, links, tagging, attr, opt, sidecars.ncu if sidecars is not None else None)
     progress.stage("memory")
     rep["memory"] = _memory_block(trace, links, tagging, attr, rep)
     _sources(rep, trace, links)  # sources.py: the user's source line per attention kernel
     # model.py: sites, flops_ledger, boundary (before advice, whose rules may read them)
     rep.update(_model(rep, trace, links, attr))
+    rep["replay"] = _replay_block(rep, trace, links, tagging, sidecars)  # replay/: the calls, measured backends
     progress.stage("advice")
     # advice/: findings, what each rule checked, and the attention backends that compare/check name
     rep["advice"], rep["advice_checks"], rep["attention_backends"] = _advice(rep, trace, links, tagging)
@@ -213,6 +219,18 @@ def _sources(rep, trace, links) -> None:
         rep["warnings"].append(f"source lines failed: {type(e).__name__}: {e}")
 
 
+def _replay_block(rep, trace, links, tagging, sidecars) -> Optional[dict]:
+    """``replay`` (replay/): the distinct attention calls a replay script rebuilds, and the backend
+    times of a ``*.replay.json`` beside the trace; a failure there never loses the report."""
+    from .replay.block import replay_block
+
+    try:
+        return replay_block(rep, trace, links, tagging, sidecars)
+    except Exception as e:  # noqa: BLE001 - reported in warnings
+        rep["warnings"].append(f"replay calls failed: {type(e).__name__}: {e}")
+        return None
+
+
 def _advice(rep, trace, links, tagging) -> tuple:
     """``advice``, ``advice_checks`` and ``attention_backends`` (advice/): findings from this run's
     numbers, what each rule checked, and its attention implementations; a failure there never loses
@@ -249,14 +267,21 @@ def _sig_round(x: np.ndarray, digits: int = 4) -> np.ndarray:
     return out
 
 
-def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution, opt: Options) -> dict:
+def build_report(
+    trace: Trace,
+    links: Links,
+    tagging: Tagging,
+    attr: Attribution,
+    opt: Options,
+    ncu_files: Optional[Any] = None,
+) -> dict:
     """The report of one trace, in named steps: devices, steps, the kernel frame (costed,
     classified, overlaid with counters), the attention context of each kernel, the kernel table,
     and the aggregates over the selected step."""
     devices = _devices(trace, opt)
     steps = _steps(trace, links, opt)
     frame, adjustments = roofline_frame(trace, links, attr, devices, opt)
-    frame, meas = measure(trace, links, frame, steps.launch_t, steps.kernel_step, steps.names, devices)
+    frame, meas = measure(trace, links, frame, steps.launch_t, steps.kernel_step, steps.names, devices, ncu_files)
     frame = _replay_reasons(frame, tagging.graph)
     ctx = _context(trace, links, tagging)
     table = _kernel_table(trace, attr, frame, ctx, steps, meas.column)

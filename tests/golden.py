@@ -28,10 +28,10 @@ def runs() -> list[str]:
     )
 
 
-# Blocks produced by the add-on analyses (memory.py, advice.py, model.py) have tests of their own;
+# Blocks produced by the add-on analyses (memory/, advice/, replay/, model.py) have tests of their own;
 # the goldens pin the core analysis: tagging, phases, costs, bounds, totals. The kernel rows'
 # ``site`` (model.py) is that add-on's too.
-ADDONS = ("memory", "advice", "advice_checks", "sites", "flops_ledger", "boundary")
+ADDONS = ("memory", "advice", "advice_checks", "replay", "sites", "flops_ledger", "boundary")
 ADDON_ROW_FIELDS = ("site",)
 
 

@@ -317,8 +317,15 @@ def _premise(a: _Analysed, finding: dict) -> Optional[str]:
         bwd = _phase_time(rep, P.CORE_PHASES, "backward")
         if not (fwd > 0 and bwd > 2.5 * fwd):
             return f"core backward {bwd} µs is not slow against forward {fwd} µs"
+    elif i == "measured_backend":  # replay/findings.py: only from a replay beside the trace
+        if not ((rep.get("replay") or {}).get("measured") or {}).get("used_for_advice"):
+            return "no usable replay beside the trace"
     else:
         return f"unknown rule {i}"
+    if ev.get("gain_source") == "measured" and not ((rep.get("replay") or {}).get("measured") or {}).get(
+        "used_for_advice"
+    ):
+        return "a measured gain without a usable replay beside the trace"
     return None
 
 

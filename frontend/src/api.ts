@@ -79,6 +79,7 @@ export const api = {
   reportUrl: (sel: Selection) => url("report", selParams(sel)),
   memory: (sel: Selection, signal?: AbortSignal) => getResult<MemoryResponse>("memory", selParams(sel), signal),
   annotatedUrl: (sel: Selection) => url("annotated", selParams(sel)),
+  replayScriptUrl: (sel: Selection) => url("replay_script", selParams(sel)),
   overview: (signal?: AbortSignal) => getJson("overview", {}, signal).then((r) => r.body as { runs: OverviewRow[] }),
   timeline: (sel: Selection, q: { t0?: number | null; t1?: number | null; width: number }, signal?: AbortSignal) =>
     getResult<TimelineResponse>("timeline", { ...selParams(sel), t0: q.t0, t1: q.t1, width: q.width }, signal),

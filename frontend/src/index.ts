@@ -8,6 +8,7 @@ import { KernelFilter, readState, UrlState, View, writeState } from "./state";
 import { followDarkMode } from "./theme";
 import type { Kernel, RooflineResponse, Run, RunsResponse, Selection, Summary } from "./types";
 import { renderAdvice } from "./views/advice";
+import { renderReplay } from "./views/replay";
 import { CompareView } from "./views/compare";
 import { KernelTable } from "./views/kernels";
 import { renderPhases } from "./views/phases";
@@ -340,6 +341,7 @@ class App {
       states.notices(s),
       noGpu ? null : renderStrip(s),
       hasAttention ? renderAdvice(s, pick) : null,
+      hasAttention ? renderReplay(s, sel, api.replayScriptUrl(sel)) : null,
       noGpu ? null : renderSummary(s),
       hasAttention ? renderPhases(s, pick) : null,
       hasAttention ? renderSites(s, pick) : null,

@@ -184,6 +184,7 @@ export interface AdviceKernel {
 export interface AdviceEvidence {
   time_us?: number;
   share_of_attention?: number;
+  gain_source?: "measured";          // the gain comes from a replay beside the trace (replay/findings.py)
   phases?: AdvicePhase[];
   kernels?: AdviceKernel[];
 }
@@ -294,6 +295,7 @@ export interface Summary {
   sites?: Site[];
   flops_ledger?: FlopsLedger | null;
   boundary?: Boundary | null;
+  replay?: ReplayBlock | null;
 }
 
 /** Attention MFU on each basis (model.py): null when unknown or when the count exceeds the roof. */
@@ -475,6 +477,82 @@ export interface Boundary {
   fusions: BoundaryFusion[];
   calls_listed: number;
   per_call: BoundaryCall[];
+}
+
+/** What-if replay (replay/, docs/report-schema.md#replay): the distinct attention calls a replay
+ * script rebuilds, and the backend times of a ``*.replay.json`` beside the trace. */
+export interface ReplayBlock {
+  calls: ReplayCall[];
+  omitted: number;
+  unsupported: { scope: string; reason: string; calls: number }[];
+  file: string | null;
+  measured: ReplayMeasured | null;
+  warnings: string[];
+}
+
+export interface ReplayCall {
+  id: string;
+  kind: "sdpa" | "decode" | "varlen" | "eager" | "mha" | "flex";
+  op: string;
+  q_shape: number[];
+  k_shape: number[];
+  v_shape: number[];
+  q_stride: number[] | null;
+  k_stride: number[] | null;
+  v_stride: number[] | null;
+  dtype: string | null;
+  causal: boolean | null;
+  dropout_p: number;
+  scale: number | null;
+  enable_gqa: boolean;
+  mask: Record<string, unknown> | null;
+  directions: string[];
+  count: number;
+  trace_time_us: number;
+  backends: string[];
+  trace_backend: string | null;
+  per_call_us: { forward: number | null; backward: number | null };
+  instances: number[];
+  detail: Record<string, unknown>;
+  notes: string[];
+  replayed?: ReplayedCall;
+}
+
+export interface ReplayedCall {
+  basis: "kernel" | "event";
+  trace_backend: string | null;
+  backends: ReplayedBackend[];
+  best: string | null;
+  speedup: number | null;
+  error?: string;
+}
+
+export interface ReplayedBackend {
+  backend: string;
+  label: string;
+  status: "ok" | "refused" | "error" | "skipped";
+  reason: string | null;
+  forward_us: number | null;
+  backward_us: number | null;
+  kernel_forward_us: number | null;
+  kernel_backward_us: number | null;
+  error_vs_math: { forward: number | null; backward: number | null } | null;
+  check: string | null;
+  first_run_s: number | null;
+  total_us: number | null;
+}
+
+export interface ReplayMeasured {
+  device: string | null;
+  torch: string | null;
+  cuda: string | null;
+  created: string | null;
+  scaled_down: boolean;
+  calls_matched: number;
+  calls_in_file: number;
+  unmatched_ids: string[];
+  used_for_advice: boolean;
+  not_used_because: string | null;
 }
 
 /** CUDA-graph replays (attention/graphs.py): how the replayed kernels got their CPU context. */

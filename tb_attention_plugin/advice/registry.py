@@ -25,6 +25,7 @@ from .rules import (
     fuse_attention,
     head_dim_alignment,
     launch_overhead,
+    measured_backend,
     memory_traffic,
     sdpa_math_backend,
     slow_backend,
@@ -43,6 +44,7 @@ RULES: tuple[Rule, ...] = (
     launch_overhead.RULE,
     slow_backward.RULE,
     memory_traffic.RULE,
+    measured_backend.RULE,
 )
 BY_ID = {r.id: r for r in RULES}
 
@@ -134,8 +136,18 @@ def run_rules(run: Run) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         made = [_finding(rule, f, run) for f in got]
         findings.extend(made)
         checks.append(dict(check, fired=True, reason=None, findings=[m["id"] for m in made]))
+    if usable:
+        _measured(run, findings)
     findings.sort(key=rank_key)
     return findings, checks
+
+
+def _measured(run: Run, findings: list[dict[str, Any]]) -> None:
+    """A replay beside the trace (replay/findings.py): measured GPU-time gains where it covers a
+    finding's calls; without one, nothing changes. (A faster backend it measured is its own rule.)"""
+    from ..replay.findings import apply_measured
+
+    apply_measured(findings, run.rep, lambda g: _severity(g, GPU, run))
 
 
 __all__ = ["FINDING_KEYS", "RULES", "BY_ID", "STEP", "GPU", "run_rules", "rank_key"]

@@ -36,7 +36,7 @@ import csv
 import math
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
@@ -398,12 +398,15 @@ def apply(
     k_step: np.ndarray,
     step_names: list[str],
     devices: dict[int, DevicePeaks],
+    ncu_files: Optional[Sequence[tuple[str, int, int]]] = None,
 ) -> tuple[KernelFrame, Result]:
     """Find counters for the trace, join them, and return a new frame whose rows carry the
     measured numbers where counters measure them, with what was joined. Never raises: a problem
-    with the counters returns the model's frame untouched and says so in ``warnings``."""
+    with the counters returns the model's frame untouched and says so in ``warnings``.
+    ``ncu_files``: the exports beside the trace as trace/sidecars.py found them for this analysis
+    (listed here when not given)."""
     try:
-        return _apply(trace, links, frame, launch_t, k_step, step_names, devices)
+        return _apply(trace, links, frame, launch_t, k_step, step_names, devices, ncu_files)
     except Exception as e:  # noqa: BLE001 - a counter file must never cost the report
         return frame, Result(warnings=[f"hardware counters ignored: {type(e).__name__}: {e}"])
 
@@ -416,10 +419,14 @@ def _apply(
     k_step: np.ndarray,
     step_names: list[str],
     devices: dict[int, DevicePeaks],
+    ncu_files: Optional[Sequence[tuple[str, int, int]]] = None,
 ) -> tuple[KernelFrame, Result]:
     res = Result()
     cupti = cupti_source(trace) if trace.counters else None
-    side = sidecar_files(trace.path) if trace.path else []
+    if ncu_files is not None:
+        side = list(ncu_files)
+    else:
+        side = sidecar_files(trace.path) if trace.path else []
     if cupti is None and not side:
         return frame, res
     sources = [cupti] if cupti is not None else []

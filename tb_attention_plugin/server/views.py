@@ -174,3 +174,16 @@ def annotated_download(
     gz = info.name.endswith(".gz")
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", annotated_name(info.name))[:160] or "trace.attention.json"
     return splice(info.abspath, close_at, entries, events, gz, max_bytes), name, gz
+
+
+def replay_script(snap: Snapshot, sel: Selection) -> tuple[str, str]:
+    """(text, file name) of the replay script of the trace's attention calls (replay/emit.py), built
+    from the report: the same script ``tb-attention replay --emit`` writes."""
+    from ..replay import emit
+
+    calls = ((_loaded(snap).report().get("replay") or {}).get("calls")) or []
+    if not calls:
+        raise HttpError(409, "this trace has no attention call a replay can rebuild (see tb-attention replay --list)")
+    text = emit.script(emit.payload([(sel.info.name, calls)]))
+    base = re.sub(r"[^A-Za-z0-9._-]+", "_", sel.info.name)[:160] or "trace"
+    return text, f"{base}.replay.py"

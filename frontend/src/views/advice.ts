@@ -1,8 +1,9 @@
 // Advice: the report's findings (advice/), ranked by the step time they would save where it was
 // estimated (else by their own gain), each with both figures (attention GPU time, step time), its
 // evidence, the fix, and links to the phases and kernels it is about (a click filters the kernel
-// table). Gains are estimates under the finding's stated assumption: they always carry "~". With no
-// finding, the panel lists what each rule checked and why it stayed silent (advice_checks).
+// table). Gains are estimates under the finding's stated assumption and carry "~", unless a replay
+// beside the trace measured the GPU figure (evidence.gain_source "measured": said, without "~"). With
+// no finding, the panel lists what each rule checked and why it stayed silent (advice_checks).
 
 import { phaseLabel } from "../colors";
 import { h, Child } from "../dom";
@@ -52,10 +53,15 @@ export function gainText(a: Advice, basis: GainBasis): string {
   const of = step ? `of the ${basis.steps ? "step" + (basis.steps > 1 ? "s" : "") : "trace"}` : "of attention time";
   const what = step ? "of step time" : "of attention GPU time";
   const part = r !== null ? ` (${fmt.pct(r, 0)} ${of})` : "";
+  const measured = (a.evidence as AdviceEvidence | undefined)?.gain_source === "measured";
   const other = step ? a.gpu_gain_us : a.step_gain_us;
-  const beside = other ? ` \u00b7 ${fmt.est(fmt.time(other), true)} ${step ? "of attention GPU time" : "of step time"}` : "";
+  const otherMeasured = step && measured;
+  const beside = other
+    ? ` \u00b7 ${otherMeasured ? "measured: " : ""}${fmt.est(fmt.time(other), !otherMeasured)} ${step ? "of attention GPU time" : "of step time"}`
+    : "";
   const acts = a.removable_us ? ` \u00b7 acts on ${fmt.time(a.removable_us)}${step ? " of step time" : ""}` : "";
-  return `${fmt.est(fmt.time(a.estimated_gain_us), true)} ${what} saved${part}${beside}${acts}`;
+  const own = !step && measured;
+  return `${own ? "measured: " : ""}${fmt.est(fmt.time(a.estimated_gain_us), !own)} ${what} saved${part}${beside}${acts}`;
 }
 
 /** Evidence values that are not phases or kernels: short "key: value" lines. */
