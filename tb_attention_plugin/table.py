@@ -55,6 +55,7 @@ FIELDS = (
     "estimated",
     "upper_bound",
     "cost_share",
+    "cost_role",
     "grid",
     "block",
     "occupancy_pct",

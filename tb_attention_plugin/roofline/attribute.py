@@ -19,7 +19,7 @@ measured values and never take a share of an op's cost.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
@@ -39,6 +39,11 @@ class Attribution:
     reads: np.ndarray  # the part of ``bytes`` that is read
     share: np.ndarray  # share of the owner's time this activity is (1.0 when alone)
     costs: dict[int, Cost]  # owner range -> the op's full cost
+    # int8 index into roles.ROLE_NAMES: the kernel's role in a multi-kernel op, -1 for a kernel
+    # that is its op's only one or whose role is unknown
+    role: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
+    # bool: the op's role model does not describe this kernel (its bytes are unknown)
+    undescribed: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
 
 
 class _Owners:
@@ -122,6 +127,8 @@ def attribute(trace: Trace, links: Links) -> Attribution:
     nbytes = np.full(n, np.nan)
     reads = np.full(n, np.nan)
     share = np.ones(n)
+    role = np.full(n, -1, dtype=np.int8)
+    undescribed = np.zeros(n, dtype=bool)
     owners = _Owners(trace, links)
     names = trace.strings
     kinds = G["kind"]
@@ -192,9 +199,12 @@ def attribute(trace: Trace, links: Links) -> Attribution:
         fr = np.full(len(ks), 1.0 / len(ks)) if total <= 0 else d / total
         share[ks] = fr
         kroles = _roles(c, [kname[k] for k in ks])
+        role[ks] = [R.ROLE_INDEX[r] if r is not None else -1 for r in kroles]
         by_role = _by_role(c, kroles, [kname[k] for k in ks], grid[ks], d) if c.roles is not None else None
         if by_role is not None:
             nbytes[ks], reads[ks] = by_role
+            if c.bytes is not None:
+                undescribed[ks] = np.isnan(by_role[0])
         elif c.bytes is not None:
             nbytes[ks] = float(c.bytes) * fr
             reads[ks] = float(c.reads if c.reads is not None else c.bytes) * fr
@@ -202,7 +212,16 @@ def attribute(trace: Trace, links: Links) -> Attribution:
             main = np.array([r == R.MAIN for r in kroles])
             f = np.where(main, d / d[main].sum(), 0.0) if main.any() and d[main].sum() > 0 else fr
             flops[ks] = c.flops * f
-    return Attribution(owner=owner, flops=flops, bytes=nbytes, reads=reads, share=share, costs=costs)
+    return Attribution(
+        owner=owner,
+        flops=flops,
+        bytes=nbytes,
+        reads=reads,
+        share=share,
+        costs=costs,
+        role=role,
+        undescribed=undescribed,
+    )
 
 
 _OPAQUE = re.compile(r"OpaqueType<(\d+)u?>")

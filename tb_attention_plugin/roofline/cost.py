@@ -142,9 +142,9 @@ def _sdpa_role_bytes(m: SdpaRoles, present: frozenset[str], splits: int) -> dict
     out: dict[str, tuple[float, float]] = {}
     if not m.backward:
         final = o + (lse if m.lse else 0.0)
-        if R.COMBINE in present and splits > 1:
+        if R.COMBINE in present:
             # each split writes an fp32 partial output and its LSE; the combine reads them all
-            partial = float(splits * m.rows_q * m.h * (m.dv + 1) * ACC_ITEMSIZE)
+            partial = float(max(splits, MIN_SPLITS) * m.rows_q * m.h * (m.dv + 1) * ACC_ITEMSIZE)
             out[R.MAIN] = (q + k + v + m.mask_bytes, partial)
             out[R.COMBINE] = (partial, final)
         else:
@@ -174,11 +174,11 @@ def _sdpa_role_bytes(m: SdpaRoles, present: frozenset[str], splits: int) -> dict
         if R.CLEAR_ACCUM in present:
             out[R.CLEAR_ACCUM] = (0.0, acc_kv)
     else:
-        # with fewer key/value heads dK/dV are written per query head, then summed (a reduce_head
-        # kernel into fp32 per head, or PyTorch's sum after FlashAttention-2: an op of its own)
+        # with fewer key/value heads dK/dV are written per query head at the op's dtype, then summed
+        # (cuDNN: its reduce_head kernels; FlashAttention-2: PyTorch's sum, an op of its own). At
+        # fp32 the two reduce_head kernels of hf_llama_sdpa_fwdbwd would move 5 TB/s: not fp32.
         heads = m.h if grouped else m.hk
-        dkv_it = ACC_ITEMSIZE if (grouped and R.REDUCE_HEAD in present) else it
-        dkv = float(m.rows_k * heads * (m.d + m.dv) * dkv_it)
+        dkv = float(m.rows_k * heads * (m.d + m.dv) * it)
         writes += dkv
         if R.REDUCE_HEAD in present:
             out[R.REDUCE_HEAD] = (dkv, k + v)

@@ -26,7 +26,16 @@ from ..trace.correlate import Links
 from ..trace.records import KERNEL, MEMCPY, Trace
 from . import cost as C, devices as D, occupancy as O
 from .attribute import Attribution
-from .classify import BOUND_UNKNOWN, M_INCOMPLETE, M_NO_FORMULA, M_NO_OP, M_NO_SHAPES, M_OP_NO_SHAPES, peak_key
+from .classify import (
+    BOUND_UNKNOWN,
+    M_HELPER,
+    M_INCOMPLETE,
+    M_NO_FORMULA,
+    M_NO_OP,
+    M_NO_SHAPES,
+    M_OP_NO_SHAPES,
+    peak_key,
+)
 from .cost import NONE
 
 F64 = np.ndarray  # float64 column, NaN = unknown
@@ -174,9 +183,10 @@ def _missing(trace: Trace, attr: Attribution, launch_op: np.ndarray, kind: np.nd
     has_op = launch_op >= 0
     op_sig = np.where(has_op, sig[np.maximum(launch_op, 0)] if len(sig) else -1, -1)
     no_shapes = M_OP_NO_SHAPES if (sig >= 0).any() else M_NO_SHAPES
+    helper = attr.undescribed if len(attr.undescribed) == len(kind) else np.zeros(len(kind), bool)
     out[unknown] = np.select(
-        [attr.owner[unknown] >= 0, ~has_op[unknown], op_sig[unknown] < 0],
-        [M_INCOMPLETE, M_NO_OP, no_shapes],
+        [helper[unknown], attr.owner[unknown] >= 0, ~has_op[unknown], op_sig[unknown] < 0],
+        [M_HELPER, M_INCOMPLETE, M_NO_OP, no_shapes],
         M_NO_FORMULA,
     )
     return out

@@ -53,6 +53,10 @@ ROLES: dict[str, str] = {
 }
 
 
+ROLE_NAMES: tuple[str, ...] = tuple(ROLES)  # a role's code in Attribution.role is its index here
+ROLE_INDEX: dict[str, int] = {r: i for i, r in enumerate(ROLE_NAMES)}
+
+
 @dataclass(frozen=True)
 class KernelRole:
     """A kernel-name family and the role its kernels play in their op."""
