@@ -9,7 +9,7 @@ there is no estimate) with ncu's ``dram__bytes_read.sum + dram__bytes_write.sum`
 ``memory_util`` with ncu's ``dram__throughput`` %. Figures:
 
 * ``bytes_ok``: share of kernels with bytes within [0.5, 1.5]× of ncu's DRAM bytes (a kernel
-  without bytes counts as a miss);
+  without bytes counts as a miss); ``min_bytes_ok_share`` the same for the minimum ``bytes``;
 * ``mem_ok``: share with |memory_util − DRAM%/100| <= 0.15 (no memory_util: a miss);
 * ``at_100_below_90``: kernels shown at memory_util >= 0.995 where ncu measured < 90 %.
 
@@ -59,12 +59,15 @@ def _ours_bytes(r: dict) -> float | None:
 def figures(rows: list[dict]) -> dict:
     rows = [r for r in rows if r["trace_dur_us"] >= MIN_US and r["ncu_dram_bytes"] == r["ncu_dram_bytes"]]
     n = len(rows)
-    bytes_ok = mem_ok = hundred = 0
+    bytes_ok = min_ok = mem_ok = hundred = 0
     for r in rows:
         b = _ours_bytes(r)
         nb = r["ncu_dram_bytes"]
         if b is not None and nb > 0 and 0.5 <= b / nb <= 1.5:
             bytes_ok += 1
+        mb = r.get("ours_bytes")
+        if mb is not None and nb > 0 and 0.5 <= mb / nb <= 1.5:
+            min_ok += 1
         mu = r["ours_memory_util"]
         if mu is not None and abs(mu - r["ncu_dram_pct"] / 100.0) <= 0.15:
             mem_ok += 1
@@ -74,6 +77,7 @@ def figures(rows: list[dict]) -> dict:
         "kernels": n,
         "bytes_ok": bytes_ok,
         "bytes_ok_share": round(bytes_ok / n, 4) if n else None,
+        "min_bytes_ok_share": round(min_ok / n, 4) if n else None,
         "mem_ok": mem_ok,
         "mem_ok_share": round(mem_ok / n, 4) if n else None,
         "at_100_below_90": hundred,
