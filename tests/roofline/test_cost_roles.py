@@ -378,3 +378,26 @@ def test_every_kernel_of_a_fused_attention_op_is_within_half_and_one_and_a_half_
         assert 0.5 <= k["dram_bytes"] / ncu <= 1.5, (k["name"][:60], k["dram_bytes"], ncu)
         checked += 1
     assert checked >= 2
+
+
+def test_jagged_backward_kernels_are_costed_by_role(tmp_path):
+    """_flash_attention_backward on the packed tensors (grad_out, q, k, v, out [T, H, D], lse,
+    cum_seq_q/k [B + 1], max_q/k): every kernel gets bytes, the main loop all the (bounded) FLOPs."""
+    t = SynthTrace()
+    tot, n, mx, h, d = sum(LENS), len(LENS), max(LENS), 16, 64
+    p = [tot, h, d]
+    dims = [p, p, p, p, p, [h, tot], [n + 1], [n + 1]] + [[]] * 9
+    types = [BF16] * 5 + ["float", "int", "int"] + ["Scalar"] * 4 + [""] * 5
+    conc = [""] * 8 + [str(mx), str(mx), "0.", "True"] + [""] * 5
+    with t.op("aten::_flash_attention_backward", dims=dims, types=types, concrete=conc):
+        t.kernel(FA2.format("flash_bwd_dot_do_o_kernel"), dur=20.0)
+        t.kernel(FA2.format("flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel"), dur=900.0)
+        t.kernel(FA2.format("flash_bwd_convert_dq_kernel"), dur=20.0)
+    tr, a, ks = _attributed(t, tmp_path)
+    c = a.costs[int(a.owner[ks[0]])]
+    assert c.upper_bound and c.detail["varlen"]["batch"] == n
+    true = 10.0 * h * d * sum(x * (x + 1) / 2 for x in LENS)  # 5 matmuls, causal
+    assert c.detail["varlen"]["flops_lower"] <= true <= c.flops
+    assert np.isfinite(a.bytes[ks]).all() and a.flops[ks[1]] == pytest.approx(c.flops)
+    packed = tot * h * d * 2
+    assert a.reads[ks[1]] >= 4 * packed  # Q, K, V, dO
