@@ -16,6 +16,7 @@ names a class that only appears as a template argument (FlashAttention-3's kerne
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Optional
@@ -168,6 +169,7 @@ def function_name(name: str) -> str:
     return bare.split("(", 1)[0].removeprefix("void ").strip()
 
 
+@functools.lru_cache(maxsize=8192)
 def kernel_rule(name: str) -> Optional[KernelRole]:
     """The table entry a kernel name belongs to, or None."""
     fn = function_name(name)
@@ -177,6 +179,7 @@ def kernel_rule(name: str) -> Optional[KernelRole]:
     return None
 
 
+@functools.lru_cache(maxsize=8192)
 def kernel_role(name: str, matrix_op: bool) -> Optional[str]:
     """The role of a kernel in its op: the table's, else MAIN for a matrix-engine kernel of a
     matmul/attention op (``matrix_op``) and AUX for a helper of one; None when the name says
