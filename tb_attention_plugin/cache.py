@@ -29,14 +29,15 @@ except ImportError:  # pragma: no cover
 
 
 def _source_fingerprint() -> str:
-    """A hash of the package's own code: any change to the analysis (an upgrade, a local edit)
-    invalidates cached reports, not only a version bump. ~2 ms for the whole package."""
+    """A hash of the package's own code and data (the advice's measured backend table): any change
+    to the analysis (an upgrade, a local edit) invalidates cached reports, not only a version bump.
+    ~2 ms for the whole package."""
     root = os.path.dirname(os.path.abspath(__file__))
     h = hashlib.sha1()
     for d, dirs, files in os.walk(root):
         dirs[:] = sorted(x for x in dirs if x not in ("static", "__pycache__"))
         for f in sorted(files):
-            if f.endswith(".py"):
+            if f.endswith((".py", ".json")):
                 try:
                     with open(os.path.join(d, f), "rb") as fh:
                         h.update(f.encode() + b"\0" + fh.read())

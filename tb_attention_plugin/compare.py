@@ -63,6 +63,9 @@ TIME_TOTALS = (
     "gpu_time_us",
     "gpu_busy_us",
     "kernel_time_us",
+    "span_us",
+    "idle_us",
+    "step_time_us",
 )
 COUNT_TOTALS = ("attention_kernels", "instances")
 SHARE_TOTALS = ("attention_share",)
@@ -81,6 +84,8 @@ _PHASE_RATES = (
 )
 ROOF_REACHED = 0.5
 SAME_PCT = 1.0  # |delta_pct| below this: "about the same"
+STEP_CHANGE_PCT = 10.0  # a step-time change (GPU span) the verdict names
+STEP_NOT_ATTENTION = 5.0  # a step change this many times attention's: launches and idle time changed, not attention
 
 
 # ---------------------------------------------------------------- kernel groups
@@ -311,6 +316,9 @@ def summarize(report: dict, label: Optional[str] = None) -> dict:
     steps = report.get("steps") or []
     n_steps = 1 if report.get("step") is not None else max(1, len(steps))
     totals = {f: report.get(f) for f in TIME_TOTALS + COUNT_TOTALS + SHARE_TOTALS}
+    # the profiled steps' wall time (their CPU ranges), when the trace has ProfilerStep ranges
+    sel = [x for x in steps if report.get("step") is None or x.get("name") == report.get("step")]
+    totals["step_time_us"] = round(sum(x.get("dur_us") or 0.0 for x in sel), 3) if sel else None
     phases = []
     for p in report.get("phases") or []:
         row = {k: p.get(k) for k in ("phase", "direction", "label", "core") + _PHASE_SUMS + _PHASE_RATES}
@@ -341,7 +349,14 @@ def summarize(report: dict, label: Optional[str] = None) -> dict:
         "kernel_groups": groups,
         "kernel_groups_source": "kernels" if kernels is not None else "phase_top_kernels",
         "advice": [
-            {"id": a.get("id"), "title": a.get("title"), "estimated_gain_us": a.get("estimated_gain_us")}
+            {
+                "id": a.get("id"),
+                "title": a.get("title"),
+                "estimated_gain_us": a.get("estimated_gain_us"),
+                "gain_basis": a.get("gain_basis"),
+                "gpu_gain_us": a.get("gpu_gain_us"),
+                "step_gain_us": a.get("step_gain_us"),
+            }
             for a in report.get("advice") or []
         ],
         "notices": [n.get("code") for n in report.get("notices") or []],
@@ -423,8 +438,10 @@ def aggregate(sides: list[dict], label: Optional[str] = None) -> dict:
         for x in s["advice"]:
             if x["id"] not in adv:
                 adv[x["id"]] = dict(x)
-            elif x.get("estimated_gain_us") is not None and adv[x["id"]].get("estimated_gain_us") is not None:
-                adv[x["id"]]["estimated_gain_us"] = round(adv[x["id"]]["estimated_gain_us"] + x["estimated_gain_us"], 3)
+            else:
+                for g in ("estimated_gain_us", "gpu_gain_us", "step_gain_us"):
+                    if x.get(g) is not None and adv[x["id"]].get(g) is not None:
+                        adv[x["id"]][g] = round(adv[x["id"]][g] + x[g], 3)
     return {
         "kind": "side",
         "label": label or ", ".join(s["label"] for s in sides),
@@ -631,6 +648,7 @@ def compare_reports(base: dict, new: dict, *, normalize: str = "auto", top: int 
     notes = _notes(b, n, per_step)
     unit = "per step" if per_step else "in total"
     be = _compare_backends(b, n, bd, nd)
+    step = _step_change(totals, faster)
     return {
         "kind": "tb-attention-compare",
         "schema": COMPARE_SCHEMA,
@@ -647,7 +665,8 @@ def compare_reports(base: dict, new: dict, *, normalize: str = "auto", top: int 
         "verdict": {
             "attention_time_us": {k: att[k] for k in ("base", "new", "delta", "delta_pct", "ratio", "speedup")},
             "faster": faster,
-            "summary": _verdict_text(att, faster, unit) + _backend_clause(be),
+            "summary": _verdict_text(att, faster, unit) + _step_clause(step, unit) + _backend_clause(be),
+            "step": step,
         },
         "backends": be,
         "totals": totals,
@@ -815,6 +834,50 @@ def _notes(b: dict, n: dict, per_step: bool) -> list[str]:
         if s["kernel_groups_source"] != "kernels":
             out.append(f"kernel groups of the {which} come from each phase's five longest kernel names only")
     return out
+
+
+def _step_change(totals: dict, faster: Optional[str]) -> dict:
+    """The step-time side of the verdict: the GPU span (first to last GPU activity: the step as the
+    GPU saw it) and its idle part on both sides, and whether the step changed by ≥ STEP_CHANGE_PCT.
+    A CUDA graph or fewer launches leave attention's GPU time as it was and shorten the step: the
+    verdict must say so rather than "about the same"."""
+    span, idle = totals.get("span_us") or {}, totals.get("idle_us") or {}
+    att = totals.get("attention_time_us") or {}
+    d = span.get("delta_pct")
+    changed = d is not None and abs(d) >= STEP_CHANGE_PCT
+    return {
+        "span_us": {k: span.get(k) for k in ("base", "new", "delta", "delta_pct", "ratio", "speedup")},
+        "idle_us": {k: idle.get(k) for k in ("base", "new", "delta", "delta_pct")},
+        "changed": changed,
+        "faster": None if not changed else ("new" if (span.get("delta") or 0) < 0 else "base"),
+        # attention time about the same, or its change a small part of the step's
+        "not_attention": faster == "same"
+        or (
+            span.get("delta") is not None
+            and att.get("delta") is not None
+            and abs(span["delta"]) >= STEP_NOT_ATTENTION * abs(att["delta"])
+        ),
+    }
+
+
+def _step_clause(step: dict, unit: str) -> str:
+    if not step.get("changed"):
+        return ""
+    sp, idle = step["span_us"], step["idle_us"]
+    how = (
+        f"{sp['speedup']:.1f}x faster"
+        if step["faster"] == "new" and sp.get("speedup")
+        else f"{1 / sp['speedup']:.1f}x slower"
+        if sp.get("speedup")
+        else "changed"
+    )
+    text = (
+        f"; step time (GPU span) {_us(sp['base'])} → {_us(sp['new'])} {unit} ({how}), GPU idle "
+        f"{_us(idle.get('base'))} → {_us(idle.get('new'))}"
+    )
+    if step.get("not_attention"):
+        text += ": the change is in launches and idle time (CUDA graphs, fewer ops, host syncs), not attention kernels"
+    return text
 
 
 def _verdict_text(att: dict, faster: Optional[str], unit: str) -> str:

@@ -172,10 +172,36 @@ def analyze_trace(
     progress.stage("memory")
     rep["memory"] = _memory_block(trace, links, tagging, attr, rep)
     _sources(rep, trace, links)  # sources.py: the user's source line per attention kernel
+    # model.py: sites, flops_ledger, boundary (before advice, whose rules may read them)
+    rep.update(_model(rep, trace, links, attr))
     progress.stage("advice")
-    # advice.py: findings, and the attention backends that compare/check name
-    rep["advice"], rep["attention_backends"] = _advice(rep, trace, links, tagging)
+    # advice/: findings, what each rule checked, and the attention backends that compare/check name
+    rep["advice"], rep["advice_checks"], rep["attention_backends"] = _advice(rep, trace, links, tagging)
+    if isinstance(rep.get("memory"), dict):
+        rep["memory"].pop("_kernel_ids", None)  # the flags' GPU activities: for the advice only
+    _top_findings(rep)
     return rep
+
+
+def _top_findings(rep) -> None:
+    """Each site's ``top_finding`` (model.py), once advice has run."""
+    from .model import attach_top_findings
+
+    try:
+        attach_top_findings(rep)
+    except Exception as e:  # noqa: BLE001 - reported in warnings
+        rep["warnings"].append(f"sites' top findings failed: {type(e).__name__}: {e}")
+
+
+def _model(rep, trace, links, attr) -> dict:
+    """``sites``, ``flops_ledger`` and ``boundary`` (model.py); a failure never loses the report."""
+    from .model import build
+
+    try:
+        return build(rep, trace, links, attr)
+    except Exception as e:  # noqa: BLE001 - reported in warnings
+        rep["warnings"].append(f"sites and FLOPs ledger failed: {type(e).__name__}: {e}")
+        return {"sites": [], "flops_ledger": None, "boundary": None}
 
 
 def _sources(rep, trace, links) -> None:
@@ -189,15 +215,16 @@ def _sources(rep, trace, links) -> None:
 
 
 def _advice(rep, trace, links, tagging) -> tuple:
-    """``advice`` and ``attention_backends`` (advice.py): findings from this run's numbers and its
-    attention implementations; a failure there never loses the report."""
-    from .advice import advice_and_backends
+    """``advice``, ``advice_checks`` and ``attention_backends`` (advice/): findings from this run's
+    numbers, what each rule checked, and its attention implementations; a failure there never loses
+    the report."""
+    from .advice import advice_block
 
     try:
-        return advice_and_backends(rep, trace, links, tagging)
+        return advice_block(rep, trace, links, tagging)
     except Exception as e:  # noqa: BLE001 - reported in warnings
         rep["warnings"].append(f"advice failed: {type(e).__name__}: {e}")
-        return [], []
+        return [], [], []
 
 
 def _memory_block(trace, links, tagging, attr, rep) -> dict:
@@ -450,6 +477,7 @@ def _kernel_table(
         "graph": c["graph"],
         "instance": c["instance"],
         "scope": c["scope"],
+        "site": Coded(np.zeros(n, dtype=np.int32), [None]),  # model.py names each call's site
         "op": c["op"],
         "cost_op": Coded(np.where(costop_codes >= 0, costop_codes, len(names)), names + [None]),
         "module": c["module"],

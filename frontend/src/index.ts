@@ -11,6 +11,7 @@ import { renderAdvice } from "./views/advice";
 import { CompareView } from "./views/compare";
 import { KernelTable } from "./views/kernels";
 import { renderPhases } from "./views/phases";
+import { renderSites } from "./views/sites";
 import { renderRoofline, RooflineControls, ROOFLINE_HELP } from "./views/roofline";
 import { RunsView } from "./views/runs";
 import { fileOf, picker, resolve } from "./views/selectors";
@@ -341,6 +342,7 @@ class App {
       hasAttention ? renderAdvice(s, pick) : null,
       noGpu ? null : renderSummary(s),
       hasAttention ? renderPhases(s, pick) : null,
+      hasAttention ? renderSites(s, pick) : null,
       hasAttention ? section("Roofline", "roofline", h("p", { class: "section-help" }, ROOFLINE_HELP), roofEl) : null,
       timeline ? timeline.el : null,
       noGpu ? null : section("Kernels", "kernels", this.kernels.el),

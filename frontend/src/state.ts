@@ -16,6 +16,7 @@ export interface KernelFilter {
   bound?: string;
   scope?: string;
   q?: string;
+  site?: string;
 }
 
 export interface UrlState {
@@ -40,7 +41,7 @@ function parts(hash: string): string[] {
 }
 
 const SEL_KEYS: (keyof Selection)[] = ["run", "worker", "span", "file", "step"];
-const K_KEYS: (keyof KernelFilter)[] = ["phase", "direction", "bound", "scope", "q"];
+const K_KEYS: (keyof KernelFilter)[] = ["phase", "direction", "bound", "scope", "q", "site"];
 
 function selFrom(m: Map<string, string>, prefix: string): Selection | undefined {
   const run = m.get(`${prefix}run`);

@@ -198,6 +198,25 @@ export interface Advice {
   estimated_gain_us: number | null;
   removable_us?: number | null;
   how: string;
+  /** "gpu": estimated_gain_us is attention GPU time saved; "step": wall-clock step time saved. */
+  gain_basis?: "gpu" | "step";
+  /** Both figures, each null where it cannot be estimated (docs/report-schema.md#advice). */
+  gpu_gain_us?: number | null;
+  step_gain_us?: number | null;
+  /** The fix as code, and the twin pair that validates the rule. */
+  fix_code?: string;
+  twin?: string | null;
+}
+
+/** One rule of ``advice_checks``: whether it fired, and why not. */
+export interface AdviceCheck {
+  id: string;
+  title: string;
+  basis: "gpu" | "step";
+  twin: string | null;
+  fired: boolean;
+  reason: string | null;
+  findings?: string[];
 }
 
 export interface BackendRow {
@@ -241,6 +260,7 @@ export interface Summary {
   communication?: Communication | null;
   streams?: StreamRow[];
   advice?: Advice[];
+  advice_checks?: AdviceCheck[];
   attention_busy_us?: number | null;
   latency_cause_time_us?: Partial<Record<string, number>>;
   attention_backends?: BackendRow[];
@@ -271,6 +291,190 @@ export interface Summary {
   warnings: string[];
   thresholds: { roof_reached: number };
   measurements?: Measurements | null;
+  sites?: Site[];
+  flops_ledger?: FlopsLedger | null;
+  boundary?: Boundary | null;
+}
+
+/** Attention MFU on each basis (model.py): null when unknown or when the count exceeds the roof. */
+export interface Mfu {
+  useful: number | null;
+  executed: number | null;
+  dense: number | null;
+}
+
+export interface SiteShape {
+  b?: number;
+  h?: number;
+  hk?: number;
+  sq?: number;
+  sk?: number;
+  d?: number;
+  dv?: number;
+  mask?: string;
+  inputs?: string;                   // no geometry: the longest core kernel's recorded inputs
+  calls: number;
+}
+
+/** One attention site (report ``sites``): the calls one place of the model makes. */
+export interface Site {
+  id: number;
+  name: string;
+  kind: "annotation" | "module" | "source" | "op";
+  calls: number;
+  layers: number | null;
+  time_us: number | null;
+  forward_us: number | null;
+  backward_us: number | null;
+  core_us: number | null;
+  share: number | null;
+  kernels: number;
+  shapes: SiteShape[];
+  dtype: string | null;
+  backends: { backend: string; label: string; time_us: number | null }[];
+  bound: Bound;
+  bound_time_us: Partial<Record<Bound, number>>;
+  flops: number | null;
+  bytes: number | null;
+  cost_coverage: number | null;
+  useful: number | null;
+  executed: number | null;
+  dense: number | null;
+  mfu: Mfu;
+  source: string | null;
+  top_finding: { id: string; severity: string; title: string } | null;
+}
+
+export interface Hfu {
+  value: number | null;
+  flops: number | null;
+  roof_time_us: number | null;
+  span_us: number | null;
+  exceeds_peak?: boolean;
+  note?: string;
+}
+
+export interface LedgerSite {
+  site: number;
+  useful: number | null;
+  executed: number | null;
+  dense: number | null;
+  useful_exact: boolean;
+  executed_upper_bound: boolean;
+  useful_low?: number;
+  time_us: number | null;
+  costed_time_us: number | null;
+  mfu: Mfu;
+  exceeds_peak?: string[];
+}
+
+export interface LedgerStep {
+  name: string;
+  useful: number | null;
+  executed: number | null;
+  dense: number | null;
+  useful_exact: boolean;
+  executed_upper_bound: boolean;
+  useful_low?: number;
+  time_us: number | null;
+  costed_time_us: number | null;
+  mfu: Mfu;
+  exceeds_peak?: string[];
+  hfu: Hfu;
+}
+
+export interface LedgerCall {
+  call: number;
+  site: number;
+  direction: "forward" | "backward";
+  step: string | null;
+  backend: string | null;
+  op: string | null;
+  shapes: { b: number; h: number; hk: number; sq: number; sk: number; d: number; dv: number;
+    lengths?: string; total_q?: number | null; total_k?: number | null;
+    block?: { q_block: number; kv_block: number; blocks: number | null } } | null;
+  mask: string | null;
+  useful: number | null;
+  useful_low?: number;
+  executed: number | null;
+  dense: number | null;
+  useful_exact: boolean;
+  executed_basis: string | null;
+  tile: number[] | null;
+  time_us: number | null;
+  peak_flops_per_s: number | null;
+  mfu: Mfu;
+  exceeds_peak?: string[];
+}
+
+/** The FLOPs ledger (report ``flops_ledger``; docs/cost-model.md, *The FLOPs ledger*). */
+export interface FlopsLedger {
+  useful: number | null;
+  executed: number | null;
+  dense: number | null;
+  useful_exact: boolean;
+  executed_upper_bound: boolean;
+  useful_low?: number;
+  time_us: number | null;
+  costed_time_us: number | null;
+  mfu: Mfu;
+  exceeds_peak?: string[];
+  hfu: Hfu;
+  peaks: Record<string, number>;
+  formula: string;
+  estimated: boolean;
+  sites: LedgerSite[];
+  steps: LedgerStep[];
+  calls_total: number;
+  calls: LedgerCall[];
+}
+
+export interface BoundaryItem {
+  role: string;
+  kernels: number;
+  time_us: number | null;
+  bytes: number | null;
+}
+
+export interface BoundaryFusion {
+  id: string;
+  label: string;
+  calls: number;
+  removable_bytes: number | null;
+  removable_us: number | null;
+  estimated_gain_us: number | null;
+}
+
+export interface BoundaryCall {
+  call: number;
+  site: number;
+  complete: boolean;
+  costed: boolean;
+  next: { name: string | null; op: string | null; module: string | null } | null;
+  bytes: number | null;
+  time_us: number | null;
+  removable_bytes: number | null;
+  estimated_gain_us: number | null;
+  items: BoundaryItem[];
+  fusions: string[];
+}
+
+/** The FFN boundary (report ``boundary``; memory/boundary.py): attention's output to the next matmul. */
+export interface Boundary {
+  calls: number;
+  complete_calls: number;
+  bytes: number | null;
+  time_us: number | null;
+  removable_bytes: number | null;
+  removable_us: number | null;
+  estimated_gain_us: number | null;
+  estimated: boolean;
+  bandwidth: number | null;
+  bandwidth_fraction: number;
+  roles: BoundaryItem[];
+  fusions: BoundaryFusion[];
+  calls_listed: number;
+  per_call: BoundaryCall[];
 }
 
 /** CUDA-graph replays (attention/graphs.py): how the replayed kernels got their CPU context. */
@@ -301,6 +505,7 @@ export interface Kernel {
   tag_source: string | null;
   instance: number | null;
   scope: string | null;
+  site?: string | null;
   op: string | null;
   cost_op: string | null;
   module: string | null;
@@ -471,6 +676,18 @@ export interface CompareAdviceItem {
   title: string;
   estimated_gain_us: number | null;
   severity?: string;
+  gain_basis?: "gpu" | "step" | null;
+  gpu_gain_us?: number | null;
+  step_gain_us?: number | null;
+}
+
+/** The step-time side of a comparison's verdict (compare._step_change). */
+export interface CompareStep {
+  span_us: CompareDelta;
+  idle_us: { base: number | null; new: number | null; delta: number | null; delta_pct: number | null };
+  changed: boolean;
+  faster: "new" | "base" | null;
+  not_attention: boolean;
 }
 
 export interface CompareSideInfo {
@@ -488,7 +705,7 @@ export interface CompareSideInfo {
 export interface CompareResponse {
   base?: CompareSideInfo;
   new?: CompareSideInfo;
-  verdict?: { attention_time_us: CompareDelta; faster: "new" | "base" | "same" | null; summary: string };
+  verdict?: { attention_time_us: CompareDelta; faster: "new" | "base" | "same" | null; summary: string; step?: CompareStep };
   normalization?: { mode: string; unit: string; base_steps: number; new_steps: number; base_divisor: number; new_divisor: number };
   sections?: CompareSection[];
   kernel_groups?: CompareGroup[];
@@ -521,7 +738,11 @@ export interface OverviewRow {
   bound_time_us?: Record<Bound, number>;
   notices?: { code: string; message: string }[];
   advice?: number;
-  top_advice?: { id: string; title: string; severity: string; estimated_gain_us: number | null } | null;
+  /** The same figures per step, on the strip's one basis (busy + idle = step). */
+  per_step?: { steps: number; step_us: number | null; gpu_busy_us: number; compute_busy_us: number | null;
+    idle_us: number | null; attention_time_us: number };
+  top_advice?: { id: string; title: string; severity: string; estimated_gain_us: number | null;
+    gain_basis?: "gpu" | "step" | null; step_gain_us?: number | null } | null;
   partial?: boolean;
 }
 

@@ -719,6 +719,22 @@ def sdpa_shapes(op: str, args: list[Arg]) -> Optional[dict[str, Any]]:
     )
 
 
+def sum_squares_bounds(total: int, longest: int, n: int) -> tuple[int, int]:
+    """Bounds on Σᵢ Lᵢ² for ``n`` sequences of ``total`` tokens, the longest ``longest``: what a
+    varlen call's recorded inputs (packed length, cu_seqlens' size, max_seqlen) allow. Lower:
+    one sequence of ``longest`` and the rest equal; upper: as many of ``longest`` as fit."""
+    if n <= 0 or total <= 0 or longest <= 0:
+        return 0, 0
+    longest = min(longest, total)
+    rest = total - longest
+    low = longest * longest + (rest * rest) // (n - 1) if n > 1 else longest * longest
+    if n == 1:
+        low = total * total
+    full, rem = divmod(total, longest)
+    high = full * longest * longest + rem * rem
+    return min(low, high), high
+
+
 def varlen_pairs(
     n: int, tq: int, tk: int, max_q: Optional[int], max_k: Optional[int], causal: bool
 ) -> tuple[float, float, bool]:
@@ -742,10 +758,9 @@ def varlen_pairs(
             pairs = pairs * causal_fraction(max_q, max_k, bottom_right=True)
         return pairs, pairs, True
     if tq == tk and max_q is not None and max_q == max_k:
-        t, m = tq, max(1, min(max_q, tq))
-        full, rest = divmod(t, m)
-        hi = float(full) * m * m + float(rest) * rest
-        lo = max(float(t) * t / n, float(m) * m + (float(t - m) ** 2) / (n - 1))
+        t = tq
+        lo_i, hi_i = sum_squares_bounds(t, max_q, n)
+        lo, hi = float(lo_i), float(hi_i)
         if causal:
             hi, lo = (hi + t) / 2.0, (lo + t) / 2.0
         return hi, min(lo, hi), False

@@ -194,3 +194,10 @@ def kernel_role(name: str, matrix_op: bool) -> Optional[str]:
     if _MATRIX.search(name):
         return MAIN
     return None
+
+
+def is_matrix_kernel(name: str) -> bool:
+    """Whether a kernel's function name says matrix-engine work (a GEMM or attention kernel) and
+    not a helper (fills, copies, reductions, elementwise)."""
+    fn = function_name(name)
+    return bool(_MATRIX.search(fn)) and not _HELPER.search(fn)

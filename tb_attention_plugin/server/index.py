@@ -31,7 +31,7 @@ NUMERIC = (
     "occupancy_pct",
 )
 # categorical columns (value -> small int code; null -> -1)
-CATEGORICAL = ("phase", "direction", "bound", "kind", "step", "peak", "dtype", "tag_source")
+CATEGORICAL = ("phase", "direction", "bound", "kind", "step", "peak", "dtype", "tag_source", "site")
 # text columns searched by ``q`` and sortable by their text
 TEXT = ("name", "module_path", "op")
 SORT_KEYS = NUMERIC + CATEGORICAL + TEXT + ("attention",)
@@ -290,6 +290,7 @@ class KernelQuery:
     kind: Optional[str] = None
     scope: str = "attention"  # attention | all | other
     q: str = ""
+    site: str = ""  # an attention site's name (report ``sites``, kernel rows' ``site``)
 
 
 def _cat_mask(t: KernelTable, col: str, values: list) -> np.ndarray:
@@ -313,6 +314,8 @@ def filter_mask(t: KernelTable, q: KernelQuery) -> np.ndarray:
         m &= _cat_mask(t, "bound", q.bound)
     if q.kind:
         m &= _cat_mask(t, "kind", [q.kind])
+    if q.site:
+        m &= _cat_mask(t, "site", [q.site])
     if q.q:
         needle = q.q.lower()
         hit = np.zeros(t.n, dtype=bool)

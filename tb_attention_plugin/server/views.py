@@ -72,6 +72,7 @@ def kernel_query(args: Any) -> KernelQuery:
         kind=choice_param(args, "kind", ("kernel", "memcpy", "memset")),
         scope=choice_param(args, "scope", SCOPES, "attention") or "attention",
         q=text_param(args, "q", max_len=4096),  # a whole C++ kernel name (the timeline and roofline search by it)
+        site=text_param(args, "site", max_len=4096),  # a site's name, as the Sites table shows it
     )
 
 
@@ -131,6 +132,7 @@ def memory(snap: Snapshot, sel: Selection) -> dict[str, Any]:
         "state": "ready",
         "selection": sel.echo,
         "memory": s.get("memory"),
+        "boundary": s.get("boundary"),  # model.py's FFN boundary, shown beside the memory view
         "attention_time_us": s.get("attention_time_us"),
         "steps": s.get("steps") or [],
         "step": s.get("step"),

@@ -22,11 +22,12 @@ export interface KernelQuery {
   bound: string;
   scope: string;
   q: string;
+  site: string;
 }
 
 export function defaultQuery(hasAttention: boolean): KernelQuery {
   return { offset: 0, limit: 50, sort: "dur_us", order: "desc", phase: "", direction: "", bound: "",
-    scope: hasAttention ? "attention" : "all", q: "" };
+    scope: hasAttention ? "attention" : "all", q: "", site: "" };
 }
 
 interface Col {
@@ -89,12 +90,12 @@ export class KernelTable {
   /** The filters as they stand (for the URL). */
   filter(): KernelFilter {
     const q = this.q;
-    return { phase: q.phase, direction: q.direction, bound: q.bound, scope: q.scope, q: q.q };
+    return { phase: q.phase, direction: q.direction, bound: q.bound, scope: q.scope, q: q.q, site: q.site };
   }
 
   /** Filter from elsewhere (a phase bar, a roofline point, a finding): back to page one. */
   apply(f: KernelFilter): void {
-    this.q = { ...this.q, phase: "", direction: "", bound: "", q: "", ...clean(f), offset: 0 };
+    this.q = { ...this.q, phase: "", direction: "", bound: "", q: "", site: "", ...clean(f), offset: 0 };
     this.searchInput.value = this.q.q;
     this.renderControls(this.last);
     this.unpin();
@@ -112,7 +113,7 @@ export class KernelTable {
       h("div", { class: "pinned-head" }, h("strong", null, "Selected kernel"), h("span", { class: "muted small" }, ` #${k.id} · ${fmt.time(k.dur_us)}`),
         h("span", { class: "grow" }), close),
       details(k)));
-    this.q = { ...this.q, phase: "", direction: "", bound: "", q: k.name, scope: k.attention ? "attention" : "all", offset: 0 };
+    this.q = { ...this.q, phase: "", direction: "", bound: "", site: "", q: k.name, scope: k.attention ? "attention" : "all", offset: 0 };
     this.searchInput.value = k.name;
     this.renderControls(this.last);
     this.onFilter(this.filter());
@@ -126,7 +127,7 @@ export class KernelTable {
 
   private set(patch: Partial<KernelQuery>): void {
     this.q = { ...this.q, ...patch };
-    if ("phase" in patch || "direction" in patch || "bound" in patch || "scope" in patch || "q" in patch) this.onFilter(this.filter());
+    if ("phase" in patch || "direction" in patch || "bound" in patch || "scope" in patch || "q" in patch || "site" in patch) this.onFilter(this.filter());
     void this.load();
   }
 
@@ -147,7 +148,20 @@ export class KernelTable {
       this.mkSelect("kernel-phase", "Phase", this.q.phase, [["", "all phases"], ...phases.map((p) => [p, phaseLabel(p)] as [string, string])], "phase"),
       this.mkSelect("kernel-direction", "Direction", this.q.direction, [["", "both"], ["forward", "forward"], ["backward", "backward"]], "direction"),
       this.mkSelect("kernel-bound", "Bound", this.q.bound, [["", "any"], ["compute", "compute"], ["memory", "memory"], ["latency", "latency (any cause)"], ["unknown", "unknown"]], "bound"),
+      this.siteChip(),
       searchField);
+  }
+
+  /** The site filter set from the Sites table, with a button that clears it. */
+  private siteChip(): HTMLElement | null {
+    if (!this.q.site) return null;
+    const clear = h("button", { type: "button", class: "btn", id: "kernel-site-clear", title: "show the kernels of every site" }, "\u00d7");
+    clear.addEventListener("click", () => {
+      this.set({ site: "", offset: 0 });
+      this.renderControls(this.last);
+    });
+    return h("span", { class: "field site-filter", id: "kernel-site" }, h("span", { class: "field-label" }, "Site"),
+      h("span", { class: "mono small ellipsis", title: this.q.site }, this.q.site), clear);
   }
 
   private async load(): Promise<void> {
@@ -156,7 +170,7 @@ export class KernelTable {
     const params: Record<string, string | number | null> = {
       offset: this.q.offset, limit: this.q.limit, sort: this.q.sort, order: this.q.order,
       phase: this.q.phase || null, direction: this.q.direction || null, bound: this.q.bound || null,
-      scope: this.q.scope, q: this.q.q || null,
+      scope: this.q.scope, q: this.q.q || null, site: this.q.site || null,
     };
     try {
       for (let i = 0; i < 600; i++) {
@@ -277,7 +291,7 @@ export class KernelTable {
 function clean(f: KernelFilter | undefined): Partial<KernelQuery> {
   const out: Partial<KernelQuery> = {};
   if (!f) return out;
-  for (const key of ["phase", "direction", "bound", "q"] as const) if (typeof f[key] === "string") out[key] = f[key] as string;
+  for (const key of ["phase", "direction", "bound", "q", "site"] as const) if (typeof f[key] === "string") out[key] = f[key] as string;
   if (f.scope === "attention" || f.scope === "all" || f.scope === "other") out.scope = f.scope;
   return out;
 }

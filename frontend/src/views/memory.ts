@@ -6,7 +6,9 @@
 import { PHASE_ORDER, phaseColor, phaseLabel } from "../colors";
 import { Child, h, replace, s, select } from "../dom";
 import * as fmt from "../format";
+import type { Boundary } from "../types";
 import { hideTip, note, phaseTag, section, showTip } from "../widgets";
+import { renderBoundary } from "./sites";
 
 // ---------------------------------------------------------------- the JSON of /memory
 
@@ -171,6 +173,7 @@ export interface MemoryBlock {
 
 export interface MemoryResponse {
   memory: MemoryBlock | null;
+  boundary?: Boundary | null;
   attention_time_us: number | null;
 }
 
@@ -640,5 +643,6 @@ export function renderMemory(data: MemoryResponse): HTMLElement {
   }
   parts.push(h("h3", { class: "mem-sub" }, "K/V footprint (from shapes)"), footprint(mem));
   parts.push(h("h3", { class: "mem-sub" }, "Data movement inside attention"), movement(mem));
+  parts.push(renderBoundary(data.boundary));
   return section("Memory and data movement", "memory", ...parts);
 }

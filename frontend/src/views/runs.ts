@@ -7,7 +7,7 @@ import { h, replace } from "../dom";
 import * as fmt from "../format";
 import type { OverviewRow } from "../types";
 import { phaseTag, section } from "../widgets";
-import { IDLE_TIME_FINDINGS } from "./advice";
+import { isStepBasis } from "./advice";
 import * as states from "./states";
 
 const BOUNDS = ["compute", "memory", "latency", "unknown"] as const;
@@ -57,7 +57,7 @@ export function runsTable(rows: OverviewRow[], onOpen: (run: string) => void): H
       ready ? h("td", { class: "small" }, r.top_advice
         ? [h("span", { class: `badge sev sev-${r.top_advice.severity}` }, r.top_advice.severity), " ", r.top_advice.title,
           r.top_advice.estimated_gain_us ? h("span", { class: "muted" }, ` (${fmt.est(fmt.time(r.top_advice.estimated_gain_us), true)}` +
-            `${IDLE_TIME_FINDINGS.has(r.top_advice.id) ? " of GPU idle time" : ""})`) : null,
+            `${isStepBasis(r.top_advice) ? " of step time" : " of attention GPU time"})`) : null,
           (r.advice || 0) > 1 ? h("span", { class: "muted" }, ` +${(r.advice || 0) - 1} more`) : null]
         : h("span", { class: "muted" }, "none")) : null,
       h("td", { class: "small" }, (r.partial ? [h("span", { class: "badge warn" }, "incomplete")] : []).concat(

@@ -72,7 +72,7 @@ export function renderSummary(s: Summary): HTMLElement {
   ]);
   const bounds = (["compute", "memory", "latency", "unknown"] as const);
   const boundBar = split(bounds.map((b) => ({ label: BOUND_LABELS[b], value: s.bound_time_us?.[b] || 0, color: BOUND_COLORS[b] })));
-  const stepNote = s.step ? `step ${s.step}` : s.steps.length ? `${s.steps.length} profiled step${s.steps.length > 1 ? "s" : ""}` : "whole trace";
+  const stepNote = s.step ? `step ${s.step}` : s.steps.length > 1 ? `total over ${s.steps.length} profiled steps` : s.steps.length ? "1 profiled step" : "whole trace";
 
   const grid = h("div", { class: "stats" },
     deviceCard,
