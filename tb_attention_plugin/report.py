@@ -34,6 +34,7 @@ from .roofline.classify import (
 )
 from .roofline.frame import KernelFrame
 from .roofline.measured import Result, apply as measure
+from .roofline.roles import ROLE_NAMES
 from .table import Coded, KernelTable
 from .trace.busy import busy_times
 from .trace.correlate import Links, link, take_or
@@ -523,6 +524,7 @@ def _kernel_table(
         "estimated": frame.estimated,
         "upper_bound": frame.upper_bound,
         "cost_share": np.where(attr.owner >= 0, np.round(attr.share, 4), np.nan),
+        "cost_role": Coded(np.where(attr.role >= 0, attr.role, len(ROLE_NAMES)), list(ROLE_NAMES) + [None]),
         "grid": _dims_column(G["grid_x"], G["grid_y"], G["grid_z"], is_kernel),
         "block": _dims_column(G["block_x"], G["block_y"], G["block_z"], is_kernel),
         "occupancy_pct": np.where(is_kernel, np.round(frame.occupancy, 1), np.nan),

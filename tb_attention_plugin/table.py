@@ -56,6 +56,7 @@ FIELDS = (
     "estimated",
     "upper_bound",
     "cost_share",
+    "cost_role",
     "grid",
     "block",
     "occupancy_pct",

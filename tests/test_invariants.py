@@ -218,6 +218,42 @@ def test_flops_and_bytes_not_negative(name):
             assert (p.get(field) or 0) >= 0, (p["phase"], field, p.get(field))
 
 
+@functools.cache
+def _attribution(name: str):
+    """The trace and its cost attribution (roofline/attribute.py), for the per-op checks."""
+    from tb_attention_plugin.roofline.attribute import attribute
+    from tb_attention_plugin.trace.correlate import link
+    from tb_attention_plugin.trace.records import load_trace
+
+    t = load_trace(PATHS[name])
+    return t, attribute(t, link(t))
+
+
+@param
+def test_kernels_of_an_op_share_its_flops_and_cover_its_bytes(name):
+    """Cost by role (docs/cost-model.md): no kernel of an op gets more FLOPs than the op, its
+    kernels' FLOPs add up to the op's, every byte count is >= 0, and when every kernel of an op
+    has bytes they move at least the op's minimum traffic (each tensor it reads or writes is
+    moved by one of its kernels)."""
+    if _ok(name).rep.get("status") != "ok":
+        return
+    t, a = _attribution(name)
+    own = a.owner
+    for o in np.unique(own[own >= 0]).tolist():
+        ks = np.flatnonzero(own == o)
+        c = a.costs.get(o)
+        if c is None:
+            continue
+        f, b, r = a.flops[ks], a.bytes[ks], a.reads[ks]
+        if c.flops is not None:
+            assert (f <= c.flops * (1 + 1e-9) + 1e-6).all(), (t.strings[t.ranges["name"][o]], f.max(), c.flops)
+            assert f.sum() == pytest.approx(c.flops, rel=1e-9, abs=1e-6), t.strings[t.ranges["name"][o]]
+        assert not (b[~np.isnan(b)] < 0).any() and not (r[~np.isnan(r)] < 0).any()
+        assert (r[~np.isnan(b)] <= b[~np.isnan(b)] * (1 + 1e-9) + 1e-6).all()
+        if c.bytes is not None and len(ks) > 1 and not np.isnan(b).any():
+            assert b.sum() >= c.bytes * (1 - 1e-9), (t.strings[t.ranges["name"][o]], b.sum(), c.bytes)
+
+
 @param
 def test_gains_within_the_time_they_remove(name):
     """estimated_gain_us <= removable_us (the time the change acts on) and <= attention time; the

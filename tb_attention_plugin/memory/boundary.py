@@ -38,7 +38,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..roofline.attribute import AUX_KERNEL, MATRIX_KERNEL
+from ..roofline.roles import is_matrix_kernel
 from ..table import Coded
 
 FUSED_BANDWIDTH_FRACTION = 0.8  # the rate at which a fused kernel moves the bytes it still moves
@@ -114,8 +114,7 @@ class Item:
 def _is_matmul(op: Optional[str], name: str) -> bool:
     if op in MATMUL_OPS:
         return True
-    fn = name.split("(", 1)[0]
-    return bool(MATRIX_KERNEL.search(fn)) and not AUX_KERNEL.search(fn) and "attention" not in fn.lower()
+    return is_matrix_kernel(name) and "attention" not in name.split("(", 1)[0].lower()
 
 
 def _role(op: Optional[str], name: str, module: Optional[str]) -> str:

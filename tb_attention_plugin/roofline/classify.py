@@ -59,8 +59,9 @@ MISSING = (
     "its op recorded no input shapes",
     "no cost formula for its op or the ops around it",
     "its op's cost formula could not use the recorded inputs",
+    "a helper kernel of its op that the op's cost by role does not describe (roofline/roles.py)",
 )
-M_NO_OP, M_NO_SHAPES, M_OP_NO_SHAPES, M_NO_FORMULA, M_INCOMPLETE = range(5)
+M_NO_OP, M_NO_SHAPES, M_OP_NO_SHAPES, M_NO_FORMULA, M_INCOMPLETE, M_HELPER = range(6)
 # Why a latency-bound kernel reached no roof (frame.cause): too short for anything but the launch
 # to matter; too little parallel work resident (a grid smaller than the SMs, low occupancy, less
 # than one wave); or a full grid that still reaches neither roof (stalls, dependencies, access

@@ -31,7 +31,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from ..trace.shapes import Arg
-from .cost import flex_qkv, sdpa_shapes
+from .cost import flex_qkv, sdpa_shapes, sum_squares_bounds
 
 # matmuls per (query, key) pair and head, as multiples of the forward's 2·(D + Dv) FLOPs
 USEFUL_BACKWARD = 2.0  # dV = PᵀdO, dP = dO Vᵀ, dQ = dS K, dK = dSᵀ Q: 4 matmuls = 2x forward
@@ -352,22 +352,6 @@ def _varlen_bounds(g: Geometry, direction: str, backend: str, decomposed_flops: 
 
 
 # -- jagged / varlen lengths ---------------------------------------------------------------------
-def sum_squares_bounds(total: int, longest: int, n: int) -> tuple[int, int]:
-    """Bounds on Σᵢ Lᵢ² for ``n`` sequences of ``total`` tokens, the longest ``longest``: what a
-    varlen call's recorded inputs (packed length, cu_seqlens' size, max_seqlen) allow. Lower:
-    one sequence of ``longest`` and the rest equal; upper: as many of ``longest`` as fit."""
-    if n <= 0 or total <= 0 or longest <= 0:
-        return 0, 0
-    longest = min(longest, total)
-    rest = total - longest
-    low = longest * longest + (rest * rest) // (n - 1) if n > 1 else longest * longest
-    if n == 1:
-        low = total * total
-    full, rem = divmod(total, longest)
-    high = full * longest * longest + rem * rem
-    return min(low, high), high
-
-
 # -- utilisation -----------------------------------------------------------------------------------
 def utilization(flops: Optional[float], peak_seconds: Optional[float]) -> Optional[float]:
     """``flops`` / (time × peak) given Σ time·peak (FLOP the roof allows), or None when unknown

@@ -38,7 +38,7 @@ NOT_IN_TYPES: dict[str, set[str]] = {
     "Summary.thresholds": {"low_occupancy_pct", "short_kernel_us", "tiny_grid_sm_fraction"},
     "Phase": {"upper_bound"},
     "Device": {"l2_bytes", "roof_adjustments"},
-    "Kernel": {"dram_bytes"},
+    "Kernel": {"dram_bytes", "cost_role"},
     "KernelsResponse": {"selection", "state"},
     "RooflineResponse": {"selection", "state"},
     "TimelineResponse": {"selection", "state"},

@@ -27,7 +27,10 @@ def test_occupancy_is_recorded_or_theoretical_never_zero():
 
 
 def test_traffic_above_bandwidth_names_the_operand_still_in_l2():
-    path = glob.glob(os.path.join(ROOT, "validation", "traces", "hf_llama_eager_fwdbwd", "*.json.gz"))[0]
+    # flex_swa's sliding-window mask comparison reads the difference tensor written just before
+    # (hf_llama_eager's add_ was the example until the DRAM estimate modelled write-back caching:
+    # its estimate is now 84 % of bandwidth, ncu measured 72 %)
+    path = glob.glob(os.path.join(ROOT, "tests", "data", "modern", "flex_swa_fwdbwd", "*.json.gz"))[0]
     rep = analyze_path(path)
     over = [k for k in rep["kernels"] if "served from L2" in (k["bound_reason"] or "")]
     assert over and all(k["memory_util"] == 1.0 for k in over)
