@@ -515,6 +515,10 @@ def _code(t: KernelTable, col: str, value) -> int:
         return -2
 
 
+def _cap(u: Optional[float]) -> Optional[float]:
+    return None if u is None else min(1.0, u)
+
+
 def _point(
     r: dict, n: int, time_us: float, flops: float, nbytes: float, device: dict, measured_utils: Optional[tuple] = None
 ) -> dict:
@@ -534,8 +538,11 @@ def _point(
             "intensity": flops / nbytes if nbytes > 0 else None,
             "achieved_flops_per_s": afl,
             "achieved_bytes_per_s": aby,
-            "compute_util": (afl / pf) if (afl is not None and pf) else (r.get("compute_util") if n == 1 else None),
-            "memory_util": (aby / bw) if (aby is not None and bw) else (r.get("memory_util") if n == 1 else None),
+            # capped at 1 as the kernel rows are (docs/report-schema.md, compute_util): a group's
+            # estimated traffic above DRAM bandwidth was partly served from L2, and a kernel above
+            # a roof raised it (device.roof_adjustments); the point's position keeps the estimate
+            "compute_util": _cap(afl / pf if (afl is not None and pf) else (r.get("compute_util") if n == 1 else None)),
+            "memory_util": _cap(aby / bw if (aby is not None and bw) else (r.get("memory_util") if n == 1 else None)),
         }
     )
     if r.get("measured"):
