@@ -99,6 +99,16 @@ export interface Device {
   references: string[];
   num_sms: number | null;
   matched_by: string | null;
+  /** Table peaks a kernel with exact FLOPs beat, raised to the highest achieved rate
+   * (docs/report-schema.md, device; docs/cost-model.md, "No utilisation above 1"). */
+  roof_adjustments?: RoofAdjustment[];
+}
+
+export interface RoofAdjustment {
+  peak: string;
+  from: number;
+  to: number;
+  reason: string;
 }
 
 export interface Phase {

@@ -58,10 +58,10 @@ def job_kind(ranks: list[Optional[int]]) -> tuple[bool, str]:
         return False, "one trace"
     if known:
         return False, (
-            f"every trace that states its rank is rank {known[0]}: several traces of one process "
-            "(profiling windows, repeated runs or a CUDA-graph twin), not a multi-rank job"
+            f"every trace that states its rank is rank {known[0]} (several traces of one process: "
+            "profiling windows, repeated runs or a CUDA-graph twin)"
         )
-    return False, "no trace states its rank (no distributedInfo, no rank<N> in the file name): not a multi-rank job"
+    return False, "no trace states its rank (no distributedInfo, no rank<N> in the file name)"
 
 
 def _median(xs: list[float]) -> Optional[float]:

@@ -95,7 +95,7 @@ def render_text(view: dict, markdown: bool = False, width: Optional[int] = None)
     else:
         out.append(para(f"stragglers: none ({view['rule']['text']})", width))
     if view.get("job") is False and len(view["ranks"]) > 1:
-        out.append(para(f"note: {view.get('job_reason')}", width))
+        out.append(para(f"note: not a job of several ranks: {view.get('job_reason')}", width))
     elif view.get("duplicate_ranks"):
         out.append(
             para(

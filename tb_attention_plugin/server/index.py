@@ -290,6 +290,7 @@ class KernelQuery:
     kind: Optional[str] = None
     scope: str = "attention"  # attention | all | other
     q: str = ""
+    name: str = ""  # exactly this kernel name (a click-through names one kernel, not a search)
 
 
 def _cat_mask(t: KernelTable, col: str, values: list) -> np.ndarray:
@@ -321,6 +322,10 @@ def filter_mask(t: KernelTable, q: KernelQuery) -> np.ndarray:
             if codes:
                 hit |= np.isin(t.text[col], np.array(codes, dtype=np.int32))
         m &= hit
+    if q.name:
+        vals = t.text_values["name"]
+        codes = [i for i, s in enumerate(vals) if s == q.name]
+        m &= np.isin(t.text["name"], np.array(codes, dtype=np.int32)) if codes else np.zeros(t.n, dtype=bool)
     return m
 
 

@@ -78,7 +78,8 @@ def kernel_query(args: Any) -> KernelQuery:
         bound=list_param(args, "bound", BOUNDS),
         kind=choice_param(args, "kind", ("kernel", "memcpy", "memset")),
         scope=choice_param(args, "scope", SCOPES, "attention") or "attention",
-        q=text_param(args, "q", max_len=4096),  # a whole C++ kernel name (the timeline and roofline search by it)
+        q=text_param(args, "q", max_len=4096),  # a substring of a kernel, op or module name
+        name=text_param(args, "name", max_len=4096),  # a whole C++ kernel name (a click on a point or finding)
     )
 
 

@@ -36,7 +36,7 @@ NOT_IN_TYPES: dict[str, set[str]] = {
     "Summary": {"memory"},  # shown from /memory
     "Summary.thresholds": {"low_occupancy_pct", "short_kernel_us", "tiny_grid_sm_fraction"},
     "Phase": {"upper_bound"},
-    "Device": {"l2_bytes", "roof_adjustments"},
+    "Device": {"l2_bytes"},
     "Kernel": {"dram_bytes"},
     "KernelsResponse": {"selection", "state"},
     "RooflineResponse": {"selection", "state"},
