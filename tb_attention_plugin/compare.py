@@ -79,6 +79,7 @@ _PHASE_RATES = (
     "compute_util",
     "memory_util",
     "bound",
+    "latency_cause",  # the trace view's cause of a latency-bound phase (launch, occupancy, stalled)
     "estimated",
     "cost_coverage",
 )
@@ -323,6 +324,7 @@ def summarize(report: dict, label: Optional[str] = None) -> dict:
     for p in report.get("phases") or []:
         row = {k: p.get(k) for k in ("phase", "direction", "label", "core") + _PHASE_SUMS + _PHASE_RATES}
         row["bound_time_us"] = dict(p.get("bound_time_us") or {})
+        row["latency_cause_time_us"] = dict(p.get("latency_cause_time_us") or {})
         row["top_kernels"] = list(p.get("top_kernels") or [])
         phases.append(row)
     kernels = report.get("kernels")
@@ -509,9 +511,12 @@ def _merge_phase(rows: list[dict], att_time, roof: float) -> dict:
     fl, by = _sum([r["flops"] for r in rows]), _sum([r["bytes"] for r in rows])
     sec = kt * 1e-6
     bt: dict = {}
+    ct: dict = {}
     for r in rows:
         for b, v in (r.get("bound_time_us") or {}).items():
             bt[b] = round(bt.get(b, 0.0) + v, 3)
+        for c, v in (r.get("latency_cause_time_us") or {}).items():
+            ct[c] = round(ct.get(c, 0.0) + v, 3)
     tops: dict = {}
     for r in rows:
         for k in r.get("top_kernels") or []:
@@ -534,9 +539,11 @@ def _merge_phase(rows: list[dict], att_time, roof: float) -> dict:
         "compute_util": cu,
         "memory_util": mu,
         "bound": bound,
+        "latency_cause": max(ct, key=ct.__getitem__) if bound == "latency" and ct else None,
         "estimated": any(r.get("estimated") for r in rows),
         "cost_coverage": round(kt / t, 4) if t > 0 else None,
         "bound_time_us": bt,
+        "latency_cause_time_us": ct,
         "top_kernels": [{"name": n, "time_us": round(v, 3)} for n, v in sorted(tops.items(), key=lambda x: -x[1])[:5]],
     }
 
@@ -574,6 +581,7 @@ def _norm_phase(p: Optional[dict], div: float) -> Optional[dict]:
     out = {f: _scale(p.get(f), div) for f in _PHASE_SUMS}
     out.update({f: p.get(f) for f in _PHASE_RATES})
     out["bound_time_us"] = {b: _scale(v, div) for b, v in (p.get("bound_time_us") or {}).items()}
+    out["latency_cause_time_us"] = {c: _scale(v, div) for c, v in (p.get("latency_cause_time_us") or {}).items()}
     return out
 
 

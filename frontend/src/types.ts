@@ -32,6 +32,9 @@ export interface FileEntry {
   message: string | null;
   seconds: number | null;
   progress?: LoadProgress;
+  /** The file ends early (held back while it may grow, or incomplete): ``partial=1`` analyses
+   * the events before the cut. */
+  truncated?: boolean;
   device?: string | null;
   steps?: string[];
   attention_time_us?: number | null;
@@ -43,6 +46,9 @@ export interface Run {
   files: FileEntry[];
   workers: { worker: string; spans: { span: string | null; index: number; file: string }[] }[];
   counts: Partial<Record<LoadState, number>>;
+  /** At least two distinct ranks (ranks/job.py): the Ranks view is for these runs. */
+  job: boolean;
+  job_reason: string;
 }
 
 export interface Counts {
@@ -72,6 +78,8 @@ export interface Selection {
   span?: string | null;
   file?: string | null;
   step?: string | null;
+  /** The events before the cut of a truncated file (the route parameter ``partial=1``). */
+  partial?: boolean;
 }
 
 export interface Notice {
@@ -91,6 +99,16 @@ export interface Device {
   references: string[];
   num_sms: number | null;
   matched_by: string | null;
+  /** Table peaks a kernel with exact FLOPs beat, raised to the highest achieved rate
+   * (docs/report-schema.md, device; docs/cost-model.md, "No utilisation above 1"). */
+  roof_adjustments?: RoofAdjustment[];
+}
+
+export interface RoofAdjustment {
+  peak: string;
+  from: number;
+  to: number;
+  reason: string;
 }
 
 export interface Phase {
@@ -570,6 +588,8 @@ export type GraphAttribution = "reference" | "structure" | "none" | null;
 export interface Kernel {
   id: number;
   name: string;
+  /** ``name`` as the page shows it: the CLI's shortening (server/names.py). */
+  short_name: string;
   kind: string;
   ts: number;
   dur_us: number;
@@ -630,6 +650,7 @@ export interface KernelsResponse {
 
 export interface RooflinePoint {
   name: string;
+  short_name: string;
   phase: string | null;
   direction: string;
   dtype: string | null;
@@ -682,6 +703,8 @@ export interface CompareSide {
   compute_util: number | null;
   memory_util: number | null;
   bound: Bound;
+  latency_cause: LatencyCause;
+  latency_cause_time_us: Partial<Record<string, number>>;
   estimated: boolean;
   cost_coverage: number | null;
 }
@@ -822,6 +845,28 @@ export interface OverviewRow {
   top_advice?: { id: string; title: string; severity: string; estimated_gain_us: number | null;
     gain_basis?: "gpu" | "step" | null; step_gain_us?: number | null } | null;
   partial?: boolean;
+  job?: OverviewJob;
+}
+
+/** A multi-rank run's line in the overview (server/overview.py, job_row): the Ranks view's rule. */
+export interface OverviewJob {
+  state: "ready" | "partial";
+  ranks: number;
+  median_us: number | null;
+  max_us: number | null;
+  max_over_median: number | null;
+  min_ranks: number;
+  stragglers: { rank: number | null; worker: string; excess_pct: number }[];
+  errors: number;
+}
+
+/** /summary: the report without its kernel rows, and the page's names of the kernels it names. */
+export interface SummaryResponse {
+  state: "ready";
+  selection: Selection;
+  seconds: number | null;
+  summary: Summary;
+  short_names: Record<string, string>;
 }
 
 /** /timeline: runs of GPU activity per lane (device, stream), times relative to t0 (server/timeline.py). */

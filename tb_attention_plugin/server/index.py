@@ -291,6 +291,7 @@ class KernelQuery:
     scope: str = "attention"  # attention | all | other
     q: str = ""
     site: str = ""  # an attention site's name (report ``sites``, kernel rows' ``site``)
+    name: str = ""  # exactly this kernel name (a click-through names one kernel, not a search)
 
 
 def _cat_mask(t: KernelTable, col: str, values: list) -> np.ndarray:
@@ -324,6 +325,10 @@ def filter_mask(t: KernelTable, q: KernelQuery) -> np.ndarray:
             if codes:
                 hit |= np.isin(t.text[col], np.array(codes, dtype=np.int32))
         m &= hit
+    if q.name:
+        vals = t.text_values["name"]
+        codes = [i for i, s in enumerate(vals) if s == q.name]
+        m &= np.isin(t.text["name"], np.array(codes, dtype=np.int32)) if codes else np.zeros(t.n, dtype=bool)
     return m
 
 
@@ -518,6 +523,10 @@ def _code(t: KernelTable, col: str, value) -> int:
         return -2
 
 
+def _cap(u: Optional[float]) -> Optional[float]:
+    return None if u is None else min(1.0, u)
+
+
 def _point(
     r: dict, n: int, time_us: float, flops: float, nbytes: float, device: dict, measured_utils: Optional[tuple] = None
 ) -> dict:
@@ -537,8 +546,11 @@ def _point(
             "intensity": flops / nbytes if nbytes > 0 else None,
             "achieved_flops_per_s": afl,
             "achieved_bytes_per_s": aby,
-            "compute_util": (afl / pf) if (afl is not None and pf) else (r.get("compute_util") if n == 1 else None),
-            "memory_util": (aby / bw) if (aby is not None and bw) else (r.get("memory_util") if n == 1 else None),
+            # capped at 1 as the kernel rows are (docs/report-schema.md, compute_util): a group's
+            # estimated traffic above DRAM bandwidth was partly served from L2, and a kernel above
+            # a roof raised it (device.roof_adjustments); the point's position keeps the estimate
+            "compute_util": _cap(afl / pf if (afl is not None and pf) else (r.get("compute_util") if n == 1 else None)),
+            "memory_util": _cap(aby / bw if (aby is not None and bw) else (r.get("memory_util") if n == 1 else None)),
         }
     )
     if r.get("measured"):

@@ -88,12 +88,35 @@ def per_step(summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def job_row(loader: Any, run: str, files: dict) -> dict[str, Any]:
+    """A multi-rank run's line in the overview: its ranks, the spread and the stragglers (the
+    Ranks view's rule, ranks/job.py), so that a job with a slow rank does not look like its
+    first rank's numbers. ``state`` is ``partial`` while some ranks are not summarised yet."""
+    from .ranks import run_job  # the rank summaries: the engine's, imported when first needed
+
+    v = run_job(loader, run, files)
+    sp = v["spread"]
+    return {
+        "state": v["state"],
+        "ranks": sp["ranks"],
+        "median_us": sp["median_us"],
+        "max_us": sp["max_us"],
+        "max_over_median": sp["max_over_median"],
+        "min_ranks": v["rule"]["min_ranks"],
+        "stragglers": [
+            {"rank": st["rank"], "worker": st["worker"], "excess_pct": st["excess_pct"]} for st in v["stragglers"]
+        ],
+        "errors": len(v["errors"]),
+    }
+
+
 def route(plugin: Any, request: Any) -> Any:
     """``/overview``: ``{runs: [{run, file, state, message, ...overview_row}]}``, one per run."""
     from werkzeug.datastructures import MultiDict
 
+    from ..ranks.job import job_kind
     from .params import json_response
-    from .selection import run_table, select
+    from .selection import file_rank, run_table, select
 
     rows = []
     table = run_table(plugin.loader)
@@ -109,5 +132,7 @@ def route(plugin: Any, request: Any) -> Any:
         }
         if snap is not None and snap.state == "ready" and snap.summary is not None:
             row.update(overview_row(snap.summary))
+        if job_kind([file_rank(i, s) for i, s in files.values()])[0]:
+            row["job"] = job_row(plugin.loader, run, files)
         rows.append(row)
     return json_response({"runs": rows})

@@ -13,6 +13,7 @@ from ..attention import vocabulary as V
 from .discovery import FileInfo, still_inside
 from .index import BOUNDS, SORT_KEYS, KernelQuery, facets, find_kernel, query_kernels, roofline
 from .loader import Snapshot
+from .names import add_short, summary_short_names
 from .params import HttpError, choice_param, int_param, list_param, not_found, text_param
 from .selection import Pending, Selection
 
@@ -36,7 +37,13 @@ def _summary(snap: Snapshot) -> dict[str, Any]:
 
 
 def summary(snap: Snapshot, sel: Selection) -> dict[str, Any]:
-    return {"state": "ready", "selection": sel.echo, "seconds": snap.seconds, "summary": snap.summary}
+    return {
+        "state": "ready",
+        "selection": sel.echo,
+        "seconds": snap.seconds,
+        "summary": snap.summary,
+        "short_names": summary_short_names(snap.summary),  # the page's kernel names (server/names.py)
+    }
 
 
 def phases(snap: Snapshot, sel: Selection) -> dict[str, Any]:
@@ -71,7 +78,8 @@ def kernel_query(args: Any) -> KernelQuery:
         bound=list_param(args, "bound", BOUNDS),
         kind=choice_param(args, "kind", ("kernel", "memcpy", "memset")),
         scope=choice_param(args, "scope", SCOPES, "attention") or "attention",
-        q=text_param(args, "q", max_len=4096),  # a whole C++ kernel name (the timeline and roofline search by it)
+        q=text_param(args, "q", max_len=4096),  # a substring of a kernel, op or module name
+        name=text_param(args, "name", max_len=4096),  # a whole C++ kernel name (a click on a point or finding)
         site=text_param(args, "site", max_len=4096),  # a site's name, as the Sites table shows it
     )
 
@@ -84,6 +92,8 @@ def _loaded(snap: Snapshot) -> Any:
 def kernels(snap: Snapshot, sel: Selection, q: KernelQuery) -> dict[str, Any]:
     t = _loaded(snap).kernels
     out = query_kernels(t, q)
+    for r in out.get("rows") or []:
+        add_short(r)
     out.update({"state": "ready", "selection": sel.echo, "facets": facets(t)})
     return out
 
@@ -92,11 +102,14 @@ def kernel(snap: Snapshot, sel: Selection, kid: int) -> dict[str, Any]:
     row = find_kernel(_loaded(snap).kernels, kid)
     if row is None:
         raise not_found(f"no kernel with id {kid}", param="id")
+    add_short(row)
     return {"state": "ready", "selection": sel.echo, "kernel": row}
 
 
 def roofline_points(snap: Snapshot, sel: Selection, scope: str, group: bool, limit: int) -> dict[str, Any]:
     out = roofline(_loaded(snap), scope=scope, group=group, limit=limit)
+    for p in out["points"]:
+        add_short(p)
     out.update({"state": "ready", "selection": sel.echo})
     return out
 

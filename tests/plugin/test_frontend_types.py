@@ -37,7 +37,7 @@ NOT_IN_TYPES: dict[str, set[str]] = {
     "Summary": {"memory"},  # shown from /memory
     "Summary.thresholds": {"low_occupancy_pct", "short_kernel_us", "tiny_grid_sm_fraction"},
     "Phase": {"upper_bound"},
-    "Device": {"l2_bytes", "roof_adjustments"},
+    "Device": {"l2_bytes"},
     "Kernel": {"dram_bytes", "cost_role"},
     "KernelsResponse": {"selection", "state"},
     "RooflineResponse": {"selection", "state"},
@@ -313,27 +313,31 @@ def answers(tmp_path_factory):
         os.path.join(ROOT, "tests", "data", "memory", "h200", "gpt4l_naive_train_mem.pt.trace.json.gz"),
         mem / "gpt4l_naive_train_mem.pt.trace.json.gz",
     )
+    ddp = logdir / "ddp2"  # a job of two ranks: /runs' job, the overview's job row
+    ddp.mkdir()
+    src = os.path.join(ROOT, "tests", "data", "ddp2", "ddp2_gpt_sdpa")
+    for f in sorted(os.listdir(src)):
+        shutil.copyfile(os.path.join(src, f), ddp / f)
     s = Served(logdir)
     try:
-        s.settled(5)
+        s.settled(7)
         out: dict[str, list[Any]] = {
             "RunsResponse": [s.runs()],
-            "Summary": [],
+            "SummaryResponse": [],
             "KernelsResponse": [],
             "RooflineResponse": [],
             "CompareResponse": [],
             "Selection": [],
         }
         for r in ("flash", "gpt", "naive", "decode", "mem"):
-            d = s.get("/summary", run=r).json
-            out["Summary"].append(d["summary"])
-            out["Selection"].append(d["selection"])
+            out["SummaryResponse"].append(s.get("/summary", run=r).json)
             out["KernelsResponse"].append(s.get("/kernels", run=r, scope="all", limit=200).json)
             for group in ("1", "0"):
                 out["RooflineResponse"].append(s.get("/roofline", run=r, scope="all", group=group).json)
             out.setdefault("MemoryResponse", []).append(s.get("/memory", run=r).json)
             out.setdefault("TimelineResponse", []).append(s.get("/timeline", run=r).json)
         out["OverviewRow"] = s.get("/overview").json["runs"]
+        out["Selection"].append(s.get("/summary", run="flash", partial="1").json["selection"])
         out["CompareResponse"].append(s.get("/compare", base="flash", new="gpt").json)
         out["CompareResponse"].append(s.get("/compare", base="naive", new="gpt").json)
         return out

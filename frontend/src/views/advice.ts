@@ -10,7 +10,8 @@ import { h, Child } from "../dom";
 import * as fmt from "../format";
 import type { Advice, AdviceCheck, AdviceEvidence, Summary } from "../types";
 import type { KernelFilter } from "../state";
-import { boundPill, phaseTag, section } from "../widgets";
+import { boundPill, phaseTag, section, sourceTag } from "../widgets";
+import { shortName } from "../names";
 import { context, share } from "./strip";
 
 const SEVERITY_RANK: Record<string, number> = { high: 0, medium: 1, low: 2 };
@@ -108,11 +109,11 @@ function finding(a: Advice, basis: GainBasis, onPick: (f: KernelFilter) => void)
     kernels.length ? h("div", { class: "finding-kernels" },
       h("div", { class: "muted small" }, "Longest kernels:"),
       h("ul", null, kernels.map((k) => h("li", null,
-        link(h("span", { class: "mono ellipsis", title: k.name }, k.name), "show this kernel in the kernel table",
-          () => onPick({ q: k.name, phase: k.phase || "", direction: k.direction || "", scope: k.phase ? "attention" : "all", bound: "" })),
+        link(h("span", { class: "mono ellipsis", title: k.name }, shortName(k.name)), "show this kernel in the kernel table",
+          () => onPick({ name: k.name, q: "", phase: k.phase || "", direction: k.direction || "", scope: k.phase ? "attention" : "all", bound: "" })),
         h("span", { class: "muted small" }, ` ${fmt.time(k.time_us)}${k.calls ? ` \u00b7 ${fmt.count(k.calls)} call${k.calls > 1 ? "s" : ""}` : ""} `),
         k.bound ? boundPill(k.bound) : null,
-        k.source ? h("span", { class: "source small" }, ` ${k.source.file}${k.source.line ? `:${k.source.line}` : ""}`) : null)))) : null,
+        k.source ? sourceTag(k.source, "small") : null)))) : null,
     other.length ? h("details", { class: "finding-evidence" }, h("summary", null, "Evidence"),
       h("dl", { class: "kv" }, other.map(([k, v]) => [h("dt", null, k), h("dd", { class: "mono small" }, v)]))) : null,
     h("div", { class: "finding-fix" }, h("div", { class: "muted small" }, "Fix"), h("pre", { class: "code fix" }, h("code", null, a.how)),
