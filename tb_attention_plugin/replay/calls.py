@@ -88,6 +88,23 @@ def _tensor(a: Arg) -> dict[str, Any]:
     return {"shape": list(a.dims), "stride": list(a.strides) if a.strides else None, "dtype": a.dtype}
 
 
+def _tensor_mask(a: Optional[Arg]) -> Optional[dict[str, Any]]:
+    """A recorded attn_mask tensor's shape, stride and dtype (its values are not recorded), or None."""
+    return dict(_tensor(a), kind="tensor") if a is not None and a.is_tensor else None
+
+
+def _operands(q: Arg, k: Arg, v: Arg) -> dict[str, Any]:
+    """The q/k/v shape and stride fields of a call's signature, as recorded."""
+    return {
+        "q_shape": list(q.dims),
+        "k_shape": list(k.dims),
+        "v_shape": list(v.dims),
+        "q_stride": list(q.strides) if q.strides else None,
+        "k_stride": list(k.strides) if k.strides else None,
+        "v_stride": list(v.strides) if v.strides else None,
+    }
+
+
 def _float(a: Optional[Arg]) -> Optional[float]:
     if a is None or a.is_tensor:
         return None
@@ -372,9 +389,7 @@ def _sdpa(rd: _Reader, inst: int, r: int) -> Optional[Occurrence]:
     sc_i, gqa_i, mask_i = _SDPA_EXTRA.get(op, (None, None, sch.mask))
     causal = _bool(_at(args, sch.causal)) if sch.causal is not None else None
     mask_a = _at(args, mask_i)
-    mask = None
-    if mask_a is not None and mask_a.is_tensor:
-        mask = dict(_tensor(mask_a), kind="tensor")
+    mask = _tensor_mask(mask_a)
     sq, sk = q.dims[2], k.dims[2]
     kind = "decode" if sq <= DECODE_MAX_SQ and sk > sq else "sdpa"
     be = _inner_backend(rd, r) if op == "aten::scaled_dot_product_attention" else _op_backend(op)
@@ -382,12 +397,7 @@ def _sdpa(rd: _Reader, inst: int, r: int) -> Optional[Occurrence]:
     sig: dict[str, Any] = {
         "kind": kind,
         "op": op,
-        "q_shape": list(q.dims),
-        "k_shape": list(k.dims),
-        "v_shape": list(v_.dims),
-        "q_stride": list(q.strides) if q.strides else None,
-        "k_stride": list(k.strides) if k.strides else None,
-        "v_stride": list(v_.strides) if v_.strides else None,
+        **_operands(q, k, v_),
         "dtype": q.dtype,
         "causal": causal,
         "dropout_p": _float(_at(args, sch.dropout)) or 0.0,
@@ -431,18 +441,13 @@ def _varlen(rd: _Reader, inst: int, top: int, r: int) -> Optional[Occurrence]:
     sig: dict[str, Any] = {
         "kind": "varlen",
         "op": op,
-        "q_shape": list(q.dims),
-        "k_shape": list(k.dims),
-        "v_shape": list(v.dims),
-        "q_stride": list(q.strides) if q.strides else None,
-        "k_stride": list(k.strides) if k.strides else None,
-        "v_stride": list(v.strides) if v.strides else None,
+        **_operands(q, k, v),
         "dtype": q.dtype,
         "causal": causal,
         "dropout_p": _float(_at(args, dr_i)) or 0.0,
         "scale": _float(_at(args, sc_i)),
         "enable_gqa": qd[1] != kd[1],
-        "mask": dict(_tensor(mask_a), kind="tensor") if mask_a is not None and mask_a.is_tensor else None,
+        "mask": _tensor_mask(mask_a),
         "trace_backend": _op_backend(op),
         "detail": {
             "sequences": cq.dims[0] - 1,
@@ -598,19 +603,15 @@ def _eager_call(rd: _Reader, inst: int, span: list[int], before: list[int]) -> O
             f"K/V were repeated from {kv_heads} heads (repeat_kv) before QK^T: the SDPA and Flex alternatives take "
             f"the {kv_heads} heads with enable_gqa=True, as attn_implementation='sdpa' does"
         )
-    k_shape, k_stride = _swap_last(list(kt.dims)), _swap_last(list(kt.strides) if kt.strides else None)
+    operands = _operands(q, kt, v)  # the recorded K operand is Kᵀ: K's shape and stride swap its last two
+    operands["k_shape"], operands["k_stride"] = _swap_last(operands["k_shape"]), _swap_last(operands["k_stride"])
     heads = len(q.dims) >= 4
     if not heads:
         notes.append("3-D operands ([B*H, S, D]): the heads are not separable; SDPA and Flex see them as B=1")
     sig: dict[str, Any] = {
         "kind": "eager",
         "op": "QK^T/PV matmuls",
-        "q_shape": list(q.dims),
-        "k_shape": k_shape,
-        "v_shape": list(v.dims),
-        "q_stride": list(q.strides) if q.strides else None,
-        "k_stride": k_stride,
-        "v_stride": list(v.strides) if v.strides else None,
+        **operands,
         "dtype": q.dtype,
         "causal": causal,
         "dropout_p": dropout_p,
@@ -673,7 +674,7 @@ def _mha(rd: _Reader, inst: int, ops: list[int], names: list[str]) -> Optional[O
             "self_attention": a[0].dims == a[1].dims == a[2].dims,
         }
         q, k, v, dtype = a[0], a[1], a[2], a[0].dtype
-        mask = dict(_tensor(mask_a), kind="tensor") if mask_a is not None and mask_a.is_tensor else None
+        mask = _tensor_mask(mask_a)
         dropout = 0.0
     else:
         lin = [r for r, n in zip(ops, names) if P.short_op(n) == "linear"]
@@ -707,12 +708,7 @@ def _mha(rd: _Reader, inst: int, ops: list[int], names: list[str]) -> Optional[O
     sig: dict[str, Any] = {
         "kind": "mha",
         "op": "nn.MultiheadAttention",
-        "q_shape": list(q.dims),
-        "k_shape": list(k.dims),
-        "v_shape": list(v.dims),
-        "q_stride": list(q.strides) if q.strides else None,
-        "k_stride": list(k.strides) if k.strides else None,
-        "v_stride": list(v.strides) if v.strides else None,
+        **_operands(q, k, v),
         "dtype": dtype,
         "causal": False if mask is None else None,
         "dropout_p": dropout,
@@ -821,12 +817,7 @@ def _flex(rd: _Reader, inst: int, ops: list[int], names: list[str], r: int) -> O
     sig: dict[str, Any] = {
         "kind": "flex",
         "op": "flex_attention (compiled)",
-        "q_shape": list(q.dims),
-        "k_shape": list(k.dims),
-        "v_shape": list(v.dims),
-        "q_stride": list(q.strides) if q.strides else None,
-        "k_stride": list(k.strides) if k.strides else None,
-        "v_stride": list(v.strides) if v.strides else None,
+        **_operands(q, k, v),
         "dtype": q.dtype,
         "causal": causal,
         "dropout_p": 0.0,

@@ -57,6 +57,7 @@ def test_list_json_has_the_issue_schema():
     d = json.loads(cli("replay", p, "--list", "--format", "json").stdout)
     assert d["schema"] == 1 and len(d["calls"]) == 1
     c = d["calls"][0]
+    # issue #20's list schema, restated on purpose (not replay.calls.LIST_KEYS: that is what is checked)
     for k in (
         "id",
         "kind",
