@@ -37,7 +37,7 @@ from .roofline.measured import Result, apply as measure
 from .roofline.roles import ROLE_NAMES
 from .table import Coded, KernelTable
 from .trace.busy import busy_times
-from .trace.correlate import Links, link, take_or
+from .trace.correlate import Links, link
 from .trace.records import ANNOTATION, GPU_KIND_NAMES, KERNEL, MODULE, Trace
 from .trace.shapes import parse_args
 from .trace.sidecars import Sidecars, find as find_sidecars
@@ -430,11 +430,7 @@ def _context(trace: Trace, links: Links, tagging: Tagging) -> Context:
     bwd = tagging.gpu_backward.astype(bool)
     src = np.where(att & (tagging.gpu_source >= 0), tagging.gpu_source, len(SOURCES)).astype(np.int32)
     mods = _Modules(trace, links)
-    gp = links.gpu_parent
-    ctx_r = gp.copy()
-    br = take_or(links.backward_root, gp)
-    inb = br >= 0
-    ctx_r[inb] = links.forward_of[br[inb]]
+    ctx_r = links.forward_context(links.gpu_parent)
     # one module path per distinct context range, then spread to the kernels
     ctx_u, ctx_inv = np.unique(ctx_r, return_inverse=True)
     mod_vocab: dict = {None: 0}

@@ -216,16 +216,11 @@ def _sdpa_calls(trace: Any, links: Any, attention_ids: set) -> list[dict]:
         if t in calls and t != r:
             calls[t]["inner"].add(names[R["name"][r]])
     gp = links.gpu_parent
-    broot, fwd = links.backward_root, links.forward_of
-    for k in sorted(attention_ids):
-        r = int(gp[k]) if k < len(gp) else -1
+    ids = np.asarray(sorted(attention_ids), dtype=np.int64)
+    ids = ids[ids < len(gp)]
+    for k, r in zip(ids.tolist(), links.forward_context(gp[ids]).tolist()):
         if r < 0:
             continue
-        b = int(broot[r])
-        if b >= 0:
-            r = int(fwd[b])
-            if r < 0:
-                continue
         t = top_of(r)
         if t in calls:
             calls[t]["kernel_ids"].append(k)

@@ -858,11 +858,13 @@ def _attribute_kernels(rd: _Reader, occs: list[Occurrence], kernel_ids: Optional
         if oc.flex:
             flex[oc.instance] = oc
     dur = t.gpu["dur_ns"]
-    gop, gpar = L.gpu_op, L.gpu_parent
-    broot, fwd, anc = L.backward_root, L.forward_of, L.op_ancestor
+    gop, anc = L.gpu_op, L.op_ancestor
+    # the op a kernel's call is looked up from: its launching op (else the range around the launch),
+    # for a backward kernel the forward op its backward differentiates
+    ctx = L.forward_context(np.where(gop[sel] >= 0, gop[sel], L.gpu_parent[sel]))
     bwd = tag.gpu_backward
     memo: dict[int, Optional[Occurrence]] = {}
-    for g in sel.tolist():
+    for g, r_ctx in zip(sel.tolist(), ctx.tolist()):
         inst = int(gi[g])
         d = "backward" if bool(bwd[g]) else "forward"
         us = float(dur[g]) / 1e3
@@ -872,14 +874,9 @@ def _attribute_kernels(rd: _Reader, occs: list[Occurrence], kernel_ids: Optional
             if r >= 0 and _FLEX_KERNEL_OP.search(rd.name(r)):
                 o = flex[inst]
         if o is None and by_top:
-            r = int(gop[g]) if gop[g] >= 0 else int(gpar[g])
+            r = int(r_ctx)
             if r < 0:
                 continue
-            b = int(broot[r])
-            if b >= 0:
-                r = int(fwd[b])
-                if r < 0:
-                    continue
             if r in memo:
                 o = memo[r]
             else:
