@@ -20,34 +20,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from modern_workloads import DecodeModel, _dtype, _rope, build_decode_graph
 
-from workloads import Spec, Workload, _fwd_bwd, _rand, _zero_grads, sdpa_kernel_ctx
-
-
-def _cuda(device) -> bool:
-    return str(device).startswith("cuda")
-
-
-def _dt_name(dt: torch.dtype) -> str:
-    return str(dt).replace("torch.", "")
-
-
-def _train_or_infer(mod: nn.Module, fwd, bwd: bool, leaves: tuple = ()):
-    """step(): forward+backward with a fixed upstream gradient (grads cleared first), or a no_grad forward."""
-    if bwd:
-        inner = _fwd_bwd(fwd)
-
-        def step():
-            _zero_grads(mod, *leaves)
-            return inner()
-
-        return step
-
-    def infer():
-        with torch.no_grad():
-            return fwd()
-
-    return infer
-
+from workloads import Spec, Workload, _cuda, _dt_name, _rand, _train_or_infer, _zero_grads, sdpa_kernel_ctx
 
 # ---------------------------------------------------------------------------
 # SDPA inside a module: backends, long sequence, split-KV decode, GQA layouts, masks

@@ -100,7 +100,7 @@ def build_video(device, small, *, B=2, frames=16, patches=256, dim=512, heads=8,
     mod = nn.Sequential(*[VideoBlock(dim, heads, frames, patches) for _ in range(layers)]).to(device=device, dtype=dt)
     mod.train()
     x = W._rand((B, frames, patches, dim), dt, device, True)
-    step = R._train_or_infer(mod, lambda: mod(x), True, (x,))
+    step = W._train_or_infer(mod, lambda: mod(x), True, (x,))
     meta = dict(
         kind="video_spatial_temporal",
         B=B,
@@ -112,7 +112,7 @@ def build_video(device, small, *, B=2, frames=16, patches=256, dim=512, heads=8,
         layers=layers,
         spatial="SDPA over N patches per frame, batch B*T",
         temporal="SDPA over T frames per patch, batch B*N (full attention, training: not decode)",
-        dtype=R._dt_name(dt),
+        dtype=W._dt_name(dt),
         pass_="fwd+bwd",
         module="VideoBlock/SpatialAttention|TemporalAttention",
     )
@@ -180,7 +180,7 @@ def build_ffn_block(device, small, *, compiled, B=2, S=2048, hidden=1024, heads=
         heads=heads,
         head_dim=hidden // heads,
         ffn=4 * hidden,
-        dtype=R._dt_name(dt),
+        dtype=W._dt_name(dt),
         causal=True,
         pass_="fwd",
         module="FfnBoundaryBlock/LlamaBlockAttention",
@@ -207,7 +207,7 @@ def build_dropout(device, small, *, train, B=4, H=16, S=1024, D=64):
         H=H,
         S=S,
         D=D,
-        dtype=R._dt_name(dt),
+        dtype=W._dt_name(dt),
         causal=True,
         dropout=0.1,
         module_mode="train()" if train else "eval()",
