@@ -27,6 +27,8 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from gpt_model import GPT  # noqa: E402  (the model of every job recording)
 
+from trace_workloads import profile_steps, step_times_ms, sync  # noqa: E402
+
 
 def worker(rank: int, a: argparse.Namespace, port: int) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -50,41 +52,14 @@ def worker(rank: int, a: argparse.Namespace, port: int) -> None:
 
     for _ in range(2):
         step()
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
-    acts = [torch.profiler.ProfilerActivity.CPU] + (
-        [torch.profiler.ProfilerActivity.CUDA] if dev.type == "cuda" else []
-    )
-    tdir = os.path.join(a.out, a.run)
-    with torch.profiler.profile(
-        activities=acts,
-        schedule=torch.profiler.schedule(wait=0, warmup=1, active=a.steps, repeat=1),
-        on_trace_ready=torch.profiler.tensorboard_trace_handler(tdir, worker_name=f"rank{rank}", use_gzip=True),
-        record_shapes=True,
-        with_stack=True,
-    ) as prof:
-        for _ in range(a.steps + 1):
-            step()
-            if dev.type == "cuda":
-                torch.cuda.synchronize()
-            prof.step()
+    sync(str(dev))
+    # the ranks share the run's folder: none of them clears it
+    profile_steps(step, os.path.join(a.out, a.run), f"rank{rank}", str(dev), active=a.steps, clear=False)
     if a.time_steps:
         import json
         import statistics
 
-        ms = []
-        for _ in range(a.time_steps):
-            t0 = time.perf_counter()
-            if dev.type == "cuda":
-                ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                ev0.record()
-            step()
-            if dev.type == "cuda":
-                ev1.record()
-                torch.cuda.synchronize()
-                ms.append(ev0.elapsed_time(ev1))
-            else:
-                ms.append((time.perf_counter() - t0) * 1e3)
+        ms = step_times_ms(step, a.time_steps, str(dev))
         with open(os.path.join(a.out, f"{a.run}_timing_rank{rank}.json"), "w") as f:
             json.dump(dict(rank=rank, slow=rank == a.slow_rank, step_ms_median=statistics.median(ms), steps_ms=ms), f)
     dist.barrier()

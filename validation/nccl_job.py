@@ -81,7 +81,7 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from gpt_model import GPT  # noqa: E402
 
-from trace_workloads import profile_steps, sync  # noqa: E402
+from trace_workloads import profile_steps, step_times_ms, sync  # noqa: E402
 
 PIECES = ("ddp", "fsdp", "tp", "straggler")
 WARMUP_STEPS = 2
@@ -171,23 +171,6 @@ def make_step(model, opt, idx: torch.Tensor, vocab: int, dev: torch.device, auto
     return step
 
 
-def time_steps(step, n: int, dev: torch.device) -> list:
-    ms = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        if dev.type == "cuda":
-            ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            ev0.record()
-        step()
-        if dev.type == "cuda":
-            ev1.record()
-            torch.cuda.synchronize()
-            ms.append(round(ev0.elapsed_time(ev1), 3))
-        else:
-            ms.append(round((time.perf_counter() - t0) * 1e3, 3))
-    return ms
-
-
 def _load(path: str) -> dict:
     if os.path.exists(path):
         with open(path) as f:
@@ -246,7 +229,7 @@ def worker(a: argparse.Namespace) -> int:
     tp0 = time.time()
     files = profile_steps(step, tdir, f"rank{rank}", str(dev), active=a.steps, clear=False)
     profiled_s = time.time() - tp0
-    step_ms = time_steps(step, a.time_steps, dev)
+    step_ms = [round(x, 3) for x in step_times_ms(step, a.time_steps, str(dev))]
     mine = sorted(os.path.basename(f) for f in files if os.path.basename(f).startswith(f"rank{rank}."))
     me = dict(
         rank=rank,

@@ -83,6 +83,26 @@ def sync(device):
         torch.cuda.synchronize()
 
 
+def step_times_ms(step, n: int, device: str) -> list:
+    """``n`` unprofiled steps' times in ms: CUDA events around each step on a GPU (its GPU time from the first
+    launch to the last kernel), the host clock elsewhere."""
+    cuda = device.startswith("cuda")
+    ms = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        if cuda:
+            ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            ev0.record()
+        step()
+        if cuda:
+            ev1.record()
+            torch.cuda.synchronize()
+            ms.append(ev0.elapsed_time(ev1))
+        else:
+            ms.append((time.perf_counter() - t0) * 1e3)
+    return ms
+
+
 def profile_steps(
     step, tdir: str, worker: str, device: str, active: int = 1, profile_memory: bool = False, clear: bool = True
 ) -> list:
