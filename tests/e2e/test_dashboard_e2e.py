@@ -14,7 +14,7 @@ import re
 import shutil
 
 import pytest
-from tbutil import ARGS, CHROMIUM, ROOT, copy_run, get_json, plugin_frame, settled, shot, tensorboard
+from tbutil import CHROMIUM, ROOT, copy_run, get_json, plugin_frame, settled, shot, tensorboard
 
 pytestmark = pytest.mark.e2e
 
@@ -43,24 +43,6 @@ def tb(tmp_path_factory):
     with tensorboard(logdir, str(tmp_path_factory.mktemp("tb"))) as base:
         settled(base, len(RUNS))
         yield base
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(browser):
-    pg = browser.new_page(viewport={"width": 1500, "height": 1000})
-    errors = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    yield pg
-    pg.close()
-    assert not errors, errors
 
 
 def _value_is(frame, sel: str, value: str, timeout: float = 10000) -> None:

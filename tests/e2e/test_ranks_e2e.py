@@ -11,7 +11,7 @@ import sys
 import pytest
 import tbutil
 from tbutil import ARTIFACTS, ROOT
-from test_tensorboard_e2e import _get_json, _plugin_frame, _wait, browser  # noqa: F401
+from test_tensorboard_e2e import _get_json, _plugin_frame, _wait  # noqa: F401
 
 pytestmark = pytest.mark.e2e
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
@@ -43,7 +43,7 @@ def tensorboard_job(tmp_path_factory):
         yield base, paths
 
 
-def test_ranks_view(tensorboard_job, browser):  # noqa: F811
+def test_ranks_view(tensorboard_job, browser):
     base, paths = tensorboard_job
     page = browser.new_page(viewport={"width": 1400, "height": 1100})
     errors = []

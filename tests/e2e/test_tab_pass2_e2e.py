@@ -18,7 +18,7 @@ import sys
 import time
 
 import pytest
-from tbutil import ARGS, CHROMIUM, ROOT, copy_run, get_json, plugin_frame, shot, tensorboard, wait
+from tbutil import CHROMIUM, ROOT, copy_run, get_json, new_page, plugin_frame, shot, tensorboard, wait
 
 pytestmark = pytest.mark.e2e
 
@@ -72,29 +72,6 @@ def tb(tmp_path_factory):
         yield base
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        yield b
-        b.close()
-
-
-def _page(browser, width=1500, height=1000):
-    pg = browser.new_page(viewport={"width": width, "height": height})
-    pg.errors = []
-    pg.on("pageerror", lambda e: pg.errors.append(str(e)))
-    return pg
-
-
-@pytest.fixture
-def page(browser):
-    pg = _page(browser)
-    yield pg
-    pg.close()
-    assert not pg.errors, pg.errors
-
-
 def _open(page, base, hash_="#attention"):
     page.goto(base + "/" + hash_)
     return plugin_frame(page)
@@ -130,7 +107,7 @@ def _landed(frame) -> dict:
 
 @pytest.mark.parametrize("width", [1500, 1000])
 def test_click_throughs_land_on_the_filtered_table_below_the_toolbar(tb, browser, width):
-    page = _page(browser, width, 900)
+    page = new_page(browser, width, 900)
     try:
         frame = _trace(page, tb, "llama_eager")
         if width == 1500:  # the toolbar fits one row at 1500 px, long names and all
@@ -287,7 +264,7 @@ def _fits(frame) -> list:
 
 
 def test_at_1000_px_no_table_is_wider_than_its_box(tb, browser):
-    page = _page(browser, 1000, 900)
+    page = new_page(browser, 1000, 900)
     try:
         frame = _open(page, tb, "#attention&att.view=runs")
         frame.wait_for_selector('#runs-table tr[data-run="job"] [data-testid="straggler"]', timeout=30000)
@@ -370,7 +347,7 @@ def test_latency_bound_is_explained_with_its_evidence(tb, page):
 @pytest.mark.parametrize("dark", [False, True])
 @pytest.mark.parametrize("width", [1500, 1000])
 def test_screenshots(tb, browser, width, dark):
-    page = _page(browser, width, 1000)
+    page = new_page(browser, width, 1000)
     try:
         frame = _trace(page, tb, "llama_eager")
         frame.wait_for_selector("#roofline-chart circle.pt", timeout=20000)
