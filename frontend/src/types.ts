@@ -374,8 +374,8 @@ export interface Hfu {
   note?: string;
 }
 
-export interface LedgerSite {
-  site: number;
+/** The ledger's totals over a set of calls: the whole trace, one site, one step. */
+export interface LedgerTotals {
   useful: number | null;
   executed: number | null;
   dense: number | null;
@@ -388,20 +388,9 @@ export interface LedgerSite {
   exceeds_peak?: string[];
 }
 
-export interface LedgerStep {
-  name: string;
-  useful: number | null;
-  executed: number | null;
-  dense: number | null;
-  useful_exact: boolean;
-  executed_upper_bound: boolean;
-  useful_low?: number;
-  time_us: number | null;
-  costed_time_us: number | null;
-  mfu: Mfu;
-  exceeds_peak?: string[];
-  hfu: Hfu;
-}
+export type LedgerSite = LedgerTotals & { site: number };
+
+export type LedgerStep = LedgerTotals & { name: string, hfu: Hfu };
 
 export interface LedgerCall {
   call: number;
@@ -428,26 +417,16 @@ export interface LedgerCall {
 }
 
 /** The FLOPs ledger (report ``flops_ledger``; docs/cost-model.md, *The FLOPs ledger*). */
-export interface FlopsLedger {
-  useful: number | null;
-  executed: number | null;
-  dense: number | null;
-  useful_exact: boolean;
-  executed_upper_bound: boolean;
-  useful_low?: number;
-  time_us: number | null;
-  costed_time_us: number | null;
-  mfu: Mfu;
-  exceeds_peak?: string[];
-  hfu: Hfu;
-  peaks: Record<string, number>;
-  formula: string;
-  estimated: boolean;
-  sites: LedgerSite[];
-  steps: LedgerStep[];
-  calls_total: number;
-  calls: LedgerCall[];
-}
+export type FlopsLedger = LedgerTotals & {
+  hfu: Hfu,
+  peaks: Record<string, number>,
+  formula: string,
+  estimated: boolean,
+  sites: LedgerSite[],
+  steps: LedgerStep[],
+  calls_total: number,
+  calls: LedgerCall[],
+};
 
 export interface BoundaryItem {
   role: string;

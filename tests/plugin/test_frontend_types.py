@@ -260,7 +260,10 @@ class Checker:
         if m:
             keys = {k.strip().strip("\"'") for k in _split_top(m.group(2), "|")}
             return {k: v for k, v in self.interfaces[m.group(1)].items() if k in keys}
-        return self.interfaces[part] if part in self.interfaces else _fields(part[1:-1])
+        if part in self.interfaces:
+            self.seen.add(part)  # reached as a part of an intersection
+            return self.interfaces[part]
+        return _fields(part[1:-1])
 
     def interface(self, value: dict, name: str, where: str = "") -> None:
         self.seen.add(name)
