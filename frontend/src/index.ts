@@ -132,15 +132,20 @@ class App {
     if (st.sel) this.sel = st.sel;
     this.kfilter = st.k;
     this.pair = { base: st.base, next: st.next };
+    this.dropViews();
+    this.seq++;
+    this.updateTabs();
+    if (this.runs) this.onRuns(this.runs);
+  }
+
+  /** Forget what the current view drew (the next render builds it again for the new state). */
+  private dropViews(): void {
     this.shownKey = "";
     this.pickerKey = "";
     this.compare = null;
     this.runsView = null;
     this.ranks?.destroy();
     this.ranks = null;
-    this.seq++;
-    this.updateTabs();
-    if (this.runs) this.onRuns(this.runs);
   }
 
   private store(): void {
@@ -169,12 +174,7 @@ class App {
   private setView(v: View): void {
     if (this.view === v) return;
     this.view = v;
-    this.shownKey = "";
-    this.pickerKey = "";
-    this.compare = null;
-    this.runsView = null;
-    this.ranks?.destroy();
-    this.ranks = null;
+    this.dropViews();
     if (v !== "compare") this.pair = {};
     this.updateTabs();
     this.store();
