@@ -29,7 +29,6 @@ OUT = os.path.join(ROOT, "tb_attention_plugin", "advice", "data", "sdpa_backends
 TRACES = os.path.join(HERE, "traces")
 META = os.path.join(HERE, "raw", "2026-11-30", "meta")
 BACKENDS = ("flash", "efficient", "cudnn", "math")
-BACKWARD_FLOP_RATIO = 2.5
 
 
 def _workloads() -> list[str]:
@@ -53,6 +52,7 @@ def _row_inputs(meta: dict) -> dict:
 
 
 def build() -> dict:
+    from tb_attention_plugin.advice.sdpa_choice import BACKWARD_FLOP_RATIO, Inputs
     from tb_attention_plugin.analyze import analyze_path
     from tb_attention_plugin.trace.files import expand_paths
 
@@ -66,7 +66,9 @@ def build() -> dict:
         rep = analyze_path(path)
         shp = _row_inputs(meta)
         causal = bool(meta.get("causal"))
-        fwd_flops = 4.0 * shp["b"] * shp["h"] * shp["s"] * shp["s"] * shp["d"] * (0.5 if causal else 1.0)
+        b_, h, s, d = shp["b"], shp["h"], shp["s"], shp["d"]
+        # the FLOPs the table's reader (advice/sdpa_choice.py) divides by these rates: one count for both
+        fwd_flops = Inputs(None, b_, h, h, s, s, d, d, mask="causal" if causal else "none").fwd_flops()
         for b in rep.get("attention_backends") or []:
             if b["backend"] != meta["backend"]:
                 continue

@@ -34,6 +34,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from ..roofline import ledger as L
 from ..roofline.devices import sm_limits
 from .run import FUSED_BANDWIDTH_FRACTION, Run
 
@@ -72,7 +73,10 @@ class Inputs:
         return self.mask == "causal"
 
     def fwd_flops(self) -> float:
-        f = 2.0 * self.b * self.h * self.sq * self.sk * (self.d + self.dv)
+        """The forward's FLOPs as the measured table counts them (validation/backend_table.py uses
+        this): every pair at the ledger's FLOPs per pair, half of them when causal and square (not
+        the exact kept pairs: the rates were measured with this count)."""
+        f = L.pair_flops(self.d, self.dv) * self.b * self.h * self.sq * self.sk
         return f * (0.5 if self.causal and self.sq == self.sk else 1.0)
 
     def io_bytes(self, itemsize: int = 2) -> float:
