@@ -68,6 +68,11 @@ class _Cols:
         n = len(self.kt)
         return np.zeros(n, dtype=np.int32), [None]
 
+    def among(self, name: str, values: Any) -> np.ndarray:
+        """Per row: whether its ``name`` label is one of ``values`` (a collection, not a string)."""
+        codes, vocab = self.codes(name)
+        return np.asarray([v in values for v in vocab], dtype=bool)[codes]
+
     def text(self, name: str, rows: np.ndarray) -> list:
         codes, vocab = self.codes(name)
         return [vocab[i] for i in codes[rows].tolist()]
@@ -122,8 +127,7 @@ def _places(kt: Any, calls: list[Call]) -> None:
     """Fill each call's CallPlace: module path (the common prefix of its forward kernels'
     modules, cut at its scope module), scope annotation, source line and op signature."""
     cols = _Cols(kt)
-    ph_codes, ph_vocab = cols.codes("phase")
-    dir_codes, dir_vocab = cols.codes("direction")
+    is_core, backward = cols.among("phase", _CORE), cols.among("direction", ("backward",))
     mp_codes, mp_vocab = cols.codes("module_path")
     sc_codes, sc_vocab = cols.codes("scope")
     ts_codes, ts_vocab = cols.codes("tag_source")
@@ -134,7 +138,7 @@ def _places(kt: Any, calls: list[Call]) -> None:
     extras = getattr(kt, "extras", {}) or {}
     for c in calls:
         r = c.rows
-        fwd = r[np.asarray([dir_vocab[x] != "backward" for x in dir_codes[r].tolist()], dtype=bool)]
+        fwd = r[~backward[r]]
         use = fwd if len(fwd) else r
         paths = []
         for code in sorted(set(mp_codes[use].tolist())):
@@ -152,7 +156,7 @@ def _places(kt: Any, calls: list[Call]) -> None:
             if own in mods:
                 mods = mods[: mods.index(own) + 1]
         annotation = str(scope) if source == "annotation" and scope else None
-        core = [x for x in use.tolist() if ph_vocab[ph_codes[x]] in _CORE]
+        core = use[is_core[use]].tolist()
         main = max(core, key=lambda x: dur[x]) if core else int(use[np.argmax(dur[use])])
         e = extras.get(main) or {}
         shapes = e.get("shapes") or []
@@ -250,6 +254,8 @@ def ledger_entries(kt: Any, calls: list[Call], trace: Any, links: Any, attr: Any
     nm_codes, nm_vocab = cols.codes("name")
     op_codes, op_vocab = cols.codes("cost_op")
     sc_codes, sc_vocab = cols.codes("scope")
+    is_core, is_math = cols.among("phase", _CORE), cols.among("phase", _MATH_PHASES)
+    is_qk_pv = cols.among("phase", ("qk_matmul", "pv_matmul"))
     dur = np.nan_to_num(cols.num("dur_us"))
     flops = cols.num("flops")
     flops0 = np.nan_to_num(flops)
@@ -263,14 +269,14 @@ def ledger_entries(kt: Any, calls: list[Call], trace: Any, links: Any, attr: Any
         fwd_backend: Optional[str] = None
         by_dir: dict[str, list[int]] = {}
         for x in c.rows.tolist():
-            if ph_vocab[ph_codes[x]] in _CORE:
+            if is_core[x]:
                 by_dir.setdefault(str(dir_vocab[dir_codes[x]]), []).append(x)
         for direction in ("forward", "backward"):
             rows = by_dir.get(direction)
             if not rows:
                 continue
             arr = np.asarray(rows, dtype=np.int64)
-            math_rows = [x for x in rows if ph_vocab[ph_codes[x]] in _MATH_PHASES] or rows
+            math_rows = [x for x in rows if is_math[x]] or rows
             main = max(math_rows, key=lambda x: (dur[x], flops0[x]))
             name = str(nm_vocab[nm_codes[main]] or "")
             op = op_vocab[op_codes[main]]
@@ -300,13 +306,12 @@ def ledger_entries(kt: Any, calls: list[Call], trace: Any, links: Any, attr: Any
             tile = L.tile_from_name(name) if backend in L.FUSED_TILED else None
             decomposed = None
             if backend not in L.FUSED_TILED:
-                mm = [x for x in rows if ph_vocab[ph_codes[x]] in ("qk_matmul", "pv_matmul")]
+                mm = [x for x in rows if is_qk_pv[x]]
                 f = flops[mm] if mm else np.zeros(0)
                 decomposed = float(np.nansum(f)) if len(f) and not np.isnan(f).all() else None
             counts = L.counts(geom, direction, backend, tile, decomposed_flops=decomposed) if geom else None
             t = float(dur[arr].sum())
-            is_math = np.asarray([ph_vocab[ph_codes[x]] in _MATH_PHASES for x in rows], dtype=bool)
-            pr = _call_peak(arr, dur, flops, peak, is_math)
+            pr = _call_peak(arr, dur, flops, peak, is_math[arr])
             pk = float(peak[pr]) if pr is not None else 0.0
             out.append(
                 LedgerEntry(c.call, c.site, direction, backend, op, geom, counts, tile, t, t * pk, arr, c.step, pr)
@@ -561,10 +566,8 @@ def _cited(advice: list) -> dict[int, set]:
 
 def sites_block(kt: Any, calls: list[Call], names: list, entries: list[LedgerEntry], rep: dict) -> list[dict]:
     cols = _Cols(kt)
-    ph_codes, ph_vocab = cols.codes("phase")
-    dir_codes, dir_vocab = cols.codes("direction")
+    is_core, backward = cols.among("phase", _CORE), cols.among("direction", ("backward",))
     nm_codes, nm_vocab = cols.codes("name")
-    bd_codes, bd_vocab = cols.codes("bound")
     dt_codes, dt_vocab = cols.codes("dtype")
     dur = np.nan_to_num(cols.num("dur_us"))
     flops, nbytes = cols.num("flops"), cols.num("bytes")
@@ -574,12 +577,11 @@ def sites_block(kt: Any, calls: list[Call], names: list, entries: list[LedgerEnt
     for s, sn in enumerate(names):
         mine = [c for c in calls if c.site == s]
         rows = np.concatenate([c.rows for c in mine]) if mine else np.zeros(0, dtype=np.int64)
-        bwd = np.asarray([dir_vocab[x] == "backward" for x in dir_codes[rows].tolist()], dtype=bool)
-        core = np.asarray([ph_vocab[x] in _CORE for x in ph_codes[rows].tolist()], dtype=bool)
+        bwd, core = backward[rows], is_core[rows]
         t = float(dur[rows].sum())
         btime = {}
         for b in BOUNDS:
-            v = float(dur[rows][np.asarray([bd_vocab[x] == b for x in bd_codes[rows].tolist()], dtype=bool)].sum())
+            v = float(dur[rows][cols.among("bound", (b,))[rows]].sum())
             if v > 0:
                 btime[b] = _r(v)
         known = ~np.isnan(flops[rows]) & ~np.isnan(nbytes[rows])
@@ -596,7 +598,7 @@ def sites_block(kt: Any, calls: list[Call], names: list, entries: list[LedgerEnt
                 shapes[gk] = shapes.get(gk, 0) + 1
         if not shapes:  # no geometry: the recorded inputs of its longest core kernel
             for c in mine:
-                core_rows = [x for x in c.rows.tolist() if ph_vocab[ph_codes[x]] in _CORE]
+                core_rows = c.rows[is_core[c.rows]].tolist()
                 if core_rows:
                     x = max(core_rows, key=lambda r: dur[r])
                     sh = (extras.get(x) or {}).get("shapes")
