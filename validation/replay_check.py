@@ -123,6 +123,15 @@ def _cmp(got, want, tol) -> tuple[str, bool | None]:
     return f"{ratio:.3f}", abs(ratio - 1.0) <= tol
 
 
+def _judge(f, b, want_f, want_b, tol: float) -> tuple[str, str, str]:
+    """The forward and backward ratios (replay / trace) and the verdict: pass when the forward is within
+    ``tol`` and so is the backward (or it has none to compare), FAIL when either is off, else not run."""
+    rf, okf = _cmp(f, want_f, tol)
+    rb, okb = _cmp(b, want_b, tol)
+    verdict = "pass" if okf and okb in (True, None) else "FAIL" if okf is False or okb is False else "not run"
+    return rf, rb, verdict
+
+
 def _us(x) -> str:
     return "–" if x is None else f"{x:,.1f}"
 
@@ -151,9 +160,7 @@ def check(entries: list[dict], results: dict[str, dict], tol: float) -> tuple[li
             per = c["per_call_us"]
             r = _row(rp, c["trace_backend"])
             f, b = _times(r, basis)
-            rf, okf = _cmp(f, per["forward"], tol)
-            rb, okb = _cmp(b, per.get("backward"), tol)
-            verdict = "pass" if okf and okb in (True, None) else "FAIL" if okf is False or okb is False else "not run"
+            rf, rb, verdict = _judge(f, b, per["forward"], per.get("backward"), tol)
             if r is not None and r["status"] != "ok":
                 notes.append(
                     f"{e['label']} {c['id']}: the trace's backend {c['trace_backend']} {r['status']}: {r['reason']}"
@@ -187,11 +194,7 @@ def check(entries: list[dict], results: dict[str, dict], tol: float) -> tuple[li
                 if t["trace_backend"] != be:
                     notes.append(f"{e['label']}: the twin {os.path.basename(twin)} ran {t['trace_backend']}, not {be}")
                 tp = t["per_call_us"]
-                rf2, okf2 = _cmp(f2, tp["forward"], tol)
-                rb2, okb2 = _cmp(b2, tp.get("backward") if per.get("backward") else None, tol)
-                v2 = (
-                    "pass" if okf2 and okb2 in (True, None) else "FAIL" if okf2 is False or okb2 is False else "not run"
-                )
+                rf2, rb2, v2 = _judge(f2, b2, tp["forward"], tp.get("backward") if per.get("backward") else None, tol)
                 if r2 is not None and r2["status"] != "ok":
                     notes.append(f"{e['label']} {c['id']}: {be} {r2['status']}: {r2['reason']}")
                 alt.append(
