@@ -355,6 +355,7 @@ def _geometry(
     if not decomposed:
         return None, None
     qk = pv = None
+    qk_owner = -1
     has_mask = False
     for x, o in zip(rows.tolist(), owner[np.clip(gids, 0, max(len(owner) - 1, 0))].tolist()):
         ph = ph_vocab[ph_codes[x]]
@@ -364,15 +365,30 @@ def _geometry(
         if not d or "m" not in d:
             continue
         if ph == "qk_matmul" and qk is None:
-            qk = d
+            qk, qk_owner = d, int(o)
         elif ph == "pv_matmul" and pv is None:
             pv = d
     if qk is None:
         return None, None
     heads = int(qk.get("batch", 1))
+    b = _batch_of(ops, qk_owner, heads)
     dv = int(pv["n"]) if pv is not None else int(qk["k"])
     mask = L.Mask("tensor") if has_mask else L.NO_MASK
-    return L.Geometry(1, heads, heads, int(qk["m"]), int(qk["n"]), int(qk["k"]), dv, mask), None
+    return L.Geometry(b, heads // b, heads // b, int(qk["m"]), int(qk["n"]), int(qk["k"]), dv, mask), None
+
+
+def _batch_of(ops: _Ops, owner: int, bh: int) -> int:
+    """B of decomposed attention whose QKᵀ matmul batches ``bh`` = B × H matrices: the leading dim
+    of the 4-D [B, H, S, D] input of the matmul op around its kernel (torch.matmul records it before
+    folding B and H into the bmm's one batch dim), else 1 (the bmm alone does not say; the FLOPs do
+    not depend on the split)."""
+    for r in ops.ancestors(owner, 4) if owner >= 0 else []:
+        _, args = ops.get(r)
+        for a in args or []:
+            sh = a.shape
+            if sh is not None and len(sh) == 4 and sh[0] * sh[1] == bh and sh[0] > 0:
+                return int(sh[0])
+    return 1
 
 
 # -- JSON ---------------------------------------------------------------------------------------------

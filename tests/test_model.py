@@ -335,3 +335,29 @@ def test_record_function_names_fold_and_top_finding(tmp_path):
     assert s["backends"][0]["backend"] == "math"
     assert s["top_finding"] is not None and s["top_finding"]["id"] == "sdpa_math_backend"
     assert {f["id"] for f in rep["advice"]} >= {"sdpa_math_backend"}
+
+
+@pytest.mark.parametrize(
+    "trace",
+    [
+        "validation/traces/hf_llama_eager_fwdbwd",
+        "sample_traces/gpt4l_naive_train",
+        "validation/traces/naive_bf16_s2048_d64_fwd",
+    ],
+)
+def test_decomposed_site_shape_splits_batch_and_heads_as_recorded(trace):
+    """Decomposed attention's bmm folds B and H into one batch dim; the site's shape takes B and H
+    from the 4-D input torch.matmul recorded, as the replay block's calls do (it said B1 H32 for
+    a [2, 16, S, D] Llama step, beside the replay's q 2x16)."""
+    files = glob.glob(os.path.join(ROOT, trace, "*.json*"))
+    if not files:
+        pytest.skip(f"{trace} is not available")
+    rep = analyze_path(files[0])
+    calls = [c for c in rep["replay"]["calls"] if c["kind"] == "eager"]
+    assert calls
+    q = calls[0]["q_shape"]
+    for s in rep["sites"]:
+        sh = s["shapes"][0]
+        if "sq" not in sh:
+            continue
+        assert (sh["b"], sh["h"], sh["sq"], sh["d"]) == (q[0], q[1], q[2], q[3]), (s["name"], sh, q)

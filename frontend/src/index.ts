@@ -105,7 +105,15 @@ class App {
       h("span", { class: "grow" }),
       this.annotated,
       this.download);
-    this.root.append(h("a", { class: "skip", href: "#content" }, "Skip to content"), this.header, this.progressSlot, this.main);
+    // TensorBoard's plugin_entry.html sets <base href="/data/plugin/attention/">: a bare "#content"
+    // link would navigate the iframe away from the tab, so the skip link focuses the content itself
+    const skip = h("a", { class: "skip", href: "#content" }, "Skip to content");
+    skip.addEventListener("click", (e) => {
+      e.preventDefault();
+      this.main.focus();
+      this.main.scrollIntoView();
+    });
+    this.root.append(skip, this.header, this.progressSlot, this.main);
     // the sticky toolbar's height (one row at 1500 px, two at 1000): what scrolled-to sections
     // keep clear of (CSS scroll-margin-top)
     const setTop = () => document.documentElement.style.setProperty("--topbar-h", `${this.header.offsetHeight}px`);

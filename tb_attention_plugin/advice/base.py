@@ -42,6 +42,7 @@ class Finding:
     what_if: Any = None  # a replay.WhatIf: the registry replays it for step_gain_us
     notes: list[str] = field(default_factory=list)
     id: Optional[str] = None  # a rule with several findings names each (default: the rule's id)
+    fix_code: Optional[str] = None  # code for this finding alone (default: the rule's fix)
 
 
 @dataclass

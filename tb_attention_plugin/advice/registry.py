@@ -94,7 +94,7 @@ def _finding(rule: Rule, f: Finding, run: Run) -> dict[str, Any]:
         "gain_basis": rule.basis,
         "gpu_gain_us": _r(gpu) if gpu is not None else None,
         "step_gain_us": _r(step) if step is not None else None,
-        "fix_code": rule.fix,
+        "fix_code": f.fix_code or rule.fix,
         "twin": rule.twin,
     }
     if run.replay is not None:

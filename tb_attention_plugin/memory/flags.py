@@ -196,7 +196,7 @@ def memory_flags(mem: dict, shapes: dict) -> list[dict]:
                 "message": f"{len(rest)} more repeated copies inside attention",
                 "evidence": f"{sum(f['calls'] for f in rest)} calls, {us(sum(f['time_us'] or 0 for f in rest))} "
                 f"GPU, {fmt_bytes(sum(f['bytes'] or 0 for f in rest))}",
-                "fix": "see data_movement.copies",
+                "fix": "the data movement table lists them all (data_movement.copies in the JSON report)",
                 "calls": sum(f["calls"] for f in rest),
                 "time_us": rounded(sum(f["time_us"] or 0 for f in rest)),
                 "bytes": sum(f["bytes"] or 0 for f in rest),

@@ -79,6 +79,15 @@ def _open(page, base, hash_="#attention"):
 
 def _trace(page, base, run, extra=""):
     frame = _open(page, base, f"#attention&att.view=run&att.run={run}{extra}")
+    # a hash change on the same page keeps the last run's rows until the new ones arrive: wait for
+    # this run's (a click on an expander of the old table would be lost when it is redrawn)
+    frame.wait_for_function(
+        "r => { const s = document.getElementById('trace-run');"
+        " const b = document.querySelector('#kernels .kernels-body');"
+        " return s && s.value === r && b && b.getAttribute('aria-busy') === 'false'; }",
+        arg=run,
+        timeout=30000,
+    )
     frame.wait_for_selector("#kernel-table tbody tr[data-id]", timeout=30000)
     return frame
 

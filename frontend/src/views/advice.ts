@@ -130,8 +130,11 @@ export function renderAdvice(s: Summary, onPick: (f: KernelFilter) => void): HTM
   const items = s.advice;
   if (!items) return null;       // an older report without the block
   const ranked = rankAdvice(items);
+  const steps = context(s).steps;
+  // the strip above shows one step's mean, the gains are the trace's totals: say which
+  const over = steps > 1 ? ` Gains are over the whole trace (its ${steps} profiled steps together, like the Summary's totals; the strip above shows one step).` : "";
   const help = h("p", { class: "section-help" },
-    "What to change, ranked by the step time each change would save in this trace (else by its attention GPU time). Gains marked ~ are estimates under the stated assumption; click a phase or kernel to see its kernels below.");
+    `What to change, ranked by the step time each change would save in this trace (else by its attention GPU time).${over} Gains marked ~ are estimates under the stated assumption; click a phase or kernel to see its kernels below.`);
   if (!ranked.length) {
     return section("Advice", "advice", h("p", { class: "muted", "data-testid": "advice-empty" },
       "No finding: none of the advice rules has evidence in this trace."), checkList(s.advice_checks || []));

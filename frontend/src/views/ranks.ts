@@ -373,6 +373,11 @@ export class RanksView {
     const worst = rows.find((r) => flagged.has(keyOf(r))) || [...rows].sort((a, b) => b.attention_time_us - a.attention_time_us)[0];
     let a = (this.cmp[0] && byKey.get(this.cmp[0])) || typical;
     let b = (this.cmp[1] && byKey.get(this.cmp[1])) || worst;
+    // two ranks (or the slowest one nearest the median): never a rank against itself by default
+    if (!this.cmp[0] && keyOf(a) === keyOf(b) && rows.length > 1) {
+      a = [...rows].filter((r) => keyOf(r) !== keyOf(b))
+        .sort((x, y) => Math.abs(x.attention_time_us - med) - Math.abs(y.attention_time_us - med))[0];
+    }
     const body = h("div");
     const mk = (id: string, label: string, cur: RankRow, set: (r: RankRow) => void) => {
       const sel = h("select", { id });

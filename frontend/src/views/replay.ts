@@ -61,7 +61,7 @@ export function renderReplay(s: Summary, sel: Selection, scriptUrl: string): HTM
   const link = h("a", { class: "btn link", id: "download-replay", href: scriptUrl, download: "",
     title: "a self-contained PyTorch script (shapes only) that rebuilds these calls and times them under every backend (tb-attention replay --emit)" }, "Replay script");
   const help = h("p", { class: "section-help" },
-    `${b.calls.length} distinct attention call${b.calls.length > 1 ? "s" : ""} of this trace can be rebuilt from their recorded shapes. `,
+    `${b.calls.length} distinct attention call${b.calls.length > 1 ? "s" : ""} of this trace ${b.calls.length > 1 ? "can be rebuilt from their" : "can be rebuilt from its"} recorded shapes. `,
     "Download the script, run it on the machine with the GPU, and put the .replay.json it writes beside the trace: ",
     "the advice then uses the measured times instead of estimates.");
   const status = m ? h("p", { class: m.used_for_advice ? "" : "muted" },
