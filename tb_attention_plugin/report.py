@@ -252,7 +252,7 @@ def _replay_reasons(frame: KernelFrame, graph: Optional[graphs.GraphContext]) ->
     m = (frame.bound == BOUND_UNKNOWN) & graph.replayed & (graph.how != graphs.REF)
     if not m.any():
         return frame
-    vocab = list(frame.reason.vocab) + [graphs.REPLAY_REASON]
+    vocab = list(frame.reason.vocab) + [graphs.replay_reason(graph)]
     return dataclasses.replace(frame, reason=Coded(np.where(m, len(vocab) - 1, frame.reason.codes), vocab))
 
 
