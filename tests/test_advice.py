@@ -306,7 +306,8 @@ def test_h200_validation_traces(run, expected):
 
 def test_advice_rendered_in_table_and_markdown(reports):
     text = render_text([reports["naive_bf16_s2048_fwd"]])
-    assert "advice [high, est. gain 2.33 ms]: Use fused attention" in text
+    # the fused estimate is 35 % of the bf16 roof: the datasheet's 989.4 TFLOP/s on the H200
+    assert "advice [high, est. gain 2.42 ms]: Use fused attention" in text
     assert "  how: Replace the explicit matmul" in text
     md = render_text([reports["naive_bf16_s2048_fwd"]], markdown=True)
     assert "Use fused attention" in md

@@ -35,9 +35,9 @@ MEASURED = os.path.join(ROOT, "tests", "data", "measured")
 NOT_IN_TYPES: dict[str, set[str]] = {
     "Summary": {"memory"},  # shown from /memory
     "Summary.thresholds": {"low_occupancy_pct", "short_kernel_us", "tiny_grid_sm_fraction"},
-    "Phase": {"upper_bound"},
+    "Phase": {"upper_bound", "upper_bound_flops_per_s", "upper_bound_bytes_per_s"},
     "Device": {"l2_bytes", "roof_adjustments"},
-    "Kernel": {"dram_bytes"},
+    "Kernel": {"dram_bytes", "bytes_over_roof", "upper_bound_flops_per_s", "upper_bound_bytes_per_s"},
     "KernelsResponse": {"selection", "state"},
     "RooflineResponse": {"selection", "state"},
     "TimelineResponse": {"selection", "state"},

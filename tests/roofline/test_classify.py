@@ -9,6 +9,8 @@ from tb_attention_plugin.roofline.classify import (
     M_NO_FORMULA,
     M_NO_OP,
     M_NO_SHAPES,
+    N_BYTES_HIGH,
+    N_L2,
     N_ROOF_RAISED,
     ROOF_REACHED,
     SHORT_KERNEL_US,
@@ -160,7 +162,8 @@ def test_peak_choice():
 
 
 def test_a_kernel_faster_than_the_table_peak_raises_the_roof():
-    # LM-head GEMM at 869 TFLOP/s against a measured bf16 peak of 801.5: the roof was wrong
+    # LM-head GEMM at 869 TFLOP/s against a measured bf16 peak of 801.5: that benchmark is no
+    # ceiling, so the roof is the datasheet's 989.4 (the kernel did not beat that)
     dur = np.array([100.0, 100.0, 100.0])
     fl = np.array([869e12, 400e12, 2000e12]) * 100e-6
     f = from_columns(
@@ -175,31 +178,99 @@ def test_a_kernel_faster_than_the_table_peak_raises_the_roof():
     )
     f, adj = raise_roofs(f, lambda dev, pk: 989.4e12 if pk == "bf16" else None)
     assert adj == [
-        {"device": 0, "peak": "bf16", "from": 801.5e12, "to": pytest.approx(869e12), "reason": adj[0]["reason"]}
+        {
+            "device": 0,
+            "peak": "bf16",
+            "from": 801.5e12,
+            "to": 989.4e12,
+            "evidence": "exact_flops",
+            "to_basis": "datasheet",
+            "reason": adj[0]["reason"],
+        }
     ]
-    assert "869 TFLOP/s" in adj[0]["reason"] and "datasheet's dense bf16 peak is 989 TFLOP/s" in adj[0]["reason"]
+    assert "869 TFLOP/s" in adj[0]["reason"] and "datasheet's dense bf16 peak of 989 TFLOP/s" in adj[0]["reason"]
     f = classify(f)
-    assert (f.peak_flops == adj[0]["to"]).all()
-    assert f.compute_util[0] == pytest.approx(1.0) and f.note[0] & N_ROOF_RAISED
-    assert f.compute_util[1] == pytest.approx(400 / 869)
-    assert "raised to 869 TFLOP/s" in f.reason[0] and "raised" not in f.reason[1]
+    assert (f.peak_flops == 989.4e12).all()
+    assert f.compute_util[0] == pytest.approx(869 / 989.4) and f.note[0] & N_ROOF_RAISED
+    assert f.compute_util[1] == pytest.approx(400 / 989.4)
+    assert "raised to 989 TFLOP/s" in f.reason[0] and "raised" not in f.reason[1]
     # an estimate above even the raised roof does not move it: it is shown at the roof, and says so
     assert f.compute_util[2] == 1.0 and "FLOP estimate exceeds" in f.reason[2]
-    # above the datasheet too: the FLOP count is suspect, and the reason says so
+    # above the datasheet too: the FLOP count is suspect, the roof is the achieved rate, and the reason says so
     g, adj = raise_roofs(
         from_columns(
             100.0, flops=1100e12 * 100e-6, bytes=1e8, reads=1e8, peak_flops=801.5e12, bandwidth=BW, peak="bf16"
         ),
         lambda dev, pk: 989.4e12,
     )
-    assert adj[0]["to"] == pytest.approx(1100e12) and "check the FLOP count" in adj[0]["reason"]
+    assert adj[0]["to"] == pytest.approx(1100e12) and adj[0]["to_basis"] == "achieved"
+    assert "check the FLOP count" in adj[0]["reason"]
     assert classify(g).compute_util[0] == pytest.approx(1.0)
+    # a kernel that holds only a share of its op's FLOPs, an estimate or an upper bound is no evidence
+    for kw in ({"flops_exact": False}, {"estimated": True}, {"upper_bound": True}):
+        h = from_columns(
+            100.0, flops=869e12 * 100e-6, bytes=1e8, reads=1e8, peak_flops=801.5e12, bandwidth=BW, peak="bf16", **kw
+        )
+        assert raise_roofs(h, lambda dev, pk: 989.4e12)[1] == []
 
 
-def test_traffic_above_dram_bandwidth_came_from_l2():
+def test_measured_dram_traffic_raises_the_dram_roof_estimates_never_do():
+    # counters measured 4.42 TB/s against a 4.24 TB/s copy benchmark: the datasheet's 4.8 is the roof
+    f = from_columns(
+        [300.0, 300.0], flops=0.0, bytes=1.45e9, reads=1.45e9, peak_flops=50.5e12, bandwidth=BW, peak="fp32"
+    )
+    measured = np.array([4.42e12, np.nan])
+    g, adj = raise_roofs(f, lambda dev, pk: 4.8e12 if pk == "memory_bandwidth" else None, measured_dram=measured)
+    assert [(a["peak"], a["from"], a["to"], a["evidence"], a["to_basis"]) for a in adj] == [
+        ("memory_bandwidth", BW, 4.8e12, "measured_dram", "datasheet")
+    ]
+    assert (g.bandwidth == 4.8e12).all() and "4.42 TB/s" in adj[0]["reason"]
+    # the same traffic as an estimate (1.45 GB in 300 µs = 4.83 TB/s) moves no roof
+    assert raise_roofs(f, lambda dev, pk: 4.8e12)[1] == []
+
+
+def test_traffic_above_dram_bandwidth_is_a_bytes_model_miss():
+    # 1.5x what DRAM delivers, no reason to think part of it was in L2: the estimate is too high
     v = one(100.0, 1e8, 1.5 * BW * 100e-6, 50.5e12, peak="fp32")
-    assert v["mu"] == 1.0 and v["bound"] == "memory"
-    assert "served from L2" in v["reason"] and "100% of memory bandwidth" in v["reason"]
+    assert np.isnan(v["mu"]) and "served from L2" not in v["reason"]
+    assert "bytes estimate too high by ≥1.5×" in v["reason"] and "6.36 TB/s > the 4.24 TB/s roof" in v["reason"]
+    # no L2 known: the floor is the estimate itself, so the memory roof was reached
+    assert v["bound"] == "memory" and "memory-bound" in v["reason"]
+    # a 537 MB K/V stream cannot hide in a 60 MB L2: at least (537 - 63) MB came from DRAM
+    dur = 537e6 / (1.2 * BW) * 1e6
+    f = classify(
+        from_columns(
+            dur, flops=1e8, bytes=537e6, reads=537e6, peak_flops=50.5e12, bandwidth=BW, peak="fp32", l2_bytes=60 * 2**20
+        )
+    )
+    assert np.isnan(f.memory_util[0]) and f.note[0] & N_BYTES_HIGH and BOUNDS[f.bound[0]] == "memory"
+    assert f.memory_floor[0] == pytest.approx(min(1.0, (537e6 - 60 * 2**20) / 537e6 * 1.2))
+    # most of it could have been in L2: the bound is unknown, never a false 100 %
+    v = one(100.0, 1e6, 1.5 * BW * 100e-6, 50.5e12, peak="fp32", l2_bytes=0.9 * 1.5 * BW * 100e-6)
+    assert v["bound"] == "unknown" and np.isnan(v["mu"])
+
+
+def test_reads_of_a_tensor_just_written_are_l2_hits():
+    # the safe-softmax where: 1.5x the roof, of which the softmax output just written (fits in L2)
+    nb = 1.5 * BW * 100e-6
+    hint = "reads the bf16 [8, 16, 2048, 2048] tensor written 1 op earlier"
+    f = classify(
+        from_columns(
+            100.0,
+            flops=1e6,
+            bytes=nb,
+            reads=nb,
+            peak_flops=50.5e12,
+            bandwidth=BW,
+            peak="fp32",
+            l2_bytes=60 * 2**20,
+            l2_reuse_bytes=0.6 * nb,
+            l2_hint=[hint],
+        )
+    )
+    assert f.note[0] & N_L2 and not f.note[0] & N_BYTES_HIGH
+    assert f.memory_util[0] == pytest.approx(0.6) and f.dram_bytes[0] == pytest.approx(0.4 * nb)
+    assert hint in f.reason[0] and "not counted as DRAM traffic" in f.reason[0]
 
 
 def test_upper_bounds_never_claim_a_roof():

@@ -5,6 +5,8 @@ import os
 
 from helpers import ROOT
 from tb_attention_plugin.analyze import analyze_path
+from tb_attention_plugin.options import Options
+from tb_attention_plugin.roofline import devices as D
 
 GPT12 = os.path.join(ROOT, "benchmarks", "traces", "gpt12_naive_train_mem.pt.trace.json.gz")
 
@@ -26,11 +28,28 @@ def test_occupancy_is_recorded_or_theoretical_never_zero():
     assert k["grid"] and k["waves"] > 0
 
 
-def test_traffic_above_bandwidth_names_the_operand_still_in_l2():
+def test_traffic_above_the_dram_roof_is_l2_reuse_or_a_bytes_model_miss():
+    """On the H200's datasheet DRAM roof (4.8 TB/s: real kernels beat the 4.24 TB/s copy
+    benchmark) no estimate of this recorded fwd+bwd needs more than the roof. Against the old
+    benchmark, given as the user's roof: kernels that read a tensor an op just before wrote,
+    which fits in L2 with everything moved since, have those reads counted as L2 hits and an
+    honest utilisation below 100 %; the others are bytes-model misses, shown as such (no
+    utilisation, "bytes estimate too high"), never at a false 100 %."""
     path = glob.glob(os.path.join(ROOT, "validation", "traces", "hf_llama_eager_fwdbwd", "*.json.gz"))[0]
     rep = analyze_path(path)
-    over = [k for k in rep["kernels"] if "served from L2" in (k["bound_reason"] or "")]
-    assert over and all(k["memory_util"] == 1.0 for k in over)
-    # where the cost model finds the writer (cost.l2_reuse), the reason names the tensor
-    named = [k for k in over if "written 1 op earlier" in k["bound_reason"]]
-    assert named and all("likely an L2 hit" in k["bound_reason"] for k in named)
+    assert rep["device"]["peaks"]["memory_bandwidth"] == 4.8e12
+    assert not [k for k in rep["kernels"] if k["bytes_over_roof"] is not None or "L2" in (k["bound_reason"] or "")]
+    rep = analyze_path(path, Options(user_peaks=D.load_user_peaks("memory=4.24")))
+    assert rep["device"]["peaks"]["memory_bandwidth"] == 4.24e12
+    ks = rep["kernels"]
+    reuse = [k for k in ks if "not counted as DRAM traffic" in (k["bound_reason"] or "")]
+    assert reuse and all("written 1 op earlier" in k["bound_reason"] for k in reuse)
+    assert all(k["memory_util"] is not None and k["memory_util"] < 1.0 for k in reuse)
+    miss = [k for k in ks if k["bytes_over_roof"] is not None]
+    assert miss and all(k["memory_util"] is None and k["bytes_over_roof"] > 1.0 for k in miss)
+    assert all("bytes estimate too high by ≥" in k["bound_reason"] for k in miss)
+    assert not any(k["memory_util"] == 1.0 for k in ks)
+    assert not any("served from L2" in (k["bound_reason"] or "") for k in ks)
+    # the long ones stream GBs through a 63 MB L2: memory-bound all the same, from the floor
+    big = [k for k in miss if k["dur_us"] > 100]
+    assert big and all(k["bound"] == "memory" and "memory-bound" in k["bound_reason"] for k in big)
