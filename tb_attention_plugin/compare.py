@@ -540,9 +540,14 @@ def _delta(a, b) -> dict:
     return {
         "delta": round(b - a, 3),
         "delta_pct": round(100.0 * (b - a) / a, 2) if a else None,
-        "ratio": round(b / a, 4) if a else None,
-        "speedup": round(a / b, 4) if a and b else None,
+        # significant digits, not decimals: a 49x slowdown's speedup (0.02045) must keep its digits
+        "ratio": _sig4(b / a) if a else None,
+        "speedup": _sig4(a / b) if a and b else None,
     }
+
+
+def _sig4(x: float) -> float:
+    return float(f"{x:.4g}")
 
 
 def _scale(x, div):
@@ -834,7 +839,7 @@ def _verdict_text(att: dict, faster: Optional[str], unit: str) -> str:
         return f"new run has attention work that the baseline has none of: {y} {unit}"
     return (
         f"new run is slower in attention: {y} vs {x} {unit} "
-        f"({_signed_pct(att['delta_pct'])}, {1 / att['speedup']:.2f}x the baseline's time)"
+        f"({_signed_pct(att['delta_pct'])}, {_slower(att):.2f}x the baseline's time)"
         if att["speedup"]
         else f"new run is slower in attention: {y} vs {x} {unit}"
     )
@@ -979,7 +984,17 @@ def _speed(r: dict) -> str:
         return "–"
     if abs(s - 1) < 0.005:
         return "same"
-    return f"{s:.2f}x faster" if s > 1 else f"{1 / s:.2f}x slower"
+    return f"{s:.2f}x faster" if s > 1 else f"{_slower(r):.2f}x slower"
+
+
+def _slower(r: dict) -> float:
+    """How many times the baseline's time the new run takes: from the unrounded times where the
+    row has them (1 / a rounded speedup is off in the last digits: 49.02x for 48.90x), else the
+    ratio."""
+    a, b = r.get("base"), r.get("new")
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a > 0 and b > 0:
+        return float(b) / float(a)
+    return float(r["ratio"]) if r.get("ratio") else 1.0 / float(r["speedup"])
 
 
 def render(cmp: dict, markdown: bool = False, width: Optional[int] = None) -> str:
