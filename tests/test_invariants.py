@@ -439,8 +439,20 @@ def test_engine_denominators_and_roofs(name):
         assert all(r["bound"] not in ("compute", "memory") for r in bounds)
     for d in rep["devices"]:
         for adj in d.get("roof_adjustments") or []:
-            assert adj["to"] > adj["from"] and d["peaks"]["flops"][adj["peak"]] == adj["to"]
+            used = (
+                d["peaks"]["memory_bandwidth"]
+                if adj["peak"] == "memory_bandwidth"
+                else d["peaks"]["flops"][adj["peak"]]
+            )
+            assert adj["to"] > adj["from"] and used == adj["to"]
+            assert adj["evidence"] in ("recorded", "exact_flops", "measured_dram")
+            assert adj["to_basis"] in ("datasheet", "achieved")
     for k in a.kernels:
+        # a dense upper bound is never an achieved rate; a bytes-model miss shows no utilisation
+        if k["upper_bound"]:
+            assert k["achieved_flops_per_s"] is None and k["achieved_bytes_per_s"] is None, k["name"]
+        if k["bytes_over_roof"] is not None:
+            assert k["bytes_over_roof"] > 1 and (k["memory_util"] is None or k["measured"]), k["name"]
         occ = k["occupancy_pct"]
         assert occ is None or 0 < occ <= 100, (k["name"], occ)  # 0 means "not computed": never shown
         assert k["latency_cause"] is None or k["bound"] == "latency", (k["name"], k["latency_cause"])
