@@ -33,6 +33,7 @@ from typing import Any, Optional
 import numpy as np
 
 from .attention import patterns as P
+from .attention.headdim import head_dims
 from .formats import pct, rounded as _r, us as _us
 from .roofline.cost import SDPA_SCHEMAS, sdpa_shapes
 from .trace.records import OP
@@ -800,9 +801,9 @@ def _head_dims(run: _Run) -> dict:
     for k in run.k:
         if k["id"] in seen or k["phase"] not in ("qk_matmul", "fused_attention"):
             continue
-        cd = k.get("cost_detail") or {}
-        d = cd.get("d") if "d" in cd else (cd.get("k") if k["phase"] == "qk_matmul" else None)
-        if d:
+        # attention/headdim.py: forward QK^T contraction or the formula's d (a backward QK^T kernel
+        # contracts over the sequence)
+        for d in head_dims(k["phase"], k.get("direction"), k.get("cost_detail")):
             e = out.setdefault(d, {"time_us": 0.0, "calls": 0, "source": "kernel shapes"})
             e["time_us"] += k["dur_us"] or 0.0
             e["calls"] += 1

@@ -26,7 +26,7 @@ from typing import Any, Optional
 
 from .attention.backends import BACKEND_LABELS, backends as _kernel_backends, describe as _describe_backends
 from .attention.patterns import strip_templates
-from .attention.vocabulary import FLOW_ORDER, PHASE_LABELS
+from .attention.vocabulary import FLOW_ORDER, PHASE_LABELS, UNFUSED_CORE_PHASES
 from .formats import (
     cut_middle,
     para,
@@ -40,7 +40,8 @@ from .formats import (
 
 COMPARE_SCHEMA = 1
 
-UNFUSED_CORE = ("qk_matmul", "scale", "mask", "softmax", "dropout", "pv_matmul")
+# the vocabulary's core phases, in the order a layer runs them (attention/vocabulary.py)
+UNFUSED_CORE = tuple(p for p in FLOW_ORDER if p in UNFUSED_CORE_PHASES)
 CORE = UNFUSED_CORE + ("fused_attention",)
 PROJECTIONS = ("qkv_proj", "out_proj")
 OTHER = ("rotary", "layout", "other")

@@ -355,6 +355,20 @@ def _raised(a: Optional[dict], unit: str) -> str:
     return f" (raised from {old}: the best achieved here, above the datasheet: check the count)"
 
 
+def _score_tensors_text(g: dict) -> str:
+    """``5 × 128 MiB``, or with mixed dtypes ``5, 512 MiB (3 bf16, 2 fp32)``: the S×S tensors one
+    call allocates, each at its own dtype (memory/footprint.py)."""
+    n = g.get("score_tensors") or 0
+    if not n:
+        return "–"
+    dts = g.get("score_tensor_dtypes") or {}
+    total = g.get("score_tensor_bytes")
+    if total is None or (len(dts) <= 1 and total == n * g["score_matrix_bytes"]):
+        return f"{n} × {fmt_bytes(g['score_matrix_bytes'])}"
+    parts = ", ".join(f"{c} {d}" for d, c in sorted(dts.items(), key=lambda x: -x[1]))
+    return f"{n}, {fmt_bytes(total)} ({parts})"
+
+
 def measurements_line(rep: dict) -> str:
     """'measured: ...' when hardware counters replaced the model (roofline/measured.py), else ''."""
     m = rep.get("measurements")
@@ -820,7 +834,7 @@ def render_memory_text(rep: dict, markdown: bool = False, width: Optional[int] =
                     f"B{s['b']} H{s['h']} KV{s['hk']} Sq{s['sq']} Sk{s['sk']} D{s['d']} {s['dtype']}",
                     fmt_bytes(g["kv_bytes_per_call"]),
                     fmt_bytes(g["fused_activation_bytes"]),
-                    (f"{g['score_tensors']} × {fmt_bytes(g['score_matrix_bytes'])}" if g["score_tensors"] else "–"),
+                    _score_tensors_text(g),
                     g["kv_source"],
                 ]
             )
@@ -1042,7 +1056,8 @@ def memory_csv_rows(rep: dict) -> list[list]:
                 g["calls"],
                 g["kv_bytes_per_call"],
                 "",
-                f"fused_activation_bytes={g['fused_activation_bytes']} score_tensors={g['score_tensors']}",
+                f"fused_activation_bytes={g['fused_activation_bytes']} score_tensors={g['score_tensors']} "
+                f"score_tensor_bytes={g.get('score_tensor_bytes')}",
             ]
         )
     for a in fp.get("alternatives") or []:

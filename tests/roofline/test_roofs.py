@@ -8,6 +8,7 @@ import glob
 import os
 
 import pytest
+from test_measured import write_ncu
 
 from helpers import ROOT
 from synth import BF16, SynthTrace, naive_attention
@@ -15,7 +16,6 @@ from tb_attention_plugin.analyze import analyze_path
 from tb_attention_plugin.formats import device_line
 from tb_attention_plugin.options import Options
 from tb_attention_plugin.roofline import devices as D
-from test_measured import write_ncu
 
 BENCH = D.load_user_peaks("bf16=801.5,memory=4.24")  # the H200's benchmarks, as a user's roofs
 
