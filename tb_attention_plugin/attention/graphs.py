@@ -460,7 +460,12 @@ GEMM_KERNEL = re.compile(r"gemm|nvjet|cutlass|cublas|Cijk_|sm\d\d_xmma|_mm_|matm
 NORM_KERNEL = re.compile(r"reduce_kernel|norm|rms|welford|layer_norm|triton_(red|per)_", re.I)
 # generic cache writes (index_copy_/scatter_ into a static cache); library ones are in the catalogue
 CACHE_WRITE_KERNEL = re.compile(r"index_copy|scatter|index_put|store_kvcache|kv_cache", re.I)
-ROTARY_KERNEL = re.compile(r"rotary|rope|neg_kernel|sin_kernel|cos_kernel|CatArrayBatchedCopy", re.I)
+# rotate_half's neg and cat, or the sin/cos tables: eager kernels by their functors, Inductor's by the
+# fused ops its kernel name lists (triton_poi_fused_add_cat_mul_neg_slice_1)
+ROTARY_KERNEL = re.compile(
+    r"rotary|rope|neg_kernel|sin_kernel|cos_kernel|CatArrayBatchedCopy|^triton_\w+?_fused\w*?_(neg|sin|cos)(_|$)",
+    re.I,
+)
 SPLITK_REDUCE = re.compile(r"splitKreduce", re.I)
 
 

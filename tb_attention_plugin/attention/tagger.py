@@ -43,6 +43,7 @@ SOURCES = (
     "gpu_annotation",
     "graph_reference",
     "graph_structure",
+    "compiled_structure",
 )
 _SRC = {s: i for i, s in enumerate(SOURCES)}
 
@@ -714,6 +715,7 @@ def tag(
                 g_phase[k] = code
                 g_src[k] = _SRC["kernel_name"]
                 instances[key] = {"name": names[gname[k]], "source": "kernel_name"}
+    _compiled_structure(trace, links, g_inst, g_phase, g_src, instances)
     return Tagging(
         range_instance=inst,
         range_phase=phase,
@@ -724,3 +726,48 @@ def tag(
         gpu_backward=g_bwd.astype(bool),
         instances=instances,
     )
+
+
+def _compiled_structure(
+    trace: Trace,
+    links: Links,
+    g_inst: np.ndarray,
+    g_phase: np.ndarray,
+    g_src: np.ndarray,
+    instances: dict[int, dict[str, str]],
+) -> None:
+    """Compiled code (torch.compile without CUDA graphs) has no module scope inside its compiled
+    region: the attention kernel is found (by its SDPA op or its name), the projections, rotary
+    and KV-cache writes around it are not. They are given the same structure a CUDA-graph replay
+    of those kernels gets (graphs.structure_phases): within one compiled region, in GPU order,
+    from the first GEMM after the last normalisation up to the attention kernel, and after it up
+    to the first GEMM. Only kernels no scope tagged are placed (source ``compiled_structure``)."""
+    names = trace.strings
+    R = trace.ranges
+    if not len(R["kind"]) or not any(P.COMPILED_REGION.search(s) for s in names):
+        return
+    from .graphs import structure_phases  # graphs imports this module
+
+    is_region = np.array([bool(P.COMPILED_REGION.search(s)) for s in names], dtype=bool)[R["name"]]
+    region = outermost_marked(links.parent, is_region & np.isin(R["kind"], (OP, ANNOTATION)))
+    k_region = take_or(region, links.gpu_parent)
+    G = trace.gpu
+    fused = P.PHASE_INDEX["fused_attention"]
+    src = _SRC["compiled_structure"]
+    idx = np.flatnonzero(k_region >= 0)
+    if not len(idx) or not (g_phase[idx] == fused).any():
+        return
+    idx = idx[np.lexsort((G["ts_ns"][idx], k_region[idx]))]
+    cuts = np.flatnonzero(np.diff(k_region[idx])) + 1
+    for g in np.split(idx, cuts):
+        att = ((g_inst[g] >= 0) & (g_phase[g] == fused)).tolist()
+        if not any(att):
+            continue
+        kn = [names[i] for i in G["name"][g].tolist()]
+        for i, (ph, anchor) in structure_phases(kn, att).items():
+            k, a = int(g[i]), int(g[anchor])
+            if g_inst[k] >= 0:
+                continue
+            g_inst[k] = g_inst[a]
+            g_phase[k] = P.PHASE_INDEX[ph]
+            g_src[k] = src
