@@ -534,8 +534,14 @@ def _point(
             "intensity": flops / nbytes if nbytes > 0 else None,
             "achieved_flops_per_s": afl,
             "achieved_bytes_per_s": aby,
-            "compute_util": (afl / pf) if (afl is not None and pf) else (r.get("compute_util") if n == 1 else None),
-            "memory_util": (aby / bw) if (aby is not None and bw) else (r.get("memory_util") if n == 1 else None),
+            # a single kernel's utilisations are the classifier's (a bytes-model miss has none); a
+            # group's are fractions of their roofs, a rate above one (dense upper bounds) at it
+            "compute_util": r.get("compute_util")
+            if n == 1
+            else (min(afl / pf, 1.0) if (afl is not None and pf) else None),
+            "memory_util": r.get("memory_util")
+            if n == 1
+            else (min(aby / bw, 1.0) if (aby is not None and bw) else None),
         }
     )
     if r.get("measured"):

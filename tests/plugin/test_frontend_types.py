@@ -37,7 +37,7 @@ NOT_IN_TYPES: dict[str, set[str]] = {
     "Summary.thresholds": {"low_occupancy_pct", "short_kernel_us", "tiny_grid_sm_fraction"},
     "Phase": {"upper_bound", "upper_bound_flops_per_s", "upper_bound_bytes_per_s"},
     "Device": {"l2_bytes", "roof_adjustments"},
-    "Kernel": {"dram_bytes", "bytes_over_roof", "upper_bound_flops_per_s", "upper_bound_bytes_per_s"},
+    "Kernel": {"dram_bytes"},
     "KernelsResponse": {"selection", "state"},
     "RooflineResponse": {"selection", "state"},
     "TimelineResponse": {"selection", "state"},
