@@ -460,3 +460,40 @@ def test_engine_denominators_and_roofs(name):
     for p in rep["phases"]:
         assert p["latency_cause"] is None or p["bound"] == "latency", (p["phase"], p["latency_cause"])
         assert sum(p["latency_cause_time_us"].values()) <= p["bound_time_us"].get("latency", 0) + eps
+
+
+# ------------------------------------------------------------------ CUDA-graph replays
+
+
+def test_a_replay_costs_each_kernel_as_its_reference_and_its_capture():
+    """The recorded decode step replayed from a CUDA graph, given the eager run as --reference, and
+    the same step's trace holding its own capture: every replayed kernel costs what its kernel of
+    the eager step costs (an op's only kernel exactly; a kernel sharing its op within 2 % in FLOPs),
+    and no kernel tagged without the reference loses its tag with it."""
+    import glob
+
+    from tb_attention_plugin.options import Options
+
+    data = os.path.join(ROOT, "tests", "data", "modern")
+    paths = {
+        n: glob.glob(os.path.join(data, f"decode_graph_{n}", "*.pt.trace.json.gz"))
+        for n in ("eager", "replay", "capture")
+    }
+    if not all(paths.values()):
+        pytest.skip("the decode_graph traces are not in this checkout")
+    eager = analyze_path(paths["eager"][0])
+    alone = analyze_path(paths["replay"][0])
+    given = analyze_path(paths["replay"][0], Options(reference=paths["eager"][0]))
+    own = analyze_path(paths["capture"][0])
+    es = [k for k in eager["kernels"] if k["kind"] == "kernel"]
+    for rep in (given, own):
+        ks = [k for k in rep["kernels"] if k["kind"] == "kernel" and k["graph"]]
+        assert [k["name"] for k in ks] == [e["name"] for e in es]
+        for k, e in zip(ks, es):
+            if e["cost_share"] == 1.0:
+                assert (k["flops"], k["bytes"]) == (e["flops"], e["bytes"]), k["name"]
+            elif e["flops"]:
+                assert k["flops"] == pytest.approx(e["flops"], rel=0.02), k["name"]
+    tagged = [k["attention"] for k in alone["kernels"] if k["kind"] == "kernel"]
+    with_ref = [k["attention"] for k in given["kernels"] if k["kind"] == "kernel"]
+    assert all(b for a, b in zip(tagged, with_ref) if a)
