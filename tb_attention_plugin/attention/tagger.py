@@ -32,6 +32,7 @@ from ..trace.correlate import Links, outermost_marked, take_or
 from ..trace.records import ANNOTATION, LAUNCH, MODULE, OP, PYFUNC, Trace
 from ..trace.shapes import FLOAT_DTYPES, Arg, parse_args
 from . import patterns as P
+from .structure import structure_phases
 
 SOURCES = (
     "module",
@@ -746,8 +747,6 @@ def _compiled_structure(
     R = trace.ranges
     if not len(R["kind"]) or not any(P.COMPILED_REGION.search(s) for s in names):
         return
-    from .graphs import structure_phases  # graphs imports this module
-
     is_region = np.array([bool(P.COMPILED_REGION.search(s)) for s in names], dtype=bool)[R["name"]]
     region = outermost_marked(links.parent, is_region & np.isin(R["kind"], (OP, ANNOTATION)))
     k_region = take_or(region, links.gpu_parent)
