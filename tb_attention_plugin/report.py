@@ -34,11 +34,13 @@ from .roofline.classify import (
 )
 from .roofline.frame import KernelFrame
 from .roofline.measured import Result
+from .roofline.roles import ROLE_NAMES
 from .table import Coded, KernelTable
 from .trace.busy import busy_times
 from .trace.correlate import Links, link, take_or
 from .trace.records import ANNOTATION, GPU_KIND_NAMES, KERNEL, MODULE, Trace
 from .trace.shapes import parse_args
+from .trace.sidecars import Sidecars, find as find_sidecars
 
 SCHEMA_VERSION = 1
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
@@ -157,24 +159,55 @@ def analyze_trace(
     options: Optional[Options] = None,
     reference: Optional[Trace] = None,
     reference_path: Optional[str] = None,
+    sidecars: Optional[Sidecars] = None,
 ) -> dict:
     """The report dict of one loaded trace. ``reference``: a trace of the same step run without
-    CUDA graphs (or of the graph capture), whose CPU context is given to replayed kernels."""
+    CUDA graphs (or of the graph capture), whose CPU context is given to replayed kernels.
+    ``sidecars``: the files beside the trace (trace/sidecars.py), listed here when not given."""
     opt = options or Options()
     progress.stage("analysing")
+    if sidecars is None and trace.path:
+        sidecars = find_sidecars(trace.path)
     links = link(trace)
     trace, links, graph = graphs.attach(trace, links, reference, reference_path)
     tagging = tag(trace, links, opt.module_pattern, opt.annotation_pattern)
     graphs.apply(trace, links, tagging, graph)
     attr = attribute(trace, links)
-    rep = build_report(trace, links, tagging, attr, opt)
+    rep = build_report(trace, links, tagging, attr, opt, sidecars.ncu if sidecars is not None else None)
     progress.stage("memory")
     rep["memory"] = _memory_block(trace, links, tagging, attr, rep)
     _sources(rep, trace, links)  # sources.py: the user's source line per attention kernel
+    # model.py: sites, flops_ledger, boundary (before advice, whose rules may read them)
+    rep.update(_model(rep, trace, links, attr))
+    rep["replay"] = _replay_block(rep, trace, links, tagging, sidecars)  # replay/: the calls, measured backends
     progress.stage("advice")
-    # advice.py: findings, and the attention backends that compare/check name
-    rep["advice"], rep["attention_backends"] = _advice(rep, trace, links, tagging)
+    # advice/: findings, what each rule checked, and the attention backends that compare/check name
+    rep["advice"], rep["advice_checks"], rep["attention_backends"] = _advice(rep, trace, links, tagging)
+    if isinstance(rep.get("memory"), dict):
+        rep["memory"].pop("_kernel_ids", None)  # the flags' GPU activities: for the advice only
+    _top_findings(rep)
     return rep
+
+
+def _top_findings(rep) -> None:
+    """Each site's ``top_finding`` (model.py), once advice has run."""
+    from .model import attach_top_findings
+
+    try:
+        attach_top_findings(rep)
+    except Exception as e:  # noqa: BLE001 - reported in warnings
+        rep["warnings"].append(f"sites' top findings failed: {type(e).__name__}: {e}")
+
+
+def _model(rep, trace, links, attr) -> dict:
+    """``sites``, ``flops_ledger`` and ``boundary`` (model.py); a failure never loses the report."""
+    from .model import build
+
+    try:
+        return build(rep, trace, links, attr)
+    except Exception as e:  # noqa: BLE001 - reported in warnings
+        rep["warnings"].append(f"sites and FLOPs ledger failed: {type(e).__name__}: {e}")
+        return {"sites": [], "flops_ledger": None, "boundary": None}
 
 
 def _sources(rep, trace, links) -> None:
@@ -187,16 +220,29 @@ def _sources(rep, trace, links) -> None:
         rep["warnings"].append(f"source lines failed: {type(e).__name__}: {e}")
 
 
-def _advice(rep, trace, links, tagging) -> tuple:
-    """``advice`` and ``attention_backends`` (advice.py): findings from this run's numbers and its
-    attention implementations; a failure there never loses the report."""
-    from .advice import advice_and_backends
+def _replay_block(rep, trace, links, tagging, sidecars) -> Optional[dict]:
+    """``replay`` (replay/): the distinct attention calls a replay script rebuilds, and the backend
+    times of a ``*.replay.json`` beside the trace; a failure there never loses the report."""
+    from .replay.block import replay_block
 
     try:
-        return advice_and_backends(rep, trace, links, tagging)
+        return replay_block(rep, trace, links, tagging, sidecars)
+    except Exception as e:  # noqa: BLE001 - reported in warnings
+        rep["warnings"].append(f"replay calls failed: {type(e).__name__}: {e}")
+        return None
+
+
+def _advice(rep, trace, links, tagging) -> tuple:
+    """``advice``, ``advice_checks`` and ``attention_backends`` (advice/): findings from this run's
+    numbers, what each rule checked, and its attention implementations; a failure there never loses
+    the report."""
+    from .advice import advice_block
+
+    try:
+        return advice_block(rep, trace, links, tagging)
     except Exception as e:  # noqa: BLE001 - reported in warnings
         rep["warnings"].append(f"advice failed: {type(e).__name__}: {e}")
-        return [], []
+        return [], [], []
 
 
 def _memory_block(trace, links, tagging, attr, rep) -> dict:
@@ -222,14 +268,21 @@ def _sig_round(x: np.ndarray, digits: int = 4) -> np.ndarray:
     return out
 
 
-def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution, opt: Options) -> dict:
+def build_report(
+    trace: Trace,
+    links: Links,
+    tagging: Tagging,
+    attr: Attribution,
+    opt: Options,
+    ncu_files: Optional[Any] = None,
+) -> dict:
     """The report of one trace, in named steps: devices, steps, the kernel frame (costed,
     classified, overlaid with counters), the attention context of each kernel, the kernel table,
     and the aggregates over the selected step."""
     devices = _devices(trace, opt)
     steps = _steps(trace, links, opt)
     # hardware counters are joined first: what they measured is evidence for the roofs
-    frame, adjustments, joined = roofline_frame(trace, links, attr, devices, opt, steps.launch_t)
+    frame, adjustments, joined = roofline_frame(trace, links, attr, devices, opt, steps.launch_t, ncu_files)
     frame, meas = M.overlay(trace, frame, joined, steps.kernel_step, steps.names, devices)
     frame = _replay_reasons(frame, tagging.graph)
     ctx = _context(trace, links, tagging)
@@ -266,7 +319,13 @@ def _devices(trace: Trace, opt: Options) -> dict:
 
 
 def roofline_frame(
-    trace: Trace, links: Links, attr: Attribution, devices: dict, opt: Options, launch_t: Optional[np.ndarray] = None
+    trace: Trace,
+    links: Links,
+    attr: Attribution,
+    devices: dict,
+    opt: Options,
+    launch_t: Optional[np.ndarray] = None,
+    ncu_files: Optional[Any] = None,
 ) -> tuple[KernelFrame, list, M.Joined]:
     """The classified kernel frame of a trace's cost attribution (before measured counters are
     overlaid), the roofs raised by exact evidence (classify.raise_roofs: a kernel with exact
@@ -281,7 +340,7 @@ def roofline_frame(
 
     frame = F.build(trace, links, attr, devices, resolve)
     lt = launch_t if launch_t is not None else trace.gpu["ts_ns"]
-    joined = M.join(trace, links, frame, lt)
+    joined = M.join(trace, links, frame, lt, ncu_files)
     frame, adjustments = raise_roofs(frame, datasheet, joined.dram_rates(len(frame)))
     return classify(frame), adjustments, joined
 
@@ -461,6 +520,7 @@ def _kernel_table(
         "graph": c["graph"],
         "instance": c["instance"],
         "scope": c["scope"],
+        "site": Coded(np.zeros(n, dtype=np.int32), [None]),  # model.py names each call's site
         "op": c["op"],
         "cost_op": Coded(np.where(costop_codes >= 0, costop_codes, len(names)), names + [None]),
         "module": c["module"],
@@ -486,6 +546,7 @@ def _kernel_table(
         "upper_bound_flops_per_s": _sig_round(np.where(frame.upper_bound, frame.achieved_flops, np.nan)),
         "upper_bound_bytes_per_s": _sig_round(np.where(frame.upper_bound, frame.achieved_bytes, np.nan)),
         "cost_share": np.where(attr.owner >= 0, np.round(attr.share, 4), np.nan),
+        "cost_role": Coded(np.where(attr.role >= 0, attr.role, len(ROLE_NAMES)), list(ROLE_NAMES) + [None]),
         "grid": _dims_column(G["grid_x"], G["grid_y"], G["grid_z"], is_kernel),
         "block": _dims_column(G["block_x"], G["block_y"], G["block_z"], is_kernel),
         "occupancy_pct": np.where(is_kernel, np.round(frame.occupancy, 1), np.nan),

@@ -44,9 +44,9 @@ def test_seed_mha_fp32():
     by = {k["phase"]: k for k in ks}
     assert by["qkv_proj"]["dtype"] == "fp32" and by["qkv_proj"]["peak"] == "fp32"  # FFMA kernel, no TF32
     assert by["qkv_proj"]["bound"] == "compute"
-    # 45 % of the 4.8 TB/s DRAM roof (the datasheet's: real kernels beat the 4.24 TB/s copy
-    # benchmark), below half of it in 17.6 µs
-    assert by["softmax"]["bound"] == "latency" and by["softmax"]["memory_util"] == pytest.approx(0.446, abs=0.01)
+    # under half of the 4.8 TB/s DRAM roof (the datasheet's: real kernels beat the 4.24 TB/s copy
+    # benchmark) in 17.6 µs
+    assert by["softmax"]["bound"] == "latency" and 0.4 < by["softmax"]["memory_util"] < 0.5
     assert by["qk_matmul"]["cost_detail"] == {"batch": 32 * 16, "m": 128, "n": 128, "k": 64}  # 16 heads of 64
 
 

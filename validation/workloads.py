@@ -14,12 +14,16 @@ real measurements always use ``small=False`` on CUDA.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+if __name__ == "__main__":  # the family modules import this file as `workloads`: let them find this one
+    sys.modules.setdefault("workloads", sys.modules[__name__])
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -740,11 +744,16 @@ def _specs() -> list[Spec]:
     from modern_workloads import specs as modern_specs
 
     s += modern_specs()
+
+    # --- round 3 (issues #18, #19, #23): cuDNN bwd, long flash, jagged, split-KV, Inductor, rolls and biases
+    from round3_workloads import specs as round3_specs
+
+    s += round3_specs()
     return s
 
 
 SPECS: dict[str, Spec] = {sp.name: sp for sp in _specs()}
-FAMILIES: list[str] = ["sdpa", "naive", "decode", "mha", "memory", "compile", "hf", "modern"]
+FAMILIES: list[str] = ["sdpa", "naive", "decode", "mha", "memory", "compile", "hf", "modern", "round3"]
 
 
 def build(name: str, device: str = "cuda", small: bool = False) -> Workload:

@@ -5,11 +5,12 @@ Only shapes in which the head dimension *is* a known axis count:
 
 * a fused or SDPA-family kernel: its cost formula's ``d`` (query/key) and ``dv`` (value), read from
   the op's q/k/v with their layout;
-* an eager **forward** QK^T matmul ([.., Sq, D] x [.., D, Sk]): its contraction dim ``k`` is D.
+* an eager **forward** QK^T matmul ([.., Sq, D] x [.., D, Sk]): its contraction dim ``k`` is D;
+* an eager **forward** PV matmul ([.., Sq, Sk] x [.., Sk, Dv]): its output dim ``n`` is Dv.
 
-Not a backward QK^T kernel: dQ = dS·K and dK = dSᵀ·Q contract over the keys or the queries (on a
-Swin window that is 49, the 7x7 window's tokens, while the head dim is 32). Not a PV matmul either
-(it contracts over the keys)."""
+Not a backward kernel of either: dQ = dS·K and dK = dSᵀ·Q contract over the keys or the queries
+(on a Swin window that is 49, the 7x7 window's tokens, while the head dim is 32); nor PV's
+contraction (the keys)."""
 
 from __future__ import annotations
 
@@ -21,13 +22,15 @@ def head_dims(phase: Optional[str], direction: Optional[str], cost_detail: Optio
     cd = cost_detail or {}
     out: set[int] = set()
     if "d" in cd:  # SDPA-family / fused formula inputs: q/k head dim and v head dim
-        for key in ("d", "dv"):
-            v = cd.get(key)
+        for name in ("d", "dv"):
+            v = cd.get(name)
             if isinstance(v, int) and not isinstance(v, bool) and v > 0:
                 out.add(v)
         return out
-    if phase == "qk_matmul" and direction != "backward":
-        k = cd.get("k")
-        if isinstance(k, int) and not isinstance(k, bool) and k > 0:
-            out.add(k)
+    # QK^T [.., Sq, D] x [.., D, Sk] contracts over D; PV [.., Sq, Sk] x [.., Sk, Dv] yields Dv
+    axis = "k" if phase == "qk_matmul" else "n" if phase == "pv_matmul" else None
+    if axis and direction != "backward":
+        v = cd.get(axis)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            out.add(v)
     return out

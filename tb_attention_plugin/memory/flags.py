@@ -49,6 +49,7 @@ def _copy_flag(g: dict, n_calls: Optional[int]) -> Optional[dict]:
         "direction": g["direction"],
         "within": g["within"],
         "instances": g["instances"],
+        "kernel_ids": list(g.get("kernel_ids") or ()),
     }
     if g["kind"] == "kv_concat":
         return dict(
@@ -143,6 +144,7 @@ def _merge_shapes(flags: list[dict]) -> list[dict]:
         g["instances"] = (g.get("instances") or 0) + (f.get("instances") or 0)
         g["time_us"] = rounded((g["time_us"] or 0) + (f["time_us"] or 0))
         g["bytes"] = (g["bytes"] or 0) + (f["bytes"] or 0)
+        g["kernel_ids"] = list(g.get("kernel_ids") or ()) + list(f.get("kernel_ids") or ())
     for g in out.values():
         if g["shapes"] > 1:
             more = "place(s)" if g["code"] == "score_cast" else "shape(s)"

@@ -71,8 +71,9 @@ MISSING = (
     "its op recorded no input shapes",
     "no cost formula for its op or the ops around it",
     "its op's cost formula could not use the recorded inputs",
+    "a helper kernel of its op that the op's cost by role does not describe (roofline/roles.py)",
 )
-M_NO_OP, M_NO_SHAPES, M_OP_NO_SHAPES, M_NO_FORMULA, M_INCOMPLETE = range(5)
+M_NO_OP, M_NO_SHAPES, M_OP_NO_SHAPES, M_NO_FORMULA, M_INCOMPLETE, M_HELPER = range(6)
 # Why a latency-bound kernel reached no roof (frame.cause): too short for anything but the launch
 # to matter; too little parallel work resident (a grid smaller than the SMs, low occupancy, less
 # than one wave); or a full grid that still reaches neither roof (stalls, dependencies, access
@@ -283,36 +284,28 @@ def classify(frame: KernelFrame) -> KernelFrame:
     host = frame.host_copy
     note = frame.note.copy()
     dram = frame.dram_bytes
-    # Estimated DRAM traffic that needs more than the roof. Where the cost model knows why (an
-    # input a kernel just before wrote, that still fits in L2 with everything moved since), those
-    # reads are L2 hits, not DRAM traffic: the estimate drops by them. What still needs more than
-    # the roof is a bytes-model miss: DRAM moved at most bandwidth x time, so the estimate is too
-    # high; its memory utilisation is unknown (never a false 100 %), and what is known is kept: at
-    # least the estimate less a whole L2 came from DRAM (``mu_floor``), which can still show the
-    # memory roof reached.
+    # Estimated DRAM traffic that needs more than the roof: DRAM moved at most bandwidth x time,
+    # so the estimate is not all DRAM traffic. Where the cost model knows why (an input a kernel
+    # just before wrote, that still fits in L2 with everything moved since: cost.l2_reuse), part of
+    # it was likely served from L2; else the bytes estimate is too high (a bytes-model miss). Either
+    # way how much reached DRAM is unknown: no memory utilisation (never a false 100 %), and what is
+    # known is kept: at least the estimate less a whole L2 came from DRAM (``mu_floor``), which
+    # can still show the memory roof reached.
     with np.errstate(invalid="ignore"):
         over = ~host & (mu > 1.0)
     mu_floor = np.full(len(mu), np.nan)
     over_ratio = np.full(len(mu), np.nan)
     if over.any():
-        l2b = np.where(over, frame.l2_reuse_bytes, 0.0)
-        reuse = over & (l2b > 0)
-        if reuse.any():
-            note[reuse] |= N_L2
-            dram = np.where(reuse, np.maximum(dram - l2b, 0.0), dram)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                aby = np.where(reuse, np.where(sec > 0, dram / sec, np.nan), aby)
-                mu = np.where(reuse, aby / frame.bandwidth, mu)
-        with np.errstate(invalid="ignore"):
-            high = over & (mu > 1.0)
-        if high.any():
-            note[high] |= N_BYTES_HIGH
-            over_ratio = np.where(high, mu, np.nan)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                floor = np.maximum(dram - frame.l2_bytes, 0.0) / sec / frame.bandwidth
-            mu_floor = np.where(high, np.minimum(floor, 1.0), np.nan)
-            mu = np.where(high, np.nan, mu)
-            aby = np.where(high, np.nan, aby)
+        reuse = over & (frame.l2_reuse_bytes > 0)
+        high = over & ~reuse
+        note[reuse] |= N_L2
+        note[high] |= N_BYTES_HIGH
+        over_ratio = np.where(high, mu, np.nan)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            floor = np.maximum(dram - frame.l2_bytes, 0.0) / sec / frame.bandwidth
+        mu_floor = np.where(over, np.minimum(floor, 1.0), np.nan)
+        mu = np.where(over, np.nan, mu)
+        aby = np.where(over, np.nan, aby)
     upper = frame.upper_bound
     note[upper] |= N_UPPER
     # FLOPs above the roof after raise_roofs are estimates (or upper bounds): shown at the roof
@@ -326,7 +319,7 @@ def classify(frame: KernelFrame) -> KernelFrame:
     bound = decide(cu_k, np.where(costed, mu, np.nan), short)
     # a bytes-model miss: memory-bound when even its floor reaches the roof, else unknown (the true
     # traffic lies between the floor and the roof; a compute claim would need the roof's side known)
-    miss = costed & ((note & N_BYTES_HIGH) != 0)
+    miss = costed & ((note & (N_BYTES_HIGH | N_L2)) != 0)
     if miss.any():
         with np.errstate(invalid="ignore"):
             mem = miss & (mu_floor >= ROOF_REACHED) & (mu_floor >= np.nan_to_num(cu))
@@ -452,7 +445,6 @@ def word(frame: KernelFrame, code: np.ndarray) -> Coded:
         np.where(f_lat & E_FEW_WAVES, np.round(frame.waves, 2), z),
         np.where(lat, frame.cause, z),
         np.where((code == R_LATENCY_UNCOSTED) | (code == R_NO_COST), frame.missing, z),
-        np.where(frame.note & N_L2, _sig_key(frame.l2_reuse_bytes, 2), z),
         np.where(frame.note & N_BYTES_HIGH, _times_key(frame.bytes_over_roof), z),
     ]
     high = code == R_BYTES_HIGH
@@ -485,10 +477,10 @@ def _notes(f: KernelFrame, code: int, i: int) -> str:
             f"; it ran faster than the table's {pk} peak, so that roof is raised to "
             f"{rate(float(f.peak_flops[i]), 'FLOP/s')} (device.roof_adjustments)"
         )
-    if note & N_L2:
+    if note & N_L2 and code not in (R_BYTES_HIGH, R_LATENCY):
         out += (
-            f"; its estimated traffic needed more than the DRAM roof, and it {f.l2_hint[i]}: those "
-            f"{fmt_bytes(float(f.l2_reuse_bytes[i]))} are not counted as DRAM traffic"
+            f"; its estimated traffic needs more than the DRAM roof, and it {f.l2_hint[i]}: how much "
+            "reached DRAM is unknown"
         )
     if note & N_BYTES_HIGH and code not in (R_BYTES_HIGH, R_LATENCY):
         out += (
@@ -529,11 +521,17 @@ def _sentence(f: KernelFrame, code: int, flags: int, i: int) -> str:
     if code == R_BYTES_HIGH:
         sec = float(f.dur_us[i]) * 1e-6
         need = float(f.dram_bytes[i]) / sec if sec > 0 else float("nan")
-        head = (
-            f"estimated DRAM traffic needs {rate(need, 'B/s')} > the {rate(float(f.bandwidth[i]), 'B/s')} roof: "
-            f"bytes estimate too high by ≥{_times(float(f.bytes_over_roof[i]))} (a bytes-model miss; DRAM moves "
-            "at most the roof, so the memory utilisation is unknown)"
-        )
+        head = f"estimated DRAM traffic needs {rate(need, 'B/s')} > the {rate(float(f.bandwidth[i]), 'B/s')} roof: "
+        if f.note[i] & N_L2:
+            head += (
+                f"it {f.l2_hint[i]}, so part of it was likely served from L2 and how much reached DRAM is "
+                "unknown (no memory utilisation)"
+            )
+        else:
+            head += (
+                f"bytes estimate too high by ≥{_times(float(f.bytes_over_roof[i]))} (a bytes-model miss; DRAM "
+                "moves at most the roof, so the memory utilisation is unknown)"
+            )
         if f.bound[i] == BOUND_MEMORY:
             return head + (
                 f"; even had a whole L2 ({fmt_bytes(float(f.l2_bytes[i]))}) of it been cached, at least "
@@ -565,11 +563,12 @@ def _sentence(f: KernelFrame, code: int, flags: int, i: int) -> str:
     head = f"latency ({CAUSES[cause]}): " if cause >= 0 else ""
     if code == R_LATENCY:
         le = "≤ " if f.upper_bound[i] else ""
-        mem = (
-            f"{le}{m * 100:.0f}% of bandwidth"
-            if m == m
-            else f"memory unknown: bytes estimate ≥{_times(float(f.bytes_over_roof[i]))} the DRAM roof, too high"
-        )
+        if m == m:
+            mem = f"{le}{m * 100:.0f}% of bandwidth"
+        elif f.note[i] & N_L2:
+            mem = f"memory unknown: it {f.l2_hint[i]}"
+        else:
+            mem = f"memory unknown: bytes estimate ≥{_times(float(f.bytes_over_roof[i]))} the DRAM roof, too high"
         return head + "; ".join(why) + f" ({mem}, {le}{(c if c == c else 0.0) * 100:.0f}% of {label})"
     if not flags & E_SHORT and flags & E_SMALL_GRID:
         why.append(f"a grid of at most 1/{TINY_GRID_SM_FRACTION} of the SMs reaches half of neither roof")

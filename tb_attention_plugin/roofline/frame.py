@@ -26,7 +26,16 @@ from ..trace.correlate import Links
 from ..trace.records import KERNEL, MEMCPY, Trace
 from . import cost as C, devices as D, occupancy as O
 from .attribute import Attribution
-from .classify import BOUND_UNKNOWN, M_INCOMPLETE, M_NO_FORMULA, M_NO_OP, M_NO_SHAPES, M_OP_NO_SHAPES, peak_key
+from .classify import (
+    BOUND_UNKNOWN,
+    M_HELPER,
+    M_INCOMPLETE,
+    M_NO_FORMULA,
+    M_NO_OP,
+    M_NO_SHAPES,
+    M_OP_NO_SHAPES,
+    peak_key,
+)
 from .cost import NONE
 
 F64 = np.ndarray  # float64 column, NaN = unknown
@@ -91,14 +100,26 @@ def _nan(n: int) -> F64:
     return np.full(n, np.nan)
 
 
+# Write-back caching, fitted to Nsight Compute's DRAM bytes on the H200 (validation/raw/2026-11-30,
+# 60 MiB L2): at a kernel's end about 27 MB of its output is still dirty in L2 when it wrote more
+# than that (outputs of 34 MB to 1 GB, with reads of 0 to 67 MB), less when it streamed more reads
+# than writes (a GEMM reading 1.1 GB and writing 34 MB left 1 MB) — the resident lines are the
+# kernel's most recent traffic, writes in proportion to their share of it.
+DIRTY_L2_SHARE = 0.43  # of the L2: the most of a kernel's output still in cache when it ends
+RESIDENT_L2_SHARE = 0.86  # of the L2: the most recent traffic still resident when it ends
+
+
 def dram_traffic(nbytes: F64, reads: F64, l2: F64) -> F64:
-    """Estimated DRAM bytes of each kernel: everything read, and what is written beyond the room
-    the reads leave in the last-level cache (a write-back cache keeps smaller outputs until
-    later). Checked against Nsight Compute's DRAM bytes in validation/."""
+    """Estimated DRAM bytes of each kernel: everything read, and what is written beyond what
+    the last-level cache still holds when the kernel ends (a write-back cache keeps the last
+    writes until later): at most DIRTY_L2_SHARE of the L2, and of the RESIDENT_L2_SHARE of it
+    that holds the kernel's latest traffic only the writes' share. Checked against Nsight
+    Compute's DRAM bytes in validation/ (docs/cost-model.md, *DRAM traffic*)."""
     rd = np.where(np.isnan(reads), nbytes, reads)
     wr = np.maximum(nbytes - rd, 0.0)
-    room = np.maximum(l2 - rd, 0.0)
-    out: F64 = rd + np.maximum(wr - room, 0.0)
+    moved = np.maximum(rd + wr, 1.0)
+    kept = np.minimum(DIRTY_L2_SHARE * l2, RESIDENT_L2_SHARE * l2 * wr / moved)
+    out: F64 = rd + np.maximum(wr - kept, 0.0)
     return out
 
 
@@ -171,9 +192,10 @@ def _missing(trace: Trace, attr: Attribution, launch_op: np.ndarray, kind: np.nd
     has_op = launch_op >= 0
     op_sig = np.where(has_op, sig[np.maximum(launch_op, 0)] if len(sig) else -1, -1)
     no_shapes = M_OP_NO_SHAPES if (sig >= 0).any() else M_NO_SHAPES
+    helper = attr.undescribed if len(attr.undescribed) == len(kind) else np.zeros(len(kind), bool)
     out[unknown] = np.select(
-        [attr.owner[unknown] >= 0, ~has_op[unknown], op_sig[unknown] < 0],
-        [M_INCOMPLETE, M_NO_OP, no_shapes],
+        [helper[unknown], attr.owner[unknown] >= 0, ~has_op[unknown], op_sig[unknown] < 0],
+        [M_HELPER, M_INCOMPLETE, M_NO_OP, no_shapes],
         M_NO_FORMULA,
     )
     return out

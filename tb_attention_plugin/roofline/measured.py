@@ -36,7 +36,7 @@ import csv
 import math
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
@@ -427,18 +427,28 @@ def apply(
     k_step: np.ndarray,
     step_names: list[str],
     devices: dict[int, DevicePeaks],
+    ncu_files: Optional[Sequence[tuple[str, int, int]]] = None,
 ) -> tuple[KernelFrame, Result]:
     """Find counters for the trace, join them, and return a new frame whose rows carry the
     measured numbers where counters measure them, with what was joined. Never raises: a problem
-    with the counters returns the model's frame untouched and says so in ``warnings``."""
-    return overlay(trace, frame, join(trace, links, frame, launch_t), k_step, step_names, devices)
+    with the counters returns the model's frame untouched and says so in ``warnings``.
+    ``ncu_files``: the exports beside the trace as trace/sidecars.py found them for this analysis
+    (listed here when not given)."""
+    return overlay(trace, frame, join(trace, links, frame, launch_t, ncu_files), k_step, step_names, devices)
 
 
-def join(trace: Trace, links: Links, frame: KernelFrame, launch_t: np.ndarray) -> Joined:
-    """The counters of a trace (CUPTI ranges in it, ncu exports beside it) joined to its kernels.
-    Never raises: a problem with the counters joins nothing and says so in ``warnings``."""
+def join(
+    trace: Trace,
+    links: Links,
+    frame: KernelFrame,
+    launch_t: np.ndarray,
+    ncu_files: Optional[Sequence[tuple[str, int, int]]] = None,
+) -> Joined:
+    """The counters of a trace (CUPTI ranges in it, ncu exports beside it: ``ncu_files`` as
+    trace/sidecars.py found them, listed here when not given) joined to its kernels. Never
+    raises: a problem with the counters joins nothing and says so in ``warnings``."""
     try:
-        return _join_all(trace, links, frame, launch_t)
+        return _join_all(trace, links, frame, launch_t, ncu_files)
     except Exception as e:  # noqa: BLE001 - a counter file must never cost the report
         return Joined(Result(warnings=[f"hardware counters ignored: {type(e).__name__}: {e}"]))
 
@@ -458,10 +468,19 @@ def overlay(
         return frame, Result(warnings=[f"hardware counters ignored: {type(e).__name__}: {e}"])
 
 
-def _join_all(trace: Trace, links: Links, frame: KernelFrame, launch_t: np.ndarray) -> Joined:
+def _join_all(
+    trace: Trace,
+    links: Links,
+    frame: KernelFrame,
+    launch_t: np.ndarray,
+    ncu_files: Optional[Sequence[tuple[str, int, int]]] = None,
+) -> Joined:
     res = Result()
     cupti = cupti_source(trace) if trace.counters else None
-    side = sidecar_files(trace.path) if trace.path else []
+    if ncu_files is not None:
+        side = list(ncu_files)
+    else:
+        side = sidecar_files(trace.path) if trace.path else []
     if cupti is None and not side:
         return Joined(res)
     sources = [cupti] if cupti is not None else []

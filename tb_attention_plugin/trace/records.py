@@ -433,6 +433,10 @@ class TraceBuilder:
         funcs = [e for e in evs if kinds[e.name] == PYFUNC]
         users = [e for e in evs if kinds[e.name] == _USER]
         self.counts["python_dropped"] += len(evs) - len(modules) - len(funcs) - len(users)
+        # a function named like attention or rotary in the user's or the model's code
+        # (``eager_attention_forward``, ``apply_rotary_pos_emb``) is a scope *and* a frame: without
+        # it, the kernels it launches point to the ``def forward`` around it (sources.py)
+        users += [e for e in funcs if user_frame(e.name) is not None]
         if modules:
             self._add_ranges(MODULE, modules)
         if funcs:
