@@ -73,8 +73,7 @@ def find_reference(path: str, trace, max_bytes: int = DEFAULT_MAX_BYTES, side: O
             ref = load_trace(c, max_bytes=max_bytes)
         except (TraceReadError, OSError, ValueError, MemoryError):
             continue
-        _, _, ctx = graphs.attach(trace, links, ref, c)
-        n = ctx.counts()["reference"]
+        n = graphs.matches(trace, links, ref)
         if n > best_n:
             best, best_n = (ref, shown_path(c)), n
     rep = graphs.replayed(trace, links).sum()

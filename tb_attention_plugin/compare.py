@@ -26,7 +26,7 @@ from typing import Any, Optional
 
 from .attention.backends import BACKEND_LABELS, backends as _kernel_backends, describe as _describe_backends
 from .attention.patterns import strip_templates
-from .attention.vocabulary import FLOW_ORDER, PHASE_LABELS
+from .attention.vocabulary import FLOW_ORDER, PHASE_LABELS, UNFUSED_CORE_PHASES
 from .formats import (
     cut_middle,
     para,
@@ -40,7 +40,8 @@ from .formats import (
 
 COMPARE_SCHEMA = 1
 
-UNFUSED_CORE = ("qk_matmul", "scale", "mask", "softmax", "dropout", "pv_matmul")
+# the vocabulary's core phases, in the order a layer runs them (attention/vocabulary.py)
+UNFUSED_CORE = tuple(p for p in FLOW_ORDER if p in UNFUSED_CORE_PHASES)
 CORE = UNFUSED_CORE + ("fused_attention",)
 PROJECTIONS = ("qkv_proj", "out_proj")
 OTHER = ("rotary", "layout", "other")
@@ -564,9 +565,14 @@ def _delta(a, b) -> dict:
     return {
         "delta": round(b - a, 3),
         "delta_pct": round(100.0 * (b - a) / a, 2) if a else None,
-        "ratio": round(b / a, 4) if a else None,
-        "speedup": round(a / b, 4) if a and b else None,
+        # significant digits, not decimals: a 49x slowdown's speedup (0.02045) must keep its digits
+        "ratio": _sig4(b / a) if a else None,
+        "speedup": _sig4(a / b) if a and b else None,
     }
+
+
+def _sig4(x: float) -> float:
+    return float(f"{x:.4g}")
 
 
 def _scale(x, div):
@@ -905,7 +911,7 @@ def _verdict_text(att: dict, faster: Optional[str], unit: str) -> str:
         return f"new run has attention work that the baseline has none of: {y} {unit}"
     return (
         f"new run is slower in attention: {y} vs {x} {unit} "
-        f"({_signed_pct(att['delta_pct'])}, {1 / att['speedup']:.2f}x the baseline's time)"
+        f"({_signed_pct(att['delta_pct'])}, {_slower(att):.2f}x the baseline's time)"
         if att["speedup"]
         else f"new run is slower in attention: {y} vs {x} {unit}"
     )
@@ -1050,7 +1056,17 @@ def _speed(r: dict) -> str:
         return "–"
     if abs(s - 1) < 0.005:
         return "same"
-    return f"{s:.2f}x faster" if s > 1 else f"{1 / s:.2f}x slower"
+    return f"{s:.2f}x faster" if s > 1 else f"{_slower(r):.2f}x slower"
+
+
+def _slower(r: dict) -> float:
+    """How many times the baseline's time the new run takes: from the unrounded times where the
+    row has them (1 / a rounded speedup is off in the last digits: 49.02x for 48.90x), else the
+    ratio."""
+    a, b = r.get("base"), r.get("new")
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a > 0 and b > 0:
+        return float(b) / float(a)
+    return float(r["ratio"]) if r.get("ratio") else 1.0 / float(r["speedup"])
 
 
 def render(cmp: dict, markdown: bool = False, width: Optional[int] = None) -> str:

@@ -105,9 +105,11 @@ export interface Device {
 }
 
 export interface RoofAdjustment {
-  peak: string;
+  peak: string;                 // a FLOP key or "memory_bandwidth"
   from: number;
   to: number;
+  evidence?: "recorded" | "exact_flops" | "measured_dram";
+  to_basis?: "datasheet" | "achieved";
   reason: string;
 }
 
@@ -591,12 +593,15 @@ export interface Kernel {
   flops: number | null;
   bytes: number | null;
   intensity: number | null;
-  achieved_flops_per_s: number | null;
+  achieved_flops_per_s: number | null;   // null for dense upper bounds: see upper_bound_*_per_s
   achieved_bytes_per_s: number | null;
+  upper_bound_flops_per_s?: number | null;  // a dense upper bound's rates (FlexAttention): "≤", never achieved
+  upper_bound_bytes_per_s?: number | null;
   peak: string | null;
   peak_flops_per_s: number | null;
   compute_util: number | null;
-  memory_util: number | null;
+  memory_util: number | null;              // null for a bytes-model miss (bytes_over_roof)
+  bytes_over_roof?: number | null;          // estimated DRAM traffic over the roof: the bytes estimate is too high
   bound: Bound;
   bound_reason: string;
   latency_cause?: LatencyCause;

@@ -71,6 +71,10 @@ class KernelFrame:
     communication: np.ndarray  # bool: a collective-communication kernel (trace.busy.COMMUNICATION)
     estimated: np.ndarray  # bool: FLOPs per-element estimates, or a split cost
     upper_bound: np.ndarray  # bool: FLOPs/bytes are a dense upper bound (unknown sparsity)
+    # bool: FLOPs from shapes (no per-element estimate, no upper bound), and this kernel holds all of
+    # its op's FLOPs (the op's only matrix kernel): exact evidence that may raise a roof
+    flops_exact: np.ndarray
+    l2_reuse_bytes: F64  # bytes of its reads likely served from L2 (cost.l2_reuse), 0 where none
     missing: np.ndarray  # int8 index into classify.MISSING: why FLOPs/bytes are unknown, -1 when known
     # -- placed on the roofline and classified (classify.classify) ------------------------------
     achieved_flops: F64
@@ -82,6 +86,11 @@ class KernelFrame:
     cause: np.ndarray  # int8 index into classify.CAUSES, -1 where bound is not latency
     note: np.ndarray  # int8 bit flags (classify.N_*): roof raised, L2 traffic, capped estimate
     reason: Coded  # the evidence in words
+    # a bytes-model miss (classify.N_BYTES_HIGH): how many times the roof the estimated DRAM
+    # traffic needs, and the memory utilisation it shows at least (the estimate less a whole L2);
+    # NaN elsewhere
+    bytes_over_roof: F64
+    memory_floor: F64
 
     def __len__(self) -> int:
         return len(self.dur_us)
@@ -216,6 +225,7 @@ def build(
     k_upper = np.array([k[4] for k in kinds], dtype=bool)
     estimated = k_est[kind_code] | ((attr.owner >= 0) & (attr.share < 1.0))
     dram = dram_traffic(attr.bytes, attr.reads, l2)
+    hints, l2_reuse = _l2_hints(trace, attr, kind, dur, dram, bw, l2)
     return KernelFrame(
         kind=kind,
         device=G["device"].astype(np.int64),
@@ -224,7 +234,7 @@ def build(
         bytes=attr.bytes,
         reads=attr.reads,
         dram_bytes=dram,
-        l2_hint=_l2_hints(trace, attr, kind, dur, dram, bw, l2),
+        l2_hint=hints,
         dtype=Coded(k_dtype[kind_code], list(dtype_vocab)),
         peak=peak,
         peak_flops=peak_f,
@@ -239,6 +249,8 @@ def build(
         communication=communication_mask(trace, links),
         estimated=estimated,
         upper_bound=k_upper[kind_code],
+        flops_exact=_flops_exact(attr, kind) & ~k_est[kind_code] & ~k_upper[kind_code],
+        l2_reuse_bytes=l2_reuse,
         missing=_missing(trace, attr, links.gpu_op, kind),
         achieved_flops=_nan(n),
         achieved_bytes=_nan(n),
@@ -249,15 +261,40 @@ def build(
         cause=np.full(n, -1, dtype=np.int8),
         note=np.zeros(n, np.int8),
         reason=Coded(np.zeros(n, np.int32), [""]),
+        bytes_over_roof=_nan(n),
+        memory_floor=_nan(n),
     )
 
 
-def _l2_hints(trace: Trace, attr: Attribution, kind: np.ndarray, dur: F64, dram: F64, bw: F64, l2: F64) -> Coded:
+def _flops_exact(attr: Attribution, kind: np.ndarray) -> np.ndarray:
+    """Kernels that hold all of their cost op's FLOPs (its only matrix kernel, or its only
+    kernel): their FLOPs are the op's own count, not a share of it by duration."""
+    own = attr.owner
+    out: np.ndarray = (kind == KERNEL) & (own >= 0) & np.isfinite(attr.flops) & (attr.flops > 0)
+    if not out.any():
+        return out
+    rows = np.flatnonzero(out)
+    u, inv = np.unique(own[rows], return_inverse=True)
+    total = np.array(
+        [(c.flops if c is not None and c.flops is not None else np.nan) for c in map(attr.costs.get, u.tolist())]
+    )
+    whole = total[inv.reshape(-1)]
+    with np.errstate(invalid="ignore"):
+        out[rows] = np.abs(attr.flops[rows] - whole) <= 1e-9 * whole
+    return out
+
+
+def _l2_hints(
+    trace: Trace, attr: Attribution, kind: np.ndarray, dur: F64, dram: F64, bw: F64, l2: F64
+) -> tuple[Coded, F64]:
     """For the kernels whose estimated DRAM traffic is more than the bandwidth delivers in their
     time (few), the cost model's account of which input was likely still in L2 (``l2_reuse`` over
-    the ops just before it on its stream), e.g. the safe-softmax ``where`` reading the softmax
-    just written. Only those: the search walks back op by op, too slow for every kernel."""
+    the ops just before it on its stream: a tensor an op just before wrote, that fits in L2 with
+    everything moved since), e.g. the safe-softmax ``where`` reading the softmax just written,
+    and the kernel's share of those bytes. Only those kernels: the search walks back op by op,
+    too slow for every kernel."""
     n = len(kind)
+    reuse = np.zeros(n)
     sec = dur * 1e-6
     with np.errstate(divide="ignore", invalid="ignore"):
         over = (kind == KERNEL) & (attr.owner >= 0) & (sec > 0) & (dram / sec > bw)
@@ -278,7 +315,8 @@ def _l2_hints(trace: Trace, attr: Attribution, kind: np.ndarray, dur: F64, dram:
             hint = C.l2_reuse(window, float(l2[k]), last_only=True)[-1]
             if hint is not None and hint.l2_hint:
                 codes[k] = vocab.setdefault(hint.l2_hint, len(vocab))
-    return Coded(codes, list(vocab))
+                reuse[k] = float(hint.l2_bytes) * float(attr.share[k])
+    return Coded(codes, list(vocab)), reuse
 
 
 def _name_matches(codes: np.ndarray, names: list[str], rows: np.ndarray, words: tuple[str, ...]) -> np.ndarray:
@@ -341,13 +379,16 @@ def from_columns(dur_us: Any, **columns: Any) -> KernelFrame:
     )
     nbytes = col("bytes", np.nan, np.float64)
     reads = col("reads", np.nan, np.float64)
+    est = col("estimated", False, bool)
+    ub = col("upper_bound", False, bool)
+    fl = col("flops", np.nan, np.float64)
     l2 = col("l2_bytes", 0.0, np.float64)
     occ = col("occupancy", np.nan, np.float64)
     f = KernelFrame(
         kind=col("kind", KERNEL, np.int64),
         device=col("device", 0, np.int64),
         dur_us=d,
-        flops=col("flops", np.nan, np.float64),
+        flops=fl,
         bytes=nbytes,
         reads=reads,
         dram_bytes=col("dram_bytes", np.nan, np.float64)
@@ -366,8 +407,10 @@ def from_columns(dur_us: Any, **columns: Any) -> KernelFrame:
         waves=col("waves", np.nan, np.float64),
         host_copy=col("host_copy", False, bool),
         communication=col("communication", False, bool),
-        estimated=col("estimated", False, bool),
-        upper_bound=col("upper_bound", False, bool),
+        estimated=est,
+        upper_bound=ub,
+        flops_exact=col("flops_exact", ~est & ~ub & np.isfinite(fl), bool),
+        l2_reuse_bytes=col("l2_reuse_bytes", 0.0, np.float64),
         missing=col("missing", -1, np.int8),
         achieved_flops=_nan(n),
         achieved_bytes=_nan(n),
@@ -378,6 +421,8 @@ def from_columns(dur_us: Any, **columns: Any) -> KernelFrame:
         cause=np.full(n, -1, dtype=np.int8),
         note=np.zeros(n, np.int8),
         reason=Coded(np.zeros(n, np.int32), [""]),
+        bytes_over_roof=_nan(n),
+        memory_floor=_nan(n),
     )
     if columns:
         raise TypeError(f"unknown frame columns: {', '.join(sorted(columns))}")

@@ -546,11 +546,12 @@ def _point(
             "intensity": flops / nbytes if nbytes > 0 else None,
             "achieved_flops_per_s": afl,
             "achieved_bytes_per_s": aby,
-            # capped at 1 as the kernel rows are (docs/report-schema.md, compute_util): a group's
-            # estimated traffic above DRAM bandwidth was partly served from L2, and a kernel above
-            # a roof raised it (device.roof_adjustments); the point's position keeps the estimate
-            "compute_util": _cap(afl / pf if (afl is not None and pf) else (r.get("compute_util") if n == 1 else None)),
-            "memory_util": _cap(aby / bw if (aby is not None and bw) else (r.get("memory_util") if n == 1 else None)),
+            # a single kernel's utilisations are the classifier's (a bytes-model miss has none); a
+            # group's are capped at 1 as the kernel rows are (docs/report-schema.md, compute_util):
+            # a group's rate above a roof (dense upper bounds) is shown at it, and a kernel above a
+            # roof raised it (device.roof_adjustments); the point's position keeps the estimate
+            "compute_util": r.get("compute_util") if n == 1 else _cap(afl / pf if (afl is not None and pf) else None),
+            "memory_util": r.get("memory_util") if n == 1 else _cap(aby / bw if (aby is not None and bw) else None),
         }
     )
     if r.get("measured"):

@@ -36,7 +36,7 @@ MEASURED = os.path.join(ROOT, "tests", "data", "measured")
 NOT_IN_TYPES: dict[str, set[str]] = {
     "Summary": {"memory"},  # shown from /memory
     "Summary.thresholds": {"low_occupancy_pct", "short_kernel_us", "tiny_grid_sm_fraction"},
-    "Phase": {"upper_bound"},
+    "Phase": {"upper_bound", "upper_bound_flops_per_s", "upper_bound_bytes_per_s"},
     "Device": {"l2_bytes"},
     "Kernel": {"dram_bytes", "cost_role"},
     "KernelsResponse": {"selection", "state"},

@@ -105,6 +105,8 @@ export interface Layer {
   fused_activation_bytes: number;
   score_matrix_bytes: number;
   score_tensors: number;
+  score_tensor_bytes: number;              // the S×S tensors one call allocates, each at its own dtype
+  score_tensor_dtypes: Record<string, number>;
   unfused_activation_bytes: number;
 }
 
@@ -524,7 +526,7 @@ function footprint(mem: MemoryBlock): HTMLElement {
     h("td", null, l.kv_source.replace(/_/g, " ")),
     h("td", { class: "num" }, fmt.memBytes(l.kv_bytes_per_call)),
     h("td", { class: "num" }, fmt.memBytes(l.fused_activation_bytes)),
-    h("td", { class: "num" }, l.score_tensors ? `${l.score_tensors} \u00d7 ${fmt.memBytes(l.score_matrix_bytes)}` : fmt.DASH)));
+    h("td", { class: "num" }, scoreTensors(l))));
   return h("div", { class: "mem-footprint" },
     h("p", null, h("strong", null, fmt.memBytes(fp.kv_bytes)), ` of K and V over ${fmt.count(fp.basis_calls || fp.calls)} attention calls (${fp.basis || "all calls"}): what a KV cache holds at these shapes.`),
     table("mem-kv-table", "K/V footprint per attention call", [th("Attention call"), th("Calls", true), th("Shapes"), th("K/V from"),
@@ -654,4 +656,15 @@ export function renderMemory(data: MemoryResponse): HTMLElement {
   parts.push(h("h3", { class: "mem-sub" }, "Data movement inside attention"), movement(mem));
   parts.push(renderBoundary(data.boundary));
   return section("Memory and data movement", "memory", ...parts);
+}
+
+
+/** "5 × 128 MiB", or with mixed dtypes "5, 512 MiB (3 bf16, 2 fp32)": the S×S tensors of one call. */
+function scoreTensors(l: Layer): string {
+  if (!l.score_tensors) return fmt.DASH;
+  const dts = Object.entries(l.score_tensor_dtypes || {}).sort((a, b) => b[1] - a[1]);
+  if (dts.length <= 1 && l.score_tensor_bytes === l.score_tensors * l.score_matrix_bytes) {
+    return `${l.score_tensors} \u00d7 ${fmt.memBytes(l.score_matrix_bytes)}`;
+  }
+  return `${l.score_tensors}, ${fmt.memBytes(l.score_tensor_bytes)} (${dts.map(([d, n]) => `${n} ${d}`).join(", ")})`;
 }

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from ...attention.headdim import head_dims
 from ...formats import rounded as _r, us as _us
 from ..base import GPU, Finding, Rule, Silent, total
 from ..replay import WhatIf
@@ -83,16 +84,14 @@ def check(run: Run) -> Any:
             continue
         if k["direction"] != "forward":  # the backward's matmuls contract over other dims
             continue
-        cd = k.get("cost_detail") or {}
-        d = cd.get("d") if "d" in cd else (cd.get("k") if k["phase"] == "qk_matmul" else None)
-        if k["phase"] == "pv_matmul":
-            d = cd.get("n")
-        if d:
+        # attention/headdim.py: the forward QK^T / PV contraction or the formula's d, dv
+        for d in sorted(head_dims(k["phase"], k["direction"], k.get("cost_detail"))):
             e = dims.setdefault(d, {"time_us": 0.0, "calls": 0, "source": "kernel shapes"})
             e["time_us"] += k["dur_us"] or 0.0
             e["calls"] += 1
             if d % HEAD_DIM_ALIGN:
                 eager.append((k, d))
+                break
     bad = {d: e for d, e in dims.items() if d % HEAD_DIM_ALIGN}
     if not bad:
         return Silent(f"head dims {sorted(dims) or 'not recorded'} are multiples of {HEAD_DIM_ALIGN}")
