@@ -77,6 +77,7 @@ class Listing:
     ncu: tuple[str, ...]
     replay: tuple[str, ...]
     traces: tuple[str, ...]
+    hinted: tuple[str, ...] = ()  # the traces whose names say eager/capture/reference
 
 
 _LISTINGS: dict[str, tuple[int, Listing]] = {}  # directory -> (its mtime_ns, listing)
@@ -106,7 +107,8 @@ def listing(d: str) -> Listing:
                     traces.append(n)
     except OSError:
         return Listing((), (), ())
-    out = Listing(tuple(sorted(ncu)), tuple(sorted(replay)), tuple(sorted(traces)))
+    ts = tuple(sorted(traces))
+    out = Listing(tuple(sorted(ncu)), tuple(sorted(replay)), ts, tuple(n for n in ts if _REFERENCE_NAME.search(n)))
     if time.time() - mtime / 1e9 > 2.0:  # a listing as old as the clock's tick may miss a file
         if len(_LISTINGS) > 512:
             _LISTINGS.clear()
@@ -185,19 +187,22 @@ def reference_files(trace_path: str) -> list[FileStat]:
     replays, in the order it tries them (at most ``REFERENCE_CANDIDATES``)."""
     d = os.path.dirname(os.path.abspath(trace_path))
     me = os.path.basename(trace_path)
+    ls = listing(d)
+    hinted = [n for n in ls.hinted if n != me]
+    # in a directory of many traces (the ranks of a job), only files named as references are read:
+    # reading a few siblings for every rank would multiply the work; and only the names picked are
+    # stat'ed, so that a directory of N traces costs each trace its hinted names, not N stats (N² in all)
+    few = len(ls.traces) - (me in ls.traces) <= REFERENCE_CANDIDATES
+    rest = [n for n in ls.traces if n != me and n not in ls.hinted] if few else []
     real: list[str] = []
-    cands = []
-    for name in listing(d).traces:
-        if name == me:
-            continue
+    out = []
+    for name in hinted + rest:
         s = _stat_inside(d, name, real)
         if s is not None and s[0] <= REFERENCE_MAX_BYTES:
-            cands.append((name, s[0], s[1]))
-    hinted = [c for c in cands if _REFERENCE_NAME.search(c[0])]
-    # in a directory of many traces (the ranks of a job), only files named as references are read:
-    # reading a few siblings for every rank would multiply the work
-    rest = [c for c in cands if c not in hinted] if len(cands) <= REFERENCE_CANDIDATES else []
-    return (hinted + rest)[:REFERENCE_CANDIDATES]
+            out.append((name, s[0], s[1]))
+            if len(out) == REFERENCE_CANDIDATES:
+                break
+    return out
 
 
 def find(trace_path: str) -> Sidecars:
