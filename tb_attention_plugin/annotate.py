@@ -59,6 +59,7 @@ class _Locator(TraceParser):
 
     def __init__(self, src: ByteSource):
         super().__init__(src)
+        self.tagged = False  # every event's pid is read, whatever its kind
         self.close_at: Optional[int] = None
         self.entries = 0
         self.pids: set = set()

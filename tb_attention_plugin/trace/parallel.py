@@ -133,7 +133,8 @@ class RawChunkParser(TraceParser):
 def _partial(chunk: bytes, make: Callable[[], Any]) -> tuple[Any, dict[str, int]]:
     """Decode one chunk and build its columns with a fresh builder (``make()``)."""
     stats: dict[str, int] = {}
-    events = decode_events(chunk, stats)
+    events = decode_events(chunk, stats, tagged=True)
+    stats.pop("_tagged_miss", None)
     if events is None:
         raise NotSuited("a chunk did not decode")
     b = make()
@@ -471,6 +472,7 @@ def _segment(
     src = _SegmentSource(path, cuts[i], cuts[i + 1], b"" if first else open_, b"" if last else close)
     p = _SegmentParser(src)
     p.on_raw = b.add_raw
+    p.tagged = True
     truncated = None
     try:
         meta = p.parse(b.add)

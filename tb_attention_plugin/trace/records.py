@@ -19,17 +19,20 @@ cost model actually looks at. Both Kineto schemas are mapped to one vocabulary h
 
 from __future__ import annotations
 
+import gc
 import re
+import struct
 from array import array
 from dataclasses import dataclass, field
+from itertools import chain
 from operator import attrgetter
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union, get_args
 
 import msgspec
 import numpy as np
 
 from .. import progress as _progress
-from .events import Event
+from .events import TAGGED_KINDS, Event
 from .reader import DEFAULT_MAX_BYTES, TraceReadError, TraceTruncated, read_trace
 from .stacks import user_frame
 
@@ -96,6 +99,13 @@ class _Interner:
             i = self.index[s] = len(self.items)
             self.items.append(s)
         return i
+
+    def ids(self, keys: list[Any]) -> list[int]:
+        """The id of each key; new keys are interned first (in the order of the set of them)."""
+        index = self.index
+        for k in set(keys).difference(index):
+            self(k)
+        return [index[k] for k in keys]
 
 
 @dataclass
@@ -166,14 +176,20 @@ def _clean_int(v: Any, default: int = _NONE) -> int:
     return v if _I64_MIN <= v <= _I64_MAX else default
 
 
-def _col_q(values: list[Any], getter: Optional[Callable[[Any], Any]] = None) -> array[int]:
-    """int64 column; values that are missing or out of range become -1. With ``getter``,
-    ``values`` are structs and the column is the getter's attribute of each (read in C)."""
-    if getter is not None:
-        try:
-            return array("q", map(getter, values))
-        except (OverflowError, TypeError):
-            values = list(map(getter, values))
+# Columns are packed with ``struct`` (a list of Python numbers to C values in one call, about
+# half the work of ``array(typecode, list)``, which parses each item as a function argument);
+# a value ``struct`` refuses (None, a string, out of range) sends the column down the tolerant
+# path, which gives what ``array`` with the clean-ups below gives.
+_pack = struct.pack
+Col = Union[bytes, "array[Any]"]
+
+
+def _col_q(values: list[Any]) -> Col:
+    """int64 column; values that are missing or out of range become -1."""
+    try:
+        return _pack(f"{len(values)}q", *values)
+    except struct.error:
+        pass
     try:
         return array("q", values)
     except TypeError:
@@ -186,28 +202,58 @@ def _col_q(values: list[Any], getter: Optional[Callable[[Any], Any]] = None) -> 
     return array("q", [_clean_int(v) for v in values])
 
 
-def _int_col(structs: list[Any], getter: Callable[[Any], Any]) -> array[int]:
-    """int64 column of one attribute read with :func:`_int` (numeric strings parsed), in C when
-    every value is already a plain int."""
-    if set(map(type, map(getter, structs))) <= {int}:
+def _int_col(values: list[Any]) -> Col:
+    """int64 column of values read with :func:`_int` (numeric strings parsed)."""
+    if set(map(type, values)) <= {int}:
         try:
-            return array("q", map(getter, structs))
-        except OverflowError:
+            return _pack(f"{len(values)}q", *values)
+        except struct.error:
             pass
-    return array("q", [_int(getter(x)) for x in structs])
+    return array("q", [_int(v) for v in values])
 
 
-def _stream_col(args: list[Any], evs: list[Event]) -> array[int]:
+def _col_q_missing(values: list[int], none: bytes) -> Col:
+    """:func:`_col_q` of a field that is usually absent (-1 everywhere): ``none`` then, no conversion."""
+    if values.count(_NONE) == len(values):
+        return none
+    return _col_q(values)
+
+
+def _dims3(dims: list[Any]) -> tuple[Col, Col, Col]:
+    """The x, y, z columns of ``grid`` or ``block`` lists; (0, 0, 0) unless a list of three."""
+    n = len(dims)
+    if dims.count(None) == n:
+        zero = bytes(4 * n)
+        return zero, zero, zero
+    d3 = [d if d and len(d) == 3 else _ZERO3 for d in dims]
+    try:
+        xyz = np.frombuffer(_pack(f"{3 * n}i", *chain.from_iterable(d3)), dtype=np.int32).reshape(n, 3)
+    except struct.error:  # a value out of int32 range: that one becomes 0
+        return _col_l([d[0] for d in d3]), _col_l([d[1] for d in d3]), _col_l([d[2] for d in d3])
+    return xyz[:, 0].tobytes(), xyz[:, 1].tobytes(), xyz[:, 2].tobytes()
+
+
+_ZERO3 = (0, 0, 0)
+_NONE_Q, _NONE_I = struct.pack("q", _NONE), struct.pack("i", _NONE)
+
+
+def _stream_col(args: list[Any], evs: list[Any]) -> Col:
     """The stream of each GPU activity: ``args.stream``, or the event's tid when absent."""
-    if set(map(type, map(_g_stream, args))) <= {int}:
+    streams = [a.stream for a in args]
+    if set(map(type, streams)) <= {int}:
         try:
-            return array("q", map(_g_stream, args))
-        except OverflowError:
+            return _pack(f"{len(streams)}q", *streams)
+        except struct.error:
             pass
     return array("q", [_int(a.stream) if a.stream is not None else _int(e.tid) for a, e in zip(args, evs)])
 
 
-def _col_l(values: list[Any], default: int = 0) -> array[int]:
+def _col_l(values: list[Any], default: int = 0) -> Col:
+    """int32 column; values that are not ints in range become ``default``."""
+    try:
+        return _pack(f"{len(values)}i", *values)
+    except struct.error:
+        pass
     try:
         return array("i", values)
     except (OverflowError, TypeError):
@@ -220,11 +266,21 @@ def _col_l(values: list[Any], default: int = 0) -> array[int]:
         )
 
 
-def _col_d(values: list[Any], default: float = float("nan")) -> array[float]:
+def _col_d(values: list[Any], default: float = float("nan")) -> Col:
+    """float64 column; values that are not numbers become ``default``."""
+    try:
+        return _pack(f"{len(values)}d", *values)
+    except struct.error:
+        pass
     try:
         return array("d", values)
     except TypeError:
         return array("d", [v if isinstance(v, float) else default for v in values])
+
+
+def _ids(values: list[int]) -> bytes:
+    """int32 column of interned ids."""
+    return _pack(f"{len(values)}i", *values)
 
 
 def _first(a: Any, b: Any) -> Any:
@@ -285,23 +341,88 @@ _g_addr, _g_nbytes, _g_talloc, _g_tres, _g_dtype, _g_did = (
 )
 
 # Bucket codes for the dispatch loop (range kinds first, then the rest).
-_B_GPU, _B_GPU_ANN, _B_COUNTER, _B_SKIP = 10, 11, 12, 13
+_B_GPU, _B_GPU_ANN, _B_COUNTER, _B_SKIP, _B_FLOW, _B_INSTANT, _B_META, _B_IGNORE = 10, 11, 12, 13, 14, 15, 16, 17
+_BUCKETS = (OP, ANNOTATION, PYFUNC, LAUNCH, _B_GPU, _B_GPU_ANN, _B_COUNTER, _B_SKIP, _B_FLOW, _B_INSTANT, _B_META)
+_BUCKETS_ALL = _BUCKETS + (_B_IGNORE,)
+
+
+def _bucket_code(cat: Any) -> int:
+    """The bucket of a complete ("X") event of category ``cat`` (case does not matter)."""
+    c = cat.lower() if isinstance(cat, str) else ""
+    if c in _RANGE_CATS:
+        return _RANGE_CATS[c]
+    if c in _GPU_CATS:
+        return _B_GPU
+    if c == "gpu_user_annotation":
+        return _B_GPU_ANN
+    if c == "cuda_profiler_range":
+        return _B_COUNTER
+    return _B_SKIP
+
+
+def _tagged_tables() -> tuple[dict[type, int], dict[type, str], dict[type, int]]:
+    """For each tagged kind (events.py): its bucket, the one the general path gives its events;
+    its category when its events are complete ones (noted in ``categories``); its GPU kind."""
+    bucket: dict[type, int] = {}
+    x_cats: dict[type, str] = {}
+    gpu_kind: dict[type, int] = {}
+    for cls in TAGGED_KINDS:
+        cat = str(cls.__struct_config__.tag)
+        phases = get_args(next(f.type for f in msgspec.structs.fields(cls) if f.name == "ph"))
+        if phases == ("X",):
+            bucket[cls] = _bucket_code(cat)
+            x_cats[cls] = cat
+        elif cls.ROLE == "flow" and cat == "fwdbwd":
+            bucket[cls] = _B_FLOW
+        elif cls.ROLE == "instant":
+            bucket[cls] = _B_INSTANT  # filtered by name ("[memory]") as the general path does
+        else:
+            bucket[cls] = _B_IGNORE  # e.g. ac2g flows: the general path drops them too
+        if bucket[cls] == _B_GPU:
+            gpu_kind[cls] = _GPU_CATS[cat.lower()]
+    return bucket, x_cats, gpu_kind
+
+
+_TAGGED_BUCKET, _X_CATS, _GPU_KIND_OF = _tagged_tables()
+
+
+def _noting(cls: type, append: Callable[[Any], None], seen: set[type]) -> Callable[[Any], None]:
+    """``append``, noting in ``seen`` that an event of ``cls`` came (no reference back to the
+    caller's dict of appends: the reader runs with the cyclic collector paused)."""
+
+    def note(e: Any) -> None:
+        seen.add(cls)
+        append(e)
+
+    return note
 
 
 class _Table:
-    def __init__(self, spec: dict[str, str]):
-        self.cols: dict[str, array[Any]] = {k: array(t) for k, t in spec.items()}
+    """The columns of one table as parts (bytes), one per chunk, joined once when frozen (growing
+    one array chunk by chunk copied it again at every reallocation)."""
 
-    def extend(self, **cols: array[Any]) -> None:
+    def __init__(self, spec: dict[str, str]):
+        self.spec = spec
+        self.parts: dict[str, list[bytes]] = {k: [] for k in spec}
+
+    def extend(self, **cols: Col) -> None:
         for k, a in cols.items():
-            self.cols[k].extend(a)
+            self.parts[k].append(a if type(a) is bytes else a.tobytes())  # type: ignore[union-attr]
+
+    def joined(self, k: str) -> bytes:
+        """Column ``k`` so far as one bytes object (for another process)."""
+        return b"".join(self.parts[k])
 
     def freeze(self) -> dict[str, np.ndarray]:
-        # Views on the arrays, not copies: a copy would double the columns' memory at its peak.
-        return {
-            k: (np.frombuffer(a, dtype=a.typecode) if len(a) else np.zeros(0, dtype=a.typecode))
-            for k, a in self.cols.items()
-        }
+        out = {}
+        for k, t in self.spec.items():
+            data = b"".join(self.parts[k])
+            self.parts[k] = []
+            # a writable copy (numpy over bytes is read-only); one column at a time, so the peak
+            # is the columns plus two copies of one of them
+            out[k] = np.frombuffer(data, dtype=t).copy()
+            del data
+        return out
 
 
 class TraceBuilder:
@@ -318,6 +439,7 @@ class TraceBuilder:
         self.keep_py = re.compile(keep_python)
         self._py_kind: dict[str, int] = {}  # python frame name -> MODULE / PYFUNC / -1 (drop)
         self._cat_bucket: dict[Any, int] = {}
+        self._noted: set[type] = set()  # tagged classes whose category is noted
         self.categories: set[str] = set()
         self.ranges = _Table(_RANGE_COLS)
         self.gpu = _Table(_GPU_COLS)
@@ -334,33 +456,40 @@ class TraceBuilder:
         if b is None:
             if isinstance(cat, str) and len(self._cat_bucket) < 1000:
                 self.categories.add(cat)
-            c = cat.lower() if isinstance(cat, str) else ""
-            if c in _RANGE_CATS:
-                b = _RANGE_CATS[c]
-            elif c in _GPU_CATS:
-                b = _B_GPU
-            elif c == "gpu_user_annotation":
-                b = _B_GPU_ANN
-            elif c == "cuda_profiler_range":
-                b = _B_COUNTER
-            else:
-                b = _B_SKIP
-            self._cat_bucket[cat] = b
+            b = self._cat_bucket[cat] = _bucket_code(cat)
         return b
 
-    def add(self, events: list[Event]) -> None:
+    def add(self, events: list[Any]) -> None:
+        """One decoded chunk: :class:`Event` structs (the general path) or tagged kinds (the
+        fast path, :data:`.events.TAGGED_KINDS`), which give the same rows in the same order."""
         self.counts["events"] += len(events)
-        buckets: dict[int, list[Event]] = {
-            OP: [],
-            ANNOTATION: [],
-            PYFUNC: [],
-            LAUNCH: [],
-            _B_GPU: [],
-            _B_GPU_ANN: [],
-            _B_COUNTER: [],
-            _B_SKIP: [],
-        }
-        flows, instants, metas = [], [], []
+        if not events:
+            return
+        if type(events[0]) in _TAGGED_BUCKET:
+            buckets, gpu_kinds = self._split_tagged(events)
+        else:
+            buckets, gpu_kinds = self._split_generic(events), None
+        self.counts["other"] += len(buckets[_B_SKIP])
+        for kind in (OP, ANNOTATION, LAUNCH):
+            if buckets[kind]:
+                self._add_ranges(kind, buckets[kind])
+        if buckets[PYFUNC]:
+            self._add_python(buckets[PYFUNC])
+        if buckets[_B_GPU]:
+            self._add_gpu(buckets[_B_GPU], gpu_kinds)
+        if buckets[_B_GPU_ANN]:
+            self._add_gpu_annotations(buckets[_B_GPU_ANN])
+        if buckets[_B_FLOW]:
+            self._add_flows(buckets[_B_FLOW])
+        if buckets[_B_INSTANT]:
+            self._add_memory(buckets[_B_INSTANT])
+        for e in buckets[_B_META]:
+            self._add_meta(e)
+
+    def _split_generic(self, events: list[Event]) -> dict[int, list[Any]]:
+        """Events into buckets by ``ph`` and ``cat``, one test per event."""
+        buckets: dict[int, list[Any]] = {b: [] for b in _BUCKETS}
+        flows, instants, metas = buckets[_B_FLOW], buckets[_B_INSTANT], buckets[_B_META]
         bucket_of = self._cat_bucket.get
         slow = self._bucket_of
         for e in events:
@@ -378,47 +507,54 @@ class TraceBuilder:
                     instants.append(e)
             elif ph == "M":
                 metas.append(e)
-        self.counts["other"] += len(buckets[_B_SKIP])
-        for kind in (OP, ANNOTATION, LAUNCH):
-            if buckets[kind]:
-                self._add_ranges(kind, buckets[kind])
-        if buckets[PYFUNC]:
-            self._add_python(buckets[PYFUNC])
-        if buckets[_B_GPU]:
-            self._add_gpu(buckets[_B_GPU])
-        if buckets[_B_GPU_ANN]:
-            self._add_gpu_annotations(buckets[_B_GPU_ANN])
-        if flows:
-            self._add_flows(flows)
-        if instants:
-            self._add_memory(instants)
-        for e in metas:
-            self._add_meta(e)
+        return buckets
 
-    def _intern_threads(self, evs: list[Event]) -> array[int]:
-        pids = set(map(_g_pid, evs))
-        if len(pids) == 1:
+    def _split_tagged(self, events: list[Any]) -> tuple[dict[int, list[Any]], Optional[bytes]]:
+        """Tagged events into buckets by their class (the decoder checked ``ph``), keeping file
+        order within a bucket; and the GPU kind of each GPU activity."""
+        buckets: dict[int, list[Any]] = {b: [] for b in _BUCKETS_ALL}
+        appends = {cls: buckets[b].append for cls, b in _TAGGED_BUCKET.items()}
+        seen: set[type] = set()
+        for cls in _X_CATS.keys() - self._noted:
+            appends[cls] = _noting(cls, appends[cls], seen)
+        for e in events:
+            appends[type(e)](e)
+        for cls in seen:  # complete events of a class met for the first time: their category
+            self._bucket_of(_X_CATS[cls])  # is noted, as the general path notes every new one
+            self._noted.add(cls)
+        inst = buckets[_B_INSTANT]
+        if inst and [e.name for e in inst].count("[memory]") != len(inst):
+            buckets[_B_INSTANT] = [e for e in inst if e.name == "[memory]"]
+        gpu = buckets[_B_GPU]
+        gpu_kinds = bytes([_GPU_KIND_OF[type(e)] for e in gpu]) if gpu else None
+        return buckets, gpu_kinds
+
+    def _intern_threads(self, evs: list[Any]) -> Col:
+        pids = [e.pid for e in evs]
+        pid = pids[0]
+        n = len(pids)
+        if pids.count(pid) == n:
             # one process (the usual case): look threads up by tid alone, no tuple per event
-            pid = next(iter(pids))
-            tids = list(map(_g_tid, evs))
+            tids = [e.tid for e in evs]
+            tid = tids[0]
+            if tids.count(tid) == n:
+                return _pack("i", self.threads((pid, tid))) * n
             local = {t: self.threads((pid, t)) for t in set(tids)}
-            return array("i", map(local.__getitem__, tids))
+            return _ids([local[t] for t in tids])
         index = self.threads.index
         keys = [(e.pid, e.tid) for e in evs]
         for k in set(keys).difference(index):
             self.threads(k)
-        return array("i", map(index.__getitem__, keys))
+        return _ids([index[k] for k in keys])
 
-    def _intern_names(self, names: list[Any]) -> array[int]:
-        index = self.strings.index
-        for n in set(names).difference(index):
-            self.strings(n)
-        return array("i", map(index.__getitem__, names))
+    def _intern_names(self, names: list[Any]) -> Col:
+        return _ids(self.strings.ids(names))
 
-    def _add_python(self, evs: list[Event]) -> None:
+    def _add_python(self, evs: list[Any]) -> None:
         kinds = self._py_kind
         keep = self.keep_py.search
-        for name in set(map(_g_name, evs)).difference(kinds):
+        names = [e.name for e in evs]
+        for name in set(names).difference(kinds):
             if not isinstance(name, str):
                 kinds[name] = -1
             elif name.startswith("nn.Module"):
@@ -429,128 +565,130 @@ class TraceBuilder:
                 kinds[name] = _USER
             else:
                 kinds[name] = -1
-        modules = [e for e in evs if kinds[e.name] == MODULE]
-        funcs = [e for e in evs if kinds[e.name] == PYFUNC]
-        users = [e for e in evs if kinds[e.name] == _USER]
-        self.counts["python_dropped"] += len(evs) - len(modules) - len(funcs) - len(users)
+        ks = [kinds[n] for n in names]
+        n_mod, n_fn, n_user = ks.count(MODULE), ks.count(PYFUNC), ks.count(_USER)
+        self.counts["python_dropped"] += len(evs) - n_mod - n_fn - n_user
+        funcs = [e for e, k in zip(evs, ks) if k == PYFUNC] if n_fn else []
+        if n_mod:
+            self._add_ranges(MODULE, [e for e, k in zip(evs, ks) if k == MODULE])
+        if funcs:
+            self._add_ranges(PYFUNC, funcs)
+        users = [e for e, k in zip(evs, ks) if k == _USER] if n_user else []
         # a function named like attention or rotary in the user's or the model's code
         # (``eager_attention_forward``, ``apply_rotary_pos_emb``) is a scope *and* a frame: without
         # it, the kernels it launches point to the ``def forward`` around it (sources.py)
         users += [e for e in funcs if user_frame(e.name) is not None]
-        if modules:
-            self._add_ranges(MODULE, modules)
-        if funcs:
-            self._add_ranges(PYFUNC, funcs)
         if users:
             self.stacks.extend(
-                name=self._intern_names(list(map(_g_name, users))),
+                name=self._intern_names([e.name for e in users]),
                 thread=self._intern_threads(users),
-                ts=array("d", map(_g_ts, users)),
-                dur=array("d", map(_g_dur, users)),
+                ts=_col_d([e.ts for e in users]),
+                dur=_col_d([e.dur for e in users]),
             )
 
-    def _add_ranges(self, kind: int, evs: list[Event]) -> None:
+    def _add_ranges(self, kind: int, evs: list[Any]) -> None:
         n = len(evs)
-        none = array("q", [_NONE]) * n
+        none = _NONE_Q * n
         cols = dict(
-            kind=array("b", [kind]) * n,
-            name=self._intern_names(list(map(_g_name, evs))),
+            kind=bytes([kind]) * n,
+            name=self._intern_names([e.name for e in evs]),
             thread=self._intern_threads(evs),
-            ts=array("d", map(_g_ts, evs)),
-            dur=array("d", map(_g_dur, evs)),
+            ts=_col_d([e.ts for e in evs]),
+            dur=_col_d([e.dur for e in evs]),
         )
-        args = list(map(_g_args, evs))
-        if kind == OP:
-            cols["ext"] = _col_q(args, _g_ext)
-            cols["ext1"] = _col_q(args, _g_ext1)
-            cols["corr"] = none
-            cols["seq"] = _col_q(args, _g_seq)
-            cols["fwd_tid"] = _col_q(args, _g_fwd)
-            keys = list(map(_SIG_JOIN, map(_g_sig, args)))
-            index = self.sigs.index
-            for k in set(keys).difference(index):
-                self.sigs(k)
-            cols["sig"] = array("i", map(index.__getitem__, keys))
-        elif kind == LAUNCH:
-            cols["ext"] = _col_q(args, _g_ext)
-            cols["ext1"] = _col_q(args, _g_ext1)
-            cols["corr"] = _col_q(args, _g_corr)
-            cols["seq"] = cols["fwd_tid"] = none
-            cols["sig"] = array("i", [_NONE]) * n
-        elif kind == ANNOTATION:
-            cols["ext"] = _col_q(args, _g_ext)
-            cols["ext1"] = _col_q(args, _g_ext1)
-            cols["corr"] = cols["seq"] = cols["fwd_tid"] = none
-            cols["sig"] = array("i", [_NONE]) * n
+        if kind == OP or kind == LAUNCH or kind == ANNOTATION:
+            args = [e.args for e in evs]
+            cols["ext"] = _col_q([a.external_id for a in args])
+            cols["ext1"] = _col_q_missing([a.external_id_v1 for a in args], none)
+            if kind == OP:
+                cols["corr"] = none
+                cols["seq"] = _col_q([a.seq for a in args])
+                cols["fwd_tid"] = _col_q_missing([a.fwd_tid for a in args], none)
+                keys = [_SIG_JOIN((a.dims, a.types, a.strides, a.concrete)) for a in args]
+                cols["sig"] = _ids(self.sigs.ids(keys))
+            else:
+                cols["corr"] = _col_q([a.correlation for a in args]) if kind == LAUNCH else none
+                cols["seq"] = cols["fwd_tid"] = none
+                cols["sig"] = _NONE_I * n
         else:
             cols["ext"] = cols["ext1"] = cols["corr"] = cols["seq"] = cols["fwd_tid"] = none
-            cols["sig"] = array("i", [_NONE]) * n
+            cols["sig"] = _NONE_I * n
         self.ranges.extend(**cols)
 
-    def _add_gpu(self, evs: list[Event]) -> None:
-        gpu_kind = {}
-        for cat in set(map(_g_cat, evs)):
-            gpu_kind[cat] = _GPU_CATS[cat.lower()]
-        args = list(map(_g_args, evs))
-        grids = [a.grid if a.grid and len(a.grid) == 3 else (0, 0, 0) for a in args]
-        blocks = [a.block if a.block and len(a.block) == 3 else (0, 0, 0) for a in args]
+    def _add_gpu(self, evs: list[Any], kinds: Optional[bytes] = None) -> None:
+        if kinds is None:  # general path: the kind from each event's category
+            gpu_kind = {cat: _GPU_CATS[cat.lower()] for cat in {e.cat for e in evs}}
+            kinds = bytes([gpu_kind[e.cat] for e in evs])
+        n = len(evs)
+        args = [e.args for e in evs]
+        grids = [a.grid for a in args]
+        blocks = [a.block for a in args]
+        gx, gy, gz = _dims3(grids)
+        bx, by, bz = _dims3(blocks)
+        none = _NONE_Q * n
         self.gpu.extend(
-            kind=array("b", map(gpu_kind.__getitem__, map(_g_cat, evs))),
-            name=self._intern_names(list(map(_g_name, evs))),
+            kind=kinds,
+            name=self._intern_names([e.name for e in evs]),
             device=_col_l([a.device for a in args]),
             stream=_stream_col(args, evs),
-            ts=array("d", map(_g_ts, evs)),
-            dur=array("d", map(_g_dur, evs)),
-            corr=_col_q(args, _g_corr),
-            ext=_col_q(args, _g_ext),
-            ext1=_col_q(args, _g_ext1),
-            grid_x=_col_l([g[0] for g in grids]),
-            grid_y=_col_l([g[1] for g in grids]),
-            grid_z=_col_l([g[2] for g in grids]),
-            block_x=_col_l([b[0] for b in blocks]),
-            block_y=_col_l([b[1] for b in blocks]),
-            block_z=_col_l([b[2] for b in blocks]),
-            registers=_col_l(list(map(_g_regs, args))),
-            shared_memory=_col_q(args, _g_smem),
-            blocks_per_sm=_col_d(list(map(_g_bps, args))),
-            warps_per_sm=_col_d(list(map(_g_wps, args))),
-            occupancy=_col_d(list(map(_g_occ, args))),
-            bytes=_col_q(args, _g_bytes),
-            pid=_int_col(evs, _g_pid),
-            tid=_int_col(evs, _g_tid),
+            ts=_col_d([e.ts for e in evs]),
+            dur=_col_d([e.dur for e in evs]),
+            corr=_col_q([a.correlation for a in args]),
+            ext=_col_q([a.external_id for a in args]),
+            ext1=_col_q_missing([a.external_id_v1 for a in args], none),
+            grid_x=gx,
+            grid_y=gy,
+            grid_z=gz,
+            block_x=bx,
+            block_y=by,
+            block_z=bz,
+            registers=_col_l([a.registers for a in args]),
+            shared_memory=_col_q([a.shared_memory for a in args]),
+            blocks_per_sm=_col_d([a.blocks_per_sm for a in args]),
+            warps_per_sm=_col_d([a.warps_per_sm for a in args]),
+            occupancy=_col_d([a.occupancy for a in args]),
+            bytes=_col_q_missing([a.bytes for a in args], none),
+            pid=_int_col([e.pid for e in evs]),
+            tid=_int_col([e.tid for e in evs]),
         )
 
-    def _add_gpu_annotations(self, evs: list[Event]) -> None:
-        args = list(map(_g_args, evs))
+    def _add_gpu_annotations(self, evs: list[Any]) -> None:
+        args = [e.args for e in evs]
         self.gpu_ann.extend(
-            name=self._intern_names(list(map(_g_name, evs))),
+            name=self._intern_names([e.name for e in evs]),
             device=_col_l([a.device if a.device >= 0 else _int(e.pid, 0) for a, e in zip(args, evs)]),
             stream=_col_q([_int(a.stream) if a.stream is not None else _int(e.tid) for a, e in zip(args, evs)]),
-            ts=array("d", map(_g_ts, evs)),
-            dur=array("d", map(_g_dur, evs)),
-            ext=_col_q(args, _g_ext),
-            ext1=_col_q(args, _g_ext1),
+            ts=_col_d([e.ts for e in evs]),
+            dur=_col_d([e.dur for e in evs]),
+            ext=_col_q([a.external_id for a in args]),
+            ext1=_col_q([a.external_id_v1 for a in args]),
         )
 
-    def _add_flows(self, evs: list[Event]) -> None:
+    def _add_flows(self, evs: list[Any]) -> None:
+        ids = [e.id for e in evs]
+        id_col: Col
+        try:  # typed ints (never bools: the decoders make those ints or reject them)
+            id_col = _pack(f"{len(ids)}q", *ids)
+        except struct.error:
+            id_col = _col_q([_int(i) for i in ids])
         self.flows.extend(
-            start=array("b", [1 if e.ph == "s" else 0 for e in evs]),
-            id=_col_q([_int(e.id) for e in evs]),
+            start=_pack(f"{len(evs)}b", *[e.ph == "s" for e in evs]),
+            id=id_col,
             thread=self._intern_threads(evs),
-            ts=array("d", map(_g_ts, evs)),
+            ts=_col_d([e.ts for e in evs]),
         )
 
-    def _add_memory(self, evs: list[Event]) -> None:
-        args = list(map(_g_args, evs))
+    def _add_memory(self, evs: list[Any]) -> None:
+        args = [e.args for e in evs]
         self.memory.extend(
-            ts=array("d", map(_g_ts, evs)),
+            ts=_col_d([e.ts for e in evs]),
             thread=self._intern_threads(evs),
-            addr=_col_q(args, _g_addr),
-            bytes=_col_q(args, _g_nbytes),
-            total_allocated=_col_q(args, _g_talloc),
-            total_reserved=_col_q(args, _g_tres),
-            device_type=_col_l(list(map(_g_dtype, args)), _NONE),
-            device_id=_col_l(list(map(_g_did, args)), _NONE),
+            addr=_col_q([a.addr for a in args]),
+            bytes=_col_q([a.nbytes for a in args]),
+            total_allocated=_col_q([a.total_allocated for a in args]),
+            total_reserved=_col_q([a.total_reserved for a in args]),
+            device_type=_col_l([a.device_type for a in args], _NONE),
+            device_id=_col_l([a.device_id for a in args], _NONE),
         )
 
     def add_raw(self, chunk: bytes) -> None:
@@ -583,7 +721,8 @@ class TraceBuilder:
             "threads": self.threads.items,
             "sigs": self.sigs.items,
             "tables": {
-                name: getattr(self, name).cols for name in ("ranges", "gpu", "flows", "memory", "gpu_ann", "stacks")
+                name: {k: getattr(self, name).joined(k) for k in getattr(self, name).spec}
+                for name in ("ranges", "gpu", "flows", "memory", "gpu_ann", "stacks")
             },
             "thread_names": self.thread_names,
             "counters": self.counters,
@@ -613,11 +752,11 @@ class TraceBuilder:
             for k, a in cols.items():
                 m = remap[name].get(k)
                 if m is not None and len(a):
-                    v = np.frombuffer(a, dtype=a.typecode)
+                    v = np.frombuffer(a, dtype=table.spec[k])
                     out = np.where(v >= 0, m[np.maximum(v, 0)], v) if len(m) else v
-                    table.cols[k].frombytes(out.astype(v.dtype).tobytes())
-                else:
-                    table.cols[k].extend(a)
+                    table.extend(**{k: out.astype(v.dtype).tobytes()})
+                elif len(a):
+                    table.extend(**{k: a})
         self.thread_names.update(exp["thread_names"])
         self.counters.extend(exp["counters"][: max(0, 1_000_000 - len(self.counters))])
         for k, v in exp["counts"].items():
@@ -711,7 +850,29 @@ def load_trace(
     A file that ends early keeps the events read before the cut (``salvage``) and says so in
     ``warnings``; with ``salvage=False`` it raises :class:`TraceTruncated`. ``jobs`` and
     ``parallel_min_bytes``: when to read with two processes (:func:`.parallel.suitable`).
+
+    The cyclic garbage collector is paused while reading: the reader makes no cycles, and the
+    collections its allocations trigger (lists per chunk) only walked every live object, a
+    tenth of the reading's cache misses.
     """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        return _load_trace(path, max_bytes, keep_python, salvage, jobs=jobs, parallel_min_bytes=parallel_min_bytes)
+    finally:
+        if was:
+            gc.enable()
+
+
+def _load_trace(
+    path: str,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    keep_python: str = DEFAULT_KEEP_PYTHON,
+    salvage: bool = True,
+    *,
+    jobs: Optional[int] = None,
+    parallel_min_bytes: Optional[int] = None,
+) -> Trace:
     from . import parallel
 
     truncated: Optional[str] = None
@@ -734,7 +895,7 @@ def load_trace(
         if tried_parallel:
             _progress.begin_read(path)  # the parallel read gave up: count from byte 0 again
         try:
-            meta, stats = read_trace(path, builder.add, max_bytes=max_bytes, on_raw=builder.add_raw)
+            meta, stats = read_trace(path, builder.add, max_bytes=max_bytes, on_raw=builder.add_raw, tagged=True)
         except TraceTruncated as e:
             if not salvage or builder.counts["events"] == 0:
                 raise

@@ -1,7 +1,9 @@
 import json
 
 import numpy as np
+import pytest
 
+from helpers import sample
 from synth import SynthTrace, naive_attention
 from tb_attention_plugin.trace.records import KERNEL, LAUNCH, MEMCPY, MODULE, OP, PYFUNC, load_trace
 from tb_attention_plugin.trace.shapes import parse_args
@@ -148,3 +150,68 @@ def test_truncated_trace_is_salvaged_with_a_warning(tmp_path):
     tr = load_trace(str(p))
     assert tr.n_gpu > 0
     assert any("truncated" in w for w in tr.warnings)
+
+
+def _tables(tr):
+    out = {}
+    for name in ("ranges", "gpu", "flows", "memory", "gpu_annotations", "stacks"):
+        for k, v in getattr(tr, name).items():
+            out[f"{name}.{k}"] = (v.dtype.str, v.tobytes())
+    st = dict(tr.stats)
+    return out, tr.strings, [(s.dims, s.types, s.strides, s.concrete) for s in tr.signatures], tr.threads, st
+
+
+@pytest.mark.parametrize("run", ["gpt4l_sdpa_train", "gpt4l_naive_train"])
+def test_tagged_fast_path_gives_what_the_general_path_gives(run, monkeypatch):
+    """The per-kind decode (events.py TAGGED_KINDS) and the general Event decode build the same
+    Trace: same rows in the same order, strings, signatures, threads and stats."""
+    from tb_attention_plugin.trace import reader
+
+    seen = []
+    orig = reader.decode_events
+
+    def spy(chunk, stats, framed=False, tagged=False):
+        evs = orig(chunk, stats, framed, tagged)
+        seen.append(type(evs[0]).__name__ if evs else None)
+        return evs
+
+    monkeypatch.setattr(reader, "decode_events", spy)
+    fast = load_trace(sample(run), jobs=1)
+    # only the chunks holding the metadata events (no ``cat``) at the ends take the general path
+    assert seen.count("Event") <= 3 < len(seen), seen
+    monkeypatch.setattr(reader, "decode_events", lambda c, s, framed=False, tagged=False: orig(c, s, framed))
+    general = load_trace(sample(run), jobs=1)
+    assert _tables(fast) == _tables(general)
+    assert fast.thread_names == general.thread_names and fast.warnings == general.warnings
+
+
+def test_an_unknown_category_sends_its_chunk_down_the_general_path(tmp_path):
+    t = SynthTrace()
+    naive_attention(t)
+    p = t.write(tmp_path / "a.json")
+    doc = json.loads(open(p).read())
+    doc["traceEvents"].insert(
+        3, {"ph": "X", "cat": "something_new", "name": "x", "pid": 1, "tid": 1, "ts": 5, "dur": 1}
+    )
+    q = tmp_path / "b.json"
+    q.write_text(json.dumps(doc))
+    a, b = load_trace(str(p)), load_trace(str(q))
+    assert b.stats["other"] == a.stats["other"] + 1 and "something_new" in b.stats["categories"]
+    assert (a.ranges["ts_ns"] == b.ranges["ts_ns"]).all() and a.n_gpu == b.n_gpu
+
+
+def test_the_collector_is_paused_only_while_reading(tmp_path):
+    import gc
+
+    t = SynthTrace()
+    naive_attention(t)
+    p = t.write(tmp_path / "a.json")
+    assert gc.isenabled()
+    load_trace(str(p))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        load_trace(str(p))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
