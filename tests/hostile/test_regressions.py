@@ -137,10 +137,10 @@ def test_metadata_nested_too_deeply_is_ignored(tmp_path):
 def test_many_non_object_entries_are_skipped_fast(tmp_path):
     p = tmp_path / "t.json"
     p.write_bytes(b'{"traceEvents":[' + b'null, 1, "x,y", [1, [2]], ' * 400_000 + b",".join(_events(5)) + b"]}")
-    t0 = time.monotonic()
+    t0 = time.process_time()  # CPU time: the guard is against quadratic work, not a loaded machine
     _, stats, evs = _read(p)
     assert len(evs) == 5 and stats["skipped"] == 1_600_000
-    assert time.monotonic() - t0 < 5
+    assert time.process_time() - t0 < 5
 
 
 # --- reader: a named pipe named like a trace blocked open() forever
