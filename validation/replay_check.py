@@ -220,6 +220,29 @@ def table(headers: list[str], rows: list[list]) -> str:
     return "\n".join(out)
 
 
+def numerics(results: dict[str, dict]) -> list[list]:
+    """One row per backend that ran: its errors against math and the script's verdict."""
+    rows = []
+    for name, d in results.items():
+        for c in d.get("calls") or []:
+            for b in c.get("backends") or []:
+                if b.get("status") != "ok" or b.get("check") in (None, "reference"):
+                    continue
+                err = b.get("error_vs_math") or {}
+                rows.append(
+                    [
+                        name.split(".")[0],
+                        c["id"],
+                        b["backend"],
+                        err.get("forward", "–"),
+                        err.get("backward") if err.get("backward") is not None else "–",
+                        err.get("tolerance", "–"),
+                        b["check"],
+                    ]
+                )
+    return rows
+
+
 def render(entries, results, own, alt, notes, tol, listfile, results_path) -> str:
     envs = {(d.get("device") or {}).get("name"): d for d in results.values()}
     env = next(iter(envs.values()), {})
@@ -290,6 +313,19 @@ def render(entries, results, own, alt, notes, tol, listfile, results_path) -> st
         if alt
         else "(no twins listed)",
         "",
+        "## 3. Numerics: each backend against the math backend",
+        "",
+        "Max |x − math| / max |math| of the output and of the worst gradient, at dropout 0, against the script's "
+        "tolerance for the dtype; a backend that fails it is never offered as an alternative.",
+        "",
+        table(["trace", "call", "backend", "fwd err", "bwd err", "tolerance", "verdict"], numerics(results)),
+        "",
+    ]
+    findings = os.path.join(ROOT, "validation", "replay", "FINDINGS.md")
+    if os.path.exists(findings):
+        with open(findings) as f:
+            lines += [f.read().rstrip(), ""]
+    lines += [
         "## Notes",
         "",
     ]

@@ -250,3 +250,17 @@ def test_kernel_times_from_the_profiler_pass():
     ]
     assert runner.kernel_times(evs, iters=1) == {"flash:forward": (33.0, 1.0 * 2), "flash:backward": (90.0, 1.0)}
     assert runner.kernel_times(evs, iters=3)["flash:forward"] == (11.0, 0.67)
+
+
+def test_the_numerics_check_draws_its_gradient_in_the_timed_runs_layout():
+    """cuDNN's backward reuses a plan made for one gradient layout on another and returns wrong
+    gradients (validation/replay/FINDINGS.md): the check's gradient must have the output's strides,
+    as the timed backward's randn_like has, or it reports a mismatch the model never sees."""
+    torch = pytest.importorskip("torch")
+    from tb_attention_plugin.replay import runner
+
+    out = torch.zeros(2, 5, 3, 4).transpose(1, 2)  # [B,H,S,D] viewed from [B,S,H,D], as cuDNN returns it
+    go = runner._grad_out(torch, out, seed=1)
+    assert go.shape == out.shape and go.stride() == out.stride() == torch.randn_like(out).stride()
+    again = runner._grad_out(torch, out, seed=1)
+    assert torch.equal(go, again) and go.abs().sum() > 0  # seeded values, not the empty buffer
