@@ -16,6 +16,7 @@ then rebuilds the per-workload ncu JSON, the join report and the summary.  .ncu-
 import argparse
 import glob
 import gzip
+import json
 import os
 import shutil
 import sys
@@ -32,6 +33,23 @@ def _replace_tree(src: str, dst: str) -> None:
     if os.path.exists(dst):
         shutil.rmtree(dst)
     shutil.copytree(src, dst)
+
+
+def _point_meta_at_tests_data(meta_dir: str) -> None:
+    """The traces live in tests/data/round3 (the tests read them), not validation/traces: the meta
+    files' ``trace_files`` (relative to validation/) are rewritten to say so, or the joins find nothing."""
+    for path in glob.glob(os.path.join(meta_dir, "*.json")):
+        with open(path) as f:
+            meta = json.load(f)
+        files = meta.get("trace_files") or []
+        moved = [
+            os.path.join("..", "tests", "data", "round3", f[len("traces/") :]) if f.startswith("traces/") else f
+            for f in files
+        ]
+        if moved != files:
+            meta["trace_files"] = moved
+            with open(path, "w") as f:
+                json.dump(meta, f, indent=1)
 
 
 def main() -> None:
@@ -62,6 +80,7 @@ def main() -> None:
         os.remove(big)
     for td in glob.glob(os.path.join(tmp, "traces", "*")):
         _replace_tree(td, os.path.join(ROOT, "tests", "data", "round3", os.path.basename(td)))
+    _point_meta_at_tests_data(os.path.join(res, "meta"))
     os.makedirs(twins, exist_ok=True)
     if os.path.exists(os.path.join(ttmp, "manifest.json")):
         shutil.copy(os.path.join(ttmp, "manifest.json"), twins)
