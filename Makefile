@@ -1,6 +1,6 @@
 # Two commands do all set-up on a fresh machine:
-#   make demo   -> virtualenv, install, build, TensorBoard on sample_traces/ (PORT=6006)
-#   make test   -> virtualenv, install, build (and check the committed bundle), every test
+#   make demo   -> virtualenv, the package and what it needs (setup.py), build, TensorBoard on sample_traces/ (PORT=6006)
+#   make test   -> the same plus the test and lint tools (requirements-dev.txt), build (and check the committed bundle), every test
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -11,13 +11,22 @@ LOGDIR ?= sample_traces
 
 .PHONY: install dev browser frontend frontend-check lint test test-fast demo bench clean
 
-$(VENV)/.installed: setup.py requirements-dev.txt
+# The package and its own dependencies (setup.py's install_requires): all the demo needs.
+$(VENV)/.installed: setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e . -r requirements-dev.txt
+	$(PY) -m pip install -q -e .
+	touch $@
+
+# What the tests and the linters need besides (pytest, hypothesis, ruff, mypy, torch, playwright,
+# torch-tb-profiler): never installed by the demo.
+$(VENV)/.dev-installed: $(VENV)/.installed requirements-dev.txt
+	$(PY) -m pip install -q -r requirements-dev.txt
 	touch $@
 
 install: $(VENV)/.installed
+
+dev: $(VENV)/.dev-installed
 
 # Debian's chromium for the browser test (Playwright drives it; no browser download).
 browser:
@@ -37,16 +46,16 @@ frontend-check: frontend
 
 # The code's own rules: ruff (lint rules and format, in pyproject.toml), mypy (strict on trace/,
 # roofline/, attention/) and tsc on the dashboard (frontend/tsconfig.json).
-lint: install frontend
+lint: dev frontend
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	@if [ -f frontend/package.json ]; then cd frontend && npm run -s typecheck; fi
 
-test: install browser frontend-check lint
+test: dev browser frontend-check lint
 	$(PY) -m pytest -q tests
 
-test-fast: install
+test-fast: dev
 	$(PY) -m pytest -q tests -m "not e2e"
 
 demo: install frontend

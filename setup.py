@@ -7,7 +7,7 @@ setup(
     long_description=open("README.md", encoding="utf-8").read() if __import__("os").path.exists("README.md") else "",
     long_description_content_type="text/markdown",
     packages=find_packages(include=["tb_attention_plugin", "tb_attention_plugin.*"]),
-    package_data={"tb_attention_plugin": ["static/*", "static/**/*"]},
+    package_data={"tb_attention_plugin": ["static/*", "static/**/*", "advice/data/*.json"]},
     python_requires=">=3.9",
     install_requires=[
         "msgspec>=0.18",

@@ -9,16 +9,17 @@ options, engine version) through :mod:`.cache`.
 from __future__ import annotations
 
 import os
-import re
 import stat as _stat
 from typing import Any, Optional
 
 from .cache import ReportCache
 from .options import Options
 from .report import analyze_trace, error_entry
-from .trace.files import is_trace_name, shown_path
+from .trace import sidecars
+from .trace.files import shown_path
 from .trace.reader import DEFAULT_MAX_BYTES, TraceReadError, TraceTruncated
 from .trace.records import load_trace
+from .trace.sidecars import Sidecars
 
 TRUNCATED = "truncated"
 PARTIAL_FIX = (
@@ -51,17 +52,11 @@ def mark_partial(report: dict) -> None:
             n["fix"] = PARTIAL_FIX
 
 
-# a run directory is searched for a reference only among this many sibling traces, names that say
-# eager/capture/reference first, and none larger than this (a reference is one step, like the replay)
-REFERENCE_CANDIDATES = 6
-REFERENCE_MAX_BYTES = 512 << 20
-_REFERENCE_NAME = re.compile(r"(?i)eager|capture|reference|\bref\b")
-
-
-def find_reference(path: str, trace, max_bytes: int = DEFAULT_MAX_BYTES):
+def find_reference(path: str, trace, max_bytes: int = DEFAULT_MAX_BYTES, side: Optional[Sidecars] = None):
     """(trace, path) of a sibling file that gives most of ``trace``'s CUDA-graph replays their
     context (an eager run or the capture of the same step), or (None, None). Only looked for when
-    the trace has replayed kernels and no capture of its own."""
+    the trace has replayed kernels and no capture of its own. The candidates are the ones
+    trace/sidecars.py lists beside the trace (``side``, found here when not given)."""
     from .attention import graphs
     from .trace.correlate import link
 
@@ -70,27 +65,15 @@ def find_reference(path: str, trace, max_bytes: int = DEFAULT_MAX_BYTES):
     links = link(trace)
     if not graphs.replayed(trace, links).any() or len(graphs.capture_nodes(trace, links)[0]):
         return None, None
-    folder = os.path.dirname(os.path.abspath(path))
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError:
-        return None, None
-    me = os.path.abspath(path)
-    cands = [os.path.join(folder, f) for f in names if is_trace_name(f) and os.path.join(folder, f) != me]
-    cands = [c for c in cands if os.path.isfile(c) and os.path.getsize(c) <= REFERENCE_MAX_BYTES]
-    hinted = [c for c in cands if _REFERENCE_NAME.search(os.path.basename(c))]
-    # in a directory of many traces (the ranks of a job), only files named as references are read:
-    # reading a few siblings for every rank would multiply the work
-    cands = hinted + ([c for c in cands if c not in hinted] if len(cands) <= REFERENCE_CANDIDATES else [])
+    side = side if side is not None else sidecars.find(path)
     best: tuple[Any, Optional[str]] = (None, None)
     best_n = 0
-    for c in cands[:REFERENCE_CANDIDATES]:
+    for c in (side.path(name) for name, _, _ in side.references):
         try:
             ref = load_trace(c, max_bytes=max_bytes)
         except (TraceReadError, OSError, ValueError, MemoryError):
             continue
-        _, _, ctx = graphs.attach(trace, links, ref, c)
-        n = ctx.counts()["reference"]
+        n = graphs.matches(trace, links, ref)
         if n > best_n:
             best, best_n = (ref, shown_path(c)), n
     rep = graphs.replayed(trace, links).sum()
@@ -114,8 +97,9 @@ def analyze_path(path: str, options: Optional[Options] = None, cache: Optional[R
         )
         return error_entry(shown, f"not a regular file ({kind})")
     key = None
+    side = sidecars.find(path)  # ncu exports, replay results, reference candidates: listed once
     if cache is not None:
-        key = cache.key(path, st, opt.key())
+        key = cache.key(path, st, opt.key(), side.signature())
         hit = cache.get(key)
         if hit is not None:
             hit["path"] = shown
@@ -137,8 +121,8 @@ def analyze_path(path: str, options: Optional[Options] = None, cache: Optional[R
             except TraceReadError as e:
                 return error_entry(shown, f"reference {shown_path(opt.reference)}: {e}")
         else:
-            ref, ref_path = find_reference(path, trace, max_bytes)
-        report = analyze_trace(trace, opt, reference=ref, reference_path=ref_path)
+            ref, ref_path = find_reference(path, trace, max_bytes, side)
+        report = analyze_trace(trace, opt, reference=ref, reference_path=ref_path, sidecars=side)
     except TraceTruncated as e:
         return error_entry(shown, truncation_error(str(e)))
     except TraceReadError as e:

@@ -19,7 +19,7 @@ from typing import Any, Optional
 import msgspec
 
 from . import __version__
-from .roofline.ncu import sidecar_signature
+from .trace import sidecars
 
 _inflate_lib: types.ModuleType
 try:  # ISA-L inflates about 3x faster; same format as zlib
@@ -29,14 +29,15 @@ except ImportError:  # pragma: no cover
 
 
 def _source_fingerprint() -> str:
-    """A hash of the package's own code: any change to the analysis (an upgrade, a local edit)
-    invalidates cached reports, not only a version bump. ~2 ms for the whole package."""
+    """A hash of the package's own code and data (the advice's measured backend table): any change
+    to the analysis (an upgrade, a local edit) invalidates cached reports, not only a version bump.
+    ~2 ms for the whole package."""
     root = os.path.dirname(os.path.abspath(__file__))
     h = hashlib.sha1()
     for d, dirs, files in os.walk(root):
         dirs[:] = sorted(x for x in dirs if x not in ("static", "__pycache__"))
         for f in sorted(files):
-            if f.endswith(".py"):
+            if f.endswith((".py", ".json")):
                 try:
                     with open(os.path.join(d, f), "rb") as fh:
                         h.update(f.encode() + b"\0" + fh.read())
@@ -57,9 +58,12 @@ class ReportCache:
         self._enc = msgspec.msgpack.Encoder()
         self._dec = msgspec.msgpack.Decoder()
 
-    def key(self, path: str, st: os.stat_result, options_key: str) -> str:
-        # an Nsight Compute export beside the trace changes its analysis (roofline/measured.py)
-        side = sidecar_signature(path)
+    def key(self, path: str, st: os.stat_result, options_key: str, side: Optional[str] = None) -> str:
+        """The entry of one trace: its path, size and mtime, the options, the engine, and the files
+        beside it that change its analysis (trace/sidecars.py: ncu exports, replay results,
+        reference candidates; ``side`` is their signature, listed here when not given)."""
+        if side is None:
+            side = sidecars.find(path).signature()
         ident = f"{os.path.abspath(path)}\0{st.st_size}\0{st.st_mtime_ns}\0{options_key}\0{ENGINE_VERSION}{side}"
         return hashlib.sha256(ident.encode("utf-8", "surrogateescape")).hexdigest()[:40]
 

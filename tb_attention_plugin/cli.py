@@ -299,6 +299,53 @@ def cmd_annotate(a) -> int:
     return EXIT_OK
 
 
+def cmd_replay(a) -> int:
+    """``replay``: the distinct attention calls (--list), the replay script (--emit), or both and a
+    run here (--run); see docs/replay.md."""
+    import shlex
+
+    from .replay import command as RC
+
+    extra = shlex.split(a.script_args or "")
+    if a.run and "cpu" not in extra:
+        problem = RC.gpu_problem()
+        if problem:
+            target = a.emit or "the script of `tb-attention replay --emit FILE`"
+            return _fail(
+                f"error: --run needs PyTorch and a CUDA GPU on this machine: {problem}; emit the script "
+                f"(--emit FILE) and run it on the machine with the GPU (python {target}), then put the "
+                f".replay.json it writes beside the trace"
+            )
+    ok, bad = _reports(a, a.paths)
+    for b in bad:
+        print(f"error: {_shown(b['path'])}: {_one_line(b['error'])}", file=sys.stderr)
+    if not ok:
+        return EXIT_BAD_INPUT
+    if a.list or not (a.emit or a.run):
+        if a.format == "json":
+            sys.stdout.write(to_json(RC.list_json(ok)).decode() + "\n")
+        else:
+            sys.stdout.write(_printable(RC.list_text(ok, _width(a))))
+    if a.emit or a.run:
+        import tempfile
+
+        path = a.emit or os.path.join(tempfile.mkdtemp(prefix="tb-attention-"), "replay.py")
+        n_calls, n_traces = RC.write_script(ok, path)
+        note = sys.stderr if (a.list and a.format == "json") else sys.stdout
+        print(
+            f"wrote {path}: {n_calls} distinct attention call(s) of {n_traces} trace(s); run it on the machine with "
+            f"the GPU (python {os.path.basename(path)}) and put the .replay.json files it writes beside the traces",
+            file=note,
+        )
+        if a.run:
+            rc, placed = RC.run_script(path, ok, extra)
+            for p in placed:
+                print(f"wrote {p}", file=note)
+            if rc:
+                return _fail(f"error: {_shown(path)}: the replay script exited with {rc}")
+    return EXIT_BAD_INPUT if bad else EXIT_OK
+
+
 def cmd_devices(a) -> int:
     rows = D.table()
     if a.format == "json":
@@ -616,6 +663,28 @@ def build_parser() -> argparse.ArgumentParser:
     _common(sm)
     _distributed(sm)
     sm.set_defaults(func=cmd_summarize)
+    rp = sub.add_parser(
+        "replay",
+        help="what-if replay: list the attention calls, emit a script that times them under every backend",
+        description="List the distinct attention calls of traces (--list, the default), write one self-contained "
+        "PyTorch script that rebuilds each with random inputs of the recorded shapes and times it under "
+        "every backend (--emit FILE), or emit and run it here (--run, needs a CUDA GPU). Put the "
+        "<trace file>.replay.json it writes beside the trace: the analysis then uses the measured times.",
+    )
+    rp.add_argument("paths", nargs="+", metavar="PATH", help="trace file (.json, .json.gz) or run directory")
+    rp.add_argument("--list", action="store_true", help="print the distinct calls (default when nothing else is asked)")
+    rp.add_argument("--format", "-f", choices=("table", "json"), default="table", help="--list output")
+    rp.add_argument("--emit", metavar="FILE", help="write the replay script to FILE")
+    rp.add_argument("--run", action="store_true", help="emit and run the script here (needs torch and a CUDA GPU)")
+    rp.add_argument(
+        "--script-args",
+        metavar="ARGS",
+        help="arguments for the script with --run, e.g. '--repeats 20' or '--device cpu --scale-down'",
+    )
+    _wide_opt(rp)
+    _common(rp)
+    _partial_opt(rp)
+    rp.set_defaults(func=cmd_replay)
     dv = sub.add_parser("devices", help="list the built-in device peaks and their sources")
     dv.add_argument("--format", "-f", choices=("table", "json"), default="table")
     _wide_opt(dv)

@@ -26,7 +26,7 @@ from typing import Any, Optional
 
 from .attention.backends import BACKEND_LABELS, backends as _kernel_backends, describe as _describe_backends
 from .attention.patterns import strip_templates
-from .attention.vocabulary import FLOW_ORDER, PHASE_LABELS
+from .attention.vocabulary import FLOW_ORDER, PHASE_LABELS, UNFUSED_CORE_PHASES
 from .formats import (
     cut_middle,
     para,
@@ -40,7 +40,8 @@ from .formats import (
 
 COMPARE_SCHEMA = 1
 
-UNFUSED_CORE = ("qk_matmul", "scale", "mask", "softmax", "dropout", "pv_matmul")
+# the vocabulary's core phases, in the order a layer runs them (attention/vocabulary.py)
+UNFUSED_CORE = tuple(p for p in FLOW_ORDER if p in UNFUSED_CORE_PHASES)
 CORE = UNFUSED_CORE + ("fused_attention",)
 PROJECTIONS = ("qkv_proj", "out_proj")
 OTHER = ("rotary", "layout", "other")
@@ -63,6 +64,9 @@ TIME_TOTALS = (
     "gpu_time_us",
     "gpu_busy_us",
     "kernel_time_us",
+    "span_us",
+    "idle_us",
+    "step_time_us",
 )
 COUNT_TOTALS = ("attention_kernels", "instances")
 SHARE_TOTALS = ("attention_share",)
@@ -76,11 +80,14 @@ _PHASE_RATES = (
     "compute_util",
     "memory_util",
     "bound",
+    "latency_cause",  # the trace view's cause of a latency-bound phase (launch, occupancy, stalled)
     "estimated",
     "cost_coverage",
 )
 ROOF_REACHED = 0.5
 SAME_PCT = 1.0  # |delta_pct| below this: "about the same"
+STEP_CHANGE_PCT = 10.0  # a step-time change (GPU span) the verdict names
+STEP_NOT_ATTENTION = 5.0  # a step change this many times attention's: launches and idle time changed, not attention
 
 
 # ---------------------------------------------------------------- kernel groups
@@ -311,10 +318,14 @@ def summarize(report: dict, label: Optional[str] = None) -> dict:
     steps = report.get("steps") or []
     n_steps = 1 if report.get("step") is not None else max(1, len(steps))
     totals = {f: report.get(f) for f in TIME_TOTALS + COUNT_TOTALS + SHARE_TOTALS}
+    # the profiled steps' wall time (their CPU ranges), when the trace has ProfilerStep ranges
+    sel = [x for x in steps if report.get("step") is None or x.get("name") == report.get("step")]
+    totals["step_time_us"] = round(sum(x.get("dur_us") or 0.0 for x in sel), 3) if sel else None
     phases = []
     for p in report.get("phases") or []:
         row = {k: p.get(k) for k in ("phase", "direction", "label", "core") + _PHASE_SUMS + _PHASE_RATES}
         row["bound_time_us"] = dict(p.get("bound_time_us") or {})
+        row["latency_cause_time_us"] = dict(p.get("latency_cause_time_us") or {})
         row["top_kernels"] = list(p.get("top_kernels") or [])
         phases.append(row)
     kernels = report.get("kernels")
@@ -341,7 +352,14 @@ def summarize(report: dict, label: Optional[str] = None) -> dict:
         "kernel_groups": groups,
         "kernel_groups_source": "kernels" if kernels is not None else "phase_top_kernels",
         "advice": [
-            {"id": a.get("id"), "title": a.get("title"), "estimated_gain_us": a.get("estimated_gain_us")}
+            {
+                "id": a.get("id"),
+                "title": a.get("title"),
+                "estimated_gain_us": a.get("estimated_gain_us"),
+                "gain_basis": a.get("gain_basis"),
+                "gpu_gain_us": a.get("gpu_gain_us"),
+                "step_gain_us": a.get("step_gain_us"),
+            }
             for a in report.get("advice") or []
         ],
         "notices": [n.get("code") for n in report.get("notices") or []],
@@ -423,8 +441,10 @@ def aggregate(sides: list[dict], label: Optional[str] = None) -> dict:
         for x in s["advice"]:
             if x["id"] not in adv:
                 adv[x["id"]] = dict(x)
-            elif x.get("estimated_gain_us") is not None and adv[x["id"]].get("estimated_gain_us") is not None:
-                adv[x["id"]]["estimated_gain_us"] = round(adv[x["id"]]["estimated_gain_us"] + x["estimated_gain_us"], 3)
+            else:
+                for g in ("estimated_gain_us", "gpu_gain_us", "step_gain_us"):
+                    if x.get(g) is not None and adv[x["id"]].get(g) is not None:
+                        adv[x["id"]][g] = round(adv[x["id"]][g] + x[g], 3)
     return {
         "kind": "side",
         "label": label or ", ".join(s["label"] for s in sides),
@@ -492,9 +512,12 @@ def _merge_phase(rows: list[dict], att_time, roof: float) -> dict:
     fl, by = _sum([r["flops"] for r in rows]), _sum([r["bytes"] for r in rows])
     sec = kt * 1e-6
     bt: dict = {}
+    ct: dict = {}
     for r in rows:
         for b, v in (r.get("bound_time_us") or {}).items():
             bt[b] = round(bt.get(b, 0.0) + v, 3)
+        for c, v in (r.get("latency_cause_time_us") or {}).items():
+            ct[c] = round(ct.get(c, 0.0) + v, 3)
     tops: dict = {}
     for r in rows:
         for k in r.get("top_kernels") or []:
@@ -517,9 +540,11 @@ def _merge_phase(rows: list[dict], att_time, roof: float) -> dict:
         "compute_util": cu,
         "memory_util": mu,
         "bound": bound,
+        "latency_cause": max(ct, key=ct.__getitem__) if bound == "latency" and ct else None,
         "estimated": any(r.get("estimated") for r in rows),
         "cost_coverage": round(kt / t, 4) if t > 0 else None,
         "bound_time_us": bt,
+        "latency_cause_time_us": ct,
         "top_kernels": [{"name": n, "time_us": round(v, 3)} for n, v in sorted(tops.items(), key=lambda x: -x[1])[:5]],
     }
 
@@ -540,9 +565,14 @@ def _delta(a, b) -> dict:
     return {
         "delta": round(b - a, 3),
         "delta_pct": round(100.0 * (b - a) / a, 2) if a else None,
-        "ratio": round(b / a, 4) if a else None,
-        "speedup": round(a / b, 4) if a and b else None,
+        # significant digits, not decimals: a 49x slowdown's speedup (0.02045) must keep its digits
+        "ratio": _sig4(b / a) if a else None,
+        "speedup": _sig4(a / b) if a and b else None,
     }
+
+
+def _sig4(x: float) -> float:
+    return float(f"{x:.4g}")
 
 
 def _scale(x, div):
@@ -557,6 +587,7 @@ def _norm_phase(p: Optional[dict], div: float) -> Optional[dict]:
     out = {f: _scale(p.get(f), div) for f in _PHASE_SUMS}
     out.update({f: p.get(f) for f in _PHASE_RATES})
     out["bound_time_us"] = {b: _scale(v, div) for b, v in (p.get("bound_time_us") or {}).items()}
+    out["latency_cause_time_us"] = {c: _scale(v, div) for c, v in (p.get("latency_cause_time_us") or {}).items()}
     return out
 
 
@@ -631,6 +662,7 @@ def compare_reports(base: dict, new: dict, *, normalize: str = "auto", top: int 
     notes = _notes(b, n, per_step)
     unit = "per step" if per_step else "in total"
     be = _compare_backends(b, n, bd, nd)
+    step = _step_change(totals, faster)
     return {
         "kind": "tb-attention-compare",
         "schema": COMPARE_SCHEMA,
@@ -647,7 +679,8 @@ def compare_reports(base: dict, new: dict, *, normalize: str = "auto", top: int 
         "verdict": {
             "attention_time_us": {k: att[k] for k in ("base", "new", "delta", "delta_pct", "ratio", "speedup")},
             "faster": faster,
-            "summary": _verdict_text(att, faster, unit) + _backend_clause(be),
+            "summary": _verdict_text(att, faster, unit) + _step_clause(step, unit) + _backend_clause(be),
+            "step": step,
         },
         "backends": be,
         "totals": totals,
@@ -817,6 +850,50 @@ def _notes(b: dict, n: dict, per_step: bool) -> list[str]:
     return out
 
 
+def _step_change(totals: dict, faster: Optional[str]) -> dict:
+    """The step-time side of the verdict: the GPU span (first to last GPU activity: the step as the
+    GPU saw it) and its idle part on both sides, and whether the step changed by ≥ STEP_CHANGE_PCT.
+    A CUDA graph or fewer launches leave attention's GPU time as it was and shorten the step: the
+    verdict must say so rather than "about the same"."""
+    span, idle = totals.get("span_us") or {}, totals.get("idle_us") or {}
+    att = totals.get("attention_time_us") or {}
+    d = span.get("delta_pct")
+    changed = d is not None and abs(d) >= STEP_CHANGE_PCT
+    return {
+        "span_us": {k: span.get(k) for k in ("base", "new", "delta", "delta_pct", "ratio", "speedup")},
+        "idle_us": {k: idle.get(k) for k in ("base", "new", "delta", "delta_pct")},
+        "changed": changed,
+        "faster": None if not changed else ("new" if (span.get("delta") or 0) < 0 else "base"),
+        # attention time about the same, or its change a small part of the step's
+        "not_attention": faster == "same"
+        or (
+            span.get("delta") is not None
+            and att.get("delta") is not None
+            and abs(span["delta"]) >= STEP_NOT_ATTENTION * abs(att["delta"])
+        ),
+    }
+
+
+def _step_clause(step: dict, unit: str) -> str:
+    if not step.get("changed"):
+        return ""
+    sp, idle = step["span_us"], step["idle_us"]
+    how = (
+        f"{sp['speedup']:.1f}x faster"
+        if step["faster"] == "new" and sp.get("speedup")
+        else f"{1 / sp['speedup']:.1f}x slower"
+        if sp.get("speedup")
+        else "changed"
+    )
+    text = (
+        f"; step time (GPU span) {_us(sp['base'])} → {_us(sp['new'])} {unit} ({how}), GPU idle "
+        f"{_us(idle.get('base'))} → {_us(idle.get('new'))}"
+    )
+    if step.get("not_attention"):
+        text += ": the change is in launches and idle time (CUDA graphs, fewer ops, host syncs), not attention kernels"
+    return text
+
+
 def _verdict_text(att: dict, faster: Optional[str], unit: str) -> str:
     if faster is None:
         return "attention time unknown"
@@ -834,7 +911,7 @@ def _verdict_text(att: dict, faster: Optional[str], unit: str) -> str:
         return f"new run has attention work that the baseline has none of: {y} {unit}"
     return (
         f"new run is slower in attention: {y} vs {x} {unit} "
-        f"({_signed_pct(att['delta_pct'])}, {1 / att['speedup']:.2f}x the baseline's time)"
+        f"({_signed_pct(att['delta_pct'])}, {_slower(att):.2f}x the baseline's time)"
         if att["speedup"]
         else f"new run is slower in attention: {y} vs {x} {unit}"
     )
@@ -979,7 +1056,17 @@ def _speed(r: dict) -> str:
         return "–"
     if abs(s - 1) < 0.005:
         return "same"
-    return f"{s:.2f}x faster" if s > 1 else f"{1 / s:.2f}x slower"
+    return f"{s:.2f}x faster" if s > 1 else f"{_slower(r):.2f}x slower"
+
+
+def _slower(r: dict) -> float:
+    """How many times the baseline's time the new run takes: from the unrounded times where the
+    row has them (1 / a rounded speedup is off in the last digits: 49.02x for 48.90x), else the
+    ratio."""
+    a, b = r.get("base"), r.get("new")
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a > 0 and b > 0:
+        return float(b) / float(a)
+    return float(r["ratio"]) if r.get("ratio") else 1.0 / float(r["speedup"])
 
 
 def render(cmp: dict, markdown: bool = False, width: Optional[int] = None) -> str:

@@ -82,6 +82,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
             "/report": self._route(self._report),
             "/memory": self._route(self._memory),
             "/annotated": self._route(self._annotated),
+            "/replay_script": self._route(self._replay_script),
             "/timeline": self._route(lambda r: timeline.route(self, r)),
             "/overview": self._route(lambda r: overview.route(self, r)),
             "/ranks": self._route(lambda r: _ranks(self, r)),
@@ -171,6 +172,19 @@ class AttentionPlugin(base_plugin.TBPlugin):
 
     def _memory(self, request: Request) -> Response:
         return json_response(views.memory(*fetch(self.loader, request.args, need_index=False)))
+
+    def _replay_script(self, request: Request) -> Response:
+        """The replay script of the trace's attention calls (tb-attention replay --emit), a download."""
+        text, name = views.replay_script(*fetch(self.loader, request.args, need_index=True, wait=10.0))
+        return Response(
+            text,
+            content_type="text/x-python; charset=utf-8",
+            headers=[
+                ("Content-Disposition", f'attachment; filename="{name}"'),
+                ("X-Content-Type-Options", "nosniff"),
+                ("Cache-Control", "no-cache"),
+            ],
+        )
 
     def _annotated(self, request: Request) -> Response:
         """The trace with attention phases as timeline tracks, streamed as a download. The file

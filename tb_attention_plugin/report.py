@@ -18,7 +18,7 @@ from . import __version__, progress
 from .attention import graphs, patterns as P
 from .attention.tagger import SOURCES, Tagging, call_numbers, tag
 from .options import Options
-from .roofline import devices as D, frame as F
+from .roofline import devices as D, frame as F, measured as M
 from .roofline.attribute import Attribution, attribute
 from .roofline.classify import (
     BOUND_UNKNOWN,
@@ -33,12 +33,14 @@ from .roofline.classify import (
     raise_roofs,
 )
 from .roofline.frame import KernelFrame
-from .roofline.measured import Result, apply as measure
+from .roofline.measured import Result
+from .roofline.roles import ROLE_NAMES
 from .table import Coded, KernelTable
 from .trace.busy import busy_times
-from .trace.correlate import Links, link, nearest_marked_ancestor, take_or
+from .trace.correlate import Links, link, nearest_marked_ancestor
 from .trace.records import ANNOTATION, GPU_KIND_NAMES, KERNEL, MODULE, Trace
 from .trace.shapes import parse_args
+from .trace.sidecars import Sidecars, find as find_sidecars
 
 SCHEMA_VERSION = 1
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
@@ -164,24 +166,55 @@ def analyze_trace(
     options: Optional[Options] = None,
     reference: Optional[Trace] = None,
     reference_path: Optional[str] = None,
+    sidecars: Optional[Sidecars] = None,
 ) -> dict:
     """The report dict of one loaded trace. ``reference``: a trace of the same step run without
-    CUDA graphs (or of the graph capture), whose CPU context is given to replayed kernels."""
+    CUDA graphs (or of the graph capture), whose CPU context is given to replayed kernels.
+    ``sidecars``: the files beside the trace (trace/sidecars.py), listed here when not given."""
     opt = options or Options()
     progress.stage("analysing")
+    if sidecars is None and trace.path:
+        sidecars = find_sidecars(trace.path)
     links = link(trace)
     trace, links, graph = graphs.attach(trace, links, reference, reference_path)
     tagging = tag(trace, links, opt.module_pattern, opt.annotation_pattern)
     graphs.apply(trace, links, tagging, graph)
     attr = attribute(trace, links)
-    rep = build_report(trace, links, tagging, attr, opt)
+    rep = build_report(trace, links, tagging, attr, opt, sidecars.ncu if sidecars is not None else None)
     progress.stage("memory")
     rep["memory"] = _memory_block(trace, links, tagging, attr, rep)
     _sources(rep, trace, links)  # sources.py: the user's source line per attention kernel
+    # model.py: sites, flops_ledger, boundary (before advice, whose rules may read them)
+    rep.update(_model(rep, trace, links, attr))
+    rep["replay"] = _replay_block(rep, trace, links, tagging, sidecars)  # replay/: the calls, measured backends
     progress.stage("advice")
-    # advice.py: findings, and the attention backends that compare/check name
-    rep["advice"], rep["attention_backends"] = _advice(rep, trace, links, tagging)
+    # advice/: findings, what each rule checked, and the attention backends that compare/check name
+    rep["advice"], rep["advice_checks"], rep["attention_backends"] = _advice(rep, trace, links, tagging)
+    if isinstance(rep.get("memory"), dict):
+        rep["memory"].pop("_kernel_ids", None)  # the flags' GPU activities: for the advice only
+    _top_findings(rep)
     return rep
+
+
+def _top_findings(rep) -> None:
+    """Each site's ``top_finding`` (model.py), once advice has run."""
+    from .model import attach_top_findings
+
+    try:
+        attach_top_findings(rep)
+    except Exception as e:  # noqa: BLE001 - reported in warnings
+        rep["warnings"].append(f"sites' top findings failed: {type(e).__name__}: {e}")
+
+
+def _model(rep, trace, links, attr) -> dict:
+    """``sites``, ``flops_ledger`` and ``boundary`` (model.py); a failure never loses the report."""
+    from .model import build
+
+    try:
+        return build(rep, trace, links, attr)
+    except Exception as e:  # noqa: BLE001 - reported in warnings
+        rep["warnings"].append(f"sites and FLOPs ledger failed: {type(e).__name__}: {e}")
+        return {"sites": [], "flops_ledger": None, "boundary": None}
 
 
 def _sources(rep, trace, links) -> None:
@@ -194,16 +227,29 @@ def _sources(rep, trace, links) -> None:
         rep["warnings"].append(f"source lines failed: {type(e).__name__}: {e}")
 
 
-def _advice(rep, trace, links, tagging) -> tuple:
-    """``advice`` and ``attention_backends`` (advice.py): findings from this run's numbers and its
-    attention implementations; a failure there never loses the report."""
-    from .advice import advice_and_backends
+def _replay_block(rep, trace, links, tagging, sidecars) -> Optional[dict]:
+    """``replay`` (replay/): the distinct attention calls a replay script rebuilds, and the backend
+    times of a ``*.replay.json`` beside the trace; a failure there never loses the report."""
+    from .replay.block import replay_block
 
     try:
-        return advice_and_backends(rep, trace, links, tagging)
+        return replay_block(rep, trace, links, tagging, sidecars)
+    except Exception as e:  # noqa: BLE001 - reported in warnings
+        rep["warnings"].append(f"replay calls failed: {type(e).__name__}: {e}")
+        return None
+
+
+def _advice(rep, trace, links, tagging) -> tuple:
+    """``advice``, ``advice_checks`` and ``attention_backends`` (advice/): findings from this run's
+    numbers, what each rule checked, and its attention implementations; a failure there never loses
+    the report."""
+    from .advice import advice_block
+
+    try:
+        return advice_block(rep, trace, links, tagging)
     except Exception as e:  # noqa: BLE001 - reported in warnings
         rep["warnings"].append(f"advice failed: {type(e).__name__}: {e}")
-        return [], []
+        return [], [], []
 
 
 def _memory_block(trace, links, tagging, attr, rep) -> dict:
@@ -229,14 +275,22 @@ def _sig_round(x: np.ndarray, digits: int = 4) -> np.ndarray:
     return out
 
 
-def build_report(trace: Trace, links: Links, tagging: Tagging, attr: Attribution, opt: Options) -> dict:
+def build_report(
+    trace: Trace,
+    links: Links,
+    tagging: Tagging,
+    attr: Attribution,
+    opt: Options,
+    ncu_files: Optional[Any] = None,
+) -> dict:
     """The report of one trace, in named steps: devices, steps, the kernel frame (costed,
     classified, overlaid with counters), the attention context of each kernel, the kernel table,
     and the aggregates over the selected step."""
     devices = _devices(trace, opt)
     steps = _steps(trace, links, opt)
-    frame, adjustments = roofline_frame(trace, links, attr, devices, opt)
-    frame, meas = measure(trace, links, frame, steps.launch_t, steps.kernel_step, steps.names, devices)
+    # hardware counters are joined first: what they measured is evidence for the roofs
+    frame, adjustments, joined = roofline_frame(trace, links, attr, devices, opt, steps.launch_t, ncu_files)
+    frame, meas = M.overlay(trace, frame, joined, steps.kernel_step, steps.names, devices)
     frame = _replay_reasons(frame, tagging.graph)
     ctx = _context(trace, links, tagging)
     table = _kernel_table(trace, attr, frame, ctx, steps, meas.column)
@@ -259,7 +313,7 @@ def _replay_reasons(frame: KernelFrame, graph: Optional[graphs.GraphContext]) ->
     m = (frame.bound == BOUND_UNKNOWN) & graph.replayed & (graph.how != graphs.REF)
     if not m.any():
         return frame
-    vocab = list(frame.reason.vocab) + [graphs.REPLAY_REASON]
+    vocab = list(frame.reason.vocab) + [graphs.replay_reason(graph)]
     return dataclasses.replace(frame, reason=Coded(np.where(m, len(vocab) - 1, frame.reason.codes), vocab))
 
 
@@ -272,28 +326,45 @@ def _devices(trace: Trace, opt: Options) -> dict:
 
 
 def roofline_frame(
-    trace: Trace, links: Links, attr: Attribution, devices: dict, opt: Options
-) -> tuple[KernelFrame, list]:
-    """The classified kernel frame of a trace's cost attribution (before measured counters), and
-    the roofs raised because a kernel beat the table's peak (classify.raise_roofs)."""
+    trace: Trace,
+    links: Links,
+    attr: Attribution,
+    devices: dict,
+    opt: Options,
+    launch_t: Optional[np.ndarray] = None,
+    ncu_files: Optional[Any] = None,
+) -> tuple[KernelFrame, list, M.Joined]:
+    """The classified kernel frame of a trace's cost attribution (before measured counters are
+    overlaid), the roofs raised by exact evidence (classify.raise_roofs: a kernel with exact
+    FLOPs, or DRAM traffic that the joined counters measured, beating the roof), and the joined
+    counters."""
 
     def resolve(dev: int) -> D.DevicePeaks:
         return D.resolve(trace.meta, dev, opt.user_peaks, opt.peak_basis)
 
     def datasheet(dev: int, peak: str) -> Optional[float]:
-        return D.resolve(trace.meta, dev, None, "datasheet").flops.get(peak)
+        return D.datasheet_peak(trace.meta, dev, peak)
 
-    frame, adjustments = raise_roofs(F.build(trace, links, attr, devices, resolve), datasheet)
-    return classify(frame), adjustments
+    frame = F.build(trace, links, attr, devices, resolve)
+    lt = launch_t if launch_t is not None else trace.gpu["ts_ns"]
+    joined = M.join(trace, links, frame, lt, ncu_files)
+    frame, adjustments = raise_roofs(frame, datasheet, joined.dram_rates(len(frame)))
+    return classify(frame), adjustments, joined
 
 
 def _device_json(d: D.DevicePeaks, adjustments: list) -> dict:
-    """A device entry: its peaks as used (raised roofs included) and the raises, with why."""
+    """A device entry: its roofs as used and every raise above the table's figures, with why:
+    those the table's own evidence makes (a benchmark beaten by a real kernel measured on this
+    GPU) and those this trace's exact evidence makes (a kernel with exact FLOPs, or measured DRAM
+    traffic, above the roof)."""
     out = d.to_json()
     mine = [{k: v for k, v in a.items() if k != "device"} for a in adjustments if a["device"] == d.id]
     for a in mine:
-        out["peaks"]["flops"][a["peak"]] = a["to"]
-    out["roof_adjustments"] = mine
+        if a["peak"] == "memory_bandwidth":
+            out["peaks"]["memory_bandwidth"] = a["to"]
+        else:
+            out["peaks"]["flops"][a["peak"]] = a["to"]
+    out["roof_adjustments"] = list(out.get("roof_adjustments") or []) + mine
     return out
 
 
@@ -384,11 +455,7 @@ def _context(trace: Trace, links: Links, tagging: Tagging) -> Context:
     bwd = tagging.gpu_backward.astype(bool)
     src = np.where(att & (tagging.gpu_source >= 0), tagging.gpu_source, len(SOURCES)).astype(np.int32)
     mods = _Modules(trace, links)
-    gp = links.gpu_parent
-    ctx_r = gp.copy()
-    br = take_or(links.backward_root, gp)
-    inb = br >= 0
-    ctx_r[inb] = links.forward_of[br[inb]]
+    ctx_r = links.forward_context(links.gpu_parent)
     # one module path per distinct context range, then spread to the kernels
     ctx_u, ctx_inv = np.unique(ctx_r, return_inverse=True)
     mod_vocab: dict = {None: 0}
@@ -456,6 +523,7 @@ def _kernel_table(
         "graph": c["graph"],
         "instance": c["instance"],
         "scope": c["scope"],
+        "site": Coded(np.zeros(n, dtype=np.int32), [None]),  # model.py names each call's site
         "op": c["op"],
         "cost_op": Coded(np.where(costop_codes >= 0, costop_codes, len(names)), names + [None]),
         "module": c["module"],
@@ -465,18 +533,23 @@ def _kernel_table(
         "bytes": _sig_round(frame.bytes),
         "dram_bytes": _sig_round(frame.dram_bytes),
         "intensity": _sig_round(frame.intensity),
-        "achieved_flops_per_s": _sig_round(frame.achieved_flops),
-        "achieved_bytes_per_s": _sig_round(frame.achieved_bytes),
+        # a dense upper bound's rate is no achieved rate: it is its own field
+        "achieved_flops_per_s": _sig_round(np.where(frame.upper_bound, np.nan, frame.achieved_flops)),
+        "achieved_bytes_per_s": _sig_round(np.where(frame.upper_bound, np.nan, frame.achieved_bytes)),
         "peak": frame.peak,
         "peak_flops_per_s": _sig_round(frame.peak_flops),
         "compute_util": np.round(frame.compute_util, 4),
         "memory_util": np.round(frame.memory_util, 4),
+        "bytes_over_roof": np.round(frame.bytes_over_roof, 3),
         "bound": Coded(frame.bound, BOUNDS),
         "latency_cause": Coded(np.where(frame.cause >= 0, frame.cause, len(CAUSES)), list(CAUSES) + [None]),
         "bound_reason": frame.reason,
         "estimated": frame.estimated,
         "upper_bound": frame.upper_bound,
+        "upper_bound_flops_per_s": _sig_round(np.where(frame.upper_bound, frame.achieved_flops, np.nan)),
+        "upper_bound_bytes_per_s": _sig_round(np.where(frame.upper_bound, frame.achieved_bytes, np.nan)),
         "cost_share": np.where(attr.owner >= 0, np.round(attr.share, 4), np.nan),
+        "cost_role": Coded(np.where(attr.role >= 0, attr.role, len(ROLE_NAMES)), list(ROLE_NAMES) + [None]),
         "grid": _dims_column(G["grid_x"], G["grid_y"], G["grid_z"], is_kernel),
         "block": _dims_column(G["block_x"], G["block_y"], G["block_z"], is_kernel),
         "occupancy_pct": np.where(is_kernel, np.round(frame.occupancy, 1), np.nan),
@@ -668,7 +741,12 @@ def _phase_row(
     mk = m & known
     kt = float(dur[mk].sum())
     cu_m = float((np.nan_to_num(cu[mk]) * dur[mk]).sum() / kt) if kt > 0 else None
-    mu_m = float((mu[mk] * dur[mk]).sum() / kt) if kt > 0 else None
+    # kernels whose bytes estimate needs more than the DRAM roof have no memory utilisation: they
+    # count in the phase's mean at the floor they show (classify: the estimate less a whole L2)
+    mu = np.where(np.isnan(mu), frame.memory_floor, mu)
+    mm = mk & ~np.isnan(mu)
+    mt = float(dur[mm].sum())
+    mu_m = float((mu[mm] * dur[mm]).sum() / mt) if mt > 0 else (None if kt <= 0 else float("nan"))
     b = "unknown" if cu_m is None else BOUNDS[int(decide(np.array([cu_m]), np.array([mu_m]), np.zeros(1, bool))[0])]
     # means over dense upper bounds are upper bounds: they show a roof not reached, never reached
     upper = bool(frame.upper_bound[mk].any())
@@ -699,8 +777,10 @@ def _phase_row(
         "flops": _sig(f_sum),
         "bytes": _sig(b_sum),
         "intensity": _sig(f_sum / b_sum) if f_sum is not None and b_sum else None,
-        "achieved_flops_per_s": _sig(f_sum / sec) if f_sum is not None and sec > 0 else None,
-        "achieved_bytes_per_s": _sig(b_sum / sec) if b_sum is not None and sec > 0 else None,
+        "achieved_flops_per_s": _sig(f_sum / sec) if f_sum is not None and sec > 0 and not upper else None,
+        "achieved_bytes_per_s": _sig(b_sum / sec) if b_sum is not None and sec > 0 and not upper else None,
+        "upper_bound_flops_per_s": _sig(f_sum / sec) if f_sum is not None and sec > 0 and upper else None,
+        "upper_bound_bytes_per_s": _sig(b_sum / sec) if b_sum is not None and sec > 0 and upper else None,
         "compute_util": _r(cu_m, 4),
         "memory_util": _r(mu_m, 4),
         "bound": b,

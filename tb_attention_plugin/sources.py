@@ -31,11 +31,7 @@ def kernel_frames(trace, links, ids: np.ndarray) -> np.ndarray:
     ok = (ids >= 0) & (ids < len(gp))
     r = np.full(len(ids), -1, dtype=np.int64)
     r[ok] = gp[ids[ok]]
-    has = r >= 0
-    broot = np.full(len(ids), -1, dtype=np.int64)
-    broot[has] = np.asarray(links.backward_root)[r[has]]
-    bwd = broot >= 0
-    r[bwd] = np.asarray(links.forward_of)[broot[bwd]]
+    r = links.forward_context(r)
     has = r >= 0
     R = trace.ranges
     out[has] = innermost(stacks, R["thread"][r[has]].astype(np.int64), R["ts_ns"][r[has]])

@@ -34,6 +34,7 @@ FIELDS = (
     "graph",
     "instance",
     "scope",
+    "site",
     "op",
     "cost_op",
     "module",
@@ -49,12 +50,16 @@ FIELDS = (
     "peak_flops_per_s",
     "compute_util",
     "memory_util",
+    "bytes_over_roof",
     "bound",
     "latency_cause",
     "bound_reason",
     "estimated",
     "upper_bound",
+    "upper_bound_flops_per_s",
+    "upper_bound_bytes_per_s",
     "cost_share",
+    "cost_role",
     "grid",
     "block",
     "occupancy_pct",
@@ -201,7 +206,7 @@ class KernelTable(Sequence):
         else:
             idx_arr = np.asarray(idx, dtype=np.int64)
             positions = idx_arr.tolist()
-        names = FIELDS if fields is None else tuple(f for f in fields if f in self.columns)
+        names = tuple(f for f in (FIELDS if fields is None else fields) if f in self.columns)
         extra_keys = EXTRA if fields is None else tuple(f for f in fields if f in EXTRA)
         cols = [self._col_values(f, idx_arr) for f in names]
         out = [dict(zip(names, vals)) for vals in zip(*cols)]

@@ -28,9 +28,11 @@ def runs() -> list[str]:
     )
 
 
-# Blocks produced by the add-on analyses (memory.py, advice.py) have tests of their own; the
-# goldens pin the core analysis: tagging, phases, costs, bounds, totals.
-ADDONS = ("memory", "advice")
+# Blocks produced by the add-on analyses (memory/, advice/, replay/, model.py) have tests of their own;
+# the goldens pin the core analysis: tagging, phases, costs, bounds, totals. The kernel rows'
+# ``site`` (model.py) is that add-on's too.
+ADDONS = ("memory", "advice", "advice_checks", "replay", "sites", "flops_ledger", "boundary")
+ADDON_ROW_FIELDS = ("site",)
 
 
 def current(run: str) -> dict:
@@ -47,6 +49,8 @@ def current(run: str) -> dict:
     assert rep.pop("measurements", None) is None, run
     for k in rep["kernels"]:
         assert k.pop("measured", None) is None, (run, k["id"])
+        for f in ADDON_ROW_FIELDS:
+            k.pop(f, None)
     return rep
 
 

@@ -345,3 +345,18 @@ def test_aggregated_sides_sum_their_backends(reports):
     assert got["eager"] == pytest.approx(reports["naive_bf16_s2048_fwd"]["unfused_core_time_us"], abs=0.01)
     c = compare_reports(side, reports["sdpa_flash_s2048_fwd"])
     assert c["backends"]["base_label"] == "eager (decomposed) + FlashAttention (SDPA)" and c["backends"]["changed"]
+
+
+def test_ratios_come_from_unrounded_values():
+    """A 48.90x slowdown printed as 49.02x came from inverting a speedup rounded to 4 decimals
+    (0.0204); ratios keep 4 significant digits and the text divides the times themselves."""
+    from tb_attention_plugin.compare import _delta, _speed, _verdict_text
+
+    d = {"base": 100.0, "new": 4890.0, **_delta(100.0, 4890.0)}
+    assert d["speedup"] == 0.02045 and d["ratio"] == 48.9
+    assert _speed(d) == "48.90x slower"
+    assert "48.90x the baseline's time" in _verdict_text(d, "base", "per step")
+    fast = {"base": 4890.0, "new": 100.0, **_delta(4890.0, 100.0)}
+    assert _speed(fast) == "48.90x faster" and "48.90x speedup" in _verdict_text(fast, "new", "per step")
+    # a row without its times falls back on the ratio
+    assert _speed({"ratio": 48.9, "speedup": 0.02045}) == "48.90x slower"

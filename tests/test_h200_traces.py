@@ -43,7 +43,10 @@ def test_seed_mha_fp32():
     assert all(k["module_path"].startswith("MultiheadAttention_0") for k in ks)
     by = {k["phase"]: k for k in ks}
     assert by["qkv_proj"]["dtype"] == "fp32" and by["qkv_proj"]["peak"] == "fp32"  # FFMA kernel, no TF32
-    assert by["qkv_proj"]["bound"] == "compute" and by["softmax"]["bound"] == "memory"
+    assert by["qkv_proj"]["bound"] == "compute"
+    # under half of the 4.8 TB/s DRAM roof (the datasheet's: real kernels beat the 4.24 TB/s copy
+    # benchmark) in 17.6 µs
+    assert by["softmax"]["bound"] == "latency" and 0.4 < by["softmax"]["memory_util"] < 0.5
     assert by["qk_matmul"]["cost_detail"] == {"batch": 32 * 16, "m": 128, "n": 128, "k": 64}  # 16 heads of 64
 
 
@@ -65,10 +68,12 @@ def test_naive_bf16_causal_forward():
         "out_proj",
     ]
     by = {k["phase"]: k for k in ks if k["kind"] == "kernel"}
-    assert by["qkv_proj"]["bound"] == "compute" and by["qkv_proj"]["compute_util"] > 0.9
+    # ~798 TFLOP/s: 81 % of the datasheet's 989.4 (the bf16 roof: GEMMs with exact FLOPs beat the
+    # 801.5 benchmark)
+    assert by["qkv_proj"]["bound"] == "compute" and by["qkv_proj"]["compute_util"] > 0.78
     assert by["out_proj"]["bound"] == "compute"
     # QK^T writes the B*H*S*S score matrix: far left of the ridge point, memory-bound
-    assert by["qk_matmul"]["bound"] == "memory" and by["qk_matmul"]["memory_util"] > 0.7
+    assert by["qk_matmul"]["bound"] == "memory" and by["qk_matmul"]["memory_util"] > 0.6  # of 4.8 TB/s
     assert by["scale"]["bound"] == "memory" and by["dropout"]["bound"] == "memory"
     assert by["qk_matmul"]["flops"] == pytest.approx(2 * 32 * 2048 * 2048 * 128, rel=1e-3)
     assert rep["fused_time_us"] == 0 and rep["unfused_core_time_us"] > 0

@@ -85,3 +85,37 @@ def test_cli_prints_source_lines(tmp_path, capsys):
     assert "  where: model.py:80 (other_attend)" in out  # under the fused-attention advice
     assert main(["analyze", sample("gpt4l_naive_train"), "--no-cache"]) == 0
     assert "gen_traces.py:65" in capsys.readouterr().out  # a real with_stack H200 trace
+
+
+def test_a_function_named_like_attention_is_a_frame_too(tmp_path):
+    """``eager_attention_forward`` (a name the tagger keeps as an attention scope) in the model's
+    code is also the innermost frame of the kernels it launches: they point to it, not to the
+    ``def forward`` around it (issue #21, HF Llama)."""
+    t = SynthTrace()
+    with t.function("models/llama.py(243): forward"):
+        with t.function("models/llama.py(191): eager_attention_forward"):
+            naive_attention(t)
+    rep = analyze_path(t.write(tmp_path / "t.json"))
+    att = [k for k in rep["kernels"] if k["attention"]]
+    assert att and {(k["source"]["line"], k["source"]["function"]) for k in att} == {(191, "eager_attention_forward")}
+
+
+def test_hf_llama_kernels_name_the_launching_function():
+    import glob
+    import os
+
+    from helpers import ROOT
+
+    files = glob.glob(os.path.join(ROOT, "validation", "traces", "hf_llama_eager_fwdbwd", "*.json.gz"))
+    if not files:
+        pytest.skip("validation/traces/hf_llama_eager_fwdbwd is not available")
+    rep = analyze_path(files[0])
+    by_phase = {}
+    for k in rep["kernels"]:
+        if k["attention"] and k.get("source"):
+            by_phase.setdefault(k["phase"], set()).add(k["source"]["function"])
+    # the score path runs in eager_attention_forward, the rotary in apply_rotary_pos_emb; the
+    # projections are called from LlamaAttention.forward itself
+    assert by_phase["softmax"] == {"eager_attention_forward"} and by_phase["qk_matmul"] == {"eager_attention_forward"}
+    assert "apply_rotary_pos_emb" in by_phase["rotary"]
+    assert by_phase["qkv_proj"] == {"forward"}

@@ -4,7 +4,11 @@ Both ranks share ONE GPU (NCCL refuses two ranks on one device), so the process 
 all-reduces go through host copies, not NCCL kernels.  ``tensorboard_trace_handler`` writes
 ``OUT/<run>/rank<R>.<ts>.pt.trace.json.gz`` with ``distributedInfo`` (rank, world_size, backend) in each file.
 
-    python3 validation/ddp_trace.py --out DIR [--steps 2] [--world 2] [--small --device cpu]
+    python3 validation/ddp_trace.py --out DIR [--steps 2] [--world 2] [--slow-rank R] [--time-steps N]
+        [--small --device cpu]
+
+``--slow-rank R`` makes a straggler (rank R's attention on SDPA's math backend); ``--time-steps N`` then times N
+unprofiled steps per rank (CUDA events) into ``OUT/<run>_timing_rank<R>.json``.
 """
 
 from __future__ import annotations
@@ -15,54 +19,15 @@ import socket
 import sys
 import time
 
-import torch
-import torch.distributed as dist
-import torch.nn as nn
-import torch.nn.functional as F
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from gpt_model import GPT  # noqa: E402  (the model of every job recording)
 
-class CausalSelfAttention(nn.Module):
-    def __init__(self, d: int, h: int):
-        super().__init__()
-        self.h = h
-        self.qkv = nn.Linear(d, 3 * d)
-        self.proj = nn.Linear(d, d)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, s, d = x.shape
-        q, k, v = self.qkv(x).view(b, s, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4).unbind(0)
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.proj(o.transpose(1, 2).reshape(b, s, d))
-
-
-class Block(nn.Module):
-    def __init__(self, d: int, h: int):
-        super().__init__()
-        self.ln_1 = nn.LayerNorm(d)
-        self.attn = CausalSelfAttention(d, h)
-        self.ln_2 = nn.LayerNorm(d)
-        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
-
-
-class GPT(nn.Module):
-    def __init__(self, vocab: int, seq: int, d: int, h: int, layers: int):
-        super().__init__()
-        self.wte = nn.Embedding(vocab, d)
-        self.wpe = nn.Embedding(seq, d)
-        self.h = nn.ModuleList(Block(d, h) for _ in range(layers))
-        self.ln_f = nn.LayerNorm(d)
-        self.lm_head = nn.Linear(d, vocab, bias=False)
-
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        pos = torch.arange(idx.shape[1], device=idx.device)
-        x = self.wte(idx) + self.wpe(pos)
-        for blk in self.h:
-            x = blk(x)
-        return self.lm_head(self.ln_f(x))
+from trace_workloads import profile_steps, step_times_ms, sync  # noqa: E402
 
 
 def worker(rank: int, a: argparse.Namespace, port: int) -> None:
@@ -72,7 +37,7 @@ def worker(rank: int, a: argparse.Namespace, port: int) -> None:
     torch.manual_seed(rank)
     vocab, seq, d, h, layers, batch = (8192, 1024, 768, 12, 4, 4) if not a.small else (64, 32, 32, 2, 2, 2)
     dt = torch.bfloat16 if dev.type == "cuda" else torch.float32
-    model = GPT(vocab, seq, d, h, layers).to(dev)
+    model = GPT(vocab, seq, d, h, layers, slow=rank == a.slow_rank).to(dev)
     ddp = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.AdamW(ddp.parameters(), lr=1e-4)
     idx = torch.randint(0, vocab, (batch, seq), device=dev)
@@ -87,24 +52,16 @@ def worker(rank: int, a: argparse.Namespace, port: int) -> None:
 
     for _ in range(2):
         step()
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
-    acts = [torch.profiler.ProfilerActivity.CPU] + (
-        [torch.profiler.ProfilerActivity.CUDA] if dev.type == "cuda" else []
-    )
-    tdir = os.path.join(a.out, a.run)
-    with torch.profiler.profile(
-        activities=acts,
-        schedule=torch.profiler.schedule(wait=0, warmup=1, active=a.steps, repeat=1),
-        on_trace_ready=torch.profiler.tensorboard_trace_handler(tdir, worker_name=f"rank{rank}", use_gzip=True),
-        record_shapes=True,
-        with_stack=True,
-    ) as prof:
-        for _ in range(a.steps + 1):
-            step()
-            if dev.type == "cuda":
-                torch.cuda.synchronize()
-            prof.step()
+    sync(str(dev))
+    # the ranks share the run's folder: none of them clears it
+    profile_steps(step, os.path.join(a.out, a.run), f"rank{rank}", str(dev), active=a.steps, clear=False)
+    if a.time_steps:
+        import json
+        import statistics
+
+        ms = step_times_ms(step, a.time_steps, str(dev))
+        with open(os.path.join(a.out, f"{a.run}_timing_rank{rank}.json"), "w") as f:
+            json.dump(dict(rank=rank, slow=rank == a.slow_rank, step_ms_median=statistics.median(ms), steps_ms=ms), f)
     dist.barrier()
     dist.destroy_process_group()
     print(f"[ddp] rank {rank}: done", flush=True)
@@ -118,6 +75,8 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--device", default="cuda:0" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--small", action="store_true")
+    ap.add_argument("--slow-rank", type=int, default=-1, help="this rank's attention runs on the math backend")
+    ap.add_argument("--time-steps", type=int, default=0, help="then time this many unprofiled steps per rank")
     a = ap.parse_args()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -15,11 +15,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from workloads import Spec, Workload, _fwd_bwd, _rand, _sync, _zero_grads
+from workloads import Spec, Workload, _cuda, _dt_name, _rand, _sync, _train_or_infer
 
 
 def _dtype(device: str, small: bool) -> torch.dtype:
-    return torch.bfloat16 if str(device).startswith("cuda") else torch.float32
+    return torch.bfloat16 if _cuda(device) else torch.float32
 
 
 # ---------------------------------------------------------------------------
@@ -64,17 +64,7 @@ def build_flex(device, small, *, window=0, B=4, H=16, S=2048, D=64, bwd=True):
     cflex = torch.compile(flex_attention, dynamic=False)
     mod = FlexSelfAttention(H * D, H, window, cflex).to(device=device, dtype=dt).train(bwd)
     x = _rand((B, S, H * D), dt, device, requires_grad=bwd)
-    if bwd:
-        inner = _fwd_bwd(lambda: mod(x))
-
-        def step():
-            _zero_grads(mod, x)
-            return inner()
-    else:
-
-        def step():
-            with torch.no_grad():
-                return mod(x)
+    step = _train_or_infer(mod, lambda: mod(x), bwd, (x,))
 
     meta = dict(
         kind="flex",
@@ -82,7 +72,7 @@ def build_flex(device, small, *, window=0, B=4, H=16, S=2048, D=64, bwd=True):
         H=H,
         S=S,
         D=D,
-        dtype=str(dt).replace("torch.", ""),
+        dtype=_dt_name(dt),
         causal=True,
         window=window or None,
         mask=f"sliding window {window}" if window else "causal",
@@ -117,17 +107,7 @@ def build_hf_llama_flex(device, small, *, bwd=True, hidden=1024, heads=16, kv_he
     def fwd():
         return model(inputs_embeds=emb, use_cache=False).last_hidden_state
 
-    if bwd:
-        inner = _fwd_bwd(fwd)
-
-        def step():
-            _zero_grads(model, emb)
-            return inner()
-    else:
-
-        def step():
-            with torch.no_grad():
-                return fwd()
+    step = _train_or_infer(model, fwd, bwd, (emb,))
 
     import transformers
 
@@ -141,7 +121,7 @@ def build_hf_llama_flex(device, small, *, bwd=True, hidden=1024, heads=16, kv_he
         seq=seq,
         batch=batch,
         layers=layers,
-        dtype=str(dt).replace("torch.", ""),
+        dtype=_dt_name(dt),
         pass_="fwd+bwd" if bwd else "fwd",
         causal=True,
         module="LlamaModel/LlamaDecoderLayer/LlamaAttention",
@@ -315,17 +295,7 @@ def build_mla_moe_hand(device, small, *, bwd=True, hidden=1024, heads=16, layers
             h = m(h, cos, sin)
         return h
 
-    if bwd:
-        inner = _fwd_bwd(fwd)
-
-        def step():
-            _zero_grads(mods, x)
-            return inner()
-    else:
-
-        def step():
-            with torch.no_grad():
-                return fwd()
+    step = _train_or_infer(mods, fwd, bwd, (x,))
 
     meta = dict(
         kind="mla_moe",
@@ -344,7 +314,7 @@ def build_mla_moe_hand(device, small, *, bwd=True, hidden=1024, heads=16, layers
         n_routed_experts=experts,
         top_k=k,
         n_shared_experts=1,
-        dtype=str(dt).replace("torch.", ""),
+        dtype=_dt_name(dt),
         pass_="fwd+bwd" if bwd else "fwd",
         causal=True,
         module="DecoderLayerMLA/MLAttention (attention), MoE/TopKRouter/Expert (not attention)",
@@ -401,17 +371,7 @@ def build_hf_deepseek_v3(device, small, *, bwd=True, hidden=1024, heads=16, laye
     def fwd():
         return model(input_ids=ids, use_cache=False).logits
 
-    if bwd:
-        inner = _fwd_bwd(fwd)
-
-        def step():
-            _zero_grads(model)
-            return inner()
-    else:
-
-        def step():
-            with torch.no_grad():
-                return fwd()
+    step = _train_or_infer(model, fwd, bwd)
 
     import transformers
 
@@ -422,7 +382,7 @@ def build_hf_deepseek_v3(device, small, *, bwd=True, hidden=1024, heads=16, laye
         seq=seq,
         batch=batch,
         attn_implementation=model.config._attn_implementation,
-        dtype=str(dt).replace("torch.", ""),
+        dtype=_dt_name(dt),
         pass_="fwd+bwd" if bwd else "fwd",
         causal=True,
         transformers=transformers.__version__,
@@ -651,7 +611,7 @@ def build_decode_graph(
         kv_len=max_len,
         batch=batch,
         q_len=1,
-        dtype=str(dt).replace("torch.", ""),
+        dtype=_dt_name(dt),
         pass_="fwd",
         module="DecodeModel/DecodeLayer/DecodeAttention",
         graph="torch.cuda.CUDAGraph" if cuda else None,

@@ -83,6 +83,56 @@ def sync(device):
         torch.cuda.synchronize()
 
 
+def step_times_ms(step, n: int, device: str) -> list:
+    """``n`` unprofiled steps' times in ms: CUDA events around each step on a GPU (its GPU time from the first
+    launch to the last kernel), the host clock elsewhere."""
+    cuda = device.startswith("cuda")
+    ms = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        if cuda:
+            ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            ev0.record()
+        step()
+        if cuda:
+            ev1.record()
+            torch.cuda.synchronize()
+            ms.append(ev0.elapsed_time(ev1))
+        else:
+            ms.append((time.perf_counter() - t0) * 1e3)
+    return ms
+
+
+def profile_steps(
+    step, tdir: str, worker: str, device: str, active: int = 1, profile_memory: bool = False, clear: bool = True
+) -> list:
+    """Profile ``active`` steps after one profiler warm-up step (record_shapes, with_stack) into ``tdir`` in
+    TensorBoard layout (``<worker>.<ts>.pt.trace.json.gz``); returns the trace files written (all of ``tdir``'s).
+    ``clear`` first removes the traces already in ``tdir``; the ranks of a job, which share one folder, pass
+    False (one of them clears it before they start)."""
+    os.makedirs(tdir, exist_ok=True)
+    for old in glob.glob(os.path.join(tdir, "*.pt.trace.json*")) if clear else ():
+        os.remove(old)
+    acts = [torch.profiler.ProfilerActivity.CPU]
+    if device.startswith("cuda"):
+        acts.append(torch.profiler.ProfilerActivity.CUDA)
+    if profile_memory and device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    with torch.profiler.profile(
+        activities=acts,
+        schedule=torch.profiler.schedule(wait=0, warmup=1, active=active, repeat=1),
+        on_trace_ready=torch.profiler.tensorboard_trace_handler(tdir, worker_name=worker, use_gzip=True),
+        record_shapes=True,
+        with_stack=True,
+        profile_memory=profile_memory,
+    ) as prof:
+        for _ in range(1 + active):
+            step()
+            sync(device)
+            prof.step()
+    return sorted(glob.glob(os.path.join(tdir, "*.pt.trace.json.gz")))
+
+
 def run_one(name: str, out: str, device: str, small: bool, warmup: int, info: dict) -> dict:
     t0 = time.time()
     meta = {"workload": name, "status": "error", "env": info}
@@ -102,27 +152,7 @@ def run_one(name: str, out: str, device: str, small: bool, warmup: int, info: di
         meta["step_ms_wall"] = (time.time() - t1) / reps * 1e3
 
         tdir = os.path.join(out, "traces", name)
-        os.makedirs(tdir, exist_ok=True)
-        for old in glob.glob(os.path.join(tdir, "*.pt.trace.json*")):
-            os.remove(old)
-        acts = [torch.profiler.ProfilerActivity.CPU]
-        if device.startswith("cuda"):
-            acts.append(torch.profiler.ProfilerActivity.CUDA)
-        if wl.profile_memory and device.startswith("cuda"):
-            torch.cuda.empty_cache()
-        with torch.profiler.profile(
-            activities=acts,
-            schedule=torch.profiler.schedule(wait=0, warmup=1, active=1, repeat=1),
-            on_trace_ready=torch.profiler.tensorboard_trace_handler(tdir, worker_name=name, use_gzip=True),
-            record_shapes=True,
-            with_stack=True,
-            profile_memory=wl.profile_memory,
-        ) as prof:
-            for _ in range(2):
-                wl.step()
-                sync(device)
-                prof.step()
-        files = sorted(glob.glob(os.path.join(tdir, "*.pt.trace.json.gz")))
+        files = profile_steps(wl.step, tdir, name, device, active=1, profile_memory=wl.profile_memory)
         meta["trace_files"] = [os.path.relpath(f, out) for f in files]
         if files:
             ks = kernels_from_trace(files[-1])

@@ -14,12 +14,16 @@ real measurements always use ``small=False`` on CUDA.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+if __name__ == "__main__":  # the family modules import this file as `workloads`: let them find this one
+    sys.modules.setdefault("workloads", sys.modules[__name__])
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -192,8 +196,17 @@ def sdpa_kernel_ctx(backend: Optional[str]):
     return sdpa_kernel(getattr(SDPBackend, _BACKENDS[backend]))
 
 
+def _cuda(device) -> bool:
+    return str(device).startswith("cuda")
+
+
+def _dt_name(dt: torch.dtype) -> str:
+    """The dtype as the meta records it ("bfloat16" for torch.bfloat16)."""
+    return str(dt).replace("torch.", "")
+
+
 def _sync(device):
-    if str(device).startswith("cuda"):
+    if _cuda(device):
         torch.cuda.synchronize()
 
 
@@ -228,6 +241,24 @@ def _zero_grads(*mods_or_tensors):
             m.grad = None
 
 
+def _train_or_infer(mod: nn.Module, fwd, bwd: bool, leaves: tuple = ()):
+    """step(): forward+backward with a fixed upstream gradient (grads cleared first), or a no_grad forward."""
+    if bwd:
+        inner = _fwd_bwd(fwd)
+
+        def step():
+            _zero_grads(mod, *leaves)
+            return inner()
+
+        return step
+
+    def infer():
+        with torch.no_grad():
+            return fwd()
+
+    return infer
+
+
 # ---------------------------------------------------------------------------
 # builders
 # ---------------------------------------------------------------------------
@@ -242,17 +273,7 @@ def build_naive(device, small, *, dtype, B, H, S, D, causal=True, dropout=0.1, b
     mod.train()
     x = _rand((B, S, E), dt, device, requires_grad=bwd)
 
-    if bwd:
-        inner = _fwd_bwd(lambda: mod(x))
-
-        def step():
-            _zero_grads(mod, x)
-            return inner()
-    else:
-
-        def step():
-            with torch.no_grad():
-                return mod(x)
+    step = _train_or_infer(mod, lambda: mod(x), bwd, (x,))
 
     meta = dict(
         kind="naive",
@@ -377,17 +398,7 @@ def build_compiled_naive(device, small, *, dtype="bf16", B=4, H=16, S=2048, D=64
     mod = NaiveAttention(E, H, dropout=0.1, causal=True).to(device=device, dtype=dt).train()
     cmod = torch.compile(mod)
     x = _rand((B, S, E), dt, device, requires_grad=bwd)
-    if bwd:
-        inner = _fwd_bwd(lambda: cmod(x))
-
-        def step():
-            _zero_grads(mod, x)
-            return inner()
-    else:
-
-        def step():
-            with torch.no_grad():
-                return cmod(x)
+    step = _train_or_infer(mod, lambda: cmod(x), bwd, (x,))
 
     meta = dict(
         kind="compiled_naive",
@@ -457,17 +468,7 @@ def build_hf_llama(device, small, *, attn, bwd=False, hidden=2048, heads=16, kv_
     def fwd():
         return model(inputs_embeds=emb, use_cache=False).last_hidden_state
 
-    if bwd:
-        inner = _fwd_bwd(fwd)
-
-        def step():
-            _zero_grads(model, emb)
-            return inner()
-    else:
-
-        def step():
-            with torch.no_grad():
-                return fwd()
+    step = _train_or_infer(model, fwd, bwd, (emb,))
 
     meta = dict(
         kind="hf_llama",
@@ -740,11 +741,16 @@ def _specs() -> list[Spec]:
     from modern_workloads import specs as modern_specs
 
     s += modern_specs()
+
+    # --- round 3 (issues #18, #19, #23): cuDNN bwd, long flash, jagged, split-KV, Inductor, rolls and biases
+    from round3_workloads import specs as round3_specs
+
+    s += round3_specs()
     return s
 
 
 SPECS: dict[str, Spec] = {sp.name: sp for sp in _specs()}
-FAMILIES: list[str] = ["sdpa", "naive", "decode", "mha", "memory", "compile", "hf", "modern"]
+FAMILIES: list[str] = ["sdpa", "naive", "decode", "mha", "memory", "compile", "hf", "modern", "round3"]
 
 
 def build(name: str, device: str = "cuda", small: bool = False) -> Workload:

@@ -1,8 +1,8 @@
 // Client of the plugin's JSON routes. Every request goes to the plugin's own origin, relative to
 // this module (…/data/plugin/attention/index.js), so nothing ever leaves TensorBoard.
 
-import type { CompareResponse, Counts, Kernel, KernelsResponse, OverviewRow, RooflineResponse, RunsResponse, Selection, Summary,
-  TimelineResponse } from "./types";
+import type { CompareResponse, Counts, Kernel, KernelsResponse, OverviewRow, RooflineResponse, RunsResponse, Selection,
+  SummaryResponse, TimelineResponse } from "./types";
 import type { MemoryResponse } from "./views/memory";
 
 export class ApiError extends Error {
@@ -63,13 +63,13 @@ export function selParams(sel: Selection, prefix = ""): Record<string, string | 
     [`${prefix}span`]: sel.span,
     [`${prefix}file`]: sel.file,
     [`${prefix}step`]: sel.step,
+    [`${prefix}partial`]: sel.partial ? "1" : null,
   };
 }
 
 export const api = {
   runs: (signal?: AbortSignal) => getJson("runs", {}, signal).then((r) => r.body as RunsResponse),
-  summary: (sel: Selection, signal?: AbortSignal) =>
-    getResult<{ summary: Summary; selection: Selection; seconds: number | null }>("summary", selParams(sel), signal),
+  summary: (sel: Selection, signal?: AbortSignal) => getResult<SummaryResponse>("summary", selParams(sel), signal),
   kernels: (sel: Selection, q: Record<string, string | number | null>, signal?: AbortSignal) =>
     getResult<KernelsResponse>("kernels", { ...selParams(sel), ...q }, signal),
   roofline: (sel: Selection, q: Record<string, string | number | null>, signal?: AbortSignal) =>
@@ -79,6 +79,7 @@ export const api = {
   reportUrl: (sel: Selection) => url("report", selParams(sel)),
   memory: (sel: Selection, signal?: AbortSignal) => getResult<MemoryResponse>("memory", selParams(sel), signal),
   annotatedUrl: (sel: Selection) => url("annotated", selParams(sel)),
+  replayScriptUrl: (sel: Selection) => url("replay_script", selParams(sel)),
   overview: (signal?: AbortSignal) => getJson("overview", {}, signal).then((r) => r.body as { runs: OverviewRow[] }),
   timeline: (sel: Selection, q: { t0?: number | null; t1?: number | null; width: number }, signal?: AbortSignal) =>
     getResult<TimelineResponse>("timeline", { ...selParams(sel), t0: q.t0, t1: q.t1, width: q.width }, signal),

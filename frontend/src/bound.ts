@@ -34,3 +34,15 @@ export function boundTitle(reason: string | null | undefined, cause?: LatencyCau
   if (reason) parts.push(reason);
   return parts.length ? parts.join("\n") : null;
 }
+
+/** What "latency-bound" means for one kernel or phase, in words: neither roof was reached (with
+ * the utilisations, and the threshold that counts as reaching one) and the cause. Shown beside the
+ * label, so that "latency-bound (stalled)" on a long FlashAttention kernel is not read as "small". */
+export function latencyWhy(cause: string | null | undefined, computeUtil: number | null | undefined,
+  memoryUtil: number | null | undefined, roofReached: number | null | undefined, estimated = false): string {
+  const p = (x: number | null | undefined) => (x === null || x === undefined || !isFinite(x) ? "?" : `${estimated ? "~" : ""}${Math.round(x * 100)} %`);
+  const utils = computeUtil !== undefined || memoryUtil !== undefined ? ` (compute ${p(computeUtil)}, memory ${p(memoryUtil)} of peak` +
+    `${roofReached ? `; a roof counts as reached at ${Math.round(roofReached * 100)} %` : ""})` : "";
+  const why = cause && CAUSE_HELP[cause] ? `; ${CAUSE_LABELS[cause]}: ${CAUSE_HELP[cause]}` : "";
+  return `neither roof reached${utils}${why}`;
+}

@@ -120,3 +120,18 @@ export function ratio(x: number | null | undefined): string {
   if (x === null || x === undefined || !isFinite(x)) return DASH;
   return `${sig(x)}\u00d7`;
 }
+
+/** A peak of the device: bytes/s for the memory roof, FLOP/s for a dtype's. */
+export function peakRate(peak: string, v: number | null | undefined): string {
+  return peak.startsWith("memory") ? byteRate(v) : flopRate(v);
+}
+
+/** A size in binary units (KiB, MiB, GiB), as PyTorch's memory statistics and the CLI print
+ * allocations: the Memory view uses these throughout. */
+export function memBytes(x: number | null | undefined): string {
+  if (x === null || x === undefined || !isFinite(x)) return DASH;
+  const a = Math.abs(x);
+  const units: [number, string][] = [[1024 ** 4, "TiB"], [1024 ** 3, "GiB"], [1024 ** 2, "MiB"], [1024, "KiB"]];
+  for (const [f, u] of units) if (a >= f) return `${sig(x / f)} ${u}`;
+  return `${Math.round(x)} B`;
+}

@@ -4,13 +4,16 @@ import "./styles.css";
 import { api, ApiError, untilReady } from "./api";
 import { h, replace } from "./dom";
 import * as fmt from "./format";
-import { KernelFilter, readState, UrlState, View, writeState } from "./state";
+import { setShortNames } from "./names";
+import { KernelFilter, onHashState, readState, UrlState, View, writeState } from "./state";
 import { followDarkMode } from "./theme";
 import type { Kernel, RooflineResponse, Run, RunsResponse, Selection, Summary } from "./types";
 import { renderAdvice } from "./views/advice";
+import { renderReplay } from "./views/replay";
 import { CompareView } from "./views/compare";
 import { KernelTable } from "./views/kernels";
 import { renderPhases } from "./views/phases";
+import { renderSites } from "./views/sites";
 import { renderRoofline, RooflineControls, ROOFLINE_HELP } from "./views/roofline";
 import { RunsView } from "./views/runs";
 import { fileOf, picker, resolve } from "./views/selectors";
@@ -73,6 +76,10 @@ class App {
   private tabCompare: HTMLButtonElement;
   private download: HTMLAnchorElement;
   private annotated: HTMLAnchorElement;
+  // a click-through keeps the kernel table's heading below the toolbar while the sections above
+  // it finish loading (their heights change): until the user scrolls, or a few seconds
+  private pinKernels = 0;
+  private sectionsAbove: ResizeObserver | null = null;
 
   constructor() {
     const url = readState();
@@ -98,16 +105,55 @@ class App {
       h("span", { class: "grow" }),
       this.annotated,
       this.download);
-    this.root.append(h("a", { class: "skip", href: "#content" }, "Skip to content"), this.header, this.progressSlot, this.main);
+    // TensorBoard's plugin_entry.html sets <base href="/data/plugin/attention/">: a bare "#content"
+    // link would navigate the iframe away from the tab, so the skip link focuses the content itself
+    const skip = h("a", { class: "skip", href: "#content" }, "Skip to content");
+    skip.addEventListener("click", (e) => {
+      e.preventDefault();
+      this.main.focus();
+      this.main.scrollIntoView();
+    });
+    this.root.append(skip, this.header, this.progressSlot, this.main);
+    // the sticky toolbar's height (one row at 1500 px, two at 1000): what scrolled-to sections
+    // keep clear of (CSS scroll-margin-top)
+    const setTop = () => document.documentElement.style.setProperty("--topbar-h", `${this.header.offsetHeight}px`);
+    if (typeof ResizeObserver !== "undefined") new ResizeObserver(setTop).observe(this.header);
+    window.addEventListener("resize", setTop);
+    const unpin = () => { this.pinKernels = 0; };
+    for (const ev of ["wheel", "touchmove", "keydown", "mousedown"]) window.addEventListener(ev, unpin, { passive: true, capture: true });
   }
 
   mount(): void {
     document.body.classList.add("tba-body");
     followDarkMode(document.body);
     document.body.appendChild(this.root);
+    document.documentElement.style.setProperty("--topbar-h", `${this.header.offsetHeight}px`);
+    onHashState((st) => this.applyUrl(st));
     this.updateTabs();
     replace(this.main, states.pending("loading", "Looking for traces in the log directory", null));
     void this.poll();
+  }
+
+  /** A link followed in the open tab (the hash changed): show what it names. */
+  private applyUrl(st: UrlState): void {
+    this.view = st.view || this.view;
+    if (st.sel) this.sel = st.sel;
+    this.kfilter = st.k;
+    this.pair = { base: st.base, next: st.next };
+    this.dropViews();
+    this.seq++;
+    this.updateTabs();
+    if (this.runs) this.onRuns(this.runs);
+  }
+
+  /** Forget what the current view drew (the next render builds it again for the new state). */
+  private dropViews(): void {
+    this.shownKey = "";
+    this.pickerKey = "";
+    this.compare = null;
+    this.runsView = null;
+    this.ranks?.destroy();
+    this.ranks = null;
   }
 
   private store(): void {
@@ -125,6 +171,8 @@ class App {
     const several = (this.runs?.runs.length || 0) > 1;
     this.tabRuns.hidden = !several;
     this.tabRanks.hidden = !(this.runs && multiRankRuns(this.runs).length) && this.view !== "ranks";
+    this.tabRanks.title = this.runs && multiRankRuns(this.runs).length ? "the ranks of a multi-GPU job side by side"
+      : "no run here is a job of several ranks";
     for (const [b, v] of [[this.tabRuns, "runs"], [this.tabRun, "run"], [this.tabCompare, "compare"], [this.tabRanks, "ranks"]] as [HTMLButtonElement, View][]) {
       b.setAttribute("aria-pressed", this.view === v ? "true" : "false");
       b.classList.toggle("active", this.view === v);
@@ -134,12 +182,7 @@ class App {
   private setView(v: View): void {
     if (this.view === v) return;
     this.view = v;
-    this.shownKey = "";
-    this.pickerKey = "";
-    this.compare = null;
-    this.runsView = null;
-    this.ranks?.destroy();
-    this.ranks = null;
+    this.dropViews();
     if (v !== "compare") this.pair = {};
     this.updateTabs();
     this.store();
@@ -186,7 +229,7 @@ class App {
       this.download.hidden = true;
       this.annotated.hidden = true;
       if (!this.runsView) {
-        this.runsView = new RunsView((run) => this.openRun(run));
+        this.runsView = new RunsView((run, opts) => this.openRun(run, opts));
         replace(this.main, this.runsView.el);
       }
       this.store();
@@ -198,8 +241,9 @@ class App {
       this.download.hidden = true;
       this.annotated.hidden = true;
       if (!this.ranks) {
-        // a rank opens in the trace view
-        this.ranks = new RanksView(runs, (sel) => { this.sel = sel; this.setView("run"); }, this.sel?.run);
+        // a rank opens in the trace view; a run that is not a job is said so, never swapped for another
+        this.ranks = new RanksView(runs, (sel) => { this.sel = sel; this.kfilter = undefined; this.setView("run"); }, this.sel?.run,
+          (run) => { this.sel = resolve(runs, { run }); this.store(); });
         replace(this.main, this.ranks.el);
       } else {
         this.ranks.update(runs);
@@ -224,6 +268,8 @@ class App {
       return;
     }
     this.sel = resolve(runs, this.sel, bestRun(runs));     // a run gone from the log directory: the best one
+    const cur = fileOf(runs, this.sel);
+    if (this.sel?.partial && cur && cur.state === "ready" && !cur.truncated) this.sel = { ...this.sel, partial: undefined };
     this.store();
     this.renderPicker();
     const f = fileOf(runs, this.sel);
@@ -234,11 +280,21 @@ class App {
     }
   }
 
-  private openRun(run: string): void {
+  private openRun(run: string, opts: { partial?: boolean; view?: View } = {}): void {
     if (!this.runs) return;
     this.sel = resolve(this.runs, { run });
+    if (opts.partial && this.sel) this.sel = { ...this.sel, partial: true };
     this.kfilter = undefined;
-    this.setView("run");
+    this.setView(opts.view || "run");
+  }
+
+  /** The events before the cut of a truncated file (the CLI's --allow-partial), marked partial. */
+  private openPartial(): void {
+    if (!this.sel || !this.runs) return;
+    this.sel = { ...this.sel, partial: true };
+    this.store();
+    this.shownKey = "";
+    this.onRuns(this.runs);
   }
 
   private renderPicker(): void {
@@ -272,13 +328,14 @@ class App {
     const sel = this.sel;
     if (!sel || !this.runs) return;
     const f = fileOf(this.runs, sel);
-    if (f && f.state === "incomplete") {
-      replace(this.main, states.incomplete(f.message, f.path));
+    const partial = () => this.openPartial();
+    if (f && f.state === "incomplete" && !sel.partial) {
+      replace(this.main, states.incomplete(f.message, f.path, partial));
       return; // analysed again when the file changes; the /runs poll notices
     }
     // "summarized": only its rank summary is loaded; asking for its summary below loads the report
-    if (f && f.state !== "ready" && f.state !== "error" && f.state !== "summarized") {
-      replace(this.main, states.pending(f.state, f.message, f.file));
+    if (f && f.state !== "ready" && f.state !== "error" && f.state !== "summarized" && !(sel.partial && f.truncated)) {
+      replace(this.main, states.pending(f.state, f.message, f.file, f.truncated ? partial : undefined));
       return; // the next /runs poll reloads once the state changes
     }
     try {
@@ -287,10 +344,11 @@ class App {
       }, () => my === this.seq);
       if (!r || my !== this.seq) return;
       if (r.kind === "failed") {
-        replace(this.main, r.incomplete ? states.incomplete(r.message, f ? f.path : sel.file) : states.failed(r.message, f ? f.path : sel.file));
+        replace(this.main, r.incomplete ? states.incomplete(r.message, f ? f.path : sel.file, partial) : states.failed(r.message, f ? f.path : sel.file));
         return;
       }
       if (r.kind !== "ready") return;
+      setShortNames(r.data.short_names);
       this.renderRun(sel, r.data.summary, my);
     } catch (e) {
       if (my !== this.seq) return;
@@ -298,10 +356,11 @@ class App {
     }
   }
 
-  /** Filter the kernel table (from a phase, a roofline point or a finding) and bring it into view. */
-  private showKernels(f: KernelFilter): void {
+  /** Filter the kernel table (from a phase, a roofline point or a finding) and bring it into view;
+   * ``evidence``: open the first row's details (the bound's reason). */
+  private showKernels(f: KernelFilter, evidence = false): void {
     if (!this.kernels) return;
-    this.kernels.apply(f);
+    this.kernels.apply(f, evidence);
     this.revealKernels();
   }
 
@@ -311,11 +370,37 @@ class App {
     this.revealKernels();
   }
 
+  /** Scroll the kernel table's heading and filters to just below the sticky toolbar, and keep
+   * them there while the sections above finish drawing (until the user scrolls, or 4 s). */
   private revealKernels(): void {
     const el = document.getElementById("kernels");
     if (!el) return;
     el.scrollIntoView({ block: "start", behavior: "auto" });
     (document.getElementById("kernel-search") as HTMLElement | null)?.focus({ preventScroll: true });
+    this.pinKernels = Date.now() + 4000;
+  }
+
+  private keepKernelsInView(): void {
+    if (!this.pinKernels || Date.now() > this.pinKernels) return;
+    const el = document.getElementById("kernels");
+    if (!el) return;
+    const top = el.getBoundingClientRect().top;
+    const want = this.header.offsetHeight + 8;
+    if (Math.abs(top - want) > 2) el.scrollIntoView({ block: "start", behavior: "auto" });
+  }
+
+  /** Watch the sections above the kernel table: when one changes height (a chart arrives), a
+   * pinned click-through scrolls back to the table. */
+  private watchAbove(): void {
+    this.sectionsAbove?.disconnect();
+    if (typeof ResizeObserver === "undefined") return;
+    this.sectionsAbove = new ResizeObserver(() => this.keepKernelsInView());
+    for (const c of Array.from(this.main.children)) {
+      if ((c as HTMLElement).id === "kernels") break;
+      this.sectionsAbove.observe(c);
+    }
+    const k = document.getElementById("kernels");
+    if (k) this.sectionsAbove.observe(k);
   }
 
   private renderRun(sel: Selection, s: Summary, my: number): void {
@@ -326,29 +411,33 @@ class App {
     this.kernels = new KernelTable(sel, hasAttention, this.kfilter, (f) => {
       this.kfilter = f;
       this.store();
-    });
+    }, () => this.keepKernelsInView());
     const meta = h("p", { class: "trace-meta muted", id: "trace-meta" },
-      h("code", null, s.path.split("/").slice(-2).join("/")),
+      h("code", null, s.path),
+      sel.partial ? h("span", { class: "badge warn", id: "partial-badge", title: "the events before the cut of a truncated file" }, "partial") : null,
       ` \u00b7 ${fmt.count(s.trace.events)} events \u00b7 ${fmt.bytes(s.trace.bytes)} \u00b7 ${s.trace.format}`,
       s.trace.record_shapes ? "" : " \u00b7 no shapes", s.trace.with_stack ? "" : " \u00b7 no stack");
     const noGpu = s.notices.some((n) => n.code === "no_gpu_kernels");
     const comm = new Set((s.streams || []).filter((x) => x.communication).map((x) => `${x.device}:${x.stream}`));
-    const timeline = noGpu ? null : new Timeline(sel, (k) => this.pickKernel(k), comm);
+    const timeline = noGpu ? null : new Timeline(sel, (k) => this.pickKernel(k), comm, s);
     replace(this.main,
       meta,
       states.notices(s),
       noGpu ? null : renderStrip(s),
       hasAttention ? renderAdvice(s, pick) : null,
+      hasAttention ? renderReplay(s, sel, api.replayScriptUrl(sel)) : null,
       noGpu ? null : renderSummary(s),
-      hasAttention ? renderPhases(s, pick) : null,
+      hasAttention ? renderPhases(s, pick, (f) => this.showKernels(f, true)) : null,
+      hasAttention ? renderSites(s, pick) : null,
       hasAttention ? section("Roofline", "roofline", h("p", { class: "section-help" }, ROOFLINE_HELP), roofEl) : null,
       timeline ? timeline.el : null,
       noGpu ? null : section("Kernels", "kernels", this.kernels.el),
       memEl);
     if (hasAttention) void this.loadRoofline(sel, roofEl, my, s);
     void this.loadMemory(sel, memEl, my);
+    this.watchAbove();
     if (this.kfilter && Object.values(this.kfilter).some((v) => v && v !== "attention")) {
-      window.setTimeout(() => { if (my === this.seq) document.getElementById("kernels")?.scrollIntoView({ block: "start" }); }, 300);
+      window.setTimeout(() => { if (my === this.seq) this.revealKernels(); }, 50);     // a shared link to a filtered table
     }
   }
 

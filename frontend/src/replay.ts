@@ -27,6 +27,7 @@ export const TAG_SOURCE_LABELS: Record<string, string> = {
   kernel_name: "kernel name",
   graph_reference: "CUDA-graph replay, context from the reference trace",
   graph_structure: "CUDA-graph replay, place around an attention kernel",
+  compiled_structure: "compiled code (torch.compile), place around an attention kernel",
 };
 
 /** What the user passes, in TensorBoard and in the CLI, to give replayed kernels their context. */

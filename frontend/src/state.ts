@@ -16,6 +16,8 @@ export interface KernelFilter {
   bound?: string;
   scope?: string;
   q?: string;
+  site?: string;
+  name?: string;           // exactly one kernel name (a click-through), shown as a chip, not in the search box
 }
 
 export interface UrlState {
@@ -40,18 +42,40 @@ function parts(hash: string): string[] {
 }
 
 const SEL_KEYS: (keyof Selection)[] = ["run", "worker", "span", "file", "step"];
-const K_KEYS: (keyof KernelFilter)[] = ["phase", "direction", "bound", "scope", "q"];
+const K_KEYS: (keyof KernelFilter)[] = ["phase", "direction", "bound", "scope", "q", "name", "site"];
 
 function selFrom(m: Map<string, string>, prefix: string): Selection | undefined {
   const run = m.get(`${prefix}run`);
   if (run === undefined) return undefined;
   const s: Selection = { run };
-  for (const k of SEL_KEYS) if (k !== "run" && m.has(`${prefix}${k}`)) s[k] = m.get(`${prefix}${k}`) || null;
+  for (const k of SEL_KEYS) if (k !== "run" && m.has(`${prefix}${k}`)) (s as unknown as Record<string, unknown>)[k] = m.get(`${prefix}${k}`) || null;
+  if (m.get(`${prefix}partial`) === "1") s.partial = true;
   return s;
+}
+
+/** The hash our keys were last read from or written to: a hashchange to anything else is a
+ * link the user followed or edited (TensorBoard's own keys changing leave ours alone). */
+let lastOurs = "";
+
+function ours(hash: string): string {
+  return parts(hash).filter((p) => p.startsWith(PREFIX)).join("&");
+}
+
+/** Call ``fn`` with the new state when the URL's hash changes to name another view, run or filter
+ * (a shared link pasted into an open tab, the back button): writeState's own replaceState fires no
+ * hashchange, and a change of TensorBoard's keys alone is ignored. */
+export function onHashState(fn: (st: UrlState) => void): void {
+  hostWindow().addEventListener("hashchange", () => {
+    const now = ours(hostWindow().location.hash);
+    if (now === lastOurs) return;
+    lastOurs = now;
+    fn(readState());
+  });
 }
 
 export function readState(): UrlState {
   const m = new Map<string, string>();
+  lastOurs = ours(hostWindow().location.hash);
   for (const p of parts(hostWindow().location.hash)) {
     if (!p.startsWith(PREFIX)) continue;
     const i = p.indexOf("=");
@@ -88,6 +112,7 @@ export function writeState(st: UrlState): void {
     if (!s) return;
     // the file names its worker and span: run, file and step are enough
     for (const k of s.file ? (["run", "file", "step"] as const) : SEL_KEYS) add(`${prefix}${k}`, s[k] as string | null | undefined);
+    if (s.partial) add(`${prefix}partial`, "1");
   };
   putSel(st.sel, "");
   if (st.view === "compare") {
@@ -96,6 +121,7 @@ export function writeState(st: UrlState): void {
   }
   if (st.k && st.view === "run") for (const key of K_KEYS) add(`k.${key}`, st.k[key]);
   const hash = keep.length ? `#${keep.join("&")}` : "";
+  lastOurs = ours(hash);
   if (w.location.hash === hash || (!hash && !w.location.hash)) return;
   try {
     const u = new URL(w.location.href);

@@ -32,6 +32,9 @@ export interface FileEntry {
   message: string | null;
   seconds: number | null;
   progress?: LoadProgress;
+  /** The file ends early (held back while it may grow, or incomplete): ``partial=1`` analyses
+   * the events before the cut. */
+  truncated?: boolean;
   device?: string | null;
   steps?: string[];
   attention_time_us?: number | null;
@@ -43,6 +46,9 @@ export interface Run {
   files: FileEntry[];
   workers: { worker: string; spans: { span: string | null; index: number; file: string }[] }[];
   counts: Partial<Record<LoadState, number>>;
+  /** At least two distinct ranks (ranks/job.py): the Ranks view is for these runs. */
+  job: boolean;
+  job_reason: string;
 }
 
 export interface Counts {
@@ -72,6 +78,8 @@ export interface Selection {
   span?: string | null;
   file?: string | null;
   step?: string | null;
+  /** The events before the cut of a truncated file (the route parameter ``partial=1``). */
+  partial?: boolean;
 }
 
 export interface Notice {
@@ -91,6 +99,18 @@ export interface Device {
   references: string[];
   num_sms: number | null;
   matched_by: string | null;
+  /** Table peaks a kernel with exact FLOPs beat, raised to the highest achieved rate
+   * (docs/report-schema.md, device; docs/cost-model.md, "No utilisation above 1"). */
+  roof_adjustments?: RoofAdjustment[];
+}
+
+export interface RoofAdjustment {
+  peak: string;                 // a FLOP key or "memory_bandwidth"
+  from: number;
+  to: number;
+  evidence?: "recorded" | "exact_flops" | "measured_dram";
+  to_basis?: "datasheet" | "achieved";
+  reason: string;
 }
 
 export interface Phase {
@@ -184,6 +204,7 @@ export interface AdviceKernel {
 export interface AdviceEvidence {
   time_us?: number;
   share_of_attention?: number;
+  gain_source?: "measured";          // the gain comes from a replay beside the trace (replay/findings.py)
   phases?: AdvicePhase[];
   kernels?: AdviceKernel[];
 }
@@ -198,6 +219,25 @@ export interface Advice {
   estimated_gain_us: number | null;
   removable_us?: number | null;
   how: string;
+  /** "gpu": estimated_gain_us is attention GPU time saved; "step": wall-clock step time saved. */
+  gain_basis?: "gpu" | "step";
+  /** Both figures, each null where it cannot be estimated (docs/report-schema.md#advice). */
+  gpu_gain_us?: number | null;
+  step_gain_us?: number | null;
+  /** The fix as code, and the twin pair that validates the rule. */
+  fix_code?: string;
+  twin?: string | null;
+}
+
+/** One rule of ``advice_checks``: whether it fired, and why not. */
+export interface AdviceCheck {
+  id: string;
+  title: string;
+  basis: "gpu" | "step";
+  twin: string | null;
+  fired: boolean;
+  reason: string | null;
+  findings?: string[];
 }
 
 export interface BackendRow {
@@ -241,6 +281,7 @@ export interface Summary {
   communication?: Communication | null;
   streams?: StreamRow[];
   advice?: Advice[];
+  advice_checks?: AdviceCheck[];
   attention_busy_us?: number | null;
   latency_cause_time_us?: Partial<Record<string, number>>;
   attention_backends?: BackendRow[];
@@ -271,6 +312,246 @@ export interface Summary {
   warnings: string[];
   thresholds: { roof_reached: number };
   measurements?: Measurements | null;
+  sites?: Site[];
+  flops_ledger?: FlopsLedger | null;
+  boundary?: Boundary | null;
+  replay?: ReplayBlock | null;
+}
+
+/** Attention MFU on each basis (model.py): null when unknown or when the count exceeds the roof. */
+export interface Mfu {
+  useful: number | null;
+  executed: number | null;
+  dense: number | null;
+}
+
+export interface SiteShape {
+  b?: number;
+  h?: number;
+  hk?: number;
+  sq?: number;
+  sk?: number;
+  d?: number;
+  dv?: number;
+  mask?: string;
+  inputs?: string;                   // no geometry: the longest core kernel's recorded inputs
+  calls: number;
+}
+
+/** One attention site (report ``sites``): the calls one place of the model makes. */
+export interface Site {
+  id: number;
+  name: string;
+  kind: "annotation" | "module" | "source" | "op";
+  calls: number;
+  layers: number | null;
+  time_us: number | null;
+  forward_us: number | null;
+  backward_us: number | null;
+  core_us: number | null;
+  share: number | null;
+  kernels: number;
+  shapes: SiteShape[];
+  dtype: string | null;
+  backends: { backend: string; label: string; time_us: number | null }[];
+  bound: Bound;
+  bound_time_us: Partial<Record<Bound, number>>;
+  flops: number | null;
+  bytes: number | null;
+  cost_coverage: number | null;
+  useful: number | null;
+  executed: number | null;
+  dense: number | null;
+  mfu: Mfu;
+  source: string | null;
+  top_finding: { id: string; severity: string; title: string } | null;
+}
+
+export interface Hfu {
+  value: number | null;
+  flops: number | null;
+  roof_time_us: number | null;
+  span_us: number | null;
+  exceeds_peak?: boolean;
+  note?: string;
+}
+
+/** The ledger's totals over a set of calls: the whole trace, one site, one step. */
+export interface LedgerTotals {
+  useful: number | null;
+  executed: number | null;
+  dense: number | null;
+  useful_exact: boolean;
+  executed_upper_bound: boolean;
+  useful_low?: number;
+  time_us: number | null;
+  costed_time_us: number | null;
+  mfu: Mfu;
+  exceeds_peak?: string[];
+}
+
+export type LedgerSite = LedgerTotals & { site: number };
+
+export type LedgerStep = LedgerTotals & { name: string, hfu: Hfu };
+
+export interface LedgerCall {
+  call: number;
+  site: number;
+  direction: "forward" | "backward";
+  step: string | null;
+  backend: string | null;
+  op: string | null;
+  shapes: { b: number; h: number; hk: number; sq: number; sk: number; d: number; dv: number;
+    lengths?: string; total_q?: number | null; total_k?: number | null;
+    block?: { q_block: number; kv_block: number; blocks: number | null } } | null;
+  mask: string | null;
+  useful: number | null;
+  useful_low?: number;
+  executed: number | null;
+  dense: number | null;
+  useful_exact: boolean;
+  executed_basis: string | null;
+  tile: number[] | null;
+  time_us: number | null;
+  peak_flops_per_s: number | null;
+  mfu: Mfu;
+  exceeds_peak?: string[];
+}
+
+/** The FLOPs ledger (report ``flops_ledger``; docs/cost-model.md, *The FLOPs ledger*). */
+export type FlopsLedger = LedgerTotals & {
+  hfu: Hfu,
+  peaks: Record<string, number>,
+  formula: string,
+  estimated: boolean,
+  sites: LedgerSite[],
+  steps: LedgerStep[],
+  calls_total: number,
+  calls: LedgerCall[],
+};
+
+export interface BoundaryItem {
+  role: string;
+  kernels: number;
+  time_us: number | null;
+  bytes: number | null;
+}
+
+export interface BoundaryFusion {
+  id: string;
+  label: string;
+  calls: number;
+  removable_bytes: number | null;
+  removable_us: number | null;
+  estimated_gain_us: number | null;
+}
+
+export interface BoundaryCall {
+  call: number;
+  site: number;
+  complete: boolean;
+  costed: boolean;
+  next: { name: string | null; op: string | null; module: string | null } | null;
+  bytes: number | null;
+  time_us: number | null;
+  removable_bytes: number | null;
+  estimated_gain_us: number | null;
+  items: BoundaryItem[];
+  fusions: string[];
+}
+
+/** The FFN boundary (report ``boundary``; memory/boundary.py): attention's output to the next matmul. */
+export interface Boundary {
+  calls: number;
+  complete_calls: number;
+  bytes: number | null;
+  time_us: number | null;
+  removable_bytes: number | null;
+  removable_us: number | null;
+  estimated_gain_us: number | null;
+  estimated: boolean;
+  bandwidth: number | null;
+  bandwidth_fraction: number;
+  roles: BoundaryItem[];
+  fusions: BoundaryFusion[];
+  calls_listed: number;
+  per_call: BoundaryCall[];
+}
+
+/** What-if replay (replay/, docs/report-schema.md#replay): the distinct attention calls a replay
+ * script rebuilds, and the backend times of a ``*.replay.json`` beside the trace. */
+export interface ReplayBlock {
+  calls: ReplayCall[];
+  omitted: number;
+  unsupported: { scope: string; reason: string; calls: number }[];
+  file: string | null;
+  measured: ReplayMeasured | null;
+  warnings: string[];
+}
+
+export interface ReplayCall {
+  id: string;
+  kind: "sdpa" | "decode" | "varlen" | "eager" | "mha" | "flex";
+  op: string;
+  q_shape: number[];
+  k_shape: number[];
+  v_shape: number[];
+  q_stride: number[] | null;
+  k_stride: number[] | null;
+  v_stride: number[] | null;
+  dtype: string | null;
+  causal: boolean | null;
+  dropout_p: number;
+  scale: number | null;
+  enable_gqa: boolean;
+  mask: Record<string, unknown> | null;
+  directions: string[];
+  count: number;
+  trace_time_us: number;
+  backends: string[];
+  trace_backend: string | null;
+  per_call_us: { forward: number | null; backward: number | null };
+  instances: number[];
+  detail: Record<string, unknown>;
+  notes: string[];
+  replayed?: ReplayedCall;
+}
+
+export interface ReplayedCall {
+  basis: "kernel" | "event";
+  trace_backend: string | null;
+  backends: ReplayedBackend[];
+  best: string | null;
+  speedup: number | null;
+  error?: string;
+}
+
+export interface ReplayedBackend {
+  backend: string;
+  label: string;
+  status: "ok" | "refused" | "error" | "skipped";
+  reason: string | null;
+  forward_us: number | null;
+  backward_us: number | null;
+  kernel_forward_us: number | null;
+  kernel_backward_us: number | null;
+  error_vs_math: { forward: number | null; backward: number | null } | null;
+  check: string | null;
+  first_run_s: number | null;
+  total_us: number | null;
+}
+
+export interface ReplayMeasured {
+  device: string | null;
+  torch: string | null;
+  cuda: string | null;
+  created: string | null;
+  scaled_down: boolean;
+  calls_matched: number;
+  calls_in_file: number;
+  unmatched_ids: string[];
+  used_for_advice: boolean;
+  not_used_because: string | null;
 }
 
 /** CUDA-graph replays (attention/graphs.py): how the replayed kernels got their CPU context. */
@@ -288,6 +569,8 @@ export type GraphAttribution = "reference" | "structure" | "none" | null;
 export interface Kernel {
   id: number;
   name: string;
+  /** ``name`` as the page shows it: the CLI's shortening (server/names.py). */
+  short_name: string;
   kind: string;
   ts: number;
   dur_us: number;
@@ -301,6 +584,7 @@ export interface Kernel {
   tag_source: string | null;
   instance: number | null;
   scope: string | null;
+  site?: string | null;
   op: string | null;
   cost_op: string | null;
   module: string | null;
@@ -309,12 +593,15 @@ export interface Kernel {
   flops: number | null;
   bytes: number | null;
   intensity: number | null;
-  achieved_flops_per_s: number | null;
+  achieved_flops_per_s: number | null;   // null for dense upper bounds: see upper_bound_*_per_s
   achieved_bytes_per_s: number | null;
+  upper_bound_flops_per_s?: number | null;  // a dense upper bound's rates (FlexAttention): "≤", never achieved
+  upper_bound_bytes_per_s?: number | null;
   peak: string | null;
   peak_flops_per_s: number | null;
   compute_util: number | null;
-  memory_util: number | null;
+  memory_util: number | null;              // null for a bytes-model miss (bytes_over_roof)
+  bytes_over_roof?: number | null;          // estimated DRAM traffic over the roof: the bytes estimate is too high
   bound: Bound;
   bound_reason: string;
   latency_cause?: LatencyCause;
@@ -347,6 +634,7 @@ export interface KernelsResponse {
 
 export interface RooflinePoint {
   name: string;
+  short_name: string;
   phase: string | null;
   direction: string;
   dtype: string | null;
@@ -399,6 +687,8 @@ export interface CompareSide {
   compute_util: number | null;
   memory_util: number | null;
   bound: Bound;
+  latency_cause: LatencyCause;
+  latency_cause_time_us: Partial<Record<string, number>>;
   estimated: boolean;
   cost_coverage: number | null;
 }
@@ -471,6 +761,18 @@ export interface CompareAdviceItem {
   title: string;
   estimated_gain_us: number | null;
   severity?: string;
+  gain_basis?: "gpu" | "step" | null;
+  gpu_gain_us?: number | null;
+  step_gain_us?: number | null;
+}
+
+/** The step-time side of a comparison's verdict (compare._step_change). */
+export interface CompareStep {
+  span_us: CompareDelta;
+  idle_us: { base: number | null; new: number | null; delta: number | null; delta_pct: number | null };
+  changed: boolean;
+  faster: "new" | "base" | null;
+  not_attention: boolean;
 }
 
 export interface CompareSideInfo {
@@ -488,7 +790,7 @@ export interface CompareSideInfo {
 export interface CompareResponse {
   base?: CompareSideInfo;
   new?: CompareSideInfo;
-  verdict?: { attention_time_us: CompareDelta; faster: "new" | "base" | "same" | null; summary: string };
+  verdict?: { attention_time_us: CompareDelta; faster: "new" | "base" | "same" | null; summary: string; step?: CompareStep };
   normalization?: { mode: string; unit: string; base_steps: number; new_steps: number; base_divisor: number; new_divisor: number };
   sections?: CompareSection[];
   kernel_groups?: CompareGroup[];
@@ -521,8 +823,34 @@ export interface OverviewRow {
   bound_time_us?: Record<Bound, number>;
   notices?: { code: string; message: string }[];
   advice?: number;
-  top_advice?: { id: string; title: string; severity: string; estimated_gain_us: number | null } | null;
+  /** The same figures per step, on the strip's one basis (busy + idle = step). */
+  per_step?: { steps: number; step_us: number | null; gpu_busy_us: number; compute_busy_us: number | null;
+    idle_us: number | null; attention_time_us: number };
+  top_advice?: { id: string; title: string; severity: string; estimated_gain_us: number | null;
+    gain_basis?: "gpu" | "step" | null; step_gain_us?: number | null } | null;
   partial?: boolean;
+  job?: OverviewJob;
+}
+
+/** A multi-rank run's line in the overview (server/overview.py, job_row): the Ranks view's rule. */
+export interface OverviewJob {
+  state: "ready" | "partial";
+  ranks: number;
+  median_us: number | null;
+  max_us: number | null;
+  max_over_median: number | null;
+  min_ranks: number;
+  stragglers: { rank: number | null; worker: string; excess_pct: number }[];
+  errors: number;
+}
+
+/** /summary: the report without its kernel rows, and the page's names of the kernels it names. */
+export interface SummaryResponse {
+  state: "ready";
+  selection: Selection;
+  seconds: number | null;
+  summary: Summary;
+  short_names: Record<string, string>;
 }
 
 /** /timeline: runs of GPU activity per lane (device, stream), times relative to t0 (server/timeline.py). */

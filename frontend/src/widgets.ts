@@ -4,7 +4,7 @@ import { boundLabel, boundTitle } from "./bound";
 import { BOUND_COLORS, phaseColor, phaseLabel } from "./colors";
 import { append, Child, h, replace } from "./dom";
 import * as fmt from "./format";
-import type { LatencyCause, Measured } from "./types";
+import type { LatencyCause, Measured, Source } from "./types";
 
 let tip: HTMLElement | null = null;
 
@@ -120,4 +120,18 @@ export function kv(rows: [string, Child][]): HTMLElement {
     append(dl, [h("dt", null, k), h("dd", null, v)]);
   }
   return dl;
+}
+
+/** What a source line is, once for every place that shows one. */
+export const SOURCE_HELP = "the innermost function of your (or the model's) code around the op that launched the kernel " +
+  "(for a backward kernel: its forward op); the line is where that function starts, as the profiler records function entries, not call lines";
+
+/** A source line as text (not a link: the file is on the machine that ran the model):
+ * "eager_attention_forward · modeling_llama.py:191", the whole path in the title. */
+export function sourceTag(src: Source, cls = ""): HTMLElement {
+  const file = src.file.split("/").pop() || src.file;
+  const where = `${file}${src.line ? `:${src.line}` : ""}`;
+  return h("span", { class: `source ${cls}`.trim(), "data-function": src.function || null,
+    title: `${src.file}${src.line ? `:${src.line}` : ""}${src.function ? ` (${src.function})` : ""}: ${SOURCE_HELP}` },
+  src.function ? [h("span", { class: "source-fn" }, src.function), ` \u00b7 ${where}`] : where);
 }

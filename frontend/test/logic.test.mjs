@@ -33,14 +33,32 @@ test("a GPU idle most of the step is called CPU/launch-bound", () => {
   assert.equal(m.diagnosis(c), "GPU idle 80 % of the step: CPU/launch-bound; attention is not the bottleneck");
 });
 
-test("without the engine's span the steps stand in for it, marked as an estimate", () => {
+test("without the engine's span the steps stand in for it, marked as an estimate; figures per step", () => {
   const s = { ...base, steps: [{ name: "a", dur_us: 600 }, { name: "b", dur_us: 400 }], gpu_busy_us: 300, attention_time_us: 250 };
   const c = m.context(s);
-  assert.equal(c.spanUs, 1000);
+  assert.equal(c.totalSpanUs, 1000);
+  assert.equal(c.spanUs, 500);
   assert.equal(c.spanEstimated, true);
-  assert.equal(c.idleUs, 700);
+  assert.equal(c.busyUs, 150);
+  assert.equal(c.idleUs, 350);
   assert.equal(c.stepUs, 500);
+  assert.equal(c.attentionUs, 125);
   assert.match(m.diagnosis(c), /^GPU idle ~70 %/);
+});
+
+test("one basis: per-step busy + idle = the step, busy is all GPU activity (communication too)", () => {
+  // two steps of 56.5 ms (CPU ranges); the engine's totals over both: busy 22.4, idle 89.7, span 112.1 ms
+  const s = { ...base, steps: [{ name: "a", dur_us: 56500 }, { name: "b", dur_us: 56500 }], gpu_busy_us: 22400,
+    compute_busy_us: 19400, span_us: 112100, idle_us: 89700, attention_time_us: 3000,
+    communication: { time_us: 5000, busy_us: 4000, overlap_with_compute_us: 1000, overlap_with_attention_us: 0, kernels: 4 } };
+  const c = m.context(s);
+  assert.equal(c.stepUs, 56500);
+  assert.equal(c.busyUs, 11200);
+  assert.equal(c.computeBusyUs, 9700);
+  assert.equal(c.busyUs + c.idleUs, c.spanUs);
+  assert.equal(c.spanUs, 56500);
+  assert.equal(c.commUs, 2500);
+  assert.equal(c.totalSpanUs, 112100);
 });
 
 test("idle at the threshold is not a diagnosis; small attention is", () => {
@@ -70,10 +88,11 @@ test("no impossible share: above 100 % or without a basis is unknown", () => {
   assert.equal(m.diagnosis(c), null);
 });
 
-test("advice is ranked by estimated gain, unknown gains last by severity", () => {
-  const a = (id, gain, severity) => ({ id, estimated_gain_us: gain, severity });
-  const ranked = m.rankAdvice([a("x", null, "high"), a("y", 10, "low"), a("z", 500, "medium"), a("w", null, "low")]);
-  assert.deepEqual(ranked.map((r) => r.id), ["z", "y", "x", "w"]);
+test("advice is ranked by step time saved where known, else by its gain, unknown gains last by severity", () => {
+  const a = (id, gain, severity, step) => ({ id, estimated_gain_us: gain, severity, step_gain_us: step });
+  const ranked = m.rankAdvice([a("x", null, "high"), a("y", 10, "low"), a("z", 500, "medium", 20), a("w", null, "low"),
+    a("v", 100, "high", 300)]);
+  assert.deepEqual(ranked.map((r) => r.id), ["v", "z", "y", "x", "w"]);
 });
 
 test("one span format: a date from the span's timestamp, else the file's time", () => {
@@ -119,11 +138,16 @@ test("the graphs block in one line", () => {
   assert.equal(m.graphsSummary(cap), "193 kernels replayed by 2 CUDA-graph launches; context: 193 from the trace's own graph capture.");
 });
 
-test("a gain from GPU idle time is a share of the step, never of attention time", () => {
-  const launch = { id: "launch_overhead", estimated_gain_us: 1142.6, removable_us: 5855.8 };
-  assert.equal(m.gainText(launch, { attentionUs: 1142.6, spanUs: 9310, steps: 1 }),
-    "~1.14 ms saved (12 % of the step) \u00b7 acts on 5.86 ms of GPU idle time");
-  const fuse = { id: "fuse_attention", estimated_gain_us: 1370, removable_us: 2200 };
+test("a step-time gain is a share of the step, never of attention time; both figures shown", () => {
+  const launch = { id: "launch_overhead", gain_basis: "step", estimated_gain_us: 1703.5, step_gain_us: 1703.5,
+    gpu_gain_us: null, removable_us: 4804 };
+  assert.equal(m.gainText(launch, { attentionUs: 281.3, spanUs: 8390, steps: 1 }),
+    "~1.70 ms of step time saved (20 % of the step) \u00b7 acts on 4.80 ms of step time");
+  const fuse = { id: "fuse_attention", gain_basis: "gpu", estimated_gain_us: 1370, gpu_gain_us: 1370,
+    step_gain_us: 1200, removable_us: 2200 };
   assert.equal(m.gainText(fuse, { attentionUs: 4230, spanUs: 11600, steps: 1 }),
-    "~1.37 ms saved (32 % of attention time) \u00b7 acts on 2.20 ms");
+    "~1.37 ms of attention GPU time saved (32 % of attention time) \u00b7 ~1.20 ms of step time \u00b7 acts on 2.20 ms");
+  // a report from before gain_basis: launch_overhead's gain was idle time
+  const old = { id: "launch_overhead", estimated_gain_us: 1142.6, removable_us: 5855.8 };
+  assert.match(m.gainText(old, { attentionUs: 1142.6, spanUs: 9310, steps: 1 }), /of step time saved \(12 % of the step\)/);
 });

@@ -37,6 +37,14 @@ import numpy as np
 from ..trace.correlate import Links, link
 from ..trace.records import ANNOTATION, KERNEL, LAUNCH, MEMCPY, MEMSET, Trace
 from . import patterns as P
+from .structure import (  # noqa: F401 - re-exported: the structure of a replay
+    CACHE_WRITE_KERNEL,
+    GEMM_KERNEL,
+    NORM_KERNEL,
+    ROTARY_KERNEL,
+    SPLITK_REDUCE,
+    structure_phases,
+)
 from .tagger import SOURCES, Tagging
 
 GRAPH_LAUNCH = re.compile(r"^cu(da)?GraphLaunch")
@@ -63,6 +71,7 @@ class GraphContext:
     how: np.ndarray  # int8 per GPU activity: ATTRIBUTION code, -1 when not replayed
     reference: Optional[str] = None  # path of the reference trace, "capture" for the trace's own capture
     reference_kind: Optional[str] = None  # "eager" | "capture"
+    given: Optional[str] = None  # the reference passed (or found beside the trace), matched or not
     launches: int = 0  # graph launches with replayed work
     notes: list[str] = field(default_factory=list)
 
@@ -184,11 +193,20 @@ def _gap(query: list[str], ref: list[str], q0: int, q1: int, r0: int, r1: int) -
 
 
 # -- merging a reference trace ---------------------------------------------------------------
-def _merge(trace: Trace, ref: Trace, keep_ranges: np.ndarray) -> tuple[Trace, int]:
-    """``trace`` plus the reference ranges ``keep_ranges`` (and its flows), renumbered: strings,
-    signatures and threads appended; correlation and External ids cleared so that nothing of the
-    replay links to them; autograd sequence numbers shifted past the trace's own. Returns the
-    merged trace and the index of the first reference range."""
+# Every graph launch is one run of the captured ops, so each gets its own copy of the reference's
+# ranges: kernels of two replays never share an op (an op's cost is split among its kernels, and
+# an attention call is the kernels under one range). Past this many copied ranges, further graph
+# launches keep no reference context (and a note says so) rather than exhaust memory.
+MAX_COPIED_RANGES = 4_000_000
+
+
+def _merge(trace: Trace, ref: Trace, keeps: list[np.ndarray]) -> tuple[Trace, list[int]]:
+    """``trace`` plus one copy of the reference ranges ``keeps[c]`` per copy ``c`` (with the flows
+    that start or end on them), renumbered: strings and signatures appended once; each copy on
+    threads of its own (so that copies, which overlap in time, never nest in one another);
+    correlation and External ids cleared so that nothing of the replay links to them; autograd
+    sequence numbers shifted past the trace's own and the previous copy's. Returns the merged
+    trace and the index of each copy's first range."""
     strings = list(trace.strings)
     index = {s: i for i, s in enumerate(strings)}
     smap = np.empty(len(ref.strings), dtype=np.int64)
@@ -200,33 +218,47 @@ def _merge(trace: Trace, ref: Trace, keep_ranges: np.ndarray) -> tuple[Trace, in
         smap[i] = j
     R, Q = trace.ranges, ref.ranges
     n0 = len(R["kind"])
-    t_off = len(trace.threads)
+    n_ref_threads = len(ref.threads)
     g_off = len(trace.signatures)
-    seq_off = int(R["seq"].max()) + 1 if n0 and (R["seq"] >= 0).any() else 0
-    ranges = {}
-    for k, col in R.items():
-        add = Q[k][keep_ranges]
-        if k == "name":
-            add = smap[add].astype(col.dtype)
-        elif k == "thread":
-            add = (add + t_off).astype(col.dtype)
-        elif k == "sig":
-            add = np.where(add >= 0, add + g_off, -1).astype(col.dtype)
-        elif k in ("corr", "ext"):
-            add = np.full(len(add), -1, dtype=col.dtype)
-        elif k == "seq":
-            add = np.where(add >= 0, add + seq_off, -1).astype(col.dtype)
-        ranges[k] = np.concatenate((col, add.astype(col.dtype)))
+    seq_step = int(Q["seq"].max()) + 1 if len(Q["seq"]) and (Q["seq"] >= 0).any() else 0
+    seq0 = max(int(R["seq"].max()) + 1 if n0 and (R["seq"] >= 0).any() else 0, 0)
     F, FQ = trace.flows, ref.flows
-    id_off = int(F["id"].max()) + 1 if len(F["id"]) else 0
-    flows = {}
-    for k, col in F.items():
-        add = FQ[k]
-        if k == "thread":
-            add = add + t_off
-        elif k == "id":
-            add = add + id_off
-        flows[k] = np.concatenate((col, add.astype(col.dtype)))
+    id_step = int(FQ["id"].max()) + 1 if len(FQ["id"]) else 0
+    id0 = int(F["id"].max()) + 1 if len(F["id"]) else 0
+    fkey = FQ["thread"].astype(np.int64) * (1 << 40) + FQ["ts_ns"] if len(FQ["id"]) else np.zeros(0, np.int64)
+    r_parts: dict[str, list[np.ndarray]] = {k: [col] for k, col in R.items()}
+    f_parts: dict[str, list[np.ndarray]] = {k: [col] for k, col in F.items()}
+    offsets, n, threads = [], n0, list(trace.threads)
+    for c, keep in enumerate(keeps):
+        offsets.append(n)
+        n += len(keep)
+        t_off = len(trace.threads) + c * n_ref_threads
+        threads += [("reference", c) + tuple(t) for t in ref.threads]
+        for k, col in R.items():
+            add = Q[k][keep]
+            if k == "name":
+                add = smap[add]
+            elif k == "thread":
+                add = add + t_off
+            elif k == "sig":
+                add = np.where(add >= 0, add + g_off, -1)
+            elif k in ("corr", "ext"):
+                add = np.full(len(add), -1)
+            elif k == "seq":
+                add = np.where(add >= 0, add + seq0 + c * seq_step, -1)
+            r_parts[k].append(np.asarray(add).astype(col.dtype))
+        if len(fkey):
+            rkey = Q["thread"][keep].astype(np.int64) * (1 << 40) + Q["ts_ns"][keep]
+            fsel = np.isin(fkey, rkey)
+            for k, col in F.items():
+                add = FQ[k][fsel]
+                if k == "thread":
+                    add = add + t_off
+                elif k == "id":
+                    add = add + id0 + c * id_step
+                f_parts[k].append(np.asarray(add).astype(col.dtype))
+    ranges = {k: np.concatenate(v) for k, v in r_parts.items()}
+    flows = {k: np.concatenate(v) for k, v in f_parts.items()}
     merged = Trace(
         path=trace.path,
         meta=trace.meta,
@@ -239,40 +271,22 @@ def _merge(trace: Trace, ref: Trace, keep_ranges: np.ndarray) -> tuple[Trace, in
         signatures=list(trace.signatures) + list(ref.signatures),
         counters=trace.counters,
         thread_names=trace.thread_names,
-        threads=list(trace.threads) + [("reference",) + tuple(t) for t in ref.threads],
+        threads=threads,
         base_us=trace.base_us,
         stats=trace.stats,
         warnings=trace.warnings,
+        stacks=trace.stacks,
     )
-    return merged, n0
+    return merged, offsets
 
 
 def _context_ranges(ref: Trace, rlinks: Links, kernels: np.ndarray) -> np.ndarray:
     """Reference ranges to carry over: every range under a top-level range that holds a matched
     kernel's launch (or the forward op of its backward), ProfilerStep annotations excepted — they
     would add the reference's steps to the replay's."""
-    R = ref.ranges
-    n = len(R["kind"])
-    step = np.zeros(n, dtype=bool)
-    is_step = _names_matching(ref.strings, _STEP)
-    step[(R["kind"] == ANNOTATION)] = is_step[R["name"][R["kind"] == ANNOTATION]]
     seeds = [int(x) for x in rlinks.gpu_launch[kernels].tolist() if x >= 0]
     seeds += [int(x) for x in rlinks.gpu_op[kernels].tolist() if x >= 0]
-    br = [int(rlinks.backward_root[s]) for s in seeds if rlinks.backward_root[s] >= 0]
-    seeds += [int(rlinks.forward_of[b]) for b in br if rlinks.forward_of[b] >= 0]
-    tops = set()
-    for s in seeds:
-        top = s
-        for a in rlinks.ancestors(s):
-            if step[a]:
-                break
-            top = a
-        tops.add(top)
-    keep = np.zeros(n, dtype=bool)
-    for t in tops:
-        keep[rlinks.subtree(t)] = True
-    keep &= ~step
-    return np.flatnonzero(keep)
+    return _context_ranges_of_ranges(ref, rlinks, np.array(seeds, dtype=np.int64))
 
 
 def _reference_sequence(ref: Trace, rlinks: Links) -> tuple[str, np.ndarray, np.ndarray, list[str]]:
@@ -287,46 +301,34 @@ def _reference_sequence(ref: Trace, rlinks: Links) -> tuple[str, np.ndarray, np.
     return "eager", idx, G["kind"][idx], [ref.strings[i] for i in G["name"][idx].tolist()]
 
 
-def attach(
-    trace: Trace, links: Links, reference: Optional[Trace] = None, reference_path: Optional[str] = None
-) -> tuple[Trace, Links, GraphContext]:
-    """Find replayed kernels and, where a reference is at hand (``reference`` or the trace's own
-    capture), give them the reference's CPU context. Returns the (possibly merged) trace, its
-    links, and what was done."""
+def _given(ctx: GraphContext, reference: Optional[Trace], reference_path: Optional[str]) -> None:
+    if reference is not None:
+        ctx.given = reference_path or reference.path
+
+
+def matches(trace: Trace, links: Links, reference: Trace) -> int:
+    """How many of ``trace``'s replayed activities the reference matches (no merge): what a
+    search for a reference among sibling files compares."""
     rep = replayed(trace, links)
-    ctx = GraphContext(replayed=rep, how=np.where(rep, NONE, -1).astype(np.int8))
     if not rep.any():
-        return trace, links, ctx
+        return 0
     links = _replace(links, gpu_op=np.where(rep, -1, links.gpu_op))
-    groups = _groups(trace, links, rep)
-    ctx.launches = len(groups)
-    G = trace.gpu
-    # 1. the trace's own capture: launches recorded while capturing, matched one for one
-    nodes, kinds = capture_nodes(trace, links)
-    if len(nodes):
-        gp, go = links.gpu_parent.copy(), links.gpu_op.copy()
-        done = 0
-        for g in groups:
-            if len(g) == len(nodes) and np.array_equal(G["kind"][g], kinds):
-                gp[g] = links.parent[nodes]
-                go[g] = links.op_ancestor[nodes]
-                ctx.how[g] = REF
-                done += 1
-        if done:
-            ctx.reference, ctx.reference_kind = "capture", "capture"
-            links = _replace(links, gpu_parent=gp, gpu_op=go)
-            return trace, links, ctx
-        ctx.notes.append(f"the capture in this trace has {len(nodes)} nodes; no graph launch replayed that many")
-    if reference is None:
-        return trace, links, ctx
-    # 2. another trace of the same step
     rlinks = link(reference)
+    per_group, _ = _match_reference(trace, _groups(trace, links, rep), reference, rlinks)
+    return sum(len(m) for m in per_group)
+
+
+def _match_reference(
+    trace: Trace, groups: list[np.ndarray], reference: Trace, rlinks: Links
+) -> tuple[list[dict[int, int]], str]:
+    """Per graph launch, {replayed activity: reference range (capture) or activity (eager)}."""
     kind, seq, rkinds, rnames = _reference_sequence(reference, rlinks)
+    out: list[dict[int, int]] = []
     if not len(seq):
-        ctx.notes.append("the reference trace has no kernels with CPU context and no graph capture")
-        return trace, links, ctx
-    match: dict[int, int] = {}  # replayed activity -> reference range (capture) or activity (eager)
+        return out, kind
+    G = trace.gpu
     for g in groups:
+        match: dict[int, int] = {}
         if kind == "capture":
             if len(g) == len(seq) and np.array_equal(G["kind"][g], rkinds):
                 match.update(zip(g.tolist(), seq.tolist()))
@@ -335,28 +337,102 @@ def attach(
             for i, j in align(q, rnames):
                 if G["kind"][g[i]] == rkinds[j]:
                     match[int(g[i])] = int(seq[j])
-    if not match:
+        out.append(match)
+    return out, kind
+
+
+def _give_context(
+    trace: Trace,
+    ref: Trace,
+    rlinks: Links,
+    per_group: list[dict[int, int]],
+    kind: str,
+    ctx: GraphContext,
+    own: bool = False,
+) -> tuple[Trace, Links, int]:
+    """Merge one copy of the reference context per graph launch with matches and point each
+    matched activity at its copy's ranges. ``own``: the reference is the trace itself (its
+    capture), whose ranges serve the first launch as they are. Returns the merged trace, its
+    links (with the matched activities' parent and op set) and the number of launches given
+    context."""
+    copies: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (activities, reference ranges/activities, keep)
+    total = 0
+    skipped = 0
+    for m in per_group:
+        if not m:
+            continue
+        ks = np.array(sorted(m), dtype=np.int64)
+        rs = np.array([m[k] for k in ks.tolist()], dtype=np.int64)
+        keep = _context_ranges_of_ranges(ref, rlinks, rs) if kind == "capture" else _context_ranges(ref, rlinks, rs)
+        if copies and total + len(keep) > MAX_COPIED_RANGES:
+            skipped += 1
+            continue
+        total += len(keep)
+        copies.append((ks, rs, keep))
+    if skipped:
+        ctx.notes.append(
+            f"{skipped} graph launches beyond the first {len(copies)} were not given the reference's context "
+            f"(more than {MAX_COPIED_RANGES:,} copied CPU ranges)"
+        )
+    first = 1 if own else 0  # the trace's own capture ranges serve its first launch in place
+    merged, offsets = _merge(trace, ref, [c[2] for c in copies[first:]])
+    mlinks = link(merged) if len(copies) > first else rlinks
+    # an op around a graph launch (a wrapper that replays it) did not launch the replayed kernels
+    gp, go = mlinks.gpu_parent.copy(), np.where(ctx.replayed, -1, mlinks.gpu_op)
+    n_ref = len(ref.ranges["kind"])
+    for c, (ks, rs, keep) in enumerate(copies):
+        if kind == "capture":
+            r_parent, r_op = rlinks.parent[rs], rlinks.op_ancestor[rs]
+        else:
+            r_parent, r_op = rlinks.gpu_parent[rs], rlinks.gpu_op[rs]
+        if c < first:
+            gp[ks], go[ks] = r_parent, r_op
+        else:
+            new_index = np.full(n_ref, -1, dtype=np.int64)  # reference range -> this copy's merged index
+            new_index[keep] = offsets[c - first] + np.arange(len(keep))
+            gp[ks] = np.where(r_parent >= 0, new_index[np.maximum(r_parent, 0)], -1)
+            go[ks] = np.where(r_op >= 0, new_index[np.maximum(r_op, 0)], -1)
+        ctx.how[ks] = REF
+    return merged, _replace(mlinks, gpu_parent=gp, gpu_op=go), len(copies)
+
+
+def attach(
+    trace: Trace, links: Links, reference: Optional[Trace] = None, reference_path: Optional[str] = None
+) -> tuple[Trace, Links, GraphContext]:
+    """Find replayed kernels and, where a reference is at hand (``reference`` or the trace's own
+    capture), give them the reference's CPU context: one copy of it per graph launch. Returns the
+    (possibly merged) trace, its links, and what was done."""
+    rep = replayed(trace, links)
+    ctx = GraphContext(replayed=rep, how=np.where(rep, NONE, -1).astype(np.int8))
+    _given(ctx, reference, reference_path)
+    if not rep.any():
+        return trace, links, ctx
+    links = _replace(links, gpu_op=np.where(rep, -1, links.gpu_op))
+    groups = _groups(trace, links, rep)
+    ctx.launches = len(groups)
+    # 1. the trace's own capture: launches recorded while capturing, matched one for one
+    nodes, kinds = capture_nodes(trace, links)
+    if len(nodes):
+        per_group, _ = _match_reference(trace, groups, trace, links)
+        if any(per_group):
+            merged, mlinks, _ = _give_context(trace, trace, links, per_group, "capture", ctx, own=True)
+            ctx.reference, ctx.reference_kind = "capture", "capture"
+            return merged, mlinks, ctx
+        ctx.notes.append(f"the capture in this trace has {len(nodes)} nodes; no graph launch replayed that many")
+    if reference is None:
+        return trace, links, ctx
+    # 2. another trace of the same step
+    rlinks = link(reference)
+    per_group, kind = _match_reference(trace, groups, reference, rlinks)
+    if not per_group:
+        ctx.notes.append("the reference trace has no kernels with CPU context and no graph capture")
+        return trace, links, ctx
+    if not any(per_group):
         ctx.notes.append("no replayed kernel sequence matched the reference's")
         return trace, links, ctx
-    ks = np.array(sorted(match), dtype=np.int64)
-    rs = np.array([match[k] for k in ks.tolist()], dtype=np.int64)
-    if kind == "capture":
-        r_parent, r_op = rlinks.parent[rs], rlinks.op_ancestor[rs]
-        keep = _context_ranges_of_ranges(reference, rlinks, rs)
-    else:
-        r_parent, r_op = rlinks.gpu_parent[rs], rlinks.gpu_op[rs]
-        keep = _context_ranges(reference, rlinks, rs)
-    merged, off = _merge(trace, reference, keep)
-    # reference range index -> merged index
-    new_index = np.full(len(reference.ranges["kind"]), -1, dtype=np.int64)
-    new_index[keep] = off + np.arange(len(keep))
-    mlinks = link(merged)
-    gp, go = mlinks.gpu_parent.copy(), mlinks.gpu_op.copy()
-    gp[ks] = np.where(r_parent >= 0, new_index[np.maximum(r_parent, 0)], -1)
-    go[ks] = np.where(r_op >= 0, new_index[np.maximum(r_op, 0)], -1)
-    ctx.how[ks] = REF
+    merged, mlinks, _ = _give_context(trace, reference, rlinks, per_group, kind, ctx)
     ctx.reference, ctx.reference_kind = reference_path or reference.path, kind
-    return merged, _replace(mlinks, gpu_parent=gp, gpu_op=go), ctx
+    return merged, mlinks, ctx
 
 
 def _context_ranges_of_ranges(ref: Trace, rlinks: Links, ranges: np.ndarray) -> np.ndarray:
@@ -387,82 +463,15 @@ def _replace(links: Links, **kw: np.ndarray) -> Links:
     return Links(**d)
 
 
-# -- structure -------------------------------------------------------------------------------
-GEMM_KERNEL = re.compile(r"gemm|nvjet|cutlass|cublas|Cijk_|sm\d\d_xmma|_mm_|matmul|triton_tem_fused_(mm|addmm)", re.I)
-NORM_KERNEL = re.compile(r"reduce_kernel|norm|rms|welford|layer_norm|triton_(red|per)_", re.I)
-# generic cache writes (index_copy_/scatter_ into a static cache); library ones are in the catalogue
-CACHE_WRITE_KERNEL = re.compile(r"index_copy|scatter|index_put|store_kvcache|kv_cache", re.I)
-ROTARY_KERNEL = re.compile(r"rotary|rope|neg_kernel|sin_kernel|cos_kernel|CatArrayBatchedCopy", re.I)
-SPLITK_REDUCE = re.compile(r"splitKreduce", re.I)
-
-
-def _role(name: str) -> Optional[str]:
-    lib = P.library_kernel(name)
-    return lib.role if lib else None
-
-
-def structure_phases(names: list[str], attention: list[bool]) -> dict[int, tuple[str, int]]:
-    """Phases of the kernels around recognised attention kernels in one replayed sequence.
-
-    ``attention[i]`` marks kernels that are attention by name. Returns {index: (phase, index of
-    the attention kernel it belongs to)} for the kernels the structure adds (the attention
-    kernels themselves are not in it)."""
-    out: dict[int, tuple[str, int]] = {}
-    n = len(names)
-    att_idx = [i for i in range(n) if attention[i]]
-    if not att_idx:
-        return out
-    # runs of adjacent attention kernels (a split-KV kernel and its combine) are one call
-    runs: list[tuple[int, int]] = []
-    for i in att_idx:
-        if runs and i == runs[-1][1] + 1:
-            runs[-1] = (runs[-1][0], i)
-        else:
-            runs.append((i, i))
-    prev_end = -1
-    for ri, (a, b) in enumerate(runs):
-        nxt = runs[ri + 1][0] if ri + 1 < len(runs) else n
-        # input side: back from a to the last normalisation, then forward to the first GEMM
-        lo = a
-        j = a - 1
-        while j > prev_end and not NORM_KERNEL.search(names[j]):
-            lo = j
-            j -= 1
-        first_gemm = next((k for k in range(lo, a) if GEMM_KERNEL.search(names[k]) and not attention[k]), None)
-        if first_gemm is not None:
-            for k in range(first_gemm, a):
-                nm = names[k]
-                if attention[k]:
-                    continue
-                if GEMM_KERNEL.search(nm) or SPLITK_REDUCE.search(nm):
-                    out[k] = ("qkv_proj", a)
-                elif CACHE_WRITE_KERNEL.search(nm) or _role(nm) == "kv_cache_write":
-                    out[k] = ("layout", a)
-                elif ROTARY_KERNEL.search(nm):
-                    out[k] = ("rotary", a)
-                else:
-                    out[k] = ("other", a)
-        # output side: up to and including the first GEMM (and its split-K reduction)
-        k = b + 1
-        while k < nxt:
-            nm = names[k]
-            if GEMM_KERNEL.search(nm):
-                out[k] = ("out_proj", a)
-                if k + 1 < nxt and SPLITK_REDUCE.search(names[k + 1]):
-                    out[k + 1] = ("out_proj", a)
-                    k += 1
-                break
-            if NORM_KERNEL.search(nm) and not nm.startswith("void cudnn"):
-                break
-            out[k] = ("layout" if re.search(r"copy|transpose|permute", nm, re.I) else "other", a)
-            k += 1
-        prev_end = max(b, k)
-    return out
+# -- structure: attention/structure.py (shared with compiled regions, tagger.py) -------------
 
 
 def apply(trace: Trace, links: Links, tagging: Tagging, ctx: GraphContext) -> None:
     """After tagging: mark the sources of kernels attributed through the reference, and tag the
-    replayed kernels still without context by their place around attention kernels."""
+    replayed kernels still untagged by their place around attention kernels. The structure is
+    read over each launch's whole sequence, with or without a reference: a kernel that it (or its
+    name) makes attention without a reference stays attention with one, where the reference's
+    op is not in an attention scope or the kernel found no partner there."""
     src_ref, src_struct = SOURCES.index("graph_reference"), SOURCES.index("graph_structure")
     tagging.graph = ctx
     if not ctx.n_replayed:
@@ -473,21 +482,25 @@ def apply(trace: Trace, links: Links, tagging: Tagging, ctx: GraphContext) -> No
     names = trace.strings
     G = trace.gpu
     by_name = SOURCES.index("kernel_name")
-    for g in _groups(trace, links, ctx.how == NONE):
+    fused = P.PHASE_INDEX["fused_attention"]
+    for g in _groups(trace, links, ctx.replayed):
         # adjacent kernels that are attention by name (a split-KV kernel and its combine) are one call
         for a, b in zip(g[:-1].tolist(), g[1:].tolist()):
-            if source[a] == by_name and source[b] == by_name:
+            if source[a] == by_name and source[b] == by_name and inst[a] != inst[b]:
                 tagging.instances.pop(int(inst[b]), None)
                 inst[b] = inst[a]
         kn = [names[i] for i in G["name"][g].tolist()]
         # anchors: the attention kernels themselves (a KV-cache write tagged by name is not one)
-        att = ((inst[g] >= 0) & (phase[g] == P.PHASE_INDEX["fused_attention"])).tolist()
+        att = ((inst[g] >= 0) & (phase[g] == fused)).tolist()
         for i, (ph, anchor) in structure_phases(kn, att).items():
             k, a = int(g[i]), int(g[anchor])
+            if inst[k] >= 0:  # the reference (or its name) tagged it already
+                continue
             inst[k] = inst[a]
             phase[k] = P.PHASE_INDEX[ph]
             source[k] = src_struct
-            ctx.how[k] = STRUCT
+            if ctx.how[k] == NONE:
+                ctx.how[k] = STRUCT
 
 
 def column(tagging: Tagging, n: int) -> tuple[np.ndarray, list[Optional[str]]]:
@@ -503,22 +516,54 @@ def column(tagging: Tagging, n: int) -> tuple[np.ndarray, list[Optional[str]]]:
 REPLAY_REASON = "replayed from a CUDA graph: no CPU op, so no shapes and no cost (pass --reference EAGER_TRACE)"
 
 
+def replay_reason(ctx: GraphContext) -> str:
+    """The bound reason of a replayed kernel left without cost: what to pass, or, when a
+    reference was passed, that this kernel found no partner in it."""
+    if ctx.given is None:
+        return REPLAY_REASON
+    return (
+        f"replayed from a CUDA graph and not matched in the reference {_shown(ctx.given)}: no CPU op, "
+        "so no shapes and no cost"
+    )
+
+
+def _shown(path: str) -> str:
+    return "(the trace's own capture)" if path == "capture" else path
+
+
 def notice(ctx: GraphContext) -> Optional[dict[str, str]]:
-    """The truthful notice about replayed kernels, or None."""
+    """The truthful notice about replayed kernels, or None. It speaks of what was passed: without
+    a reference it asks for one; with one it says how much of the replay the reference matched."""
     counts = ctx.counts()
     missing = counts["structure"] + counts["none"]
     if not ctx.n_replayed or not missing:
         return None
-    msg = (
-        f"{missing} of {ctx.n_replayed} kernels were replayed from CUDA graphs and have no CPU context "
-        f"(no op, shapes or module): they are tagged by name"
-        + (f" and by their place around attention kernels ({counts['structure']})" if counts["structure"] else "")
-        + ", and have no cost"
+    tagged = (
+        f"they are tagged by name and by their place around attention kernels ({counts['structure']})"
+        if counts["structure"]
+        else "they are tagged by name only"
     )
-    fix = (
-        "pass --reference EAGER_TRACE (the same step run without the graph, or a trace of the graph capture), "
-        "or keep such a trace in the same directory"
-    )
+    if ctx.given is None and ctx.reference != "capture":
+        msg = (
+            f"{missing} of {ctx.n_replayed} kernels were replayed from CUDA graphs and have no CPU context "
+            f"(no op, shapes or module): {tagged}, and have no cost"
+        )
+        fix = (
+            "pass --reference EAGER_TRACE (the same step run without the graph, or a trace of the graph capture), "
+            "or keep such a trace in the same directory"
+        )
+    else:
+        given = ctx.reference if ctx.reference == "capture" and ctx.given is None else ctx.given
+        assert given is not None
+        msg = (
+            f"{missing} of {ctx.n_replayed} kernels replayed from CUDA graphs found no partner in the reference "
+            f"{_shown(given)} ({counts['reference']} did): those have no CPU context (no op, shapes or module); "
+            f"{tagged}, and have no cost"
+        )
+        fix = (
+            "the reference must run the same step without the graph (same model, shapes and kernel sequence), "
+            "or be a trace of this graph's capture; one step is enough"
+        )
     if ctx.notes:
         msg += "; " + "; ".join(ctx.notes)
     return {"code": "graph_replay", "message": msg, "fix": fix}

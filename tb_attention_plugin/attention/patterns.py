@@ -53,6 +53,14 @@ TRANSPARENT_OP = re.compile(
     r"_triton_multi_head_attention|matmul_backward)$"
 )
 
+# The ranges torch.compile runs its generated code in: the compiled frame (an op), the call of one
+# compiled FX graph (an annotation) and the autograd function of a compiled training graph. Inside
+# them no submodule's forward runs, so attention has no module scope there.
+COMPILED_REGION = re.compile(
+    r"^(Torch-Compiled Region\b|## Call CompiledFxGraph\b|CompiledFunction(Backward)?$|"
+    r"autograd::engine::evaluate_function: CompiledFunctionBackward)"
+)
+
 # Kernels that are attention by name alone (used when nothing on the CPU side scopes them).
 ATTENTION_KERNEL = re.compile(
     r"flash_fwd|flash_bwd|pytorch_flash::|flash::|fmha|Fmha|AttentionKernel|AttentionBackwardKernel|"

@@ -23,14 +23,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from math import prod
 from typing import Any, Optional
 
 import numpy as np
 
 from ..trace.correlate import Links, outermost_marked, take_or
 from ..trace.records import ANNOTATION, LAUNCH, MODULE, OP, PYFUNC, Trace
-from ..trace.shapes import Arg, parse_args
+from ..trace.shapes import FLOAT_DTYPES, Arg, parse_args
 from . import patterns as P
+from .structure import structure_phases
 
 SOURCES = (
     "module",
@@ -42,6 +44,7 @@ SOURCES = (
     "gpu_annotation",
     "graph_reference",
     "graph_structure",
+    "compiled_structure",
 )
 _SRC = {s: i for i, s in enumerate(SOURCES)}
 
@@ -121,13 +124,14 @@ def _root_source(ctx: _Ctx, kinds: np.ndarray, names: list[str]) -> np.ndarray:
 
 # -- units and phases ------------------------------------------------------------------------
 class _Unit:
-    __slots__ = ("range", "cat", "op", "fixed_phase", "ranges")
+    __slots__ = ("range", "cat", "op", "fixed_phase", "ranges", "args")
 
     def __init__(self, r: int, cat: str, op: str = "", fixed_phase: Optional[str] = None):
         self.range = r
         self.cat = cat  # proj | mm | softmax | dropout | scale | mask | layout | fused | rotary | norm | other
         self.op = op
         self.fixed_phase = fixed_phase
+        self.args: Optional[list[Arg]] = None  # the op's recorded inputs (op units), for shape rules
 
 
 def _first_descendant_op(ctx: _Ctx, r: int, wanted: frozenset[str]) -> Optional[str]:
@@ -229,7 +233,147 @@ def _units(ctx: _Ctx, root: int) -> list[_Unit]:
             visit(int(c), False)
 
     visit(root, True)
+    for u in out:
+        if ctx.kind[u.range] == OP:
+            u.args = ctx.args(u.range)
+        elif u.cat == "softmax":  # a Softmax module: the shapes of the op it runs
+            u.args = _first_descendant_args(ctx, u.range)
     return out
+
+
+def _first_descendant_args(ctx: _Ctx, r: int) -> Optional[list[Arg]]:
+    stack = list(ctx.L.children(r))
+    while stack:
+        c = int(stack.pop(0))
+        if ctx.kind[c] == OP:
+            a = ctx.args(c)
+            if a:
+                return a
+        stack.extend(int(x) for x in ctx.L.children(c))
+    return None
+
+
+# -- score-side phases from the shapes: position bias, additive scores --------------------------
+_TABLE_LOOKUPS = frozenset({"embedding", "index", "index_select", "gather", "take", "embedding_bag"})
+_ADD_OPS = frozenset({"add", "add_"})
+
+
+def _tensors(u: _Unit) -> list[Arg]:
+    return [a for a in (u.args or []) if a.is_tensor]
+
+
+def _score_shape(units: list[_Unit]) -> Optional[tuple[int, ...]]:
+    """The score tensor's shape: the first softmax's input (.., [H,] Sq, Sk)."""
+    for u in units:
+        if u.cat == "softmax":
+            t = [a.dims for a in _tensors(u) if len(a.dims) >= 2]
+            if t:
+                return t[0]
+    return None
+
+
+def _position_bias(units: list[_Unit], score: Optional[tuple[int, ...]]) -> set[int]:
+    """Units that compute a position bias and add it to the scores, from what their shapes say.
+
+    A position bias is computed from positions, not from q or k: its tensors carry no batch and
+    no head dimension — at most the score's (Sq, Sk) — and it is integer arithmetic on position
+    indices (T5's relative-position buckets: sub, abs, log of the distances, min, where) or a
+    lookup in a per-head table (``embedding``/``index`` of a [buckets, H] table: T5, Swin's
+    relative-position table); its views take the [Sq, Sk, H] result to [1, H, Sq, Sk], and an add
+    of such a per-head, batch-free tensor to the score-sized scores applies it (a mask is the
+    same for every head: its head dim is 1). Runs of such units are kept whole, so the float
+    steps between integer ones (T5's log of the distance) are bias too."""
+    if score is None or len(score) < 3:
+        return set()
+    sq, sk = score[-2], score[-1]
+    heads = score[-3] if len(score) >= 4 else None
+    n_score = prod(score)
+    pos_dims = {1, sq, sk}
+    bias_dims = pos_dims | ({heads, sq * sk} if heads else set())
+    bias_numel = (heads or 0) * sq * sk
+
+    def shapes(u: _Unit) -> list[tuple[int, ...]]:
+        return [a.dims for a in _tensors(u) if len(a.dims) > 0]  # 0-dim: wrapped scalars
+
+    def positional(u: _Unit) -> bool:  # all tensors batch- and head-free, at most [Sq, Sk]
+        sh = shapes(u)
+        return bool(sh) and all(len(d) <= 2 and all(x in pos_dims for x in d) for d in sh)
+
+    def integer(u: _Unit) -> bool:
+        return any((a.dtype or "").startswith(("int", "uint")) for a in _tensors(u) if a.dims)
+
+    def lookup(u: _Unit) -> bool:  # a per-head table read by position indices
+        t = _tensors(u)
+        return (
+            u.op in _TABLE_LOOKUPS
+            and heads is not None
+            and heads > 1
+            and bool(t)
+            and len(t[0].dims) == 2
+            and heads in t[0].dims
+            and (t[0].dtype or "") in FLOAT_DTYPES
+        )
+
+    def bias_shaped(u: _Unit) -> bool:  # the looked-up bias on its way to [1, H, Sq, Sk]
+        sh = shapes(u)
+        return bool(sh) and bias_numel > 0 and all(prod(d) == bias_numel and all(x in bias_dims for x in d) for d in sh)
+
+    def bias_add(u: _Unit) -> bool:
+        sh = shapes(u)
+        if u.op not in _ADD_OPS or len(sh) != 2:
+            return False
+        a, b = sh
+        per_head = [d for d in (a, b) if prod(d) == bias_numel and len(d) >= 3 and d[-3] == heads]
+        return bias_numel > 0 and prod(a) == n_score and bool(per_head) and prod(b) < n_score
+
+    seeds = [i for i, u in enumerate(units) if (positional(u) and integer(u)) or lookup(u)]
+    adds = [i for i, u in enumerate(units) if bias_add(u)]
+    # integer position arithmetic alone may build a mask; a bias needs its per-head table or its add
+    if not seeds or not (adds or any(lookup(units[i]) for i in seeds)):
+        return set()
+
+    def member(u: _Unit) -> bool:
+        if u.cat in ("mm", "mm?", "proj", "proj?", "fused", "softmax", "norm", "launch"):
+            return False
+        return positional(u) or lookup(u) or bias_shaped(u) or not shapes(u)
+
+    out: set[int] = set()
+    i = 0
+    while i < len(units):
+        if not member(units[i]):
+            i += 1
+            continue
+        j = i
+        while j < len(units) and member(units[j]):
+            j += 1
+        run = range(i, j)
+        if any(k in seeds for k in run):
+            out.update(k for k in run if shapes(units[k]) or units[k].cat in ("mask", "other", "scale"))
+        i = j
+    if out:
+        out.update(adds)
+    return out
+
+
+def _additive_scores(units: list[_Unit]) -> set[int]:
+    """Additive (Bahdanau) attention: before any QK^T, a broadcast add of projected queries
+    [.., Tq, 1, A] and keys [.., 1, Tk, A] into [.., Tq, Tk, A] (an outer sum, not a mask: each
+    operand is broadcast along a dimension the other has), then the tanh and the projection to
+    one score per (query, key) up to the softmax. Returns the units of that score computation."""
+    first_core = next((i for i, u in enumerate(units) if u.cat in ("mm", "fused")), len(units))
+    soft = next((i for i, u in enumerate(units) if u.cat == "softmax"), None)
+    if soft is None:
+        return set()
+    for i, u in enumerate(units[: min(first_core, soft)]):
+        sh = [a.dims for a in _tensors(u) if a.dims]
+        if u.op not in _ADD_OPS or len(sh) != 2 or len(sh[0]) != len(sh[1]) or len(sh[0]) < 3:
+            continue
+        a, b = sh
+        a_bcast = any(x == 1 < y for x, y in zip(a, b))
+        b_bcast = any(y == 1 < x for x, y in zip(a, b))
+        if a_bcast and b_bcast:
+            return {i} | {k for k in range(i + 1, soft) if units[k].cat in ("other", "proj", "proj?", "mm?", "scale")}
+    return set()
 
 
 def _resolve_ambiguous(units: list[_Unit]) -> None:
@@ -248,17 +392,29 @@ def _resolve_ambiguous(units: list[_Unit]) -> None:
 
 
 def _assign_phases(units: list[_Unit]) -> list[str]:
+    additive = _additive_scores(units)
+    for i in additive:  # the score projection (v^T ...) is no Q/K/V projection
+        if units[i].cat in ("proj?", "mm?"):
+            units[i].cat = "other"
     _resolve_ambiguous(units)
-    # Rotary without a named function: neg/sin/cos between the projections and QK^T.
+    bias = _position_bias(units, _score_shape(units)) - additive
+    # Rotary without a named function: neg/sin/cos between the projections and QK^T (not the
+    # neg of T5's unidirectional position buckets: that is position bias).
     first_core = next((i for i, u in enumerate(units) if u.cat in ("mm", "softmax", "fused")), len(units))
     last_proj = max((i for i, u in enumerate(units[:first_core]) if u.cat == "proj"), default=-1)
-    rotary_mode = any(u.cat == "rotary?" for u in units[last_proj + 1 : first_core])
+    rotary_mode = any(
+        u.cat == "rotary?" for i, u in enumerate(units[last_proj + 1 : first_core], last_proj + 1) if i not in bias
+    )
     stage = 0  # 0 before QK^T, 1 after QK^T, 2 after softmax, 3 after PV / fused
     phases = []
     for i, u in enumerate(units):
         c = u.cat
         if u.fixed_phase:
             ph = u.fixed_phase
+        elif i in additive:
+            ph, stage = "additive_score", max(stage, 1)
+        elif i in bias:
+            ph = "position_bias"
         elif c == "proj":
             # between QK^T and PV only an input projection can still be needed (torch.compile
             # schedules the V projection after the softmax)
@@ -560,6 +716,7 @@ def tag(
                 g_phase[k] = code
                 g_src[k] = _SRC["kernel_name"]
                 instances[key] = {"name": names[gname[k]], "source": "kernel_name"}
+    _compiled_structure(trace, links, g_inst, g_phase, g_src, instances)
     return Tagging(
         range_instance=inst,
         range_phase=phase,
@@ -570,3 +727,46 @@ def tag(
         gpu_backward=g_bwd.astype(bool),
         instances=instances,
     )
+
+
+def _compiled_structure(
+    trace: Trace,
+    links: Links,
+    g_inst: np.ndarray,
+    g_phase: np.ndarray,
+    g_src: np.ndarray,
+    instances: dict[int, dict[str, str]],
+) -> None:
+    """Compiled code (torch.compile without CUDA graphs) has no module scope inside its compiled
+    region: the attention kernel is found (by its SDPA op or its name), the projections, rotary
+    and KV-cache writes around it are not. They are given the same structure a CUDA-graph replay
+    of those kernels gets (graphs.structure_phases): within one compiled region, in GPU order,
+    from the first GEMM after the last normalisation up to the attention kernel, and after it up
+    to the first GEMM. Only kernels no scope tagged are placed (source ``compiled_structure``)."""
+    names = trace.strings
+    R = trace.ranges
+    if not len(R["kind"]) or not any(P.COMPILED_REGION.search(s) for s in names):
+        return
+    is_region = np.array([bool(P.COMPILED_REGION.search(s)) for s in names], dtype=bool)[R["name"]]
+    region = outermost_marked(links.parent, is_region & np.isin(R["kind"], (OP, ANNOTATION)))
+    k_region = take_or(region, links.gpu_parent)
+    G = trace.gpu
+    fused = P.PHASE_INDEX["fused_attention"]
+    src = _SRC["compiled_structure"]
+    idx = np.flatnonzero(k_region >= 0)
+    if not len(idx) or not (g_phase[idx] == fused).any():
+        return
+    idx = idx[np.lexsort((G["ts_ns"][idx], k_region[idx]))]
+    cuts = np.flatnonzero(np.diff(k_region[idx])) + 1
+    for g in np.split(idx, cuts):
+        att = ((g_inst[g] >= 0) & (g_phase[g] == fused)).tolist()
+        if not any(att):
+            continue
+        kn = [names[i] for i in G["name"][g].tolist()]
+        for i, (ph, anchor) in structure_phases(kn, att).items():
+            k, a = int(g[i]), int(g[anchor])
+            if g_inst[k] >= 0:
+                continue
+            g_inst[k] = g_inst[a]
+            g_phase[k] = P.PHASE_INDEX[ph]
+            g_src[k] = src

@@ -39,6 +39,13 @@ _PHASES = (
     Phase("rotary", "rotary embedding", "#9c755f"),
     Phase("layout", "layout / copies", "#bab0ac"),
     Phase("other", "other (in attention scope)", "#79706e"),
+    # a bias added to the scores that depends on the query/key positions and the head: T5's
+    # relative-position buckets looked up in a per-head table, Swin's relative-position table,
+    # ALiBi; computed from position indices, not from q or k
+    Phase("position_bias", "position bias", "#d37295", core=True),
+    # additive (Bahdanau) attention's scores: v^T tanh(W q + U k), a broadcast add of the projected
+    # queries and keys instead of a QK^T matmul
+    Phase("additive_score", "additive score", "#86bcb6", core=True),
 )
 PHASES: tuple[str, ...] = tuple(p.key for p in _PHASES)
 PHASE_INDEX: dict[str, int] = {p: i for i, p in enumerate(PHASES)}
@@ -51,7 +58,9 @@ FLOW_ORDER: tuple[str, ...] = (
     "qkv_proj",
     "rotary",
     "qk_matmul",
+    "additive_score",
     "scale",
+    "position_bias",
     "mask",
     "softmax",
     "dropout",

@@ -46,6 +46,16 @@ def memory_report(trace: Trace, links: Links, tagging, attr, report: dict) -> di
     out["footprint"] = kv_footprint(ctx, shapes, report, window)
     out["data_movement"] = data_movement(ctx, shapes, report, window)
     out["flags"] = memory_flags(out, shapes)
+    # the copies' GPU activities go to the advice (advice/rules/memory_traffic.py, the report's
+    # "memory_kernels"), not into the JSON: a flag's kernels can be many
+    kernels: dict[str, list[int]] = {}
+    for f in out["flags"]:
+        ids = f.pop("kernel_ids", None)
+        if ids:
+            kernels.setdefault(f["code"], []).extend(ids)
+    for g in out["data_movement"].get("copies") or []:
+        g.pop("kernel_ids", None)
+    out["_kernel_ids"] = kernels
     out["assumptions"] = {
         "gpu_events": "only Device Type 1 (CUDA) events count for a GPU; CPU events (type 0) are reported as "
         "the 'cpu' device, separately",

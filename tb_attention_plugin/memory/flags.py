@@ -49,6 +49,7 @@ def _copy_flag(g: dict, n_calls: Optional[int]) -> Optional[dict]:
         "direction": g["direction"],
         "within": g["within"],
         "instances": g["instances"],
+        "kernel_ids": list(g.get("kernel_ids") or ()),
     }
     if g["kind"] == "kv_concat":
         return dict(
@@ -143,6 +144,7 @@ def _merge_shapes(flags: list[dict]) -> list[dict]:
         g["instances"] = (g.get("instances") or 0) + (f.get("instances") or 0)
         g["time_us"] = rounded((g["time_us"] or 0) + (f["time_us"] or 0))
         g["bytes"] = (g["bytes"] or 0) + (f["bytes"] or 0)
+        g["kernel_ids"] = list(g.get("kernel_ids") or ()) + list(f.get("kernel_ids") or ())
     for g in out.values():
         if g["shapes"] > 1:
             more = "place(s)" if g["code"] == "score_cast" else "shape(s)"
@@ -194,7 +196,7 @@ def memory_flags(mem: dict, shapes: dict) -> list[dict]:
                 "message": f"{len(rest)} more repeated copies inside attention",
                 "evidence": f"{sum(f['calls'] for f in rest)} calls, {us(sum(f['time_us'] or 0 for f in rest))} "
                 f"GPU, {fmt_bytes(sum(f['bytes'] or 0 for f in rest))}",
-                "fix": "see data_movement.copies",
+                "fix": "the data movement table lists them all (data_movement.copies in the JSON report)",
                 "calls": sum(f["calls"] for f in rest),
                 "time_us": rounded(sum(f["time_us"] or 0 for f in rest)),
                 "bytes": sum(f["bytes"] or 0 for f in rest),

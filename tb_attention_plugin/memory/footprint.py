@@ -4,6 +4,7 @@ at these shapes), per step, and what MHA, GQA, MQA and an MLA-style latent cache
 from __future__ import annotations
 
 import re
+from collections import Counter
 from math import prod
 
 import numpy as np
@@ -103,9 +104,12 @@ def kv_footprint(ctx: TraceContext, shapes: dict, report: dict, window) -> dict:
                 "fused_activation_bytes": fb["working_set"],
                 "score_matrix_bytes": s["score_numel"] * s["itemsize"] if s["sq"] > 1 else 0,
                 "score_shape": s["score_shape"],
-                "score_tensors": _score_tensors(ctx, i, s),
             }
-            g["unfused_activation_bytes"] = g["fused_activation_bytes"] + g["score_tensors"] * g["score_matrix_bytes"]
+            sxs = _score_tensors(ctx, i, s)
+            g["score_tensors"] = len(sxs)
+            g["score_tensor_bytes"] = sum(b for b, _ in sxs)
+            g["score_tensor_dtypes"] = dict(Counter(d for _, d in sxs))
+            g["unfused_activation_bytes"] = g["fused_activation_bytes"] + g["score_tensor_bytes"]
         g["calls"] += 1
         g["_scopes"].add(scope)
     for key, g in layers.items():
@@ -152,29 +156,78 @@ def _heads_label(calls, key):
     return v.pop() if len(v) == 1 else sorted(v)
 
 
-def _score_tensors(ctx: TraceContext, inst: int, s: dict) -> int:
-    """Ops of one forward call whose output has the score matrix's shape [.., Sq, Sk]."""
+# Ops that return their input unchanged when they have nothing to do (a cast to the dtype it has,
+# dropout at p=0 or in eval, contiguous of a contiguous tensor) and views: they allocate nothing
+# themselves. When one does work, the op it calls (``_to_copy``, ``native_dropout``, ``clone``) is
+# what allocates, and is counted.
+_ALIASING = frozenset(
+    {
+        "to",
+        "type_as",
+        "contiguous",
+        "dropout",
+        "feature_dropout",
+        "alpha_dropout",
+        "feature_alpha_dropout",
+        "reshape",
+        "view",
+        "view_as",
+        "expand",
+        "expand_as",
+        "_unsafe_view",
+        "as_strided",
+        "squeeze",
+        "unsqueeze",
+        "permute",
+        "transpose",
+        "t",
+        "detach",
+        "alias",
+        "flatten",
+        "unflatten",
+        "narrow",
+        "slice",
+        "select",
+        "unbind",
+        "split",
+        "chunk",
+    }
+)
+
+
+def _score_tensors(ctx: TraceContext, inst: int, s: dict) -> list[tuple[int, str]]:
+    """The score-sized tensors ([.., Sq, Sk]) one forward call allocates, as ``(bytes, dtype)``
+    at each tensor's own dtype: the outputs of the ops that make a new tensor. Not in-place ops
+    (``add_``, ``masked_fill_``: they write a tensor that exists), not an op that returns its input
+    or a view of it (``.to`` of the dtype the tensor has, dropout at p=0, ``view``...): what the
+    trace shows allocating, not one entry per phase of a template."""
     if s["sq"] <= 1:
-        return 0
+        return []
     tag = ctx.tag
     R = ctx.R
     sel = np.flatnonzero((tag.range_instance == inst) & (ctx.kind == OP) & (ctx.L.backward_root < 0))
-    core = {P.PHASE_INDEX[p] for p in P.CORE_PHASES}
-    count = 0
-    seen_chain: set = set()
+    # core attention, and its copies (a softmax upcast to fp32 and cast back is layout work)
+    # (not PV: its output is [.., Sq, Dv], score-shaped only when Dv happens to equal Sk)
+    core = ({P.PHASE_INDEX[p] for p in P.CORE_PHASES} | {P.PHASE_INDEX["layout"]}) - {P.PHASE_INDEX["pv_matmul"]}
+    out: list[tuple[int, str]] = []
+    counted: set = set()
     for r in sel[np.argsort(R["ts_ns"][sel], kind="stable")].tolist():
         if int(tag.range_phase[r]) not in core:
             continue
         # only the outermost op of a chain that returns the same tensor
         p = int(ctx.L.op_ancestor[r])
-        if p >= 0 and int(tag.range_instance[p]) == inst and p in seen_chain:
-            seen_chain.add(r)
+        if p >= 0 and int(tag.range_instance[p]) == inst and p in counted:
+            counted.add(r)
             continue
-        outs = ctx.outputs(r)
+        op = P.short_op(ctx.name(r))
+        if op in _ALIASING or (op.endswith("_") and not op.endswith("__")):
+            continue  # allocates nothing itself; what it calls, if anything, is counted
         hits = [
-            o for o in outs if prod(o[0]) == s["score_numel"] and len(o[0]) >= 2 and o[0][-2:] == (s["sq"], s["sk"])
+            o
+            for o in ctx.outputs(r)
+            if prod(o[0]) == s["score_numel"] and len(o[0]) >= 2 and o[0][-2:] == (s["sq"], s["sk"])
         ]
         if hits:
-            count += len(hits)
-            seen_chain.add(r)
-    return count
+            out += [(prod(o[0]) * (o[2] or s["itemsize"]), o[1] or s["dtype"]) for o in hits]
+            counted.add(r)
+    return out

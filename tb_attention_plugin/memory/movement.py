@@ -221,7 +221,9 @@ def data_movement(ctx: TraceContext, shapes: dict, report: dict, window) -> dict
                 "noncontiguous_input": None,
                 "detail": detail,
                 "score_sized": score_sized,
+                "kernel_ids": [],
             }
+        g["kernel_ids"].extend(ks)
         g["calls"] += 1
         g["instances"].add(inst)
         g["cpu_time_us"] += rdur

@@ -21,6 +21,8 @@ the median of that phase over the ranks, the largest first, keeping those that m
 from __future__ import annotations
 
 import math
+import os
+import re
 from collections import Counter
 from typing import Optional
 
@@ -32,6 +34,34 @@ MIN_EXCESS = 0.05
 MIN_RANKS = 3
 MIN_PHASE_SHARE = 0.10
 JOB_SCHEMA = 1
+# rank in a worker or file name when the trace has no distributedInfo: "rank3", "rank-3", "rank_3"
+RANK_IN_NAME = re.compile(r"(?:^|[^a-z])rank[-_]?(\d+)", re.IGNORECASE)
+
+
+def rank_from_name(path: str) -> Optional[int]:
+    """The rank a file name states (``rank3.123.pt.trace.json``), or None."""
+    m = RANK_IN_NAME.search(os.path.basename(path))
+    return int(m.group(1)) if m else None
+
+
+def job_kind(ranks: list[Optional[int]]) -> tuple[bool, str]:
+    """Are these traces (the ranks each states, None where unknown) one job of several ranks, and
+    why (one line)? A job has at least two distinct ranks. Several traces of one rank are not a
+    job: the same script profiled twice into one directory (workers ``host_pid1``, ``host_pid2``),
+    several profiling windows, or an eager trace beside its CUDA-graph twin (both rank 0); traces
+    that state no rank (no ``distributedInfo``: torch.distributed was not initialised, and no
+    ``rank<N>`` in the name) are not one either."""
+    known = sorted({r for r in ranks if r is not None})
+    if len(known) >= 2:
+        return True, f"{len(known)} ranks"
+    if len(ranks) < 2:
+        return False, "one trace"
+    if known:
+        return False, (
+            f"every trace that states its rank is rank {known[0]} (several traces of one process: "
+            "profiling windows, repeated runs or a CUDA-graph twin)"
+        )
+    return False, "no trace states its rank (no distributedInfo, no rank<N> in the file name)"
 
 
 def _median(xs: list[float]) -> Optional[float]:
@@ -166,6 +196,7 @@ def job_view(summaries: list[dict]) -> dict:
     sp["communication_median_us"] = rounded(_median(comm))
     seen = Counter(r["rank"] for r in rows if r["rank"] is not None)
     dup = sorted(x for x, n in seen.items() if n > 1)
+    is_job, why = job_kind([r["rank"] for r in rows])
     return {
         "schema": JOB_SCHEMA,
         "kind": "tb-attention-ranks",
@@ -180,5 +211,7 @@ def job_view(summaries: list[dict]) -> dict:
             "text": f"attention time > median + {K_MAD} x {MAD_TO_SIGMA} x MAD and > median x {1 + MIN_EXCESS:g}",
         },
         "duplicate_ranks": dup,
+        "job": is_job,
+        "job_reason": why,
         "errors": bad,
     }

@@ -94,7 +94,9 @@ def render_text(view: dict, markdown: bool = False, width: Optional[int] = None)
         out.append(f"stragglers: not judged with fewer than {view['rule']['min_ranks']} ranks")
     else:
         out.append(para(f"stragglers: none ({view['rule']['text']})", width))
-    if view.get("duplicate_ranks"):
+    if view.get("job") is False and len(view["ranks"]) > 1:
+        out.append(para(f"note: not a job of several ranks: {view.get('job_reason')}", width))
+    elif view.get("duplicate_ranks"):
         out.append(
             para(
                 "note: several traces for rank(s) "

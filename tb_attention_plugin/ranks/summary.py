@@ -22,11 +22,10 @@ import numpy as np
 from ..compare import kernel_groups
 from ..formats import rounded
 from ..trace.busy import COMMUNICATION as COMMUNICATION_NAME
+from .job import rank_from_name
 from .store import SUMMARY_SCHEMA
 
 TOP_GROUPS = 5
-# rank in a worker or file name when the trace has no distributedInfo: "rank3", "rank-3", "rank_3"
-_RANK_IN_NAME = re.compile(r"(?:^|[^a-z])rank[-_]?(\d+)", re.IGNORECASE)
 _PT_TRACE = re.compile(r"^(?P<worker>.+?)(?:\.(?P<span>\d+))?\.pt\.trace\.json(?:\.gz)?$")
 _PLAIN = re.compile(r"^(?P<stem>.+?)\.json(?:\.gz)?$")
 
@@ -50,9 +49,9 @@ def rank_of(report: dict, path: str) -> tuple[Optional[int], Optional[int], str]
     world = world if isinstance(world, int) and not isinstance(world, bool) else None
     if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0:
         return rank, world, "distributedInfo"
-    m = _RANK_IN_NAME.search(os.path.basename(path))
-    if m:
-        return int(m.group(1)), world, "file_name"
+    named = rank_from_name(path)
+    if named is not None:
+        return named, world, "file_name"
     return None, world, "none"
 
 

@@ -2,13 +2,15 @@
 
 The *cost owner* of a kernel is the innermost op around its launch that has a cost formula and
 recorded shapes (walking outwards through ops without one). When one owner launches several
-kernels, its cost is split:
+kernels, each kernel is costed by its role (roofline/roles.py; formulas in cost.role_bytes):
 
-* FLOPs go to the owner's matrix-engine kernels (GEMM / attention kernels by name), in proportion
-  to their durations; auxiliary kernels of a matmul or attention op (zero-fills, conversions,
-  the ``dot(dO, O)`` pre-pass of a fused backward) get none. When no kernel looks like a
-  matrix kernel, all share the FLOPs by duration.
-* Bytes are shared by duration among all of the owner's kernels.
+* FLOPs go to the owner's MAIN kernels (the GEMM, the attention loop), in proportion to their
+  durations; pre/post passes, split-KV combines, head reductions, split-K reductions and other
+  helpers get none. When no kernel is a MAIN one, all share the FLOPs by duration.
+* Bytes are the traffic of each kernel's role, from the op's shapes (kernels of one role share
+  that role's bytes by duration); a helper the op's role model does not describe gets unknown
+  bytes rather than a share of the others'. Ops without a role model, or whose kernels have no
+  recognised role, share their bytes by duration.
 
 Memcpy and memset activities carry their own byte counts in the trace; those are used as
 measured values and never take a share of an op's cost.
@@ -16,43 +18,17 @@ measured values and never take a share of an op's cost.
 
 from __future__ import annotations
 
-import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
 
-from ..attention.patterns import strip_templates
 from ..trace.correlate import Links
 from ..trace.records import KERNEL, MEMCPY, MEMSET, OP, Trace
 from ..trace.shapes import parse_args
-from .cost import Cost, has_formula, op_cost
-
-MATRIX_KERNEL = re.compile(
-    r"gemm|mma|nvjet|cutlass|cublas|Cijk_|flash_fwd|flash_bwd|dq_dk_dv|fmha|sdpa|attention|"
-    r"AttentionKernel|triton_tem|_mm_|matmul|splitKreduce|dot_product",
-    re.I,
-)
-AUX_KERNEL = re.compile(r"dot_do_o|convert_dq|zero|fill|memset|splitKreduce|reduce_kernel|copy|prepare_grouped", re.I)
-_MANGLED_PART = re.compile(r"(\d+)")
-
-
-def _function_name(name: str) -> str:
-    """The kernel's function name without template arguments or parameters, so that the
-    AUX_KERNEL words are not matched inside them (a CUTLASS grouped GEMM's template names
-    ``Copy`` atoms). Mangled names (``_ZN7cutlass13device_kernelI...``) keep their nested name."""
-    if name.startswith("_ZN"):
-        parts, i = [], 3
-        while True:
-            m = _MANGLED_PART.match(name, i)
-            if not m:
-                break
-            n = int(m.group(1))
-            parts.append(name[m.end() : m.end() + n])
-            i = m.end() + n
-        return "::".join(parts) or name
-    return strip_templates(name).split("(", 1)[0]
+from . import roles as R
+from .cost import MATRIX, Cost, SdpaRoles, has_formula, op_cost, role_bytes, sdpa_splits
 
 
 @dataclass
@@ -63,6 +39,11 @@ class Attribution:
     reads: np.ndarray  # the part of ``bytes`` that is read
     share: np.ndarray  # share of the owner's time this activity is (1.0 when alone)
     costs: dict[int, Cost]  # owner range -> the op's full cost
+    # int8 index into roles.ROLE_NAMES: the kernel's role in a multi-kernel op, -1 for a kernel
+    # that is its op's only one or whose role is unknown
+    role: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
+    # bool: the op's role model does not describe this kernel (its bytes are unknown)
+    undescribed: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
 
 
 class _Owners:
@@ -146,6 +127,8 @@ def attribute(trace: Trace, links: Links) -> Attribution:
     nbytes = np.full(n, np.nan)
     reads = np.full(n, np.nan)
     share = np.ones(n)
+    role = np.full(n, -1, dtype=np.int8)
+    undescribed = np.zeros(n, dtype=bool)
     owners = _Owners(trace, links)
     names = trace.strings
     kinds = G["kind"]
@@ -203,6 +186,7 @@ def attribute(trace: Trace, links: Links) -> Attribution:
     multi = np.flatnonzero(counts > 1)
     if len(multi) and not kname:
         kname = [names[i] for i in G["name"].tolist()]
+    grid = np.stack([G["grid_x"], G["grid_y"], G["grid_z"]], axis=1) if n else np.zeros((0, 3), np.int64)
     for j in multi.tolist():
         ks = order[starts[j] : starts[j] + counts[j]].tolist()
         o = int(owner[ks[0]])
@@ -214,37 +198,33 @@ def attribute(trace: Trace, links: Links) -> Attribution:
         total = float(d.sum())
         fr = np.full(len(ks), 1.0 / len(ks)) if total <= 0 else d / total
         share[ks] = fr
-        if c.bytes is not None:
-            b, r = _split_bytes(c, [kname[k] for k in ks], fr)
-            nbytes[ks] = b
-            reads[ks] = r
+        kroles = _roles(c, [kname[k] for k in ks])
+        role[ks] = [R.ROLE_INDEX[r] if r is not None else -1 for r in kroles]
+        by_role = _by_role(c, kroles, [kname[k] for k in ks], grid[ks], d) if c.roles is not None else None
+        if by_role is not None:
+            nbytes[ks], reads[ks] = by_role
+            if c.bytes is not None:
+                undescribed[ks] = np.isnan(by_role[0])
+        elif c.bytes is not None:
+            nbytes[ks] = float(c.bytes) * fr
+            reads[ks] = float(c.reads if c.reads is not None else c.bytes) * fr
         if c.flops is not None:
-            f = fr
-            if c.engine == "matrix":
-                mat = np.array([_matrix_main(kname[k]) for k in ks])
-                if mat.any() and d[mat].sum() > 0:
-                    f = np.where(mat, d / d[mat].sum(), 0.0)
+            main = np.array([r == R.MAIN for r in kroles])
+            f = np.where(main, d / d[main].sum(), 0.0) if main.any() and d[main].sum() > 0 else fr
             flops[ks] = c.flops * f
-    return Attribution(owner=owner, flops=flops, bytes=nbytes, reads=reads, share=share, costs=costs)
-
-
-@functools.lru_cache(maxsize=4096)
-def _matrix_main(name: str) -> bool:
-    """A kernel of a matrix-engine op that does the op's math (not a fill or reduce beside it).
-    Cached by name: a training trace launches the same few kernels thousands of times, and the
-    regexes over long template names cost ~70 us each."""
-    return bool(MATRIX_KERNEL.search(name)) and not AUX_KERNEL.search(_function_name(name))
-
-
-@functools.lru_cache(maxsize=4096)
-def _pass_role(name: str) -> str:
-    """The kernel's role in a fused attention backward: "pre" or "post" pass, or "main"."""
-    return "pre" if _PRE.search(name) else "post" if _POST.search(name) else "main"
+    return Attribution(
+        owner=owner,
+        flops=flops,
+        bytes=nbytes,
+        reads=reads,
+        share=share,
+        costs=costs,
+        role=role,
+        undescribed=undescribed,
+    )
 
 
 _OPAQUE = re.compile(r"OpaqueType<(\d+)u?>")
-_PRE = re.compile(r"dot_do_o|bwd_preprocess|preprocess", re.I)
-_POST = re.compile(r"convert_dq|bwd_postprocess|postprocess", re.I)
 
 
 def _with_itemsize_from_kernel(c: Cost, kernel_names: list[str]) -> Cost:
@@ -265,33 +245,45 @@ def _with_itemsize_from_kernel(c: Cost, kernel_names: list[str]) -> Cost:
     return c
 
 
-def _split_bytes(c: Cost, kernel_names: list[str], fr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Bytes and bytes-read of each of the owner's kernels.
+def _roles(c: Cost, knames: list[str]) -> list[Optional[str]]:
+    """Each kernel's role in its op (roles.kernel_role). In an attention op whose other kernels
+    are recognised helpers, a kernel the names do not tell is its main loop."""
+    kroles = [R.kernel_role(nm, c.engine == MATRIX) for nm in knames]
+    if isinstance(c.roles, SdpaRoles) and R.MAIN not in kroles and any(r is not None for r in kroles):
+        kroles = [R.MAIN if r is None else r for r in kroles]
+    return kroles
 
-    Fused attention backward: the pre-pass and post-pass kernels get their own traffic (see
-    cost.py); the main kernel(s) the rest. Otherwise: by duration."""
-    total = float(c.bytes or 0.0)
-    reads = float(c.reads) if c.reads is not None else total
-    b = total * fr
-    r = reads * fr
-    if c.parts and len(kernel_names) > 1:
-        role = [_pass_role(nm) for nm in kernel_names]
-        main = np.array([x == "main" for x in role])
-        if main.any() and not main.all():
-            b = np.zeros(len(role))
-            r = np.zeros(len(role))
-            rest_b, rest_r = total, reads
-            for key, tag in (("preprocess", "pre"), ("postprocess", "post")):
-                idx = [i for i, x in enumerate(role) if x == tag]
-                if idx and key in c.parts:
-                    pr, pw = c.parts[key]
-                    for i in idx:
-                        b[i] = (pr + pw) / len(idx)
-                        r[i] = pr / len(idx)
-                    rest_b -= pr + pw
-                    rest_r -= pr
-            mfr = fr * main
-            mfr = mfr / mfr.sum() if mfr.sum() > 0 else main / main.sum()
-            b += max(rest_b, 0.0) * mfr
-            r += max(rest_r, 0.0) * mfr
-    return b, r
+
+def _by_role(
+    c: Cost, kroles: list[Optional[str]], knames: list[str], grids: np.ndarray, d: np.ndarray
+) -> Optional[tuple[np.ndarray, np.ndarray]]:
+    """(bytes, bytes read) of each of the owner's kernels from its role (cost.role_bytes), or
+    None when the kernels' roles say nothing beyond one MAIN kind of work (then they share the
+    op's cost by duration). Kernels of one role share that role's traffic by duration; kernels
+    the op's role model does not describe get NaN (unknown)."""
+    present = frozenset(r for r in kroles if r is not None)
+    if not present or present in ({R.MAIN}, {R.AUX}):
+        return None  # one kind of work (or nothing recognised): shared by duration
+    splits = 1
+    if isinstance(c.roles, SdpaRoles) and R.COMBINE in present and R.MAIN in kroles:
+        i = kroles.index(R.MAIN)
+        rule = R.kernel_rule(knames[i])
+        g = (int(grids[i][0]), int(grids[i][1]), int(grids[i][2]))
+        splits, _ = sdpa_splits(c.roles, g, rule.splits_grid if rule else None)
+    table = role_bytes(c, present, splits)
+    if not table:
+        return None
+    b = np.full(len(kroles), np.nan)
+    r_ = np.full(len(kroles), np.nan)
+    for role, (rd, wr) in table.items():
+        idx = [i for i, x in enumerate(kroles) if x == role]
+        if not idx:
+            continue
+        w = d[idx]
+        if role in R.PER_KERNEL_ROLES:
+            w = np.ones(len(idx))
+        else:
+            w = w / w.sum() if w.sum() > 0 else np.full(len(idx), 1.0 / len(idx))
+        b[idx] = (rd + wr) * w
+        r_[idx] = rd * w
+    return b, r_

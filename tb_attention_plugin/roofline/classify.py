@@ -49,7 +49,19 @@ BOUNDS = ("memory", "compute", "latency", "unknown")
 BOUND_MEMORY, BOUND_COMPUTE, BOUND_LATENCY, BOUND_UNKNOWN = range(4)
 
 # Reason codes: which sentence explains a row's bound (worded once per distinct set of numbers).
-R_HOST, R_COMPUTE, R_MEMORY, R_LATENCY, R_LATENCY_UNCOSTED, R_ZERO, R_NO_PEAKS, R_NO_COST, R_UPPER, R_COMM = range(10)
+(
+    R_HOST,
+    R_COMPUTE,
+    R_MEMORY,
+    R_LATENCY,
+    R_LATENCY_UNCOSTED,
+    R_ZERO,
+    R_NO_PEAKS,
+    R_NO_COST,
+    R_UPPER,
+    R_COMM,
+    R_BYTES_HIGH,
+) = range(11)
 # Latency evidence from the launch record (bit flags).
 E_SHORT, E_SMALL_GRID, E_LOW_OCCUPANCY, E_FEW_WAVES = 1, 2, 4, 8
 # Why a kernel's FLOPs or bytes are unknown (frame.missing), in words: the reason names what is missing.
@@ -59,18 +71,21 @@ MISSING = (
     "its op recorded no input shapes",
     "no cost formula for its op or the ops around it",
     "its op's cost formula could not use the recorded inputs",
+    "a helper kernel of its op that the op's cost by role does not describe (roofline/roles.py)",
 )
-M_NO_OP, M_NO_SHAPES, M_OP_NO_SHAPES, M_NO_FORMULA, M_INCOMPLETE = range(5)
+M_NO_OP, M_NO_SHAPES, M_OP_NO_SHAPES, M_NO_FORMULA, M_INCOMPLETE, M_HELPER = range(6)
 # Why a latency-bound kernel reached no roof (frame.cause): too short for anything but the launch
 # to matter; too little parallel work resident (a grid smaller than the SMs, low occupancy, less
 # than one wave); or a full grid that still reaches neither roof (stalls, dependencies, access
 # pattern). "Latency-bound" alone is one word for these three, which call for different fixes.
 CAUSES = ("launch", "occupancy", "stalled")
 CAUSE_LAUNCH, CAUSE_OCCUPANCY, CAUSE_STALLED = range(3)
-# Notes on a row's numbers (bit flags, frame.note): its rate raised its roof (raise_roofs); its
-# estimated traffic is more than DRAM delivers (part came from L2); its FLOP estimate exceeded the
-# roof (shown at the roof); its FLOPs and bytes are dense upper bounds.
-N_ROOF_RAISED, N_L2, N_CAPPED, N_UPPER = 1, 2, 4, 8
+# Notes on a row's numbers (bit flags, frame.note): its rate raised its roof (raise_roofs); part of
+# its reads were likely L2 hits (a tensor just written that still fits in L2: cost.l2_reuse), not
+# DRAM traffic; its FLOP estimate exceeded the roof (shown at the roof); its FLOPs and bytes are
+# dense upper bounds; its estimated DRAM traffic needs more than the roof even so (a bytes-model
+# miss: the estimate is too high, its memory utilisation unknown).
+N_ROOF_RAISED, N_L2, N_CAPPED, N_UPPER, N_BYTES_HIGH = 1, 2, 4, 8, 16
 
 _TF32_KERNEL = re.compile(r"tf32|xmma_gemm_tf32|s1688gemm|s16816gemm|_tf32_", re.I)
 
@@ -124,55 +139,109 @@ def decide(
 
 
 def raise_roofs(
-    frame: KernelFrame, datasheet: Callable[[int, str], Optional[float]]
+    frame: KernelFrame,
+    datasheet: Callable[[int, str], Optional[float]],
+    measured_dram: Optional[np.ndarray] = None,
 ) -> tuple[KernelFrame, list[dict[str, Any]]]:
-    """Roofs no kernel exceeds: ``(frame, adjustments)``.
+    """Roofs no kernel's exact evidence exceeds: ``(frame, adjustments)``.
 
-    A kernel whose FLOPs are exact (from shapes: not estimated, not an upper bound) cannot run
-    faster than the GPU's true peak, so when it beats the table's peak the table is what is wrong
-    (a measured peak is an achievable figure, not a limit). The roof of that (device, peak) is
-    then the higher figure that the run itself shows: the highest achieved rate. Not the
-    datasheet's dense peak (``datasheet(device, peak)``, named in the reason): one GEMM a few per
-    cent above a measured peak does not make the datasheet figure achievable, and measuring every
-    other kernel against it would move them all ~20 % further from their roof (and flip
-    bounds that agree with Nsight Compute, validation/). Every kernel on that roof is measured
-    against the raised one; the kernels that beat the old one carry ``N_ROOF_RAISED``; each
-    change is listed as ``{device, peak, from, to, reason}``."""
+    Evidence, and only exact evidence: a kernel whose FLOPs are exact (from shapes — not a
+    per-element estimate, not an upper bound — and all of its op's FLOPs, ``flops_exact``), and a
+    kernel whose DRAM traffic hardware counters measured (``measured_dram``: bytes per second over
+    the counters' own duration, NaN where none). A bytes *estimate* above the bandwidth never
+    raises the DRAM roof: it is a bytes-model miss (classify says so), not evidence.
+
+    A kernel cannot beat the GPU's true peak, so when one beats the roof in use, that figure was
+    no ceiling. The roof becomes the best figure the evidence allows: the datasheet's
+    (``datasheet(device, peak)``, with ``"memory_bandwidth"`` for DRAM) when the beaten roof was
+    below it and the kernel did not beat the datasheet too; else the highest achieved rate, and
+    the reason asks to check the count (a kernel above the datasheet is more likely a wrong FLOP
+    count than a wrong datasheet). Every kernel on that roof is measured against the new one; the
+    kernels with exact FLOPs that beat the old one carry ``N_ROOF_RAISED``; each change is listed
+    as ``{device, peak, from, to, evidence, to_basis, reason}``."""
     sec = frame.dur_us * 1e-6
     with np.errstate(divide="ignore", invalid="ignore"):
         achieved = np.where(sec > 0, frame.flops / sec, np.nan)
-    exact = (frame.kind == KERNEL) & ~frame.estimated & ~frame.upper_bound & np.isfinite(frame.peak_flops)
+    exact = (frame.kind == KERNEL) & frame.flops_exact & ~frame.upper_bound & np.isfinite(frame.peak_flops)
     with np.errstate(invalid="ignore"):
         over = exact & (achieved > frame.peak_flops)
-    if not over.any():
-        return frame, []
     peak_f = frame.peak_flops.copy()
+    bw = frame.bandwidth.copy()
     note = frame.note.copy()
     adjustments = []
-    pairs = np.unique(np.stack([frame.device[over], frame.peak.codes[over]], axis=1), axis=0)
-    for dev, pc in pairs.tolist():
-        group = (frame.device == dev) & (frame.peak.codes == pc)
-        fast = group & over
-        old = float(frame.peak_flops[fast][0])
-        top = float(np.max(achieved[fast]))
-        pk = str(frame.peak.vocab[pc])
-        ds = datasheet(int(dev), pk)
-        n = int(fast.sum())
-        ran = (
-            f"{n} kernel{'s' if n > 1 else ''} with exact FLOPs ran at up to {rate(top, 'FLOP/s')}, above "
-            f"the table's {pk} peak of {rate(old, 'FLOP/s')}"
-        )
-        new, why = top, f"{ran}: the roof is the highest achieved rate"
-        if ds is not None:
-            why += (
-                f" (the datasheet's dense {pk} peak is {rate(ds, 'FLOP/s')})"
-                if ds >= top
-                else f", above the datasheet's dense {pk} peak of {rate(ds, 'FLOP/s')} too: check the FLOP count"
+    if over.any():
+        pairs = np.unique(np.stack([frame.device[over], frame.peak.codes[over]], axis=1), axis=0)
+        for dev, pc in pairs.tolist():
+            group = (frame.device == dev) & (frame.peak.codes == pc)
+            fast = group & over
+            old = float(frame.peak_flops[fast][0])
+            top = float(np.max(achieved[fast]))
+            pk = str(frame.peak.vocab[pc])
+            n = int(fast.sum())
+            ran = (
+                f"{n} kernel{'s' if n > 1 else ''} with exact FLOPs ran at up to {rate(top, 'FLOP/s')}, above "
+                f"the {pk} roof of {rate(old, 'FLOP/s')}"
             )
-        peak_f[group] = new
-        note[fast] |= N_ROOF_RAISED
-        adjustments.append({"device": int(dev), "peak": pk, "from": old, "to": new, "reason": why})
-    return replace(frame, peak_flops=peak_f, note=note), adjustments
+            new, basis, why = _new_roof(old, top, datasheet(int(dev), pk), f"dense {pk} peak", "FLOP count", "FLOP/s")
+            peak_f[group] = new
+            note[fast] |= N_ROOF_RAISED
+            adjustments.append(
+                {
+                    "device": int(dev),
+                    "peak": pk,
+                    "from": old,
+                    "to": new,
+                    "evidence": "exact_flops",
+                    "to_basis": basis,
+                    "reason": f"{ran}: {why}",
+                }
+            )
+    if measured_dram is not None:
+        with np.errstate(invalid="ignore"):
+            over_m = np.isfinite(measured_dram) & np.isfinite(bw) & (measured_dram > bw)
+        for dev in np.unique(frame.device[over_m]).tolist():
+            group = frame.device == dev
+            fast = group & over_m
+            old = float(bw[fast][0])
+            top = float(np.nanmax(measured_dram[fast]))
+            n = int(fast.sum())
+            ran = (
+                f"hardware counters measured {n} kernel{'s' if n > 1 else ''} moving up to {rate(top, 'B/s')} "
+                f"of DRAM traffic, above the roof of {rate(old, 'B/s')}"
+            )
+            new, basis, why = _new_roof(
+                old, top, datasheet(int(dev), "memory_bandwidth"), "DRAM bandwidth", "counters", "B/s"
+            )
+            bw[group] = new
+            adjustments.append(
+                {
+                    "device": int(dev),
+                    "peak": "memory_bandwidth",
+                    "from": old,
+                    "to": new,
+                    "evidence": "measured_dram",
+                    "to_basis": basis,
+                    "reason": f"{ran}: {why}",
+                }
+            )
+    if not adjustments:
+        return frame, []
+    return replace(frame, peak_flops=peak_f, bandwidth=bw, note=note), adjustments
+
+
+def _new_roof(old: float, top: float, ds: Optional[float], what: str, count: str, unit: str) -> tuple[float, str, str]:
+    """(new roof, "datasheet" | "achieved", why) for a roof ``old`` that exact evidence beat at
+    ``top``: the datasheet's figure ``ds`` when it is above both, else the evidence itself."""
+    if ds is not None and ds > old and ds >= top:
+        return ds, "datasheet", f"that figure is no ceiling, so the roof is the datasheet's {what} of {rate(ds, unit)}"
+    if ds is not None and ds < top:
+        return (
+            top,
+            "achieved",
+            f"the roof is the highest achieved rate, above the datasheet's {what} of {rate(ds, unit)} too: "
+            f"check the {count}",
+        )
+    return top, "achieved", "the roof is the highest achieved rate"
 
 
 def latency_evidence(frame: KernelFrame) -> np.ndarray:
@@ -215,15 +284,28 @@ def classify(frame: KernelFrame) -> KernelFrame:
     host = frame.host_copy
     note = frame.note.copy()
     dram = frame.dram_bytes
-    # More bytes per second than DRAM delivers: they did not all come from DRAM (an operand still
-    # in L2, e.g. one just written). DRAM moved at most bandwidth x time; that is the roof reached.
+    # Estimated DRAM traffic that needs more than the roof: DRAM moved at most bandwidth x time,
+    # so the estimate is not all DRAM traffic. Where the cost model knows why (an input a kernel
+    # just before wrote, that still fits in L2 with everything moved since: cost.l2_reuse), part of
+    # it was likely served from L2; else the bytes estimate is too high (a bytes-model miss). Either
+    # way how much reached DRAM is unknown: no memory utilisation (never a false 100 %), and what is
+    # known is kept: at least the estimate less a whole L2 came from DRAM (``mu_floor``), which
+    # can still show the memory roof reached.
     with np.errstate(invalid="ignore"):
-        l2 = ~host & (mu > 1.0)
-    if l2.any():
-        note[l2] |= N_L2
-        dram = np.where(l2, frame.bandwidth * sec, dram)
-        aby = np.where(l2, frame.bandwidth, aby)
-        mu = np.where(l2, 1.0, mu)
+        over = ~host & (mu > 1.0)
+    mu_floor = np.full(len(mu), np.nan)
+    over_ratio = np.full(len(mu), np.nan)
+    if over.any():
+        reuse = over & (frame.l2_reuse_bytes > 0)
+        high = over & ~reuse
+        note[reuse] |= N_L2
+        note[high] |= N_BYTES_HIGH
+        over_ratio = np.where(high, mu, np.nan)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            floor = np.maximum(dram - frame.l2_bytes, 0.0) / sec / frame.bandwidth
+        mu_floor = np.where(over, np.minimum(floor, 1.0), np.nan)
+        mu = np.where(over, np.nan, mu)
+        aby = np.where(over, np.nan, aby)
     upper = frame.upper_bound
     note[upper] |= N_UPPER
     # FLOPs above the roof after raise_roofs are estimates (or upper bounds): shown at the roof
@@ -235,6 +317,15 @@ def classify(frame: KernelFrame) -> KernelFrame:
     cu_k = np.where(costed, cu, np.nan)
     short = (dur > 0) & (dur < SHORT_KERNEL_US) & (frame.kind == KERNEL)
     bound = decide(cu_k, np.where(costed, mu, np.nan), short)
+    # a bytes-model miss: memory-bound when even its floor reaches the roof, else unknown (the true
+    # traffic lies between the floor and the roof; a compute claim would need the roof's side known)
+    miss = costed & ((note & (N_BYTES_HIGH | N_L2)) != 0)
+    if miss.any():
+        with np.errstate(invalid="ignore"):
+            mem = miss & (mu_floor >= ROOF_REACHED) & (mu_floor >= np.nan_to_num(cu))
+        bound[miss] = BOUND_UNKNOWN
+        bound[mem] = BOUND_MEMORY
+        bound[miss & short] = BOUND_LATENCY
     # no cost, but a grid too small to reach either roof: latency all the same
     tiny = (
         ~costed
@@ -261,14 +352,15 @@ def classify(frame: KernelFrame) -> KernelFrame:
             comm,
             host,
             claimed,
+            miss & ~short,
             bound == BOUND_COMPUTE,
             bound == BOUND_MEMORY,
-            (bound == BOUND_LATENCY) & ~np.isnan(mu),
+            (bound == BOUND_LATENCY) & (~np.isnan(mu) | miss),
             bound == BOUND_LATENCY,
             dur <= 0,
             np.isnan(frame.bandwidth),
         ],
-        [R_COMM, R_HOST, R_UPPER, R_COMPUTE, R_MEMORY, R_LATENCY, R_LATENCY_UNCOSTED, R_ZERO, R_NO_PEAKS],
+        [R_COMM, R_HOST, R_UPPER, R_BYTES_HIGH, R_COMPUTE, R_MEMORY, R_LATENCY, R_LATENCY_UNCOSTED, R_ZERO, R_NO_PEAKS],
         R_NO_COST,
     ).astype(np.int8)
     out = replace(
@@ -281,6 +373,8 @@ def classify(frame: KernelFrame) -> KernelFrame:
         memory_util=mu,
         bound=bound,
         note=note,
+        bytes_over_roof=over_ratio,
+        memory_floor=mu_floor,
     )
     out = replace(out, cause=latency_cause(out, bound))
     return replace(out, reason=word(out, code))
@@ -292,6 +386,16 @@ def classify(frame: KernelFrame) -> KernelFrame:
 def _pct_key(x: np.ndarray) -> np.ndarray:
     """What ``f"{100 * x:.0f}"`` shows, as a number (NaN kept)."""
     return np.round(x * 100.0)
+
+
+def _times(x: float) -> str:
+    """``1.04×``, ``1.2×``: how many times the roof, two decimals near 1 (where one would say 1.0)."""
+    return f"{x:.2f}×" if x < 1.095 else f"{x:.1f}×"
+
+
+def _times_key(x: np.ndarray) -> np.ndarray:
+    """What :func:`_times` shows, as a number (NaN kept)."""
+    return np.where(x < 1.095, np.round(x, 2), np.round(x, 1))
 
 
 def _sig_key(x: np.ndarray, digits: int = 3) -> np.ndarray:
@@ -341,7 +445,22 @@ def word(frame: KernelFrame, code: np.ndarray) -> Coded:
         np.where(f_lat & E_FEW_WAVES, np.round(frame.waves, 2), z),
         np.where(lat, frame.cause, z),
         np.where((code == R_LATENCY_UNCOSTED) | (code == R_NO_COST), frame.missing, z),
+        np.where(frame.note & N_BYTES_HIGH, _times_key(frame.bytes_over_roof), z),
     ]
+    high = code == R_BYTES_HIGH
+    if high.any():
+        mem = high & (frame.bound == BOUND_MEMORY)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            need = frame.dram_bytes / (frame.dur_us * 1e-6)
+        cols += [
+            np.where(high, _sig_key(need), z),
+            np.where(high, _sig_key(frame.bandwidth), z),
+            np.where(high, _times_key(frame.bytes_over_roof), z),
+            np.where(mem, _sig_key(frame.l2_bytes), z),
+            np.where(mem, _pct_key(frame.memory_floor), z),
+            np.where(high & ~mem, _pct_key(cu0), z),
+            np.where(high & ~mem, frame.peak.codes, 0),
+        ]
     if not n:
         return Coded(np.zeros(0, np.int32), [])
     first, inv = group_rows(*cols)
@@ -358,12 +477,15 @@ def _notes(f: KernelFrame, code: int, i: int) -> str:
             f"; it ran faster than the table's {pk} peak, so that roof is raised to "
             f"{rate(float(f.peak_flops[i]), 'FLOP/s')} (device.roof_adjustments)"
         )
-    if note & N_L2:
-        hint = f.l2_hint[i]
+    if note & N_L2 and code not in (R_BYTES_HIGH, R_LATENCY):
         out += (
-            "; the estimated traffic is more than DRAM delivers: part of it was served from L2 ("
-            + (hint if hint else "an operand still in cache, e.g. one just written")
-            + "), so DRAM is counted at its bandwidth"
+            f"; its estimated traffic needs more than the DRAM roof, and it {f.l2_hint[i]}: how much "
+            "reached DRAM is unknown"
+        )
+    if note & N_BYTES_HIGH and code not in (R_BYTES_HIGH, R_LATENCY):
+        out += (
+            f"; its estimated DRAM traffic needs ≥{_times(float(f.bytes_over_roof[i]))} the DRAM roof: the bytes "
+            "estimate is too high (its memory utilisation is unknown)"
         )
     if note & N_CAPPED:
         out += f"; the FLOP estimate exceeds the {pk or 'compute'} roof, so it is shown at the roof"
@@ -396,6 +518,26 @@ def _sentence(f: KernelFrame, code: int, flags: int, i: int) -> str:
             f"≤ {c * 100:.0f}% of the {label}, ≤ {m * 100:.0f}% of memory bandwidth; "
             "a bound cannot be claimed from upper bounds"
         )
+    if code == R_BYTES_HIGH:
+        sec = float(f.dur_us[i]) * 1e-6
+        need = float(f.dram_bytes[i]) / sec if sec > 0 else float("nan")
+        head = f"estimated DRAM traffic needs {rate(need, 'B/s')} > the {rate(float(f.bandwidth[i]), 'B/s')} roof: "
+        if f.note[i] & N_L2:
+            head += (
+                f"it {f.l2_hint[i]}, so part of it was likely served from L2 and how much reached DRAM is "
+                "unknown (no memory utilisation)"
+            )
+        else:
+            head += (
+                f"bytes estimate too high by ≥{_times(float(f.bytes_over_roof[i]))} (a bytes-model miss; DRAM "
+                "moves at most the roof, so the memory utilisation is unknown)"
+            )
+        if f.bound[i] == BOUND_MEMORY:
+            return head + (
+                f"; even had a whole L2 ({fmt_bytes(float(f.l2_bytes[i]))}) of it been cached, at least "
+                f"{float(f.memory_floor[i]) * 100:.0f}% of bandwidth came from DRAM: memory-bound"
+            )
+        return head + f"; {c * 100 if c == c else 0.0:.0f}% of the {label}, so the bound is unknown"
     if code == R_MEMORY:
         return (
             f"reaches {m * 100:.0f}% of memory bandwidth "
@@ -421,11 +563,13 @@ def _sentence(f: KernelFrame, code: int, flags: int, i: int) -> str:
     head = f"latency ({CAUSES[cause]}): " if cause >= 0 else ""
     if code == R_LATENCY:
         le = "≤ " if f.upper_bound[i] else ""
-        return (
-            head
-            + "; ".join(why)
-            + f" ({le}{m * 100:.0f}% of bandwidth, {le}{(c if c == c else 0.0) * 100:.0f}% of {label})"
-        )
+        if m == m:
+            mem = f"{le}{m * 100:.0f}% of bandwidth"
+        elif f.note[i] & N_L2:
+            mem = f"memory unknown: it {f.l2_hint[i]}"
+        else:
+            mem = f"memory unknown: bytes estimate ≥{_times(float(f.bytes_over_roof[i]))} the DRAM roof, too high"
+        return head + "; ".join(why) + f" ({mem}, {le}{(c if c == c else 0.0) * 100:.0f}% of {label})"
     if not flags & E_SHORT and flags & E_SMALL_GRID:
         why.append(f"a grid of at most 1/{TINY_GRID_SM_FRACTION} of the SMs reaches half of neither roof")
     return head + "; ".join(why) + f" (FLOPs and bytes unknown: {_missing_words(f, i)})"

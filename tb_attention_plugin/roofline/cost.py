@@ -25,9 +25,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from math import prod
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 from ..trace.shapes import SCALAR_TYPE_CODES, Arg
+from . import roles as R
 
 MATRIX, VECTOR, NONE = "matrix", "vector", "none"
 InputSig = tuple[tuple[int, ...], Optional[str], int]  # shape, dtype, bytes read
@@ -44,8 +45,8 @@ class Cost:
     flops_dense: Optional[float] = None
     detail: dict[str, Any] = field(default_factory=dict)
     reads: Optional[float] = None  # the part of ``bytes`` that is read (the rest is written)
-    # sub-step -> (bytes read, bytes written), fused attention backward
-    parts: Optional[dict[str, tuple[float, float]]] = None
+    # how the op's work divides over the kernels it launches, by their role (roles.py): see role_bytes
+    roles: Optional[RoleModel] = None
     fp32_on_tensor_cores: bool = False  # fp32 work this op's kernels do on TF32 tensor cores
     upper_bound: bool = False  # FLOPs/bytes are a dense upper bound (mask sparsity unknown)
     l2_hint: Optional[str] = None  # why some reads likely come from L2, not DRAM (see l2_reuse)
@@ -55,6 +56,148 @@ class Cost:
 
 
 Formula = Callable[[list[Arg]], Optional[Cost]]
+
+
+# -- cost by role -------------------------------------------------------------------------
+# An op that launches several kernels is costed kernel by kernel by what each kernel does
+# (roofline/roles.py names the roles): the op's formula leaves a role model on its Cost, and
+# role_bytes gives the (bytes read, bytes written) of each role present. The op's FLOPs go to its
+# MAIN kernels only. docs/cost-model.md, *Cost by role*, has the formulas.
+@dataclass(frozen=True)
+class SdpaRoles:
+    """The sizes a fused attention op's roles move: rows are batch x sequence (packed tokens for
+    varlen), heads h (query) and hk (key/value), head dims d and dv, the element size."""
+
+    b: int
+    h: int
+    hk: int
+    rows_q: int
+    rows_k: int
+    sq: int  # query rows per sequence (the longest, for varlen)
+    d: int
+    dv: int
+    itemsize: int
+    backward: bool
+    lse: bool
+    mask_bytes: float
+
+
+@dataclass(frozen=True)
+class GemmRoles:
+    """A matmul's output size, for a split-K reduction's partial products."""
+
+    out_elems: int
+    out_itemsize: int
+
+
+@dataclass(frozen=True)
+class SortRoles:
+    """A sort's keys (n of key_itemsize bytes) and the int64 indices sorted with them."""
+
+    n: int
+    key_itemsize: int
+    value_itemsize: int = 8
+
+
+RoleModel = Union[SdpaRoles, GemmRoles, SortRoles]
+ACC_ITEMSIZE = 4  # fp32 accumulators and partial results (dQ, dK/dV, split-KV, split-K)
+MIN_SPLITS = 2  # a split kernel writes at least two partial results
+
+
+def role_bytes(c: Cost, present: frozenset[str], splits: int = MIN_SPLITS) -> dict[str, tuple[float, float]]:
+    """(bytes read, bytes written) of each role in ``present`` that the op's role model
+    describes (roles it does not describe are absent: their cost is unknown). ``splits``: the
+    number of partial results of a split-KV attention (see sdpa_splits)."""
+    m = c.roles
+    if isinstance(m, SdpaRoles):
+        return _sdpa_role_bytes(m, present, splits)
+    if isinstance(m, GemmRoles):
+        reads = float(c.reads if c.reads is not None else 0.0)
+        writes = float(c.bytes or 0.0) - reads
+        if R.SPLITK_REDUCE in present:
+            partial = float(MIN_SPLITS * m.out_elems * ACC_ITEMSIZE)  # a lower bound: 2 splits
+            return {R.MAIN: (reads, partial), R.SPLITK_REDUCE: (partial, writes)}
+        return {R.MAIN: (reads, writes)}
+    if isinstance(m, SortRoles):
+        kv = float(m.n * (m.key_itemsize + m.value_itemsize))
+        reads = float(c.reads if c.reads is not None else 0.0)
+        hist = float(m.key_itemsize * 256 * 4)  # one 8-bit digit per key byte, 256 bins of 4 bytes
+        return {
+            R.SORT_PASS: (kv, kv),
+            R.SORT_HISTOGRAM: (float(m.n * m.key_itemsize), hist),
+            R.SORT_SCAN: (hist, hist),
+            R.SORT_INIT: (0.0, float(m.n * m.value_itemsize)),
+            R.MAIN: (reads, float(c.bytes or 0.0) - reads),
+        }
+    return {}
+
+
+def _sdpa_role_bytes(m: SdpaRoles, present: frozenset[str], splits: int) -> dict[str, tuple[float, float]]:
+    it = m.itemsize
+    q = float(m.rows_q * m.h * m.d * it)
+    k = float(m.rows_k * m.hk * m.d * it)
+    v = float(m.rows_k * m.hk * m.dv * it)
+    o = float(m.rows_q * m.h * m.dv * it)
+    lse = float(m.rows_q * m.h * 4)
+    out: dict[str, tuple[float, float]] = {}
+    if not m.backward:
+        final = o + (lse if m.lse else 0.0)
+        if R.COMBINE in present:
+            # each split writes an fp32 partial output and its LSE; the combine reads them all
+            partial = float(max(splits, MIN_SPLITS) * m.rows_q * m.h * (m.dv + 1) * ACC_ITEMSIZE)
+            out[R.MAIN] = (q + k + v + m.mask_bytes, partial)
+            out[R.COMBINE] = (partial, final)
+        else:
+            out[R.MAIN] = (q + k + v + m.mask_bytes, final)
+        return out
+    acc = float(m.rows_q * m.h * m.d * ACC_ITEMSIZE)  # the fp32 dQ accumulator
+    pre, post = R.DOT_DO_O in present, R.CONVERT_DQ in present
+    reads = q + k + v + o + lse + m.mask_bytes  # Q, K, V, dO, LSE (+ mask)
+    writes = 0.0
+    if pre:
+        out[R.DOT_DO_O] = (2.0 * o, lse + (acc if post else 0.0))  # O and dO -> delta (+ zeroed dQ accumulator)
+        reads += lse  # delta
+    else:
+        reads += o  # O, to compute delta in the kernel
+    if post:
+        reads += acc  # dQ accumulated (atomically) into the fp32 buffer: read and written
+        writes += acc
+        out[R.CONVERT_DQ] = (acc, q)
+    else:
+        writes += q
+    grouped = m.h != m.hk
+    if R.CONVERT_DKV in present:
+        acc_kv = float(m.rows_k * m.hk * (m.d + m.dv) * ACC_ITEMSIZE)
+        reads += acc_kv
+        writes += acc_kv
+        out[R.CONVERT_DKV] = (acc_kv, k + v)
+        if R.CLEAR_ACCUM in present:
+            out[R.CLEAR_ACCUM] = (0.0, acc_kv)
+    else:
+        # with fewer key/value heads dK/dV are written per query head at the op's dtype, then summed
+        # (cuDNN: its reduce_head kernels; FlashAttention-2: PyTorch's sum, an op of its own). At
+        # fp32 the two reduce_head kernels of hf_llama_sdpa_fwdbwd would move 5 TB/s: not fp32.
+        heads = m.h if grouped else m.hk
+        dkv = float(m.rows_k * heads * (m.d + m.dv) * it)
+        writes += dkv
+        if R.REDUCE_HEAD in present:
+            out[R.REDUCE_HEAD] = (dkv, k + v)
+    out[R.MAIN] = (reads, writes)
+    return out
+
+
+def sdpa_splits(m: SdpaRoles, grid: tuple[int, int, int], splits_grid: Optional[str]) -> tuple[int, bool]:
+    """The number of partial results of a split-KV attention: the grid dimension that holds it
+    when the kernel's launch says (FlashAttention-2: ``y``), else an estimate from the grid —
+    blocks / (batch x key/value heads x query tiles of 64 rows of the head group), at least 2.
+    Returns (splits, exact)."""
+    axis = {"x": 0, "y": 1, "z": 2}.get(splits_grid or "")
+    if axis is not None and grid[axis] > 0:
+        return max(1, grid[axis]), True
+    blocks = grid[0] * grid[1] * grid[2]
+    group = max(1, m.h // max(1, m.hk))
+    tiles = max(1, -(-(m.sq * group) // 64))
+    return max(MIN_SPLITS, blocks // max(1, m.b * m.hk * tiles)), False
 
 
 def _tensors(args: list[Arg]) -> list[Arg]:
@@ -74,6 +217,40 @@ def _reads(ts: list[Arg]) -> float:
 
 def _sigs(ts: list[Arg]) -> tuple[InputSig, ...]:
     return tuple((a.dims, a.dtype, a.read_bytes) for a in ts)
+
+
+def _streamed(
+    ins: list[Arg],
+    out_shape: Optional[tuple[int, ...]],
+    out_dtype: Optional[str],
+    out_itemsize: int,
+    flops_per_elem: float = 0.0,
+    engine: Optional[str] = None,
+    extra_writes: float = 0.0,
+    dtype: Optional[str] = None,
+    detail: Optional[dict[str, Any]] = None,
+    reads: Optional[float] = None,
+) -> Cost:
+    """The cost of an op that streams its inputs once and writes one output: every input read at
+    the size its strides address (``reads`` overrides), the output (``out_shape`` at
+    ``out_itemsize``; None: nothing written) plus ``extra_writes`` bytes written, and
+    ``flops_per_elem`` estimated FLOPs per output element (per input element when there is no
+    output). One place for the many one-pass ops: copies, casts, scans, dropout, norms, fills."""
+    rd = _reads(ins) if reads is None else float(reads)
+    n = prod(out_shape) if out_shape is not None else (ins[0].numel if ins else 0)
+    wr = (n * out_itemsize if out_shape is not None else 0) + extra_writes
+    flops = flops_per_elem * n
+    return Cost(
+        flops,
+        rd + wr,
+        dtype if dtype is not None else (ins[0].dtype if ins else out_dtype),
+        engine if engine is not None else (VECTOR if flops_per_elem > 0 else NONE),
+        flops_estimated=flops_per_elem > 0,
+        reads=rd,
+        inputs=_sigs(ins),
+        output=(tuple(out_shape), out_dtype) if out_shape is not None else None,
+        detail=detail or {},
+    )
 
 
 # Type promotion categories (torch.result_type): bool < integer < floating < complex.
@@ -181,6 +358,7 @@ def _gemm(
         reads=reads,
         inputs=_sigs(ins),
         output=(tuple(out_shape), od),
+        roles=GemmRoles(prod(out_shape), it),
     )
 
 
@@ -395,6 +573,8 @@ class SdpaSchema:
     mask: Optional[int] = None  # index of an attention mask / bias tensor
     dropout: Optional[int] = None
     lse_out: bool = True  # writes a logsumexp (fp32, B·H·Sq)
+    cu_seq: Optional[int] = None  # index of cum_seq_q (cum_seq_k follows): varlen / jagged when a tensor
+    max_seq: Optional[int] = None  # index of max_q (max_k follows)
 
 
 # Positions follow native_functions.yaml; each value is validated when read.
@@ -406,18 +586,24 @@ SDPA_SCHEMAS: dict[str, SdpaSchema] = {
     "aten::_scaled_dot_product_efficient_attention": SdpaSchema(0, "bhsd", 6, mask=3, dropout=5),
     "aten::_scaled_dot_product_cudnn_attention": SdpaSchema(0, "bhsd", 6, mask=3, dropout=5),
     "aten::_scaled_dot_product_fused_attention_overrideable": SdpaSchema(0, "bhsd", 5, mask=3, dropout=4),
-    "aten::_flash_attention_forward": SdpaSchema(0, "bshd", 8, dropout=7),
-    "aten::_efficient_attention_forward": SdpaSchema(0, "bshd", None, mask_type=9, mask=3, dropout=8),
-    "aten::_cudnn_attention_forward": SdpaSchema(0, "bhsd", 10, mask=3, dropout=9),
+    "aten::_flash_attention_forward": SdpaSchema(0, "bshd", 8, dropout=7, cu_seq=3, max_seq=5),
+    "aten::_efficient_attention_forward": SdpaSchema(
+        0, "bshd", None, mask_type=9, mask=3, dropout=8, cu_seq=4, max_seq=6
+    ),
+    "aten::_cudnn_attention_forward": SdpaSchema(0, "bhsd", 10, mask=3, dropout=9, cu_seq=4, max_seq=6),
     "aten::_scaled_dot_product_flash_attention_backward": SdpaSchema(1, "bhsd", 11, backward=True, dropout=10),
     "aten::_scaled_dot_product_flash_attention_for_cpu_backward": SdpaSchema(1, "bhsd", 6, backward=True, dropout=5),
-    "aten::_flash_attention_backward": SdpaSchema(1, "bshd", 11, backward=True, dropout=10),
+    "aten::_flash_attention_backward": SdpaSchema(1, "bshd", 11, backward=True, dropout=10, cu_seq=6, max_seq=8),
     "aten::_scaled_dot_product_efficient_attention_backward": SdpaSchema(
         1, "bhsd", 11, backward=True, mask=4, dropout=9
     ),
-    "aten::_efficient_attention_backward": SdpaSchema(1, "bshd", None, mask_type=14, backward=True, mask=4, dropout=11),
+    "aten::_efficient_attention_backward": SdpaSchema(
+        1, "bshd", None, mask_type=14, backward=True, mask=4, dropout=11, cu_seq=6, max_seq=8
+    ),
     "aten::_scaled_dot_product_cudnn_attention_backward": SdpaSchema(1, "bhsd", 14, backward=True, mask=8, dropout=13),
-    "aten::_cudnn_attention_backward": SdpaSchema(1, "bhsd", 14, backward=True, mask=8, dropout=13),
+    "aten::_cudnn_attention_backward": SdpaSchema(
+        1, "bhsd", 14, backward=True, mask=8, dropout=13, cu_seq=9, max_seq=11
+    ),
     "aten::_scaled_dot_product_fused_attention_overrideable_backward": SdpaSchema(1, "bhsd", None, backward=True),
 }
 
@@ -442,8 +628,26 @@ def _float_value(args: list[Arg], i: Optional[int]) -> Optional[float]:
         return None
 
 
+def _varlen(sch: SdpaSchema, args: list[Arg]) -> Optional[dict[str, Any]]:
+    """Varlen / jagged attention (nested tensors with ``layout=torch.jagged``, flash ``cu_seqlens``):
+    the query and keys are packed [total, H, D] (efficient attention: [1, total, H, D]) and the
+    sequences' offsets ``cum_seq_q``/``cum_seq_k`` are int tensors of B+1 entries. The profiler
+    records their shapes, not their values; ``max_q``/``max_k`` are recorded ints."""
+    i = sch.cu_seq
+    if i is None or i + 1 >= len(args) or not args[i].is_tensor or len(args[i].dims) != 1:
+        return None
+    n = args[i].dims[0] - 1
+    if n < 1:
+        return None
+    mq = _int_value(args, sch.max_seq) if sch.max_seq is not None else None
+    mk = _int_value(args, sch.max_seq + 1) if sch.max_seq is not None else None
+    return {"batch": n, "max_q": mq if mq and mq > 0 else None, "max_k": mk if mk and mk > 0 else None}
+
+
 def sdpa_shapes(op: str, args: list[Arg]) -> Optional[dict[str, Any]]:
-    """B, H (query heads), Hk (key/value heads), Sq, Sk, D, Dv, dtype, causal of an SDPA op."""
+    """B, H (query heads), Hk (key/value heads), Sq, Sk, D, Dv, dtype, causal of an SDPA op. A
+    varlen call is described as its packed tensors (b = 1, sq/sk = the total tokens) with
+    ``varlen`` = {batch, max_q, max_k}."""
     sch = SDPA_SCHEMAS.get(op)
     if sch is None:
         return None
@@ -451,16 +655,28 @@ def sdpa_shapes(op: str, args: list[Arg]) -> Optional[dict[str, Any]]:
     if len(args) < qi + 3:
         return None
     q, k, v = args[qi], args[qi + 1], args[qi + 2]
-    if not (q.is_tensor and k.is_tensor and v.is_tensor) or len(q.dims) != 4 or len(k.dims) != 4 or len(v.dims) != 4:
+    if not (q.is_tensor and k.is_tensor and v.is_tensor):
         return None
-    if sch.layout == "bhsd":
-        b, h, sq, d = q.dims
-        _, hk, sk, _ = k.dims
-        dv = v.dims[3]
+    vl = _varlen(sch, args)
+    qd, kd, vd = q.dims, k.dims, v.dims
+    if vl is not None and len(qd) == 3 and len(kd) == 3 and len(vd) == 3:  # packed [total, H, D]
+        qd, kd, vd = (1,) + qd, (1,) + kd, (1,) + vd
+        layout = "bshd"
+    elif vl is not None and len(qd) == 4 and qd[0] == 1 and sch.layout == "bshd":
+        layout = "bshd"
+    elif vl is None and len(qd) == 4 and len(kd) == 4 and len(vd) == 4:
+        layout = sch.layout
     else:
-        b, sq, h, d = q.dims
-        _, sk, hk, _ = k.dims
-        dv = v.dims[3]
+        return None
+    if len(qd) != 4 or len(kd) != 4 or len(vd) != 4:
+        return None
+    if layout == "bhsd":
+        b, h, sq, d = qd
+        _, hk, sk, _ = kd
+    else:
+        b, sq, h, d = qd
+        _, sk, hk, _ = kd
+    dv = vd[3]
     causal, bottom_right, causal_known = False, False, True
     if sch.mask_type is not None:
         try:
@@ -498,8 +714,62 @@ def sdpa_shapes(op: str, args: list[Arg]) -> Optional[dict[str, Any]]:
         dropout_p=dropout,
         backward=sch.backward,
         lse=sch.lse_out,
-        layout=sch.layout,
+        layout=layout,
+        varlen=vl,
     )
+
+
+def sum_squares_bounds(total: int, longest: int, n: int) -> tuple[int, int]:
+    """Bounds on Σᵢ Lᵢ² for ``n`` sequences of ``total`` tokens, the longest ``longest``: what a
+    varlen call's recorded inputs (packed length, cu_seqlens' size, max_seqlen) allow. Lower:
+    one sequence of ``longest`` and the rest equal; upper: as many of ``longest`` as fit."""
+    if n <= 0 or total <= 0 or longest <= 0:
+        return 0, 0
+    longest = min(longest, total)
+    rest = total - longest
+    low = longest * longest + (rest * rest) // (n - 1) if n > 1 else longest * longest
+    if n == 1:
+        low = total * total
+    full, rem = divmod(total, longest)
+    high = full * longest * longest + rem * rem
+    return min(low, high), high
+
+
+def varlen_pairs(
+    n: int, tq: int, tk: int, max_q: Optional[int], max_k: Optional[int], causal: bool
+) -> tuple[float, float, bool]:
+    """(upper, lower, exact) bounds on the (query, key) pairs Σᵢ Lqᵢ·Lkᵢ (causal: the kept ones)
+    of ``n`` packed sequences of ``tq``/``tk`` tokens in all, at most ``max_q``/``max_k`` each,
+    when only these totals are known (the offsets' values are not in the trace).
+
+    Self-attention (the same totals and maxima, the usual jagged case; Lqᵢ = Lkᵢ): Σ Lᵢ² is
+    largest with as many sequences at the maximum as the total allows, smallest with equal
+    lengths (T²/n, and at least max² + (T − max)²/(n − 1) since one sequence has the maximum);
+    causal keeps (Σ Lᵢ² + T)/2 pairs. Otherwise Σ Lqᵢ·Lkᵢ <= min(Tq·max_k, Tk·max_q, Tq·Tk),
+    with no useful lower bound. One sequence, or all at the maximum length, is exact."""
+    if n <= 1:
+        pairs = float(tq) * tk
+        if causal:
+            pairs = pairs * causal_fraction(tq, tk, bottom_right=True)
+        return pairs, pairs, True
+    if max_q is not None and max_k is not None and max_q * n == tq and max_k * n == tk:
+        pairs = float(n) * max_q * max_k
+        if causal:
+            pairs = pairs * causal_fraction(max_q, max_k, bottom_right=True)
+        return pairs, pairs, True
+    if tq == tk and max_q is not None and max_q == max_k:
+        t = tq
+        lo_i, hi_i = sum_squares_bounds(t, max_q, n)
+        lo, hi = float(lo_i), float(hi_i)
+        if causal:
+            hi, lo = (hi + t) / 2.0, (lo + t) / 2.0
+        return hi, min(lo, hi), False
+    hi = float(tq) * tk
+    if max_k is not None:
+        hi = min(hi, float(tq) * max_k)
+    if max_q is not None:
+        hi = min(hi, float(tk) * max_q)
+    return hi, 0.0, False
 
 
 def _sdpa(op: str) -> Formula:
@@ -508,48 +778,71 @@ def _sdpa(op: str) -> Formula:
         if s is None:
             return None
         b, h, hk, sq, sk, d, dv, it = s["b"], s["h"], s["hk"], s["sq"], s["sk"], s["d"], s["dv"], s["itemsize"]
-        fwd_dense = 2.0 * b * h * sq * sk * d + 2.0 * b * h * sq * sk * dv
-        if s["backward"]:
-            dense = 2.0 * b * h * sq * sk * d * 3 + 2.0 * b * h * sq * sk * dv * 2  # 5 matmuls
+        # matmuls per (query, key) pair: forward QK^T and PV; backward 5 (2.5x forward)
+        per_pair = (2.0 * d * 3 + 2.0 * dv * 2) if s["backward"] else (2.0 * d + 2.0 * dv)
+        vl = s["varlen"]
+        detail = {k2: s[k2] for k2 in ("b", "h", "hk", "sq", "sk", "d", "dv", "causal", "layout")}
+        upper = False
+        if vl is not None:
+            hi, lo, exact = varlen_pairs(vl["batch"], sq, sk, vl["max_q"], vl["max_k"], s["causal"])
+            dense_hi, _, _ = varlen_pairs(vl["batch"], sq, sk, vl["max_q"], vl["max_k"], False)
+            flops, dense = per_pair * b * h * hi, per_pair * b * h * dense_hi
+            frac = hi / dense_hi if dense_hi > 0 else 1.0
+            detail["varlen"] = dict(vl, total_q=sq, total_k=sk, flops_exact=exact)
+            if not exact:
+                upper = True
+                detail["varlen"]["flops_lower"] = per_pair * b * h * lo
+                detail["varlen"]["note"] = (
+                    "per-sequence lengths are not in the trace (the offsets' values are not recorded): "
+                    "FLOPs are an upper bound from the totals and the longest sequence"
+                )
         else:
-            dense = fwd_dense
-        frac = causal_fraction(sq, sk, s["bottom_right"]) if s["causal"] else 1.0
+            dense = per_pair * b * h * sq * sk
+            frac = causal_fraction(sq, sk, s["bottom_right"]) if s["causal"] else 1.0
+            flops = dense * frac
         q_b, k_b, v_b = b * h * sq * d * it, b * hk * sk * d * it, b * hk * sk * dv * it
         o_b = b * h * sq * dv * it
         lse_b = b * h * sq * 4 if s["lse"] else 0
-        parts = None
         if s["backward"]:
             # read q, k, v, out, grad_out, logsumexp; write dq, dk, dv
             reads = q_b + k_b + v_b + 2 * o_b + b * h * sq * 4
             nbytes = reads + q_b + k_b + v_b
-            # The fused backward's sub-steps (FlashAttention-2 and cuDNN alike): a pre-pass
-            # delta = rowsum(dO * O) that also zeroes the fp32 dq accumulator (reads O and dO,
-            # writes delta and the accumulator), the main loop, and a post-pass casting the
-            # accumulator to dq (reads 4 B, writes itemsize per element). Nsight Compute's DRAM
-            # bytes for these kernels match this (validation/).
-            acc_b = float(b * h * sq * d * 4)
-            parts = {"preprocess": (2.0 * o_b, float(b * h * sq * 4) + acc_b), "postprocess": (acc_b, float(q_b))}
         else:
             reads = q_b + k_b + v_b
             nbytes = reads + o_b + lse_b
         nbytes += s["mask_bytes"]
         reads += s["mask_bytes"]
-        detail = {k2: s[k2] for k2 in ("b", "h", "hk", "sq", "sk", "d", "dv", "causal", "layout")}
         detail["causal_fraction"] = round(frac, 6)
         if not s["causal_known"]:
             detail["causal"] = None
+        seq_q = vl["max_q"] if vl is not None and vl["max_q"] else sq
+        roles = SdpaRoles(
+            b=vl["batch"] if vl is not None else b,
+            h=h,
+            hk=hk,
+            rows_q=b * sq,
+            rows_k=b * sk,
+            sq=seq_q,
+            d=d,
+            dv=dv,
+            itemsize=it,
+            backward=s["backward"],
+            lse=s["lse"],
+            mask_bytes=float(s["mask_bytes"]),
+        )
         # fp32 inputs: the only fused backend that takes them (CUTLASS memory-efficient attention)
         # runs them on TF32 tensor cores (seen in Nsight Compute: tensor pipe active, FMA pipe idle)
         return Cost(
-            dense * frac,
+            flops,
             float(nbytes),
             s["dtype"],
             MATRIX,
             flops_dense=dense,
             detail=detail,
             reads=float(reads),
-            parts=parts,
+            roles=roles if op not in COMPOSITE else None,
             fp32_on_tensor_cores=op not in COMPOSITE,
+            upper_bound=upper,
         )
 
     return cost
@@ -654,26 +947,17 @@ def _softmax_backward(args: list[Arg]) -> Optional[Cost]:
 
 
 def _dropout(args: list[Arg]) -> Optional[Cost]:
+    """native_dropout / dropout(input, p, train): read x, write the output and (training) a bool
+    mask; 2 FLOPs per element (random number, select) when training, none in eval or at p = 0."""
     ins, _ = _split(args, 3)
     if not ins:
         return None
     x = ins[0]
     p = _float_value(args, 1)
     train = _bool_value(args, 2)
-    reads = float(x.read_bytes)
     if train is False or p == 0.0:
-        return Cost(0.0, reads + x.nbytes, x.dtype, VECTOR, reads=reads, inputs=_sigs([x]), output=(x.dims, x.dtype))
-    # read x, write out and a bool mask
-    return Cost(
-        2.0 * x.numel,
-        reads + x.nbytes + x.numel,
-        x.dtype,
-        VECTOR,
-        flops_estimated=True,
-        reads=reads,
-        inputs=_sigs([x]),
-        output=(x.dims, x.dtype),
-    )
+        return _streamed([x], x.dims, x.dtype, x.itemsize, engine=VECTOR)
+    return _streamed([x], x.dims, x.dtype, x.itemsize, flops_per_elem=2.0, extra_writes=float(x.numel))
 
 
 def _copy(args: list[Arg]) -> Optional[Cost]:
@@ -696,13 +980,39 @@ def _copy(args: list[Arg]) -> Optional[Cost]:
 
 
 def _unary_copy(args: list[Arg]) -> Optional[Cost]:
-    """clone / contiguous / triu...: read the tensor (what its strides address), write it whole."""
+    """clone / contiguous / roll / flip...: read the tensor (what its strides address), write it whole."""
     ins, outs = _split(args, 2)
     if not ins:
         return None
     x = ins[0]
-    reads = float(x.read_bytes)
-    return Cost(0.0, reads + x.nbytes, x.dtype, NONE, reads=reads, inputs=_sigs([x]), output=(x.dims, x.dtype))
+    return _streamed([x], x.dims, x.dtype, x.itemsize)
+
+
+def _triangle(upper: bool, inplace: bool) -> Formula:
+    """triu / tril(self, diagonal): PyTorch's triu_tril_kernel loads only the elements it keeps
+    and writes every element (zeros elsewhere); in place it writes only the zeros. Kept
+    elements of an [..., R, C] matrix: Σᵢ clamp(C − i − k, 0, C) for triu (columns j >= i + k),
+    the rest for tril with k + 1."""
+
+    def cost(args: list[Arg]) -> Optional[Cost]:
+        ins, _ = _split(args, 1)
+        if not ins or len(ins[0].dims) < 2:
+            return None
+        x = ins[0]
+        k = _int_value(args, 1, 0) or 0
+        r, c = x.dims[-2], x.dims[-1]
+        if r <= 0 or c <= 0:
+            return _streamed([x], x.dims, x.dtype, x.itemsize)
+        upper_kept = sum(min(max(c - i - k, 0), c) for i in range(r)) if r <= 65536 else r * c // 2
+        if not upper:  # tril keeps j <= i + k: the complement of triu at k + 1
+            upper_kept = r * c - sum(min(max(c - i - k - 1, 0), c) for i in range(r)) if r <= 65536 else r * c // 2
+        frac = upper_kept / float(r * c)
+        kept = x.numel * frac
+        if inplace:
+            return _streamed([x], None, x.dtype, x.itemsize, extra_writes=(x.numel - kept) * x.itemsize, reads=0.0)
+        return _streamed([x], x.dims, x.dtype, x.itemsize, reads=min(kept * x.itemsize, float(x.read_bytes)))
+
+    return cost
 
 
 def _to_copy(args: list[Arg]) -> Optional[Cost]:
@@ -715,17 +1025,7 @@ def _to_copy(args: list[Arg]) -> Optional[Cost]:
     out_dtype, out_size = x.dtype, x.itemsize
     if len(args) > 1 and args[1].value.strip().lstrip("-").isdigit():
         out_dtype, out_size = SCALAR_TYPE_CODES.get(int(args[1].value), (x.dtype, x.itemsize))
-    reads = float(x.read_bytes)
-    return Cost(
-        0.0,
-        reads + x.numel * out_size,
-        x.dtype,
-        NONE,
-        detail={"out_itemsize": out_size},
-        reads=reads,
-        inputs=_sigs([x]),
-        output=(x.dims, out_dtype),
-    )
+    return _streamed([x], x.dims, out_dtype, out_size, dtype=x.dtype, detail={"out_itemsize": out_size})
 
 
 def _cat(args: list[Arg]) -> Optional[Cost]:
@@ -743,26 +1043,34 @@ def _fill(args: list[Arg]) -> Optional[Cost]:
     t = _tensors(args)
     if not t:
         return None
-    return Cost(0.0, float(t[0].nbytes), t[0].dtype, NONE, reads=0.0, output=(t[0].dims, t[0].dtype))
+    return _streamed([], t[0].dims, t[0].dtype, t[0].itemsize, dtype=t[0].dtype, reads=0.0)
+
+
+# Sums of bool / narrow integers accumulate in int64: PyTorch casts the input to an int64 copy
+# (its own copy_ kernel) and the reduction reads that (Nsight Compute: a bool [4.2 M] sum reads
+# 34 MB, FlexAttention's block-mask construction).
+_INT64_ACCUMULATED = {"bool", "uint8", "int8", "int16", "int32"}
+
+
+def _accumulated_reads(x: Arg, args: list[Arg], dtype_at: Optional[int]) -> float:
+    """Bytes a sum/cumsum kernel reads: its input, or the int64 copy of a bool or narrow-integer
+    input when no dtype was asked for (``dtype_at``: the index of the dtype argument)."""
+    asked = dtype_at is not None and dtype_at < len(args) and args[dtype_at].value.strip() not in ("", "None")
+    if x.dtype in _INT64_ACCUMULATED and not asked:
+        return float(x.numel * INDEX_ITEMSIZE)
+    return float(x.read_bytes)
 
 
 def _scan(args: list[Arg]) -> Optional[Cost]:
-    """cumsum / cumprod: read and write every element."""
+    """cumsum / cumprod(self, dim, dtype): read and write every element (int64 for bool and
+    narrow integers, which are cast first)."""
     ins, _ = _split(args, 3)
     if not ins:
         return None
     x = ins[0]
-    reads = float(x.read_bytes)
-    return Cost(
-        float(x.numel),
-        reads + x.nbytes,
-        x.dtype,
-        VECTOR,
-        flops_estimated=True,
-        reads=reads,
-        inputs=_sigs([x]),
-        output=(x.dims, x.dtype),
-    )
+    rd = _accumulated_reads(x, args, 2)
+    it = INDEX_ITEMSIZE if rd != x.read_bytes and x.dtype in _INT64_ACCUMULATED else x.itemsize
+    return _streamed([x], x.dims, x.dtype, it, flops_per_elem=1.0, reads=rd)
 
 
 def _transform_bias_rescale_qkv(args: list[Arg]) -> Optional[Cost]:
@@ -860,28 +1168,54 @@ def _flex(backward: bool) -> Formula:
     return cost
 
 
+def _iteration_space(args: list[Arg], tensors: list[Arg], reduction: bool) -> tuple[int, Optional[int], bool]:
+    """(elements of the kernel's iteration space, elements of a reduction's result or None, known).
+    Inductor passes the numels last (``xnumel``; ``ynumel, xnumel`` tiled; ``xnumel, rnumel`` for
+    a reduction), recorded as Concrete Inputs; two trailing numels whose product is a buffer's
+    size are one 2-D space. Without them: the largest buffer (a scatter target may be larger)."""
+    vals = [int(a.value) for a in args if not a.is_tensor and a.value.strip().isdigit()]
+    sizes = {a.numel for a in tensors}
+    if vals:
+        last = vals[-1]
+        if len(vals) >= 2 and vals[-1] * vals[-2] in sizes:
+            return vals[-1] * vals[-2], (vals[-2] if reduction else None), True
+        if last in sizes or last <= max(sizes, default=0):
+            return last, None, True
+    return max(sizes, default=0), None, False
+
+
 def _triton(name: str) -> Formula:
-    """An Inductor-generated Triton kernel (torch.compile). Its recorded inputs are the kernel's
-    buffers — inputs first, the output last — so each is read or written once; FLOPs are
-    estimated as one per element per fused op named in the kernel (``fused__softmax_div_...``).
-    Matmul templates (``triton_tem_fused_mm``/``bmm``) count 2·M·N·K from their operands."""
+    """An Inductor-generated Triton kernel (torch.compile). Its recorded tensors are the kernel's
+    buffers in Inductor's signature order — in-place buffers (read and written) first, then
+    inputs, then outputs — and its numels are the trailing scalars. Bytes: the last buffer is an
+    output when it can hold a result (the size of the iteration space, or of a reduction's result);
+    the first is read and written too when it can hold one and no later buffer of its size and
+    dtype is written (Inductor reuses a dead input's buffer for a result of the same layout); a
+    single buffer is read and written (written only when the kernel generates values: ones,
+    arange...). No buffer moves more elements than the iteration space has (a one-position
+    KV-cache ``index_copy`` writes that position, not the cache). FLOPs: per element of the
+    iteration space, summed over the ops the name lists (``fused_ops``; estimates). Matmul
+    templates (``triton_tem_fused_mm``/``bmm``) count 2·M·N·K from their operands; FlexAttention
+    templates are dense upper bounds."""
     flex = _flex(backward="backward" in name)
     named_flex = bool(_FLEX_TEMPLATE.search(name))
-    ops = [t for t in re.split(r"_(?=_?[a-z])", name.split("fused", 1)[-1].strip("_")) if t and not t.isdigit()]
-    per_elem = max(1, len(ops))
+    ops, unknown = fused_ops(name)
     template = name.startswith("triton_tem")
+    reduction = name.startswith(("triton_red", "triton_per"))
+    per_elem = sum(_FUSED_OP_FLOPS.get(o, 0.0) for o in set(ops) if not (_SOFTMAXES & set(ops) and o in _SOFTMAX_PARTS))
+    generator = bool(_GENERATORS & set(ops))
 
     def cost(args: list[Arg]) -> Optional[Cost]:
         t = _tensors(args)
         if not t:
             return None
-        out = t[-1]
-        reads = _reads(t[:-1])
-        nbytes = reads + out.nbytes
         if template and (named_flex or looks_like_flex(args)):
             return flex(args)
-        if template and len(t) >= 3:
-            r = matmul_dims(t[0].dims, t[1].dims)
+        if template:
+            out = t[-1]
+            reads = _reads(t[:-1])
+            nbytes = reads + out.nbytes
+            r = matmul_dims(t[0].dims, t[1].dims) if len(t) >= 3 else None
             if r is not None:
                 batch, m, n, k, _ = r
                 return Cost(
@@ -893,15 +1227,43 @@ def _triton(name: str) -> Formula:
                     detail={"batch": batch, "m": m, "n": n, "k": k},
                 )
             return Cost(None, nbytes, t[0].dtype, MATRIX, reads=reads)
-        n = max(a.numel for a in t)
+        n, red_out, known = _iteration_space(args, t, reduction)
+
+        def holds_result(a: Arg) -> bool:
+            return a.numel == n or (red_out is not None and a.numel == red_out) or (a.numel > n > 0)
+
+        first = t[0]
+        if len(t) == 1:  # one buffer: updated in place, or written with generated values
+            read_args, written = ([] if generator else [first]), [first]
+        else:
+            last_out = holds_result(t[-1])
+            first_inplace = holds_result(first) and (
+                not last_out or not any((a.numel, a.dtype) == (first.numel, first.dtype) for a in t[1:])
+            )
+            read_args = t[:-1] if last_out else t
+            written = ([first] if first_inplace else []) + ([t[-1]] if last_out else [])
+        cap = n if n > 0 else None
+
+        def touched(a: Arg, nbytes_: int) -> float:
+            return float(min(nbytes_, cap * a.itemsize) if cap is not None else nbytes_)
+
+        reads = sum(touched(a, a.read_bytes) for a in read_args)
+        writes = sum(touched(a, a.nbytes) for a in written)
+        detail: dict[str, Any] = {"fused_ops": ops, "elements": n}
+        if unknown:
+            detail["not_counted"] = unknown
+        if not known:
+            detail["elements_from"] = "largest buffer (numels not recorded)"
         return Cost(
             float(per_elem * n),
-            nbytes,
+            reads + writes,
             t[0].dtype,
             VECTOR,
-            flops_estimated=True,
+            flops_estimated=per_elem > 0,
             reads=reads,
-            detail={"fused_ops": ops},
+            detail=detail,
+            inputs=_sigs(read_args),
+            output=(written[-1].dims, written[-1].dtype) if written else None,
         )
 
     return cost
@@ -1056,6 +1418,8 @@ def _sorting(kind: str) -> Formula:
             reads=reads,
             inputs=_sigs([x]),
             output=(x.dims, x.dtype),
+            # a radix sort (long rows) runs one pass over keys and indices per digit
+            roles=SortRoles(x.numel, x.itemsize, INDEX_ITEMSIZE) if kind != "topk" else None,
         )
 
     return cost
@@ -1201,13 +1565,23 @@ def _read_only(args: list[Arg]) -> Optional[Cost]:
 
 
 def _reduction(args: list[Arg]) -> Optional[Cost]:
-    """sum / mean / amax / all...: the input read once; the (small) result is not counted."""
+    """amax / mean / all...: the input read once; the (small) result is not counted."""
     t = _tensors(args)
     if not t:
         return None
     x = t[0]
-    reads = float(x.read_bytes)
-    return Cost(float(x.numel), reads, x.dtype, VECTOR, flops_estimated=True, reads=reads, inputs=_sigs([x]))
+    return _streamed([x], None, x.dtype, x.itemsize, flops_per_elem=1.0)
+
+
+def _sum(args: list[Arg]) -> Optional[Cost]:
+    """sum(self, dim, keepdim, *, dtype) / sum(self, *, dtype): as a reduction, reading the int64
+    copy of a bool or narrow-integer input."""
+    t = _tensors(args)
+    if not t:
+        return None
+    x = t[0]
+    dtype_at = 3 if len(args) >= 4 else 1
+    return _streamed([x], None, x.dtype, x.itemsize, flops_per_elem=1.0, reads=_accumulated_reads(x, args, dtype_at))
 
 
 # Elementwise ops by the number of leading arguments that can be input tensors (``alpha``,
@@ -1267,6 +1641,137 @@ _ACTIVATION_BACKWARD = (
     "leaky_relu_backward",
 )
 
+# Ops Inductor names in fused kernels besides the eager elementwise ones above.
+_FUSED_ARITHMETIC = ("masked_fill", "where", "clamp", "addcmul", "addcdiv", "lerp", "erfinv", "log1p", "expm1")
+_REDUCTIONS_FOR_FUSED = (
+    "sum",
+    "mean",
+    "amax",
+    "amin",
+    "max",
+    "min",
+    "prod",
+    "any",
+    "all",
+    "argmax",
+    "argmin",
+    "cumsum",
+)
+_MOVEMENT_FOR_FUSED = (
+    "view",
+    "_unsafe_view",
+    "reshape",
+    "clone",
+    "copy",
+    "copy_",
+    "_to_copy",
+    "transpose",
+    "permute",
+    "expand",
+    "slice",
+    "slice_scatter",
+    "select",
+    "select_scatter",
+    "unsqueeze",
+    "squeeze",
+    "t",
+    "cat",
+    "stack",
+    "split",
+    "split_with_sizes",
+    "unbind",
+    "constant_pad_nd",
+    "index",
+    "index_select",
+    "gather",
+    "embedding",
+    "index_put",
+    "index_copy",
+    "scatter",
+    "scatter_add",
+    "masked_scatter",
+    "alias",
+    "lift_fresh",
+    "detach",
+    "repeat",
+    "repeat_interleave",
+    "flip",
+    "roll",
+    "triu",
+    "tril",
+    "sort",
+    "topk",
+    "bitwise_not",
+    "logical_not",
+    "inductor_seeds",
+    "inductor_lookup_seed",
+    "inductor_random",
+    "bernoulli",
+    "convert_element_type",
+    "unfold",
+    "as_strided",
+    "narrow",
+    "_unsafe_index",
+    "_unsafe_index_put",
+    "iota",
+)
+# FLOPs per element of the iteration space of each op Inductor may name in a fused kernel
+# (``triton_red_fused__softmax_div_exp_..._3``): the same per-element estimates as the eager
+# formulas; data movement, views, casts, index arithmetic and random numbers count none. The
+# parts a softmax decomposes into (amax, sub, exp, sum, div, Inductor's online-softmax helper)
+# are counted as the softmax when it is named too.
+_FUSED_OP_FLOPS: dict[str, float] = {
+    **{op: 1.0 for op in _ELEMENTWISE_BINARY + _ELEMENTWISE_UNARY + _COMPARISONS_BINARY + _COMPARISONS_UNARY},
+    **{op: 1.0 for op in _ACTIVATION_BACKWARD + _FUSED_ARITHMETIC},
+    **{op: 1.0 for op in _REDUCTIONS_FOR_FUSED},
+    "_softmax": 5.0,
+    "softmax": 5.0,
+    "_log_softmax": 5.0,
+    "_safe_softmax": 5.0,
+    "prepare_softmax_online": 3.0,
+    "_softmax_backward_data": 4.0,
+    "_log_softmax_backward_data": 4.0,
+    "native_dropout": 2.0,
+    "native_dropout_backward": 1.0,
+    "native_layer_norm": 5.0,
+    "_fused_rms_norm": 5.0,
+    "native_layer_norm_backward": 8.0,
+    "var_mean": 2.0,
+    **{op: 0.0 for op in _MOVEMENT_FOR_FUSED},
+}
+_SOFTMAX_PARTS = frozenset({"amax", "sub", "exp", "sum", "div", "prepare_softmax_online"})
+_SOFTMAXES = frozenset({"_softmax", "softmax", "_log_softmax", "_safe_softmax"})
+_GENERATORS = frozenset(
+    {"ones", "zeros", "full", "arange", "iota", "empty", "new_zeros", "new_ones", "new_full", "new_empty"}
+    | {"scalar_tensor", "rand", "randn", "fill", "zero", "full_like", "zeros_like", "ones_like", "empty_like"}
+)
+_FUSED_VOCAB = sorted(set(_FUSED_OP_FLOPS) | _GENERATORS, key=len, reverse=True)
+_TRITON_PREFIX = re.compile(r"^triton_(poi|red|per|tem|for|tma|mm|bmm)_(fused_?)?")
+
+
+def fused_ops(name: str) -> tuple[list[str], list[str]]:
+    """The ops an Inductor kernel name lists (``triton_red_fused__softmax_div_exp_..._3``), matched
+    against the known op names longest first (they contain underscores: ``masked_fill``,
+    ``native_dropout``, ``_softmax``), and the parts of the name that are none of them."""
+    rest = re.sub(r"_\d+$", "", _TRITON_PREFIX.sub("", name))
+    ops: list[str] = []
+    unknown: list[str] = []
+    i = 0
+    while i < len(rest):
+        for w in _FUSED_VOCAB:
+            if rest.startswith(w, i) and (i + len(w) == len(rest) or rest[i + len(w)] == "_"):
+                ops.append(w)
+                i += len(w) + 1
+                break
+        else:
+            j = rest.find("_", i + 1)
+            j = len(rest) if j < 0 else j
+            if rest[i:j].strip("_"):
+                unknown.append(rest[i:j].strip("_"))
+            i = j + 1
+    return ops, unknown
+
+
 _FORMULAS: dict[str, Formula] = {
     "aten::mm": _mm,
     "aten::addmm": _addmm,
@@ -1310,15 +1815,17 @@ _FORMULAS: dict[str, Formula] = {
     "aten::copy_": _copy,
     "aten::clone": _unary_copy,
     "aten::contiguous": _unary_copy,
-    "aten::triu": _unary_copy,
-    "aten::tril": _unary_copy,
-    "aten::triu_": _unary_copy,
-    "aten::tril_": _unary_copy,
+    "aten::triu": _triangle(True, False),
+    "aten::tril": _triangle(False, False),
+    "aten::triu_": _triangle(True, True),
+    "aten::tril_": _triangle(False, True),
+    "aten::roll": _unary_copy,
+    "aten::flip": _unary_copy,
     "aten::_to_copy": _to_copy,
     "aten::cat": _cat,
     "aten::fill_": _fill,
     "aten::zero_": _fill,
-    "aten::sum": _reduction,
+    "aten::sum": _sum,
     "aten::mean": _reduction,
     "aten::amax": _reduction,
     "aten::max": _reduction,

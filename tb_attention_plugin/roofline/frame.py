@@ -26,7 +26,16 @@ from ..trace.correlate import Links
 from ..trace.records import KERNEL, MEMCPY, Trace
 from . import cost as C, devices as D, occupancy as O
 from .attribute import Attribution
-from .classify import BOUND_UNKNOWN, M_INCOMPLETE, M_NO_FORMULA, M_NO_OP, M_NO_SHAPES, M_OP_NO_SHAPES, peak_key
+from .classify import (
+    BOUND_UNKNOWN,
+    M_HELPER,
+    M_INCOMPLETE,
+    M_NO_FORMULA,
+    M_NO_OP,
+    M_NO_SHAPES,
+    M_OP_NO_SHAPES,
+    peak_key,
+)
 from .cost import NONE
 
 F64 = np.ndarray  # float64 column, NaN = unknown
@@ -62,6 +71,10 @@ class KernelFrame:
     communication: np.ndarray  # bool: a collective-communication kernel (trace.busy.COMMUNICATION)
     estimated: np.ndarray  # bool: FLOPs per-element estimates, or a split cost
     upper_bound: np.ndarray  # bool: FLOPs/bytes are a dense upper bound (unknown sparsity)
+    # bool: FLOPs from shapes (no per-element estimate, no upper bound), and this kernel holds all of
+    # its op's FLOPs (the op's only matrix kernel): exact evidence that may raise a roof
+    flops_exact: np.ndarray
+    l2_reuse_bytes: F64  # bytes of its reads likely served from L2 (cost.l2_reuse), 0 where none
     missing: np.ndarray  # int8 index into classify.MISSING: why FLOPs/bytes are unknown, -1 when known
     # -- placed on the roofline and classified (classify.classify) ------------------------------
     achieved_flops: F64
@@ -73,6 +86,11 @@ class KernelFrame:
     cause: np.ndarray  # int8 index into classify.CAUSES, -1 where bound is not latency
     note: np.ndarray  # int8 bit flags (classify.N_*): roof raised, L2 traffic, capped estimate
     reason: Coded  # the evidence in words
+    # a bytes-model miss (classify.N_BYTES_HIGH): how many times the roof the estimated DRAM
+    # traffic needs, and the memory utilisation it shows at least (the estimate less a whole L2);
+    # NaN elsewhere
+    bytes_over_roof: F64
+    memory_floor: F64
 
     def __len__(self) -> int:
         return len(self.dur_us)
@@ -82,14 +100,26 @@ def _nan(n: int) -> F64:
     return np.full(n, np.nan)
 
 
+# Write-back caching, fitted to Nsight Compute's DRAM bytes on the H200 (validation/raw/2026-11-30,
+# 60 MiB L2): at a kernel's end about 27 MB of its output is still dirty in L2 when it wrote more
+# than that (outputs of 34 MB to 1 GB, with reads of 0 to 67 MB), less when it streamed more reads
+# than writes (a GEMM reading 1.1 GB and writing 34 MB left 1 MB) — the resident lines are the
+# kernel's most recent traffic, writes in proportion to their share of it.
+DIRTY_L2_SHARE = 0.43  # of the L2: the most of a kernel's output still in cache when it ends
+RESIDENT_L2_SHARE = 0.86  # of the L2: the most recent traffic still resident when it ends
+
+
 def dram_traffic(nbytes: F64, reads: F64, l2: F64) -> F64:
-    """Estimated DRAM bytes of each kernel: everything read, and what is written beyond the room
-    the reads leave in the last-level cache (a write-back cache keeps smaller outputs until
-    later). Checked against Nsight Compute's DRAM bytes in validation/."""
+    """Estimated DRAM bytes of each kernel: everything read, and what is written beyond what
+    the last-level cache still holds when the kernel ends (a write-back cache keeps the last
+    writes until later): at most DIRTY_L2_SHARE of the L2, and of the RESIDENT_L2_SHARE of it
+    that holds the kernel's latest traffic only the writes' share. Checked against Nsight
+    Compute's DRAM bytes in validation/ (docs/cost-model.md, *DRAM traffic*)."""
     rd = np.where(np.isnan(reads), nbytes, reads)
     wr = np.maximum(nbytes - rd, 0.0)
-    room = np.maximum(l2 - rd, 0.0)
-    out: F64 = rd + np.maximum(wr - room, 0.0)
+    moved = np.maximum(rd + wr, 1.0)
+    kept = np.minimum(DIRTY_L2_SHARE * l2, RESIDENT_L2_SHARE * l2 * wr / moved)
+    out: F64 = rd + np.maximum(wr - kept, 0.0)
     return out
 
 
@@ -162,9 +192,10 @@ def _missing(trace: Trace, attr: Attribution, launch_op: np.ndarray, kind: np.nd
     has_op = launch_op >= 0
     op_sig = np.where(has_op, sig[np.maximum(launch_op, 0)] if len(sig) else -1, -1)
     no_shapes = M_OP_NO_SHAPES if (sig >= 0).any() else M_NO_SHAPES
+    helper = attr.undescribed if len(attr.undescribed) == len(kind) else np.zeros(len(kind), bool)
     out[unknown] = np.select(
-        [attr.owner[unknown] >= 0, ~has_op[unknown], op_sig[unknown] < 0],
-        [M_INCOMPLETE, M_NO_OP, no_shapes],
+        [helper[unknown], attr.owner[unknown] >= 0, ~has_op[unknown], op_sig[unknown] < 0],
+        [M_HELPER, M_INCOMPLETE, M_NO_OP, no_shapes],
         M_NO_FORMULA,
     )
     return out
@@ -194,6 +225,7 @@ def build(
     k_upper = np.array([k[4] for k in kinds], dtype=bool)
     estimated = k_est[kind_code] | ((attr.owner >= 0) & (attr.share < 1.0))
     dram = dram_traffic(attr.bytes, attr.reads, l2)
+    hints, l2_reuse = _l2_hints(trace, attr, kind, dur, dram, bw, l2)
     return KernelFrame(
         kind=kind,
         device=G["device"].astype(np.int64),
@@ -202,7 +234,7 @@ def build(
         bytes=attr.bytes,
         reads=attr.reads,
         dram_bytes=dram,
-        l2_hint=_l2_hints(trace, attr, kind, dur, dram, bw, l2),
+        l2_hint=hints,
         dtype=Coded(k_dtype[kind_code], list(dtype_vocab)),
         peak=peak,
         peak_flops=peak_f,
@@ -217,6 +249,8 @@ def build(
         communication=communication_mask(trace, links),
         estimated=estimated,
         upper_bound=k_upper[kind_code],
+        flops_exact=_flops_exact(attr, kind) & ~k_est[kind_code] & ~k_upper[kind_code],
+        l2_reuse_bytes=l2_reuse,
         missing=_missing(trace, attr, links.gpu_op, kind),
         achieved_flops=_nan(n),
         achieved_bytes=_nan(n),
@@ -227,15 +261,40 @@ def build(
         cause=np.full(n, -1, dtype=np.int8),
         note=np.zeros(n, np.int8),
         reason=Coded(np.zeros(n, np.int32), [""]),
+        bytes_over_roof=_nan(n),
+        memory_floor=_nan(n),
     )
 
 
-def _l2_hints(trace: Trace, attr: Attribution, kind: np.ndarray, dur: F64, dram: F64, bw: F64, l2: F64) -> Coded:
+def _flops_exact(attr: Attribution, kind: np.ndarray) -> np.ndarray:
+    """Kernels that hold all of their cost op's FLOPs (its only matrix kernel, or its only
+    kernel): their FLOPs are the op's own count, not a share of it by duration."""
+    own = attr.owner
+    out: np.ndarray = (kind == KERNEL) & (own >= 0) & np.isfinite(attr.flops) & (attr.flops > 0)
+    if not out.any():
+        return out
+    rows = np.flatnonzero(out)
+    u, inv = np.unique(own[rows], return_inverse=True)
+    total = np.array(
+        [(c.flops if c is not None and c.flops is not None else np.nan) for c in map(attr.costs.get, u.tolist())]
+    )
+    whole = total[inv.reshape(-1)]
+    with np.errstate(invalid="ignore"):
+        out[rows] = np.abs(attr.flops[rows] - whole) <= 1e-9 * whole
+    return out
+
+
+def _l2_hints(
+    trace: Trace, attr: Attribution, kind: np.ndarray, dur: F64, dram: F64, bw: F64, l2: F64
+) -> tuple[Coded, F64]:
     """For the kernels whose estimated DRAM traffic is more than the bandwidth delivers in their
     time (few), the cost model's account of which input was likely still in L2 (``l2_reuse`` over
-    the ops just before it on its stream), e.g. the safe-softmax ``where`` reading the softmax
-    just written. Only those: the search walks back op by op, too slow for every kernel."""
+    the ops just before it on its stream: a tensor an op just before wrote, that fits in L2 with
+    everything moved since), e.g. the safe-softmax ``where`` reading the softmax just written,
+    and the kernel's share of those bytes. Only those kernels: the search walks back op by op,
+    too slow for every kernel."""
     n = len(kind)
+    reuse = np.zeros(n)
     sec = dur * 1e-6
     with np.errstate(divide="ignore", invalid="ignore"):
         over = (kind == KERNEL) & (attr.owner >= 0) & (sec > 0) & (dram / sec > bw)
@@ -250,7 +309,7 @@ def _l2_hints(trace: Trace, attr: Attribution, kind: np.ndarray, dur: F64, dram:
         same = G["device"][ks].astype(np.int64) * (1 << 32) + G["stream"][ks].astype(np.int64)
         # l2_reuse depends on the window's cost objects and the L2 size only; ops of one name and
         # inputs share one Cost, so every step repeats the same windows: each is looked at once
-        seen: dict[tuple[Any, ...], Optional[str]] = {}
+        seen: dict[tuple[Any, ...], tuple[Optional[str], float]] = {}
         for k in np.flatnonzero(over).tolist():
             p = int(pos[k])
             lo = max(0, p - 4 * C.L2_WINDOW)
@@ -258,13 +317,16 @@ def _l2_hints(trace: Trace, attr: Attribution, kind: np.ndarray, dur: F64, dram:
             window = [attr.costs.get(int(attr.owner[r])) for r in rows]
             key = (*map(id, window), float(l2[k]))
             if key in seen:
-                note = seen[key]
+                note, l2_bytes = seen[key]
             else:
                 hint = C.l2_reuse(window, float(l2[k]), last_only=True)[-1]
-                note = seen[key] = hint.l2_hint if hint is not None else None
+                note, l2_bytes = seen[key] = (
+                    (hint.l2_hint, float(hint.l2_bytes)) if hint is not None and hint.l2_hint else (None, 0.0)
+                )
             if note:
                 codes[k] = vocab.setdefault(note, len(vocab))
-    return Coded(codes, list(vocab))
+                reuse[k] = l2_bytes * float(attr.share[k])
+    return Coded(codes, list(vocab)), reuse
 
 
 def _name_matches(codes: np.ndarray, names: list[str], rows: np.ndarray, words: tuple[str, ...]) -> np.ndarray:
@@ -327,13 +389,16 @@ def from_columns(dur_us: Any, **columns: Any) -> KernelFrame:
     )
     nbytes = col("bytes", np.nan, np.float64)
     reads = col("reads", np.nan, np.float64)
+    est = col("estimated", False, bool)
+    ub = col("upper_bound", False, bool)
+    fl = col("flops", np.nan, np.float64)
     l2 = col("l2_bytes", 0.0, np.float64)
     occ = col("occupancy", np.nan, np.float64)
     f = KernelFrame(
         kind=col("kind", KERNEL, np.int64),
         device=col("device", 0, np.int64),
         dur_us=d,
-        flops=col("flops", np.nan, np.float64),
+        flops=fl,
         bytes=nbytes,
         reads=reads,
         dram_bytes=col("dram_bytes", np.nan, np.float64)
@@ -352,8 +417,10 @@ def from_columns(dur_us: Any, **columns: Any) -> KernelFrame:
         waves=col("waves", np.nan, np.float64),
         host_copy=col("host_copy", False, bool),
         communication=col("communication", False, bool),
-        estimated=col("estimated", False, bool),
-        upper_bound=col("upper_bound", False, bool),
+        estimated=est,
+        upper_bound=ub,
+        flops_exact=col("flops_exact", ~est & ~ub & np.isfinite(fl), bool),
+        l2_reuse_bytes=col("l2_reuse_bytes", 0.0, np.float64),
         missing=col("missing", -1, np.int8),
         achieved_flops=_nan(n),
         achieved_bytes=_nan(n),
@@ -364,6 +431,8 @@ def from_columns(dur_us: Any, **columns: Any) -> KernelFrame:
         cause=np.full(n, -1, dtype=np.int8),
         note=np.zeros(n, np.int8),
         reason=Coded(np.zeros(n, np.int32), [""]),
+        bytes_over_roof=_nan(n),
+        memory_floor=_nan(n),
     )
     if columns:
         raise TypeError(f"unknown frame columns: {', '.join(sorted(columns))}")

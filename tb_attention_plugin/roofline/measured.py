@@ -36,7 +36,7 @@ import csv
 import math
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
@@ -390,6 +390,35 @@ def _join(short: list[str], durs: list[float], src: Source) -> tuple[Optional[Al
     return al, accepted(al, len(short), len(src.rows))
 
 
+@dataclass
+class Joined:
+    """The counters found for a trace and how they line up with its kernels, before they touch
+    the frame: the join does not depend on the roofs, the overlay does (and the roofs may be
+    raised by what the counters measured: classify.raise_roofs)."""
+
+    res: Result
+    src: Optional[Source] = None
+    al: Optional[Alignment] = None
+    order: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    tried: list[dict[str, Any]] = field(default_factory=list)
+
+    def pairs(self) -> list[tuple[int, Row]]:
+        """(kernel index, counter row) of every joined kernel."""
+        if self.src is None or self.al is None:
+            return []
+        return [(int(self.order[pos]), self.src.rows[j]) for pos, j in self.al.pairs]
+
+    def dram_rates(self, n: int) -> np.ndarray:
+        """Measured DRAM bytes per second of each joined kernel over the counters' own duration
+        (NaN where either is missing): the exact evidence that may raise the DRAM roof."""
+        out = np.full(n, np.nan)
+        for k, row in self.pairs():
+            v = row.values
+            if v.dram_bytes is not None and v.dur_us is not None and v.dur_us > 0:
+                out[k] = v.dram_bytes / (v.dur_us * 1e-6)
+        return out
+
+
 def apply(
     trace: Trace,
     links: Links,
@@ -398,38 +427,69 @@ def apply(
     k_step: np.ndarray,
     step_names: list[str],
     devices: dict[int, DevicePeaks],
+    ncu_files: Optional[Sequence[tuple[str, int, int]]] = None,
 ) -> tuple[KernelFrame, Result]:
     """Find counters for the trace, join them, and return a new frame whose rows carry the
     measured numbers where counters measure them, with what was joined. Never raises: a problem
-    with the counters returns the model's frame untouched and says so in ``warnings``."""
-    try:
-        return _apply(trace, links, frame, launch_t, k_step, step_names, devices)
-    except Exception as e:  # noqa: BLE001 - a counter file must never cost the report
-        return frame, Result(warnings=[f"hardware counters ignored: {type(e).__name__}: {e}"])
+    with the counters returns the model's frame untouched and says so in ``warnings``.
+    ``ncu_files``: the exports beside the trace as trace/sidecars.py found them for this analysis
+    (listed here when not given)."""
+    return overlay(trace, frame, join(trace, links, frame, launch_t, ncu_files), k_step, step_names, devices)
 
 
-def _apply(
+def join(
     trace: Trace,
     links: Links,
     frame: KernelFrame,
     launch_t: np.ndarray,
+    ncu_files: Optional[Sequence[tuple[str, int, int]]] = None,
+) -> Joined:
+    """The counters of a trace (CUPTI ranges in it, ncu exports beside it: ``ncu_files`` as
+    trace/sidecars.py found them, listed here when not given) joined to its kernels. Never
+    raises: a problem with the counters joins nothing and says so in ``warnings``."""
+    try:
+        return _join_all(trace, links, frame, launch_t, ncu_files)
+    except Exception as e:  # noqa: BLE001 - a counter file must never cost the report
+        return Joined(Result(warnings=[f"hardware counters ignored: {type(e).__name__}: {e}"]))
+
+
+def overlay(
+    trace: Trace,
+    frame: KernelFrame,
+    joined: Joined,
     k_step: np.ndarray,
     step_names: list[str],
     devices: dict[int, DevicePeaks],
 ) -> tuple[KernelFrame, Result]:
+    """A new frame with the joined counters in place of the model, and what was joined."""
+    try:
+        return _overlay_all(trace, frame, joined, k_step, step_names, devices)
+    except Exception as e:  # noqa: BLE001 - a counter file must never cost the report
+        return frame, Result(warnings=[f"hardware counters ignored: {type(e).__name__}: {e}"])
+
+
+def _join_all(
+    trace: Trace,
+    links: Links,
+    frame: KernelFrame,
+    launch_t: np.ndarray,
+    ncu_files: Optional[Sequence[tuple[str, int, int]]] = None,
+) -> Joined:
     res = Result()
     cupti = cupti_source(trace) if trace.counters else None
-    side = sidecar_files(trace.path) if trace.path else []
+    if ncu_files is not None:
+        side = list(ncu_files)
+    else:
+        side = sidecar_files(trace.path) if trace.path else []
     if cupti is None and not side:
-        return frame, res
+        return Joined(res)
     sources = [cupti] if cupti is not None else []
     if side:
         ncu_sources, w = sources_from_sidecars(trace.path, side)
         sources += ncu_sources
         res.warnings += w
     if not sources:
-        return frame, res
-    n = len(frame)
+        return Joined(res)
     dur = frame.dur_us
     order = launch_order(trace, launch_t)
     if not len(order):
@@ -438,7 +498,7 @@ def _apply(
             res.notices.append(notice)
         elif sources:
             res.warnings.append("an ncu export lies beside the trace, but the trace has no GPU kernels to join it to")
-        return frame, res
+        return Joined(res)
     names = trace.strings
     gname = trace.gpu["name"]
     short_of: dict[int, str] = {}
@@ -500,15 +560,28 @@ def _apply(
                 "candidates": tried,
                 "notes": [],
             }
+        return Joined(res, order=order, tried=tried)
+    return Joined(res, best[0], best[1], order, tried)
+
+
+def _overlay_all(
+    trace: Trace,
+    frame: KernelFrame,
+    joined: Joined,
+    k_step: np.ndarray,
+    step_names: list[str],
+    devices: dict[int, DevicePeaks],
+) -> tuple[KernelFrame, Result]:
+    res = joined.res
+    if joined.src is None or joined.al is None:
         return frame, res
-    src, al = best
+    src, al, order, tried = joined.src, joined.al, joined.order, joined.tried
+    n = len(frame)
     col: list[Any] = [None] * n
     step_set = set()
     label = SOURCE_LABEL[src.kind]
     overlays = []
-    for pos, j in al.pairs:
-        k = int(order[pos])
-        row = src.rows[j]
+    for k, row in joined.pairs():
         ov = _overlay(k, row.values, label, frame, devices.get(int(trace.gpu["device"][k])))
         overlays.append(ov)
         col[k] = measured_json(src, row.values, row, ov.used)

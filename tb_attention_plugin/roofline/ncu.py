@@ -24,13 +24,12 @@ import csv
 import io
 import os
 import re
-import stat
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Union
 
 from ..attention.patterns import strip_templates
+from ..trace import sidecars as _side
 
 # identity columns (never converted to numbers, never scaled)
 IDENTITY_COLUMNS = {
@@ -276,74 +275,11 @@ def read(path: str, base_units: bool = True, max_bytes: int = 1 << 30) -> NcuTab
         return parse(f.read(), base_units=base_units)
 
 
-# -- exports beside a trace (the engine's sidecar rule; see roofline/measured.py) ------------
+# -- exports beside a trace: found by trace/sidecars.py (the one home for files beside a trace) --
 
-
-def is_sidecar_name(name: str) -> bool:
-    """``*.ncu.csv`` / ``*ncu*.csv`` (any case), not hidden."""
-    low = name.lower()
-    return low.endswith(".csv") and "ncu" in low and not name.startswith(".")
-
-
-def sidecar_stems(trace_name: str) -> tuple[str, str]:
-    """The export names that belong to one trace: ``<file name>.ncu.csv``, ``<stem>.ncu.csv``."""
-    stem = re.sub(r"(\.pt\.trace)?\.json(\.gz)?$", "", trace_name)
-    return trace_name + ".ncu.csv", stem + ".ncu.csv"
-
-
-_SIDECAR_NAMES: dict[str, tuple[int, list[str]]] = {}  # directory -> (its mtime_ns, export names)
-
-
-def _sidecar_names(d: str) -> list[str]:
-    """Names of the exports in directory ``d``. The listing is kept while the directory's mtime
-    stays the same: listing a directory of n traces once per trace was O(n^2) (2000 traces in
-    one run: 4 million names looked at)."""
-    try:
-        mtime = os.stat(d).st_mtime_ns
-    except OSError:
-        return []
-    hit = _SIDECAR_NAMES.get(d)
-    if hit is not None and hit[0] == mtime:
-        return hit[1]
-    names = []
-    try:
-        with os.scandir(d) as it:
-            for e in it:
-                if is_sidecar_name(e.name):
-                    names.append(e.name)
-    except OSError:
-        return []
-    if time.time() - mtime / 1e9 > 2.0:  # a listing as old as the clock's tick may miss a file
-        if len(_SIDECAR_NAMES) > 512:
-            _SIDECAR_NAMES.clear()
-        _SIDECAR_NAMES[d] = (mtime, names)
-    return names
-
-
-def sidecar_files(trace_path: str) -> list[tuple[str, int, int]]:
-    """``[(name, size, mtime_ns)]`` of the ncu exports that may belong to a trace (same
-    directory), the ones named after it first. Only names are looked at; nothing is opened.
-    Regular files only, and a symlink only when it stays in the trace's directory: a link in a
-    log directory to a file elsewhere is never read (nor are pipes, which would block)."""
-    d = os.path.dirname(os.path.abspath(trace_path))
-    own = sidecar_stems(os.path.basename(trace_path))
-    out = []
-    real_d = None
-    for name in _sidecar_names(d):
-        p = os.path.join(d, name)
-        try:
-            st = os.stat(p)
-            if not stat.S_ISREG(st.st_mode):
-                continue
-            if os.path.islink(p):
-                real_d = real_d or os.path.realpath(d)
-                if os.path.dirname(os.path.realpath(p)) != real_d:
-                    continue
-        except OSError:
-            continue
-        out.append((name, int(st.st_size), int(st.st_mtime_ns)))
-    out.sort(key=lambda x: (x[0] not in own, x[0]))
-    return out
+is_sidecar_name = _side.is_ncu_name
+sidecar_stems = _side.ncu_stems
+sidecar_files = _side.ncu_files
 
 
 def sidecar_signature(trace_path: str) -> str:

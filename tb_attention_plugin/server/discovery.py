@@ -21,8 +21,8 @@ import stat as _stat
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from ..roofline.ncu import is_sidecar_name
 from ..trace.files import looks_like_trace
+from ..trace.sidecars import is_sidecar_name
 
 PT_TRACE = re.compile(r"^(?P<worker>.+?)(?:\.(?P<span>\d+))?\.pt\.trace\.json(?:\.gz)?$")
 PLAIN_JSON = re.compile(r"^(?P<stem>.+?)\.json(?:\.gz)?$")
@@ -43,13 +43,13 @@ class FileInfo:
     span: Optional[str]  # time_ns string from the file name, None when absent
     size: int
     mtime_ns: int
-    sidecars: tuple = ()  # (name, size, mtime_ns) of the ncu exports beside it (roofline/measured.py)
+    sidecars: tuple = ()  # (name, size, mtime_ns) of the ncu exports and replay results beside it (trace/sidecars.py)
     fs_rel: str = ""  # ``rel`` as on disk when that differs (names that are not UTF-8)
 
     @property
     def stat_key(self) -> tuple:
-        """(size, mtime_ns), plus the exports beside the trace when there are any: a new or
-        changed ``*.ncu.csv`` makes the trace's analysis stale."""
+        """(size, mtime_ns), plus the files beside the trace when there are any: a new or
+        changed ``*.ncu.csv`` or ``*.replay.json`` makes the trace's analysis stale."""
         return (self.size, self.mtime_ns) + ((self.sidecars,) if self.sidecars else ())
 
 
@@ -189,7 +189,7 @@ class Scanner:
 
 
 def _sidecars(entries: list) -> tuple:
-    """Nsight Compute exports in a directory (by name; see roofline/measured.py)."""
+    """Nsight Compute exports and replay results in a directory (by name; trace/sidecars.py)."""
     out = []
     for e in entries:
         if not is_sidecar_name(e.name):

@@ -31,7 +31,7 @@ NUMERIC = (
     "occupancy_pct",
 )
 # categorical columns (value -> small int code; null -> -1)
-CATEGORICAL = ("phase", "direction", "bound", "kind", "step", "peak", "dtype", "tag_source")
+CATEGORICAL = ("phase", "direction", "bound", "kind", "step", "peak", "dtype", "tag_source", "site")
 # text columns searched by ``q`` and sortable by their text
 TEXT = ("name", "module_path", "op")
 SORT_KEYS = NUMERIC + CATEGORICAL + TEXT + ("attention",)
@@ -290,6 +290,8 @@ class KernelQuery:
     kind: Optional[str] = None
     scope: str = "attention"  # attention | all | other
     q: str = ""
+    site: str = ""  # an attention site's name (report ``sites``, kernel rows' ``site``)
+    name: str = ""  # exactly this kernel name (a click-through names one kernel, not a search)
 
 
 def _cat_mask(t: KernelTable, col: str, values: list) -> np.ndarray:
@@ -313,6 +315,8 @@ def filter_mask(t: KernelTable, q: KernelQuery) -> np.ndarray:
         m &= _cat_mask(t, "bound", q.bound)
     if q.kind:
         m &= _cat_mask(t, "kind", [q.kind])
+    if q.site:
+        m &= _cat_mask(t, "site", [q.site])
     if q.q:
         needle = q.q.lower()
         hit = np.zeros(t.n, dtype=bool)
@@ -321,6 +325,10 @@ def filter_mask(t: KernelTable, q: KernelQuery) -> np.ndarray:
             if codes:
                 hit |= np.isin(t.text[col], np.array(codes, dtype=np.int32))
         m &= hit
+    if q.name:
+        vals = t.text_values["name"]
+        codes = [i for i, s in enumerate(vals) if s == q.name]
+        m &= np.isin(t.text["name"], np.array(codes, dtype=np.int32)) if codes else np.zeros(t.n, dtype=bool)
     return m
 
 
@@ -515,6 +523,10 @@ def _code(t: KernelTable, col: str, value) -> int:
         return -2
 
 
+def _cap(u: Optional[float]) -> Optional[float]:
+    return None if u is None else min(1.0, u)
+
+
 def _point(
     r: dict, n: int, time_us: float, flops: float, nbytes: float, device: dict, measured_utils: Optional[tuple] = None
 ) -> dict:
@@ -534,8 +546,12 @@ def _point(
             "intensity": flops / nbytes if nbytes > 0 else None,
             "achieved_flops_per_s": afl,
             "achieved_bytes_per_s": aby,
-            "compute_util": (afl / pf) if (afl is not None and pf) else (r.get("compute_util") if n == 1 else None),
-            "memory_util": (aby / bw) if (aby is not None and bw) else (r.get("memory_util") if n == 1 else None),
+            # a single kernel's utilisations are the classifier's (a bytes-model miss has none); a
+            # group's are capped at 1 as the kernel rows are (docs/report-schema.md, compute_util):
+            # a group's rate above a roof (dense upper bounds) is shown at it, and a kernel above a
+            # roof raised it (device.roof_adjustments); the point's position keeps the estimate
+            "compute_util": r.get("compute_util") if n == 1 else _cap(afl / pf if (afl is not None and pf) else None),
+            "memory_util": r.get("memory_util") if n == 1 else _cap(aby / bw if (aby is not None and bw) else None),
         }
     )
     if r.get("measured"):

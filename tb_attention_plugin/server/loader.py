@@ -86,10 +86,13 @@ class Entry:
     running: bool = False
     progress: Optional[Progress] = None  # the record of the analysis while it runs
     rank: Optional[dict] = None  # the cached rank summary (ranks/store.py), in a lazy run
+    # the events before the cut of a truncated file (Options.allow_partial), asked for by the page:
+    # an entry of its own beside the whole file's
+    partial: bool = False
 
     @property
     def key(self) -> tuple:
-        return (self.rel, self.step)
+        return (self.rel, self.step, True) if self.partial else (self.rel, self.step)
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,22 @@ class Snapshot:
     started_at: Optional[float]
     progress: Optional[dict] = None  # stage and bytes read, while it is being analysed
     rank: Optional[dict] = None  # the cached rank summary of a lazy run's file
+    partial: bool = False  # the analysis of the events before a truncation (Entry.partial)
+    truncated: bool = False  # the file ends early (a result held back, or "incomplete")
+
+
+def relative_paths(summary: dict, rel: str, logdir: str) -> None:
+    """Paths in a summary as the page shows them: relative to the logdir (the trace's own
+    ``path``, the reference trace of CUDA-graph replays found beside it), never the server's
+    absolute paths. A path outside the logdir (an explicit reference) keeps only its name."""
+    summary["path"] = rel
+    g = summary.get("graphs")
+    if not isinstance(g, dict):
+        return
+    ref = g.get("reference")
+    if isinstance(ref, str) and os.path.isabs(ref):
+        inside = ref.startswith(logdir.rstrip(os.sep) + os.sep)
+        g["reference"] = os.path.relpath(ref, logdir).replace(os.sep, "/") if inside else os.path.basename(ref)
 
 
 class Loader:
@@ -244,7 +263,7 @@ class Loader:
             for rel in set(old_files) - set(res.files):
                 self._drop_rel(rel)
             for e in list(self._entries.values()):  # step variants held back or waiting
-                if e.step is None or e.state != "waiting" or e.rel not in res.files:
+                if (e.step is None and not e.partial) or e.state != "waiting" or e.rel not in res.files:
                     continue
                 if e.held is None:
                     self._enqueue(e, PRIO_INTERACTIVE)
@@ -367,7 +386,7 @@ class Loader:
                 elif not still_inside(info, self.logdir):
                     result = {"status": "error", "error": "the path leaves the log directory", "truncated": False}
                 else:
-                    result = self._run(proc, info.abspath, e.step)
+                    result = self._run(proc, info.abspath, e.step, e.partial)
             except Exception as ex:  # defensive: the loop must survive anything
                 log.exception("tb-attention: analysis of %s failed", e.rel)
                 result = {"status": "error", "error": f"internal error: {type(ex).__name__}: {ex}", "truncated": False}
@@ -380,8 +399,9 @@ class Loader:
                     self._finish(e, result)
                 self._changed.notify_all()
 
-    def _run(self, proc: WorkerProcess, path: str, step: Optional[str]) -> dict:
-        args = (path, dataclasses.replace(self.options, step=step), self.cache_dir, self.use_cache)
+    def _run(self, proc: WorkerProcess, path: str, step: Optional[str], partial: bool = False) -> dict:
+        options = dataclasses.replace(self.options, step=step, allow_partial=partial or self.options.allow_partial)
+        args = (path, options, self.cache_dir, self.use_cache)
         if self.mode == "thread":
             with progress_active(proc.progress):
                 return self._job(*args)
@@ -416,7 +436,8 @@ class Loader:
         except OSError:
             e.state, e.message = "waiting", "the file disappeared while it was analysed"
             return
-        if result.get("truncated") and time.time() - info.mtime_ns / 1e9 < self.grace_secs and e.state != "ready":
+        fresh = time.time() - info.mtime_ns / 1e9 < self.grace_secs
+        if result.get("truncated") and fresh and e.state != "ready" and not e.partial:
             e.state = "waiting"
             e.held = result
             e.message = "the file ends early: it may still be being written; waiting for it to settle"
@@ -428,6 +449,9 @@ class Loader:
         e.held = None
         if result.get("status") == "ok":
             loaded: Loaded = result["loaded"]
+            info = self._files.get(e.rel)
+            if info is not None:
+                relative_paths(loaded.summary, info.rel, self.logdir)
             e.state, e.message = "ready", None
             e.summary = loaded.summary
             e.loaded = loaded
@@ -501,22 +525,28 @@ class Loader:
                         e.started_at,
                         self._progress_of(e),
                         e.rank,
+                        False,
+                        e.state == "incomplete" or (e.held is not None and bool(e.held.get("truncated"))),
                     )
                 )
                 out.append((info, snap))
             return out
 
-    def request(self, rel: str, step: Optional[str], need_index: bool, wait: float = 0.0) -> Optional[Snapshot]:
+    def request(
+        self, rel: str, step: Optional[str], need_index: bool, wait: float = 0.0, partial: bool = False
+    ) -> Optional[Snapshot]:
         """The entry of (file, step), analysing it now if needed; waits up to ``wait`` seconds
-        for it to become ready. None if the file is not in the table."""
+        for it to become ready. None if the file is not in the table. ``partial``: the analysis
+        of the events before the cut of a truncated file (a complete file gives its usual
+        report, marked not partial)."""
         deadline = time.monotonic() + wait
         with self._changed:
             info = self._files.get(rel)
             if info is None:
                 return None
-            e = self._entries.get((rel, step))
+            e = self._entries.get((rel, step, True) if partial else (rel, step))
             if e is None:
-                e = Entry(rel=rel, step=step, stat_key=info.stat_key)
+                e = Entry(rel=rel, step=step, stat_key=info.stat_key, partial=partial)
                 self._entries[e.key] = e
                 self._enqueue(e, PRIO_INTERACTIVE)
             elif e.state in ("queued", "waiting") and step is not None and e.held is None:
@@ -550,13 +580,15 @@ class Loader:
                 e.started_at,
                 self._progress_of(e),
                 e.rank,
+                e.partial,
+                e.state == "incomplete" or (e.held is not None and bool(e.held.get("truncated"))),
             )
 
     def counts(self) -> dict:
         with self._lock:
             c = {s: 0 for s in STATES}
             for k, e in self._entries.items():
-                if k[1] is None:
+                if k[1] is None and not e.partial:
                     c[e.state] += 1
             c["files"] = len(self._files)
             return c

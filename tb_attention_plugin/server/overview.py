@@ -32,15 +32,18 @@ def overview_row(summary: dict[str, Any]) -> dict[str, Any]:
     advice = summary.get("advice") or []
     best = None
     if advice:
-        a = advice[0]  # the engine sorts by severity, then gain
+        a = advice[0]  # the engine ranks by step time saved where estimated, else by gain
         best = {
             "id": a.get("id"),
             "title": a.get("title"),
             "severity": a.get("severity"),
             "estimated_gain_us": a.get("estimated_gain_us"),
+            "gain_basis": a.get("gain_basis"),
+            "step_gain_us": a.get("step_gain_us"),
         }
     device = summary.get("device") or {}
     return {
+        "per_step": per_step(summary),
         "status": summary.get("status"),
         "device": device.get("label") or device.get("name"),
         "steps": len(summary.get("steps") or []),
@@ -59,12 +62,61 @@ def overview_row(summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def per_step(summary: dict[str, Any]) -> dict[str, Any]:
+    """The run on one basis, per step (the strip's figures, frontend/src/views/strip.ts context):
+    the step (the mean profiled step, or the GPU span per step when the GPU ran longer), GPU busy
+    (all GPU activity, communication included: the summary's and the ranks' definition), its
+    compute part, idle = step − busy, and attention time; each the trace's total over its steps."""
+    steps = [s for s in summary.get("steps") or [] if summary.get("step") is None or s.get("name") == summary["step"]]
+    n = 1 if summary.get("step") is not None else max(1, len(steps))
+    span = summary.get("span_us")
+    step_sum = sum(s.get("dur_us") or 0.0 for s in steps)
+    busy = (summary.get("gpu_busy_us") or 0.0) / n
+    step = span / n if span is not None else (step_sum / n if step_sum else None)
+    if steps and step_sum:
+        step = max(step_sum / len(steps), step or 0.0)
+    if step is not None and step < busy:
+        step = busy
+    cb = summary.get("compute_busy_us")
+    return {
+        "steps": len(steps),
+        "step_us": round(step, 3) if step is not None else None,
+        "gpu_busy_us": round(busy, 3),
+        "compute_busy_us": round(cb / n, 3) if cb is not None else None,
+        "idle_us": round(max(0.0, step - busy), 3) if step is not None else None,
+        "attention_time_us": round((summary.get("attention_time_us") or 0.0) / n, 3),
+    }
+
+
+def job_row(loader: Any, run: str, files: dict) -> dict[str, Any]:
+    """A multi-rank run's line in the overview: its ranks, the spread and the stragglers (the
+    Ranks view's rule, ranks/job.py), so that a job with a slow rank does not look like its
+    first rank's numbers. ``state`` is ``partial`` while some ranks are not summarised yet."""
+    from .ranks import run_job  # the rank summaries: the engine's, imported when first needed
+
+    v = run_job(loader, run, files)
+    sp = v["spread"]
+    return {
+        "state": v["state"],
+        "ranks": sp["ranks"],
+        "median_us": sp["median_us"],
+        "max_us": sp["max_us"],
+        "max_over_median": sp["max_over_median"],
+        "min_ranks": v["rule"]["min_ranks"],
+        "stragglers": [
+            {"rank": st["rank"], "worker": st["worker"], "excess_pct": st["excess_pct"]} for st in v["stragglers"]
+        ],
+        "errors": len(v["errors"]),
+    }
+
+
 def route(plugin: Any, request: Any) -> Any:
     """``/overview``: ``{runs: [{run, file, state, message, ...overview_row}]}``, one per run."""
     from werkzeug.datastructures import MultiDict
 
+    from ..ranks.job import job_kind
     from .params import json_response
-    from .selection import run_table, select
+    from .selection import file_rank, run_table, select
 
     rows = []
     table = run_table(plugin.loader)
@@ -80,5 +132,7 @@ def route(plugin: Any, request: Any) -> Any:
         }
         if snap is not None and snap.state == "ready" and snap.summary is not None:
             row.update(overview_row(snap.summary))
+        if job_kind([file_rank(i, s) for i, s in files.values()])[0]:
+            row["job"] = job_row(plugin.loader, run, files)
         rows.append(row)
     return json_response({"runs": rows})

@@ -58,12 +58,9 @@ def _from_loaded(loader, info) -> Optional[dict]:
     return s
 
 
-def ranks_route(plugin, request):
-    run = name_param(request.args, "run", required=True, what="run")
-    loader = plugin.loader
-    files = run_table(loader).get(run)
-    if files is None:
-        raise not_found(f"no run '{run}'", param="run")
+def collect(loader, run: str, files: dict) -> tuple[list[dict], list[dict]]:
+    """(summaries, pending) of a run's files: the summaries the job view is built from (error
+    entries for failed files), and the files without one yet."""
     with _LOCK:
         memo = _MEMO.setdefault(loader, {})
     summaries, pending = [], []
@@ -87,6 +84,13 @@ def ranks_route(plugin, request):
     live = {i.rel for i, _ in files.values()}
     for rel in [r for r in memo if _run_of(r) == run and r not in live]:  # removed files
         memo.pop(rel, None)
+    return summaries, pending
+
+
+def run_job(loader, run: str, files: dict) -> dict:
+    """The job view of a run (ranks/job.py) with its load state: ``state`` partial while some
+    files have no summary yet, ``files``, ``pending`` (the first 50) and ``pending_count``."""
+    summaries, pending = collect(loader, run, files)
     view = job_view(summaries)
     view.update(
         {
@@ -97,7 +101,16 @@ def ranks_route(plugin, request):
             "pending_count": len(pending),
         }
     )
-    return json_response(view)
+    return view
+
+
+def ranks_route(plugin, request):
+    run = name_param(request.args, "run", required=True, what="run")
+    loader = plugin.loader
+    files = run_table(loader).get(run)
+    if files is None:
+        raise not_found(f"no run '{run}'", param="run")
+    return json_response(run_job(loader, run, files))
 
 
 def _run_of(rel: str) -> str:

@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from ..ranks.job import job_kind, rank_from_name
 from .discovery import FileInfo
 from .loader import Loader, Snapshot
-from .params import name_param, not_found, step_param
+from .params import bool_param, name_param, not_found, step_param
 
 WAIT_SUMMARY = 1.5  # seconds a route waits for an analysis before answering "loading"
 
@@ -37,6 +38,7 @@ class Selection:
     info: FileInfo
     step: Optional[str]
     echo: dict[str, Any]  # what was selected, as the routes answer it ("selection")
+    partial: bool = False  # the events before the cut of a truncated file (``partial=1``)
 
 
 def select(table: RunTable, args: Any, prefix: str = "", run_key: str = "run") -> Selection:
@@ -46,6 +48,7 @@ def select(table: RunTable, args: Any, prefix: str = "", run_key: str = "run") -
     span = name_param(args, prefix + "span", what="span")
     fname = name_param(args, prefix + "file", what="file")
     step = step_param(args, prefix + "step")
+    partial = bool_param(args, prefix + "partial", False)
     files = table.get(run) if run is not None else None
     if files is None:
         raise not_found(f"no run '{run}'", param=run_key)
@@ -71,8 +74,10 @@ def select(table: RunTable, args: Any, prefix: str = "", run_key: str = "run") -
             if not infos:
                 raise not_found(f"no span '{span}' for that worker in run '{run}'", param=prefix + "span")
         info = sorted(infos, key=lambda i: (span_key(i.span), i.name))[-1]
-    echo = {"run": info.run, "worker": info.worker, "span": info.span, "file": info.name, "step": step}
-    return Selection(info, step, echo)
+    echo: dict[str, Any] = {"run": info.run, "worker": info.worker, "span": info.span, "file": info.name, "step": step}
+    if partial:
+        echo["partial"] = True
+    return Selection(info, step, echo, partial)
 
 
 @dataclass(frozen=True)
@@ -119,7 +124,7 @@ def fetch_state(
     """The analysed entry the parameters name, or why it is not there (yet)."""
     sel = select(run_table(loader), args, prefix, run_key)
     if sel.step is not None:
-        base = loader.request(sel.info.rel, None, need_index=False, wait=wait)
+        base = loader.request(sel.info.rel, None, need_index=False, wait=wait, partial=sel.partial)
         if base is None:
             raise not_found(f"trace '{sel.info.rel}' disappeared")
         if base.state != "ready":
@@ -129,7 +134,7 @@ def fetch_state(
             raise not_found(
                 f"no step '{sel.step}' in this trace (steps: {', '.join(steps) or 'none'})", param=prefix + "step"
             )
-    snap = loader.request(sel.info.rel, sel.step, need_index=need_index, wait=wait)
+    snap = loader.request(sel.info.rel, sel.step, need_index=need_index, wait=wait, partial=sel.partial)
     if snap is None:
         raise not_found(f"trace '{sel.info.rel}' disappeared")
     if snap.state == "ready" and (snap.loaded is not None or not need_index):
@@ -153,6 +158,8 @@ def file_json(info: FileInfo, snap: Optional[Snapshot]) -> dict[str, Any]:
     }
     if snap is not None and snap.progress is not None:
         d["progress"] = snap.progress
+    if snap is not None and snap.truncated:
+        d["truncated"] = True  # the file ends early: the page offers the partial analysis (partial=1)
     if snap is not None and snap.state == "ready" and snap.summary is not None:
         s = snap.summary
         d["device"] = (s.get("device") or {}).get("label")
@@ -165,6 +172,19 @@ def file_json(info: FileInfo, snap: Optional[Snapshot]) -> dict[str, Any]:
         d["attention_time_us"] = r.get("attention_time_us")
         d["notices"] = list(r.get("notices") or [])
     return d
+
+
+def file_rank(info: FileInfo, snap: Optional[Snapshot]) -> Optional[int]:
+    """The rank a trace states: its ``distributedInfo`` once analysed (the report's, or the cached
+    rank summary's), else a ``rank<N>`` in its file name (ranks/summary.py, rank_of), else None."""
+    if snap is not None:
+        dist = ((snap.summary or {}).get("trace") or {}).get("distributed") or {}
+        r = dist.get("rank") if isinstance(dist, dict) else None
+        if snap.rank is not None and r is None:
+            r = snap.rank.get("rank")
+        if isinstance(r, int) and not isinstance(r, bool) and r >= 0:
+            return r
+    return rank_from_name(info.name)
 
 
 def runs_listing(loader: Loader) -> dict[str, Any]:
@@ -185,7 +205,8 @@ def runs_listing(loader: Loader) -> dict[str, Any]:
         counts: dict[str, int] = {}
         for r in rows:
             counts[r["state"]] = counts.get(r["state"], 0) + 1
-        out.append({"run": run, "files": rows, "workers": wl, "counts": counts})
+        is_job, why = job_kind([file_rank(info, snap) for info, snap in files.values()])
+        out.append({"run": run, "files": rows, "workers": wl, "counts": counts, "job": is_job, "job_reason": why})
     return {
         "logdir": loader.logdir,
         "runs": out,

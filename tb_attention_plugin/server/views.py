@@ -13,6 +13,7 @@ from ..attention import vocabulary as V
 from .discovery import FileInfo, still_inside
 from .index import BOUNDS, SORT_KEYS, KernelQuery, facets, find_kernel, query_kernels, roofline
 from .loader import Snapshot
+from .names import add_short, summary_short_names
 from .params import HttpError, choice_param, int_param, list_param, not_found, text_param
 from .selection import Pending, Selection
 
@@ -36,7 +37,13 @@ def _summary(snap: Snapshot) -> dict[str, Any]:
 
 
 def summary(snap: Snapshot, sel: Selection) -> dict[str, Any]:
-    return {"state": "ready", "selection": sel.echo, "seconds": snap.seconds, "summary": snap.summary}
+    return {
+        "state": "ready",
+        "selection": sel.echo,
+        "seconds": snap.seconds,
+        "summary": snap.summary,
+        "short_names": summary_short_names(snap.summary),  # the page's kernel names (server/names.py)
+    }
 
 
 def phases(snap: Snapshot, sel: Selection) -> dict[str, Any]:
@@ -71,7 +78,9 @@ def kernel_query(args: Any) -> KernelQuery:
         bound=list_param(args, "bound", BOUNDS),
         kind=choice_param(args, "kind", ("kernel", "memcpy", "memset")),
         scope=choice_param(args, "scope", SCOPES, "attention") or "attention",
-        q=text_param(args, "q", max_len=4096),  # a whole C++ kernel name (the timeline and roofline search by it)
+        q=text_param(args, "q", max_len=4096),  # a substring of a kernel, op or module name
+        name=text_param(args, "name", max_len=4096),  # a whole C++ kernel name (a click on a point or finding)
+        site=text_param(args, "site", max_len=4096),  # a site's name, as the Sites table shows it
     )
 
 
@@ -83,6 +92,8 @@ def _loaded(snap: Snapshot) -> Any:
 def kernels(snap: Snapshot, sel: Selection, q: KernelQuery) -> dict[str, Any]:
     t = _loaded(snap).kernels
     out = query_kernels(t, q)
+    for r in out.get("rows") or []:
+        add_short(r)
     out.update({"state": "ready", "selection": sel.echo, "facets": facets(t)})
     return out
 
@@ -91,11 +102,14 @@ def kernel(snap: Snapshot, sel: Selection, kid: int) -> dict[str, Any]:
     row = find_kernel(_loaded(snap).kernels, kid)
     if row is None:
         raise not_found(f"no kernel with id {kid}", param="id")
+    add_short(row)
     return {"state": "ready", "selection": sel.echo, "kernel": row}
 
 
 def roofline_points(snap: Snapshot, sel: Selection, scope: str, group: bool, limit: int) -> dict[str, Any]:
     out = roofline(_loaded(snap), scope=scope, group=group, limit=limit)
+    for p in out["points"]:
+        add_short(p)
     out.update({"state": "ready", "selection": sel.echo})
     return out
 
@@ -131,6 +145,7 @@ def memory(snap: Snapshot, sel: Selection) -> dict[str, Any]:
         "state": "ready",
         "selection": sel.echo,
         "memory": s.get("memory"),
+        "boundary": s.get("boundary"),  # model.py's FFN boundary, shown beside the memory view
         "attention_time_us": s.get("attention_time_us"),
         "steps": s.get("steps") or [],
         "step": s.get("step"),
@@ -172,3 +187,16 @@ def annotated_download(
     gz = info.name.endswith(".gz")
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", annotated_name(info.name))[:160] or "trace.attention.json"
     return splice(info.abspath, close_at, entries, events, gz, max_bytes), name, gz
+
+
+def replay_script(snap: Snapshot, sel: Selection) -> tuple[str, str]:
+    """(text, file name) of the replay script of the trace's attention calls (replay/emit.py), built
+    from the report: the same script ``tb-attention replay --emit`` writes."""
+    from ..replay import emit
+
+    calls = ((_loaded(snap).report().get("replay") or {}).get("calls")) or []
+    if not calls:
+        raise HttpError(409, "this trace has no attention call a replay can rebuild (see tb-attention replay --list)")
+    text = emit.script(emit.payload([(sel.info.name, calls)]))
+    base = re.sub(r"[^A-Za-z0-9._-]+", "_", sel.info.name)[:160] or "trace"
+    return text, f"{base}.replay.py"

@@ -56,6 +56,17 @@ class Links:
             self.__dict__["_preorder_cache"] = cache
         return cache[2], cache[3], cache[4]
 
+    def forward_context(self, ranges: np.ndarray) -> np.ndarray:
+        """Per range: itself, or, inside a backward root, the forward op that root differentiates
+        (-1 where unlinked, and for -1). A backward kernel's work belongs to the forward code that
+        asked for it: its module, source line, attention call."""
+        r = np.asarray(ranges, dtype=np.int64)
+        br = take_or(self.backward_root, r)
+        out: np.ndarray = r.copy()
+        inb = br >= 0
+        out[inb] = self.forward_of[br[inb]]
+        return out
+
     def ancestors(self, r: int) -> Iterator[int]:
         """r's ancestors, innermost first."""
         p = self.parent[r]

@@ -203,6 +203,8 @@ class ByteSource:
                     return b""
             try:
                 out: bytes = self._inflate.decompress(self._pending, BLOCK)
+            except MemoryError:
+                raise  # out of memory is not corrupt data: the caller says which it was
             except Exception as e:  # zlib.error, or isal's equivalent
                 raise TraceReadError(f"corrupt gzip data: {e}") from None
             self._pending = self._inflate.unconsumed_tail
@@ -295,6 +297,9 @@ def _nan_safe_loads(text: str) -> Any:
     # json accepts NaN/Infinity; it recurses, so nesting is bounded by the caller's size cap
     # and by RecursionError, which we map to a decode failure.
     return json.loads(text)
+
+
+_RAW_ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
 
 
 class _TooDeep(Exception):
@@ -672,11 +677,13 @@ class TraceParser:
             k = buf.rfind(b",", start, limit)
             if k <= start:
                 return False
+            # msgspec only, entries as Raw (no nested lists built): a comma inside a string or a
+            # NaN fails here and halves the span; the one-entry path after it handles those.
             try:
-                items = _decode_items(b"[" + buf[start:k] + b"]", {})
-            except _TooDeep:
+                items = _RAW_ITEMS.decode(_framed(buf, start, k))
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
                 items = None
-            if isinstance(items, list):  # no '{' in the span, so no objects in it
+            if items is not None:  # no '{' in the span, so no objects in it
                 self.stats["skipped"] = self.stats.get("skipped", 0) + len(items)
                 self.pos = k + 1
                 return True

@@ -324,11 +324,14 @@ _MEMORY_COLS = dict(
 _GPU_ANN_COLS = dict(name="i", device="i", stream="q", ts="d", dur="d", ext="q", ext1="q")
 _STACK_COLS = dict(name="i", thread="i", ts="d", dur="d")
 _USER = -2  # python frame kind: a user frame, kept in the stacks table
-# Python frame codes (TraceBuilder._python_code): dropped, module, kept function, user frame; and
+# Python frame codes (TraceBuilder._python_code): dropped, module, kept function, user frame, kept
+# function that is also a user frame; and
 # for each kept kind the table that turns a string of codes into a 0/1 selection of its frames
-_PY_DROP, _PY_MODULE, _PY_FUNC, _PY_USER = b"\x00", b"\x01", b"\x02", b"\x03"
+_PY_DROP, _PY_MODULE, _PY_FUNC, _PY_USER, _PY_USER_FUNC = b"\x00", b"\x01", b"\x02", b"\x03", b"\x04"
+_USER_FUNC = -3  # selection key: kept functions that are also user frames (code 4)
 _PY_SELECT = {
-    kind: bytes(1 if c == code else 0 for c in range(256)) for kind, code in ((MODULE, 1), (PYFUNC, 2), (_USER, 3))
+    kind: bytes(1 if c in codes else 0 for c in range(256))
+    for kind, codes in ((MODULE, (1,)), (PYFUNC, (2, 4)), (_USER, (3,)), (_USER_FUNC, (4,)))
 }
 
 # Attribute getters: with map() they read struct fields in C, not in the bytecode loop.
@@ -556,8 +559,9 @@ class TraceBuilder:
         return _ids(self.strings.ids(names))
 
     def _add_python(self, evs: list[Any]) -> None:
-        """Python frames: each name is classified once (module, kept function, user frame or
-        dropped); per event only a code, in bytes, so that counting and selecting run in C."""
+        """Python frames: each name is classified once (module, kept function, user frame, kept
+        function that is also a user frame, or dropped); per event only a code, in bytes, so that
+        counting and selecting run in C."""
         get = self._py_kind.get
         codes = [get(e.name) for e in evs]
         if None in codes:
@@ -572,10 +576,16 @@ class TraceBuilder:
             return
         if kb.count(_PY_MODULE):
             self._add_ranges(MODULE, list(compress(evs, kb.translate(_PY_SELECT[MODULE]))))
-        if kb.count(_PY_FUNC):
+        n_user_func = kb.count(_PY_USER_FUNC)
+        if kb.count(_PY_FUNC) or n_user_func:
             self._add_ranges(PYFUNC, list(compress(evs, kb.translate(_PY_SELECT[PYFUNC]))))
-        if kb.count(_PY_USER):
-            users = list(compress(evs, kb.translate(_PY_SELECT[_USER])))
+        users = list(compress(evs, kb.translate(_PY_SELECT[_USER]))) if kb.count(_PY_USER) else []
+        # a function named like attention or rotary in the user's or the model's code
+        # (``eager_attention_forward``, ``apply_rotary_pos_emb``) is a scope *and* a frame: without
+        # it, the kernels it launches point to the ``def forward`` around it (sources.py)
+        if n_user_func:
+            users += compress(evs, kb.translate(_PY_SELECT[_USER_FUNC]))
+        if users:
             self.stacks.extend(
                 name=self._intern_names([e.name for e in users]),
                 thread=self._intern_threads(users),
@@ -590,7 +600,7 @@ class TraceBuilder:
         if name.startswith("nn.Module"):
             return 1
         if self.keep_py.search(name):
-            return 2
+            return 4 if user_frame(name) is not None else 2
         if user_frame(name) is not None:
             return 3
         return 0

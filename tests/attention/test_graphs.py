@@ -91,7 +91,7 @@ def graph_launch(t: SynthTrace, kernels: list[str], dur: float = 5.0) -> None:
         t.gpu_now += dur
 
 
-def eager_layer(t: SynthTrace, b=8, h=2048) -> None:
+def eager_layer(t: SynthTrace, b=8, h=2048, attention_module="DecodeAttention_0") -> None:
     """The same layer run eagerly with modules, ops and shapes."""
 
     def lin(name, n):
@@ -107,7 +107,7 @@ def eager_layer(t: SynthTrace, b=8, h=2048) -> None:
                 t.kernel(next(it), dur=5)
             with t.op("aten::rsqrt", dims=[[b, 1, 1]], types=["float"]):
                 t.kernel(next(it), dur=5)
-        with t.module("DecodeAttention_0"):
+        with t.module(attention_module):
             lin("q", h)
             lin("k", 512)
             lin("v", 512)
@@ -143,22 +143,60 @@ def eager_layer(t: SynthTrace, b=8, h=2048) -> None:
             lin("down", h)
 
 
-def replay_trace(tmp_path, name="replay.pt.trace.json", layers=2, meta=True) -> str:
+def replay_trace(tmp_path, name="replay.pt.trace.json", layers=2, meta=True, launches=1) -> str:
     t = SynthTrace()
     if meta:
         t.meta.update(record_shapes=1, with_stack=1)
-    with t.step(1):
-        graph_launch(t, [n for _ in range(layers) for n, _ in LAYER])
+    for s in range(launches):
+        with t.step(1 + s):
+            graph_launch(t, [n for _ in range(layers) for n, _ in LAYER])
     return t.write(tmp_path / name)
 
 
-def eager_trace(tmp_path, name="eager.pt.trace.json", layers=2) -> str:
+def eager_trace(tmp_path, name="eager.pt.trace.json", layers=2, attention_module="DecodeAttention_0") -> str:
     t = SynthTrace()
     t.meta.update(record_shapes=1, with_stack=1)
     with t.step(5):
         for _ in range(layers):
-            eager_layer(t)
+            eager_layer(t, attention_module=attention_module)
     return t.write(tmp_path / name)
+
+
+def replayed_n_times(src: str, n: int, dst) -> str:
+    """A recorded trace whose graph launch (with its kernels and its ProfilerStep) is repeated n
+    times, later in time, with new correlation ids: what profiling n decode steps of a graph
+    records."""
+    import copy
+    import gzip
+    import json
+
+    with gzip.open(src, "rt") if src.endswith(".gz") else open(src) as f:
+        d = json.load(f)
+    ev = d["traceEvents"]
+    launches = [e for e in ev if str(e.get("name", "")).startswith("cudaGraphLaunch")]
+    corr = {e["args"]["correlation"] for e in launches}
+    gpu = [
+        e
+        for e in ev
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e.get("args", {}).get("correlation") in corr
+    ]
+    steps = [e for e in ev if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep")]
+    t0 = min(e["ts"] for e in steps + launches + gpu)
+    span = max(e["ts"] + e.get("dur", 0) for e in steps + launches + gpu) - t0 + 100.0
+    top = max(int(e["args"]["correlation"]) for e in ev if isinstance(e.get("args", {}).get("correlation"), int))
+    for i in range(1, n):
+        for e in launches + gpu + steps:
+            c = copy.deepcopy(e)
+            c["ts"] = e["ts"] + i * span
+            if "correlation" in c.get("args", {}):
+                c["args"]["correlation"] = e["args"]["correlation"] + i * (top + 1)
+            if c.get("cat") == "user_annotation":
+                c["name"] = f"ProfilerStep#{int(e['name'].split('#')[1]) + i}"
+                c["args"].pop("External id", None)
+            ev.append(c)
+    with gzip.open(dst, "wt") as f:
+        json.dump(d, f)
+    return str(dst)
 
 
 def kernels(rep):
@@ -278,6 +316,65 @@ def test_reference_that_does_not_match_changes_nothing(tmp_path):
     assert "matched" in next(n for n in rep["notices"] if n["code"] == "graph_replay")["message"]
 
 
+def test_every_graph_launch_costs_as_the_reference_step(tmp_path):
+    """Two graph launches of the same step: each replayed kernel takes its reference kernel's
+    whole cost (they were each given half when both launches shared the reference's ops), and
+    each launch is its own attention calls."""
+    eager = analyze_path(eager_trace(tmp_path))
+    rep = analyze_path(replay_trace(tmp_path, launches=2), Options(reference=str(tmp_path / "eager.pt.trace.json")))
+    ks, es = kernels(rep), kernels(eager)
+    assert len(ks) == 2 * len(es)
+    for i, k in enumerate(ks):
+        e = es[i % len(es)]
+        assert (k["name"], k["phase"], k["flops"], k["bytes"], k["cost_share"]) == (
+            e["name"],
+            e["phase"],
+            e["flops"],
+            e["bytes"],
+            e["cost_share"],
+        )
+    assert rep["instances"] == 2 * eager["instances"] == 4
+    assert rep["graphs"]["attributed"] == {"reference": 60, "structure": 0, "none": 0}
+
+
+def test_tags_found_without_a_reference_are_kept_with_one(tmp_path):
+    """A reference whose attention module the pattern does not name (its kernels are not
+    attention there): the replay's kernels that the structure tags without a reference stay
+    attention with it, and take the reference's cost."""
+    alone = analyze_path(replay_trace(tmp_path))
+    ref = eager_trace(tmp_path, "block.pt.trace.json", attention_module="DecodeBlockMixer_0")
+    rep = analyze_path(str(tmp_path / "replay.pt.trace.json"), Options(reference=ref))
+    assert [k["attention"] for k in kernels(rep)] == [k["attention"] for k in kernels(alone)]
+    assert [k["phase"] for k in kernels(rep)] == [k["phase"] for k in kernels(alone)]
+    att = [k for k in kernels(rep) if k["attention"]]
+    assert all(k["graph"] == "reference" for k in att)
+    assert all(k["flops"] is not None for k in att if k["phase"] in ("qkv_proj", "out_proj", "fused_attention"))
+    # a reference that matches half of the replay: the other half is still tagged by structure
+    half = eager_trace(tmp_path, "half.pt.trace.json", layers=1)
+    rep = analyze_path(str(tmp_path / "replay.pt.trace.json"), Options(reference=half))
+    assert [k["attention"] for k in kernels(rep)] == [k["attention"] for k in kernels(alone)]
+    assert rep["graphs"]["attributed"]["reference"] == len(LAYER)
+
+
+def test_notice_speaks_of_the_reference_that_was_passed(tmp_path):
+    half = eager_trace(tmp_path, "half.pt.trace.json", layers=1)
+    rep = analyze_path(replay_trace(tmp_path), Options(reference=half))
+    msg = next(n for n in rep["notices"] if n["code"] == "graph_replay")
+    assert "half.pt.trace.json" in msg["message"] and f"({len(LAYER)} did)" in msg["message"]
+    assert "pass --reference" not in msg["fix"] and "same step" in msg["fix"]
+    unknown = [k for k in kernels(rep) if k["bound"] == "unknown" and k["graph"] != "reference"]
+    assert unknown and all("not matched in the reference" in k["bound_reason"] for k in unknown)
+    assert not any("pass --reference" in k["bound_reason"] for k in kernels(rep))
+    # nothing matched: the notice still names the reference given, not "pass --reference"
+    t = SynthTrace()
+    with t.module("Other_0"):
+        with t.op("aten::mm", dims=[[4, 4], [4, 4]], types=[BF16, BF16]):
+            t.kernel("some_unrelated_kernel", dur=5)
+    rep = analyze_path(str(tmp_path / "replay.pt.trace.json"), Options(reference=t.write(tmp_path / "u.json")))
+    msg = next(n for n in rep["notices"] if n["code"] == "graph_replay")
+    assert "u.json" in msg["message"] and "(0 did)" in msg["message"] and "pass --reference" not in msg["fix"]
+
+
 def test_structure_phases_unit():
     names = [n for n, _ in LAYER]
     att = [r == "attn" for _, r in LAYER]
@@ -317,6 +414,39 @@ def test_recorded_replay_with_reference_equals_eager():
         assert sum(k[f] or 0 for k in ks) == pytest.approx(sum(e[f] or 0 for e in es), rel=1e-3)
     assert not any(k["bound"] == "unknown" for k in ks)
     assert {n["code"] for n in rep["notices"]}.isdisjoint({"no_shapes", "no_stack", "graph_replay"})
+
+
+@pytest.mark.parametrize("how", ["eager", "capture"])
+def test_recorded_replays_each_cost_as_the_reference(tmp_path, how):
+    """Three replays of the recorded decode graph, given the eager step or with the trace's own
+    capture: every replayed kernel costs what its kernel of the eager step costs. Kernels that
+    are an op's only kernel (cost_share 1) take the op's cost exactly; an op with several
+    kernels gives its FLOPs to its matrix kernels (within 2 %: the split among several is by
+    duration) and shares its bytes by the kernels' durations, which are each run's own (within
+    5 %); each launch's op totals equal the eager step's."""
+    src = one("decode_graph_replay" if how == "eager" else "decode_graph_capture")
+    path = replayed_n_times(src, 3, tmp_path / f"{how}3.pt.trace.json.gz")
+    opt = Options(reference=one("decode_graph_eager")) if how == "eager" else None
+    rep = analyze_path(path, opt)
+    eager = analyze_path(one("decode_graph_eager"))
+    es = kernels(eager)
+    ks = [k for k in kernels(rep) if k["graph"]]
+    assert len(ks) == 3 * len(es) and all(k["graph"] == "reference" for k in ks)
+    assert rep["instances"] == 3 * eager["instances"]
+    for launch in range(3):
+        part = ks[launch * len(es) : (launch + 1) * len(es)]
+        for k, e in zip(part, es):
+            assert (k["name"], k["phase"], k["cost_op"]) == (e["name"], e["phase"], e["cost_op"])
+            if e["cost_share"] == 1.0:
+                assert (k["flops"], k["bytes"]) == (e["flops"], e["bytes"])
+            elif e["cost_share"] is not None and e["cost_share"] > 0.5:
+                assert k["flops"] == pytest.approx(e["flops"], rel=0.02)
+                assert k["bytes"] == pytest.approx(e["bytes"], rel=0.05)
+        for f in ("flops", "bytes"):
+            assert sum(k[f] or 0 for k in part) == pytest.approx(sum(e[f] or 0 for e in es), rel=2e-3)
+        assert [k["bound"] for k in part if k["phase"] == "fused_attention" and k["cost_share"] > 0.5] == [
+            e["bound"] for e in es if e["phase"] == "fused_attention" and e["cost_share"] > 0.5
+        ]
 
 
 def test_recorded_capture_trace_uses_its_own_capture():

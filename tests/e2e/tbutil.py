@@ -124,6 +124,27 @@ def plugin_frame(page, name: str = "attention", timeout: float = 20.0):
     raise AssertionError(f"the {name} tab's iframe did not appear")
 
 
+@contextlib.contextmanager
+def chromium():
+    """Debian's chromium, headless, driven by Playwright: the browser of every e2e test."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def new_page(browser, width: int = 1500, height: int = 1000):
+    """A page of ``width`` x ``height`` whose uncaught script errors collect in ``page.errors``."""
+    pg = browser.new_page(viewport={"width": width, "height": height})
+    pg.errors = []
+    pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+    return pg
+
+
 def shot(page, name: str) -> str:
     os.makedirs(ARTIFACTS, exist_ok=True)
     path = os.path.join(ARTIFACTS, name)

@@ -8,7 +8,7 @@ import os
 import time
 
 import pytest
-from tbutil import ARGS, CHROMIUM, ROOT, copy_run, get_json, plugin_frame, settled, shot, tensorboard, wait
+from tbutil import CHROMIUM, ROOT, chromium, copy_run, get_json, plugin_frame, settled, shot, tensorboard, wait
 
 pytestmark = pytest.mark.e2e
 
@@ -64,37 +64,33 @@ def test_both_tabs_load_and_ours_is_unaffected(tmp_path):
             60,
             "both plugins active",
         )
-        with sync_api.sync_playwright() as p:
-            b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-            try:
-                page = b.new_page(viewport={"width": 1400, "height": 1000})
-                errors, ours = [], []
-                page.on("pageerror", lambda e: errors.append(str(e)))
-                page.on("request", lambda r: ours.append(r.url) if "/data/plugin/attention/" in r.url else None)
-                # their tab first, then ours in the same page. Their side gets generous time: on a
-                # fresh virtualenv their first page load compiles and imports a lot (torch among it),
-                # and their speed is not what this test is about
-                page.goto(base + "/#pytorch_profiler")
-                theirs = _their_frame(page, timeout=120)
-                theirs.wait_for_function(
-                    "document.body && document.body.innerText.includes('gpt4l_sdpa_train_rank0')", timeout=120000
-                )  # their run and worker pickers filled from their routes
-                shot(page, "e2e15_torch_tb_profiler.png")
-                # (their page reports "google is not defined" offline: Google Charts comes from a CDN)
-                page.goto(base + "/#attention")
-                errors.clear()
-                page.reload()
-                frame = plugin_frame(page)
-                frame.wait_for_selector("#summary", timeout=30000)
-                share = frame.inner_text('[data-testid="attention-share"]')
-                assert share == f"{want['attention_share'] * 100:.1f} %"
-                frame.wait_for_selector("#roofline-chart circle.pt", timeout=15000)
-                frame.wait_for_selector("#kernel-table tbody tr", timeout=15000)
-                frame.wait_for_selector("#timeline-canvas", timeout=15000)
-                assert not errors, errors
-                shot(page, "e2e15_beside_profiler.png")
-                page.close()
-            finally:
-                b.close()
+        with chromium() as b:
+            page = b.new_page(viewport={"width": 1400, "height": 1000})
+            errors, ours = [], []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("request", lambda r: ours.append(r.url) if "/data/plugin/attention/" in r.url else None)
+            # their tab first, then ours in the same page. Their side gets generous time: on a
+            # fresh virtualenv their first page load compiles and imports a lot (torch among it),
+            # and their speed is not what this test is about
+            page.goto(base + "/#pytorch_profiler")
+            theirs = _their_frame(page, timeout=120)
+            theirs.wait_for_function(
+                "document.body && document.body.innerText.includes('gpt4l_sdpa_train_rank0')", timeout=120000
+            )  # their run and worker pickers filled from their routes
+            shot(page, "e2e15_torch_tb_profiler.png")
+            # (their page reports "google is not defined" offline: Google Charts comes from a CDN)
+            page.goto(base + "/#attention")
+            errors.clear()
+            page.reload()
+            frame = plugin_frame(page)
+            frame.wait_for_selector("#summary", timeout=30000)
+            share = frame.inner_text('[data-testid="attention-share"]')
+            assert share == f"{want['attention_share'] * 100:.1f} %"
+            frame.wait_for_selector("#roofline-chart circle.pt", timeout=15000)
+            frame.wait_for_selector("#kernel-table tbody tr", timeout=15000)
+            frame.wait_for_selector("#timeline-canvas", timeout=15000)
+            assert not errors, errors
+            shot(page, "e2e15_beside_profiler.png")
+            page.close()
     origin = base + "/"
     assert all(u.startswith(origin) for u in ours)

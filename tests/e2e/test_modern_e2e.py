@@ -13,7 +13,7 @@ import os
 import re
 
 import pytest
-from tbutil import ARGS, CHROMIUM, ROOT, copy_run, plugin_frame, settled, shot, tensorboard
+from tbutil import CHROMIUM, ROOT, copy_run, plugin_frame, settled, shot, tensorboard
 
 pytestmark = pytest.mark.e2e
 
@@ -32,24 +32,6 @@ def tb(tmp_path_factory):
     with tensorboard(logdir, str(tmp_path_factory.mktemp("tb"))) as base:
         settled(base, len(RUNS))
         yield base
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(browser):
-    pg = browser.new_page(viewport={"width": 1500, "height": 1000})
-    errors = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    yield pg
-    pg.close()
-    assert not errors, errors
 
 
 def _open_run(page, base, run):

@@ -11,7 +11,7 @@ import sys
 import pytest
 import tbutil
 from tbutil import ARTIFACTS, ROOT
-from test_tensorboard_e2e import _get_json, _plugin_frame, _wait, browser  # noqa: F401
+from test_tensorboard_e2e import _get_json, _plugin_frame, _wait  # noqa: F401
 
 pytestmark = pytest.mark.e2e
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
@@ -43,7 +43,7 @@ def tensorboard_job(tmp_path_factory):
         yield base, paths
 
 
-def test_ranks_view(tensorboard_job, browser):  # noqa: F811
+def test_ranks_view(tensorboard_job, browser):
     base, paths = tensorboard_job
     page = browser.new_page(viewport={"width": 1400, "height": 1100})
     errors = []
@@ -66,6 +66,14 @@ def test_ranks_view(tensorboard_job, browser):  # noqa: F811
         assert frame.locator("#ranks-compare-table tbody tr").count() >= 4
         os.makedirs(ARTIFACTS, exist_ok=True)
         page.screenshot(path=os.path.join(ARTIFACTS, "e2e_ranks.png"), full_page=True)
+        if os.environ.get("TB_ATTENTION_UPDATE_SCREENSHOT") == "1":  # the README picture
+            import shutil
+
+            page.set_viewport_size({"width": 1400, "height": 1500})
+            page.wait_for_timeout(800)
+            page.screenshot(path=os.path.join(ARTIFACTS, "e2e_ranks_readme.png"))
+            shutil.copyfile(os.path.join(ARTIFACTS, "e2e_ranks_readme.png"), os.path.join(ROOT, "docs", "ranks.png"))
+            page.set_viewport_size({"width": 1400, "height": 1100})
         # a click on the straggler's bar opens its trace
         frame.click(f'#rank-chart rect.bar-att[data-rank="{STRAGGLER}"]')
         frame.wait_for_selector("#trace-worker", timeout=20000)

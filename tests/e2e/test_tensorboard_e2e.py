@@ -15,7 +15,6 @@ import shutil
 import pytest
 import tbutil
 from tbutil import (
-    ARGS,
     CHROMIUM,
     ROOT,
     get_json as _get_json,
@@ -71,14 +70,6 @@ def tensorboard(tmp_path_factory):
     logdir = str(tmp_path_factory.mktemp("tb_logdir"))
     with tbutil.tensorboard(logdir, str(tmp_path_factory.mktemp("tb"))) as base:
         yield base, logdir
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        yield b
-        b.close()
 
 
 def test_attention_tab_end_to_end(tensorboard, browser):

@@ -21,6 +21,7 @@ import shutil
 from typing import Any
 
 import pytest
+from replay_helpers import fake_replay
 
 from conftest import Served, put
 
@@ -35,9 +36,9 @@ MEASURED = os.path.join(ROOT, "tests", "data", "measured")
 NOT_IN_TYPES: dict[str, set[str]] = {
     "Summary": {"memory"},  # shown from /memory
     "Summary.thresholds": {"low_occupancy_pct", "short_kernel_us", "tiny_grid_sm_fraction"},
-    "Phase": {"upper_bound"},
-    "Device": {"l2_bytes", "roof_adjustments"},
-    "Kernel": {"dram_bytes"},
+    "Phase": {"upper_bound", "upper_bound_flops_per_s", "upper_bound_bytes_per_s"},
+    "Device": {"l2_bytes"},
+    "Kernel": {"dram_bytes", "cost_role"},
     "KernelsResponse": {"selection", "state"},
     "RooflineResponse": {"selection", "state"},
     "TimelineResponse": {"selection", "state"},
@@ -259,7 +260,10 @@ class Checker:
         if m:
             keys = {k.strip().strip("\"'") for k in _split_top(m.group(2), "|")}
             return {k: v for k, v in self.interfaces[m.group(1)].items() if k in keys}
-        return self.interfaces[part] if part in self.interfaces else _fields(part[1:-1])
+        if part in self.interfaces:
+            self.seen.add(part)  # reached as a part of an intersection
+            return self.interfaces[part]
+        return _fields(part[1:-1])
 
     def interface(self, value: dict, name: str, where: str = "") -> None:
         self.seen.add(name)
@@ -304,33 +308,39 @@ def answers(tmp_path_factory):
     trace = "decode_gqa_flash.pt.trace.json.gz"
     shutil.copyfile(os.path.join(MEASURED, trace), run / trace)
     shutil.copyfile(os.path.join(MEASURED, "decode_gqa_flash.ncu.csv"), run / (trace + ".ncu.csv"))
+    # a replay beside it (replay/results.py): the measured backends per call in the summary
+    fake_replay(run / trace, {"flash": (70.0, None), "cudnn": (60.0, None), "math": (3000.0, None)})
     mem = logdir / "mem"  # profile_memory=True: the allocation part of /memory
     mem.mkdir()
     shutil.copyfile(
         os.path.join(ROOT, "tests", "data", "memory", "h200", "gpt4l_naive_train_mem.pt.trace.json.gz"),
         mem / "gpt4l_naive_train_mem.pt.trace.json.gz",
     )
+    ddp = logdir / "ddp2"  # a job of two ranks: /runs' job, the overview's job row
+    ddp.mkdir()
+    src = os.path.join(ROOT, "tests", "data", "ddp2", "ddp2_gpt_sdpa")
+    for f in sorted(os.listdir(src)):
+        shutil.copyfile(os.path.join(src, f), ddp / f)
     s = Served(logdir)
     try:
-        s.settled(5)
+        s.settled(7)
         out: dict[str, list[Any]] = {
             "RunsResponse": [s.runs()],
-            "Summary": [],
+            "SummaryResponse": [],
             "KernelsResponse": [],
             "RooflineResponse": [],
             "CompareResponse": [],
             "Selection": [],
         }
         for r in ("flash", "gpt", "naive", "decode", "mem"):
-            d = s.get("/summary", run=r).json
-            out["Summary"].append(d["summary"])
-            out["Selection"].append(d["selection"])
+            out["SummaryResponse"].append(s.get("/summary", run=r).json)
             out["KernelsResponse"].append(s.get("/kernels", run=r, scope="all", limit=200).json)
             for group in ("1", "0"):
                 out["RooflineResponse"].append(s.get("/roofline", run=r, scope="all", group=group).json)
             out.setdefault("MemoryResponse", []).append(s.get("/memory", run=r).json)
             out.setdefault("TimelineResponse", []).append(s.get("/timeline", run=r).json)
         out["OverviewRow"] = s.get("/overview").json["runs"]
+        out["Selection"].append(s.get("/summary", run="flash", partial="1").json["selection"])
         out["CompareResponse"].append(s.get("/compare", base="flash", new="gpt").json)
         out["CompareResponse"].append(s.get("/compare", base="naive", new="gpt").json)
         return out

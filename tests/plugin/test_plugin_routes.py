@@ -153,6 +153,12 @@ def test_kernels_filter_sort_paginate(two_runs):
     assert q["total"] == sum(1 for k in att if "flash_bprop" in k["name"].lower()) > 0
     mod = s.get("/kernels", run="gpt", q="Block_2/SdpaAttention", limit=1000).json
     assert mod["total"] == sum(1 for k in att if "Block_2/SdpaAttention" in (k["module_path"] or ""))
+    # a site of the Sites table (model.py): exactly its kernels
+    site = ref["sites"][0]
+    st = s.get("/kernels", run="gpt", site=site["name"], limit=1000).json
+    assert st["total"] == site["kernels"] == sum(1 for k in att if k["site"] == site["name"]) > 0
+    assert all(k["site"] == site["name"] for k in st["rows"])
+    assert s.get("/kernels", run="gpt", site="no such site", limit=10).json["total"] == 0
     # nulls last, both directions
     for order in ("asc", "desc"):
         rows = s.get("/kernels", run="gpt", scope="all", sort="compute_util", order=order, limit=1000).json["rows"]

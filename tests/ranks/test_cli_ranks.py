@@ -118,3 +118,19 @@ def test_the_table_fits_the_terminal(job8, capsys, monkeypatch):
     assert max(len(x) for x in out.splitlines()) <= 80 and "STRAGGLER" in out
     assert main(["ranks", d, "--workers", "0", "--wide"]) == 0
     assert "comm ∩ attn" in capsys.readouterr().out
+
+
+def test_one_processes_traces_are_listed_but_said_not_a_job(tmp_path, capsys):
+    """An eager trace beside its CUDA-graph twin (no rank stated by either): listed, with a note,
+    and ``job: false`` in the JSON."""
+    modern = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "modern")
+    srcs = [os.path.join(modern, d) for d in ("decode_graph_eager", "decode_graph_replay")]
+    if not all(os.path.isdir(s) for s in srcs):
+        pytest.skip("tests/data/modern is not available")
+    for s in srcs:
+        for f in os.listdir(s):
+            shutil.copyfile(os.path.join(s, f), tmp_path / f)
+    rc, v, _ = _json(capsys, str(tmp_path))
+    assert rc == 0 and len(v["ranks"]) == 2 and v["job"] is False and "no trace states its rank" in v["job_reason"]
+    assert main(["ranks", str(tmp_path), "--workers", "0"]) == 0
+    assert "note: not a job of several ranks" in capsys.readouterr().out

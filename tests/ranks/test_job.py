@@ -75,3 +75,15 @@ def test_errors_and_duplicates_are_reported():
     bad = {"status": "error", "path": "p", "file": "p", "error": "bad"}
     v = J.job_view([_s(0, 1.0), _s(0, 1.0, file="other"), bad])
     assert v["duplicate_ranks"] == [0] and v["errors"] == [{"file": "p", "path": "p", "error": "bad"}]
+
+
+def test_job_kind_needs_two_distinct_ranks():
+    assert J.job_kind([0, 1]) == (True, "2 ranks")
+    assert J.job_kind([0, 1, None, 1])[0] is True
+    is_job, why = J.job_kind([0, 0])  # an eager trace beside its CUDA-graph twin, both rank 0
+    assert not is_job and "rank 0" in why
+    assert J.job_kind([None, None])[0] is False  # two runs of one script (host_pid1, host_pid2)
+    assert J.job_kind([3]) == (False, "one trace")
+    v = J.job_view([_s(0, 1.0), _s(0, 1.0, file="other")])
+    assert v["job"] is False and "rank 0" in v["job_reason"]
+    assert J.rank_from_name("x_rank12.3.pt.trace.json.gz") == 12 and J.rank_from_name("host_123.pt.trace.json") is None

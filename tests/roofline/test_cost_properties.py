@@ -287,3 +287,72 @@ def test_flex_upper_bound_is_at_least_sdpa_with_any_mask(b, hk, g, sq, sk, d, ca
     )
     assert flex.upper_bound and not sdpa.upper_bound
     assert flex.flops >= sdpa.flops and flex.flops == sdpa.flops_dense
+
+
+# -- cost by role (cost.role_bytes, roofline/roles.py) -----------------------------------------
+from tb_attention_plugin.roofline import roles as R  # noqa: E402
+
+# the kernels each backend launches for one fused attention op (docs/cost-model.md, Cost by role)
+BACKEND_ROLES = {
+    "flash_fwd": frozenset({R.MAIN}),
+    "split_kv_fwd": frozenset({R.MAIN, R.COMBINE}),
+    "flash_bwd": frozenset({R.DOT_DO_O, R.MAIN, R.CONVERT_DQ}),
+    "cudnn_gqa_bwd": frozenset({R.DOT_DO_O, R.MAIN, R.CONVERT_DQ, R.REDUCE_HEAD}),
+    "fa2_dkv_bwd": frozenset({R.DOT_DO_O, R.MAIN, R.CONVERT_DQ, R.CONVERT_DKV, R.CLEAR_ACCUM}),
+    "efficient_bwd": frozenset({R.MAIN}),
+}
+
+
+@SETTINGS
+@given(
+    b=st.integers(1, 4),
+    hk=st.integers(1, 4),
+    g=st.sampled_from([1, 2, 4]),
+    sq=st.integers(1, 1024),
+    sk=st.integers(1, 1024),
+    d=st.sampled_from([32, 64, 128]),
+    dt=st.sampled_from(["c10::BFloat16", "c10::Half", "float"]),
+    causal=st.booleans(),
+    backend=st.sampled_from(sorted(BACKEND_ROLES)),
+    splits=st.integers(1, 16),
+)
+def test_every_role_moves_at_least_its_compulsory_traffic(b, hk, g, sq, sk, d, dt, causal, backend, splits):
+    """Each role's bytes cover what that kernel must touch; together the roles move at least the
+    op's minimum (every tensor the op reads and writes is moved by one of its kernels)."""
+    h = hk * g
+    bwd = backend.endswith("bwd")
+    it = 4 if dt == "float" else 2
+    q, kv = [b, sq, h, d], [b, sk, hk, d]
+    if bwd:
+        dims = [q, q, kv, kv, q, [b, h, sq]] + [[]] * 11
+        types = [dt] * 5 + ["float"] + ["", "", "Scalar", "Scalar", "Scalar", "Scalar"] + [""] * 5
+        conc = [""] * 8 + [str(sq), str(sk), "0.", str(causal)] + [""] * 5
+        c = op_cost("aten::_flash_attention_backward", sargs(dims, types, concrete=conc))
+    else:
+        dims = [q, kv, kv] + [[]] * 12
+        types = [dt] * 3 + ["", "", "Scalar", "Scalar", "Scalar", "Scalar", "Scalar", "Scalar"] + [""] * 4
+        conc = ["", "", "", "", "", str(sq), str(sk), "0.", str(causal), "False", "0.1"] + [""] * 4
+        c = op_cost("aten::_flash_attention_forward", sargs(dims, types, concrete=conc))
+    present = BACKEND_ROLES[backend]
+    table = C.role_bytes(c, present, splits)
+    assert set(table) == present
+    Q, K, OUT, L = b * sq * h * d * it, b * sk * hk * d * it, b * sq * h * d * it, b * h * sq * 4
+    for role, (rd, wr) in table.items():
+        assert rd >= 0 and wr >= 0, role
+    main_r, main_w = table[R.MAIN]
+    if bwd:
+        assert main_r >= Q + 2 * K + OUT + L  # Q, K, V, dO, LSE
+        assert main_w >= 2 * K or R.CONVERT_DKV in present  # dK, dV (or their fp32 accumulators)
+        if R.DOT_DO_O in present:
+            assert table[R.DOT_DO_O][0] >= 2 * OUT
+        if R.CONVERT_DQ in present:
+            assert table[R.CONVERT_DQ][1] >= Q
+        if R.REDUCE_HEAD in present:
+            assert table[R.REDUCE_HEAD][1] >= 2 * K
+    else:
+        assert main_r >= Q + 2 * K
+        final = table[R.COMBINE][1] if R.COMBINE in present else main_w
+        assert final >= OUT + L
+    assert sum(rd + wr for rd, wr in table.values()) >= c.bytes * (1 - 1e-9)
+    # FLOPs are the main kernels': no role model gives them to a helper
+    assert R.MAIN in present

@@ -39,10 +39,30 @@ def test_table_lookup(name, mem, key):
 def test_h200_uses_measured_peaks_by_default_and_datasheet_on_request():
     d = res("NVIDIA H200")
     assert d.basis == "measured"
-    assert d.flops["bf16"] == 801.5e12 and d.flops["fp32"] == 50.5e12 and d.flops["tf32"] == 440.3e12
-    assert d.memory_bandwidth == 4.24e12
+    assert d.flops["fp32"] == 50.5e12 and d.flops["tf32"] == 440.3e12 and d.flops["fp8"] == 1467e12
     ds = D.resolve({"deviceProperties": [{"id": 0, "name": "NVIDIA H200"}]}, 0, basis="datasheet")
     assert ds.flops["bf16"] == pytest.approx(989.4e12) and ds.memory_bandwidth == 4.8e12
+    assert ds.adjustments == []
+
+
+def test_a_benchmark_beaten_by_a_real_kernel_is_no_roof():
+    """The H200's bf16 benchmark (801.5 TFLOP/s at 8192^3) is beaten by GEMMs with exact FLOPs (up
+    to 926 TFLOP/s on recorded traces), its copy benchmark (4.24 TB/s) by DRAM traffic Nsight
+    Compute measured (4.42 TB/s): their roofs are the datasheet's, each raise listed with its
+    evidence; the benchmarks nobody beat stay."""
+    d = res("NVIDIA H200")
+    assert d.flops["bf16"] == d.flops["fp16"] == pytest.approx(989.4e12) and d.memory_bandwidth == 4.8e12
+    got = {a["peak"]: a for a in d.adjustments}
+    assert set(got) == {"bf16", "fp16", "memory_bandwidth"}
+    assert (got["bf16"]["from"], got["bf16"]["to"]) == (801.5e12, pytest.approx(989.4e12))
+    assert (got["memory_bandwidth"]["from"], got["memory_bandwidth"]["to"]) == (4.24e12, 4.8e12)
+    assert all(a["evidence"] == "recorded" and a["to_basis"] == "datasheet" for a in d.adjustments)
+    assert "926 TFLOP/s" in got["bf16"]["reason"] and "4.42 TB/s" in got["memory_bandwidth"]["reason"]
+    assert "no ceiling" in d.sources["bf16"] and "Nsight Compute" in d.sources["memory_bandwidth"]
+    assert d.to_json()["roof_adjustments"] == d.adjustments
+    # a user's figure wins over the table's evidence
+    u = D.resolve({"deviceProperties": [{"id": 0, "name": "NVIDIA H200"}]}, 0, D.load_user_peaks("bf16=850"))
+    assert u.flops["bf16"] == 850e12 and {a["peak"] for a in u.adjustments} == {"fp16", "memory_bandwidth"}
 
 
 def test_generic_amd_name_by_architecture():

@@ -84,3 +84,16 @@ def test_backward_roots_link_to_forward_ops_by_flow_and_by_sequence(tmp_path):
             "softmaxBackward0": "aten::_softmax",
             "qkBackward0": "aten::bmm",
         }, use_flows
+
+
+def test_forward_context_maps_backward_kernels_to_the_forward_op(tmp_path):
+    t = SynthTrace()
+    _with_backward(t)
+    tr = load_trace(t.write(tmp_path / "c.json"))
+    L = link(tr)
+    ctx = L.forward_context(L.gpu_parent)
+    names = [_name(tr, r) for r in ctx]
+    # forward kernels keep their launching range; each backward gemm lands on the op it differentiates
+    assert names[:8] == [_name(tr, r) for r in L.gpu_parent[:8]]
+    assert names[8:] == ["aten::linear", "aten::bmm", "aten::_softmax", "aten::bmm"]
+    assert L.forward_context(np.array([-1])).tolist() == [-1]

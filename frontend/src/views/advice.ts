@@ -1,42 +1,68 @@
-// Advice: the report's findings (advice.py), ranked by the GPU time they would save, each with its
+// Advice: the report's findings (advice/), ranked by the step time they would save where it was
+// estimated (else by their own gain), each with both figures (attention GPU time, step time), its
 // evidence, the fix, and links to the phases and kernels it is about (a click filters the kernel
-// table). Gains are estimates under the finding's stated assumption: they always carry "~".
+// table). Gains are estimates under the finding's stated assumption and carry "~", unless a replay
+// beside the trace measured the GPU figure (evidence.gain_source "measured": said, without "~"). With
+// no finding, the panel lists what each rule checked and why it stayed silent (advice_checks).
 
 import { phaseLabel } from "../colors";
 import { h, Child } from "../dom";
 import * as fmt from "../format";
-import type { Advice, AdviceEvidence, Summary } from "../types";
+import type { Advice, AdviceCheck, AdviceEvidence, Summary } from "../types";
 import type { KernelFilter } from "../state";
-import { boundPill, phaseTag, section } from "../widgets";
+import { boundPill, phaseTag, section, sourceTag } from "../widgets";
+import { shortName } from "../names";
 import { context, share } from "./strip";
 
 const SEVERITY_RANK: Record<string, number> = { high: 0, medium: 1, low: 2 };
 
-/** Largest estimated gain first; findings without a number after those with one, by severity. */
+/** The figure a finding ranks by: step time saved where it was estimated, else its own gain. */
+export function rankValue(a: Advice): number | null {
+  const v = a.step_gain_us ?? a.estimated_gain_us;
+  return v === undefined ? null : v;
+}
+
+/** Most step time saved first (advice/registry.py rank_key); findings without a number after those
+ * with one, by severity. */
 export function rankAdvice(items: Advice[]): Advice[] {
   return items.slice().sort((a, b) => {
-    const ga = a.estimated_gain_us ?? -1;
-    const gb = b.estimated_gain_us ?? -1;
+    const ga = rankValue(a) ?? -1;
+    const gb = rankValue(b) ?? -1;
     if (ga !== gb) return gb - ga;
     return (SEVERITY_RANK[a.severity] ?? 3) - (SEVERITY_RANK[b.severity] ?? 3);
   });
 }
 
-// findings whose removable time is GPU idle time between kernels, not attention kernel time
-// (docs/report-schema.md, removable_us): their gain is no part of attention time, so it is given as
-// a share of the step (or trace span) instead
+// findings of a report from before gain_basis whose gain was GPU idle time, not attention time
 export const IDLE_TIME_FINDINGS = new Set(["launch_overhead"]);
+
+/** Whether a finding's gain is wall-clock step time (gain_basis "step"). */
+export function isStepBasis(a: { id: string; gain_basis?: string | null }): boolean {
+  return a.gain_basis ? a.gain_basis === "step" : IDLE_TIME_FINDINGS.has(a.id);
+}
 
 export interface GainBasis { attentionUs: number; spanUs: number | null; steps: number }
 
+/** "~1.37 ms of attention GPU time saved (32 % of attention time) · ~1.20 ms of step time · acts on
+ * 2.20 ms": the gain on its basis with its share, the other figure beside it. */
 export function gainText(a: Advice, basis: GainBasis): string {
-  if (a.estimated_gain_us === null || a.estimated_gain_us === undefined) return "gain not estimated";
-  const idle = IDLE_TIME_FINDINGS.has(a.id);
-  const r = idle ? share(a.estimated_gain_us, basis.spanUs) : share(a.estimated_gain_us, basis.attentionUs);
-  const of = idle ? `of the ${basis.steps ? "step" + (basis.steps > 1 ? "s" : "") : "trace"}` : "of attention time";
+  if (a.estimated_gain_us === null || a.estimated_gain_us === undefined) {
+    return a.step_gain_us ? `gain not estimated \u00b7 ${fmt.est(fmt.time(a.step_gain_us), true)} of step time` : "gain not estimated";
+  }
+  const step = isStepBasis(a);
+  const r = step ? share(a.estimated_gain_us, basis.spanUs) : share(a.estimated_gain_us, basis.attentionUs);
+  const of = step ? `of the ${basis.steps ? "step" + (basis.steps > 1 ? "s" : "") : "trace"}` : "of attention time";
+  const what = step ? "of step time" : "of attention GPU time";
   const part = r !== null ? ` (${fmt.pct(r, 0)} ${of})` : "";
-  const acts = a.removable_us ? ` \u00b7 acts on ${fmt.time(a.removable_us)}${idle ? " of GPU idle time" : ""}` : "";
-  return `${fmt.est(fmt.time(a.estimated_gain_us), true)} saved${part}${acts}`;
+  const measured = (a.evidence as AdviceEvidence | undefined)?.gain_source === "measured";
+  const other = step ? a.gpu_gain_us : a.step_gain_us;
+  const otherMeasured = step && measured;
+  const beside = other
+    ? ` \u00b7 ${otherMeasured ? "measured: " : ""}${fmt.est(fmt.time(other), !otherMeasured)} ${step ? "of attention GPU time" : "of step time"}`
+    : "";
+  const acts = a.removable_us ? ` \u00b7 acts on ${fmt.time(a.removable_us)}${step ? " of step time" : ""}` : "";
+  const own = !step && measured;
+  return `${own ? "measured: " : ""}${fmt.est(fmt.time(a.estimated_gain_us), !own)} ${what} saved${part}${beside}${acts}`;
 }
 
 /** Evidence values that are not phases or kernels: short "key: value" lines. */
@@ -70,7 +96,9 @@ function finding(a: Advice, basis: GainBasis, onPick: (f: KernelFilter) => void)
       h("span", { class: `badge sev sev-${a.severity}` }, a.severity),
       h("h3", null, a.title),
       h("span", { class: "grow" }),
-      h("span", { class: "gain", "data-testid": "advice-gain", title: "GPU time this change would save in this trace, under the finding's assumption (an estimate)" },
+      h("span", { class: "gain", "data-testid": "advice-gain", title: isStepBasis(a)
+        ? "wall-clock step time this change would save in this trace (the step replayed without the profiler), an estimate"
+        : "attention GPU time this change would save in this trace, under the finding's assumption (an estimate); the step time beside it is the step replayed with the change" },
         gainText(a, basis))),
     h("p", { class: "finding-detail" }, a.detail),
     phases.length ? h("div", { class: "finding-links" }, h("span", { class: "muted small" }, "Phases:"),
@@ -81,31 +109,44 @@ function finding(a: Advice, basis: GainBasis, onPick: (f: KernelFilter) => void)
     kernels.length ? h("div", { class: "finding-kernels" },
       h("div", { class: "muted small" }, "Longest kernels:"),
       h("ul", null, kernels.map((k) => h("li", null,
-        link(h("span", { class: "mono ellipsis", title: k.name }, k.name), "show this kernel in the kernel table",
-          () => onPick({ q: k.name, phase: k.phase || "", direction: k.direction || "", scope: k.phase ? "attention" : "all", bound: "" })),
+        link(h("span", { class: "mono ellipsis", title: k.name }, shortName(k.name)), "show this kernel in the kernel table",
+          () => onPick({ name: k.name, q: "", phase: k.phase || "", direction: k.direction || "", scope: k.phase ? "attention" : "all", bound: "" })),
         h("span", { class: "muted small" }, ` ${fmt.time(k.time_us)}${k.calls ? ` \u00b7 ${fmt.count(k.calls)} call${k.calls > 1 ? "s" : ""}` : ""} `),
         k.bound ? boundPill(k.bound) : null,
-        k.source ? h("span", { class: "source small" }, ` ${k.source.file}${k.source.line ? `:${k.source.line}` : ""}`) : null)))) : null,
+        k.source ? sourceTag(k.source, "small") : null)))) : null,
     other.length ? h("details", { class: "finding-evidence" }, h("summary", null, "Evidence"),
       h("dl", { class: "kv" }, other.map(([k, v]) => [h("dt", null, k), h("dd", { class: "mono small" }, v)]))) : null,
-    h("div", { class: "finding-fix" }, h("div", { class: "muted small" }, "Fix"), h("pre", { class: "code fix" }, h("code", null, a.how))));
+    h("div", { class: "finding-fix" }, h("div", { class: "muted small" }, "Fix"), h("pre", { class: "code fix" }, h("code", null, a.how)),
+      a.fix_code ? h("pre", { class: "code fix", "data-testid": "advice-fix-code" }, h("code", null, a.fix_code)) : null,
+      a.twin ? h("div", { class: "muted small" }, `validated by the twin pair ${a.twin} (validation/advice_twins.md)`) : null));
 }
 
 function gainBasis(s: Summary): GainBasis {
   const c = context(s);
-  return { attentionUs: s.attention_time_us || 0, spanUs: c.spanUs, steps: c.steps };
+  return { attentionUs: c.totalAttentionUs, spanUs: c.totalSpanUs, steps: c.steps };
 }
 
 export function renderAdvice(s: Summary, onPick: (f: KernelFilter) => void): HTMLElement | null {
   const items = s.advice;
   if (!items) return null;       // an older report without the block
   const ranked = rankAdvice(items);
+  const steps = context(s).steps;
+  // the strip above shows one step's mean, the gains are the trace's totals: say which
+  const over = steps > 1 ? ` Gains are over the whole trace (its ${steps} profiled steps together, like the Summary's totals; the strip above shows one step).` : "";
   const help = h("p", { class: "section-help" },
-    "What to change, ranked by the GPU time each change would save in this trace. Gains marked ~ are estimates under the stated assumption; click a phase or kernel to see its kernels below.");
+    `What to change, ranked by the step time each change would save in this trace (else by its attention GPU time).${over} Gains marked ~ are estimates under the stated assumption; click a phase or kernel to see its kernels below.`);
   if (!ranked.length) {
     return section("Advice", "advice", h("p", { class: "muted", "data-testid": "advice-empty" },
-      "No finding: none of the advice rules has evidence in this trace (see docs/advice.md for what is checked)."));
+      "No finding: none of the advice rules has evidence in this trace."), checkList(s.advice_checks || []));
   }
   return section("Advice", "advice", help,
     h("div", { class: "findings" }, ranked.map((a) => finding(a, gainBasis(s), onPick))));
+}
+
+/** What each rule looked at and why it stayed silent ("No finding"). */
+export function checkList(checks: AdviceCheck[]): HTMLElement | null {
+  if (!checks.length) return null;
+  return h("ul", { class: "advice-checks small", "data-testid": "advice-checks" },
+    checks.map((c) => h("li", { "data-check": c.id },
+      h("span", { class: "mono" }, c.id), c.fired ? " fired" : `: ${c.reason || "not fired"}`)));
 }

@@ -72,8 +72,9 @@ function table(d: CompareResponse): HTMLElement {
       h("th", { scope: "colgroup", colspan: 4, class: "side-new" }, "New"),
       h("th", { scope: "col", rowspan: 2, class: "num" }, "\u0394 time")),
     h("tr", null,
-      ...["Latency", "Bottleneck", "Memory", "Compute", "Latency", "Bottleneck", "Memory", "Compute"].map((t, i) =>
-        h("th", { scope: "col", class: `${i % 4 === 1 ? "" : "num"} ${i < 4 ? "side-base" : "side-new"}` }, t))));
+      ...["GPU time", "Bottleneck", "Memory", "Compute", "GPU time", "Bottleneck", "Memory", "Compute"].map((t, i) =>
+        h("th", { scope: "col", class: `${i % 4 === 1 ? "" : "num"} ${i < 4 ? "side-base" : "side-new"}`,
+          title: i % 4 === 0 ? "the sum of the phase's kernel durations" : i % 4 === 2 ? "memory-bandwidth utilisation" : i % 4 === 3 ? "compute utilisation" : null }, t))));
   const tbody = h("tbody");
   for (const dir of ["forward", "backward"]) {
     const rows = d.phases.filter((r) => r.direction === dir);
@@ -81,7 +82,7 @@ function table(d: CompareResponse): HTMLElement {
     tbody.appendChild(h("tr", { class: "group" }, h("th", { scope: "rowgroup", colspan: 10 }, dir === "forward" ? "Forward" : "Backward")));
     for (const r of rows) {
       const side = (x: CompareRow["base"]) => x
-        ? [h("td", { class: "num" }, fmt.time(x.time_us)), h("td", null, boundPill(x.bound), estBadge(x.estimated)),
+        ? [h("td", { class: "num" }, fmt.time(x.time_us)), h("td", { class: "cbound" }, boundPill(x.bound, null, x.latency_cause, true), estBadge(x.estimated)),
           h("td", { class: "num" }, utilCell(x.memory_util, x.estimated)), h("td", { class: "num" }, utilCell(x.compute_util, x.estimated))]
         : [h("td", { class: "num muted", colspan: 4 }, "not present")];
       tbody.appendChild(h("tr", { "data-phase": r.phase, "data-direction": r.direction },

@@ -7,8 +7,9 @@ import { Child, debounce, h, replace } from "../dom";
 import * as fmt from "../format";
 import type { KernelFilter } from "../state";
 import type { Kernel, KernelsResponse, Selection, Source } from "../types";
-import { boundPill, estBadge, kv, measuredBadge, measuredText, phaseTag, utilCell } from "../widgets";
-import { boundLabel } from "../bound";
+import { boundPill, estBadge, kv, measuredBadge, measuredText, phaseTag, sourceTag, utilCell } from "../widgets";
+import { boundLabel, CAUSE_HELP, latencyWhy } from "../bound";
+import { shortName } from "../names";
 import * as states from "./states";
 import { GRAPH_LABELS, graphBadge, TAG_SOURCE_LABELS } from "../replay";
 
@@ -22,11 +23,13 @@ export interface KernelQuery {
   bound: string;
   scope: string;
   q: string;
+  site: string;
+  name: string;           // exactly this kernel (a click-through): a chip, not the search box
 }
 
 export function defaultQuery(hasAttention: boolean): KernelQuery {
   return { offset: 0, limit: 50, sort: "dur_us", order: "desc", phase: "", direction: "", bound: "",
-    scope: hasAttention ? "attention" : "all", q: "" };
+    scope: hasAttention ? "attention" : "all", q: "", name: "", site: "" };
 }
 
 interface Col {
@@ -73,8 +76,10 @@ export class KernelTable {
   private pinned = h("div", { class: "pinned", id: "kernel-pinned" });
   private pinnedId: number | null = null;
 
+  private openFirst = false;
+
   constructor(private sel: Selection, hasAttention: boolean, initial: KernelFilter | undefined,
-    private onFilter: (f: KernelFilter) => void = () => undefined) {
+    private onFilter: (f: KernelFilter) => void = () => undefined, private onLoaded: () => void = () => undefined) {
     this.q = { ...defaultQuery(hasAttention), ...clean(initial) };
     this.el = h("div", { class: "kernels" });
     this.body = h("div", { class: "kernels-body", "aria-live": "polite", "aria-busy": "false" });
@@ -89,12 +94,15 @@ export class KernelTable {
   /** The filters as they stand (for the URL). */
   filter(): KernelFilter {
     const q = this.q;
-    return { phase: q.phase, direction: q.direction, bound: q.bound, scope: q.scope, q: q.q };
+    return { phase: q.phase, direction: q.direction, bound: q.bound, scope: q.scope, q: q.q, name: q.name, site: q.site };
   }
 
-  /** Filter from elsewhere (a phase bar, a roofline point, a finding): back to page one. */
-  apply(f: KernelFilter): void {
-    this.q = { ...this.q, phase: "", direction: "", bound: "", q: "", ...clean(f), offset: 0 };
+  /** Filter from elsewhere (a phase bar, a roofline point, a finding): back to page one.
+   * ``openFirst``: expand the first row's details (a phase's "why latency-bound": the longest
+   * such kernel's evidence). */
+  apply(f: KernelFilter, openFirst = false): void {
+    this.openFirst = openFirst;
+    this.q = { ...this.q, phase: "", direction: "", bound: "", q: "", name: "", site: "", ...clean(f), offset: 0 };
     this.searchInput.value = this.q.q;
     this.renderControls(this.last);
     this.unpin();
@@ -112,8 +120,8 @@ export class KernelTable {
       h("div", { class: "pinned-head" }, h("strong", null, "Selected kernel"), h("span", { class: "muted small" }, ` #${k.id} · ${fmt.time(k.dur_us)}`),
         h("span", { class: "grow" }), close),
       details(k)));
-    this.q = { ...this.q, phase: "", direction: "", bound: "", q: k.name, scope: k.attention ? "attention" : "all", offset: 0 };
-    this.searchInput.value = k.name;
+    this.q = { ...this.q, phase: "", direction: "", bound: "", site: "", q: "", name: k.name, scope: k.attention ? "attention" : "all", offset: 0 };
+    this.searchInput.value = "";
     this.renderControls(this.last);
     this.onFilter(this.filter());
     void this.load();
@@ -126,7 +134,7 @@ export class KernelTable {
 
   private set(patch: Partial<KernelQuery>): void {
     this.q = { ...this.q, ...patch };
-    if ("phase" in patch || "direction" in patch || "bound" in patch || "scope" in patch || "q" in patch) this.onFilter(this.filter());
+    if ("phase" in patch || "direction" in patch || "bound" in patch || "scope" in patch || "q" in patch || "name" in patch || "site" in patch) this.onFilter(this.filter());
     void this.load();
   }
 
@@ -142,12 +150,32 @@ export class KernelTable {
     const facets = r?.facets;
     const phases = PHASE_ORDER.filter((p) => !facets || facets.phase.includes(p));
     const searchField = h("label", { class: "field grow", for: "kernel-search" }, h("span", { class: "field-label" }, "Search"), this.searchInput);
+    let chip: HTMLElement | null = null;
+    if (this.q.name) {
+      const x = h("button", { type: "button", class: "chip-x", title: "show every kernel again", "aria-label": "clear the kernel filter" }, "\u00d7");
+      x.addEventListener("click", () => { this.set({ name: "", offset: 0 }); this.renderControls(this.last); this.unpin(); });
+      chip = h("div", { class: "field" }, h("span", { class: "field-label" }, "Kernel"),
+        h("span", { class: "chip", id: "kernel-name-filter", title: this.q.name }, h("span", { class: "mono ellipsis" }, shortName(this.q.name)), x));
+    }
     replace(this.controls,
       this.mkSelect("kernel-scope", "Kernels", this.q.scope, [["attention", "attention"], ["all", "all GPU activity"], ["other", "outside attention"]], "scope"),
       this.mkSelect("kernel-phase", "Phase", this.q.phase, [["", "all phases"], ...phases.map((p) => [p, phaseLabel(p)] as [string, string])], "phase"),
       this.mkSelect("kernel-direction", "Direction", this.q.direction, [["", "both"], ["forward", "forward"], ["backward", "backward"]], "direction"),
       this.mkSelect("kernel-bound", "Bound", this.q.bound, [["", "any"], ["compute", "compute"], ["memory", "memory"], ["latency", "latency (any cause)"], ["unknown", "unknown"]], "bound"),
-      searchField);
+      this.siteChip(),
+      chip, searchField);
+  }
+
+  /** The site filter set from the Sites table, with a button that clears it. */
+  private siteChip(): HTMLElement | null {
+    if (!this.q.site) return null;
+    const clear = h("button", { type: "button", class: "btn", id: "kernel-site-clear", title: "show the kernels of every site" }, "\u00d7");
+    clear.addEventListener("click", () => {
+      this.set({ site: "", offset: 0 });
+      this.renderControls(this.last);
+    });
+    return h("span", { class: "field site-filter", id: "kernel-site" }, h("span", { class: "field-label" }, "Site"),
+      h("span", { class: "mono small ellipsis", title: this.q.site }, this.q.site), clear);
   }
 
   private async load(): Promise<void> {
@@ -156,7 +184,7 @@ export class KernelTable {
     const params: Record<string, string | number | null> = {
       offset: this.q.offset, limit: this.q.limit, sort: this.q.sort, order: this.q.order,
       phase: this.q.phase || null, direction: this.q.direction || null, bound: this.q.bound || null,
-      scope: this.q.scope, q: this.q.q || null,
+      scope: this.q.scope, q: this.q.q || null, name: this.q.name || null, site: this.q.site || null,
     };
     try {
       for (let i = 0; i < 600; i++) {
@@ -177,7 +205,10 @@ export class KernelTable {
           this.renderControls(r.data);
           this.lastFacetsShown = true;
         }
+        if (this.openFirst && r.data.rows.length) this.expanded.add(r.data.rows[0].id);
+        this.openFirst = false;
         this.renderTable(r.data);
+        this.onLoaded();
         return;
       }
     } catch (e) {
@@ -229,13 +260,16 @@ export class KernelTable {
         (this.body.querySelector(`button[aria-controls="${detailsId}"]`) as HTMLElement | null)?.focus();
       });
       const nameCell = h("td", { class: "kname" },
-        h("div", { class: "mono ellipsis", title: k.name }, k.name));
-      const src = sourceText(k.source);
+        h("div", { class: "mono ellipsis", title: k.name }, shortName(k.name, k.short_name)));
       const opCell = h("td", { class: "kop" },
         h("div", { class: "mono ellipsis small", title: k.op || "" }, k.op || fmt.DASH),
         k.module_path ? h("div", { class: "muted small ellipsis", title: k.module_path }, k.module_path) : null,
-        src ? h("div", { class: "source small ellipsis", title: `${src}${k.source?.function ? ` (${k.source.function})` : ""}` },
-          src.split("/").pop()) : null);
+        k.source ? sourceTag(k.source, "small ellipsis") : null);
+      // the bound: a button that opens the row's evidence (the reason and the utilisations)
+      const why = h("button", { type: "button", class: "linkish bound-why", "aria-controls": detailsId, "aria-expanded": open ? "true" : "false",
+        title: `${k.bound === "latency" ? latencyWhy(k.latency_cause, k.compute_util, k.memory_util, null, k.estimated) + "\n" : ""}${k.bound_reason}\n(click: the evidence)` },
+      boundPill(k.bound, k.bound_reason, k.latency_cause, true));
+      why.addEventListener("click", () => toggle.click());
       tbody.appendChild(h("tr", { "data-id": k.id, class: k.id === this.pinnedId ? "selected" : null },
         h("td", { class: "expander-col" }, toggle),
         nameCell,
@@ -244,11 +278,11 @@ export class KernelTable {
           : h("span", { class: "muted" }, k.kind === "kernel" ? "\u2014" : k.kind), graphBadge(k)),
         h("td", { class: "num" }, fmt.time(k.dur_us)),
         h("td", { class: "num opt" }, fmt.cost(fmt.flops(k.flops), k.estimated, k.upper_bound)),
-        h("td", { class: "num opt" }, fmt.cost(fmt.flopRate(k.achieved_flops_per_s), k.estimated, k.upper_bound)),
-        h("td", { class: "num opt" }, fmt.cost(fmt.byteRate(k.achieved_bytes_per_s), k.estimated, k.upper_bound)),
+        h("td", { class: "num opt" }, fmt.cost(fmt.flopRate(k.achieved_flops_per_s ?? k.upper_bound_flops_per_s ?? null), k.estimated, k.upper_bound)),
+        h("td", { class: "num opt" }, fmt.cost(fmt.byteRate(k.achieved_bytes_per_s ?? k.upper_bound_bytes_per_s ?? null), k.estimated, k.upper_bound)),
         h("td", { class: "num" }, utilCell(k.compute_util, k.estimated, !!k.upper_bound)),
         h("td", { class: "num" }, utilCell(k.memory_util, k.estimated, !!k.upper_bound)),
-        h("td", { class: "kbound" }, boundPill(k.bound, k.bound_reason, k.latency_cause, true), estBadge(k.estimated), measuredBadge(k.measured)),
+        h("td", { class: "kbound" }, why, estBadge(k.estimated), measuredBadge(k.measured)),
       ));
       if (open) {
         tbody.appendChild(h("tr", { class: "details", id: detailsId }, h("td", { colspan: COLS.length + 1 }, details(k))));
@@ -277,18 +311,22 @@ export class KernelTable {
 function clean(f: KernelFilter | undefined): Partial<KernelQuery> {
   const out: Partial<KernelQuery> = {};
   if (!f) return out;
-  for (const key of ["phase", "direction", "bound", "q"] as const) if (typeof f[key] === "string") out[key] = f[key] as string;
+  for (const key of ["phase", "direction", "bound", "q", "name", "site"] as const) if (typeof f[key] === "string") out[key] = f[key] as string;
   if (f.scope === "attention" || f.scope === "all" || f.scope === "other") out.scope = f.scope;
   return out;
 }
 
 export function details(k: Kernel): HTMLElement {
   const cd = k.cost_detail ? Object.entries(k.cost_detail).map(([a, b]) => `${a}=${typeof b === "object" ? JSON.stringify(b) : String(b)}`).join(", ") : null;
+  const short = shortName(k.name, k.short_name);
   return h("div", { class: "kernel-details" },
-    h("div", { class: "mono wrap" }, k.name),
+    h("div", { class: "mono kernel-short" }, short),
+    short !== k.name ? h("details", { class: "full-name" }, h("summary", null, `full name (${fmt.count(k.name.length)} characters)`),
+      h("div", { class: "mono wrap small" }, k.name)) : null,
     kv([
       ["bound", [boundPill(k.bound, null, k.latency_cause), " ", k.bound_reason]],
-      ...(k.source ? [["source", `${sourceText(k.source)}${k.source.function ? ` in ${k.source.function}` : ""}`] as [string, Child]] : []),
+      ...(k.bound === "latency" ? [["latency-bound means", latencyWhy(k.latency_cause, k.compute_util, k.memory_util, null, k.estimated)] as [string, Child]] : []),
+      ...(k.source ? [["source", [sourceTag(k.source), h("span", { class: "muted small" }, ` ${sourceText(k.source)}`)]] as [string, Child]] : []),
       ...(k.measured ? [["counters", [measuredBadge(k.measured), " ", measuredText(k.measured)]] as [string, Child]] : []),
       ["op / cost op", `${k.op || fmt.DASH} / ${k.cost_op || fmt.DASH}`],
       ["module", k.module_path || fmt.DASH],
@@ -303,7 +341,7 @@ export function details(k: Kernel): HTMLElement {
       ["launch", k.grid ? `grid [${k.grid.join(", ")}] \u00b7 block [${(k.block || []).join(", ")}] \u00b7 occupancy ${k.occupancy_pct ?? fmt.DASH} %`
         + `${k.occupancy_source ? ` (${k.occupancy_source})` : ""}${k.waves !== null && k.waves !== undefined ? ` \u00b7 ${k.waves.toFixed(2)} waves` : ""}` : k.kind],
       ...(k.upper_bound ? [["cost", "FLOPs and bytes are a dense upper bound (the mask's sparsity is not in the trace): utilisations are upper bounds"] as [string, Child]] : []),
-      ...(k.bound === "latency" && k.latency_cause ? [["latency cause", boundLabel(k.bound, k.latency_cause)] as [string, Child]] : []),
+      ...(k.bound === "latency" && k.latency_cause ? [["latency cause", `${boundLabel(k.bound, k.latency_cause)}: ${CAUSE_HELP[k.latency_cause] || ""}`] as [string, Child]] : []),
       ["step / stream", `${k.step || fmt.DASH} / device ${k.device}, stream ${k.stream}`],
     ]));
 }

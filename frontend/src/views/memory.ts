@@ -6,7 +6,9 @@
 import { PHASE_ORDER, phaseColor, phaseLabel } from "../colors";
 import { Child, h, replace, s, select } from "../dom";
 import * as fmt from "../format";
+import type { Boundary } from "../types";
 import { hideTip, note, phaseTag, section, showTip } from "../widgets";
+import { renderBoundary } from "./sites";
 
 // ---------------------------------------------------------------- the JSON of /memory
 
@@ -103,6 +105,8 @@ export interface Layer {
   fused_activation_bytes: number;
   score_matrix_bytes: number;
   score_tensors: number;
+  score_tensor_bytes: number;              // the S×S tensors one call allocates, each at its own dtype
+  score_tensor_dtypes: Record<string, number>;
   unfused_activation_bytes: number;
 }
 
@@ -171,6 +175,7 @@ export interface MemoryBlock {
 
 export interface MemoryResponse {
   memory: MemoryBlock | null;
+  boundary?: Boundary | null;
   attention_time_us: number | null;
 }
 
@@ -190,6 +195,14 @@ function niceStep(max: number, target = 5): number {
   const p = Math.pow(10, Math.floor(Math.log10(raw)));
   for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= raw) return m * p;
   return 10 * p;
+}
+
+/** A step for a byte axis in binary units: 1, 2 or 5 (x 10^n) KiB, MiB or GiB, so that the
+ * labels read "256 MiB", "1 GiB" like the rest of the view. */
+function niceByteStep(max: number, target = 5): number {
+  const raw = Math.max(max / target, 1);
+  const unit = Math.pow(1024, Math.max(0, Math.floor(Math.log(raw) / Math.log(1024))));
+  return niceStep(raw * target / unit, target) * unit;
 }
 
 function shapeText(sh: number[] | number[][] | null | undefined): string {
@@ -243,7 +256,7 @@ export function allocationChart(dev: MemDevice, spans: MemoryBlock["attention_sp
   // when most of the memory was allocated before the trace, zoom on the part that moves
   const amin = Math.min(...c.allocated);
   const zoom = amin > 0.5 * top && top > amin;
-  const vmin = zoom ? Math.floor((amin - (top - amin) * 0.15) / niceStep(top - amin)) * niceStep(top - amin) : 0;
+  const vmin = zoom ? Math.floor((amin - (top - amin) * 0.15) / niceByteStep(top - amin)) * niceByteStep(top - amin) : 0;
   const vmax = zoom ? top + (top - amin) * 0.15 : top * 1.08;
   const pw = W - M.l - M.r;
   const ph = CH - M.t - M.b;
@@ -251,8 +264,8 @@ export function allocationChart(dev: MemDevice, spans: MemoryBlock["attention_sp
   const Y = (v: number) => M.t + ph - ((v - vmin) / (vmax - vmin)) * ph;
   const live = h("div", { class: "sr-only", "aria-live": "polite" });
   const svg = s("svg", { viewBox: `0 0 ${W} ${CH}`, class: "chart mem-chart", tabindex: 0, role: "img", id: "mem-chart",
-    "aria-label": `Memory allocated on ${dev.device} over ${fmt.time(span)}: peak ${fmt.bytes(dev.peak_allocated_bytes)}` +
-      `${dev.attention_peak ? `, ${fmt.bytes(dev.attention_peak.total_allocated_bytes)} at the peak inside attention` : ""}. ` +
+    "aria-label": `Memory allocated on ${dev.device} over ${fmt.time(span)}: peak ${fmt.memBytes(dev.peak_allocated_bytes)}` +
+      `${dev.attention_peak ? `, ${fmt.memBytes(dev.attention_peak.total_allocated_bytes)} at the peak inside attention` : ""}. ` +
       "Attention calls are shaded. Use the left and right arrow keys to read the curve." });
   // attention spans (CPU time of each call, the clock of the memory events)
   const shades = s("g", { class: "mem-spans" });
@@ -267,10 +280,10 @@ export function allocationChart(dev: MemDevice, spans: MemoryBlock["attention_sp
     shades.appendChild(r);
   }
   // grid and axes
-  const vstep = niceStep(vmax - vmin);
+  const vstep = niceByteStep(vmax - vmin);
   for (let v = vmin; v <= vmax + vstep * 1e-4; v += vstep) {
     svg.appendChild(s("line", { x1: M.l, x2: M.l + pw, y1: Y(v), y2: Y(v), class: "grid" }));
-    svg.appendChild(s("text", { x: M.l - 8, y: Y(v) + 4, class: "axis-label", "text-anchor": "end" }, fmt.bytes(v)));
+    svg.appendChild(s("text", { x: M.l - 8, y: Y(v) + 4, class: "axis-label", "text-anchor": "end" }, fmt.memBytes(v)));
   }
   const tstep = niceStep(span, 8);
   for (let t = 0; t <= span * 1.0001; t += tstep) {
@@ -298,7 +311,7 @@ export function allocationChart(dev: MemDevice, spans: MemoryBlock["attention_sp
     const x = X(p.ts);
     const y = Y(p.total_allocated_bytes);
     svg.appendChild(s("circle", { cx: x, cy: y, r: 4.5, fill: color, stroke: "#fff", "stroke-width": 1.5, id }));
-    const text = `${label} ${fmt.bytes(p.total_allocated_bytes)}`;
+    const text = `${label} ${fmt.memBytes(p.total_allocated_bytes)}`;
     const right = x > W - 220;
     // The label must not cross the curve: it goes above the highest point of the curve under its
     // width (the allocation often stays at the peak level after it), or below when no room is left.
@@ -341,8 +354,8 @@ export function allocationChart(dev: MemDevice, spans: MemoryBlock["attention_sp
     const t = c.ts[i];
     const inside = spans.filter((sp) => sp.ts <= t && t <= sp.end);
     return h("div", null,
-      h("div", { class: "tip-title" }, `${fmt.bytes(c.allocated[i])} allocated`),
-      h("div", null, `at ${fmt.time(t - t0)}${c.reserved ? ` \u00b7 ${fmt.bytes(c.reserved[i])} reserved` : ""}`),
+      h("div", { class: "tip-title" }, `${fmt.memBytes(c.allocated[i])} allocated`),
+      h("div", null, `at ${fmt.time(t - t0)}${c.reserved ? ` \u00b7 ${fmt.memBytes(c.reserved[i])} reserved` : ""}`),
       inside.length ? h("div", { class: "tip-sub" }, `inside ${inside[0].scope || "attention"} (${inside[0].direction})`) :
         h("div", { class: "tip-sub" }, "outside attention"));
   };
@@ -359,7 +372,7 @@ export function allocationChart(dev: MemDevice, spans: MemoryBlock["attention_sp
       const r = (svg as unknown as SVGSVGElement).getBoundingClientRect();
       showTip(window.scrollX + r.left + (x / W) * r.width, window.scrollY + r.top + (Y(c.allocated[idx]) / CH) * r.height, tipFor(idx));
     }
-    live.textContent = `${fmt.bytes(c.allocated[idx])} allocated at ${fmt.time(c.ts[idx] - t0)}`;
+    live.textContent = `${fmt.memBytes(c.allocated[idx])} allocated at ${fmt.time(c.ts[idx] - t0)}`;
   };
   if (n) {
     overlay.addEventListener("mousemove", (ev) => {
@@ -388,9 +401,9 @@ export function allocationChart(dev: MemDevice, spans: MemoryBlock["attention_sp
   const legend = h("div", { class: "legend" },
     h("span", { class: "phase-tag" }, h("span", { class: "swatch-line", "aria-hidden": "true" }), "allocated"),
     c.reserved && showReserved ? h("span", { class: "phase-tag" }, h("span", { class: "swatch-line dashed", "aria-hidden": "true" }), "reserved") : null,
-    c.reserved && !showReserved ? h("span", { class: "muted small" }, `reserved up to ${fmt.bytes(rmax)} (off this scale)`) : null,
+    c.reserved && !showReserved ? h("span", { class: "muted small" }, `reserved up to ${fmt.memBytes(rmax)} (off this scale)`) : null,
     legendBox(FWD_SHADE, "attention, forward"), legendBox(BWD_SHADE, "attention, backward"),
-    zoom ? h("span", { class: "muted small" }, `the axis starts at ${fmt.bytes(vmin)}`) : null,
+    zoom ? h("span", { class: "muted small" }, `the axis starts at ${fmt.memBytes(vmin)}`) : null,
     c.downsampled ? h("span", { class: "muted small" }, `${fmt.count(c.points)} events, drawn as ${fmt.count(n)} points (each bucket's min and max)`) : null);
   return h("div", { class: "mem-curve" }, legend, svg, live);
 }
@@ -411,8 +424,8 @@ function heldColor(g: MemHeld): string {
 export function peakBreakdown(pk: MemPeak): HTMLElement {
   const total = Math.max(pk.total_allocated_bytes, 1);
   const bar = h("div", { class: "split mem-split", role: "img", id: "mem-peak-bar",
-    "aria-label": `what held ${fmt.bytes(pk.total_allocated_bytes)}: ` +
-      pk.held_by.map((g) => `${g.op || "?"} ${shapeText(g.shape)} ${fmt.bytes(g.bytes)}`).join(", ") });
+    "aria-label": `what held ${fmt.memBytes(pk.total_allocated_bytes)}: ` +
+      pk.held_by.map((g) => `${g.op || "?"} ${shapeText(g.shape)} ${fmt.memBytes(g.bytes)}`).join(", ") });
   const parts: [string, number, string][] = pk.held_by.map((g) => [
     `${g.op || "?"} ${shapeText(g.shape)} ${g.dtype || ""} (${g.attention ? `${phaseLabel(g.phase)}, ${g.direction}` : "outside attention"})`,
     g.bytes, heldColor(g)]);
@@ -420,7 +433,7 @@ export function peakBreakdown(pk: MemPeak): HTMLElement {
   if (rest > 0) parts.push(["other live allocations", rest, OUTSIDE]);
   if (pk.before_window_bytes > 0) parts.push(["allocated before the trace (weights, inputs...)", pk.before_window_bytes, BEFORE]);
   for (const [label, v, color] of parts) {
-    const seg = h("span", { class: "split-seg", title: `${label}: ${fmt.bytes(v)} (${fmt.pct(v / total)})` });
+    const seg = h("span", { class: "split-seg", title: `${label}: ${fmt.memBytes(v)} (${fmt.pct(v / total)})` });
     seg.style.width = `${(v / total) * 100}%`;
     seg.style.background = color;
     bar.appendChild(seg);
@@ -431,17 +444,17 @@ export function peakBreakdown(pk: MemPeak): HTMLElement {
     h("td", null, g.dtype || fmt.DASH),
     h("td", null, g.attention ? phaseTag(g.phase, `${phaseLabel(g.phase)} \u00b7 ${dirShort(g.direction)}`) : h("span", { class: "muted" }, "outside attention")),
     h("td", { class: "num" }, fmt.count(g.count)),
-    h("td", { class: "num" }, fmt.bytes(g.bytes)),
+    h("td", { class: "num" }, fmt.memBytes(g.bytes)),
     h("td", { class: "num" }, fmt.pct(g.share))));
   if (pk.before_window_bytes > 0) {
     rows.push(h("tr", null, h("td", { class: "muted", colspan: 5 }, "allocated before the trace (weights, inputs, optimizer state...)"),
-      h("td", { class: "num" }, fmt.bytes(pk.before_window_bytes)), h("td", { class: "num" }, fmt.pct(pk.before_window_bytes / total))));
+      h("td", { class: "num" }, fmt.memBytes(pk.before_window_bytes)), h("td", { class: "num" }, fmt.pct(pk.before_window_bytes / total))));
   }
   return h("div", { class: "mem-peak" },
-    h("p", null, h("strong", null, fmt.bytes(pk.total_allocated_bytes)), " allocated at the peak inside attention, during ",
+    h("p", null, h("strong", null, fmt.memBytes(pk.total_allocated_bytes)), " allocated at the peak inside attention, during ",
       phaseTag(pk.phase, `${phaseLabel(pk.phase)} (${pk.direction})`),
       pk.op ? h("span", { class: "muted" }, ` in ${pk.op}`) : null,
-      pk.score_bytes ? h("span", null, ` \u00b7 ${fmt.bytes(pk.score_bytes)} of it in S\u00d7S score tensors`) : null),
+      pk.score_bytes ? h("span", null, ` \u00b7 ${fmt.memBytes(pk.score_bytes)} of it in S\u00d7S score tensors`) : null),
     bar,
     table("mem-held-table", "What held the peak", [th("Op (maker)"), th("Shape"), th("Dtype"), th("Phase"), th("Count", true), th("Bytes", true), th("Share", true)], rows),
     pk.held_by_groups > pk.held_by.length ? h("p", { class: "muted small" }, `${pk.held_by_groups - pk.held_by.length} smaller groups not shown`) : null);
@@ -458,10 +471,10 @@ function phaseRows(dev: MemDevice): HTMLElement {
     h("th", { scope: "row" }, phaseTag(p.phase, p.label)),
     h("td", null, dirShort(p.direction)),
     h("td", { class: "num" }, fmt.count(p.allocs)),
-    h("td", { class: "num" }, fmt.bytes(p.alloc_bytes)),
-    h("td", { class: "num" }, fmt.bytes(p.free_bytes)),
-    h("td", { class: "num" }, (p.net_bytes < 0 ? "\u2212" : "") + fmt.bytes(Math.abs(p.net_bytes))),
-    h("td", { class: "mono small" }, p.largest ? `${p.largest.op || "?"} ${shapeText(p.largest.shape)} ${fmt.bytes(p.largest.bytes)}` : fmt.DASH,
+    h("td", { class: "num" }, fmt.memBytes(p.alloc_bytes)),
+    h("td", { class: "num" }, fmt.memBytes(p.free_bytes)),
+    h("td", { class: "num" }, (p.net_bytes < 0 ? "\u2212" : "") + fmt.memBytes(Math.abs(p.net_bytes))),
+    h("td", { class: "mono small" }, p.largest ? `${p.largest.op || "?"} ${shapeText(p.largest.shape)} ${fmt.memBytes(p.largest.bytes)}` : fmt.DASH,
       p.largest ? scoreBadge(p.largest.score_matrix) : null),
     h("td", { class: "num" }, p.score_allocs ? fmt.count(p.score_allocs) : fmt.DASH))));
 }
@@ -475,11 +488,11 @@ function callRows(dev: MemDevice): HTMLElement | null {
     h("td", { class: "mono small" }, c.scope || fmt.DASH),
     h("td", { class: "num" }, fmt.count(c.calls)),
     h("td", { class: "mono small" }, shapesText(c.shapes)),
-    h("td", { class: "num" }, fmt.bytes(c.core_peak_bytes)),
-    h("td", { class: "num" }, fmt.bytes(c.fused_alloc_bytes)),
+    h("td", { class: "num" }, fmt.memBytes(c.core_peak_bytes)),
+    h("td", { class: "num" }, fmt.memBytes(c.fused_alloc_bytes)),
     h("td", { class: "num" }, c.fused_alloc_bytes ? fmt.ratio((c.core_peak_bytes || 0) / c.fused_alloc_bytes) : fmt.DASH),
     h("td", { class: "num" }, fmt.count(c.score_allocs)),
-    h("td", { class: "num" }, fmt.bytes(c.score_matrix_bytes)))));
+    h("td", { class: "num" }, fmt.memBytes(c.score_matrix_bytes)))));
 }
 
 export function alternativesChart(alts: Alternative[]): SVGElement {
@@ -489,16 +502,16 @@ export function alternativesChart(alts: Alternative[]): SVGElement {
   const max = Math.max(...alts.map((a) => a.bytes), 1);
   const pw = W - labelW - 200;
   const svg = s("svg", { viewBox: `0 0 ${W} ${height}`, class: "chart mem-alt-chart", role: "img", id: "mem-alt-chart",
-    "aria-label": "K/V bytes under other layouts: " + alts.map((a) => `${a.name} ${fmt.bytes(a.bytes)}`).join(", ") });
+    "aria-label": "K/V bytes under other layouts: " + alts.map((a) => `${a.name} ${fmt.memBytes(a.bytes)}`).join(", ") });
   alts.forEach((a, i) => {
     const y = 4 + i * rowH;
     const w = (a.bytes / max) * pw;
     svg.appendChild(s("text", { x: labelW - 10, y: y + rowH / 2 + 3, class: "row-label", "text-anchor": "end" }, a.name));
     const r = s("rect", { x: labelW, y: y + 4, width: Math.max(w, 1), height: rowH - 9, rx: 2, fill: a.name === "current" ? "#4e79a7" : "#9aa4ae" });
-    r.appendChild(s("title", null, `${a.name}: ${fmt.bytes(a.bytes)}${a.kv_heads !== null ? ` (${a.kv_heads} K/V heads)` : " (latent)"}`));
+    r.appendChild(s("title", null, `${a.name}: ${fmt.memBytes(a.bytes)}${a.kv_heads !== null ? ` (${a.kv_heads} K/V heads)` : " (latent)"}`));
     svg.appendChild(r);
     const change = a.ratio === null || a.name === "current" ? "" : ` \u00b7 ${a.ratio < 1 ? "\u2212" : "+"}${fmt.pct(Math.abs(a.ratio - 1))}`;
-    svg.appendChild(s("text", { x: labelW + w + 8, y: y + rowH / 2 + 3, class: "bar-label" }, `${fmt.bytes(a.bytes)}${change}`));
+    svg.appendChild(s("text", { x: labelW + w + 8, y: y + rowH / 2 + 3, class: "bar-label" }, `${fmt.memBytes(a.bytes)}${change}`));
   });
   return svg;
 }
@@ -511,11 +524,11 @@ function footprint(mem: MemoryBlock): HTMLElement {
     h("td", { class: "num" }, fmt.count(l.calls)),
     h("td", { class: "mono small" }, shapesText(l.shapes)),
     h("td", null, l.kv_source.replace(/_/g, " ")),
-    h("td", { class: "num" }, fmt.bytes(l.kv_bytes_per_call)),
-    h("td", { class: "num" }, fmt.bytes(l.fused_activation_bytes)),
-    h("td", { class: "num" }, l.score_tensors ? `${l.score_tensors} \u00d7 ${fmt.bytes(l.score_matrix_bytes)}` : fmt.DASH)));
+    h("td", { class: "num" }, fmt.memBytes(l.kv_bytes_per_call)),
+    h("td", { class: "num" }, fmt.memBytes(l.fused_activation_bytes)),
+    h("td", { class: "num" }, scoreTensors(l))));
   return h("div", { class: "mem-footprint" },
-    h("p", null, h("strong", null, fmt.bytes(fp.kv_bytes)), ` of K and V over ${fmt.count(fp.basis_calls || fp.calls)} attention calls (${fp.basis || "all calls"}): what a KV cache holds at these shapes.`),
+    h("p", null, h("strong", null, fmt.memBytes(fp.kv_bytes)), ` of K and V over ${fmt.count(fp.basis_calls || fp.calls)} attention calls (${fp.basis || "all calls"}): what a KV cache holds at these shapes.`),
     table("mem-kv-table", "K/V footprint per attention call", [th("Attention call"), th("Calls", true), th("Shapes"), th("K/V from"),
       th("K/V per call", true), th("Fused: q+k+v+out+lse", true), th("S\u00d7S tensors (unfused)", true)], rows),
     fp.alternatives.length > 1 ? h("div", null,
@@ -536,7 +549,7 @@ function movement(mem: MemoryBlock): HTMLElement {
     h("td", { class: "num" }, fmt.count(c.instances)),
     h("td", { class: "num" }, fmt.time(c.gpu_time_us)),
     h("td", { class: "num" }, fmt.time(c.cpu_time_us)),
-    h("td", { class: "num" }, fmt.est(fmt.bytes(c.bytes), c.bytes_estimated))));
+    h("td", { class: "num" }, fmt.est(fmt.memBytes(c.bytes), c.bytes_estimated))));
   for (const x of dm.transfers) {
     rows.push(h("tr", null,
       h("td", { class: "mono small" }, x.name, x.op ? h("div", { class: "muted" }, `by ${x.op}`) : null),
@@ -547,12 +560,12 @@ function movement(mem: MemoryBlock): HTMLElement {
       h("td", { class: "num" }, fmt.DASH),
       h("td", { class: "num" }, fmt.time(x.time_us)),
       h("td", { class: "num" }, fmt.DASH),
-      h("td", { class: "num" }, fmt.bytes(x.bytes))));
+      h("td", { class: "num" }, fmt.memBytes(x.bytes))));
   }
   const allocs = Object.entries(dm.allocator_ops || {}).map(([k, v]) => `${k} \u00d7${v}`).join(", ");
   return h("div", { class: "mem-movement" },
-    h("p", null, `${fmt.count(t.copy_calls)} copies (${fmt.time(t.copy_gpu_time_us)} GPU, ${fmt.bytes(t.copy_bytes)}) and `,
-      `${fmt.count(t.transfer_calls)} memcpy/memset (${fmt.time(t.transfer_time_us)}, ${fmt.bytes(t.transfer_bytes)}) inside attention`,
+    h("p", null, `${fmt.count(t.copy_calls)} copies (${fmt.time(t.copy_gpu_time_us)} GPU, ${fmt.memBytes(t.copy_bytes)}) and `,
+      `${fmt.count(t.transfer_calls)} memcpy/memset (${fmt.time(t.transfer_time_us)}, ${fmt.memBytes(t.transfer_bytes)}) inside attention`,
       t.share_of_attention_time !== null ? `: ${fmt.pct(t.share_of_attention_time)} of attention GPU time` : "", ".",
       allocs ? h("span", { class: "muted" }, ` Allocator calls: ${allocs}.`) : null),
     rows.length ? table("mem-copy-table", "Copies and transfers inside attention", [th("Op"), th("Kind"), th("Phase"), th("Shape"),
@@ -594,12 +607,12 @@ function deviceBody(mem: MemoryBlock, dev: MemDevice): HTMLElement {
     h("div", { class: "stat-label" }, label), h("div", { class: "stat-value" }, value), sub ? h("div", { class: "stat-sub" }, sub) : null);
   return h("div", { class: "mem-device", "data-device": dev.device },
     h("div", { class: "stats" },
-      stat("Peak allocated", fmt.bytes(dev.peak_allocated_bytes), dev.peak_reserved_bytes !== null ? `reserved ${fmt.bytes(dev.peak_reserved_bytes)}` : null),
-      stat("Peak inside attention", dev.attention_peak ? fmt.bytes(dev.attention_peak.total_allocated_bytes) : fmt.DASH,
+      stat("Peak allocated", fmt.memBytes(dev.peak_allocated_bytes), dev.peak_reserved_bytes !== null ? `reserved ${fmt.memBytes(dev.peak_reserved_bytes)}` : null),
+      stat("Peak inside attention", dev.attention_peak ? fmt.memBytes(dev.attention_peak.total_allocated_bytes) : fmt.DASH,
         dev.attention_peak ? `${phaseLabel(dev.attention_peak.phase)} \u00b7 ${dev.attention_peak.direction}` : "no allocation inside attention"),
-      stat("Allocated inside attention", fmt.bytes(a.alloc_bytes), `${fmt.count(a.allocs)} allocations \u00b7 ${fmt.pct(a.share_of_alloc_bytes)} of all`),
+      stat("Allocated inside attention", fmt.memBytes(a.alloc_bytes), `${fmt.count(a.allocs)} allocations \u00b7 ${fmt.pct(a.share_of_alloc_bytes)} of all`),
       stat("S\u00d7S score allocations", fmt.count(dev.score_matrices.allocs),
-        dev.score_matrices.allocs ? `${fmt.bytes(dev.score_matrices.bytes)} \u00b7 largest ${fmt.bytes(dev.score_matrices.max_bytes)}` : "none (fused or no scores)")),
+        dev.score_matrices.allocs ? `${fmt.memBytes(dev.score_matrices.bytes)} \u00b7 largest ${fmt.memBytes(dev.score_matrices.max_bytes)}` : "none (fused or no scores)")),
     h("h3", { class: "mem-sub" }, "Allocated memory over the trace"),
     allocationChart(dev, mem.attention_spans),
     dev.attention_peak ? h("h3", { class: "mem-sub" }, "What held the peak inside attention") : null,
@@ -615,7 +628,8 @@ export function renderMemory(data: MemoryResponse): HTMLElement {
   const mem = data.memory;
   const help = h("p", { class: "section-help" },
     "Allocations recorded with profile_memory=True, each attributed to the attention phase that made it (backward to its forward phase), " +
-    "the op and output shape that made it, and what a fused kernel would need at the same shapes. K/V footprint and copies come from shapes alone.");
+    "the op and output shape that made it, and what a fused kernel would need at the same shapes. K/V footprint and copies come from shapes alone. " +
+    "Sizes are in binary units (1 GiB = 1024\u00b3 bytes), as PyTorch's memory statistics and the CLI give them.");
   if (!mem) return section("Memory and data movement", "memory", help, h("p", { class: "muted" }, "No memory analysis in this report."));
   if (mem.error) return section("Memory and data movement", "memory", help, note("error", "The memory analysis failed", h("div", { class: "error-text" }, mem.error)));
   const body = h("div", { class: "mem-body" });
@@ -640,5 +654,17 @@ export function renderMemory(data: MemoryResponse): HTMLElement {
   }
   parts.push(h("h3", { class: "mem-sub" }, "K/V footprint (from shapes)"), footprint(mem));
   parts.push(h("h3", { class: "mem-sub" }, "Data movement inside attention"), movement(mem));
+  parts.push(renderBoundary(data.boundary));
   return section("Memory and data movement", "memory", ...parts);
+}
+
+
+/** "5 × 128 MiB", or with mixed dtypes "5, 512 MiB (3 bf16, 2 fp32)": the S×S tensors of one call. */
+function scoreTensors(l: Layer): string {
+  if (!l.score_tensors) return fmt.DASH;
+  const dts = Object.entries(l.score_tensor_dtypes || {}).sort((a, b) => b[1] - a[1]);
+  if (dts.length <= 1 && l.score_tensor_bytes === l.score_tensors * l.score_matrix_bytes) {
+    return `${l.score_tensors} \u00d7 ${fmt.memBytes(l.score_matrix_bytes)}`;
+  }
+  return `${l.score_tensors}, ${fmt.memBytes(l.score_tensor_bytes)} (${dts.map(([d, n]) => `${n} ${d}`).join(", ")})`;
 }

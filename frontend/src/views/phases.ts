@@ -6,8 +6,9 @@ import { h, s } from "../dom";
 import * as fmt from "../format";
 import type { Phase, Summary } from "../types";
 import type { KernelFilter } from "../state";
-import { CAUSE_LABELS, LATENCY_DEFINITION } from "../bound";
-import { boundPill, estBadge, hideTip, phaseTag, section, showTip, utilCell } from "../widgets";
+import { CAUSE_LABELS, LATENCY_DEFINITION, latencyWhy } from "../bound";
+import { shortName } from "../names";
+import { boundPill, estBadge, hideTip, phaseTag, section, showTip, sourceTag, utilCell } from "../widgets";
 
 const W = 1000;
 const LABEL_W = 96;
@@ -77,10 +78,20 @@ function phaseTip(p: Phase): HTMLElement {
     h("div", { class: "tip-title" }, phaseTag(p.phase, `${p.label} \u00b7 ${p.direction}`)),
     h("div", null, `${fmt.time(p.time_us)} \u00b7 ${fmt.pct(p.share)} of attention \u00b7 ${fmt.count(p.kernels)} kernels`),
     h("div", null, `compute ${fmt.est(fmt.pct(p.compute_util), p.estimated)} \u00b7 memory ${fmt.est(fmt.pct(p.memory_util), p.estimated)} \u00b7 ${p.bound}`),
-    p.top_kernels.length ? h("div", { class: "tip-sub" }, `longest: ${p.top_kernels[0].name}`) : null,
-    (p.sources || []).length ? h("div", { class: "source" }, (p.sources || []).map((x) =>
-      h("div", null, `${x.file}${x.line ? `:${x.line}` : ""}${x.function ? ` (${x.function})` : ""} \u00b7 ${fmt.time(x.time_us)}`))) : null,
+    p.top_kernels.length ? h("div", { class: "tip-sub mono" }, `longest: ${shortName(p.top_kernels[0].name)}`) : null,
+    (p.sources || []).length ? h("div", null, (p.sources || []).map((x) =>
+      h("div", null, sourceTag(x), ` \u00b7 ${fmt.time(x.time_us)}`))) : null,
     h("div", { class: "tip-sub" }, "click to list its kernels"));
+}
+
+/** Under a latency-bound phase's pill: what the label means here, and a link to the evidence. */
+function whyLine(p: Phase, roof: number | undefined, onWhy?: PickPhase): HTMLElement {
+  const text = latencyWhy(p.latency_cause, p.compute_util, p.memory_util, roof, p.estimated);
+  const short = `neither roof reached${p.latency_cause ? ` \u00b7 ${CAUSE_LABELS[p.latency_cause] || p.latency_cause}` : ""}`;
+  const link = onWhy ? h("button", { type: "button", class: "linkish why-link", "data-phase": p.phase, "data-direction": p.direction,
+    title: "list this phase's latency-bound kernels, the longest one's evidence open" }, "evidence") : null;
+  if (link && onWhy) link.addEventListener("click", () => onWhy({ ...pickOf(p), bound: "latency" }));
+  return h("div", { class: "why small muted", title: text }, short, link ? [" \u00b7 ", link] : null);
 }
 
 function legend(phases: Phase[]): HTMLElement {
@@ -95,15 +106,18 @@ export function causeText(t: Partial<Record<string, number>> | undefined): strin
   return parts.length ? `latency-bound time by cause: ${parts.join(", ")}` : null;
 }
 
-export function phaseTable(phases: Phase[], caption = "Attention phases", onPick?: PickPhase): HTMLElement {
+/** ``onWhy``: the kernels of a latency-bound phase that are latency-bound, the longest one's
+ * evidence open. ``roof``: the utilisation that counts as reaching a roof. */
+export function phaseTable(phases: Phase[], caption = "Attention phases", onPick?: PickPhase, onWhy?: PickPhase,
+  roof?: number): HTMLElement {
   const thead = h("thead", null, h("tr", null,
     h("th", { scope: "col" }, "Operation"),
-    h("th", { scope: "col", class: "num" }, "Latency"),
-    h("th", { scope: "col", class: "num" }, "Share"),
+    h("th", { scope: "col", class: "num", title: "GPU time: the sum of the phase's kernel durations" }, "GPU time"),
+    h("th", { scope: "col", class: "num", title: "share of attention GPU time" }, "Share"),
     h("th", { scope: "col" }, "Bottleneck"),
-    h("th", { scope: "col", class: "num" }, "Memory-bandwidth util."),
-    h("th", { scope: "col", class: "num" }, "Compute util."),
-    h("th", { scope: "col", class: "num" }, "Achieved"),
+    h("th", { scope: "col", class: "num", title: "memory-bandwidth utilisation (time-weighted, of the device's peak)" }, "Memory BW"),
+    h("th", { scope: "col", class: "num", title: "compute utilisation (time-weighted, of the dtype's peak)" }, "Compute"),
+    h("th", { scope: "col", class: "num", title: "achieved FLOP/s and bytes/s" }, "Achieved"),
     h("th", { scope: "col", class: "num" }, "Kernels"),
   ));
   const tbody = h("tbody");
@@ -123,7 +137,8 @@ export function phaseTable(phases: Phase[], caption = "Attention phases", onPick
         h("th", { scope: "row" }, name, p.core ? null : h("span", { class: "badge subtle" }, "non-core")),
         h("td", { class: "num" }, fmt.time(p.time_us)),
         h("td", { class: "num" }, fmt.pct(p.share)),
-        h("td", null, boundPill(p.bound, causeText(p.latency_cause_time_us), p.latency_cause), estBadge(p.estimated), cov),
+        h("td", { class: "pbound" }, boundPill(p.bound, causeText(p.latency_cause_time_us), p.latency_cause), estBadge(p.estimated), cov,
+          p.bound === "latency" ? whyLine(p, roof, onWhy) : null),
         h("td", { class: "num" }, utilCell(p.memory_util, p.estimated)),
         h("td", { class: "num" }, utilCell(p.compute_util, p.estimated)),
         h("td", { class: "num small" }, fmt.est(fmt.flopRate(p.achieved_flops_per_s), p.estimated), h("br"),
@@ -136,7 +151,7 @@ export function phaseTable(phases: Phase[], caption = "Attention phases", onPick
     h("caption", { class: "sr-only" }, caption), thead, tbody));
 }
 
-export function renderPhases(sm: Summary, onPick?: PickPhase): HTMLElement {
+export function renderPhases(sm: Summary, onPick?: PickPhase, onWhy?: PickPhase): HTMLElement {
   const phases = sm.phases || [];
   if (!phases.length) {
     return section("Phase breakdown", "phases", h("p", { class: "muted" }, "No attention phases in this trace."));
@@ -147,5 +162,5 @@ export function renderPhases(sm: Summary, onPick?: PickPhase): HTMLElement {
       roof !== undefined ? fmt.pct(roof, 0) : "the threshold", `; ${LATENCY_DEFINITION}. Values marked ~ or est. are estimates. Click a bar or a phase to list its kernels.`),
     legend(phases),
     phaseChart(phases, onPick),
-    phaseTable(phases, "Attention phases", onPick));
+    phaseTable(phases, "Attention phases", onPick, onWhy, roof));
 }

@@ -51,11 +51,15 @@ export interface RanksResponse {
   rule: { text: string; min_ranks: number };
   errors: { file: string; error: string }[];
   duplicate_ranks: number[];
+  job: boolean;
+  job_reason: string;
 }
 
-/** Runs with several workers: the ones the Ranks view is for. */
+/** Runs whose traces state at least two distinct ranks (the server's ``job``, ranks/job.py): the
+ * ones the Ranks view is for. Several traces of one rank (an eager trace beside its CUDA-graph
+ * twin, a script profiled twice) are not a job. */
 export function multiRankRuns(runs: RunsResponse): string[] {
-  return runs.runs.filter((r) => r.workers.length > 1).map((r) => r.run);
+  return runs.runs.filter((r) => r.job).map((r) => r.run);
 }
 
 const DIR_SHORT: Record<string, string> = { forward: "fwd", backward: "bwd" };
@@ -87,26 +91,43 @@ function median(xs: number[]): number {
   return n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/** Attention per rank above, communication per rank below, each on its own scale: communication
+ * (a gloo all-reduce, waits for other ranks) is often many times attention, and on one axis it
+ * squashed the attention bars flat. */
 function barChart(d: RanksResponse, flagged: Set<string>, open: (r: RankRow) => void): SVGElement {
   const rows = d.ranks;
-  const W = 1000, H = 220, L = 64, B = 26, T = 8;
-  const maxV = Math.max(1e-9, ...rows.map((r) => Math.max(r.attention_time_us || 0, r.communication_us || 0)));
-  const y = (v: number) => T + (H - T - B) * (1 - v / maxV);
+  const comm = rows.some((r) => (r.communication_us || 0) > 0);
+  const W = 1000, L = 78, B = 26, T = 8, PH = 150, CH = comm ? 70 : 0, GAP = comm ? 26 : 0;
+  const H = T + PH + GAP + CH + B;
+  const maxA = Math.max(1e-9, ...rows.map((r) => r.attention_time_us || 0), d.spread.threshold_us || 0);
+  const maxC = Math.max(1e-9, ...rows.map((r) => r.communication_us || 0));
+  const ya = (v: number) => T + PH * (1 - v / maxA);
+  const c0 = T + PH + GAP;
+  const yc = (v: number) => c0 + CH * (1 - v / maxC);
   const slot = (W - L - 8) / Math.max(rows.length, 1);
+  const bw = Math.max(Math.min(slot * 0.7, 60), 0.4);
   const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart rank-chart", id: "rank-chart", role: "img",
-    "aria-label": `attention and communication time of ${rows.length} ranks, in rank order; ${d.stragglers.length} straggler(s)` });
+    "aria-label": `attention and communication time of ${rows.length} ranks, in rank order, each on its own scale; ${d.stragglers.length} straggler(s)` });
   for (const f of [0, 0.5, 1]) {
-    svg.appendChild(s("line", { x1: L, x2: W - 8, y1: y(maxV * f), y2: y(maxV * f), class: "grid" }));
-    svg.appendChild(s("text", { x: L - 6, y: y(maxV * f) + 4, class: "axis-label", "text-anchor": "end" }, fmt.time(maxV * f)));
+    svg.appendChild(s("line", { x1: L, x2: W - 8, y1: ya(maxA * f), y2: ya(maxA * f), class: "grid" }));
+    svg.appendChild(s("text", { x: L - 6, y: ya(maxA * f) + 4, class: "axis-label", "text-anchor": "end" }, fmt.time(maxA * f)));
   }
+  for (const f of comm ? [0, 1] : []) {
+    svg.appendChild(s("line", { x1: L, x2: W - 8, y1: yc(maxC * f), y2: yc(maxC * f), class: "grid" }));
+    svg.appendChild(s("text", { x: L - 6, y: yc(maxC * f) + 4, class: "axis-label", "text-anchor": "end" }, fmt.time(maxC * f)));
+  }
+  svg.appendChild(s("text", { x: L + 4, y: T + 10, class: "axis-title panel-title" }, "attention"));
+  if (comm) svg.appendChild(s("text", { x: L + 4, y: c0 - 6, class: "axis-title panel-title" }, "communication"));
   rows.forEach((r, i) => {
-    const x = L + i * slot;
+    const x = L + i * slot + (slot - bw) / 2;
     const straggler = flagged.has(keyOf(r));
-    svg.appendChild(s("rect", { x, y: y(r.attention_time_us || 0), width: Math.max(slot * 0.6, 0.4),
-      height: Math.max(0, H - B - y(r.attention_time_us || 0)), class: `bar-att${straggler ? " straggler" : ""}`,
+    svg.appendChild(s("rect", { x, y: ya(r.attention_time_us || 0), width: bw,
+      height: Math.max(0, T + PH - ya(r.attention_time_us || 0)), class: `bar-att${straggler ? " straggler" : ""}`,
       "data-i": i, "data-rank": r.rank ?? "", "data-straggler": straggler ? "1" : "0" }));
-    svg.appendChild(s("rect", { x: x + slot * 0.6, y: y(r.communication_us || 0), width: Math.max(slot * 0.35, 0.2),
-      height: Math.max(0, H - B - y(r.communication_us || 0)), class: "bar-comm", "data-i": i }));
+    if (comm) {
+      svg.appendChild(s("rect", { x, y: yc(r.communication_us || 0), width: bw,
+        height: Math.max(0, c0 + CH - yc(r.communication_us || 0)), class: "bar-comm", "data-i": i }));
+    }
   });
   // one set of listeners for all bars (a 1024-rank job has 2048 of them)
   delegate(svg, (i) => {
@@ -117,19 +138,25 @@ function barChart(d: RanksResponse, flagged: Set<string>, open: (r: RankRow) => 
       flagged.has(keyOf(r)) ? h("div", { class: "badge-straggler" }, "straggler") : null,
       h("div", { class: "muted" }, "click: open this rank's trace"));
   }, (i) => open(rows[i]));
-  if (d.spread.median_us) svg.appendChild(s("line", { x1: L, x2: W - 8, y1: y(d.spread.median_us), y2: y(d.spread.median_us), class: "median-line" }));
-  if (d.spread.threshold_us && d.spread.threshold_us <= maxV) svg.appendChild(s("line", { x1: L, x2: W - 8, y1: y(d.spread.threshold_us), y2: y(d.spread.threshold_us), class: "threshold-line" }));
+  if (d.spread.median_us) svg.appendChild(s("line", { x1: L, x2: W - 8, y1: ya(d.spread.median_us), y2: ya(d.spread.median_us), class: "median-line" }));
+  if (d.spread.threshold_us) svg.appendChild(s("line", { x1: L, x2: W - 8, y1: ya(d.spread.threshold_us), y2: ya(d.spread.threshold_us), class: "threshold-line" }));
+  rankAxis(svg, rows, L, slot, H - 8);
+  return svg;
+}
+
+/** Rank numbers under a chart's columns (at most ~16 labels: every n-th rank on a big job). */
+function rankAxis(svg: SVGElement, rows: RankRow[], L: number, slot: number, y: number): void {
   const step = Math.max(1, Math.ceil(rows.length / 16));
   rows.forEach((r, i) => {
-    if (i % step === 0) svg.appendChild(s("text", { x: L + (i + 0.3) * slot, y: H - 8, class: "axis-label", "text-anchor": "middle" }, r.rank ?? "?"));
+    if (i % step === 0) svg.appendChild(s("text", { x: L + (i + 0.5) * slot, y, class: "axis-label rank-label", "text-anchor": "middle" }, r.rank ?? "?"));
   });
-  return svg;
+  svg.appendChild(s("text", { x: L - 6, y, class: "axis-label", "text-anchor": "end" }, "rank"));
 }
 
 function heatmap(d: RanksResponse, keys: [string, string][], open: (r: RankRow) => void): SVGElement {
   const rows = d.ranks;
-  const W = 1000, L = 190, RH = 18, T = 4;
-  const H = T + keys.length * RH + 6;
+  const W = 1000, L = 190, RH = 18, T = 4, B = 22;
+  const H = T + keys.length * RH + 6 + B;
   const slot = (W - L - 8) / Math.max(rows.length, 1);
   const meds = keys.map(([dir, p]) => median(rows.map((r) => r.phases?.[dir]?.[p] || 0)));
   const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart heat-chart", id: "rank-heatmap", role: "img",
@@ -148,6 +175,7 @@ function heatmap(d: RanksResponse, keys: [string, string][], open: (r: RankRow) 
         fill: color, class: "cell", "data-i": i + j * rows.length }));
     });
   });
+  rankAxis(svg, rows, L, slot, H - 6);
   delegate(svg, (k) => {
     const i = k % rows.length;
     const j = Math.floor(k / rows.length);
@@ -197,7 +225,7 @@ function spreadCard(d: RanksResponse): HTMLElement {
       stat("median communication", fmt.time(sp.communication_median_us)), stat("stragglers", String(d.stragglers.length))),
     h("p", { class: "section-help" }, `A straggler: ${d.rule.text}. Each lists the phases that explain its excess over the median.`),
     list,
-    d.duplicate_ranks.length ? h("p", { class: "muted" }, `Several traces for rank(s) ${d.duplicate_ranks.slice(0, 20).join(", ")} (several profiling windows?); each is shown.`) : null,
+    d.duplicate_ranks.length ? h("p", { class: "muted", id: "duplicate-ranks" }, `Several traces for rank(s) ${d.duplicate_ranks.slice(0, 20).join(", ")} (several profiling windows?); each is shown.`) : null,
     d.errors.length ? h("div", { class: "note note-error" }, h("div", { class: "note-title" }, `${d.errors.length} trace(s) failed`),
       h("ul", null, d.errors.slice(0, 20).map((e) => h("li", null, h("code", null, e.file), `: ${e.error}`)))) : null);
 }
@@ -227,13 +255,25 @@ export class RanksView {
   private timer: number | undefined;
   private cmp: [string | null, string | null] = [null, null];
 
-  constructor(runs: RunsResponse, private open: (sel: Selection) => void, run?: string) {
+  private asked: string | null;       // the run the view was opened from, when it is not a job: said so, not swapped
+
+  constructor(runs: RunsResponse, private open: (sel: Selection) => void, run?: string,
+    private onPickRun: (run: string) => void = () => undefined) {
     this.el.append(this.head, this.out);
+    this.asked = run && !multiRankRuns(runs).includes(run) ? run : null;
     this.update(runs, run);
   }
 
   update(runs: RunsResponse, want?: string): void {
     const multi = multiRankRuns(runs);
+    if (this.asked !== null && !this.run) {
+      const r = runs.runs.find((x) => x.run === this.asked);
+      if (r && !r.job) {
+        this.notAJob(r.run, r.job_reason, r.workers.length, multi);
+        return;
+      }
+      this.asked = null;       // it became a job (its ranks were read)
+    }
     const run = want && multi.includes(want) ? want : this.run && multi.includes(this.run) ? this.run : multi[0] || null;
     const counts = JSON.stringify(runs.runs.find((r) => r.run === run)?.counts || {});
     const changed = run !== this.run || counts !== this.el.dataset.counts;
@@ -248,12 +288,34 @@ export class RanksView {
     if (changed) void this.load();
   }
 
+  /** Opened from a run that is not a job: say which run and why, offer the jobs there are. */
+  private notAJob(run: string, reason: string, workers: number, multi: string[]): void {
+    this.head.hidden = true;
+    const pick = multi.map((m) => {
+      const b = h("button", { type: "button", class: "btn", "data-run": m }, `Open ${m === "." ? "(log directory)" : m}`);
+      b.addEventListener("click", () => {
+        this.asked = null;
+        this.run = m;
+        this.onPickRun(m);
+        this.renderHead(multi);
+        void this.load();
+      });
+      return b;
+    });
+    replace(this.out, h("div", { class: "card", id: "ranks-not-a-job" },
+      h("h2", null, `\u201c${run === "." ? "(log directory)" : run}\u201d is not a job of several ranks`),
+      h("p", null, workers > 1 ? `Its ${workers} traces: ${reason}.` : "It holds one trace."),
+      h("p", { class: "muted" }, "The Ranks view compares the ranks of one multi-GPU job: one trace per rank in one directory, each stating its rank (torch.distributed's distributedInfo, or rank<N> in the file name)."),
+      multi.length ? h("p", null, "Jobs in this log directory: ", pick) : h("p", { class: "muted" }, "No run in this log directory is a job of several ranks.")));
+  }
+
   destroy(): void {
     window.clearTimeout(this.timer);
     this.seq++;
   }
 
   private renderHead(multi: string[]): void {
+    this.head.hidden = false;
     const sel = h("select", { id: "ranks-run", disabled: multi.length <= 1 });
     for (const r of multi) sel.appendChild(h("option", { value: r }, r === "." ? "(log directory)" : r));
     if (this.run) sel.value = this.run;
@@ -294,7 +356,7 @@ export class RanksView {
       return;
     }
     replace(this.out, partial, spreadCard(d),
-      section("Attention per rank", "ranks-bars", h("p", { class: "section-help" }, "Attention time of each rank in rank order, communication beside it; dashed: the median, dotted red: the straggler threshold. Click a rank to open its trace."),
+      section("Attention per rank", "ranks-bars", h("p", { class: "section-help" }, "Attention time of each rank in rank order, and below it (on its own scale) communication; dashed: the median, dotted red: the straggler threshold. Click a rank to open its trace."),
         h("div", { class: "rank-legend" }, h("span", null, h("span", { class: "sw", style: "background:#9c6ade" }), "attention"),
           h("span", null, h("span", { class: "sw", style: "background:#cf222e" }), "straggler"), h("span", null, h("span", { class: "sw", style: "background:#8c959f" }), "communication")),
         barChart(d, flagged, open)),
@@ -311,6 +373,11 @@ export class RanksView {
     const worst = rows.find((r) => flagged.has(keyOf(r))) || [...rows].sort((a, b) => b.attention_time_us - a.attention_time_us)[0];
     let a = (this.cmp[0] && byKey.get(this.cmp[0])) || typical;
     let b = (this.cmp[1] && byKey.get(this.cmp[1])) || worst;
+    // two ranks (or the slowest one nearest the median): never a rank against itself by default
+    if (!this.cmp[0] && keyOf(a) === keyOf(b) && rows.length > 1) {
+      a = [...rows].filter((r) => keyOf(r) !== keyOf(b))
+        .sort((x, y) => Math.abs(x.attention_time_us - med) - Math.abs(y.attention_time_us - med))[0];
+    }
     const body = h("div");
     const mk = (id: string, label: string, cur: RankRow, set: (r: RankRow) => void) => {
       const sel = h("select", { id });
@@ -339,7 +406,8 @@ export class RanksView {
       const btn = h("button", { type: "button", class: "btn", "data-rank": r.rank ?? "" }, "Open");
       btn.addEventListener("click", () => this.openRank(r));
       tbody.appendChild(h("tr", { class: st ? "straggler" : null, "data-rank": r.rank ?? "" },
-        h("th", { scope: "row" }, r.rank ?? "?"), h("td", null, r.worker), h("td", { class: "num" }, fmt.time(r.attention_time_us)),
+        h("th", { scope: "row" }, r.rank ?? "?"), h("td", { class: "worker" }, h("div", { class: "ellipsis", title: r.worker }, r.worker)),
+        h("td", { class: "num" }, fmt.time(r.attention_time_us)),
         h("td", { class: "num" }, fmt.time(r.compute_busy_us)), h("td", { class: "num" }, fmt.pct(r.attention_share)),
         h("td", { class: "num" }, fmt.time(r.communication_us)), h("td", { class: "num" }, fmt.time(r.communication?.overlap_with_attention_us)),
         h("td", null, st ? h("span", { class: "badge-straggler" }, "straggler") : ""), h("td", null, btn)));
@@ -353,8 +421,9 @@ export class RanksView {
       });
     }
     return section("Ranks", "ranks-table-section", h("div", { class: "table-wrap" }, h("table", { class: "data ranks-table", id: "ranks-table" },
-      h("thead", null, h("tr", null, ...["Rank", "Worker", "Attention", "Compute busy", "Share", "Communication", "Comm \u2229 attention", "", ""].map((t, i) =>
-        h("th", { scope: "col", class: i >= 2 && i <= 6 ? "num" : null }, t)))), tbody)),
+      h("thead", null, h("tr", null, ...["Rank", "Worker", "Attention", "Compute busy", "Share", "Comm.", "Comm. \u2229 attention", "", ""].map((t, i) =>
+        h("th", { scope: "col", class: i >= 2 && i <= 6 ? "num" : null,
+          title: i === 5 ? "communication time (NCCL/gloo kernels)" : i === 6 ? "communication overlapped with attention" : null }, t)))), tbody)),
       more ? h("p", { class: "muted" }, `${shown.length} of ${d.ranks.length} ranks shown (the first ${TABLE_ROWS} and the stragglers). `, more) : null);
   }
 }

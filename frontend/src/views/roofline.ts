@@ -5,11 +5,12 @@
 import { PHASE_ORDER, phaseColor, phaseLabel } from "../colors";
 import { h, s, replace } from "../dom";
 import * as fmt from "../format";
-import type { RooflinePoint, RooflineResponse, Summary } from "../types";
+import type { RoofAdjustment, RooflinePoint, RooflineResponse, Summary } from "../types";
 import { unknownCostAdvice } from "../replay";
 import type { KernelFilter } from "../state";
-import { LATENCY_DEFINITION } from "../bound";
-import { boundPill, estBadge, hideTip, measuredBadge, measuredText, phaseTag, showTip } from "../widgets";
+import { LATENCY_DEFINITION, latencyWhy } from "../bound";
+import { shortName } from "../names";
+import { boundPill, estBadge, hideTip, measuredBadge, measuredText, phaseTag, showTip, sourceTag } from "../widgets";
 
 const W = 1000;
 const H = 520;
@@ -19,9 +20,9 @@ function decadeRange(lo: number, hi: number): [number, number] {
   return [Math.pow(10, Math.floor(Math.log10(lo))), Math.pow(10, Math.ceil(Math.log10(hi)))];
 }
 
-export function pointTip(p: RooflinePoint): HTMLElement {
+export function pointTip(p: RooflinePoint, roofReached?: number | null): HTMLElement {
   return h("div", { class: "roof-tip" },
-    h("div", { class: "tip-title mono" }, p.name),
+    h("div", { class: "tip-title mono" }, shortName(p.name, p.short_name)),
     h("div", null, phaseTag(p.phase, `${phaseLabel(p.phase)} \u00b7 ${p.direction}`),
       p.count > 1 ? h("span", { class: "muted" }, ` \u00b7 ${fmt.count(p.count)} kernels`) : null),
     h("table", { class: "tip-table" }, h("tbody", null,
@@ -37,15 +38,18 @@ export function pointTip(p: RooflinePoint): HTMLElement {
       p.measured ? row("measured", p.count > 1 ? `${measuredText(p.measured)} (longest kernel)` : measuredText(p.measured)) : null,
     )),
     h("div", null, boundPill(p.bound, null, p.latency_cause), estBadge(p.estimated), measuredBadge(p.measured)),
-    p.source ? h("div", { class: "source" }, `${p.source.file}${p.source.line ? `:${p.source.line}` : ""}${p.source.function ? ` (${p.source.function})` : ""}`) : null,
-    h("div", { class: "tip-sub" }, p.count > 1 ? `longest kernel: ${p.bound_reason}` : p.bound_reason));
+    p.bound === "latency" ? h("div", { class: "tip-sub" }, `latency-bound: ${latencyWhy(p.latency_cause, p.compute_util, p.memory_util, roofReached, p.estimated)}`) : null,
+    p.source ? h("div", null, sourceTag(p.source)) : null,
+    h("div", { class: "tip-sub" }, p.count > 1 ? `longest kernel: ${p.bound_reason}` : p.bound_reason),
+    h("div", { class: "tip-sub" }, "click or Enter: list its kernels"));
 }
 
 function row(k: string, v: string): HTMLElement {
   return h("tr", null, h("th", { scope: "row" }, k), h("td", null, v));
 }
 
-export function rooflineChart(data: RooflineResponse, onPick?: (f: KernelFilter) => void): HTMLElement {
+export function rooflineChart(data: RooflineResponse, onPick?: (f: KernelFilter) => void, adjustments: RoofAdjustment[] = []): HTMLElement {
+  const roofReached = data.thresholds?.roof_reached ?? null;
   const pts = data.points.filter((p) => p.intensity > 0 && p.achieved_flops_per_s > 0);
   const bw = data.roofs.memory_bandwidth || null;
   const roofs = Object.entries(data.roofs.compute || {}).filter(([, v]) => v && v > 0) as [string, number][];
@@ -65,7 +69,7 @@ export function rooflineChart(data: RooflineResponse, onPick?: (f: KernelFilter)
 
   const live = h("div", { class: "sr-only", "aria-live": "polite" });
   const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart roofline", tabindex: 0, role: "img", id: "roofline-chart",
-    "aria-label": `Roofline of ${data.device.label || data.device.name}: ${pts.length} points. Use the arrow keys to step through them, longest first.` });
+    "aria-label": `Roofline of ${data.device.label || data.device.name}: ${pts.length} points. Use the arrow keys to step through them, longest first; Enter lists the kernels of the point.` });
   const defs = s("defs", null, s("clipPath", { id: "roof-clip" }, s("rect", { x: M.l, y: M.t, width: pw, height: ph })));
   svg.appendChild(defs);
   // grid: decades
@@ -122,7 +126,13 @@ export function rooflineChart(data: RooflineResponse, onPick?: (f: KernelFilter)
   roofs.forEach(([k, v], i) => {
     const xr = bw ? v / bw : x0;
     roofG.appendChild(s("line", { x1: X(Math.max(xr, x0)), y1: Y(v), x2: X(x1), y2: Y(v), class: `roof compute-roof${i ? " secondary" : ""}` }));
-    svg.appendChild(s("text", { x: M.l + pw + 6, y: Y(v) + 4, class: "roof-label" }, `${k} ${fmt.flopRate(v)}`));
+    const adj = adjustments.find((a) => a.peak === k);
+    const label = s("text", { x: M.l + pw + 6, y: Y(v) + 4, class: `roof-label${adj ? " raised" : ""}`, "data-peak": k }, `${k} ${fmt.flopRate(v)}`);
+    if (adj) {
+      label.appendChild(s("tspan", { x: M.l + pw + 6, dy: 14, class: "roof-sub" }, `raised from ${fmt.flopRate(adj.from)}`));
+      label.appendChild(s("title", null, adj.reason));
+    }
+    svg.appendChild(label);
     if (bw) svg.appendChild(s("circle", { cx: X(xr), cy: Y(v), r: 2.5, class: "ridge" }));
   });
 
@@ -138,22 +148,23 @@ export function rooflineChart(data: RooflineResponse, onPick?: (f: KernelFilter)
       "data-phase": p.phase || "", "data-index": i });
     c.addEventListener("mouseenter", (ev) => {
       const e = ev as MouseEvent;
-      showTip(e.pageX, e.pageY, pointTip(p));
+      showTip(e.pageX, e.pageY, pointTip(p, roofReached));
     });
     c.addEventListener("mousemove", (ev) => {
       const e = ev as MouseEvent;
-      showTip(e.pageX, e.pageY, pointTip(p));
+      showTip(e.pageX, e.pageY, pointTip(p, roofReached));
     });
     c.addEventListener("mouseleave", hideTip);
-    if (onPick) {
-      c.addEventListener("click", () => {
-        hideTip();
-        onPick({ q: p.name, phase: p.phase || "", direction: p.phase ? p.direction : "", scope: p.phase ? "attention" : "all", bound: "" });
-      });
-    }
+    if (onPick) c.addEventListener("click", () => pick(p));
     circles.push(c);
     ptsG.appendChild(c);
   });
+  // a point opens its kernels: by exact name (a chip above the table), its phase and direction
+  function pick(p: RooflinePoint): void {
+    if (!onPick) return;
+    hideTip();
+    onPick({ name: p.name, q: "", phase: p.phase || "", direction: p.phase ? p.direction : "", scope: p.phase ? "attention" : "all", bound: "" });
+  }
   const ring = s("circle", { r: 0, class: "focus-ring", "aria-hidden": "true" });
   svg.appendChild(ring);
 
@@ -168,8 +179,8 @@ export function rooflineChart(data: RooflineResponse, onPick?: (f: KernelFilter)
     ring.setAttribute("cy", c.getAttribute("cy") || "0");
     ring.setAttribute("r", String(Number(c.getAttribute("r")) + 4));
     const box = c.getBoundingClientRect();
-    showTip(box.right + window.scrollX, box.bottom + window.scrollY, pointTip(p));
-    live.textContent = `${cur + 1} of ${order.length}: ${p.name}, ${phaseLabel(p.phase)} ${p.direction}, ${fmt.time(p.time_us)}, ${fmt.flopRate(p.achieved_flops_per_s)}, ${p.bound}`;
+    showTip(box.right + window.scrollX, box.bottom + window.scrollY, pointTip(p, roofReached));
+    live.textContent = `${cur + 1} of ${order.length}: ${shortName(p.name, p.short_name)}, ${phaseLabel(p.phase)} ${p.direction}, ${fmt.time(p.time_us)}, ${fmt.flopRate(p.achieved_flops_per_s)}, ${p.bound}; Enter lists its kernels`;
   };
   svg.addEventListener("keydown", (ev) => {
     const e = ev as KeyboardEvent;
@@ -177,6 +188,7 @@ export function rooflineChart(data: RooflineResponse, onPick?: (f: KernelFilter)
     else if (e.key === "ArrowLeft" || e.key === "ArrowUp") { focusPoint(cur - 1); e.preventDefault(); }
     else if (e.key === "Home") { focusPoint(0); e.preventDefault(); }
     else if (e.key === "End") { focusPoint(order.length - 1); e.preventDefault(); }
+    else if ((e.key === "Enter" || e.key === " ") && cur >= 0 && onPick) { pick(order[cur]); e.preventDefault(); }
     else if (e.key === "Escape") { hideTip(); ring.setAttribute("r", "0"); cur = -1; }
   });
   const clearRing = () => { ring.setAttribute("r", "0"); cur = -1; };
@@ -187,7 +199,7 @@ export function rooflineChart(data: RooflineResponse, onPick?: (f: KernelFilter)
   const present = PHASE_ORDER.filter((ph) => pts.some((p) => p.phase === ph));
   const legend = h("div", { class: "legend" }, present.map((ph) => phaseTag(ph)),
     pts.some((p) => !p.phase) ? phaseTag(null, "not attention") : null,
-    h("span", { class: "muted" }, "\u00b7 point area \u221d GPU time \u00b7 click a point to list its kernels"));
+    h("span", { class: "muted" }, "\u00b7 point area \u221d GPU time \u00b7 click a point (or Enter on the focused one) to list its kernels"));
   return h("div", { class: "roofline-wrap" }, legend, svg, live);
 }
 
@@ -200,7 +212,10 @@ export const ROOFLINE_HELP = "Each point is a kernel (or all kernels of one name
   "Under the slanted memory roof a kernel is limited by bandwidth, under a flat compute roof by math throughput; a kernel is " + LATENCY_DEFINITION + ".";
 
 export function renderRoofline(el: HTMLElement, data: RooflineResponse, ctl: RooflineControls, onChange: (c: RooflineControls) => void,
-  onPick?: (f: KernelFilter) => void, summary?: Pick<Summary, "trace" | "graphs">): void {
+  onPick?: (f: KernelFilter) => void, summary?: Pick<Summary, "trace" | "graphs" | "device">): void {
+  // every adjustment is listed under the chart; those of a compute roof in use also label it
+  const allAdj = summary?.device?.roof_adjustments || [];
+  const adjustments = allAdj.filter((a) => data.roofs.compute[a.peak]);
   const scopeSel = h("select", { id: "roof-scope" },
     h("option", { value: "attention" }, "attention kernels"),
     h("option", { value: "all" }, "all kernels"));
@@ -220,8 +235,10 @@ export function renderRoofline(el: HTMLElement, data: RooflineResponse, ctl: Roo
   const hasPts = data.points.length > 0;
   replace(el,
     controls,
-    hasPts ? rooflineChart(data, onPick) : h("p", { class: "muted empty-chart" }, "No kernel with known FLOPs and bytes to plot.",
+    hasPts ? rooflineChart(data, onPick, adjustments) : h("p", { class: "muted empty-chart" }, "No kernel with known FLOPs and bytes to plot.",
       om.unknown_cost ? unknownCostAdvice(summary) : ""),
     notes.length ? h("p", { class: "muted small" }, notes.join(" \u00b7 ")) : null,
+    allAdj.length ? h("p", { class: "muted small", id: "roof-adjustments-note" }, "Roofs raised above the device table: ",
+      allAdj.map((a, i) => [i ? "; " : "", h("strong", null, `${a.peak} ${fmt.peakRate(a.peak, a.from)} \u2192 ${fmt.peakRate(a.peak, a.to)}`), ` (${a.reason})`]), ".") : null,
     !data.roofs.memory_bandwidth ? h("p", { class: "muted small" }, "The device's peaks are unknown: roofs are not drawn.") : null);
 }

@@ -5,9 +5,10 @@ import { api, ApiError } from "../api";
 import { BOUND_COLORS, BOUND_LABELS } from "../colors";
 import { h, replace } from "../dom";
 import * as fmt from "../format";
-import type { OverviewRow } from "../types";
+import type { OverviewJob, OverviewRow } from "../types";
+import type { View } from "../state";
 import { phaseTag, section } from "../widgets";
-import { IDLE_TIME_FINDINGS } from "./advice";
+import { isStepBasis } from "./advice";
 import * as states from "./states";
 
 const BOUNDS = ["compute", "memory", "latency", "unknown"] as const;
@@ -34,30 +35,57 @@ function boundMix(r: OverviewRow): HTMLElement {
   return h("div", { class: "mix-cell" }, h("span", { class: "small" }, top || fmt.DASH), bar);
 }
 
-export function runsTable(rows: OverviewRow[], onOpen: (run: string) => void): HTMLElement {
+export type OpenRun = (run: string, opts?: { partial?: boolean; view?: View }) => void;
+
+/** A job's line under its name: its ranks, and the stragglers the Ranks view's rule finds (the
+ * row's figures are one rank's, the trace the Trace view opens). */
+function jobLine(r: OverviewRow, j: OverviewJob, onOpen: OpenRun): HTMLElement {
+  const ranks = h("button", { type: "button", class: "linkish ranks-link", "data-run": r.run, title: "open this job in the Ranks view" },
+    `job of ${j.ranks} rank${j.ranks === 1 ? "" : "s"}`);
+  ranks.addEventListener("click", () => onOpen(r.run, { view: "ranks" }));
+  const st = j.stragglers;
+  const mark = st.length
+    ? h("span", { class: "badge straggler", "data-testid": "straggler", title: st.map((x) => `rank ${x.rank ?? "?"} (${x.worker}): +${x.excess_pct.toFixed(1)} % attention time over the median`).join("\n") },
+      `straggler${st.length > 1 ? "s" : ""}: ${st.slice(0, 3).map((x) => `rank ${x.rank ?? "?"} +${x.excess_pct.toFixed(0)} %`).join(", ")}${st.length > 3 ? ` +${st.length - 3} more` : ""}`)
+    : h("span", { class: "muted" }, j.state === "partial" ? " (ranks still loading)" : j.ranks < j.min_ranks ? "" : " \u00b7 no straggler");
+  return h("div", { class: "small job-line", "data-testid": "job-line",
+    title: "the row's figures are one rank's: the trace the Trace view opens (the first worker's); the Ranks view compares them all" },
+  ranks, " ", mark);
+}
+
+export function runsTable(rows: OverviewRow[], onOpen: OpenRun): HTMLElement {
   const sorted = rows.slice().sort((a, b) => (b.attention_time_us ?? -1) - (a.attention_time_us ?? -1) || a.run.localeCompare(b.run));
   const tbody = h("tbody");
   for (const r of sorted) {
-    const open = h("button", { type: "button", class: "linkish run-link", title: "open this run in the Trace view", "data-run": r.run },
+    const open = h("button", { type: "button", class: "linkish run-link", title: `open ${r.run} in the Trace view`, "data-run": r.run },
       r.run === "." ? "(log directory)" : r.run);
     open.addEventListener("click", () => onOpen(r.run));
     const ready = r.state === "ready";
-    tbody.appendChild(h("tr", { "data-run": r.run },
-      h("th", { scope: "row" }, open, h("div", { class: "muted small ellipsis", title: r.file }, `${r.file}${r.files > 1 ? ` (+${r.files - 1})` : ""}`)),
+    let partial: HTMLElement | null = null;
+    if (r.state === "incomplete") {
+      partial = h("button", { type: "button", class: "btn small-btn", "data-run": r.run, "data-action": "partial",
+        title: "analyse the events before the cut (marked partial)" }, "Show the events before the cut");
+      partial.addEventListener("click", () => onOpen(r.run, { partial: true }));
+    }
+    const cut = (r.message || "the file ends early").replace(/\s*\(--allow-partial analyses the events before the cut\)\s*$/, "");
+    tbody.appendChild(h("tr", { "data-run": r.run, class: r.job?.stragglers.length ? "has-straggler" : null },
+      h("th", { scope: "row" }, h("div", { class: "ellipsis run-name" }, open),
+        h("div", { class: "muted small ellipsis", title: r.file }, `${r.file}${r.files > 1 ? ` (+${r.files - 1})` : ""}`),
+        r.job ? jobLine(r, r.job, onOpen) : null),
       ready ? h("td", { class: "small" }, r.device || fmt.DASH) : h("td", { colspan: 6, class: "muted" },
         r.state === "error" ? `failed: ${r.message || ""}`
-          : r.state === "incomplete" ? [h("span", { class: "badge warn" }, "incomplete"), ` ${r.message || "the file ends early"}`]
+          : r.state === "incomplete" ? [h("span", { class: "badge warn" }, "incomplete"), ` ${cut} `, partial]
             : r.state === "summarized" ? "summarized (a job of many ranks: see its Ranks view; a rank's report loads when it is opened)"
             : `${r.state}\u2026`),
       ready ? h("td", { class: "num" }, fmt.time(r.attention_time_us)) : null,
       ready ? h("td", { class: "num" }, fmt.pct(r.attention_share)) : null,
       ready ? h("td", null, r.top_phase ? [phaseTag(r.top_phase.phase, `${r.top_phase.label} ${r.top_phase.direction === "backward" ? "bwd" : "fwd"}`),
-        h("span", { class: "muted small" }, ` ${fmt.pct(r.top_phase.share, 0)}`)] : h("span", { class: "muted" }, fmt.DASH)) : null,
+        h("span", { class: "muted small nowrap" }, ` ${fmt.pct(r.top_phase.share, 0)}`)] : h("span", { class: "muted" }, fmt.DASH)) : null,
       ready ? h("td", null, boundMix(r)) : null,
       ready ? h("td", { class: "small" }, r.top_advice
         ? [h("span", { class: `badge sev sev-${r.top_advice.severity}` }, r.top_advice.severity), " ", r.top_advice.title,
           r.top_advice.estimated_gain_us ? h("span", { class: "muted" }, ` (${fmt.est(fmt.time(r.top_advice.estimated_gain_us), true)}` +
-            `${IDLE_TIME_FINDINGS.has(r.top_advice.id) ? " of GPU idle time" : ""})`) : null,
+            `${isStepBasis(r.top_advice) ? " of step time" : " of attention GPU time"})`) : null,
           (r.advice || 0) > 1 ? h("span", { class: "muted" }, ` +${(r.advice || 0) - 1} more`) : null]
         : h("span", { class: "muted" }, "none")) : null,
       h("td", { class: "small" }, (r.partial ? [h("span", { class: "badge warn" }, "incomplete")] : []).concat(
@@ -78,7 +106,7 @@ export class RunsView {
   private seq = 0;
   private shown = "";
 
-  constructor(private onOpen: (run: string) => void) {
+  constructor(private onOpen: OpenRun) {
     this.el.appendChild(section("Runs", "runs",
       h("p", { class: "section-help" }, "One row per run (its latest trace), the most attention time first. Click a run to open it."),
       this.body));

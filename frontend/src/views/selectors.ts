@@ -40,7 +40,9 @@ export function resolve(runs: RunsResponse, want: Selection | null, fallbackRun?
   if (!span) span = worker.spans[worker.spans.length - 1];
   const file = run.files.find((f) => f.file === span!.file);
   const keepStep = sameRun && want!.file === span.file && want!.step && file?.steps?.includes(want!.step);
-  return { run: run.run, worker: worker.worker, span: span.span, file: span.file, step: keepStep ? want!.step : null };
+  const out: Selection = { run: run.run, worker: worker.worker, span: span.span, file: span.file, step: keepStep ? want!.step : null };
+  if (sameRun && want!.partial && (!want!.file || want!.file === span.file)) out.partial = true;   // the events before a cut
+  return out;
 }
 
 function mk(id: string, label: string, opts: [string, string][], value: string, onChange: (v: string) => void, disabled = false): HTMLElement {

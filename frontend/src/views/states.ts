@@ -103,7 +103,16 @@ export function progress(counts: Counts | null | undefined, files: FileEntry[] =
     loading.length ? h("div", { class: "file-progress-list" }, loading.map(fileProgress)) : null);
 }
 
-export function pending(state: string, message: string | null, file: string | null | undefined): HTMLElement {
+/** The button that opens the events before the cut of a truncated file (``partial=1``). */
+export function partialButton(onPartial: () => void, id = "open-partial"): HTMLElement {
+  const b = h("button", { type: "button", class: "btn primary", id,
+    title: "analyse the events the file holds up to where it ends, as tb-attention analyze --allow-partial does; every figure is marked partial" },
+  "Show the events before the cut");
+  b.addEventListener("click", onPartial);
+  return b;
+}
+
+export function pending(state: string, message: string | null, file: string | null | undefined, onPartial?: () => void): HTMLElement {
   const what: Record<string, string> = {
     queued: "Queued for analysis",
     summarized: "Opening the trace",
@@ -115,7 +124,8 @@ export function pending(state: string, message: string | null, file: string | nu
     h("h2", null, `${what[state] || "Loading"}\u2026`),
     file ? h("p", { class: "muted" }, file) : null,
     message ? h("p", { class: "muted" }, message) : null,
-    h("p", { class: "muted" }, "Big traces take a while; the page updates by itself."));
+    h("p", { class: "muted" }, "Big traces take a while; the page updates by itself."),
+    onPartial ? h("p", null, "The file ends early for now. ", partialButton(onPartial), " (marked partial; the whole file is analysed once it is complete)") : null);
 }
 
 export function failed(message: string, file: string | null | undefined): HTMLElement {
@@ -128,13 +138,16 @@ export function failed(message: string, file: string | null | undefined): HTMLEl
 
 /** A file that ends early (still being written, or cut short): not an analysis error, and not a
  * trace without GPU kernels. */
-export function incomplete(message: string | null, file: string | null | undefined): HTMLElement {
+export function incomplete(message: string | null, file: string | null | undefined, onPartial?: () => void): HTMLElement {
+  // the reader's message ends with the CLI's hint; here the button is the way
+  const text = (message || "").replace(/\s*\(--allow-partial analyses the events before the cut\)\s*$/, "");
   return h("div", { class: "empty incomplete", id: "state-incomplete" },
     note("warn", "Incomplete trace: the file ends early",
       file ? h("p", null, h("code", null, file)) : null,
-      message ? h("p", { class: "error-text" }, message) : null,
+      text ? h("p", { class: "error-text" }, text) : null,
       h("p", null, "The profiler may still be writing it, or it was cut short (a killed job, a full disk). It is analysed again as soon as it changes."),
-      h("p", null, "To look at the events before the cut now: ", h("code", null, `tb-attention analyze --allow-partial ${file || "FILE"}`), ".")));
+      onPartial ? h("p", null, partialButton(onPartial), " ", h("span", { class: "muted" }, "Every figure then covers only the part of the run before the cut and is marked partial."))
+        : h("p", null, "To look at the events before the cut now: ", h("code", null, `tb-attention analyze --allow-partial ${file || "FILE"}`), ".")));
 }
 
 export function apiError(message: string): HTMLElement {
@@ -175,7 +188,7 @@ export function statusNote(summary: Summary): HTMLElement | null {
   if (partial) {
     return h("div", { class: "notice notice-incomplete", id: "status-incomplete", "data-status": summary.status },
       note("warn", "Incomplete trace",
-        h("p", null, "The file ends early (it may still be being written, or the profiler was stopped): the events before the cut were analysed, so times and counts below cover only part of the run."),
+        h("p", null, "Partial analysis. The file ends early (it may still be being written, or the profiler was stopped): the events before the cut were analysed, so times and counts below cover only part of the run."),
         h("p", null, h("strong", null, "How to fix: "), "let the profiler finish writing (", h("code", null, "prof.stop()"), " or the end of the ", h("code", null, "with profile(...)"), " block) and reload.")));
   }
   if (summary.status && summary.status !== "ok") {

@@ -5,7 +5,7 @@ import { CAUSE_LABELS, LATENCY_DEFINITION } from "../bound";
 import { BOUND_COLORS, BOUND_LABELS } from "../colors";
 import { h, Child } from "../dom";
 import * as fmt from "../format";
-import type { Summary } from "../types";
+import type { Device, Summary } from "../types";
 import { section } from "../widgets";
 
 const PEAK_ORDER = ["bf16", "fp16", "tf32", "fp32", "fp8", "fp64"];
@@ -19,6 +19,22 @@ function mergePeaks(keys: string[], flops: Record<string, number | null>): [stri
     else out.push([k, flops[k]]);
   }
   return out;
+}
+
+/** A peak line's mark when the roof was raised above the table (device.roof_adjustments). */
+function raised(d: Device, key: string): Child {
+  const adj = (d.roof_adjustments || []).filter((a) => key.split("/").includes(a.peak) || (key === "memory_bandwidth" && a.peak.startsWith("memory")));
+  if (!adj.length) return null;
+  return h("span", { class: "badge warn raised", title: adj.map((a) => a.reason).join("\n") }, "raised");
+}
+
+/** The adjustments in words, under the peaks: which roof, from what, and why. */
+function adjustmentsNote(d: Device): Child {
+  const adj = d.roof_adjustments || [];
+  if (!adj.length) return null;
+  return h("div", { class: "stat-sub roof-adjustments", "data-testid": "roof-adjustments" },
+    adj.map((a) => h("details", { "data-peak": a.peak }, h("summary", null, `${a.peak} raised from ${fmt.peakRate(a.peak, a.from)}`),
+      h("span", { class: "muted" }, a.reason))));
 }
 
 function card(label: string, value: Child, sub?: Child, extra?: Child, testid?: string): HTMLElement {
@@ -54,11 +70,12 @@ export function renderSummary(s: Summary): HTMLElement {
     h("div", { class: "stat-value small" }, d ? d.label || d.name : "unknown"),
     d ? h("div", { class: "stat-sub" },
       h("span", { class: `badge basis-${(d.basis || "unknown").split("+")[0]}`, title: (d.references || []).join("\n") || null },
-        `${d.basis} peaks`),
+        `${d.basis} peaks${(d.roof_adjustments || []).length ? `, ${(d.roof_adjustments || []).length} raised` : ""}`),
       d.key ? null : h("span", { class: "badge warn" }, "not in the device table")) : null,
     d ? h("ul", { class: "peaks" },
-      mergePeaks(peaks, d.peaks.flops).map(([k, v]) => h("li", null, h("span", { class: "muted" }, k), " ", fmt.flopRate(v))),
-      h("li", null, h("span", { class: "muted" }, "memory"), " ", fmt.byteRate(d.peaks.memory_bandwidth))) : null);
+      mergePeaks(peaks, d.peaks.flops).map(([k, v]) => h("li", null, h("span", { class: "muted" }, k), " ", fmt.flopRate(v), raised(d, k))),
+      h("li", null, h("span", { class: "muted" }, "memory"), " ", fmt.byteRate(d.peaks.memory_bandwidth), raised(d, "memory_bandwidth"))) : null,
+    d ? adjustmentsNote(d) : null);
 
   const fwdBwd = split([
     { label: "forward", value: s.forward_time_us, color: "#4e79a7" },
@@ -72,7 +89,7 @@ export function renderSummary(s: Summary): HTMLElement {
   ]);
   const bounds = (["compute", "memory", "latency", "unknown"] as const);
   const boundBar = split(bounds.map((b) => ({ label: BOUND_LABELS[b], value: s.bound_time_us?.[b] || 0, color: BOUND_COLORS[b] })));
-  const stepNote = s.step ? `step ${s.step}` : s.steps.length ? `${s.steps.length} profiled step${s.steps.length > 1 ? "s" : ""}` : "whole trace";
+  const stepNote = s.step ? `step ${s.step}` : s.steps.length > 1 ? `total over ${s.steps.length} profiled steps` : s.steps.length ? "1 profiled step" : "whole trace";
 
   const grid = h("div", { class: "stats" },
     deviceCard,

@@ -5,11 +5,12 @@
 // click selects it in the kernel table. Arrow keys pan, +/- zoom, 0 resets.
 
 import { api, ApiError } from "../api";
-import { phaseColor, phaseLabel } from "../colors";
+import { PHASE_ORDER, phaseColor, phaseLabel } from "../colors";
 import { h, replace } from "../dom";
 import * as fmt from "../format";
-import type { Kernel, Selection, TimelineLane, TimelineResponse } from "../types";
-import { hideTip, phaseTag, section, showTip } from "../widgets";
+import type { Kernel, Selection, Summary, TimelineLane, TimelineResponse } from "../types";
+import { shortName } from "../names";
+import { hideTip, phaseTag, section, showTip, sourceTag } from "../widgets";
 import * as states from "./states";
 
 const LABEL_W = 112;
@@ -46,13 +47,18 @@ export class Timeline {
 
   /** ``comm``: "device:stream" of the streams that carry collective communication (the report's
    * ``streams``), labelled so. */
-  constructor(private sel: Selection, private onSelect: (k: Kernel) => void, private comm: Set<string> = new Set()) {
+  /** ``summary``: the legend lists every phase the trace has (the server merges kernels narrower
+   * than a pixel, so a short phase may have no mark of its own at the first zoom), and the steps'
+   * CPU durations name the difference from the GPU window. */
+  constructor(private sel: Selection, private onSelect: (k: Kernel) => void, private comm: Set<string> = new Set(),
+    private summary?: Pick<Summary, "phases" | "steps">) {
     const reset = h("button", { type: "button", class: "btn", id: "timeline-reset" }, "Reset zoom");
     reset.addEventListener("click", () => this.setView(this.full));
     this.stepSel.addEventListener("change", () => this.pickStep(this.stepSel.value));
     this.el = section("Timeline", "timeline",
       h("p", { class: "section-help" },
-        "GPU kernels per stream over one step: attention kernels coloured by phase, others grey; the bar above marks each attention call. Wheel to zoom, drag to pan, click a kernel to select it in the table."),
+        "GPU kernels per stream over one step: attention kernels coloured by phase, others grey; the bar above marks each attention call. Wheel to zoom, drag to pan, click a kernel to select it in the table. " +
+        "A step's window runs from its first to its last GPU activity; the step time above is the profiler step's CPU range, which also holds the launch of its first kernel and the wait for its last, so the two differ."),
       h("div", { class: "controls" },
         h("label", { class: "field", for: "timeline-step" }, h("span", { class: "field-label" }, "Window"), this.stepSel),
         reset, h("span", { class: "grow" }), this.status),
@@ -212,7 +218,11 @@ export class Timeline {
   }
 
   private initWindow(d: TimelineResponse): void {
-    const opts: [string, string][] = d.steps.map((s) => [s.name, `${s.name.replace("ProfilerStep#", "step ")} (${fmt.time(s.t1 - s.t0)})`]);
+    const cpu = new Map((this.summary?.steps || []).map((x) => [x.name, x.dur_us]));
+    const opts: [string, string][] = d.steps.map((s) => {
+      const c = cpu.get(s.name);
+      return [s.name, `${s.name.replace("ProfilerStep#", "step ")} \u00b7 GPU work ${fmt.time(s.t1 - s.t0)}${c ? ` (step ${fmt.time(c)})` : ""}`];
+    });
     opts.push(["", `whole trace (${fmt.time(d.extent[1] - d.extent[0])})`]);
     replace(this.stepSel, opts.map(([v, l]) => h("option", { value: v }, l)));
     this.stepSel.disabled = opts.length <= 1;
@@ -230,7 +240,10 @@ export class Timeline {
   }
 
   private legend(d: TimelineResponse): HTMLElement {
-    const present = d.categories.filter((_, i) => d.lanes.some((l) => l.runs.cat.includes(i)));
+    const inTrace = new Set((this.summary?.phases || []).map((p) => p.phase));
+    const present = this.summary
+      ? PHASE_ORDER.filter((p) => inTrace.has(p) && d.categories.includes(p))
+      : d.categories.filter((_, i) => d.lanes.some((l) => l.runs.cat.includes(i)));
     const other = h("span", { class: "phase-tag" }, h("span", { class: "dot tl-other-dot", "aria-hidden": "true" }), "not attention");
     return h("div", { class: "legend" }, present.map((p) => phaseTag(p)), other,
       h("span", { class: "phase-tag" }, h("span", { class: "tl-call-swatch", "aria-hidden": "true" }), "attention call"));
@@ -400,11 +413,11 @@ export class Timeline {
     }
     const known = this.kernelCache.get(id);
     const render = (k: Kernel | null) => showTip(px, py, h("div", null,
-      h("div", { class: "tip-title mono" }, k ? k.name : `kernel ${id}`),
+      h("div", { class: "tip-title mono" }, k ? shortName(k.name, k.short_name) : `kernel ${id}`),
       h("div", null, cat < 0 ? "outside attention" : phaseTag(d.categories[cat], `${phaseLabel(d.categories[cat])}${k ? ` \u00b7 ${k.direction}` : ""}`),
         ` \u00b7 ${fmt.time(k ? k.dur_us : dur)}`),
       k && k.op ? h("div", { class: "muted" }, `op ${k.op}${k.module_path ? ` \u00b7 ${k.module_path}` : ""}`) : null,
-      k && k.source ? h("div", { class: "source" }, `${k.source.file}${k.source.line ? `:${k.source.line}` : ""}${k.source.function ? ` (${k.source.function})` : ""}`) : null,
+      k && k.source ? h("div", null, sourceTag(k.source)) : null,
       h("div", { class: "tip-sub" }, "click to select it in the kernel table")));
     render(known || null);
     if (!known) void this.kernel(id).then((k) => { if (k && this.hoverId === id) render(k); });

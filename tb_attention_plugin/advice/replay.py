@@ -1,0 +1,290 @@
+"""The step replayed without the profiler, and with a change: wall-clock step time saved.
+
+GPU time saved is not step time saved. A kernel made shorter shortens the step only where the GPU
+was the bottleneck; where the GPU waited for the CPU to launch the next kernel, the step is as long
+as the CPU's launches, and only removing launches (fewer ops, a CUDA graph) shortens it. And a
+profiled step is longer than an unprofiled one: the profiler spends CPU time on every op and every
+runtime call it records, which widens the gaps between kernels.
+
+:class:`StepModel` replays the trace's own timeline:
+
+* every GPU activity keeps its duration and its stream, and is launched at its launch call's CPU
+  time less the profiler's overhead recorded before it (``PROFILER_OP_US`` per op,
+  ``PROFILER_RUNTIME_US`` per runtime call: fitted on 54 H200 traces whose unprofiled step time was
+  measured, validation/raw/2026-11-30/meta and validation/modern/2026-12-01/meta; docs/advice.md,
+  *Step replay*);
+* on each stream a kernel starts when it is launched (plus ``LAUNCH_LATENCY_US``) or when the
+  previous kernel on that stream ends, whichever is later; kernels of a CUDA graph start
+  ``GRAPH_GAP_US`` after the previous one;
+* a host sync (``cudaStreamSynchronize``, ``cudaDeviceSynchronize``, ``cudaEventSynchronize``, a
+  blocking ``cudaMemcpy``) holds the CPU until the GPU work launched before it has finished;
+* collective-communication activity (trace/busy.py) is left out: its waits on other ranks are
+  not this rank's to replay.
+
+The step is the time from the first launch to the later of the last launch and the last kernel's
+end. :class:`WhatIf` describes a change (new kernel durations, kernels that no longer run, CPU time
+no longer spent, kernels launched together from a CUDA graph); ``gain(what_if)`` is the replayed
+step time without it less with it, over the whole trace. An estimate: cross-stream dependencies are
+not replayed, and the overhead constants are means (the fit's worst trace is off by 1.85×).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+
+from ..trace.records import LAUNCH, OP
+
+PROFILER_OP_US = 5.0  # CPU time the profiler adds per recorded op (record_shapes, with_stack): the fit
+PROFILER_OP_US_HIGH = 8.0  # ... the upper end of what the most CPU-bound traces of the fit need each
+# (best fit per trace: decode_graph_eager 8.3, hf_llama_sdpa_fwd 7.6, mem_naive_s1024 7.2, decode_mha_flash 6.2,
+# flex_causal 5.1, decode_gqa_flash 5.0, hf_deepseek 4.2, mla_moe 3.9 µs)
+PROFILER_OP_US_CLAIM = 6.5  # the middle of that range: what a step-time claim (launch_overhead) rests on
+PROFILER_RUNTIME_US = 1.0  # ... and per recorded CUDA runtime call
+LAUNCH_LATENCY_US = 2.0  # launch call to kernel start when the GPU is idle
+GRAPH_GAP_US = 0.4  # between kernels replayed from a CUDA graph (median in tests/data/modern/decode_graph_replay)
+GRAPH_LAUNCH_US = 10.0  # CPU time of one cudaGraphLaunch
+MAX_REPLAY_ACTIVITIES = 400_000  # beyond this the replay is skipped (its Python loop would cost seconds)
+SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
+
+
+@dataclass
+class WhatIf:
+    """A change to replay. ``dur``: GPU activity id -> its new duration (µs); ``removed``: activities
+    that no longer run (neither launched nor on the GPU); ``cpu_saved``: (original CPU time t, µs of
+    unprofiled CPU time no longer spent before t: every launch after t comes that much earlier);
+    ``graphs``: groups of activity ids launched together
+    from one CUDA graph (at the first one's launch)."""
+
+    dur: dict[int, float] = field(default_factory=dict)
+    removed: set[int] = field(default_factory=set)
+    cpu_saved: list[tuple[float, float]] = field(default_factory=list)
+    graphs: list[list[int]] = field(default_factory=list)
+
+
+class StepModel:
+    def __init__(
+        self,
+        ids: np.ndarray,
+        launch: np.ndarray,
+        dur: np.ndarray,
+        stream: np.ndarray,
+        ovh_ts: np.ndarray,
+        ovh_is_op: np.ndarray,
+        syncs: list[tuple[float, float]],
+        steps: int,
+        op_us: float = PROFILER_OP_US,
+        sorted_: bool = False,
+    ):
+        if not sorted_:
+            o = np.lexsort((ids, launch))
+            ids, launch, dur, stream = ids[o], launch[o], dur[o], stream[o]
+        self.ids, self.launch, self.dur, self.stream = ids, launch, dur, stream
+        self.pos = {int(i): p for p, i in enumerate(self.ids.tolist())}
+        self.op_us = op_us
+        self._ovh_ts, self._ovh_is_op = ovh_ts, ovh_is_op
+        w = np.where(ovh_is_op, op_us, PROFILER_RUNTIME_US)
+        self._ovh_cum = np.concatenate(([0.0], np.cumsum(w)))
+        self.syncs = sorted(syncs)
+        self.steps = steps
+        self.base_us = self.simulate(None)
+        self._profiled: Optional[float] = None
+
+    def variant(self, op_us: float) -> StepModel:
+        """The same trace replayed with another per-op profiler overhead."""
+        return StepModel(
+            self.ids,
+            self.launch,
+            self.dur,
+            self.stream,
+            self._ovh_ts,
+            self._ovh_is_op,
+            self.syncs,
+            self.steps,
+            op_us=op_us,
+            sorted_=True,
+        )
+
+    @property
+    def profiled_us(self) -> float:
+        """The step replayed as recorded, the profiler's overhead left in."""
+        if self._profiled is None:
+            self._profiled = self.simulate(None, overhead=False)
+        return self._profiled
+
+    @classmethod
+    def build(cls, trace: Any, links: Any, report: dict) -> Optional[StepModel]:
+        from ..trace.busy import communication_mask
+
+        G, R = trace.gpu, trace.ranges
+        kt = report.get("kernels")
+        cols = getattr(kt, "columns", None)
+        if not isinstance(cols, dict) or "id" not in cols:
+            return None
+        ids = np.asarray(cols["id"], dtype=np.int64)
+        if not len(ids) or len(ids) > MAX_REPLAY_ACTIVITIES:
+            return None
+        ok = ids < len(G["ts"])
+        ids = ids[ok]
+        gl = links.gpu_launch[ids]
+        comm = communication_mask(trace, links)[ids]
+        keep = (gl >= 0) & ~comm & np.isfinite(G["dur"][ids])
+        ids, gl = ids[keep], gl[keep]
+        if not len(ids):
+            return None
+        launch = R["ts"][gl].astype(np.float64)
+        dur = np.maximum(G["dur"][ids].astype(np.float64), 0.0)
+        stream = G["device"][ids].astype(np.int64) * (1 << 32) + G["stream"][ids].astype(np.int64)
+        lo, hi = float(launch.min()), float(launch.max())
+        kind = R["kind"]
+        ts = R["ts"]
+        ev = np.flatnonzero(((kind == OP) | (kind == LAUNCH)) & (ts >= lo) & (ts <= hi))
+        ev = ev[np.argsort(ts[ev], kind="stable")]
+        ovh_is_op = kind[ev] == OP
+        ovh_ts = ts[ev].astype(np.float64)
+        names = trace.strings
+        sync_codes = {
+            i for i, s in enumerate(names) if s.startswith(SYNC_CALLS) and not s.startswith("cudaMemcpyAsync")
+        }
+        syncs = []
+        if sync_codes:
+            la = np.flatnonzero((kind == LAUNCH) & (ts >= lo) & (ts <= hi))
+            hit = np.isin(R["name"][la], np.fromiter(sync_codes, dtype=np.int64))
+            for r in la[hit].tolist():
+                syncs.append((float(ts[r]), float(ts[r] + R["dur"][r])))
+        steps = 1 if report.get("step") is not None else max(1, len(report.get("steps") or []))
+        return cls(ids, launch, dur, stream, ovh_ts, ovh_is_op, syncs, steps)
+
+    # the profiler's CPU time recorded before each original CPU time
+    def overhead_before(self, t: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(self._ovh_ts, t, side="left")
+        out: np.ndarray = self._ovh_cum[i]
+        return out
+
+    def cpu_us(self, t0: float, t1: float) -> float:
+        """Unprofiled CPU time between two original CPU times (the profiler's overhead taken out)."""
+        if t1 <= t0:
+            return 0.0
+        ov = self.overhead_before(np.asarray([t0, t1]))
+        return float(max(0.0, (t1 - t0) - (ov[1] - ov[0])))
+
+    def calls(self, key_of: dict[int, Any]) -> list[list[int]]:
+        """Kernels grouped into calls: maximal runs, in launch order, of kernels with the same key
+        (an attention instance and direction). A module called in every step keeps its instance
+        across steps; splitting where another kernel is launched between keeps each call apart."""
+        n = len(self.ids)
+        if not n or not key_of:
+            return []
+        codes: dict[Any, int] = {}
+        k = np.full(n, -1, dtype=np.int64)
+        for i, key in key_of.items():
+            p = self.pos.get(int(i))
+            if p is not None:
+                k[p] = codes.setdefault(key, len(codes))
+        start = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
+        out = []
+        ids = self.ids
+        for a, b in zip(start.tolist(), [*start[1:].tolist(), n]):
+            if k[a] >= 0:
+                out.append([int(x) for x in ids[a:b]])
+        return out
+
+    def launch_of(self, kernel_id: int) -> Optional[float]:
+        p = self.pos.get(int(kernel_id))
+        return float(self.launch[p]) if p is not None else None
+
+    def simulate(self, what: Optional[WhatIf], overhead: bool = True) -> float:
+        launch = self.launch
+        adj = launch - self.overhead_before(launch) if overhead else launch.copy()
+        adj = np.maximum.accumulate(adj)  # taking overhead out never sends a launch before the one before it
+        dur = self.dur
+        graph_first: dict[int, int] = {}
+        removed: set[int] = set()
+        if what is not None:
+            if what.cpu_saved:
+                st = np.asarray(sorted(what.cpu_saved))
+                cum = np.concatenate(([0.0], np.cumsum(st[:, 1])))
+                # a saving at CPU time t moves the launches after t (strictly) earlier
+                adj = adj - cum[np.searchsorted(st[:, 0], launch, side="left")]
+            if what.dur:
+                dur = dur.copy()
+                for i, d in what.dur.items():
+                    p = self.pos.get(int(i))
+                    if p is not None:
+                        dur[p] = max(0.0, d)
+            removed = {p for p in (self.pos.get(int(i)) for i in what.removed) if p is not None}
+            for g in what.graphs:
+                ps = sorted(p for p in (self.pos.get(int(i)) for i in g) if p is not None)
+                for p in ps[1:]:
+                    graph_first[p] = ps[0]
+        syncs = self.syncs
+        s_adj: list[tuple[float, float]] = []
+        if syncs:
+            arr = np.asarray(syncs)
+            a0 = arr[:, 0] - (self.overhead_before(arr[:, 0]) if overhead else 0.0)
+            a1 = arr[:, 1] - (self.overhead_before(arr[:, 1]) if overhead else 0.0)
+            if what is not None and what.cpu_saved:
+                st = np.asarray(sorted(what.cpu_saved))
+                cum = np.concatenate(([0.0], np.cumsum(st[:, 1])))
+                a0 = a0 - cum[np.searchsorted(st[:, 0], arr[:, 0], side="left")]
+                a1 = a1 - cum[np.searchsorted(st[:, 0], arr[:, 1], side="left")]
+            s_adj = list(zip(a0.tolist(), a1.tolist()))
+        gap = np.zeros(len(adj))
+        keep = np.ones(len(adj), dtype=bool)
+        member = np.zeros(len(adj), dtype=bool)
+        if removed:
+            keep[list(removed)] = False
+        if graph_first:
+            mem = np.fromiter(graph_first, dtype=np.int64)
+            firsts = np.fromiter(graph_first.values(), dtype=np.int64)
+            adj = adj.copy()
+            adj[mem] = adj[firsts]  # launched with the graph (its first kernel's launch)
+            gap[mem] = GRAPH_GAP_US
+            member[mem] = True
+        # segments between host syncs: a sync holds the CPU until the GPU work before it is done
+        cuts = np.searchsorted(launch, np.asarray([t for t, _ in syncs]), side="left") if syncs else np.zeros(0, int)
+        bounds = [0, *cuts.tolist(), len(adj)]
+        stream = self.stream
+        stream_end: dict[int, float] = {}
+        gpu_end = -np.inf
+        first_launch, last_launch = np.inf, -np.inf
+        shift = 0.0
+        for si in range(len(bounds) - 1):
+            if si > 0:  # the sync before this segment
+                arrive = s_adj[si - 1][0] + shift
+                shift = max(arrive, gpu_end) - s_adj[si - 1][1]
+            lo, hi = bounds[si], bounds[si + 1]
+            if hi <= lo:
+                continue
+            seg = np.arange(lo, hi)[keep[lo:hi]]
+            if not len(seg):
+                continue
+            lp = adj[seg] + shift
+            own = ~member[seg]
+            if own.any():
+                first_launch = min(first_launch, float(lp[own].min()))
+                last_launch = max(last_launch, float(lp[own].max()))
+            st = stream[seg]
+            order = np.argsort(st, kind="stable")  # by stream, launch order kept within each
+            st_o, seg_o, lp_o = st[order], seg[order], lp[order]
+            cut = np.flatnonzero(np.diff(st_o)) + 1
+            for a, b in zip([0, *cut.tolist()], [*cut.tolist(), len(st_o)]):
+                sid = int(st_o[a])
+                dd = dur[seg_o[a:b]]
+                gg = gap[seg_o[a:b]]
+                # start_k = max(L_k + latency, end_(k-1) + gap_k): with C_k = sum(d_<k) + sum(gap_<=k),
+                # start_k - C_k is a running maximum
+                c = np.concatenate(([0.0], np.cumsum(dd)[:-1])) + np.cumsum(gg)
+                x = np.maximum.accumulate(lp_o[a:b] + LAUNCH_LATENCY_US - c)
+                x = np.maximum(x, stream_end.get(sid, -np.inf))
+                end = x[-1] + c[-1] + dd[-1]
+                stream_end[sid] = float(end)
+                gpu_end = max(gpu_end, float(end))
+        if first_launch == np.inf:
+            return 0.0
+        return float(max(gpu_end, last_launch) - first_launch)
+
+    def gain(self, what: WhatIf) -> float:
+        return float(self.base_us - self.simulate(what))

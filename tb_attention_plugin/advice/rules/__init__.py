@@ -1,0 +1,1 @@
+"""One module per advice rule (each defines RULE); the registry (../registry.py) runs them in order."""

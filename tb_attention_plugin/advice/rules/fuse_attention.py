@@ -1,0 +1,379 @@
+"""Unfused dot-product attention → ``F.scaled_dot_product_attention``.
+
+Premise: core attention runs as separate QK^T, scale, mask, softmax, dropout and PV kernels (outside
+SDPA's math backend, which has its own rule) and is a dot product — softmax(QK^T)V, not additive
+attention whose score is v·tanh(Wq + Uk) (a ``tanh`` among its kernels, or a score matmul that
+contracts to one column) — and its scale/mask/softmax/dropout kernels are memory- or latency-bound
+for at least 10 % of the unfused time.
+
+Estimate (attention GPU time, whole trace): the unfused time less the predicted time of the backend
+SDPA would pick for these inputs (sdpa_choice.py: dtype, mask kind and dtype, head dim, dropout,
+fewer KV heads), from the measured backend table. A float bias in another dtype than q/k (T5's
+fp32 relative-position bias) sends SDPA to math: the finding then says to cast it, and its gain
+is for the cast version; where no backend would be faster the rule is silent and says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from ...attention import patterns as P
+from ...formats import rounded as _r, us as _us
+from ..base import (
+    GPU,
+    ITEMSIZE,
+    MIN_SHARE,
+    Finding,
+    Rule,
+    Silent,
+    direction_short,
+    group_kernels,
+    main_dtype,
+    pct0,
+    phase_rows,
+    total,
+)
+from ..replay import WhatIf
+from ..run import Run
+from ..sdpa_choice import LABELS, Inputs, arch_of, choose, predict
+
+ELEMENTWISE_SHARE = 0.10  # mem/latency-bound scale/mask/softmax/dropout time ≥ this share of unfused core
+SDPA_CPU_US = 20.0  # unprofiled CPU time of one SDPA call (its dispatch and launch)
+_HF_MODELS = ("Llama", "Mistral", "Qwen", "Gemma", "GPT2", "Bert", "Phi", "Falcon", "T5")
+_ELEMENTWISE = ("scale", "mask", "softmax", "dropout")
+
+FIX = """\
+import torch.nn.functional as F
+# q, k, v: [batch, heads, seq, head_dim]
+out = F.scaled_dot_product_attention(q, k, v, is_causal=True)        # a causal mask
+# out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype))  # any other mask or bias
+# Hugging Face: AutoModelForCausalLM.from_pretrained(name, attn_implementation="sdpa")
+# nn.MultiheadAttention: mha(q, k, v, need_weights=False)"""
+
+
+def check(run: Run) -> Any:
+    math_ids = run.math_kernel_ids()
+    rows = [k for k in run.k if k["phase"] in P.UNFUSED_CORE_PHASES and k["id"] not in math_ids]
+    unfused = total(rows)
+    if unfused <= 0:
+        return Silent("no unfused core attention (QK^T, softmax, PV as separate kernels) outside SDPA")
+    if unfused < MIN_SHARE * run.att_time:
+        return Silent(f"unfused core attention is {_us(unfused)}, under 1 % of attention time")
+    qk = [k for k in rows if k["phase"] == "qk_matmul"]
+    if not qk and not any(k["phase"] == "pv_matmul" for k in rows):
+        return Silent("no QK^T or PV matmul: not the matmul-softmax-matmul pattern")
+    additive = _additive(run, qk)
+    if additive:
+        return Silent(f"additive attention ({additive}): not a dot product, SDPA does not compute it")
+    copies = _score_copies(run, rows, math_ids)
+    slow = [k for k in rows if k["phase"] in _ELEMENTWISE and k["bound"] in ("memory", "latency")]
+    slow_t = total(slow)
+    if slow_t < ELEMENTWISE_SHARE * unfused:
+        return Silent(
+            f"its memory/latency-bound scale/mask/softmax/dropout kernels take {_us(slow_t)}, under 10 % of "
+            f"the unfused {_us(unfused)}: little for a fused kernel to remove"
+        )
+    dtype = main_dtype(k for k in rows if k["phase"] in ("qk_matmul", "pv_matmul"))
+    core_t = unfused
+    if copies:  # score-sized casts and copies between QK^T and PV: a fused kernel never makes them
+        rows = rows + copies
+        unfused = total(rows)
+    mask = _mask_kind(run, rows)
+    x, fwd_fl, io = _inputs(run, rows, dtype, mask)
+    arch = arch_of(run)
+    t_fwd = total(k for k in rows if k["direction"] == "forward")
+    t_bwd = unfused - t_fwd
+    # the backend SDPA would pick as the code is (a mismatched float bias: math), and after the cast
+    as_is, passed = choose(x, arch) if x is not None else (None, {})
+    fixed_x = x
+    cast_note = None
+    if x is not None and mask["kind"] == "float" and mask.get("dtype") and dtype and mask["dtype"] != dtype:
+        fixed_x = Inputs(**dict(x.__dict__, mask_dtype=dtype))
+        cast_note = (
+            f"The float bias added to the scores is {mask['dtype']} while q/k are {dtype}: passed as "
+            f"attn_mask as it is, SDPA would run the math backend"
+        )
+    be, passed_fixed = choose(fixed_x, arch) if fixed_x is not None else (None, {})
+    pred = _predict_all(run, be, fixed_x, fwd_fl, io, t_fwd > 0, t_bwd > 0, arch)
+    if pred is None:
+        return Silent("the fused time cannot be predicted: no FLOPs or no peak for this GPU")
+    fused_us, notes = pred
+    gain = unfused - fused_us
+    as_is_ev: Optional[dict] = None
+    if cast_note is not None and as_is is not None:
+        p0 = _predict_all(run, as_is, x, fwd_fl, io, t_fwd > 0, t_bwd > 0, arch)
+        as_is_ev = {
+            "backend": as_is,
+            "predicted_us": _r(p0[0]) if p0 else None,
+            "gain_us": _r(unfused - p0[0]) if p0 else None,
+        }
+    if gain < MIN_SHARE * run.att_time:
+        return Silent(
+            f"SDPA would run {LABELS.get(be or '', be)} here ({'; '.join(notes)}): ~{_us(fused_us)} against the "
+            f"unfused {_us(unfused)}, no faster" + (f" ({cast_note})" if cast_note else "")
+        )
+    ctx = " ".join({(k.get("module_path") or "") + " " + (k.get("scope") or "") for k in rows})
+    how = _how(rows, mask, ctx, cast_note is not None, dtype)
+    phases = phase_rows(rows)
+    worst = sorted((p for p in phases if p["phase"] in _ELEMENTWISE), key=lambda p: -p["time_us"])[:3]
+    detail = (
+        f"Core attention runs as {len(rows) - len(copies)} separate kernels taking {_us(core_t)}"
+        + (f", plus {len(copies)} score-sized casts/copies ({_us(unfused - core_t)})" if copies else "")
+        + f" ({pct0(unfused / run.att_time)} of attention time); the scale/mask/softmax/dropout kernels alone take "
+        f"{_us(slow_t)} and are memory- or latency-bound: "
+        + ", ".join(
+            f"{p['phase']} {direction_short(p['direction'])} {_us(p['time_us'])} at {pct0(p['memory_util'])} "
+            "of bandwidth"
+            for p in worst
+        )
+        + ". A fused kernel keeps the score matrix on chip and skips these round trips through memory. "
+        f"For these inputs ({_inputs_text(fixed_x, mask)}) SDPA would pick {LABELS.get(be or '', be)}"
+        + (f" (passing over {', '.join(f'{LABELS[b]}: {w}' for b, w in passed_fixed.items())})" if passed_fixed else "")
+        + f": ~{_us(fused_us)} ({'; '.join(notes)})."
+    )
+    if cast_note:
+        detail += " " + cast_note + f" ({as_is_ev['predicted_us'] if as_is_ev else '?'} µs predicted); cast it."
+    return Finding(
+        detail=detail,
+        evidence={
+            "time_us": _r(unfused),
+            "core_time_us": _r(core_t),
+            "score_copies_us": _r(unfused - core_t),
+            "memory_or_latency_bound_elementwise_us": _r(slow_t),
+            "share_of_attention": _r(unfused / run.att_time, 4),
+            "phases": phases,
+            "kernels": group_kernels(slow),
+            "matmul_flops_forward": fwd_fl or None,
+            "dtype": dtype,
+            "mask": mask,
+            "predicted_backend": be,
+            "passed_over": passed_fixed,
+            "fused_estimate_us": _r(fused_us),
+            "prediction": notes,
+            "as_is": as_is_ev,
+        },
+        how=how,
+        removable_us=unfused,
+        gpu_gain_us=gain,
+        what_if=_what_if(run, rows, fused_us, unfused),
+    )
+
+
+def _score_copies(run: Run, rows: list[dict], math_ids: set) -> list[dict]:
+    """Layout kernels (casts, copies) of the same attention calls that move a score-sized tensor
+    (B·H·Sq·Sk elements, read and written): the fp32 softmax upcast and its cast back, and their
+    backward. SDPA keeps the scores on chip, so they go with the unfused kernels."""
+    score: dict = {}
+    for k in rows:
+        if k["phase"] == "qk_matmul" and k["direction"] == "forward":
+            cd = k.get("cost_detail") or {}
+            if {"m", "n"} <= set(cd):
+                score[k["instance"]] = max(score.get(k["instance"], 0), cd.get("batch", 1) * cd["m"] * cd["n"])
+    out = []
+    for k in run.k:
+        if k["phase"] != "layout" or k["id"] in math_ids or k["instance"] not in score:
+            continue
+        if (k["bytes"] or 0) >= 2.0 * score[k["instance"]]:  # ≥ 1 byte per score element each way
+            out.append(k)
+    return out
+
+
+def _additive(run: Run, qk: list[dict]) -> Optional[str]:
+    """Why this is additive attention (a tanh in the attention kernels, or a score matmul with one
+    output column), or None for a dot product."""
+    for k in run.k:
+        op = (k.get("op") or "") + " " + (k.get("cost_op") or "")
+        if "tanh" in op.lower() or "tanh" in (k.get("name") or "").lower():
+            return f"a tanh ({k.get('op') or 'kernel'}) in the attention scope"
+    for k in qk:
+        cd = k.get("cost_detail") or {}
+        if cd.get("n") == 1:
+            return "the score matmul contracts to one column (v·tanh(Wq + Uk))"
+    return None
+
+
+def _mask_kind(run: Run, rows: list[dict]) -> dict[str, Any]:
+    """The mask the eager code applies, from its mask-phase ops: none, causal, bool, or a float mask
+    or bias (per head: a bias such as a relative-position bias) and its dtype."""
+    masks = [k for k in rows if k["phase"] == "mask"]
+    if not masks:
+        return {"kind": "none"}
+    seen: dict[str, Any] = {"kind": "causal", "detail": "mask kernels without recorded inputs: taken as causal"}
+    for k in masks:
+        r = run.op_of(k["id"])
+        if r < 0:
+            continue
+        name = P.short_op(run.op_name(r))
+        args = [a for a in run.op_args(r) if a.is_tensor]
+        if name in ("masked_fill", "masked_fill_", "where"):
+            return {"kind": "causal", "detail": f"{name} with a bool mask (is_causal=True if it is the causal one)"}
+        if name in ("add", "add_") and len(args) >= 2:
+            s, m = args[0], args[1]
+            if m.dtype == "bool":
+                return {"kind": "bool", "detail": "a bool mask added"}
+            per_head = len(m.dims) == 4 and m.dims[1] > 1
+            if per_head:
+                return {
+                    "kind": "float",
+                    "dtype": m.dtype,
+                    "shape": list(m.dims),
+                    "detail": f"a per-head {m.dtype} bias {list(m.dims)} added to the {s.dtype} scores",
+                }
+            seen = {
+                "kind": "causal",
+                "dtype": m.dtype,
+                "shape": list(m.dims),
+                "detail": f"a {m.dtype} mask {list(m.dims)} broadcast over heads (taken as causal: is_causal=True)",
+            }
+    return seen
+
+
+def _inputs(run: Run, rows: list[dict], dtype: Optional[str], mask: dict) -> tuple[Optional[Inputs], float, float]:
+    """The dispatcher's inputs of the equivalent SDPA call, the forward matmul FLOPs and the bytes of
+    q, k, v and the output over the trace."""
+    item = ITEMSIZE.get(dtype or "", 2)
+    fwd_fl, io = 0.0, 0.0
+    per_inst: set = set()
+    first: Optional[dict] = None
+    for k in rows:
+        if k["direction"] == "forward" and k["phase"] in ("qk_matmul", "pv_matmul") and k["flops"]:
+            fwd_fl += k["flops"]
+            cd = k.get("cost_detail") or {}
+            key = (k["instance"], k["phase"])
+            if key not in per_inst and {"m", "n", "k"} <= set(cd):
+                per_inst.add(key)
+                b = cd.get("batch", 1)
+                io += (
+                    item * b * (cd["m"] * cd["k"] + cd["k"] * cd["n"])
+                    if k["phase"] == "qk_matmul"
+                    else item * b * (cd["k"] * cd["n"] + cd["m"] * cd["n"])
+                )
+                if k["phase"] == "qk_matmul" and first is None:
+                    first = cd
+    if first is None:
+        return None, fwd_fl, io
+    x = Inputs(
+        dtype=dtype,
+        b=1,
+        h=int(first.get("batch", 1)),
+        hk=int(first.get("batch", 1)),
+        sq=int(first["m"]),
+        sk=int(first["n"]),
+        d=int(first["k"]),
+        dv=int(first["k"]),
+        mask="causal" if mask["kind"] == "causal" and first["m"] == first["n"] else mask["kind"],
+        mask_dtype=mask.get("dtype") if mask["kind"] == "float" else None,
+        dropout_p=0.1 if any(k["phase"] == "dropout" for k in rows) else 0.0,
+        enable_gqa=None,
+        backward=run.has_backward,
+    )
+    return x, fwd_fl, io
+
+
+def _predict_all(
+    run: Run, be: Optional[str], x: Optional[Inputs], fwd_fl: float, io: float, fwd: bool, bwd: bool, arch: Any
+) -> Optional[tuple[float, list[str]]]:
+    """The fused time of all the calls on backend ``be``: the trace's forward FLOPs (half when causal:
+    the fused kernel skips the masked half) at the backend's measured rate, and the backward's."""
+    if be is None or x is None or not fwd_fl:
+        return None
+    scale = fwd_fl / max(1.0, _full_flops(x))  # the calls in the trace, as multiples of one call
+    out, notes = 0.0, []
+    for pas, on in (("forward", fwd), ("backward", bwd)):
+        if not on:
+            continue
+        p = predict(be, pas, x, run, arch)
+        if p is None:
+            return None
+        out += p.time_us * scale
+        notes.append(p.note)
+    return out, notes
+
+
+def _full_flops(x: Inputs) -> float:
+    return 2.0 * x.b * x.h * x.sq * x.sk * (x.d + x.dv)
+
+
+def _inputs_text(x: Optional[Inputs], mask: dict) -> str:
+    if x is None:
+        return "shapes not recorded"
+    m = {"none": "no mask", "causal": "causal", "bool": "a bool mask", "float": f"a {x.mask_dtype} float mask"}
+    return f"{x.dtype}, head dim {x.d}, {m.get(x.mask, x.mask)}" + (", dropout" if x.dropout_p else "")
+
+
+def _how(rows: list[dict], mask: dict, ctx: str, cast: bool, dtype: Optional[str]) -> str:
+    phases = {k["phase"] for k in rows}
+    args = "q, k, v"
+    if "dropout" in phases:
+        args += ", dropout_p=p if self.training else 0.0"
+    text = (
+        f"Replace the explicit matmul → softmax → matmul with torch.nn.functional.scaled_dot_product_attention({args})"
+    )
+    if mask["kind"] == "float":
+        text += f" plus attn_mask=bias{f'.to({dtype})' if cast and dtype else ''} (the per-head bias the run adds)"
+    elif "mask" in phases:
+        text += (
+            " plus is_causal=True if the mask this run applies is the causal one, or attn_mask=mask for any other mask"
+        )
+    text += "; it dispatches to FlashAttention, memory-efficient or cuDNN kernels."
+    if cast and dtype:
+        text += f" Cast the bias to the inputs' dtype ({dtype}) once: a mismatched float mask sends SDPA to math."
+    if "MultiheadAttention" in ctx:
+        text = (
+            "nn.MultiheadAttention runs the unfused path when it must return the attention weights: call it "
+            "with need_weights=False (and batch_first=True) so it uses scaled_dot_product_attention. " + text
+        )
+    elif "eager_attention_forward" in ctx or any(m in ctx for m in _HF_MODELS):
+        text = (
+            'Hugging Face models: load with attn_implementation="sdpa" (or "flash_attention_2") instead of '
+            '"eager". ' + text
+        )
+    return text
+
+
+def _what_if(run: Run, rows: list[dict], fused_us: float, unfused: float) -> WhatIf:
+    """Each (call, direction)'s unfused kernels become one kernel of its share of the fused time, and
+    the CPU time of launching them becomes one SDPA call's."""
+    w = WhatIf()
+    m = run.replay
+    if m is not None:  # calls: runs of one instance's kernels in launch order (a module keeps its
+        # instance across steps); the unfused kernels of each call become one kernel
+        by_id = {k["id"]: k for k in rows}
+        calls = m.calls({k["id"]: (k["instance"], k["direction"]) for k in run.k if k.get("instance") is not None})
+        groups = [[by_id[i] for i in c if i in by_id] for c in calls]
+        groups = [g for g in groups if g]
+    else:
+        acc: dict = {}
+        for k in rows:
+            acc.setdefault((k["instance"], k["direction"]), []).append(k)
+        groups = list(acc.values())
+    for ks in groups:
+        ks.sort(key=lambda k: k["ts"] or 0.0)
+        t = total(ks)
+        w.dur[ks[0]["id"]] = fused_us * t / unfused if unfused else 0.0
+        w.removed.update(k["id"] for k in ks[1:])
+        if m is not None:
+            l0, l1 = m.launch_of(ks[0]["id"]), m.launch_of(ks[-1]["id"])
+            if l0 is not None and l1 is not None:
+                w.cpu_saved.append((l1, max(0.0, m.cpu_us(l0, l1) - SDPA_CPU_US)))
+    return w
+
+
+RULE = Rule(
+    id="fuse_attention",
+    title="Use fused attention (scaled_dot_product_attention)",
+    premise=(
+        "dot-product core attention as separate QK^T / scale / mask / softmax / dropout / PV kernels (not SDPA's "
+        "math backend; no tanh score), its elementwise kernels memory- or latency-bound for ≥ 10 % of the unfused "
+        "time, and the backend SDPA would pick predicted faster by ≥ 1 % of attention time"
+    ),
+    basis=GPU,
+    estimate=(
+        "µs of attention GPU time over the trace: unfused core time − the predicted time of the backend SDPA would "
+        "pick (measured backend table); the step figure replays the step with the kernels and their launches replaced"
+    ),
+    fix=FIX,
+    twin="llama_eager_to_sdpa",
+    absent=("sdpa_flash_fwdbwd_causal", "sdpa_cudnn_fwd_full", "sdpa_math_s2048_fwd", "mha_bf16_noweights"),
+    check=check,
+)

@@ -1,0 +1,217 @@
+"""A fused SDPA backend far below what another backend reaches at the same shapes.
+
+Premise: SDPA calls ran a fused backend (flash, mem-efficient or cuDNN, from the op tree; not
+FlexAttention, not math) at shapes in the measured table's range (Sq·Sk ≥ 512², where the
+kernels are compute-bound), and another backend these inputs allow is predicted at least 2×
+faster (sdpa_choice.py: the measured rate of that backend on this GPU family, per pass, head dim and
+mask kind). Typical: mem-efficient (chosen by sdpa_kernel(EFFICIENT_ATTENTION), or because an
+attn_mask tensor ruled flash out) where flash or cuDNN would run.
+
+Estimate (attention GPU time, whole trace): the calls' kernel time less the faster backend's
+predicted time, per pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...formats import rounded as _r, us as _us
+from ..base import GPU, Finding, Rule, Silent, group_kernels, phase_rows, total
+from ..replay import WhatIf
+from ..run import Run
+from ..sdpa_choice import LABELS, SDP_ENUM, Prediction, arch_of, choose, inputs_of_call, predict, rate, why_not
+
+FASTER = 2.0  # another backend predicted this many times faster ("far below"; flash vs cuDNN on the H200, 1.5x, is not)
+MIN_SCORES = 512 * 512  # Sq·Sk below this: the table's compute-bound rates do not apply
+FUSED = ("flash", "efficient", "cudnn")
+
+FIX = """\
+from torch.nn.attention import SDPBackend, sdpa_kernel
+with sdpa_kernel([SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION]):   # the faster backends first
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # is_causal instead of a causal attn_mask"""
+
+
+def check(run: Run) -> Any:
+    calls = [c for c in run.sdpa_calls() if c["backend"] in FUSED and c["kernel_ids"]]
+    if not calls:
+        return Silent("no SDPA call on a fused backend (flash, mem-efficient, cuDNN)")
+    arch = arch_of(run)
+    if not any(rate(b, "forward", _probe(), arch) for b in FUSED):
+        return Silent(f"no measured backend table for this GPU family ({arch or run.device or 'unknown'})")
+    hits: dict = {}
+    outside = 0
+    for c in calls:
+        rows = run.call_rows(c)
+        bwd = any(k["direction"] == "backward" for k in rows)
+        x = inputs_of_call(c, bwd)
+        if x is None:
+            continue
+        if x.sq * x.sk < MIN_SCORES:
+            outside += 1
+            continue
+        now = c["backend"]
+        t = {p: total(k for k in rows if k["direction"] == p) for p in ("forward", "backward")}
+        for alt in FUSED:
+            if alt == now or why_not(alt, x, arch) is not None and why_not(alt, _as_is_causal(x), arch) is not None:
+                continue
+            xa = x if why_not(alt, x, arch) is None else _as_is_causal(x)
+            pred = {}
+            for pas, tt in t.items():
+                if tt <= 0:
+                    continue
+                p = predict(alt, pas, xa, run, arch)
+                if p is None or p.source != "table":
+                    break
+                # relative to what the running backend reached here: the table's ratio between the two
+                # backends applied to the measured time (shape effects common to both cancel)
+                r_now, r_alt = rate(now, pas, x, arch), rate(alt, pas, xa, arch)
+                if r_now is not None and r_alt is not None and p.bound == "compute":
+                    p = Prediction(
+                        tt * r_now[0] / r_alt[0],
+                        "table",
+                        f"{p.note}; {LABELS[now]} {pas} at {r_now[1]['tflops']:g} TFLOP/s in the table: "
+                        f"{r_now[0] / r_alt[0]:.2f}x the measured time",
+                        "compute",
+                    )
+                pred[pas] = p
+            else:
+                if not pred:
+                    continue
+                t_alt = sum(p.time_us for p in pred.values())
+                t_now = sum(t[p] for p in pred)
+                if t_alt * FASTER <= t_now:
+                    key = (now, alt)
+                    e = hits.setdefault(
+                        key,
+                        {
+                            "calls": 0,
+                            "now_us": 0.0,
+                            "alt_us": 0.0,
+                            "notes": set(),
+                            "rows": [],
+                            "passes": {},
+                            "needs_causal": xa is not x,
+                            "inputs": x,
+                        },
+                    )
+                    e["calls"] += 1
+                    e["now_us"] += t_now
+                    e["alt_us"] += t_alt
+                    e["rows"] += rows
+                    e["notes"].update(p.note for p in pred.values())
+                    for pas, p in pred.items():
+                        pp = e["passes"].setdefault(pas, {"now_us": 0.0, "alt_us": 0.0})
+                        pp["now_us"] += t[pas]
+                        pp["alt_us"] += p.time_us
+    if not hits:
+        if outside == len(calls):
+            return Silent("every fused SDPA call is smaller than the measured table's range (Sq·Sk < 512²)")
+        return Silent("no other backend these inputs allow is predicted 2× faster than the one that ran")
+    # per backend that ran, the best alternative
+    best: dict = {}
+    for (now, alt), e in hits.items():
+        if now not in best or e["now_us"] - e["alt_us"] > best[now][1]["now_us"] - best[now][1]["alt_us"]:
+            best[now] = (alt, e)
+    (now, (alt, e)) = max(best.items(), key=lambda kv: kv[1][1]["now_us"] - kv[1][1]["alt_us"])
+    alternatives = {
+        a: {"predicted_us": _r(v["alt_us"]), "gain_us": _r(v["now_us"] - v["alt_us"]), "calls": v["calls"]}
+        for (n, a), v in hits.items()
+        if n == now
+    }
+    gain = e["now_us"] - e["alt_us"]
+    default, passed = choose(e["inputs"], arch)
+    if e["needs_causal"]:
+        why = (
+            f"an attn_mask tensor is passed, which rules out {LABELS[alt]}; if it is the causal mask, "
+            "pass is_causal=True instead"
+        )
+    elif default == alt:
+        why = (
+            f"the dispatcher would pick {LABELS[alt]} for these inputs, so {LABELS[now]} was forced "
+            f"(sdpa_kernel({SDP_ENUM[now]}) or enable_{'flash' if alt == 'flash' else 'cudnn'}_sdp(False))"
+        )
+    else:
+        why = f"the dispatcher picks {LABELS.get(default, default)} first" + (
+            f" ({'; '.join(f'{LABELS[b]}: {w}' for b, w in passed.items())})" if passed else ""
+        )
+    per = "; ".join(
+        f"{pas} {_us(v['now_us'])} now vs ~{_us(v['alt_us'])} ({v['now_us'] / v['alt_us']:.1f}x)"
+        for pas, v in e["passes"].items()
+        if v["alt_us"]
+    )
+    detail = (
+        f"{e['calls']} SDPA call(s) ran on {LABELS[now]} ({_us(e['now_us'])}); at these shapes {LABELS[alt]} "
+        f"reaches a higher rate on this GPU family: {per} ({'; '.join(sorted(e['notes']))}). Why {LABELS[now]} ran: "
+        f"{why}."
+    )
+    how = (
+        f"Run {LABELS[alt]}: `with torch.nn.attention.sdpa_kernel([{SDP_ENUM[alt]}]):` around the attention "
+        "(it raises, with the reason, if these inputs rule it out)"
+        + ("; pass is_causal=True instead of the causal attn_mask tensor" if e["needs_causal"] else "")
+        + (
+            f"; remove the sdpa_kernel({SDP_ENUM[now]}) / enable_*_sdp(False) that forced {LABELS[now]}"
+            if default == alt
+            else ""
+        )
+        + "."
+    )
+    w = WhatIf()
+    ratio = e["alt_us"] / e["now_us"] if e["now_us"] else 1.0
+    for k in e["rows"]:
+        w.dur[k["id"]] = (k["dur_us"] or 0.0) * ratio
+    return Finding(
+        detail=detail,
+        title=f"Slow SDPA backend: {LABELS[now]} where {LABELS[alt]} is ~{e['now_us'] / e['alt_us']:.1f}x faster",
+        evidence={
+            "backend": now,
+            "faster_backend": alt,
+            "calls": e["calls"],
+            "time_us": _r(e["now_us"]),
+            "predicted_us": _r(e["alt_us"]),
+            "alternatives": alternatives,
+            "passes": {p: {k: _r(v) for k, v in d.items()} for p, d in e["passes"].items()},
+            "prediction": sorted(e["notes"]),
+            "why": why,
+            "phases": phase_rows(e["rows"]),
+            "kernels": group_kernels(e["rows"]),
+        },
+        how=how,
+        removable_us=e["now_us"],
+        gpu_gain_us=gain,
+        what_if=w,
+    )
+
+
+def _probe() -> Any:
+    from ..sdpa_choice import Inputs
+
+    return Inputs(dtype="bf16", b=1, h=1, hk=1, sq=2048, sk=2048, d=64, dv=64)
+
+
+def _as_is_causal(x: Any) -> Any:
+    """The same call with its mask passed as is_causal (a causal attn_mask is the usual reason flash
+    is ruled out)."""
+    from ..sdpa_choice import Inputs
+
+    if x.mask in ("bool", "float") and x.sq == x.sk:
+        return Inputs(**dict(x.__dict__, mask="causal", mask_dtype=None))
+    return x
+
+
+RULE = Rule(
+    id="slow_backend",
+    title="Slow SDPA backend",
+    premise=(
+        "SDPA calls on a fused backend (flash, mem-efficient, cuDNN; not FlexAttention) at Sq·Sk ≥ 512², where "
+        "another backend these inputs allow reaches ≥ 2× its speed in the measured table of this GPU family"
+    ),
+    basis=GPU,
+    estimate=(
+        "µs of attention GPU time over the trace: the calls' kernel time × (1 − the running backend's rate / the "
+        "faster backend's rate, both from the measured table at the nearest head dim and mask kind)"
+    ),
+    fix=FIX,
+    twin="memeff_to_flash",
+    absent=("sdpa_flash_fwdbwd_causal", "sdpa_cudnn_fwdbwd_causal", "hf_llama_sdpa_fwdbwd", "flex_causal_fwdbwd"),
+    check=check,
+)

@@ -1,0 +1,267 @@
+"""The run in the form the rules read: attention kernel rows, device peaks, the SDPA calls with their
+recorded inputs and backend, the ops around kernels, and the replay model of the step (replay.py)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+from ..attention import patterns as P
+from ..roofline.cost import SDPA_SCHEMAS, sdpa_shapes
+from ..trace.records import OP
+from ..trace.shapes import parse_args
+
+FUSED_PEAK_FRACTION = 0.35  # a fused attention kernel's FLOP rate, as a fraction of the bf16/fp16 peak
+FUSED_PEAK_FRACTION_FP32 = 0.6  # ... and of the fp32 peak for fp32 inputs (mem-efficient kernel on CUDA cores)
+FUSED_BANDWIDTH_FRACTION = 0.8  # ... and its memory rate when it is bandwidth-limited (decode)
+
+# the kernel fields the rules read (building only these is several times cheaper)
+ROW_FIELDS = (
+    "id",
+    "name",
+    "ts",
+    "dur_us",
+    "device",
+    "stream",
+    "phase",
+    "direction",
+    "bound",
+    "flops",
+    "bytes",
+    "memory_util",
+    "compute_util",
+    "instance",
+    "dtype",
+    "peak",
+    "kind",
+    "op",
+    "cost_op",
+    "module",
+    "scope",
+    "attention",
+    "core",
+    "estimated",
+    "intensity",
+    "shapes",
+    "cost_detail",
+    "module_path",
+    "source",
+    "graph",
+)
+
+_BACKEND_OF = (
+    ("_scaled_dot_product_attention_math", "math"),
+    ("flash", "flash"),
+    ("efficient", "efficient"),
+    ("cudnn", "cudnn"),
+    ("fused_attention_overrideable", "overrideable"),
+)
+
+
+class Run:
+    """One report (and, when given, its trace and links) as the rules read it."""
+
+    def __init__(self, report: dict, trace: Any = None, links: Any = None):
+        self.rep = report
+        self.trace, self.links = trace, links
+        self.att_time = float(report.get("attention_time_us") or 0.0)
+        dev = report.get("device") or {}
+        peaks = dev.get("peaks") or {}
+        self.flops_peak = peaks.get("flops") or {}
+        self.bw = peaks.get("memory_bandwidth")
+        self.device = dev.get("name")
+        self.device_key = dev.get("key")
+        self.k = attention_rows(report.get("kernels"))
+        self.by_id = {k["id"]: k for k in self.k}
+        self.steps = 1 if report.get("step") is not None else max(1, len(report.get("steps") or []))
+        self._sdpa: Optional[list[dict]] = None
+        self._replay: Any = None
+        self._replay_done = False
+        self.has_backward = any(k["direction"] == "backward" for k in self.k) or self._trace_has_backward()
+
+    def _trace_has_backward(self) -> bool:
+        if self.links is None:
+            return False
+        return bool((self.links.backward_root >= 0).any())
+
+    @property
+    def peak_bf16(self) -> Optional[float]:
+        return self.flops_peak.get("bf16") or self.flops_peak.get("fp16")
+
+    @property
+    def span(self) -> float:
+        return float(self.rep.get("span_us") or 0.0)
+
+    # the replay model of the step (None without the trace, or when it cannot be built)
+    @property
+    def replay(self) -> Any:
+        if not self._replay_done:
+            self._replay_done = True
+            if self.trace is not None and self.links is not None:
+                from .replay import StepModel
+
+                self._replay = StepModel.build(self.trace, self.links, self.rep)
+        return self._replay
+
+    # SDPA calls: outermost SDPA-family forward op, its recorded inputs, backend and kernels
+    def sdpa_calls(self) -> list[dict]:
+        if self._sdpa is None:
+            self._sdpa = (
+                _sdpa_calls(self.trace, self.links, {k["id"] for k in self.k})
+                if self.trace is not None and self.links is not None
+                else []
+            )
+        return self._sdpa
+
+    def math_kernel_ids(self) -> set:
+        return {i for c in self.sdpa_calls() if c["backend"] == "math" for i in c["kernel_ids"]}
+
+    def call_rows(self, c: dict) -> list[dict]:
+        """The attention kernel rows of one SDPA call (a dict lookup per kernel)."""
+        get = self.by_id.get
+        return [r for r in (get(i) for i in c["kernel_ids"]) if r is not None]
+
+    def fused_peak(self, dtype: Optional[str]) -> tuple[Optional[str], Optional[float], float]:
+        """The FLOP peak a fused kernel on inputs of ``dtype`` runs against, its name and the
+        fraction of it assumed (the fallback when the backend table has no row for this GPU)."""
+        if dtype == "fp32":
+            return (
+                ("fp32", self.flops_peak["fp32"], FUSED_PEAK_FRACTION_FP32)
+                if self.flops_peak.get("fp32")
+                else (None, None, FUSED_PEAK_FRACTION_FP32)
+            )
+        for name in (dtype, "fp16" if dtype == "bf16" else "bf16") if dtype in ("bf16", "fp16") else ("bf16",):
+            if self.flops_peak.get(name):
+                return name, self.flops_peak[name], FUSED_PEAK_FRACTION
+        return None, None, FUSED_PEAK_FRACTION
+
+    def op_names_under(self, kernel_id: int, stop: int = 8) -> list[str]:
+        """The ops enclosing one kernel's launch, innermost first (at most ``stop``)."""
+        if self.trace is None or self.links is None or kernel_id >= len(self.links.gpu_op):
+            return []
+        R, names, parent = self.trace.ranges, self.trace.strings, self.links.parent
+        out: list[str] = []
+        r = int(self.links.gpu_op[kernel_id])
+        while r >= 0 and len(out) < stop:
+            if R["kind"][r] == OP:
+                out.append(names[R["name"][r]])
+            r = int(parent[r])
+        return out
+
+    def op_of(self, kernel_id: int) -> int:
+        """The innermost op that launched a kernel (a range index), or -1."""
+        if self.links is None or kernel_id >= len(self.links.gpu_op):
+            return -1
+        return int(self.links.gpu_op[kernel_id])
+
+    def op_args(self, r: int) -> list:
+        if self.trace is None or r < 0:
+            return []
+        sig = int(self.trace.ranges["sig"][r])
+        return parse_args(self.trace.signatures[sig]) if sig >= 0 else []
+
+    def op_name(self, r: int) -> str:
+        return self.trace.strings[self.trace.ranges["name"][r]] if self.trace is not None and r >= 0 else ""
+
+
+def attention_rows(kernels: Any) -> list[dict]:
+    if kernels is None:
+        return []
+    cols = getattr(kernels, "columns", None)
+    if isinstance(cols, dict) and "attention" in cols and hasattr(kernels, "rows"):
+        idx = np.flatnonzero(np.asarray(cols["attention"], dtype=bool))
+        rows: list[dict] = kernels.rows(idx, ROW_FIELDS) if len(idx) else []
+        return rows
+    return [k for k in kernels if k.get("attention")]
+
+
+def _sdpa_calls(trace: Any, links: Any, attention_ids: set) -> list[dict]:
+    R = trace.ranges
+    names = trace.strings
+    n = len(R["kind"])
+    if not n:
+        return []
+    sdpa_name = np.zeros(len(names), dtype=bool)
+    for i, s in enumerate(names):
+        sch = SDPA_SCHEMAS.get(s)
+        if sch is not None and not sch.backward:
+            sdpa_name[i] = True
+    is_sdpa = sdpa_name[R["name"]] & (R["kind"] == OP)
+    if not is_sdpa.any():
+        return []
+    parent = links.parent
+    top = np.full(n, -2, dtype=np.int64)  # -2 unknown, -1 none, else the outermost SDPA op
+
+    def top_of(r: int) -> int:
+        chain = []
+        x = r
+        while x >= 0 and top[x] == -2:
+            chain.append(x)
+            x = int(parent[x])
+        t = int(top[x]) if x >= 0 else -1
+        for y in reversed(chain):
+            if t < 0 and is_sdpa[y]:
+                t = y
+            top[y] = t
+        return int(top[r])
+
+    calls: dict[int, dict] = {}
+    for r in np.flatnonzero(is_sdpa).tolist():
+        t = top_of(r)
+        if t == r:
+            calls[r] = {"range": r, "op": names[R["name"][r]], "kernel_ids": [], "inner": set()}
+    for r in np.flatnonzero(is_sdpa).tolist():
+        t = top_of(r)
+        if t in calls and t != r:
+            calls[t]["inner"].add(names[R["name"][r]])
+    gp = links.gpu_parent
+    ids = np.asarray(sorted(attention_ids), dtype=np.int64)
+    ids = ids[ids < len(gp)]
+    for k, r in zip(ids.tolist(), links.forward_context(gp[ids]).tolist()):
+        if r < 0:
+            continue
+        t = top_of(r)
+        if t in calls:
+            calls[t]["kernel_ids"].append(k)
+    out = []
+    for r, c in calls.items():
+        inner = " ".join(sorted(c["inner"])) + " " + c["op"]
+        backend = None
+        for key, be in _BACKEND_OF:
+            if key in inner:
+                backend = be
+                break
+        sig = int(R["sig"][r])
+        args = parse_args(trace.signatures[sig]) if sig >= 0 else []
+        sch = SDPA_SCHEMAS[c["op"]]
+        shapes = sdpa_shapes(c["op"], args) if args else None
+        gqa_flag = None
+        if c["op"] == "aten::scaled_dot_product_attention" and len(args) > 7:
+            v = args[7].value.strip().lower()
+            gqa_flag = True if v in ("true", "1") else False if v in ("false", "0") else None
+        mask = args[sch.mask] if args and sch.mask is not None and sch.mask < len(args) else None
+        q = args[sch.q : sch.q + 3] if args else []
+        out.append(
+            {
+                "range": r,
+                "op": c["op"],
+                "backend": backend,
+                "kernel_ids": c["kernel_ids"],
+                "shapes": shapes,
+                "enable_gqa": gqa_flag,
+                "qkv": q,
+                "mask_dtype": mask.dtype if mask is not None and mask.is_tensor else None,
+                "mask_shape": tuple(mask.dims) if mask is not None and mask.is_tensor else None,
+            }
+        )
+    return out
+
+
+def is_flex(rows: list[dict]) -> bool:
+    """FlexAttention kernels (their op or name says flex_attention): not SDPA's backends."""
+    return any("flex_attention" in ((k.get("op") or "") + " " + (k.get("name") or "")).lower() for k in rows)
+
+
+def core_rows(run: Run) -> list[dict]:
+    return [k for k in run.k if k["phase"] in P.CORE_PHASES]

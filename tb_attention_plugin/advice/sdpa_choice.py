@@ -1,0 +1,259 @@
+"""Which SDPA backend PyTorch would pick for given inputs, and how long it would take.
+
+**The choice** follows PyTorch's dispatcher (aten/src/ATen/native/transformers/cuda/sdp_utils.cpp,
+``select_sdp_backend``): backends are tried in priority order and the first whose filters all pass
+runs. On sm_90 / sm_100 with cuDNN > 9.15 (the torch 2.11 wheels: the H200 traces of
+validation/ ran cuDNN whenever it was allowed) the order is cuDNN, flash, mem-efficient, math;
+elsewhere flash, mem-efficient, math. The filters modelled, per backend:
+
+* flash: fp16/bf16; no ``attn_mask`` tensor; q, k, v head dims equal and ≤ 256; ``is_causal`` only
+  with Sq == Sk; fewer KV heads only with ``enable_gqa=True``; sm_80 and newer;
+* mem-efficient: fp16/bf16/fp32; head dims a multiple of 8 (fp16/bf16) or 4 (fp32), q and k equal;
+  any mask; fewer KV heads only with ``enable_gqa=True``;
+* cuDNN: fp16/bf16; head dims a multiple of 8 and ≤ 256 on sm_90 (≤ 128 for a backward, or
+  192/128, 256/256); ``dropout_p`` a multiple of 1/16; key length ≠ 1; not in deterministic mode;
+* math: always.
+
+A float ``attn_mask`` of another dtype than the query (an fp32 relative-position bias with bf16
+q/k/v, as T5's) is taken to send SDPA to math (validation twin ``t5_bias``).
+
+**The time** of a pass on a backend is the pass's attention FLOPs (forward 4·B·H·Sq·Sk·D, half of it
+causal; backward 2.5×) divided by the rate that backend reached on this GPU family in the measured
+table (data/sdpa_backends.json, built by validation/backend_table.py from the H200 traces), at the
+nearest head dim and the same mask kind (causal or not), or the bytes of q, k, v and the output at
+80 % of the bandwidth if that is longer (decode). Without a table row for the GPU family the rate is
+35 % of the dtype's Tensor-Core peak (60 % of the fp32 peak for fp32 on mem-efficient), and the
+prediction says so.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ..roofline import ledger as L
+from ..roofline.devices import sm_limits
+from .run import FUSED_BANDWIDTH_FRACTION, Run
+
+BACKWARD_FLOP_RATIO = 2.5
+LABELS = {"flash": "FlashAttention", "efficient": "mem-efficient", "cudnn": "cuDNN", "math": "math"}
+SDP_ENUM = {
+    "flash": "SDPBackend.FLASH_ATTENTION",
+    "efficient": "SDPBackend.EFFICIENT_ATTENTION",
+    "cudnn": "SDPBackend.CUDNN_ATTENTION",
+    "math": "SDPBackend.MATH",
+}
+_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "sdpa_backends.json")
+
+
+@dataclass
+class Inputs:
+    """What SDPA's dispatcher looks at. ``mask``: "none", "causal" (is_causal=True), "bool" or
+    "float" (an attn_mask tensor); ``mask_dtype`` for a float one."""
+
+    dtype: Optional[str]
+    b: int
+    h: int
+    hk: int
+    sq: int
+    sk: int
+    d: int
+    dv: int
+    mask: str = "none"
+    mask_dtype: Optional[str] = None
+    dropout_p: float = 0.0
+    enable_gqa: Optional[bool] = None
+    backward: bool = False
+
+    @property
+    def causal(self) -> bool:
+        return self.mask == "causal"
+
+    def fwd_flops(self) -> float:
+        """The forward's FLOPs as the measured table counts them (validation/backend_table.py uses
+        this): every pair at the ledger's FLOPs per pair, half of them when causal and square (not
+        the exact kept pairs: the rates were measured with this count)."""
+        f = L.pair_flops(self.d, self.dv) * self.b * self.h * self.sq * self.sk
+        return f * (0.5 if self.causal and self.sq == self.sk else 1.0)
+
+    def io_bytes(self, itemsize: int = 2) -> float:
+        return itemsize * (
+            self.b * self.h * self.sq * (self.d + self.dv) + self.b * self.hk * self.sk * (self.d + self.dv)
+        )
+
+
+def arch_of(run: Run) -> Optional[str]:
+    lim = sm_limits({}, run.device_key)
+    return lim.arch if lim is not None else None
+
+
+def priority(arch: Optional[str]) -> tuple[str, ...]:
+    if arch in ("sm_90", "sm_100"):
+        return ("cudnn", "flash", "efficient", "math")
+    return ("flash", "efficient", "math")
+
+
+def why_not(backend: str, x: Inputs, arch: Optional[str]) -> Optional[str]:
+    """Why ``backend`` would not run these inputs, or None when it would."""
+    half = x.dtype in ("fp16", "bf16")
+    gqa_ok = x.h == x.hk or x.enable_gqa is True
+    if backend == "math":
+        return None
+    if x.mask == "float" and x.mask_dtype and x.dtype and x.mask_dtype != x.dtype:
+        return f"a {x.mask_dtype} attn_mask for {x.dtype} inputs: only the math backend mixes them"
+    if backend == "flash":
+        if not half:
+            return f"{x.dtype} inputs (flash needs fp16/bf16)"
+        if x.mask in ("bool", "float"):
+            return "an attn_mask tensor (flash takes none; is_causal=True for a causal mask)"
+        if not (x.d == x.dv and x.d <= 256):
+            return f"head dims {x.d}/{x.dv} (flash needs them equal and ≤ 256)"
+        if x.causal and x.sq != x.sk:
+            return "is_causal with Sq ≠ Sk"
+        if not gqa_ok:
+            return f"{x.h} query / {x.hk} KV heads without enable_gqa=True"
+        return None
+    if backend == "efficient":
+        if x.dtype not in ("fp16", "bf16", "fp32"):
+            return f"{x.dtype} inputs"
+        align = 8 if half else 4
+        if x.d % align or x.dv % align:
+            return f"head dims {x.d}/{x.dv} not a multiple of {align}"
+        if not gqa_ok:
+            return f"{x.h} query / {x.hk} KV heads without enable_gqa=True"
+        return None
+    if backend == "cudnn":
+        if not half:
+            return f"{x.dtype} inputs (cuDNN needs fp16/bf16)"
+        if x.d % 8 or x.dv % 8:
+            return f"head dims {x.d}/{x.dv} not a multiple of 8"
+        limit = 256 if arch in ("sm_90", "sm_100") else 128
+        if x.d > limit or x.dv > limit:
+            return f"head dim above {limit}"
+        if x.backward and not (max(x.d, x.dv) <= 128 or (x.d, x.dv) in ((192, 128), (256, 256))):
+            return f"a backward with head dims {x.d}/{x.dv}"
+        if x.dropout_p and (x.dropout_p * 16) != int(x.dropout_p * 16):
+            return f"dropout_p={x.dropout_p:g} (cuDNN needs a multiple of 1/16)"
+        if x.sk == 1:
+            return "key length 1"
+        return None
+    return "unknown backend"
+
+
+def choose(x: Inputs, arch: Optional[str]) -> tuple[str, dict[str, str]]:
+    """The backend the dispatcher picks, and why each backend before it was passed over."""
+    passed: dict[str, str] = {}
+    for be in priority(arch):
+        w = why_not(be, x, arch)
+        if w is None:
+            return be, passed
+        passed[be] = w
+    return "math", passed
+
+
+@functools.lru_cache(maxsize=1)
+def table() -> dict[str, Any]:
+    with open(_DATA) as f:
+        data: dict[str, Any] = json.load(f)
+    return data
+
+
+def _rows(arch: Optional[str]) -> list[dict[str, Any]]:
+    for fam in table().get("families") or []:
+        if fam.get("arch") == arch:
+            rows: list[dict[str, Any]] = fam.get("rows") or []
+            return rows
+    return []
+
+
+@dataclass
+class Prediction:
+    time_us: float
+    source: str  # "table" | "peak fraction"
+    note: str  # how it was predicted, in words
+    bound: str  # "compute" | "bandwidth"
+
+
+def rate(backend: str, pas: str, x: Inputs, arch: Optional[str]) -> Optional[tuple[float, dict[str, Any]]]:
+    """The measured FLOP rate (FLOP/s) of ``backend`` in pass ``pas`` nearest these inputs, and the
+    rows it comes from (mean of the rows at the nearest head dim and the same mask kind)."""
+    dt = "bf16" if x.dtype in ("bf16", "fp16") else x.dtype
+    rows = [r for r in _rows(arch) if r["backend"] == backend and r["pass"] == pas and r["dtype"] == dt]
+    if not rows:
+        return None
+    kind = "causal" if x.causal else "none"
+    same = [r for r in rows if r["mask"] == kind] or rows
+    best = min(abs(r["d"] - x.d) for r in same)
+    near = [r for r in same if abs(r["d"] - x.d) == best]
+    rt = sum(r["flops"] / (r["time_us"] * 1e-6) for r in near) / len(near)
+    r0 = near[0]
+    return rt, {
+        "d": r0["d"],
+        "mask": r0["mask"],
+        "workloads": sorted({r["workload"] for r in near}),
+        "tflops": round(rt / 1e12, 1),
+    }
+
+
+def predict(backend: str, pas: str, x: Inputs, run: Run, arch: Optional[str]) -> Optional[Prediction]:
+    """The predicted GPU time of one call's pass on ``backend``."""
+    fl = x.fwd_flops() * (BACKWARD_FLOP_RATIO if pas == "backward" else 1.0)
+    it = 4 if x.dtype == "fp32" else 2
+    io = x.io_bytes(it) * (2.0 if pas == "backward" else 1.0)
+    got = rate(backend, pas, x, arch)
+    if got is not None:
+        rt, src = got
+        t = fl / rt
+        note = (
+            f"{LABELS.get(backend, backend)} {pas} at {src['tflops']:g} TFLOP/s (measured at D={src['d']}, "
+            f"{'causal' if src['mask'] == 'causal' else 'no mask'}: {', '.join(src['workloads'])})"
+        )
+        source = "table"
+    else:
+        peak_name, peak, frac = run.fused_peak(x.dtype)
+        if not peak or backend == "math":
+            return None
+        t = fl / (frac * peak)
+        note = f"{LABELS.get(backend, backend)} {pas} at {frac:.0%} of the {peak_name} peak (no measured table row)"
+        source = "peak fraction"
+    bound = "compute"
+    if run.bw:
+        tb = io / (FUSED_BANDWIDTH_FRACTION * run.bw)
+        if tb > t:
+            t, bound = tb, "bandwidth"
+            note = (
+                f"{LABELS.get(backend, backend)} {pas}: q, k, v and the output moved at "
+                f"{FUSED_BANDWIDTH_FRACTION:.0%} of the memory bandwidth (bandwidth-bound)"
+            )
+    return Prediction(t * 1e6, source, note, bound)
+
+
+def inputs_of_call(c: dict[str, Any], backward: bool) -> Optional[Inputs]:
+    """The dispatcher's inputs of a recorded SDPA call (run.sdpa_calls)."""
+    s = c.get("shapes")
+    if not s:
+        return None
+    mask = "none"
+    if s.get("mask_bytes"):
+        md = c.get("mask_dtype")
+        mask = "bool" if md == "bool" else "float"
+    elif s.get("causal"):
+        mask = "causal"
+    return Inputs(
+        dtype=s.get("dtype"),
+        b=int(s["b"]),
+        h=int(s["h"]),
+        hk=int(s["hk"]),
+        sq=int(s["sq"]),
+        sk=int(s["sk"]),
+        d=int(s["d"]),
+        dv=int(s["dv"]),
+        mask=mask,
+        mask_dtype=c.get("mask_dtype") if mask == "float" else None,
+        dropout_p=float(s.get("dropout_p") or 0.0),
+        enable_gqa=c.get("enable_gqa"),
+        backward=backward,
+    )

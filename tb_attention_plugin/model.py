@@ -1,0 +1,728 @@
+"""Attention in its model: the report's ``sites`` and ``flops_ledger`` blocks (and the
+``boundary`` block from memory/boundary.py), assembled from the kernel table and the trace.
+
+* ``sites`` — the attention calls grouped by where the model makes them (attention/sites.py
+  names them), with each site's calls, time, shapes, backends, bounds, FLOPs and top finding.
+  Every attention kernel row gets the ``site`` it belongs to, so the dashboard can filter by it.
+* ``flops_ledger`` — per call, site and step: useful, executed and dense attention FLOPs
+  (roofline/ledger.py), attention MFU on each basis and the step's hardware FLOPs utilisation.
+
+Numbers come from the report's own kernel rows (times, FLOPs, roofs, bounds); the geometry of
+each call from its attention op's recorded inputs. Schema: docs/report-schema.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+
+from .attention import patterns as P
+from .attention.backends import BACKEND_LABELS, fused_backend
+from .attention.sites import CallPlace, name_sites
+from .memory.boundary import boundary_block
+from .roofline import ledger as L
+from .roofline.classify import BOUNDS, decide
+from .table import Coded
+from .trace.shapes import parse_args
+
+MAX_LISTED_CALLS = 512  # per-call lists (ledger, boundary) beyond this are summarised, not listed
+TOP_SHAPES = 3
+_BASES = ("useful", "executed", "dense")
+_UPPER = ("dense (block counts not recorded)", "upper bound")
+_SEVERITY = {"high": 0, "medium": 1, "low": 2}
+_CORE = frozenset(P.CORE_PHASES)
+_SDPA_OUTER = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product_attention_math")
+_MATH_PHASES = frozenset({"fused_attention", "qk_matmul", "pv_matmul"})  # the kernels doing attention's matmuls
+MFU_FORMULA = (
+    "attention MFU = FLOPs / Σ(core attention kernel time × the roof of the call's attention kernel); "
+    "HFU = Σ over costed kernels of FLOPs / roof (attention kernels: executed FLOPs) ÷ the step's GPU span"
+)
+
+
+def _r(x: Optional[float], nd: int = 3) -> Optional[float]:
+    if x is None or x != x:
+        return None
+    return round(float(x), nd)
+
+
+def _sig(x: Optional[float]) -> Optional[float]:
+    if x is None or x != x:
+        return None
+    return float(f"{float(x):.4g}") if x else 0.0
+
+
+class _Cols:
+    """Typed access to the report's kernel table columns (engine table)."""
+
+    def __init__(self, kt: Any):
+        self.kt = kt
+        self.c = kt.columns
+
+    def codes(self, name: str) -> tuple[np.ndarray, list]:
+        col = self.c.get(name)
+        if isinstance(col, Coded):
+            return np.asarray(col.codes), list(col.vocab)
+        n = len(self.kt)
+        return np.zeros(n, dtype=np.int32), [None]
+
+    def among(self, name: str, values: Any) -> np.ndarray:
+        """Per row: whether its ``name`` label is one of ``values`` (a collection, not a string)."""
+        codes, vocab = self.codes(name)
+        return np.asarray([v in values for v in vocab], dtype=bool)[codes]
+
+    def text(self, name: str, rows: np.ndarray) -> list:
+        codes, vocab = self.codes(name)
+        return [vocab[i] for i in codes[rows].tolist()]
+
+    def num(self, name: str) -> np.ndarray:
+        col = self.c.get(name)
+        if isinstance(col, np.ndarray):
+            return col.astype(np.float64)
+        return np.full(len(self.kt), np.nan)
+
+
+@dataclass
+class Call:
+    """One attention call: its kernel rows (indices into the kernel table) and how to name it."""
+
+    call: int
+    rows: np.ndarray
+    place: CallPlace = field(default_factory=CallPlace)
+    site: int = -1
+    step: Optional[str] = None
+
+
+def calls_of(kt: Any) -> list[Call]:
+    """The attention calls of a kernel table, in call order."""
+    cols = _Cols(kt)
+    inst = cols.num("instance")
+    rows = np.flatnonzero(~np.isnan(inst))
+    if not len(rows):
+        return []
+    order = np.argsort(inst[rows], kind="stable")
+    rows = rows[order]
+    vals = inst[rows].astype(np.int64)
+    cut = np.flatnonzero(np.diff(vals)) + 1
+    return [Call(int(vals[g[0]]), rows[g]) for g in np.split(np.arange(len(rows)), cut)]
+
+
+def _common_prefix(paths: list[tuple[str, ...]]) -> tuple[str, ...]:
+    if not paths:
+        return ()
+    first = paths[0]
+    n = len(first)
+    for p in paths[1:]:
+        n = min(n, len(p))
+        for i in range(n):
+            if p[i] != first[i]:
+                n = i
+                break
+    return first[:n]
+
+
+def _places(kt: Any, calls: list[Call]) -> None:
+    """Fill each call's CallPlace: module path (the common prefix of its forward kernels'
+    modules, cut at its scope module), scope annotation, source line and op signature."""
+    cols = _Cols(kt)
+    is_core, backward = cols.among("phase", _CORE), cols.among("direction", ("backward",))
+    mp_codes, mp_vocab = cols.codes("module_path")
+    sc_codes, sc_vocab = cols.codes("scope")
+    ts_codes, ts_vocab = cols.codes("tag_source")
+    op_codes, op_vocab = cols.codes("cost_op")
+    st_codes, st_vocab = cols.codes("step")
+    dur = np.nan_to_num(cols.num("dur_us"))
+    split_memo: dict[int, tuple[str, ...]] = {}
+    extras = getattr(kt, "extras", {}) or {}
+    for c in calls:
+        r = c.rows
+        fwd = r[~backward[r]]
+        use = fwd if len(fwd) else r
+        paths = []
+        for code in sorted(set(mp_codes[use].tolist())):
+            if mp_vocab[code] is None:
+                continue
+            p = split_memo.get(code)
+            if p is None:
+                p = split_memo[code] = tuple(x for x in str(mp_vocab[code]).split("/") if x)
+            paths.append(p)
+        mods = _common_prefix(paths)
+        scope = sc_vocab[sc_codes[r[0]]]
+        source = ts_vocab[ts_codes[r[0]]]
+        if scope and str(scope).startswith("nn.Module:"):
+            own = str(scope).split(":", 1)[1].strip()
+            if own in mods:
+                mods = mods[: mods.index(own) + 1]
+        annotation = str(scope) if source == "annotation" and scope else None
+        core = use[is_core[use]].tolist()
+        main = max(core, key=lambda x: dur[x]) if core else int(use[np.argmax(dur[use])])
+        e = extras.get(main) or {}
+        shapes = e.get("shapes") or []
+        tensors = [s for s in shapes if isinstance(s, list) and len(s) >= 3][:2]
+        sig = " ".join([str(op_vocab[op_codes[main]] or "")] + ["[" + ",".join(map(str, s)) + "]" for s in tensors])
+        src = None
+        best = -1.0
+        for x in core or use.tolist():
+            s = (extras.get(x) or {}).get("source")
+            if s and dur[x] > best:
+                best, src = dur[x], f"{s.get('file')}:{s.get('line')}"
+        c.place = CallPlace(modules=mods, annotation=annotation, source=src, signature=sig.strip())
+        c.step = st_vocab[st_codes[r[0]]]
+
+
+# -- the FLOPs ledger of each call ---------------------------------------------------------------
+@dataclass
+class LedgerEntry:
+    call: int
+    site: int
+    direction: str
+    backend: Optional[str]
+    op: Optional[str]
+    geometry: Optional[L.Geometry]
+    counts: Optional[L.Counts]
+    tile: Optional[tuple[int, int]]
+    time_us: float
+    peak_time: float  # Σ time × roof (FLOP the roofs allow in that time), 0 when unknown
+    rows: np.ndarray
+    step: Optional[str]
+    peak_row: Optional[int] = None  # the kernel row whose roof the call's MFU is measured on
+
+
+class _Ops:
+    """Per cost-owner range: op name and parsed inputs, memoised."""
+
+    def __init__(self, trace: Any, links: Any):
+        self.t, self.L = trace, links
+        self.R = trace.ranges
+        self.memo: dict[int, tuple[str, Optional[list]]] = {}
+        self.args: dict[int, list] = {}  # per signature: one parse for every op with those inputs
+        self._lists: Optional[dict[tuple[int, int], set]] = None
+
+    def sequence_lengths(self, n: int, total: int, longest: int) -> Optional[tuple[int, ...]]:
+        """Per-sequence lengths of a jagged call whose packed tensors hold ``total`` tokens in ``n``
+        sequences, the longest ``longest``: a tensor list of ``n`` pieces whose first dims sum to
+        ``total`` with that maximum, recorded by an op of the trace (the nested tensor built from its
+        pieces: ``torch.nested.nested_tensor([...])`` cats them), when exactly one such list exists."""
+        if self._lists is None:
+            self._lists = {}
+            for sig_id in sorted(set(int(x) for x in self.R["sig"].tolist() if x >= 0)):
+                for a in parse_args(self.t.signatures[sig_id]):
+                    if a.shapes and len(a.shapes) > 1 and all(len(sh) >= 1 for sh in a.shapes):
+                        lens = tuple(int(sh[0]) for sh in a.shapes)
+                        self._lists.setdefault((len(lens), sum(lens)), set()).add(lens)
+        found = {x for x in self._lists.get((n, total), set()) if max(x) == longest}
+        return next(iter(found)) if len(found) == 1 else None
+
+    def get(self, r: int) -> tuple[str, Optional[list]]:
+        hit = self.memo.get(r)
+        if hit is None:
+            name = str(self.t.strings[self.R["name"][r]])
+            sig = int(self.R["sig"][r])
+            args = self.args.get(sig) if sig >= 0 else None
+            if args is None and sig >= 0:
+                args = self.args[sig] = parse_args(self.t.signatures[sig])
+            hit = self.memo[r] = (name, args)
+        return hit
+
+    def ancestors(self, r: int, hops: int = 12) -> list[int]:
+        """``r`` and the ops around it, innermost first: the attention op whose inputs give the
+        geometry may be the kernel's own op (fused), or the SDPA op around a math-backend matmul."""
+        parent = self.L.parent
+        out: list[int] = []
+        while r >= 0 and len(out) < hops:
+            out.append(r)
+            r = int(parent[r])
+        return out
+
+
+def _backend(op: Optional[str], name: str, phase: str, scope: Optional[str], names: list) -> str:
+    """The backend of one call's core attention (attention/backends.py's rules, per call)."""
+    if phase == "fused_attention":
+        return fused_backend(op, name) or "fused_other"
+    if "scaled_dot_product_attention" in (scope or "") or "_scaled_dot_product_attention_math" in (op or ""):
+        return "math"
+    return "compiled" if any(str(n or "").startswith("triton_") for n in names) else "eager"
+
+
+def ledger_entries(kt: Any, calls: list[Call], trace: Any, links: Any, attr: Any) -> list[LedgerEntry]:
+    """One entry per call and direction that has core attention kernels."""
+    cols = _Cols(kt)
+    ph_codes, ph_vocab = cols.codes("phase")
+    dir_codes, dir_vocab = cols.codes("direction")
+    nm_codes, nm_vocab = cols.codes("name")
+    op_codes, op_vocab = cols.codes("cost_op")
+    sc_codes, sc_vocab = cols.codes("scope")
+    is_core, is_math = cols.among("phase", _CORE), cols.among("phase", _MATH_PHASES)
+    is_qk_pv = cols.among("phase", ("qk_matmul", "pv_matmul"))
+    dur = np.nan_to_num(cols.num("dur_us"))
+    flops = cols.num("flops")
+    flops0 = np.nan_to_num(flops)
+    peak = cols.num("peak_flops_per_s")
+    ids = np.asarray(kt.columns["id"], dtype=np.int64)
+    ops = _Ops(trace, links) if trace is not None else None
+    owner = attr.owner if attr is not None else None
+    out: list[LedgerEntry] = []
+    for c in calls:
+        fwd_geom: Optional[L.Geometry] = None
+        fwd_backend: Optional[str] = None
+        by_dir: dict[str, list[int]] = {}
+        for x in c.rows.tolist():
+            if is_core[x]:
+                by_dir.setdefault(str(dir_vocab[dir_codes[x]]), []).append(x)
+        for direction in ("forward", "backward"):
+            rows = by_dir.get(direction)
+            if not rows:
+                continue
+            arr = np.asarray(rows, dtype=np.int64)
+            math_rows = [x for x in rows if is_math[x]] or rows
+            main = max(math_rows, key=lambda x: (dur[x], flops0[x]))
+            name = str(nm_vocab[nm_codes[main]] or "")
+            op = op_vocab[op_codes[main]]
+            backend = _backend(
+                op, name, str(ph_vocab[ph_codes[main]]), sc_vocab[sc_codes[main]], [nm_vocab[nm_codes[x]] for x in rows]
+            )
+            geom: Optional[L.Geometry] = None
+            source_op: Optional[str] = None
+            if ops is not None and owner is not None:
+                # a backward's matmuls are not the forward's QK^T and PV: its geometry comes from
+                # its own attention op, else from the forward's
+                geom, source_op = _geometry(ops, owner, attr, ids, arr, ph_codes, ph_vocab, direction == "forward")
+            if source_op in _SDPA_OUTER and backend in ("eager", "compiled"):
+                backend = "math"  # decomposed kernels under scaled_dot_product_attention
+            if direction == "forward":
+                fwd_backend = backend
+            elif backend in ("eager", "compiled") and fwd_backend == "math":
+                backend = "math"  # its backward runs outside the op; the forward says which it was
+            if geom is None and direction == "backward":
+                geom = fwd_geom
+            if geom is not None and geom.lengths == "total_max" and ops is not None and geom.total_q == geom.total_k:
+                lens = ops.sequence_lengths(geom.b, int(geom.total_q or 0), geom.sq)
+                if lens is not None:
+                    geom = dataclasses.replace(geom, lengths_q=lens, lengths_k=lens, lengths="per_sequence")
+            if direction == "forward":
+                fwd_geom = geom
+            tile = L.tile_from_name(name) if backend in L.FUSED_TILED else None
+            decomposed = None
+            if backend not in L.FUSED_TILED:
+                mm = [x for x in rows if is_qk_pv[x]]
+                f = flops[mm] if mm else np.zeros(0)
+                decomposed = float(np.nansum(f)) if len(f) and not np.isnan(f).all() else None
+            counts = L.counts(geom, direction, backend, tile, decomposed_flops=decomposed) if geom else None
+            t = float(dur[arr].sum())
+            pr = _call_peak(arr, dur, flops, peak, is_math[arr])
+            pk = float(peak[pr]) if pr is not None else 0.0
+            out.append(
+                LedgerEntry(c.call, c.site, direction, backend, op, geom, counts, tile, t, t * pk, arr, c.step, pr)
+            )
+    return out
+
+
+def _call_peak(
+    rows: np.ndarray, dur: np.ndarray, flops: np.ndarray, peak: np.ndarray, math: np.ndarray
+) -> Optional[int]:
+    """The roof of a call's attention math: that of its longest fused / QKᵀ / PV kernel with FLOPs."""
+    cand = [x for x in rows[math].tolist() if not np.isnan(peak[x]) and not np.isnan(flops[x]) and flops[x] > 0]
+    return max(cand, key=lambda x: dur[x]) if cand else None
+
+
+def _geometry(
+    ops: _Ops,
+    owner: np.ndarray,
+    attr: Any,
+    ids: np.ndarray,
+    rows: np.ndarray,
+    ph_codes: np.ndarray,
+    ph_vocab: list,
+    decomposed: bool,
+) -> tuple[Optional[L.Geometry], Optional[str]]:
+    """The call's geometry in one direction and the op it came from: its fused op's recorded
+    inputs, the SDPA op around a math-backend call, or the QKᵀ and PV matmuls of decomposed
+    attention (no op)."""
+    gids = ids[rows]
+    ok = (gids >= 0) & (gids < len(owner))
+    owners = [int(o) for o in owner[gids[ok]].tolist() if o >= 0]
+    launch = getattr(ops.L, "gpu_op", None)
+    if launch is not None:  # ops without a cost formula (varlen FlashAttention) own no kernel
+        owners += [int(o) for o in np.asarray(launch)[gids[ok]].tolist() if o >= 0]
+    for o in dict.fromkeys(owners):
+        for r in ops.ancestors(o):
+            name, args = ops.get(r)
+            g = L.geometry(name, args) if args else None
+            if g is not None:
+                return g, name
+    if not decomposed:
+        return None, None
+    qk = pv = None
+    qk_owner = -1
+    has_mask = False
+    for x, o in zip(rows.tolist(), owner[np.clip(gids, 0, max(len(owner) - 1, 0))].tolist()):
+        ph = ph_vocab[ph_codes[x]]
+        has_mask = has_mask or ph == "mask"
+        c = attr.costs.get(int(o)) if o >= 0 else None
+        d = c.detail if c is not None else None
+        if not d or "m" not in d:
+            continue
+        if ph == "qk_matmul" and qk is None:
+            qk, qk_owner = d, int(o)
+        elif ph == "pv_matmul" and pv is None:
+            pv = d
+    if qk is None:
+        return None, None
+    heads = int(qk.get("batch", 1))
+    b = _batch_of(ops, qk_owner, heads)
+    dv = int(pv["n"]) if pv is not None else int(qk["k"])
+    mask = L.Mask("tensor") if has_mask else L.NO_MASK
+    return L.Geometry(b, heads // b, heads // b, int(qk["m"]), int(qk["n"]), int(qk["k"]), dv, mask), None
+
+
+def _batch_of(ops: _Ops, owner: int, bh: int) -> int:
+    """B of decomposed attention whose QKᵀ matmul batches ``bh`` = B × H matrices: the leading dim
+    of the 4-D [B, H, S, D] input of the matmul op around its kernel (torch.matmul records it before
+    folding B and H into the bmm's one batch dim), else 1 (the bmm alone does not say; the FLOPs do
+    not depend on the split)."""
+    for r in ops.ancestors(owner, 4) if owner >= 0 else []:
+        _, args = ops.get(r)
+        for a in args or []:
+            sh = a.shape
+            if sh is not None and len(sh) == 4 and sh[0] * sh[1] == bh and sh[0] > 0:
+                return int(sh[0])
+    return 1
+
+
+# -- JSON ---------------------------------------------------------------------------------------------
+def _mfu(useful: float, executed: float, dense: float, peak_time: float) -> tuple[dict, list]:
+    """MFU on each basis (null when unknown or above 1) and the bases above the roof."""
+    out, over = {}, []
+    for k, v in (("useful", useful), ("executed", executed), ("dense", dense)):
+        u = L.utilization(v, peak_time * 1e-6) if peak_time else None
+        out[k] = _r(u, 4)
+        if u is None and peak_time and v > peak_time * 1e-6:
+            over.append(k)
+    return out, over
+
+
+def _geom_json(g: Optional[L.Geometry]) -> Optional[dict]:
+    if g is None:
+        return None
+    out: dict[str, Any] = {"b": g.b, "h": g.h, "hk": g.hk, "sq": g.sq, "sk": g.sk, "d": g.d, "dv": g.dv}
+    if g.lengths != "uniform":
+        out["lengths"] = g.lengths
+        out["total_q"], out["total_k"] = g.total_q, g.total_k
+    if g.block is not None:
+        out["block"] = {"q_block": g.block.q_block, "kv_block": g.block.kv_block, "blocks": g.block.total}
+    return out
+
+
+def _entry_json(e: LedgerEntry) -> dict:
+    c = e.counts
+    mfu, over = _mfu(c.useful, c.executed, c.dense, e.peak_time) if c else (dict.fromkeys(_BASES), [])
+    out: dict[str, Any] = {
+        "call": e.call,
+        "site": e.site,
+        "direction": e.direction,
+        "step": e.step,
+        "backend": e.backend,
+        "op": e.op,
+        "shapes": _geom_json(e.geometry),
+        "mask": e.geometry.mask.label() if e.geometry else None,
+        "useful": _sig(c.useful) if c else None,
+        "executed": _sig(c.executed) if c else None,
+        "dense": _sig(c.dense) if c else None,
+        "useful_exact": c.useful_exact if c else False,
+        "executed_basis": c.executed_basis if c else None,
+        "tile": list(e.tile) if e.tile else None,
+        "time_us": _r(e.time_us),
+        "peak_flops_per_s": _sig(e.peak_time / e.time_us) if e.time_us and e.peak_time else None,
+        "mfu": mfu,
+    }
+    if c is not None and c.useful_low is not None:
+        out["useful_low"] = _sig(c.useful_low)
+    if over:
+        out["exceeds_peak"] = over
+    return out
+
+
+def _totals(entries: list[LedgerEntry]) -> dict:
+    """useful / executed / dense over entries, their MFU and coverage."""
+    have = [e for e in entries if e.counts is not None]
+    u = sum(e.counts.useful for e in have if e.counts)
+    x = sum(e.counts.executed for e in have if e.counts)
+    d = sum(e.counts.dense for e in have if e.counts)
+    pt = sum(e.peak_time for e in have)
+    all_peak = all(e.peak_time > 0 for e in have)
+    mfu, over = _mfu(u, x, d, pt if all_peak else 0.0)
+    low = [e.counts.useful_low if e.counts.useful_low is not None else e.counts.useful for e in have if e.counts]
+    out: dict[str, Any] = {
+        "useful": _sig(u) if have else None,
+        "executed": _sig(x) if have else None,
+        "dense": _sig(d) if have else None,
+        "useful_exact": all(e.counts.useful_exact for e in have if e.counts) if have else False,
+        # executed is an upper bound where a block mask's counts or varlen lengths are missing
+        "executed_upper_bound": any(e.counts.executed_basis.startswith(_UPPER) for e in have if e.counts),
+        "time_us": _r(sum(e.time_us for e in entries)),
+        "costed_time_us": _r(sum(e.time_us for e in have)),
+        "mfu": mfu,
+    }
+    if any(e.counts.useful_low is not None for e in have if e.counts):
+        out["useful_low"] = _sig(sum(low))
+    if over:
+        out["exceeds_peak"] = over
+    return out
+
+
+def _hfu(kt: Any, entries: list[LedgerEntry], mask: np.ndarray) -> dict:
+    """Hardware FLOPs utilisation of the kernels in ``mask``: Σ FLOPs/roof over costed kernels
+    (attention core kernels with their call's executed FLOPs, shared by their own FLOPs or
+    time) over the GPU span (per device, summed)."""
+    cols = _Cols(kt)
+    dur = np.nan_to_num(cols.num("dur_us"))
+    flops = cols.num("flops").copy()
+    peak = cols.num("peak_flops_per_s")
+    for e in entries:
+        if e.counts is None:
+            continue
+        r = e.rows[mask[e.rows]]
+        if not len(r):
+            continue
+        f = np.nan_to_num(flops[r])
+        w = f / f.sum() if f.sum() > 0 else dur[r] / max(dur[r].sum(), 1e-12)
+        flops[r] = e.counts.executed * w
+    ok = mask & ~np.isnan(flops) & (flops > 0)
+    unknown_peak = bool((ok & np.isnan(peak)).any())
+    work = float((flops[ok & ~np.isnan(peak)] / peak[ok & ~np.isnan(peak)]).sum()) * 1e6  # µs at the roof
+    ts = cols.num("ts")
+    dev = np.asarray(kt.columns["device"]) if "device" in kt.columns else np.zeros(len(kt), dtype=np.int64)
+    span = 0.0
+    for d in np.unique(dev[mask]).tolist():
+        m = mask & (dev == d)
+        span += float(np.max(ts[m] + dur[m]) - np.min(ts[m]))
+    u = work / span if span > 0 and not unknown_peak else None
+    out: dict[str, Any] = {
+        "value": _r(u, 4) if u is not None and u <= 1 else None,
+        "flops": _sig(float(np.nansum(flops[ok]))),
+        "roof_time_us": _r(work),
+        "span_us": _r(span),
+    }
+    if u is not None and u > 1:
+        out["exceeds_peak"] = True
+    if unknown_peak:
+        out["note"] = "some costed kernels ran on a GPU of unknown peaks"
+    return out
+
+
+def flops_ledger(kt: Any, entries: list[LedgerEntry], steps: list[dict], n_sites: int) -> dict:
+    cols = _Cols(kt)
+    st_codes, st_vocab = cols.codes("step")
+    everything = np.ones(len(kt), dtype=bool)
+    out: dict[str, Any] = _totals(entries)
+    out["hfu"] = _hfu(kt, entries, everything)
+    peaks: dict[str, float] = {}
+    pk_codes, pk_vocab = cols.codes("peak")
+    peak = cols.num("peak_flops_per_s")
+    for e in entries:
+        x = e.peak_row
+        if x is not None and pk_vocab[pk_codes[x]]:
+            name = str(pk_vocab[pk_codes[x]])
+            peaks[name] = max(peaks.get(name, 0.0), float(peak[x]))
+    out["peaks"] = {k: _sig(v) for k, v in sorted(peaks.items())}
+    out["formula"] = MFU_FORMULA
+    out["estimated"] = any(
+        e.counts is not None and ("estimate" in e.counts.executed_basis or not e.counts.useful_exact) for e in entries
+    )
+    out["sites"] = [dict(site=s, **_totals([e for e in entries if e.site == s])) for s in range(n_sites)]
+    step_rows = []
+    for name in [str(s.get("name")) for s in steps]:
+        es = [e for e in entries if e.step == name]
+        code = st_vocab.index(name) if name in st_vocab else -1
+        m = st_codes == code
+        if not m.any():
+            continue
+        row = dict(name=name, **_totals(es))
+        row["hfu"] = _hfu(kt, es, m)
+        step_rows.append(row)
+    out["steps"] = step_rows
+    out["calls_total"] = len(entries)
+    out["calls"] = [_entry_json(e) for e in entries[:MAX_LISTED_CALLS]]
+    return out
+
+
+# -- sites ----------------------------------------------------------------------------------------
+def _bound_of(rows: np.ndarray, cols: _Cols) -> str:
+    """The phase rows' rule over time-weighted means of the costed rows."""
+    dur = np.nan_to_num(cols.num("dur_us"))[rows]
+    cu, mu = cols.num("compute_util")[rows], cols.num("memory_util")[rows]
+    fl, by = cols.num("flops")[rows], cols.num("bytes")[rows]
+    known = ~np.isnan(fl) & ~np.isnan(by) & ~np.isnan(mu) & (dur > 0)
+    kt = float(dur[known].sum())
+    if kt <= 0:
+        return "unknown"
+    c = float((np.nan_to_num(cu[known]) * dur[known]).sum() / kt)
+    m = float((mu[known] * dur[known]).sum() / kt)
+    b = BOUNDS[int(decide(np.array([c]), np.array([m]), np.zeros(1, bool))[0])]
+    ub = cols.c.get("upper_bound")
+    if isinstance(ub, np.ndarray) and ub[rows][known].any() and b in ("compute", "memory"):
+        return "unknown"
+    return b
+
+
+def _rank(f: dict) -> tuple:
+    return (_SEVERITY.get(f.get("severity") or "", 3), -(f.get("estimated_gain_us") or 0.0))
+
+
+def _cited(advice: list) -> dict[int, set]:
+    """(name, phase, direction) of the kernels each finding cites."""
+    out: dict[int, set] = {}
+    for i, f in enumerate(advice or []):
+        ks = (f.get("evidence") or {}).get("kernels") or []
+        out[i] = {(k.get("name"), k.get("phase"), k.get("direction")) for k in ks}
+    return out
+
+
+def sites_block(kt: Any, calls: list[Call], names: list, entries: list[LedgerEntry], rep: dict) -> list[dict]:
+    cols = _Cols(kt)
+    is_core, backward = cols.among("phase", _CORE), cols.among("direction", ("backward",))
+    nm_codes, nm_vocab = cols.codes("name")
+    dt_codes, dt_vocab = cols.codes("dtype")
+    dur = np.nan_to_num(cols.num("dur_us"))
+    flops, nbytes = cols.num("flops"), cols.num("bytes")
+    extras = getattr(kt, "extras", {}) or {}
+    att_time = float(rep.get("attention_time_us") or 0.0)
+    out = []
+    for s, sn in enumerate(names):
+        mine = [c for c in calls if c.site == s]
+        rows = np.concatenate([c.rows for c in mine]) if mine else np.zeros(0, dtype=np.int64)
+        bwd, core = backward[rows], is_core[rows]
+        t = float(dur[rows].sum())
+        btime = {}
+        for b in BOUNDS:
+            v = float(dur[rows][cols.among("bound", (b,))[rows]].sum())
+            if v > 0:
+                btime[b] = _r(v)
+        known = ~np.isnan(flops[rows]) & ~np.isnan(nbytes[rows])
+        es = [e for e in entries if e.site == s]
+        backends: dict[str, float] = {}
+        for e in es:
+            if e.backend:
+                backends[e.backend] = backends.get(e.backend, 0.0) + e.time_us
+        shapes: dict[tuple[Any, ...], int] = {}
+        for e in es:
+            if e.direction == "forward" and e.geometry is not None:
+                g = e.geometry
+                gk: tuple[Any, ...] = (g.b, g.h, g.hk, g.sq, g.sk, g.d, g.dv, g.mask.label())
+                shapes[gk] = shapes.get(gk, 0) + 1
+        if not shapes:  # no geometry: the recorded inputs of its longest core kernel
+            for c in mine:
+                core_rows = c.rows[is_core[c.rows]].tolist()
+                if core_rows:
+                    x = max(core_rows, key=lambda r: dur[r])
+                    sh = (extras.get(x) or {}).get("shapes")
+                    if sh:
+                        ik: tuple[Any, ...] = ("inputs", str(sh))
+                        shapes[ik] = shapes.get(ik, 0) + 1
+        shape_rows: list[dict[str, Any]] = []
+        for key, n in sorted(shapes.items(), key=lambda kv: -kv[1])[:TOP_SHAPES]:
+            if key[0] == "inputs":
+                shape_rows.append({"inputs": key[1], "calls": n})
+            else:
+                shape_rows.append(dict(zip(("b", "h", "hk", "sq", "sk", "d", "dv", "mask"), key), calls=n))
+        srcs: dict[str, float] = {}
+        for c in mine:
+            if c.place.source:
+                srcs[c.place.source] = srcs.get(c.place.source, 0.0) + float(dur[c.rows].sum())
+        dts: dict[str, float] = {}
+        for x in rows[core].tolist():
+            v = dt_vocab[dt_codes[x]]
+            if v:
+                dts[v] = dts.get(v, 0.0) + dur[x]
+        led = _totals(es)
+        out.append(
+            {
+                "id": s,
+                "name": sn.name,
+                "kind": sn.kind,
+                "calls": len(mine),
+                "layers": len({c.place.modules for c in mine if c.place.modules}) or None,
+                "time_us": _r(t),
+                "forward_us": _r(float(dur[rows][~bwd].sum())),
+                "backward_us": _r(float(dur[rows][bwd].sum())),
+                "core_us": _r(float(dur[rows][core].sum())),
+                "share": _r(t / att_time, 4) if att_time > 0 else None,
+                "kernels": int(len(rows)),
+                "shapes": shape_rows,
+                "dtype": max(dts, key=dts.__getitem__) if dts else None,
+                "backends": [
+                    {"backend": b, "label": BACKEND_LABELS.get(b, b), "time_us": _r(v)}
+                    for b, v in sorted(backends.items(), key=lambda kv: -kv[1])
+                ],
+                "bound": _bound_of(rows[core] if core.any() else rows, cols),
+                "bound_time_us": btime,
+                "flops": _sig(float(np.nansum(flops[rows][known]))) if known.any() else None,
+                "bytes": _sig(float(np.nansum(nbytes[rows][known]))) if known.any() else None,
+                "cost_coverage": _r(float(dur[rows][known].sum()) / t, 4) if t > 0 else None,
+                "useful": led["useful"],
+                "executed": led["executed"],
+                "dense": led["dense"],
+                "mfu": led["mfu"],
+                "source": max(srcs, key=srcs.__getitem__) if srcs else None,
+                "top_finding": None,  # attach_top_findings, once advice has run
+            }
+        )
+    order = sorted(range(len(out)), key=lambda i: -(out[i]["time_us"] or 0.0))
+    return [out[i] for i in order]
+
+
+def attach_top_findings(rep: dict) -> None:
+    """Set each site's ``top_finding``: the most severe (then largest-gain) advice finding citing
+    one of the site's kernels (by name, phase and direction, as findings cite them)."""
+    kt = rep.get("kernels")
+    sites = rep.get("sites") or []
+    advice = rep.get("advice") or []
+    if kt is None or not hasattr(kt, "columns") or not sites or not advice:
+        return
+    cols = _Cols(kt)
+    site_c, site_v = cols.codes("site")
+    nm_c, nm_v = cols.codes("name")
+    ph_c, ph_v = cols.codes("phase")
+    dir_c, dir_v = cols.codes("direction")
+    keys: dict[str, set] = {}
+    for x in np.flatnonzero(np.asarray([v is not None for v in site_v])[site_c]).tolist():
+        keys.setdefault(site_v[site_c[x]], set()).add((nm_v[nm_c[x]], ph_v[ph_c[x]], dir_v[dir_c[x]]))
+    cited = _cited(advice)
+    order = sorted(cited, key=lambda i: _rank(advice[i]))
+    for s in sites:
+        kset = keys.get(s["name"], set())
+        for i in order:
+            if cited[i] & kset:
+                f = advice[i]
+                s["top_finding"] = {"id": f.get("id"), "severity": f.get("severity"), "title": f.get("title")}
+                break
+
+
+def _site_column(kt: Any, calls: list[Call], names: list) -> Coded:
+    codes = np.full(len(kt), len(names), dtype=np.int32)
+    for c in calls:
+        codes[c.rows] = c.site
+    return Coded(codes, [n.name for n in names] + [None])
+
+
+def build(rep: dict, trace: Any = None, links: Any = None, attr: Any = None) -> dict:
+    """``sites``, ``flops_ledger`` and ``boundary`` of a report (sets the kernel table's ``site``
+    column)."""
+    kt = rep.get("kernels")
+    if kt is None or not hasattr(kt, "columns"):
+        return {"sites": [], "flops_ledger": None, "boundary": None}
+    calls = calls_of(kt)
+    _places(kt, calls)
+    site_of, names = name_sites([c.place for c in calls])
+    for c, s in zip(calls, site_of):
+        c.site = s
+    kt.columns["site"] = _site_column(kt, calls, names)
+    entries = ledger_entries(kt, calls, trace, links, attr)
+    bw = ((rep.get("device") or {}).get("peaks") or {}).get("memory_bandwidth")
+    return {
+        "sites": sites_block(kt, calls, names, entries, rep),
+        "flops_ledger": flops_ledger(kt, entries, rep.get("steps") or [], len(names)),
+        "boundary": boundary_block(kt, calls, attr, bw),
+    }

@@ -1,0 +1,475 @@
+"""The FLOPs ledger of one attention call: the math its mask keeps, what its kernel computes,
+and the dense count, each as a pure function of the call's geometry.
+
+Three counts, because three conventions meet in every MFU argument (docs/cost-model.md,
+*The FLOPs ledger*):
+
+* ``useful`` — the (query, key) pairs the mask keeps: causal top-left or bottom-right (query i
+  of Sq sees keys 0..i+Sk−Sq), sliding windows, jagged/varlen sequences (Σᵢ Lqᵢ·Lkᵢ kept
+  pairs, never the padded batch), FlexAttention's block mask where its block counts are known.
+  Matmuls counted as model FLOPs: 2 in the forward (QKᵀ, PV), 4 in the backward (dV, dP, dQ,
+  dK), the recomputation of QKᵀ not included — torchtitan's and Megatron's convention.
+* ``executed`` — what the kernel computes: a fused kernel visits whole tiles (M query rows ×
+  N keys) that hold at least one kept pair, and its backward recomputes QKᵀ (5 matmuls); a
+  decomposed (math/eager/compiled) attention computes every pair of its matmuls. Tile sizes
+  come from the kernel's name where it carries them, else from the backend's defaults below
+  (estimates). Tiles are clipped at the matrix's edge: the padding rows of a partial tile
+  (decode: 1 of 64) are not counted.
+* ``dense`` — every (query, key) pair, no mask, model FLOPs (2 forward / 4 backward matmuls):
+  what ``12·l·h·q·t`` (torchtitan) counts.
+
+Everything here is arithmetic on integers from the recorded shapes; nothing reads a trace.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Callable, Optional
+
+import numpy as np
+
+from ..trace.shapes import Arg
+from .cost import flex_qkv, sdpa_shapes, sum_squares_bounds
+
+# matmuls per (query, key) pair and head, as multiples of the forward's 2·(D + Dv) FLOPs
+USEFUL_BACKWARD = 2.0  # dV = PᵀdO, dP = dO Vᵀ, dQ = dS K, dK = dSᵀ Q: 4 matmuls = 2x forward
+FUSED_BACKWARD_QK = 3  # fused backwards recompute S = Q Kᵀ: QK-sized matmuls S, dQ, dK ...
+FUSED_BACKWARD_PV = 2  # ... and PV-sized dV, dP (cost.py's SDPA backward: 2.5x forward at D = Dv)
+
+# Default tiles (query rows M x keys N) per backend and head dim when the kernel name does not
+# carry them — estimates from the kernels seen on sm80/sm90 (FlashAttention-2 in PyTorch's
+# pytorch_flash::, cuDNN's fprop/bprop names, CUTLASS mem-efficient); FlexAttention iterates over
+# its block mask's 128x128 blocks.
+DEFAULT_TILES: dict[tuple[str, str], tuple[tuple[int, tuple[int, int]], ...]] = {
+    # (backend, direction): ((max head dim, (M, N)), ...), first head-dim bound that fits wins
+    ("flash", "forward"): ((64, (128, 128)), (128, (128, 64)), (256, (64, 64))),
+    ("flash", "backward"): ((64, (128, 128)), (128, (64, 128)), (256, (64, 64))),
+    ("cudnn", "forward"): ((256, (64, 128)),),
+    ("cudnn", "backward"): ((256, (64, 64)),),
+    ("efficient", "forward"): ((256, (64, 64)),),
+    ("efficient", "backward"): ((256, (64, 64)),),
+    ("flex", "forward"): ((1 << 30, (128, 128)),),
+    ("flex", "backward"): ((1 << 30, (128, 128)),),
+    ("library", "forward"): ((64, (128, 128)), (128, (128, 64)), (256, (64, 64))),
+    ("library", "backward"): ((64, (128, 128)), (128, (64, 128)), (256, (64, 64))),
+}
+FUSED_TILED = frozenset(b for b, _ in DEFAULT_TILES)
+
+# Tile sizes in kernel names, (regex, group of M, group of N): FlashAttention-2's kernel traits
+# <kHeadDim, kBlockM, kBlockN, ...>; cuDNN's ..._<M>x<N>x<D>_..._cga...; CUTLASS mem-efficient
+# AttentionKernel<scalar, arch, aligned, kQueriesPerBlock, kKeysPerBlock, ...> and
+# AttentionBackwardKernel<arch, scalar, aligned, dropout, preload, kBlockSizeI, kBlockSizeJ, ...>;
+# FlashAttention-3's CuTe tile shape tuple<C<M>, C<N>, C<D>>.
+_TILE_NAMES: tuple[tuple[re.Pattern[str], int, int], ...] = (
+    (re.compile(r"Flash_(?:fwd|bwd)_kernel_traits<\s*\d+,\s*(\d+),\s*(\d+)"), 1, 2),
+    (re.compile(r"_(\d+)x(\d+)x\d+_\d+x\d+x\d+_cga"), 1, 2),
+    (re.compile(r"AttentionKernel<[^,<>]+,\s*[^,<>]+,\s*(?:true|false),\s*(\d+),\s*(\d+)"), 1, 2),
+    (
+        re.compile(
+            r"AttentionBackwardKernel<[^,<>]+,\s*[^,<>]+,\s*(?:true|false),\s*(?:true|false),\s*(?:true|false),"
+            r"\s*(\d+),\s*(\d+)"
+        ),
+        1,
+        2,
+    ),
+    (re.compile(r"tuple<cute::C<(\d+)>,\s*cute::C<(\d+)>,\s*cute::C<\d+>\s*>"), 1, 2),
+)
+
+
+@dataclass(frozen=True)
+class Mask:
+    """Which keys each query sees. ``kind``: ``none`` (all), ``causal`` (keys up to the query's
+    own position: top-left, or bottom-right when ``bottom_right``), ``window`` (a band of
+    ``left`` keys before and ``right`` after the query's position; None = unbounded), ``block``
+    (a FlexAttention block mask), ``tensor`` (an explicit mask whose contents the trace does not
+    hold) or ``unknown`` (the flag could not be read)."""
+
+    kind: str = "none"
+    bottom_right: bool = False
+    left: Optional[int] = None
+    right: Optional[int] = None
+
+    @property
+    def known(self) -> bool:
+        """The kept pairs follow from the shapes (no tensor contents needed)."""
+        return self.kind in ("none", "causal", "window")
+
+    def label(self) -> str:
+        if self.kind == "causal":
+            return "causal (bottom-right)" if self.bottom_right else "causal (top-left)"
+        if self.kind == "window":
+            side = "bottom-right" if self.bottom_right else "top-left"
+            lo = "∞" if self.left is None else str(self.left)
+            hi = "∞" if self.right is None else str(self.right)
+            return f"sliding window ({lo} before, {hi} after; {side})"
+        return {
+            "none": "none",
+            "block": "block mask",
+            "tensor": "mask tensor (contents not recorded)",
+            "unknown": "unknown",
+        }.get(self.kind, self.kind)
+
+
+NO_MASK = Mask()
+
+
+@dataclass(frozen=True)
+class BlockSparsity:
+    """A FlexAttention block mask as far as the trace shows it: the block grid (from the
+    ``KV_NUM_BLKS``/``KV_IDX`` shapes) and, where recorded, how many blocks are visited."""
+
+    q_block: int  # query rows per block (128 by default)
+    kv_block: int  # keys per block
+    visited: Optional[int] = None  # visited (q block, kv block) pairs per batch·head, when recorded
+    total: Optional[int] = None  # all blocks of the grid per batch·head
+    source: str = "not recorded"  # where ``visited`` comes from
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Shapes of one attention call (one direction): batch, query heads, K/V heads, lengths and
+    head dims, and the mask. Jagged/varlen calls carry per-sequence lengths (``lengths_q``,
+    ``lengths_k``; ``b`` is their count) or only the total and the maximum (``lengths`` is then
+    ``"total_max"`` and the kept pairs are bounded, not known)."""
+
+    b: int
+    h: int
+    hk: int
+    sq: int
+    sk: int
+    d: int
+    dv: int
+    mask: Mask = NO_MASK
+    lengths_q: Optional[tuple[int, ...]] = None
+    lengths_k: Optional[tuple[int, ...]] = None
+    lengths: str = "uniform"  # "uniform" | "per_sequence" | "total_max"
+    total_q: Optional[int] = None  # jagged: Σ Lq (the packed dimension)
+    total_k: Optional[int] = None
+    block: Optional[BlockSparsity] = None
+
+    def sequences(self) -> list[tuple[int, int]]:
+        """(Lq, Lk) of every sequence when known (uniform: b times (sq, sk))."""
+        if self.lengths_q is not None and self.lengths_k is not None:
+            return list(zip(self.lengths_q, self.lengths_k))
+        return [(self.sq, self.sk)] * self.b
+
+
+def _rows(sq: int, sk: int, mask: Mask) -> tuple[np.ndarray, np.ndarray]:
+    """Per query row: first and last kept key (inclusive; last < first means none)."""
+    i = np.arange(sq, dtype=np.int64)
+    pos = i + (sk - sq if mask.bottom_right else 0)
+    if mask.kind == "causal":
+        lo = np.zeros(sq, dtype=np.int64)
+        hi = np.minimum(pos, sk - 1)
+    elif mask.kind == "window":
+        lo = np.zeros(sq, dtype=np.int64) if mask.left is None else np.maximum(pos - mask.left, 0)
+        hi = np.full(sq, sk - 1, dtype=np.int64) if mask.right is None else np.minimum(pos + mask.right, sk - 1)
+    else:
+        lo = np.zeros(sq, dtype=np.int64)
+        hi = np.full(sq, sk - 1, dtype=np.int64)
+    return lo, hi
+
+
+@lru_cache(maxsize=4096)
+def kept_pairs(sq: int, sk: int, mask: Mask) -> int:
+    """(query, key) pairs of one Sq x Sk score matrix that the mask keeps (exact; a mask the
+    shapes do not decide — tensor, block, unknown — keeps all of them here)."""
+    if sq <= 0 or sk <= 0:
+        return 0
+    if not mask.known or mask.kind == "none":
+        return sq * sk
+    lo, hi = _rows(sq, sk, mask)
+    return int(np.maximum(hi - lo + 1, 0).sum())
+
+
+@lru_cache(maxsize=4096)
+def tile_pairs(sq: int, sk: int, mask: Mask, m: int, n: int) -> int:
+    """(query, key) pairs a tiled kernel computes: every M x N tile holding at least one kept
+    pair, clipped at the matrix's edge. For no mask (or one the shapes do not decide) that is
+    the whole matrix."""
+    if sq <= 0 or sk <= 0:
+        return 0
+    if not mask.known or mask.kind == "none" or m <= 0 or n <= 0:
+        return sq * sk
+    lo, hi = _rows(sq, sk, mask)
+    total = 0
+    for t0 in range(0, sq, m):
+        t1 = min(t0 + m, sq)
+        blo, bhi = lo[t0:t1], hi[t0:t1]
+        keep = bhi >= blo
+        if not keep.any():
+            continue
+        first = int(blo[keep].min()) // n * n
+        last = min((int(bhi[keep].max()) // n + 1) * n, sk)
+        total += (t1 - t0) * (last - first)
+    return total
+
+
+def tile_from_name(name: Optional[str]) -> Optional[tuple[int, int]]:
+    """(M query rows, N keys) of a fused attention kernel whose name carries its tile."""
+    if not name:
+        return None
+    for rx, gm, gn in _TILE_NAMES:
+        mt = rx.search(name)
+        if mt:
+            return int(mt.group(gm)), int(mt.group(gn))
+    return None
+
+
+def default_tile(backend: str, direction: str, d: int) -> Optional[tuple[int, int]]:
+    """The backend's usual tile for head dim ``d`` (an estimate), or None when it is not tiled."""
+    for bound, tile in DEFAULT_TILES.get((backend, direction), ()):
+        if d <= bound:
+            return tile
+    return None
+
+
+def pair_flops(d: int, dv: int) -> float:
+    """FLOPs of the forward's two matmuls per (query, key) pair and query head: 2·D + 2·Dv."""
+    return 2.0 * d + 2.0 * dv
+
+
+def fused_backward_pair_flops(d: int, dv: int) -> float:
+    """FLOPs per pair and head of a fused backward (QKᵀ recomputed): 2·(3·D + 2·Dv)."""
+    return 2.0 * (FUSED_BACKWARD_QK * d + FUSED_BACKWARD_PV * dv)
+
+
+def _sum_pairs(g: Geometry, per_sequence: Callable[[int, int], int]) -> int:
+    return sum(per_sequence(lq, lk) for lq, lk in g.sequences())
+
+
+def useful_pairs(g: Geometry) -> int:
+    """Σ over sequences of the pairs the mask keeps (the block mask's visited blocks, at block
+    granularity, when recorded)."""
+    if g.mask.kind == "block" and g.block is not None and g.block.visited is not None:
+        return g.b * min(g.block.visited * g.block.q_block * g.block.kv_block, g.sq * g.sk)
+    return _sum_pairs(g, lambda lq, lk: kept_pairs(lq, lk, g.mask))
+
+
+def dense_pairs(g: Geometry) -> int:
+    """Σ over sequences of Lq·Lk: every pair, no mask (jagged: the sequences, not the padding)."""
+    return _sum_pairs(g, lambda lq, lk: lq * lk)
+
+
+def executed_pairs(g: Geometry, tile: Optional[tuple[int, int]]) -> int:
+    """Σ over sequences of the pairs a tiled kernel computes (``tile`` None: every pair)."""
+    if g.mask.kind == "block" and g.block is not None:
+        if g.block.visited is None:
+            return dense_pairs(g)
+        return g.b * min(g.block.visited * g.block.q_block * g.block.kv_block, g.sq * g.sk)
+    if tile is None:
+        return dense_pairs(g)
+    m, n = tile
+    return _sum_pairs(g, lambda lq, lk: tile_pairs(lq, lk, g.mask, m, n))
+
+
+@dataclass(frozen=True)
+class Counts:
+    """The ledger of one call and direction (FLOPs), and how each was obtained."""
+
+    useful: float
+    executed: float
+    dense: float
+    useful_exact: bool  # False: the mask's contents or the sequence lengths are not in the trace
+    executed_basis: str  # "tiles" | "tiles (default for the backend: estimate)" | "dense" | ...
+    useful_low: Optional[float] = None  # a lower bound, where only bounds are known (varlen)
+
+
+def counts(
+    g: Geometry,
+    direction: str,
+    backend: str,
+    tile: Optional[tuple[int, int]] = None,
+    tile_estimated: bool = False,
+    decomposed_flops: Optional[float] = None,
+) -> Counts:
+    """useful / executed / dense FLOPs of one call in one direction.
+
+    ``backend``: the attention backend (attention/backends.py). Fused tiled backends execute
+    whole tiles (``tile``, else the backend's default) and recompute QKᵀ in the backward;
+    decomposed attention (math, eager, compiled) executes ``decomposed_flops`` — the FLOPs of
+    its QKᵀ and PV kernels — or, without them, every pair of its matmuls."""
+    h = g.h
+    fwd = pair_flops(g.d, g.dv)
+    scale = USEFUL_BACKWARD if direction == "backward" else 1.0
+    if g.lengths == "total_max" and g.total_q and g.total_k:
+        return _varlen_bounds(g, direction, backend, decomposed_flops)
+    useful = h * fwd * scale * useful_pairs(g)
+    dense = h * fwd * scale * dense_pairs(g)
+    exact = g.mask.known and g.lengths != "total_max"
+    if g.mask.kind == "block" and g.block is not None and g.block.visited is not None:
+        exact = False  # block granularity: partial blocks count whole
+    if backend in FUSED_TILED:
+        if tile is None:
+            tile = default_tile(backend, direction, max(g.d, g.dv))
+            tile_estimated = True
+        per = fused_backward_pair_flops(g.d, g.dv) if direction == "backward" else fwd
+        executed = h * per * executed_pairs(g, tile)
+        if g.mask.kind == "block":
+            recorded = g.block is not None and g.block.visited is not None
+            basis = "block counts" if recorded else "dense (block counts not recorded)"
+        elif tile is None or not g.mask.known or g.mask.kind == "none":
+            basis = "dense"
+        else:
+            basis = f"tiles {tile[0]}x{tile[1]}" + (" (the backend's default: estimate)" if tile_estimated else "")
+    else:
+        executed = float(decomposed_flops) if decomposed_flops is not None else h * fwd * scale * dense_pairs(g)
+        basis = "the QK^T and PV kernels' FLOPs (every pair)"
+    return Counts(float(useful), float(executed), float(dense), exact, basis)
+
+
+def _varlen_bounds(g: Geometry, direction: str, backend: str, decomposed_flops: Optional[float]) -> Counts:
+    """A varlen call whose per-sequence lengths are not recorded (only the packed totals, the
+    number of sequences and the longest): Σᵢ Lqᵢ·Lkᵢ is bounded, not known. Useful and dense
+    are the upper bounds (``useful_low`` the lower), executed the upper bound of its pairs."""
+    tq, tk = int(g.total_q or 0), int(g.total_k or 0)
+    if tq == tk:
+        low2, high2 = sum_squares_bounds(tq, min(g.sq, tq), g.b)
+    else:  # cross lengths: Σ Lq·Lk ≤ min(max_q·Σ Lk, max_k·Σ Lq)
+        high2 = min(g.sq * tk, g.sk * tq)
+        low2 = 0
+    causal = g.mask.kind == "causal"
+    lo = (low2 + tq) // 2 if causal else low2
+    hi = (high2 + tq) // 2 if causal else high2
+    fwd = pair_flops(g.d, g.dv)
+    scale = USEFUL_BACKWARD if direction == "backward" else 1.0
+    per = fused_backward_pair_flops(g.d, g.dv) if direction == "backward" else fwd
+    h = g.h
+    if backend in FUSED_TILED:
+        executed = h * per * hi
+    else:
+        executed = float(decomposed_flops) if decomposed_flops is not None else h * fwd * scale * high2
+    return Counts(
+        useful=float(h * fwd * scale * hi),
+        executed=float(executed),
+        dense=float(h * fwd * scale * high2),
+        useful_exact=False,
+        executed_basis="upper bound (per-sequence lengths not recorded: total, count and longest only)",
+        useful_low=float(h * fwd * scale * lo),
+    )
+
+
+# -- jagged / varlen lengths ---------------------------------------------------------------------
+# -- utilisation -----------------------------------------------------------------------------------
+def utilization(flops: Optional[float], peak_seconds: Optional[float]) -> Optional[float]:
+    """``flops`` / (time × peak) given Σ time·peak (FLOP the roof allows), or None when unknown
+    or impossible (above 1: the count includes work the kernel did not do — the caller says so)."""
+    if flops is None or not peak_seconds or peak_seconds <= 0:
+        return None
+    u = flops / peak_seconds
+    return u if u <= 1.0 else None
+
+
+# -- geometry from an op's recorded inputs -----------------------------------------------------------
+# Varlen/windowed FlashAttention and CUTLASS ops (native_functions.yaml): positions of cu_seqlens
+# (q, k), max_seqlen (q, k), is_causal / custom_mask_type and the window sizes.
+@dataclass(frozen=True)
+class _Varlen:
+    q: int  # index of query
+    cu_q: int
+    max_q: int
+    causal: Optional[int] = None
+    mask_type: Optional[int] = None
+    window_left: Optional[int] = None
+    window_right: Optional[int] = None
+    window: Optional[int] = None  # CUTLASS: one symmetric window_size
+
+
+_VARLEN: dict[str, _Varlen] = {
+    "aten::_flash_attention_forward": _Varlen(0, 3, 5, causal=8, window_left=11, window_right=12),
+    "aten::_flash_attention_backward": _Varlen(1, 6, 8, causal=11, window_left=15, window_right=16),
+    "aten::_efficient_attention_forward": _Varlen(0, 4, 6, mask_type=9, window=13),
+    "aten::_efficient_attention_backward": _Varlen(1, 6, 8, mask_type=14, window=17),
+}
+
+
+def _int(args: list[Arg], i: Optional[int]) -> Optional[int]:
+    if i is None or i >= len(args) or args[i].is_tensor:
+        return None
+    try:
+        return int(float(args[i].value))
+    except ValueError:
+        return None
+
+
+def _causal_mask(causal: bool, bottom_right: bool, left: Optional[int], right: Optional[int]) -> Mask:
+    """The mask of a fused op's flags: a window (FlashAttention's window_size_left/right, −1 or
+    absent = unbounded) narrows causal or full attention."""
+    left = left if left is not None and left >= 0 else None
+    right = right if right is not None and right >= 0 else None
+    if causal:
+        right = 0 if right is None else min(right, 0)
+    if left is not None or right not in (None, 0):
+        return Mask("window", bottom_right=bottom_right, left=left, right=right)
+    if causal:
+        return Mask("causal", bottom_right=bottom_right)
+    return NO_MASK
+
+
+def geometry(op: str, args: list[Arg]) -> Optional[Geometry]:
+    """The geometry of one attention op from its recorded inputs (None when the op is not an
+    attention op or its inputs are not usable): SDPA and its backends (cost.sdpa_shapes), their
+    varlen forms (3-D packed q/k/v with cu_seqlens: jagged), and FlexAttention templates."""
+    v = _VARLEN.get(op)
+    if v is not None and len(args) > v.q + 2 and args[v.q].is_tensor and len(args[v.q].dims) in (3, 4):
+        q, k, vv = args[v.q], args[v.q + 1], args[v.q + 2]
+        cu = args[v.cu_q] if v.cu_q < len(args) else None
+        if cu is not None and cu.is_tensor and len(cu.dims) == 1 and cu.dims[0] >= 2 and k.is_tensor and vv.is_tensor:
+            qd, kd, vd = q.dims[-3:], k.dims[-3:], vv.dims[-3:]
+            if len(qd) == 3 and len(kd) == 3 and len(vd) == 3:
+                n = cu.dims[0] - 1
+                max_q, max_k = _int(args, v.max_q), _int(args, v.max_q + 1)
+                left: Optional[int] = None
+                right: Optional[int] = None
+                if v.mask_type is not None:
+                    mt = _int(args, v.mask_type)
+                    causal, br = mt in (1, 2), mt == 2
+                    w = _int(args, v.window)
+                    left = w if w else None
+                else:
+                    causal, br = (args[v.causal].value.strip().lower() in ("true", "1")) if v.causal else False, True
+                    left, right = _int(args, v.window_left), _int(args, v.window_right)
+                return Geometry(
+                    b=n,
+                    h=qd[1],
+                    hk=kd[1],
+                    sq=max_q or qd[0],
+                    sk=max_k or kd[0],
+                    d=qd[2],
+                    dv=vd[2],
+                    mask=_causal_mask(causal, br, left, right),
+                    lengths="total_max",
+                    total_q=qd[0],
+                    total_k=kd[0],
+                )
+    s = sdpa_shapes(op, args)
+    if s is not None:
+        if s["mask_bytes"]:
+            mask = Mask("tensor")
+        elif not s["causal_known"]:
+            mask = Mask("unknown")
+        else:
+            wl: Optional[int] = None
+            wr: Optional[int] = None
+            if v is not None and v.window_left is not None:
+                wl, wr = _int(args, v.window_left), _int(args, v.window_right)
+            elif v is not None and v.window is not None:
+                w = _int(args, v.window)
+                wl = w if w else None
+            mask = _causal_mask(bool(s["causal"]), bool(s["bottom_right"]), wl, wr)
+        return Geometry(s["b"], s["h"], s["hk"], s["sq"], s["sk"], s["d"], s["dv"], mask)
+    qkv = flex_qkv(args)
+    if qkv is not None and any(a.is_tensor and a.dtype == "int32" and len(a.dims) == 4 for a in args):
+        q, k, vv = qkv
+        b, h, sq, d = q.dims
+        idx = next(a for a in args if a.is_tensor and a.dtype == "int32" and len(a.dims) == 4)
+        qb, kb = idx.dims[2], idx.dims[3]
+        block = BlockSparsity(
+            q_block=-(-sq // qb) if qb else sq,
+            kv_block=-(-k.dims[2] // kb) if kb else k.dims[2],
+            total=qb * kb,
+        )
+        return Geometry(b, h, k.dims[1], sq, k.dims[2], d, vv.dims[3], Mask("block"), block=block)
+    return None
