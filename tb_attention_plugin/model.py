@@ -472,31 +472,50 @@ def _totals(entries: list[LedgerEntry]) -> dict:
     return out
 
 
-def _hfu(kt: Any, entries: list[LedgerEntry], mask: np.ndarray) -> dict:
-    """Hardware FLOPs utilisation of the kernels in ``mask``: Σ FLOPs/roof over costed kernels
-    (attention core kernels with their call's executed FLOPs, shared by their own FLOPs or
-    time) over the GPU span (per device, summed)."""
-    cols = _Cols(kt)
-    dur = np.nan_to_num(cols.num("dur_us"))
-    flops = cols.num("flops").copy()
-    peak = cols.num("peak_flops_per_s")
+class _HfuCols:
+    """The kernel-table columns ``_hfu`` reads, converted once: the ledger asks for the whole
+    trace and for every profiled step (thousands of steps in a long training trace)."""
+
+    def __init__(self, kt: Any):
+        cols = _Cols(kt)
+        self.dur = np.nan_to_num(cols.num("dur_us"))
+        self.flops = cols.num("flops")
+        self.peak = cols.num("peak_flops_per_s")
+        self.ts = cols.num("ts")
+        self.dev = np.asarray(kt.columns["device"]) if "device" in kt.columns else np.zeros(len(kt), dtype=np.int64)
+
+
+def _hfu(hc: _HfuCols, entries: list[LedgerEntry], rows: np.ndarray) -> dict:
+    """Hardware FLOPs utilisation of the kernels ``rows`` (ascending kernel-table rows): Σ
+    FLOPs/roof over costed kernels (attention core kernels with their call's executed FLOPs,
+    shared by their own FLOPs or time) over the GPU span (per device, summed). Works on the
+    rows' slice of the columns only, in row order (the sums add the same values in the same
+    order as over a mask of the whole table)."""
+    dur = hc.dur[rows]
+    flops = hc.flops[rows]
+    peak = hc.peak[rows]
+    n = len(rows)
     for e in entries:
         if e.counts is None:
             continue
-        r = e.rows[mask[e.rows]]
+        p = np.searchsorted(rows, e.rows)
+        inside = p < n
+        inside[inside] = rows[p[inside]] == e.rows[inside]
+        r = p[inside]
         if not len(r):
             continue
         f = np.nan_to_num(flops[r])
         w = f / f.sum() if f.sum() > 0 else dur[r] / max(dur[r].sum(), 1e-12)
         flops[r] = e.counts.executed * w
-    ok = mask & ~np.isnan(flops) & (flops > 0)
+    ok = ~np.isnan(flops) & (flops > 0)
     unknown_peak = bool((ok & np.isnan(peak)).any())
-    work = float((flops[ok & ~np.isnan(peak)] / peak[ok & ~np.isnan(peak)]).sum()) * 1e6  # µs at the roof
-    ts = cols.num("ts")
-    dev = np.asarray(kt.columns["device"]) if "device" in kt.columns else np.zeros(len(kt), dtype=np.int64)
+    known = ok & ~np.isnan(peak)
+    work = float((flops[known] / peak[known]).sum()) * 1e6  # µs at the roof
+    ts = hc.ts[rows]
+    dev = hc.dev[rows]
     span = 0.0
-    for d in np.unique(dev[mask]).tolist():
-        m = mask & (dev == d)
+    for d in np.unique(dev).tolist():
+        m = dev == d
         span += float(np.max(ts[m] + dur[m]) - np.min(ts[m]))
     u = work / span if span > 0 and not unknown_peak else None
     out: dict[str, Any] = {
@@ -515,9 +534,9 @@ def _hfu(kt: Any, entries: list[LedgerEntry], mask: np.ndarray) -> dict:
 def flops_ledger(kt: Any, entries: list[LedgerEntry], steps: list[dict], n_sites: int) -> dict:
     cols = _Cols(kt)
     st_codes, st_vocab = cols.codes("step")
-    everything = np.ones(len(kt), dtype=bool)
+    hc = _HfuCols(kt)
     out: dict[str, Any] = _totals(entries)
-    out["hfu"] = _hfu(kt, entries, everything)
+    out["hfu"] = _hfu(hc, entries, np.arange(len(kt)))
     peaks: dict[str, float] = {}
     pk_codes, pk_vocab = cols.codes("peak")
     peak = cols.num("peak_flops_per_s")
@@ -531,16 +550,28 @@ def flops_ledger(kt: Any, entries: list[LedgerEntry], steps: list[dict], n_sites
     out["estimated"] = any(
         e.counts is not None and ("estimate" in e.counts.executed_basis or not e.counts.useful_exact) for e in entries
     )
-    out["sites"] = [dict(site=s, **_totals([e for e in entries if e.site == s])) for s in range(n_sites)]
+    by_site: dict[int, list[LedgerEntry]] = {}
+    by_step: dict[Optional[str], list[LedgerEntry]] = {}
+    for e in entries:
+        by_site.setdefault(e.site, []).append(e)
+        by_step.setdefault(e.step, []).append(e)
+    out["sites"] = [dict(site=s, **_totals(by_site.get(s, []))) for s in range(n_sites)]
+    # each step's kernel rows (ascending), grouped in one sort instead of a mask per step
+    code_of = {}
+    for i, v in enumerate(st_vocab):
+        code_of.setdefault(v, i)  # the first, as list.index finds it
+    order = np.argsort(st_codes, kind="stable")
+    bounds = np.searchsorted(st_codes[order], np.arange(len(st_vocab) + 1))
     step_rows = []
     for name in [str(s.get("name")) for s in steps]:
-        es = [e for e in entries if e.step == name]
-        code = st_vocab.index(name) if name in st_vocab else -1
-        m = st_codes == code
-        if not m.any():
+        code = code_of.get(name, -1)
+        if code < 0:
             continue
-        row = dict(name=name, **_totals(es))
-        row["hfu"] = _hfu(kt, es, m)
+        rows = order[bounds[code] : bounds[code + 1]]
+        if not len(rows):
+            continue
+        row = dict(name=name, **_totals(by_step.get(name, [])))
+        row["hfu"] = _hfu(hc, by_step.get(name, []), rows)
         step_rows.append(row)
     out["steps"] = step_rows
     out["calls_total"] = len(entries)
