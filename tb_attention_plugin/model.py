@@ -485,42 +485,38 @@ class _HfuCols:
         self.dev = np.asarray(kt.columns["device"]) if "device" in kt.columns else np.zeros(len(kt), dtype=np.int64)
 
 
-def _hfu(hc: _HfuCols, entries: list[LedgerEntry], rows: np.ndarray) -> dict:
-    """Hardware FLOPs utilisation of the kernels ``rows`` (ascending kernel-table rows): Σ
-    FLOPs/roof over costed kernels (attention core kernels with their call's executed FLOPs,
-    shared by their own FLOPs or time) over the GPU span (per device, summed). Works on the
-    rows' slice of the columns only, in row order (the sums add the same values in the same
-    order as over a mask of the whole table)."""
-    dur = hc.dur[rows]
-    flops = hc.flops[rows]
-    peak = hc.peak[rows]
-    n = len(rows)
+def _executed_flops(hc: _HfuCols, entries: list[LedgerEntry], rows: Optional[np.ndarray]) -> np.ndarray:
+    """The FLOPs of the kernels ``rows`` (ascending kernel-table rows; None: every row) with each
+    costed call's executed FLOPs shared among its kernels there by their own FLOPs (or time):
+    only the rows' slice of the columns is touched."""
+    dur = hc.dur if rows is None else hc.dur[rows]
+    flops = hc.flops.copy() if rows is None else hc.flops[rows]
+    n = len(flops)
     for e in entries:
         if e.counts is None:
             continue
-        p = np.searchsorted(rows, e.rows)
-        inside = p < n
-        inside[inside] = rows[p[inside]] == e.rows[inside]
-        r = p[inside]
+        if rows is None:
+            r = e.rows
+        else:
+            p = np.searchsorted(rows, e.rows)
+            inside = p < n
+            inside[inside] = rows[p[inside]] == e.rows[inside]
+            r = p[inside]
         if not len(r):
             continue
-        f = np.nan_to_num(flops[r])
+        f = flops[r]
+        if not np.isfinite(f).all():
+            f = np.nan_to_num(f)
         w = f / f.sum() if f.sum() > 0 else dur[r] / max(dur[r].sum(), 1e-12)
         flops[r] = e.counts.executed * w
-    ok = ~np.isnan(flops) & (flops > 0)
-    unknown_peak = bool((ok & np.isnan(peak)).any())
-    known = ok & ~np.isnan(peak)
-    work = float((flops[known] / peak[known]).sum()) * 1e6  # µs at the roof
-    ts = hc.ts[rows]
-    dev = hc.dev[rows]
-    span = 0.0
-    for d in np.unique(dev).tolist():
-        m = dev == d
-        span += float(np.max(ts[m] + dur[m]) - np.min(ts[m]))
+    return flops
+
+
+def _hfu_json(work: float, span: float, flops_total: float, unknown_peak: bool) -> dict:
     u = work / span if span > 0 and not unknown_peak else None
     out: dict[str, Any] = {
         "value": _r(u, 4) if u is not None and u <= 1 else None,
-        "flops": _sig(float(np.nansum(flops[ok]))),
+        "flops": _sig(flops_total),
         "roof_time_us": _r(work),
         "span_us": _r(span),
     }
@@ -531,12 +527,90 @@ def _hfu(hc: _HfuCols, entries: list[LedgerEntry], rows: np.ndarray) -> dict:
     return out
 
 
+def _hfu(hc: _HfuCols, entries: list[LedgerEntry], rows: np.ndarray, flops: Optional[np.ndarray] = None) -> dict:
+    """Hardware FLOPs utilisation of the kernels ``rows`` (ascending kernel-table rows): Σ
+    FLOPs/roof over costed kernels (attention core kernels with their call's executed FLOPs,
+    shared by their own FLOPs or time) over the GPU span (per device, summed). Works on the
+    rows' slice of the columns only, in row order (the sums add the same values in the same
+    order as over a mask of the whole table). ``flops``: those rows' shared FLOPs, if known."""
+    if flops is None:
+        flops = _executed_flops(hc, entries, rows)
+    dur = hc.dur[rows]
+    peak = hc.peak[rows]
+    ok = ~np.isnan(flops) & (flops > 0)
+    unknown_peak = bool((ok & np.isnan(peak)).any())
+    known = ok & ~np.isnan(peak)
+    work = float((flops[known] / peak[known]).sum()) * 1e6  # µs at the roof
+    ts = hc.ts[rows]
+    dev = hc.dev[rows]
+    span = 0.0
+    for d in np.unique(dev).tolist():
+        m = dev == d
+        span += float(np.max(ts[m] + dur[m]) - np.min(ts[m]))
+    return _hfu_json(work, span, float(np.nansum(flops[ok])), unknown_peak)
+
+
+def _step_hfus(
+    hc: _HfuCols,
+    entries: list[LedgerEntry],
+    flops: np.ndarray,
+    st_codes: np.ndarray,
+    code_of: dict,
+    order: np.ndarray,
+    bounds: np.ndarray,
+) -> Optional[dict[int, dict]]:
+    """Every step's ``_hfu`` (by step code) from one pass over the whole table, when it is the
+    same as step by step: every costed call's kernels lie in its own step (then no call changes
+    another step's FLOPs, and the whole table's shared FLOPs are each step's). Each step's sums
+    still add its own rows' values in row order, so the figures are the same bits. None
+    otherwise (the caller goes step by step). ``flops``: the whole table's shared FLOPs."""
+    costed = [e for e in entries if e.counts is not None]
+    if costed:
+        rows_all = np.concatenate([e.rows for e in costed]).astype(np.int64)
+        want = np.repeat(
+            np.array([code_of.get(e.step, -1) for e in costed], dtype=np.int64), [len(e.rows) for e in costed]
+        )
+        if not np.array_equal(st_codes[rows_all].astype(np.int64), want):
+            return None
+    ok = ~np.isnan(flops) & (flops > 0)
+    nan_peak = np.isnan(hc.peak)
+    known = ok & ~nan_peak
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(known, flops / hc.peak, 0.0)
+    qp, kp, fp, okp = q[order], known[order], flops[order], ok[order]
+    unk = np.concatenate([[0], np.cumsum((ok & nan_peak)[order])])
+    # spans: per step and device (ascending), the latest end minus the first start
+    o2 = np.lexsort((hc.dev, st_codes))
+    c2, d2 = st_codes[o2], hc.dev[o2]
+    if len(o2):
+        starts = np.flatnonzero(np.concatenate([[True], (c2[1:] != c2[:-1]) | (d2[1:] != d2[:-1])]))
+        hi = np.maximum.reduceat((hc.ts + hc.dur)[o2], starts)
+        lo = np.minimum.reduceat(hc.ts[o2], starts)
+        gcode = c2[starts].tolist()
+    else:
+        hi = lo = np.zeros(0)
+        gcode = []
+    spans: dict[int, float] = {}
+    for c, h, low in zip(gcode, hi, lo):
+        spans[c] = spans.get(c, 0.0) + float(h - low)
+    out: dict[int, dict] = {}
+    for code in range(len(bounds) - 1):
+        a, b = int(bounds[code]), int(bounds[code + 1])
+        if a == b:
+            continue
+        work = float(qp[a:b][kp[a:b]].sum()) * 1e6
+        total = float(np.nansum(fp[a:b][okp[a:b]]))
+        out[code] = _hfu_json(work, spans.get(code, 0.0), total, bool(unk[b] - unk[a]))
+    return out
+
+
 def flops_ledger(kt: Any, entries: list[LedgerEntry], steps: list[dict], n_sites: int) -> dict:
     cols = _Cols(kt)
     st_codes, st_vocab = cols.codes("step")
     hc = _HfuCols(kt)
     out: dict[str, Any] = _totals(entries)
-    out["hfu"] = _hfu(hc, entries, np.arange(len(kt)))
+    flops_all = _executed_flops(hc, entries, None)
+    out["hfu"] = _hfu(hc, entries, np.arange(len(kt)), flops_all)
     peaks: dict[str, float] = {}
     pk_codes, pk_vocab = cols.codes("peak")
     peak = cols.num("peak_flops_per_s")
@@ -557,13 +631,15 @@ def flops_ledger(kt: Any, entries: list[LedgerEntry], steps: list[dict], n_sites
         by_step.setdefault(e.step, []).append(e)
     out["sites"] = [dict(site=s, **_totals(by_site.get(s, []))) for s in range(n_sites)]
     # each step's kernel rows (ascending), grouped in one sort instead of a mask per step
-    code_of = {}
+    code_of: dict[Any, int] = {}
     for i, v in enumerate(st_vocab):
         code_of.setdefault(v, i)  # the first, as list.index finds it
     order = np.argsort(st_codes, kind="stable")
     bounds = np.searchsorted(st_codes[order], np.arange(len(st_vocab) + 1))
+    names = [str(s.get("name")) for s in steps]
+    fast = _step_hfus(hc, entries, flops_all, st_codes, code_of, order, bounds) if len(names) > 1 else None
     step_rows = []
-    for name in [str(s.get("name")) for s in steps]:
+    for name in names:
         code = code_of.get(name, -1)
         if code < 0:
             continue
@@ -571,7 +647,7 @@ def flops_ledger(kt: Any, entries: list[LedgerEntry], steps: list[dict], n_sites
         if not len(rows):
             continue
         row = dict(name=name, **_totals(by_step.get(name, [])))
-        row["hfu"] = _hfu(hc, by_step.get(name, []), rows)
+        row["hfu"] = fast[code] if fast is not None else _hfu(hc, by_step.get(name, []), rows)
         step_rows.append(row)
     out["steps"] = step_rows
     out["calls_total"] = len(entries)
