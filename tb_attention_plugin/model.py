@@ -28,6 +28,7 @@ from .roofline.classify import BOUNDS, decide
 from .table import Coded
 from .trace.shapes import parse_args
 
+_MISSING = object()  # a memo's "not looked up yet"
 MAX_LISTED_CALLS = 512  # per-call lists (ledger, boundary) beyond this are summarised, not listed
 TOP_SHAPES = 3
 _BASES = ("useful", "executed", "dense")
@@ -199,6 +200,7 @@ class _Ops:
         self.memo: dict[int, tuple[str, Optional[list]]] = {}
         self.args: dict[int, list] = {}  # per signature: one parse for every op with those inputs
         self._lists: Optional[dict[tuple[int, int], set]] = None
+        self.geoms: dict[tuple[str, int], Any] = {}  # (op name, signature) -> its geometry
 
     def sequence_lengths(self, n: int, total: int, longest: int) -> Optional[tuple[int, ...]]:
         """Per-sequence lengths of a jagged call whose packed tensors hold ``total`` tokens in ``n``
@@ -225,6 +227,18 @@ class _Ops:
                 args = self.args[sig] = parse_args(self.t.signatures[sig])
             hit = self.memo[r] = (name, args)
         return hit
+
+    def geometry(self, r: int) -> tuple[Optional[L.Geometry], str]:
+        """(L.geometry of the op's name and recorded inputs, its name), memoised per name and
+        signature: every step repeats the same calls."""
+        name, args = self.get(r)
+        if not args:
+            return None, name
+        key = (name, int(self.R["sig"][r]))
+        hit = self.geoms.get(key, _MISSING)
+        if hit is _MISSING:
+            hit = self.geoms[key] = L.geometry(name, args)
+        return hit, name
 
     def ancestors(self, r: int, hops: int = 12) -> list[int]:
         """``r`` and the ops around it, innermost first: the attention op whose inputs give the
@@ -264,6 +278,7 @@ def ledger_entries(kt: Any, calls: list[Call], trace: Any, links: Any, attr: Any
     ops = _Ops(trace, links) if trace is not None else None
     owner = attr.owner if attr is not None else None
     out: list[LedgerEntry] = []
+    counts_memo: dict[tuple, L.Counts] = {}
     for c in calls:
         fwd_geom: Optional[L.Geometry] = None
         fwd_backend: Optional[str] = None
@@ -309,7 +324,7 @@ def ledger_entries(kt: Any, calls: list[Call], trace: Any, links: Any, attr: Any
                 mm = [x for x in rows if is_qk_pv[x]]
                 f = flops[mm] if mm else np.zeros(0)
                 decomposed = float(np.nansum(f)) if len(f) and not np.isnan(f).all() else None
-            counts = L.counts(geom, direction, backend, tile, decomposed_flops=decomposed) if geom else None
+            counts = _counts(counts_memo, geom, direction, backend, tile, decomposed) if geom else None
             t = float(dur[arr].sum())
             pr = _call_peak(arr, dur, flops, peak, is_math[arr])
             pk = float(peak[pr]) if pr is not None else 0.0
@@ -317,6 +332,26 @@ def ledger_entries(kt: Any, calls: list[Call], trace: Any, links: Any, attr: Any
                 LedgerEntry(c.call, c.site, direction, backend, op, geom, counts, tile, t, t * pk, arr, c.step, pr)
             )
     return out
+
+
+def _counts(
+    memo: dict[tuple, L.Counts],
+    geom: L.Geometry,
+    direction: str,
+    backend: str,
+    tile: Optional[tuple[int, int]],
+    decomposed: Optional[float],
+) -> L.Counts:
+    """L.counts, memoised over one report (a pure function of frozen values; every step of a
+    training trace repeats the same calls)."""
+    key = (geom, direction, backend, tile, decomposed)
+    try:
+        hit = memo.get(key)
+    except TypeError:  # a geometry holding something unhashable
+        return L.counts(geom, direction, backend, tile, decomposed_flops=decomposed)
+    if hit is None:
+        hit = memo[key] = L.counts(geom, direction, backend, tile, decomposed_flops=decomposed)
+    return hit
 
 
 def _call_peak(
@@ -348,8 +383,7 @@ def _geometry(
         owners += [int(o) for o in np.asarray(launch)[gids[ok]].tolist() if o >= 0]
     for o in dict.fromkeys(owners):
         for r in ops.ancestors(o):
-            name, args = ops.get(r)
-            g = L.geometry(name, args) if args else None
+            g, name = ops.geometry(r)
             if g is not None:
                 return g, name
     if not decomposed:
