@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""Large-trace benchmark: tb-attention against torch-tb-profiler 0.4.3 and HTA 0.5.0, on one file.
+"""Large-trace benchmark: tb-attention against torch-tb-profiler 0.4.3, HTA 0.5.0 and (when a
+checkout of it is at hand: it is not on PyPI) AMD's TraceLens, and against the parse floor
+(benchmarks/floor.py) measured in the same run, on each case of the reference set.
 
-    .venv/bin/python benchmarks/bench.py                     # 267 MB, 3 runs of every row
+    .venv/bin/python benchmarks/bench.py                     # every case, 3 runs of every row
+    .venv/bin/python benchmarks/bench.py --cases llama cudnn --runs 2 --record   # issue #22's two traces
     .venv/bin/python benchmarks/bench.py --sizes 267 1000 --runs 5 --record
     .venv/bin/python benchmarks/bench.py --skip-peers        # only our rows
     .venv/bin/python benchmarks/bench.py --ours-fallback     # no CLI yet: time load_trace() instead
@@ -9,8 +12,10 @@
 Every measurement is a fresh process; wall time from spawn to exit, peak RSS from the kernel
 (``wait4`` rusage: the largest single process of the tree) and from a 10 Hz sampler summing the
 RSS of the whole process tree (torch-tb-profiler and HTA parse in child processes). The rows of
-one round run back to back (peers, orjson, ours), rounds repeat ``--runs`` times, and the table
-reports medians. See benchmarks/README.md.
+one round run back to back (peers, orjson, the floor, ours), rounds repeat ``--runs`` times, and
+the table reports medians and ratios. TraceLens: installed into the peers' venv from
+``benchmarks/_work/TraceLens-src`` (or ``--tracelens-src DIR``) when it is not there; with no
+checkout its row is skipped and the report's header says why. See benchmarks/README.md.
 """
 
 from __future__ import annotations
