@@ -193,6 +193,7 @@ class Call:
         self.kind = spec["kind"]
         self.det = spec.get("detail") or {}
         self.tensors = []  # the inputs gradients are taken for
+        self.kg = self.vg = None  # K/V with the KV heads as recorded (GQA), where the eager form repeats them
         self._build()
 
     # inputs with the recorded strides: a buffer as long as the strides address, viewed

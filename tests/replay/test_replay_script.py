@@ -264,3 +264,31 @@ def test_the_numerics_check_draws_its_gradient_in_the_timed_runs_layout():
     assert go.shape == out.shape and go.stride() == out.stride() == torch.randn_like(out).stride()
     again = runner._grad_out(torch, out, seed=1)
     assert torch.equal(go, again) and go.abs().sum() > 0  # seeded values, not the empty buffer
+
+
+def test_a_call_forward_only_in_one_trace_and_trained_in_another_is_timed_both_ways():
+    """The H200 jagged traces (round 3): the same packed call, inference in one trace and a training
+    step in the other; the script for both must time its backward too (it timed the forward only)."""
+    from tb_attention_plugin.replay.calls import merge_call
+
+    fwd = {
+        "id": "c",
+        "count": 1,
+        "trace_time_us": 10.0,
+        "directions": ["forward"],
+        "per_call_us": {"forward": 10.0, "backward": None},
+    }
+    both = {
+        "id": "c",
+        "count": 1,
+        "trace_time_us": 40.0,
+        "directions": ["forward", "backward"],
+        "per_call_us": {"forward": 11.0, "backward": 29.0},
+    }
+    calls: dict = {}
+    merge_call(calls, fwd)
+    merge_call(calls, both)
+    c = calls["c"]
+    assert c["directions"] == ["forward", "backward"] and c["count"] == 2 and c["trace_time_us"] == 50.0
+    assert c["per_call_us"] == {"forward": 10.0, "backward": 29.0}
+    assert fwd["directions"] == ["forward"]  # the trace's own call is not changed
