@@ -123,6 +123,23 @@ def _common_prefix(paths: list[tuple[str, ...]]) -> tuple[str, ...]:
     return first[:n]
 
 
+_SIGNATURE_PHASES = ("fused_attention", "qk_matmul", "pv_matmul")
+
+
+def _signature_row(use: np.ndarray, phase_of: list, core: list[int], dur: np.ndarray) -> int:
+    """The kernel row whose op and shapes sign a call: its attention matmul (the longest fused
+    kernel, else QK^T, else PV), whose inputs are the call's geometry. Not the longest core
+    kernel of any phase: that changes from layer to layer of one site (T5's first layer computes
+    the relative position bias, whose gather is its longest kernel), and a signature that changes
+    keeps repeated layers from folding."""
+    rows = use.tolist()
+    for phase in _SIGNATURE_PHASES:
+        hits = [x for x in rows if phase_of[x] == phase]
+        if hits:
+            return int(max(hits, key=lambda x: dur[x]))
+    return max(core, key=lambda x: dur[x]) if core else int(use[np.argmax(dur[use])])
+
+
 def _places(kt: Any, calls: list[Call]) -> None:
     """Fill each call's CallPlace: module path (the common prefix of its forward kernels'
     modules, cut at its scope module), scope annotation, source line and op signature."""
@@ -134,6 +151,8 @@ def _places(kt: Any, calls: list[Call]) -> None:
     op_codes, op_vocab = cols.codes("cost_op")
     st_codes, st_vocab = cols.codes("step")
     dur = np.nan_to_num(cols.num("dur_us"))
+    ph_codes, ph_vocab = cols.codes("phase")
+    phase_of = [ph_vocab[x] for x in ph_codes.tolist()]
     split_memo: dict[int, tuple[str, ...]] = {}
     extras = getattr(kt, "extras", {}) or {}
     for c in calls:
@@ -157,7 +176,7 @@ def _places(kt: Any, calls: list[Call]) -> None:
                 mods = mods[: mods.index(own) + 1]
         annotation = str(scope) if source == "annotation" and scope else None
         core = use[is_core[use]].tolist()
-        main = max(core, key=lambda x: dur[x]) if core else int(use[np.argmax(dur[use])])
+        main = _signature_row(use, phase_of, core, dur)
         e = extras.get(main) or {}
         shapes = e.get("shapes") or []
         tensors = [s for s in shapes if isinstance(s, list) and len(s) >= 3][:2]
@@ -567,6 +586,30 @@ def _bound_of(rows: np.ndarray, cols: _Cols) -> str:
     return b
 
 
+def _roofline_of(rows: np.ndarray, cols: _Cols) -> Optional[dict]:
+    """Where a site's core kernels sit on the roofline, which ``bound`` (the regime reached)
+    does not say: ``intensity`` (Σ FLOPs / Σ bytes), ``side`` (the roof that caps them: compute
+    where their time at the compute roofs, Σ FLOPs/peak, exceeds their time at the memory roof,
+    Σ bytes/bandwidth — per kernel that is intensity above the ridge point) and ``roof_share``
+    (Σ time at that roof / Σ their time: 1 is on the roof). Two sites of one bound label can sit
+    16x apart in intensity (a video model's spatial and temporal attention)."""
+    dur = np.nan_to_num(cols.num("dur_us"))[rows]
+    cu, mu = cols.num("compute_util")[rows], cols.num("memory_util")[rows]
+    fl, by = cols.num("flops")[rows], cols.num("bytes")[rows]
+    known = ~np.isnan(fl) & ~np.isnan(by) & ~np.isnan(mu) & ~np.isnan(cu) & (dur > 0)
+    kt = float(dur[known].sum())
+    if kt <= 0 or float(by[known].sum()) <= 0:
+        return None
+    at_compute = float((cu[known] * dur[known]).sum())
+    at_memory = float((mu[known] * dur[known]).sum())
+    side = "compute" if at_compute > at_memory else "memory"
+    return {
+        "intensity": _sig(float(fl[known].sum()) / float(by[known].sum())),
+        "side": side,
+        "roof_share": _r(max(at_compute, at_memory) / kt, 4),
+    }
+
+
 def _rank(f: dict) -> tuple:
     return (_SEVERITY.get(f.get("severity") or "", 3), -(f.get("estimated_gain_us") or 0.0))
 
@@ -657,6 +700,7 @@ def sites_block(kt: Any, calls: list[Call], names: list, entries: list[LedgerEnt
                     for b, v in sorted(backends.items(), key=lambda kv: -kv[1])
                 ],
                 "bound": _bound_of(rows[core] if core.any() else rows, cols),
+                "roofline": _roofline_of(rows[core] if core.any() else rows, cols),
                 "bound_time_us": btime,
                 "flops": _sig(float(np.nansum(flops[rows][known]))) if known.any() else None,
                 "bytes": _sig(float(np.nansum(nbytes[rows][known]))) if known.any() else None,
