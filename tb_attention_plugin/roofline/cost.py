@@ -575,25 +575,36 @@ class SdpaSchema:
     lse_out: bool = True  # writes a logsumexp (fp32, B·H·Sq)
     cu_seq: Optional[int] = None  # index of cum_seq_q (cum_seq_k follows): varlen / jagged when a tensor
     max_seq: Optional[int] = None  # index of max_q (max_k follows)
+    # is_causal aligns the mask bottom-right (query i of Sq sees keys 0..i+Sk-Sq): FlashAttention-2's
+    # causal, which the CUDA flash ops keep. PyTorch sends only bottom-right causal to them when
+    # Sq != Sk (sdp_utils refuses top-left is_causal there; torch.nn.attention.bias.causal_lower_right
+    # calls the flash op with is_causal=True: "for this particular op it means lower right").
+    causal_bottom_right: bool = False
 
 
 # Positions follow native_functions.yaml; each value is validated when read.
 SDPA_SCHEMAS: dict[str, SdpaSchema] = {
     "aten::scaled_dot_product_attention": SdpaSchema(0, "bhsd", 5, mask=3, dropout=4, lse_out=False),
     "aten::_scaled_dot_product_attention_math": SdpaSchema(0, "bhsd", 5, mask=3, dropout=4, lse_out=False),
-    "aten::_scaled_dot_product_flash_attention": SdpaSchema(0, "bhsd", 4, dropout=3),
+    "aten::_scaled_dot_product_flash_attention": SdpaSchema(0, "bhsd", 4, dropout=3, causal_bottom_right=True),
     "aten::_scaled_dot_product_flash_attention_for_cpu": SdpaSchema(0, "bhsd", 4, dropout=3),
     "aten::_scaled_dot_product_efficient_attention": SdpaSchema(0, "bhsd", 6, mask=3, dropout=5),
     "aten::_scaled_dot_product_cudnn_attention": SdpaSchema(0, "bhsd", 6, mask=3, dropout=5),
     "aten::_scaled_dot_product_fused_attention_overrideable": SdpaSchema(0, "bhsd", 5, mask=3, dropout=4),
-    "aten::_flash_attention_forward": SdpaSchema(0, "bshd", 8, dropout=7, cu_seq=3, max_seq=5),
+    "aten::_flash_attention_forward": SdpaSchema(
+        0, "bshd", 8, dropout=7, cu_seq=3, max_seq=5, causal_bottom_right=True
+    ),
     "aten::_efficient_attention_forward": SdpaSchema(
         0, "bshd", None, mask_type=9, mask=3, dropout=8, cu_seq=4, max_seq=6
     ),
     "aten::_cudnn_attention_forward": SdpaSchema(0, "bhsd", 10, mask=3, dropout=9, cu_seq=4, max_seq=6),
-    "aten::_scaled_dot_product_flash_attention_backward": SdpaSchema(1, "bhsd", 11, backward=True, dropout=10),
+    "aten::_scaled_dot_product_flash_attention_backward": SdpaSchema(
+        1, "bhsd", 11, backward=True, dropout=10, causal_bottom_right=True
+    ),
     "aten::_scaled_dot_product_flash_attention_for_cpu_backward": SdpaSchema(1, "bhsd", 6, backward=True, dropout=5),
-    "aten::_flash_attention_backward": SdpaSchema(1, "bshd", 11, backward=True, dropout=10, cu_seq=6, max_seq=8),
+    "aten::_flash_attention_backward": SdpaSchema(
+        1, "bshd", 11, backward=True, dropout=10, cu_seq=6, max_seq=8, causal_bottom_right=True
+    ),
     "aten::_scaled_dot_product_efficient_attention_backward": SdpaSchema(
         1, "bhsd", 11, backward=True, mask=4, dropout=9
     ),
@@ -693,6 +704,7 @@ def sdpa_shapes(op: str, args: list[Arg]) -> Optional[dict[str, Any]]:
             causal_known = False
         else:
             causal = c
+            bottom_right = c and sch.causal_bottom_right and sq != sk  # square: the same mask either way
     else:
         causal_known = False
     mask = args[sch.mask] if sch.mask is not None and sch.mask < len(args) and args[sch.mask].is_tensor else None
