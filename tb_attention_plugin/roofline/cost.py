@@ -731,12 +731,31 @@ def sdpa_shapes(op: str, args: list[Arg]) -> Optional[dict[str, Any]]:
     )
 
 
-def sum_squares_bounds(total: int, longest: int, n: int) -> tuple[int, int]:
+def sum_squares_bounds(total: int, longest: int, n: int, shortest: Optional[int] = None) -> tuple[int, int]:
     """Bounds on Σᵢ Lᵢ² for ``n`` sequences of ``total`` tokens, the longest ``longest``: what a
     varlen call's recorded inputs (packed length, cu_seqlens' size, max_seqlen) allow. Lower:
-    one sequence of ``longest`` and the rest equal; upper: as many of ``longest`` as fit."""
+    one sequence of ``longest`` and the rest equal; upper: as many of ``longest`` as fit.
+    ``shortest`` (a jagged nested tensor's min_seqlen, where the trace shows it) narrows both:
+    one sequence of each, the other n − 2 between them — equal (lower), or as many at
+    ``longest`` and the rest at ``shortest`` as the total allows (upper: Σ L² is convex)."""
     if n <= 0 or total <= 0 or longest <= 0:
         return 0, 0
+    if shortest is not None and n >= 2 and 0 < shortest <= longest:
+        m, rest = n - 2, total - longest - shortest
+        fixed = longest * longest + shortest * shortest
+        if m == 0 and rest == 0:
+            return fixed, fixed
+        if m > 0 and m * shortest <= rest <= m * longest:
+            q, r = divmod(rest, m)
+            low = fixed + r * (q + 1) ** 2 + (m - r) * q * q
+            if longest == shortest:
+                return low, low
+            k = min((rest - m * shortest) // (longest - shortest), m)
+            extra = rest - k * longest - (m - k) * shortest  # over shortest, for one sequence
+            high = fixed + k * longest * longest
+            if k < m:
+                high += (m - k - 1) * shortest * shortest + (shortest + extra) ** 2
+            return min(low, high), high
     longest = min(longest, total)
     rest = total - longest
     low = longest * longest + (rest * rest) // (n - 1) if n > 1 else longest * longest

@@ -148,6 +148,7 @@ class Geometry:
     total_q: Optional[int] = None  # jagged: Σ Lq (the packed dimension)
     total_k: Optional[int] = None
     block: Optional[BlockSparsity] = None
+    shortest: Optional[int] = None  # jagged, lengths not recorded: the shortest sequence, where the trace shows it
 
     def sequences(self) -> list[tuple[int, int]]:
         """(Lq, Lk) of every sequence when known (uniform: b times (sq, sk))."""
@@ -326,7 +327,7 @@ def _varlen_bounds(g: Geometry, direction: str, backend: str, decomposed_flops: 
     are the upper bounds (``useful_low`` the lower), executed the upper bound of its pairs."""
     tq, tk = int(g.total_q or 0), int(g.total_k or 0)
     if tq == tk:
-        low2, high2 = sum_squares_bounds(tq, min(g.sq, tq), g.b)
+        low2, high2 = sum_squares_bounds(tq, min(g.sq, tq), g.b, g.shortest)
     else:  # cross lengths: Σ Lq·Lk ≤ min(max_q·Σ Lk, max_k·Σ Lq)
         high2 = min(g.sq * tk, g.sk * tq)
         low2 = 0
