@@ -287,3 +287,17 @@ def test_ffn_boundary_add_norm_estimate_against_the_compiled_twin():
         pair = json.load(f)["pairs"]["ffn_boundary_compile"]
     assert pair["measured_gpu_kernel_saving_ms_per_step"] > 0.1 and pair["measured_saving_ms_per_step"] < 0
     assert pair["problem"]["gpu_kernel_ms_per_step"] < 0.6 * pair["problem"]["step_ms_median"]  # host-bound
+
+
+def test_t5_sites_stay_apart_in_a_narrow_text_table():
+    """analyze's text Sites table cuts long names in the middle; the module path all sites share
+    goes to the heading, so the part telling encoder from decoder and self from cross stays."""
+    from tb_attention_plugin.formats import model_text
+
+    lines = model_text(report("round3/r3_t5_eager_fwd"), markdown=False, width=100)
+    assert lines[0] == "Attention sites (under T5Model_0/)"
+    table = lines[1].splitlines()
+    rows = table[2:]
+    assert [r.split("/")[0] for r in rows] == ["T5Stack_0", "T5Stack_1", "T5Stack_1"]
+    assert sum("rossAttention" in r for r in rows) == 1 and sum("SelfAttention" in r for r in rows) == 2
+    assert all(len(x) <= 100 for x in table)
