@@ -103,6 +103,14 @@ def _settings(a) -> Settings:
     except ValueError as e:
         raise SystemExit(_fail(f"error: {_one_line(str(e))}")) from None
     ref = getattr(a, "reference", None)
+    if ref is not None and os.path.isdir(ref):  # a run's directory, as the traces themselves may be given
+        from .trace.files import expand_paths
+
+        found = [p for p, _ in expand_paths([ref])]
+        if len(found) != 1:
+            what = "no trace file" if not found else f"{len(found)} trace files (name one)"
+            raise SystemExit(_fail(f"error: {ref}: --reference: the directory holds {what}"))
+        ref = found[0]
     if ref is not None and not os.path.isfile(ref):
         raise SystemExit(_fail(f"error: {ref}: --reference: not a readable trace file"))
     return dataclasses.replace(

@@ -359,6 +359,8 @@ def build_decode_step(device, small, *, mode):
         mode=mode,
         torch_compile_mode=cmode,
         cuda_graphs=cmode == "reduce-overhead",
+        # its replayed kernels carry no shapes: analysed with the run compiled without graphs as --reference
+        reference_workload="r3_decode_compiled" if cmode == "reduce-overhead" else None,
         kv_len=sh["max_len"],
         q_len=1,
         dtype=_dt_name(dt),

@@ -198,6 +198,9 @@ def rate(backend: str, pas: str, x: Inputs, arch: Optional[str]) -> Optional[tup
     }
 
 
+KERNEL_HEAD_DIM_STEP = 32  # the head-dim buckets fused kernels are instantiated for (flash: 32, 64, 96, 128...)
+
+
 def predict(backend: str, pas: str, x: Inputs, run: Run, arch: Optional[str]) -> Optional[Prediction]:
     """The predicted GPU time of one call's pass on ``backend``."""
     fl = x.fwd_flops() * (BACKWARD_FLOP_RATIO if pas == "backward" else 1.0)
@@ -206,10 +209,14 @@ def predict(backend: str, pas: str, x: Inputs, run: Run, arch: Optional[str]) ->
     got = rate(backend, pas, x, arch)
     if got is not None:
         rt, src = got
-        t = fl / rt
+        # fused kernels are built per head-dim bucket (flash: multiples of 32) and run a head dim between
+        # buckets as the next one: the work of that head dim at the measured rate
+        tile_d = -(-x.d // KERNEL_HEAD_DIM_STEP) * KERNEL_HEAD_DIM_STEP
+        t = fl * (tile_d / x.d) / rt
         note = (
             f"{LABELS.get(backend, backend)} {pas} at {src['tflops']:g} TFLOP/s (measured at D={src['d']}, "
             f"{'causal' if src['mask'] == 'causal' else 'no mask'}: {', '.join(src['workloads'])})"
+            + (f", run as head dim {tile_d}" if tile_d != x.d else "")
         )
         source = "table"
     else:
