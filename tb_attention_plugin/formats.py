@@ -703,12 +703,13 @@ def ledger_line(rep: dict) -> Optional[str]:
 
     peaks = ", ".join(f"{k} {rate(v, 'FLOP/s')}" for k, v in (led.get("peaks") or {}).items())
     hfu = (led.get("hfu") or {}).get("value")
+    hfu_mark = "≤" if (led.get("hfu") or {}).get("upper_bound") else "~"
     return (
         f"FLOPs ledger (attention): useful {est(_flops(led['useful']), False, not exact)}, "
         f"executed {est(_flops(led['executed']), True, bool(led.get('executed_upper_bound')))}, "
         f"dense {_flops(led['dense'])}; attention MFU: useful {m('useful')}, "
         f"executed {m('executed')}, dense {m('dense')} (roof {peaks or MISSING}); "
-        f"HFU of the GPU span ~{pct(hfu)}"
+        f"HFU of the GPU span {hfu_mark}{pct(hfu)}"
     )
 
 

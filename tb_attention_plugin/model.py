@@ -510,7 +510,7 @@ def _totals(entries: list[LedgerEntry]) -> dict:
         "dense": _sig(d) if have else None,
         "useful_exact": all(e.counts.useful_exact for e in have if e.counts) if have else False,
         # executed is an upper bound where a block mask's counts or varlen lengths are missing
-        "executed_upper_bound": any(e.counts.executed_basis.startswith(_UPPER) for e in have if e.counts),
+        "executed_upper_bound": any(_executed_is_bound(e.counts) for e in have if e.counts),
         "time_us": _r(sum(e.time_us for e in entries)),
         "costed_time_us": _r(sum(e.time_us for e in have)),
         "mfu": mfu,
@@ -522,26 +522,37 @@ def _totals(entries: list[LedgerEntry]) -> dict:
     return out
 
 
+def _executed_is_bound(c: L.Counts) -> bool:
+    """The executed count is a bound (Flex without block counts, varlen without lengths)."""
+    return c.executed_basis.startswith(_UPPER)
+
+
 def _hfu(kt: Any, entries: list[LedgerEntry], mask: np.ndarray) -> dict:
     """Hardware FLOPs utilisation of the kernels in ``mask``: Σ FLOPs/roof over costed kernels
     (attention core kernels with their call's executed FLOPs, shared by their own FLOPs or
-    time) over the GPU span (per device, summed)."""
+    time) over the GPU span (per device, summed). A kernel's time at the roof is at most its
+    own time: an executed count above what the roof allows in it (Flex's dense upper bound
+    without block counts: 1.4x the roof on the H200's document mask) is work it did not do.
+    ``upper_bound`` when some call's executed count is a bound, not a count."""
     cols = _Cols(kt)
     dur = np.nan_to_num(cols.num("dur_us"))
     flops = cols.num("flops").copy()
     peak = cols.num("peak_flops_per_s")
+    upper = False
     for e in entries:
         if e.counts is None:
             continue
         r = e.rows[mask[e.rows]]
         if not len(r):
             continue
+        upper = upper or _executed_is_bound(e.counts)
         f = np.nan_to_num(flops[r])
         w = f / f.sum() if f.sum() > 0 else dur[r] / max(dur[r].sum(), 1e-12)
         flops[r] = e.counts.executed * w
     ok = mask & ~np.isnan(flops) & (flops > 0)
     unknown_peak = bool((ok & np.isnan(peak)).any())
-    work = float((flops[ok & ~np.isnan(peak)] / peak[ok & ~np.isnan(peak)]).sum()) * 1e6  # µs at the roof
+    at = ok & ~np.isnan(peak)
+    work = float(np.minimum(flops[at] / peak[at] * 1e6, dur[at]).sum())  # µs at the roof, each ≤ its time
     ts = cols.num("ts")
     dev = np.asarray(kt.columns["device"]) if "device" in kt.columns else np.zeros(len(kt), dtype=np.int64)
     span = 0.0
@@ -557,6 +568,8 @@ def _hfu(kt: Any, entries: list[LedgerEntry], mask: np.ndarray) -> dict:
     }
     if u is not None and u > 1:
         out["exceeds_peak"] = True
+    if upper:
+        out["upper_bound"] = True
     if unknown_peak:
         out["note"] = "some costed kernels ran on a GPU of unknown peaks"
     return out

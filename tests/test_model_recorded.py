@@ -301,3 +301,18 @@ def test_t5_sites_stay_apart_in_a_narrow_text_table():
     assert [r.split("/")[0] for r in rows] == ["T5Stack_0", "T5Stack_1", "T5Stack_1"]
     assert sum("rossAttention" in r for r in rows) == 1 and sum("SelfAttention" in r for r in rows) == 2
     assert all(len(x) <= 100 for x in table)
+
+
+def test_hfu_counts_no_kernel_above_its_roof_and_says_when_it_is_a_bound():
+    """HFU sums each costed kernel's time at the roof (FLOPs / peak), at most its own time: the
+    Flex document-mask trace's executed count is the dense upper bound (148 of 1024 blocks
+    visited), which would put its forward kernel at 1.4x the roof."""
+    rep = report("round3/r3_flex_doc_fwdbwd")
+    hfu = rep["flops_ledger"]["hfu"]
+    assert hfu["upper_bound"]
+    costed = [k for k in rep["kernels"] if k["flops"] and k["peak_flops_per_s"]]
+    assert hfu["roof_time_us"] <= sum(k["dur_us"] for k in costed) + 1e-6
+    fwd = next(c for c in rep["flops_ledger"]["calls"] if c["direction"] == "forward")
+    assert fwd["executed"] / (fwd["time_us"] * 1e-6) > fwd["peak_flops_per_s"]  # the bound is above the roof
+    # exact counts: no flag
+    assert "upper_bound" not in report("round3/r3_flash_fwdbwd_s8192")["flops_ledger"]["hfu"]
