@@ -316,3 +316,64 @@ def test_hfu_counts_no_kernel_above_its_roof_and_says_when_it_is_a_bound():
     assert fwd["executed"] / (fwd["time_us"] * 1e-6) > fwd["peak_flops_per_s"]  # the bound is above the roof
     # exact counts: no flag
     assert "upper_bound" not in report("round3/r3_flash_fwdbwd_s8192")["flops_ledger"]["hfu"]
+
+
+# -- executed FLOPs against the hardware's count -------------------------------------------------
+NCU = os.path.join(ROOT, "validation", "round3", "2026-12-01", "ncu")
+TENSOR_OPS = (
+    "sm__ops_path_tensor_src_bf16_dst_fp32.sum",
+    "sm__ops_path_tensor_src_fp16.sum",
+    "sm__ops_path_tensor_src_fp8.sum",
+    "sm__ops_path_tensor_src_tf32_dst_fp32.sum",
+)
+# the fused attention kernels of the ncu rows (names as Nsight Compute demangles them)
+ATTENTION_KERNEL = ("flash_fwd", "flash_bwd", "fmha_cutlass", "_sdpa_", "flex_attention")
+
+
+def ncu_attention_tensor_ops(run: str) -> float:
+    with open(os.path.join(NCU, f"{run}.json")) as f:
+        rows = json.load(f)["kernels"]
+    return sum(
+        sum(k.get(m) or 0 for m in TENSOR_OPS)
+        for k in rows
+        if any(p in str(k.get("Kernel Name") or "") for p in ATTENTION_KERNEL)
+    )
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        "r3_flash_fwdbwd_s8192",  # causal prefill: whole tiles of kept pairs, the backward's 5 matmuls
+        "r3_cudnn_fwd_s4096",
+        "r3_cudnn_fwdbwd_s4096",  # the backward's tile is the backend's default (an estimate)
+        "r3_efficient_block_fwdbwd",
+        "r3_swa_sdpa_fwd",  # cuDNN with a bool mask: every tile
+        "r3_lower_right_decode",  # 4 queries in 128-row tiles: 32x the pairs
+        "r3_splitkv_decode_gqa",  # 1 token, 4 query heads per K/V head packed into 64-row tiles
+        "r3_decode_compiled",  # cuDNN decode, the same packing in 16-row tiles
+    ],
+)
+def test_executed_flops_match_the_tensor_cores_count(run):
+    """Nsight Compute counted the Tensor Cores' operations of every attention kernel
+    (sm__ops_path_tensor_*, validation/round3/2026-12-01/ncu): the ledger's executed count is
+    that, within 2 % (the tile sizes of cuDNN's backward and CUTLASS's causal skipping are
+    estimates)."""
+    hw = ncu_attention_tensor_ops(run)
+    led = report(f"round3/{run}")["flops_ledger"]
+    assert hw > 0 and not led["executed_upper_bound"]
+    assert led["executed"] == pytest.approx(hw, rel=0.02), (led["executed"], hw)
+
+
+@pytest.mark.parametrize("run", ["r3_jagged_fwd", "r3_jagged_fwdbwd", "r3_flex_doc_fwdbwd"])
+def test_executed_upper_bounds_hold_against_the_tensor_cores_count(run):
+    """Where the trace lacks the lengths (jagged) or the block counts (Flex), executed is an
+    upper bound: the hardware's count is below it — and for Flex equals the block counts of the
+    run's mask (148 visited 128x128 blocks per batch·head; backward 3.5x the forward)."""
+    hw = ncu_attention_tensor_ops(run)
+    led = report(f"round3/{run}")["flops_ledger"]
+    assert led["executed_upper_bound"] and hw <= led["executed"] * 1.001
+    if run == "r3_flex_doc_fwdbwd":
+        m = meta(run)
+        visited = m["kv_blocks_partial"] + m["kv_blocks_full"]
+        fwd = visited * 128 * 128 * m["B"] * m["H"] * 4 * m["D"]
+        assert hw == pytest.approx(fwd * (1 + 3.5), rel=1e-3)
