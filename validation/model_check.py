@@ -155,6 +155,52 @@ def ledger_table() -> list[str]:
     return out
 
 
+NCU = os.path.join(HERE, "round3", "2026-12-01", "ncu")
+TENSOR_OPS = (
+    "sm__ops_path_tensor_src_bf16_dst_fp32.sum",
+    "sm__ops_path_tensor_src_fp16.sum",
+    "sm__ops_path_tensor_src_fp8.sum",
+    "sm__ops_path_tensor_src_tf32_dst_fp32.sum",
+)
+ATTENTION_KERNEL = ("flash_fwd", "flash_bwd", "fmha_cutlass", "_sdpa_", "flex_attention")
+NCU_RUNS = (
+    "r3_flash_fwdbwd_s8192",
+    "r3_cudnn_fwd_s4096",
+    "r3_cudnn_fwdbwd_s4096",
+    "r3_efficient_block_fwdbwd",
+    "r3_swa_sdpa_fwd",
+    "r3_lower_right_decode",
+    "r3_splitkv_decode_gqa",
+    "r3_decode_compiled",
+    "r3_jagged_fwd",
+    "r3_jagged_fwdbwd",
+    "r3_flex_doc_fwdbwd",
+)
+
+
+def ncu_table() -> list[str]:
+    out = [
+        "### Executed FLOPs against the Tensor Cores' count (Nsight Compute, `sm__ops_path_tensor_*`)",
+        "",
+        "| workload | ncu tensor ops of the attention kernels | ledger executed | ratio | ledger useful |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for run in NCU_RUNS:
+        with open(os.path.join(NCU, f"{run}.json")) as f:
+            rows = json.load(f)["kernels"]
+        hw = sum(
+            sum(k.get(m) or 0 for m in TENSOR_OPS)
+            for k in rows
+            if any(p in str(k.get("Kernel Name") or "") for p in ATTENTION_KERNEL)
+        )
+        led = report(f"round3/{run}")["flops_ledger"]
+        mark = "≤ " if led["executed_upper_bound"] else ""
+        out.append(
+            f"| {run} | {_g(hw)} | {mark}{_g(led['executed'])} | {led['executed'] / hw:.3f} | {_g(led['useful'])} |"
+        )
+    return out
+
+
 def sites_table() -> list[str]:
     out = [
         "### Sites",
@@ -177,7 +223,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help=f"rewrite the tables in {os.path.relpath(DOC, ROOT)}")
     a = ap.parse_args()
-    text = "\n".join(sites_table() + [""] + boundary_table() + [""] + ledger_table())
+    text = "\n".join(sites_table() + [""] + boundary_table() + [""] + ledger_table() + [""] + ncu_table())
     if not a.write:
         print(text)
         return
