@@ -21,7 +21,10 @@ import advice_twins as T  # noqa: E402
 with open(T.PAIRS) as f:
     PAIRS = json.load(f)["pairs"]
 # the first recording and the second held-out one (written after the rules were changed)
-RECORDED = [os.path.join(ROOT, "validation", "twins", d, "manifest.json") for d in ("2026-12-01", "2026-12-01-h2")]
+RECORDED = [
+    os.path.join(ROOT, "validation", "twins", d, "manifest.json")
+    for d in ("2026-12-01", "2026-12-01-h2", "2026-12-01-h3")
+]
 RECORDED_PAIRS = [p for m in RECORDED if os.path.exists(m) for p in T.load_pairs(m)]
 
 # Misses reported in validation/advice_twins.md, kept visible: strict xfails fail the run the day they pass.
@@ -30,8 +33,9 @@ KNOWN_MISSES = {
     # profiler costs per op (8.3 vs 4.0 µs): at the claim's 5 µs one is 1.02x (over), the other 0.298x
     ("json", "decode_eager_to_cuda_graph"): "claims 1.02x of a host-clock measured saving (bound 1.0)",
     ("recorded", "decode_eager_to_cuda_graph"): "claims 0.298x of the whole step's saving (bound 0.3)",
+    ("recorded", "t5_eager_to_sdpa_contiguous_bias_h3"): "4.19x: mem-efficient with a learned bias runs far "
+    "below the table's unmasked rate (the table has no bias rows)",
     ("recorded", "headdim100_to_104"): "predicts 1.64x: the padded call runs slower than the D=128 table rate",
-    ("recorded", "t5_eager_to_sdpa"): "as written the SDPA twin's attention is 0.6 ms slower; predicted 1.0 ms faster",
 }
 
 
@@ -104,6 +108,6 @@ def test_recorded_twins(pair):
     r = T.evaluate(pair)
     if pair["held_out"]:
         assert r["verdict"] != "predicts a gain where the twin measured a loss", r
-        assert r["ratio"] is not None and 0.5 <= r["ratio"] <= 2.0, r
+        assert r["ok"] or (r["ratio"] is not None and 0.5 <= r["ratio"] <= 2.0), r
     else:
         assert r["ok"], (r["verdict"], r["ratio"], r["predicted_us"], r["measured_us"], r["reason"])

@@ -266,7 +266,7 @@ def load_pairs(manifest: Optional[str]) -> list[dict]:
                 else None,
                 # the first recording's two, chosen before it; every pair of the second recording (_h2),
                 # written after the rules were changed against the first
-                "held_out": name in ("t5_eager_to_sdpa", "prefill_repeat_kv_to_gqa") or name.endswith("_h2"),
+                "held_out": name in ("t5_eager_to_sdpa", "prefill_repeat_kv_to_gqa") or name.endswith(("_h2", "_h3")),
                 "compare": "as_is" if name == "t5_eager_to_sdpa" else None,
                 "alternative": {
                     "memeff_to_flash": "flash",

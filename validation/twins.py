@@ -318,6 +318,9 @@ RUNS += [
     Run("decode_enable_gqa_h2", "heldout2", R.build_sdpa_core, dict(kv_layout="gqa", **GQA_DEC_H2)),
     Run("headdim60_h2", "heldout2", R.build_block, dict(backend=None, D=60, **HD)),
     Run("headdim60_pad64_h2", "heldout2", R.build_block, dict(backend=None, D=60, pad_to=64, **HD)),
+    # the fix fuse_attention names for T5 (after the first recording): the bias made contiguous
+    Run("t5_eager_h3", "heldout3", R.build_t5, dict(attn="eager", bwd=True)),
+    Run("t5_sdpa_contiguous_bias_h3", "heldout3", R.build_t5, dict(attn="sdpa", bwd=True, contiguous_bias=True)),
 ]
 RUN_BY_NAME = {r.name: r for r in RUNS}
 
@@ -398,6 +401,13 @@ PAIRS += [
     ("fp32_to_bf16_h2", "dtype", "block_fp32_h2", "block_bf16_h2", "block S1024 D128 B4 H8"),
     ("decode_repeat_kv_to_gqa_h2", "repeat_kv", "decode_repeat_kv_h2", "decode_enable_gqa_h2", "decode KV16384 32/4"),
     ("headdim60_to_64_h2", "head_dim_alignment", "headdim60_h2", "headdim60_pad64_h2", "zero-pad D 60 to 64"),
+    (
+        "t5_eager_to_sdpa_contiguous_bias_h3",
+        "fused_attention",
+        "t5_eager_h3",
+        "t5_sdpa_contiguous_bias_h3",
+        "the fix fuse_attention names: SDPA with the learned bias made contiguous (mem-efficient, not math)",
+    ),
 ]
 
 # ---------------------------------------------------------------------------
@@ -586,7 +596,7 @@ def manifest(out: str) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--group", default="", help="eager | compile | ddp | heldout2")
+    ap.add_argument("--group", default="", help="eager | compile | ddp | heldout2 | heldout3")
     ap.add_argument("--runs", default="", help="comma list of run names (debug)")
     ap.add_argument("--deadline", type=float, default=0.0, help="unix time after which no run is started")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
