@@ -35,6 +35,7 @@ _UPPER = ("dense (block counts not recorded)", "upper bound")
 _SEVERITY = {"high": 0, "medium": 1, "low": 2}
 _CORE = frozenset(P.CORE_PHASES)
 _SDPA_OUTER = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product_attention_math")
+_NESTED_VIEW = "aten::_nested_view_from_jagged"
 _MATH_PHASES = frozenset({"fused_attention", "qk_matmul", "pv_matmul"})  # the kernels doing attention's matmuls
 MFU_FORMULA = (
     "attention MFU = FLOPs / Σ(core attention kernel time × the roof of the call's attention kernel); "
@@ -123,6 +124,23 @@ def _common_prefix(paths: list[tuple[str, ...]]) -> tuple[str, ...]:
     return first[:n]
 
 
+_SIGNATURE_PHASES = ("fused_attention", "qk_matmul", "pv_matmul")
+
+
+def _signature_row(use: np.ndarray, phase_of: list, core: list[int], dur: np.ndarray) -> int:
+    """The kernel row whose op and shapes sign a call: its attention matmul (the longest fused
+    kernel, else QK^T, else PV), whose inputs are the call's geometry. Not the longest core
+    kernel of any phase: that changes from layer to layer of one site (T5's first layer computes
+    the relative position bias, whose gather is its longest kernel), and a signature that changes
+    keeps repeated layers from folding."""
+    rows = use.tolist()
+    for phase in _SIGNATURE_PHASES:
+        hits = [x for x in rows if phase_of[x] == phase]
+        if hits:
+            return int(max(hits, key=lambda x: dur[x]))
+    return max(core, key=lambda x: dur[x]) if core else int(use[np.argmax(dur[use])])
+
+
 def _places(kt: Any, calls: list[Call]) -> None:
     """Fill each call's CallPlace: module path (the common prefix of its forward kernels'
     modules, cut at its scope module), scope annotation, source line and op signature."""
@@ -134,6 +152,8 @@ def _places(kt: Any, calls: list[Call]) -> None:
     op_codes, op_vocab = cols.codes("cost_op")
     st_codes, st_vocab = cols.codes("step")
     dur = np.nan_to_num(cols.num("dur_us"))
+    ph_codes, ph_vocab = cols.codes("phase")
+    phase_of = [ph_vocab[x] for x in ph_codes.tolist()]
     split_memo: dict[int, tuple[str, ...]] = {}
     extras = getattr(kt, "extras", {}) or {}
     for c in calls:
@@ -157,7 +177,7 @@ def _places(kt: Any, calls: list[Call]) -> None:
                 mods = mods[: mods.index(own) + 1]
         annotation = str(scope) if source == "annotation" and scope else None
         core = use[is_core[use]].tolist()
-        main = max(core, key=lambda x: dur[x]) if core else int(use[np.argmax(dur[use])])
+        main = _signature_row(use, phase_of, core, dur)
         e = extras.get(main) or {}
         shapes = e.get("shapes") or []
         tensors = [s for s in shapes if isinstance(s, list) and len(s) >= 3][:2]
@@ -199,6 +219,7 @@ class _Ops:
         self.memo: dict[int, tuple[str, Optional[list]]] = {}
         self.args: dict[int, list] = {}  # per signature: one parse for every op with those inputs
         self._lists: Optional[dict[tuple[int, int], set]] = None
+        self._shortest: Optional[dict[tuple[int, int, int], set]] = None
 
     def sequence_lengths(self, n: int, total: int, longest: int) -> Optional[tuple[int, ...]]:
         """Per-sequence lengths of a jagged call whose packed tensors hold ``total`` tokens in ``n``
@@ -213,6 +234,31 @@ class _Ops:
                         lens = tuple(int(sh[0]) for sh in a.shapes)
                         self._lists.setdefault((len(lens), sum(lens)), set()).add(lens)
         found = {x for x in self._lists.get((n, total), set()) if max(x) == longest}
+        return next(iter(found)) if len(found) == 1 else None
+
+    def shortest(self, n: int, total: int, longest: int) -> Optional[int]:
+        """The shortest sequence of a jagged call (``n`` sequences, ``total`` tokens, the longest
+        ``longest``), from a jagged nested tensor's view recorded in the trace: torch keeps a
+        nested tensor's min/max sequence lengths as the first dims of two [L, 0] tensors
+        (``aten::_nested_view_from_jagged(values, offsets, dummy, lengths, ragged_idx,
+        min_seqlen, max_seqlen)``), so the profiler records them as shapes. None unless every
+        such view of that total, count and maximum says the same."""
+        if self._shortest is None:
+            self._shortest = {}
+            names = self.R["name"]
+            for r in range(len(names)):
+                sig = int(self.R["sig"][r])
+                if sig < 0 or str(self.t.strings[names[r]]) != _NESTED_VIEW:
+                    continue
+                a = self.args.get(sig)
+                if a is None:
+                    a = self.args[sig] = parse_args(self.t.signatures[sig])
+                if len(a) < 7 or not all(x.is_tensor for x in (a[0], a[1], a[5], a[6])):
+                    continue
+                v, off, lo, hi = a[0].dims, a[1].dims, a[5].dims, a[6].dims
+                if len(off) == 1 and len(v) >= 1 and len(lo) == 2 and len(hi) == 2 and lo[1] == 0 and hi[1] == 0:
+                    self._shortest.setdefault((off[0] - 1, v[0], hi[0]), set()).add(lo[0])
+        found = self._shortest.get((n, total, longest), set())
         return next(iter(found)) if len(found) == 1 else None
 
     def get(self, r: int) -> tuple[str, Optional[list]]:
@@ -301,6 +347,8 @@ def ledger_entries(kt: Any, calls: list[Call], trace: Any, links: Any, attr: Any
                 lens = ops.sequence_lengths(geom.b, int(geom.total_q or 0), geom.sq)
                 if lens is not None:
                     geom = dataclasses.replace(geom, lengths_q=lens, lengths_k=lens, lengths="per_sequence")
+                else:
+                    geom = dataclasses.replace(geom, shortest=ops.shortest(geom.b, int(geom.total_q or 0), geom.sq))
             if direction == "forward":
                 fwd_geom = geom
             tile = L.tile_from_name(name) if backend in L.FUSED_TILED else None
@@ -410,6 +458,8 @@ def _geom_json(g: Optional[L.Geometry]) -> Optional[dict]:
     if g.lengths != "uniform":
         out["lengths"] = g.lengths
         out["total_q"], out["total_k"] = g.total_q, g.total_k
+        if g.shortest is not None:
+            out["shortest"] = g.shortest
     if g.block is not None:
         out["block"] = {"q_block": g.block.q_block, "kv_block": g.block.kv_block, "blocks": g.block.total}
     return out
@@ -460,7 +510,7 @@ def _totals(entries: list[LedgerEntry]) -> dict:
         "dense": _sig(d) if have else None,
         "useful_exact": all(e.counts.useful_exact for e in have if e.counts) if have else False,
         # executed is an upper bound where a block mask's counts or varlen lengths are missing
-        "executed_upper_bound": any(e.counts.executed_basis.startswith(_UPPER) for e in have if e.counts),
+        "executed_upper_bound": any(_executed_is_bound(e.counts) for e in have if e.counts),
         "time_us": _r(sum(e.time_us for e in entries)),
         "costed_time_us": _r(sum(e.time_us for e in have)),
         "mfu": mfu,
@@ -472,26 +522,37 @@ def _totals(entries: list[LedgerEntry]) -> dict:
     return out
 
 
+def _executed_is_bound(c: L.Counts) -> bool:
+    """The executed count is a bound (Flex without block counts, varlen without lengths)."""
+    return c.executed_basis.startswith(_UPPER)
+
+
 def _hfu(kt: Any, entries: list[LedgerEntry], mask: np.ndarray) -> dict:
     """Hardware FLOPs utilisation of the kernels in ``mask``: Σ FLOPs/roof over costed kernels
     (attention core kernels with their call's executed FLOPs, shared by their own FLOPs or
-    time) over the GPU span (per device, summed)."""
+    time) over the GPU span (per device, summed). A kernel's time at the roof is at most its
+    own time: an executed count above what the roof allows in it (Flex's dense upper bound
+    without block counts: 1.4x the roof on the H200's document mask) is work it did not do.
+    ``upper_bound`` when some call's executed count is a bound, not a count."""
     cols = _Cols(kt)
     dur = np.nan_to_num(cols.num("dur_us"))
     flops = cols.num("flops").copy()
     peak = cols.num("peak_flops_per_s")
+    upper = False
     for e in entries:
         if e.counts is None:
             continue
         r = e.rows[mask[e.rows]]
         if not len(r):
             continue
+        upper = upper or _executed_is_bound(e.counts)
         f = np.nan_to_num(flops[r])
         w = f / f.sum() if f.sum() > 0 else dur[r] / max(dur[r].sum(), 1e-12)
         flops[r] = e.counts.executed * w
     ok = mask & ~np.isnan(flops) & (flops > 0)
     unknown_peak = bool((ok & np.isnan(peak)).any())
-    work = float((flops[ok & ~np.isnan(peak)] / peak[ok & ~np.isnan(peak)]).sum()) * 1e6  # µs at the roof
+    at = ok & ~np.isnan(peak)
+    work = float(np.minimum(flops[at] / peak[at] * 1e6, dur[at]).sum())  # µs at the roof, each ≤ its time
     ts = cols.num("ts")
     dev = np.asarray(kt.columns["device"]) if "device" in kt.columns else np.zeros(len(kt), dtype=np.int64)
     span = 0.0
@@ -507,6 +568,8 @@ def _hfu(kt: Any, entries: list[LedgerEntry], mask: np.ndarray) -> dict:
     }
     if u is not None and u > 1:
         out["exceeds_peak"] = True
+    if upper:
+        out["upper_bound"] = True
     if unknown_peak:
         out["note"] = "some costed kernels ran on a GPU of unknown peaks"
     return out
@@ -565,6 +628,30 @@ def _bound_of(rows: np.ndarray, cols: _Cols) -> str:
     if isinstance(ub, np.ndarray) and ub[rows][known].any() and b in ("compute", "memory"):
         return "unknown"
     return b
+
+
+def _roofline_of(rows: np.ndarray, cols: _Cols) -> Optional[dict]:
+    """Where a site's core kernels sit on the roofline, which ``bound`` (the regime reached)
+    does not say: ``intensity`` (Σ FLOPs / Σ bytes), ``side`` (the roof that caps them: compute
+    where their time at the compute roofs, Σ FLOPs/peak, exceeds their time at the memory roof,
+    Σ bytes/bandwidth — per kernel that is intensity above the ridge point) and ``roof_share``
+    (Σ time at that roof / Σ their time: 1 is on the roof). Two sites of one bound label can sit
+    16x apart in intensity (a video model's spatial and temporal attention)."""
+    dur = np.nan_to_num(cols.num("dur_us"))[rows]
+    cu, mu = cols.num("compute_util")[rows], cols.num("memory_util")[rows]
+    fl, by = cols.num("flops")[rows], cols.num("bytes")[rows]
+    known = ~np.isnan(fl) & ~np.isnan(by) & ~np.isnan(mu) & ~np.isnan(cu) & (dur > 0)
+    kt = float(dur[known].sum())
+    if kt <= 0 or float(by[known].sum()) <= 0:
+        return None
+    at_compute = float((cu[known] * dur[known]).sum())
+    at_memory = float((mu[known] * dur[known]).sum())
+    side = "compute" if at_compute > at_memory else "memory"
+    return {
+        "intensity": _sig(float(fl[known].sum()) / float(by[known].sum())),
+        "side": side,
+        "roof_share": _r(max(at_compute, at_memory) / kt, 4),
+    }
 
 
 def _rank(f: dict) -> tuple:
@@ -657,6 +744,7 @@ def sites_block(kt: Any, calls: list[Call], names: list, entries: list[LedgerEnt
                     for b, v in sorted(backends.items(), key=lambda kv: -kv[1])
                 ],
                 "bound": _bound_of(rows[core] if core.any() else rows, cols),
+                "roofline": _roofline_of(rows[core] if core.any() else rows, cols),
                 "bound_time_us": btime,
                 "flops": _sig(float(np.nansum(flops[rows][known]))) if known.any() else None,
                 "bytes": _sig(float(np.nansum(nbytes[rows][known]))) if known.any() else None,

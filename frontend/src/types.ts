@@ -373,6 +373,7 @@ export interface Hfu {
   roof_time_us: number | null;
   span_us: number | null;
   exceeds_peak?: boolean;
+  upper_bound?: boolean;
   note?: string;
 }
 
