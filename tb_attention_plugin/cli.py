@@ -57,8 +57,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--reference",
         metavar="TRACE",
-        help="for kernels replayed from CUDA graphs: a trace of the same step run eagerly (or of the "
-        "graph capture); their op, module, shapes and cost are carried over from it",
+        help="for kernels replayed from CUDA graphs: a trace (or a run directory holding one) of the same step "
+        "run eagerly, compiled without graphs, or of the graph capture; their op, module, shapes and cost are "
+        "carried over from it",
     )
     g.add_argument("--max-bytes", metavar="SIZE", help="refuse traces that decompress to more than this (default 16G)")
     g.add_argument("--no-cache", action="store_true", help="do not read or write the report cache")
