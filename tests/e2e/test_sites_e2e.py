@@ -43,6 +43,22 @@ def test_sites_table_rows_and_click_through(tb, page):
         "T5Model_0/T5Stack_1/T5Block_*/T5LayerSelfAttention_0",
         "T5Model_0/T5Stack_1/T5Block_*/T5LayerCrossAttention_0",
     }
+    # each site's place on the roofline under its bound pill, from the JSON's `roofline`
+    api = get_json(tb + API + "/summary?" + urlencode({"run": RUN}))
+    want_lines = {
+        f"{st['name']}": st["roofline"]
+        for st in (api.get("sites") or [])
+        if st.get("roofline") and st["roofline"].get("intensity") is not None
+    }
+    shown_lines = frame.eval_on_selector_all(
+        "#site-table tbody tr[data-site]",
+        "rs => rs.map(r => [r.querySelector('th button').getAttribute('title'),"
+        " r.querySelectorAll('td')[5].innerText])",
+    )
+    assert want_lines and len(shown_lines) == 3
+    for title, cell in shown_lines:
+        r = want_lines[re.sub(r"^show the kernels of ", "", title)]
+        assert "FLOP/B" in cell and f"{r['side']} side" in cell, cell
     frame.query_selector("#site-table").scroll_into_view_if_needed()
     shot(page, "sites_t5_sdpa.png")
     cross = "T5Model_0/T5Stack_1/T5Block_*/T5LayerCrossAttention_0"

@@ -39,7 +39,6 @@ NOT_IN_TYPES: dict[str, set[str]] = {
     "Phase": {"upper_bound", "upper_bound_flops_per_s", "upper_bound_bytes_per_s"},
     "Device": {"l2_bytes"},
     "Kernel": {"dram_bytes", "cost_role"},
-    "Site": {"roofline"},  # issue #23: JSON only, not yet a column of the Sites table
     "KernelsResponse": {"selection", "state"},
     "RooflineResponse": {"selection", "state"},
     "TimelineResponse": {"selection", "state"},
