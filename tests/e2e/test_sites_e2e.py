@@ -44,7 +44,7 @@ def test_sites_table_rows_and_click_through(tb, page):
         "T5Model_0/T5Stack_1/T5Block_*/T5LayerCrossAttention_0",
     }
     # each site's place on the roofline under its bound pill, from the JSON's `roofline`
-    api = get_json(tb + API + "/summary?" + urlencode({"run": RUN}))
+    api = get_json(tb + API + "/summary?" + urlencode({"run": RUN}))["summary"]
     want_lines = {
         f"{st['name']}": st["roofline"]
         for st in (api.get("sites") or [])
