@@ -57,8 +57,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--reference",
         metavar="TRACE",
-        help="for kernels replayed from CUDA graphs: a trace of the same step run eagerly (or of the "
-        "graph capture); their op, module, shapes and cost are carried over from it",
+        help="for kernels replayed from CUDA graphs: a trace (or a run directory holding one) of the same step "
+        "run eagerly, compiled without graphs, or of the graph capture; their op, module, shapes and cost are "
+        "carried over from it",
     )
     g.add_argument("--max-bytes", metavar="SIZE", help="refuse traces that decompress to more than this (default 16G)")
     g.add_argument("--no-cache", action="store_true", help="do not read or write the report cache")
@@ -103,6 +104,14 @@ def _settings(a) -> Settings:
     except ValueError as e:
         raise SystemExit(_fail(f"error: {_one_line(str(e))}")) from None
     ref = getattr(a, "reference", None)
+    if ref is not None and os.path.isdir(ref):  # a run's directory, as the traces themselves may be given
+        from .trace.files import expand_paths
+
+        found = [p for p, _ in expand_paths([ref])]
+        if len(found) != 1:
+            what = "no trace file" if not found else f"{len(found)} trace files (name one)"
+            raise SystemExit(_fail(f"error: {ref}: --reference: the directory holds {what}"))
+        ref = found[0]
     if ref is not None and not os.path.isfile(ref):
         raise SystemExit(_fail(f"error: {ref}: --reference: not a readable trace file"))
     return dataclasses.replace(

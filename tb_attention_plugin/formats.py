@@ -640,8 +640,22 @@ def _site_shape(s: dict) -> str:
     return f"B{sh['b']} H{heads} {sh['sq']}x{sh['sk']} D{sh['d']}" + (f"/{sh['dv']}" if sh["dv"] != sh["d"] else "")
 
 
-def site_rows(rep: dict) -> list[list[str]]:
-    """One row per attention site (model.py), longest first."""
+def site_prefix(rep: dict) -> str:
+    """The module path every site shares (``T5Model_0/``), when there are several module sites
+    and each keeps a name of its own without it: a narrow text table then shows the part that
+    tells them apart (a middle cut of ``T5Model_0/T5Stack_0/...`` hid encoder from decoder)."""
+    sites = rep.get("sites") or []
+    if len(sites) < 2 or any(s.get("kind") != "module" for s in sites):
+        return ""
+    parts = [str(s["name"]).split("/") for s in sites]
+    n = 0
+    while all(len(p) > n + 1 for p in parts) and len({p[n] for p in parts}) == 1:
+        n += 1
+    return "/".join(parts[0][:n]) + "/" if n else ""
+
+
+def site_rows(rep: dict, prefix: str = "") -> list[list[str]]:
+    """One row per attention site (model.py), longest first; names without ``prefix``."""
     rows = []
     for s in rep.get("sites") or []:
         mfu = (s.get("mfu") or {}).get("useful")
@@ -652,7 +666,7 @@ def site_rows(rep: dict) -> list[list[str]]:
         f = s.get("top_finding")
         rows.append(
             [
-                s["name"],
+                s["name"][len(prefix) :] if prefix and s["name"].startswith(prefix) else s["name"],
                 str(s["calls"]),
                 us(s["time_us"]),
                 us(s["forward_us"]),
@@ -689,12 +703,13 @@ def ledger_line(rep: dict) -> Optional[str]:
 
     peaks = ", ".join(f"{k} {rate(v, 'FLOP/s')}" for k, v in (led.get("peaks") or {}).items())
     hfu = (led.get("hfu") or {}).get("value")
+    hfu_mark = "≤" if (led.get("hfu") or {}).get("upper_bound") else "~"
     return (
         f"FLOPs ledger (attention): useful {est(_flops(led['useful']), False, not exact)}, "
         f"executed {est(_flops(led['executed']), True, bool(led.get('executed_upper_bound')))}, "
         f"dense {_flops(led['dense'])}; attention MFU: useful {m('useful')}, "
         f"executed {m('executed')}, dense {m('dense')} (roof {peaks or MISSING}); "
-        f"HFU of the GPU span ~{pct(hfu)}"
+        f"HFU of the GPU span {hfu_mark}{pct(hfu)}"
     )
 
 
@@ -725,9 +740,10 @@ def boundary_line(rep: dict) -> Optional[str]:
 def model_text(rep: dict, markdown: bool, width: Optional[int]) -> list[str]:
     """The Sites table, the FLOPs ledger and the FFN boundary lines of the text/markdown output."""
     out = []
-    rows = site_rows(rep)
+    prefix = "" if markdown else site_prefix(rep)
+    rows = site_rows(rep, prefix)
     if rows:
-        out.append(("### " if markdown else "") + "Attention sites")
+        out.append(("### " if markdown else "") + "Attention sites" + (f" (under {prefix})" if prefix else ""))
         out.append(text_table(SITE_HEADERS, rows, markdown, width, cut=(0, 6, 10), drop=(10, 4, 3, 5, 6)))
         out.append("")
     for line in (ledger_line(rep), boundary_line(rep)):

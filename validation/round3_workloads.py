@@ -359,6 +359,8 @@ def build_decode_step(device, small, *, mode):
         mode=mode,
         torch_compile_mode=cmode,
         cuda_graphs=cmode == "reduce-overhead",
+        # its replayed kernels carry no shapes: analysed with the run compiled without graphs as --reference
+        reference_workload="r3_decode_compiled" if cmode == "reduce-overhead" else None,
         kv_len=sh["max_len"],
         q_len=1,
         dtype=_dt_name(dt),
@@ -530,9 +532,12 @@ def build_swin(device, small, *, B=32, res=56, dim=128, heads=4, bwd=False):
     return Workload("", step, meta, keep=[mod, x])
 
 
-def build_t5(device, small, *, attn="eager", bwd=False, batch=4, enc_len=512, dec_len=128, layers=2):
+def build_t5(
+    device, small, *, attn="eager", bwd=False, batch=4, enc_len=512, dec_len=128, layers=2, contiguous_bias=False
+):
     """transformers T5Model (encoder-decoder, random weights) with the relative-position bias of T5; attention
-    modules are T5Attention (self: layer.0.SelfAttention, cross: layer.1.EncDecAttention)."""
+    modules are T5Attention (self: layer.0.SelfAttention, cross: layer.1.EncDecAttention). contiguous_bias:
+    the bias made contiguous where it is computed (it is a permuted view: mem-efficient SDPA refuses it)."""
     from transformers import T5Config, T5Model
 
     kw = dict(
@@ -553,6 +558,11 @@ def build_t5(device, small, *, attn="eager", bwd=False, batch=4, enc_len=512, de
         batch, enc_len, dec_len = 1, 16, 8
     dt = _dtype(device, small)
     model = T5Model(T5Config(**kw)).to(device=device, dtype=dt).train(bwd)
+    if contiguous_bias:
+        for m in model.modules():
+            if getattr(m, "has_relative_attention_bias", False):
+                orig = m.compute_bias
+                m.compute_bias = lambda *a, _o=orig, **k: _o(*a, **k).contiguous()
     ids = torch.randint(0, kw["vocab_size"], (batch, enc_len), device=device)
     dids = torch.randint(0, kw["vocab_size"], (batch, dec_len), device=device)
     step = _train_or_infer(
@@ -570,7 +580,8 @@ def build_t5(device, small, *, attn="eager", bwd=False, batch=4, enc_len=512, de
         dtype=_dt_name(dt),
         pass_="fwd+bwd" if bwd else "fwd",
         module="T5Model/T5Block/T5LayerSelfAttention|T5LayerCrossAttention/T5Attention",
-        bias="relative-position bias (float, [1, H, q, k]) added to every self-attention layer's scores",
+        bias="relative-position bias (float, [1, H, q, k]) added to every self-attention layer's scores"
+        + (", made contiguous where computed" if contiguous_bias else ""),
         transformers=transformers.__version__,
     )
     return Workload("", step, meta, keep=[model, ids, dids])

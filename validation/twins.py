@@ -294,6 +294,34 @@ RUNS = [
     Run("ddp2_straggler", "ddp", None, dict(slow_rank=1)),
     Run("ddp2_balanced", "ddp", None, {}),
 ]
+# Second held-out set (group "heldout2"), written after the rules were changed against the first
+# recording (2026-12-01): the same fixes at shapes no rule, constant or table row was fitted on.
+LLAMA_H2 = dict(bwd=True, hidden=2048, heads=16, kv_heads=16, seq=1024, batch=4, layers=2)
+BLOCK_H2 = dict(B=1, H=16, S=8192, D=64, bwd=True)
+GQA_MASK_H2 = dict(backend=None, B=1, H=32, KVH=8, S=4096, D=128, bwd=True, kv_layout="gqa")
+FP32_H2 = dict(backend=None, B=4, H=8, S=1024, D=128, bwd=True)
+GQA_DEC_H2 = dict(backend=None, B=4, H=32, KVH=4, S=16384, Sq=1, causal=False, bwd=False)
+RUNS += [
+    Run("llama_eager_h2", "heldout2", W.build_hf_llama, dict(attn="eager", **LLAMA_H2)),
+    Run("llama_sdpa_h2", "heldout2", W.build_hf_llama, dict(attn="sdpa", **LLAMA_H2)),
+    Run("block_efficient_h2", "heldout2", R.build_block, dict(backend="efficient", **BLOCK_H2)),
+    Run("block_cudnn_h2", "heldout2", R.build_block, dict(backend="cudnn", **BLOCK_H2)),
+    Run("gqa_float_mask_h2", "heldout2", R.build_sdpa_core, dict(mask="additive_causal", **GQA_MASK_H2)),
+    Run("gqa_is_causal_h2", "heldout2", R.build_sdpa_core, dict(**GQA_MASK_H2)),
+    Run(
+        "block_fp32_h2", "heldout2", R.build_block, dict(backend=None, B=4, H=8, S=1024, D=128, bwd=True, dtype="fp32")
+    ),
+    Run(
+        "block_bf16_h2", "heldout2", R.build_block, dict(backend=None, B=4, H=8, S=1024, D=128, bwd=True, dtype="bf16")
+    ),
+    Run("decode_repeat_kv_h2", "heldout2", R.build_sdpa_core, dict(kv_layout="repeat_kv", **GQA_DEC_H2)),
+    Run("decode_enable_gqa_h2", "heldout2", R.build_sdpa_core, dict(kv_layout="gqa", **GQA_DEC_H2)),
+    Run("headdim60_h2", "heldout2", R.build_block, dict(backend=None, D=60, **HD)),
+    Run("headdim60_pad64_h2", "heldout2", R.build_block, dict(backend=None, D=60, pad_to=64, **HD)),
+    # the fix fuse_attention names for T5 (after the first recording): the bias made contiguous
+    Run("t5_eager_h3", "heldout3", R.build_t5, dict(attn="eager", bwd=True)),
+    Run("t5_sdpa_contiguous_bias_h3", "heldout3", R.build_t5, dict(attn="sdpa", bwd=True, contiguous_bias=True)),
+]
 RUN_BY_NAME = {r.name: r for r in RUNS}
 
 # (pair, rule, problem run, fix run, notes)
@@ -357,6 +385,28 @@ PAIRS = [
         "ddp2_straggler",
         "ddp2_balanced",
         "2-rank gloo DDP on one GPU; rank 1's attention forced to the math backend",
+    ),
+]
+
+PAIRS += [
+    ("llama_eager_to_sdpa_h2", "fused_attention", "llama_eager_h2", "llama_sdpa_h2", "HF Llama MHA d2048 S1024 B4"),
+    ("memeff_to_cudnn_h2", "slow_backend", "block_efficient_h2", "block_cudnn_h2", "training S8192 D64 B1"),
+    (
+        "gqa_mask_to_is_causal_h2",
+        "slow_backend",
+        "gqa_float_mask_h2",
+        "gqa_is_causal_h2",
+        "GQA 32/8 S4096 D128: float causal mask -> is_causal=True",
+    ),
+    ("fp32_to_bf16_h2", "dtype", "block_fp32_h2", "block_bf16_h2", "block S1024 D128 B4 H8"),
+    ("decode_repeat_kv_to_gqa_h2", "repeat_kv", "decode_repeat_kv_h2", "decode_enable_gqa_h2", "decode KV16384 32/4"),
+    ("headdim60_to_64_h2", "head_dim_alignment", "headdim60_h2", "headdim60_pad64_h2", "zero-pad D 60 to 64"),
+    (
+        "t5_eager_to_sdpa_contiguous_bias_h3",
+        "fused_attention",
+        "t5_eager_h3",
+        "t5_sdpa_contiguous_bias_h3",
+        "the fix fuse_attention names: SDPA with the learned bias made contiguous (mem-efficient, not math)",
     ),
 ]
 
@@ -546,7 +596,7 @@ def manifest(out: str) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--group", default="", help="eager | compile | ddp")
+    ap.add_argument("--group", default="", help="eager | compile | ddp | heldout2 | heldout3")
     ap.add_argument("--runs", default="", help="comma list of run names (debug)")
     ap.add_argument("--deadline", type=float, default=0.0, help="unix time after which no run is started")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")

@@ -363,6 +363,9 @@ export interface Site {
   executed: number | null;
   dense: number | null;
   mfu: Mfu;
+  /** where the site sits on the roofline: FLOPs per DRAM byte, the roof's side of the ridge, and the
+   * share of that roof its kernels reach (two sites of one bound label can sit far apart) */
+  roofline: { intensity: number | null; side: "memory" | "compute" | null; roof_share: number | null } | null;
   source: string | null;
   top_finding: { id: string; severity: string; title: string } | null;
 }
@@ -373,6 +376,7 @@ export interface Hfu {
   roof_time_us: number | null;
   span_us: number | null;
   exceeds_peak?: boolean;
+  upper_bound?: boolean;
   note?: string;
 }
 

@@ -78,6 +78,7 @@ class Run:
         self._sdpa: Optional[list[dict]] = None
         self._replay: Any = None
         self._replay_done = False
+        self._replay_low: Any = None
         self.has_backward = any(k["direction"] == "backward" for k in self.k) or self._trace_has_backward()
 
     def _trace_has_backward(self) -> bool:
@@ -103,6 +104,15 @@ class Run:
 
                 self._replay = StepModel.build(self.trace, self.links, self.rep)
         return self._replay
+
+    # the same replay at the low end of the profiler's cost per op (the slowest CPU it allows)
+    @property
+    def replay_low(self) -> Any:
+        if self._replay_low is None and self.replay is not None:
+            from .replay import PROFILER_OP_US_LOW
+
+            self._replay_low = self.replay.variant(PROFILER_OP_US_LOW)
+        return self._replay_low
 
     # SDPA calls: outermost SDPA-family forward op, its recorded inputs, backend and kernels
     def sdpa_calls(self) -> list[dict]:

@@ -64,6 +64,11 @@ class Inputs:
     dv: int
     mask: str = "none"
     mask_dtype: Optional[str] = None
+    # an attn_mask tensor whose last dim is not contiguous (a bias permuted from [Sq, Sk, H], as T5's):
+    # mem-efficient takes none; one that requires grad (a learned bias in training): cuDNN takes none.
+    # Both measured on the H200 (torch 2.11, validation/sdpa_choice_probe.py; the T5 SDPA twin ran math)
+    mask_strided: bool = False
+    mask_grad: bool = False
     dropout_p: float = 0.0
     enable_gqa: Optional[bool] = None
     backward: bool = False
@@ -119,6 +124,8 @@ def why_not(backend: str, x: Inputs, arch: Optional[str]) -> Optional[str]:
     if backend == "efficient":
         if x.dtype not in ("fp16", "bf16", "fp32"):
             return f"{x.dtype} inputs"
+        if x.mask in ("bool", "float") and x.mask_strided:
+            return "an attn_mask whose last dim is not contiguous (stride ≠ 1)"
         align = 8 if half else 4
         if x.d % align or x.dv % align:
             return f"head dims {x.d}/{x.dv} not a multiple of {align}"
@@ -128,6 +135,8 @@ def why_not(backend: str, x: Inputs, arch: Optional[str]) -> Optional[str]:
     if backend == "cudnn":
         if not half:
             return f"{x.dtype} inputs (cuDNN needs fp16/bf16)"
+        if x.mask in ("bool", "float") and x.mask_grad and x.backward:
+            return "an attn_mask that requires grad (cuDNN computes no mask gradient)"
         if x.d % 8 or x.dv % 8:
             return f"head dims {x.d}/{x.dv} not a multiple of 8"
         limit = 256 if arch in ("sm_90", "sm_100") else 128
@@ -198,6 +207,9 @@ def rate(backend: str, pas: str, x: Inputs, arch: Optional[str]) -> Optional[tup
     }
 
 
+KERNEL_HEAD_DIM_STEP = 32  # the head-dim buckets fused kernels are instantiated for (flash: 32, 64, 96, 128...)
+
+
 def predict(backend: str, pas: str, x: Inputs, run: Run, arch: Optional[str]) -> Optional[Prediction]:
     """The predicted GPU time of one call's pass on ``backend``."""
     fl = x.fwd_flops() * (BACKWARD_FLOP_RATIO if pas == "backward" else 1.0)
@@ -206,10 +218,14 @@ def predict(backend: str, pas: str, x: Inputs, run: Run, arch: Optional[str]) ->
     got = rate(backend, pas, x, arch)
     if got is not None:
         rt, src = got
-        t = fl / rt
+        # fused kernels are built per head-dim bucket (flash: multiples of 32) and run a head dim between
+        # buckets as the next one: the work of that head dim at the measured rate
+        tile_d = -(-x.d // KERNEL_HEAD_DIM_STEP) * KERNEL_HEAD_DIM_STEP
+        t = fl * (tile_d / x.d) / rt
         note = (
             f"{LABELS.get(backend, backend)} {pas} at {src['tflops']:g} TFLOP/s (measured at D={src['d']}, "
             f"{'causal' if src['mask'] == 'causal' else 'no mask'}: {', '.join(src['workloads'])})"
+            + (f", run as head dim {tile_d}" if tile_d != x.d else "")
         )
         source = "table"
     else:

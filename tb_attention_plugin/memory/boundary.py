@@ -105,6 +105,7 @@ class Item:
     time_us: float = 0.0
     bytes: float = 0.0
     reads: float = 0.0
+    last_writes: float = 0.0  # what its last kernel writes (a norm's: the normalised activations)
 
     @property
     def writes(self) -> float:
@@ -251,6 +252,7 @@ def walk(kt: Any, calls: list, attr: Any = None) -> list[dict]:
             it.time_us += float(dur[r])
             it.bytes += 0.0 if np.isnan(nbytes[r]) else float(nbytes[r])
             it.reads += 0.0 if np.isnan(reads[r]) else float(reads[r])
+            it.last_writes = 0.0 if np.isnan(nbytes[r]) else max(float(nbytes[r]) - float(np.nan_to_num(reads[r])), 0.0)
         costed = all(not np.isnan(nbytes[r]) for it in items for r in it.rows)
         out.append(
             {
@@ -275,6 +277,7 @@ def _by_role(items: list[Item]) -> dict[str, Item]:
         agg.time_us += it.time_us
         agg.bytes += it.bytes
         agg.reads += it.reads
+        agg.last_writes = it.last_writes
     return out
 
 
@@ -298,8 +301,11 @@ def call_fusions(items: list[Item], bandwidth: Optional[float]) -> dict[str, dic
             "estimated_gain_us": None if t is None else max(add.time_us - t, 0.0),
         }
     if add is not None and norm is not None:
+        # the fused kernel reads y and the residual and writes the sum and the normalised copy:
+        # the copy is what the norm's last kernel writes, not all its kernels' writes (an eager
+        # RMSNorm's fp32 intermediates are what the fusion removes)
         s_bytes = add.writes
-        n_bytes = norm.writes if norm.writes else s_bytes
+        n_bytes = norm.last_writes or norm.writes or s_bytes
         fused = add.reads + s_bytes + n_bytes
         t = at_bw(fused)
         out["add_norm"] = {
@@ -316,9 +322,9 @@ def call_fusions(items: list[Item], bandwidth: Optional[float]) -> dict[str, dic
     elif both is not None:
         # a fused add+norm kernel keeps the sum and loses its normalised copy: half its writes,
         # and the next matmul's read of it
-        t = at_bw(both.writes)
+        t = at_bw(both.writes / 2.0)
         out["norm_prologue"] = {
-            "removable_bytes": both.writes,
+            "removable_bytes": both.writes / 2.0,
             "removable_us": both.time_us,
             "estimated_gain_us": None if t is None else min(t, both.time_us),
         }

@@ -896,3 +896,21 @@ def _attribute_kernels(rd: _Reader, occs: list[Occurrence], kernel_ids: Optional
                 o = found
         if o is not None:
             o.time_us[d] += us
+
+
+def merge_call(calls: dict[str, dict[str, Any]], c: dict[str, Any]) -> None:
+    """Add call ``c`` of one trace to ``calls`` (by id) of several: counts and trace times summed, and
+    the directions of all (one trace may hold a call's forward only, another its training step: the
+    script times every direction any of them ran)."""
+    m = calls.get(c["id"])
+    if m is None:
+        calls[c["id"]] = json.loads(json.dumps(c))
+        return
+    m["count"] += c["count"]
+    if "trace_time_us" in m and "trace_time_us" in c:
+        m["trace_time_us"] = round(m["trace_time_us"] + c["trace_time_us"], 3)
+    dirs = set(m.get("directions") or []) | set(c.get("directions") or [])
+    m["directions"] = [d for d in ("forward", "backward") if d in dirs]
+    per, other = m.get("per_call_us") or {}, c.get("per_call_us") or {}
+    if per or other:
+        m["per_call_us"] = {d: per.get(d) if per.get(d) is not None else other.get(d) for d in ("forward", "backward")}

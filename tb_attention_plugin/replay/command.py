@@ -6,7 +6,6 @@ The calls come from the report (``replay.calls``, replay/block.py), so a cached 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -16,7 +15,7 @@ from typing import Any, Optional
 
 from ..formats import text_table, us
 from . import emit
-from .calls import LIST_KEYS
+from .calls import LIST_KEYS, merge_call
 
 LIST_SCHEMA = 1
 
@@ -30,12 +29,7 @@ def merged_calls(reports: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], l
         cs = block.get("calls") or []
         traces.append({"path": rep.get("path"), "calls": [c["id"] for c in cs], "omitted": block.get("omitted", 0)})
         for c in cs:
-            if c["id"] in calls:
-                m = calls[c["id"]]
-                m["count"] += c["count"]
-                m["trace_time_us"] = round(m["trace_time_us"] + c["trace_time_us"], 3)
-            else:
-                calls[c["id"]] = json.loads(json.dumps(c))
+            merge_call(calls, c)
     out = sorted(calls.values(), key=lambda c: (-c["trace_time_us"], c["id"]))
     return out, traces
 

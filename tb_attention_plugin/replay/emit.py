@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 from .. import __version__
+from .calls import merge_call
 
 _MARKER = "PAYLOAD = None  # the calls: replay/emit.py writes them here\n"
 RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runner.py")
@@ -24,10 +25,7 @@ def payload(traces: list[tuple[str, list[dict[str, Any]]]]) -> dict[str, Any]:
     for name, cs in traces:
         out.append({"file": os.path.basename(name), "calls": [c["id"] for c in cs]})
         for c in cs:
-            if c["id"] in calls:
-                calls[c["id"]]["count"] += c["count"]
-            else:
-                calls[c["id"]] = json.loads(json.dumps(c))
+            merge_call(calls, c)
     return {"tool": f"tb-attention {__version__}", "traces": out, "calls": list(calls.values())}
 
 

@@ -74,6 +74,15 @@ def parse_args(argv):
     ap.add_argument("--budget-s", type=float, default=0.0, help="start no backend after this many seconds (0: none)")
     ap.add_argument("--out-dir", default=".", help="where the .replay.json files go (default: here)")
     ap.add_argument("--list", action="store_true", help="print the calls and exit")
+    ap.add_argument(
+        "--isolate",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="run each call in a process of its own (auto: on a GPU): a CUDA fault in one backend (an illegal "
+        "memory access poisons the process's CUDA context) then costs that backend only, not the calls after it",
+    )
+    ap.add_argument("--child-json", help=argparse.SUPPRESS)  # a child of --isolate: its results go here
+    ap.add_argument("--crash-on", help=argparse.SUPPRESS)  # tests of --isolate: this backend ends the process
     return ap.parse_args(argv)
 
 
@@ -193,6 +202,7 @@ class Call:
         self.kind = spec["kind"]
         self.det = spec.get("detail") or {}
         self.tensors = []  # the inputs gradients are taken for
+        self.kg = self.vg = None  # K/V with the KV heads as recorded (GQA), where the eager form repeats them
         self._build()
 
     # inputs with the recorded strides: a buffer as long as the strides address, viewed
@@ -844,6 +854,75 @@ def _refusal(e):
 # ------------------------------------------------------------------ one call
 
 
+def _child_args(args, cid, backends, t_start):
+    """The command line of a child process running one call's ``backends`` with this run's settings."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--calls", cid, "--backends", ",".join(backends)]
+    cmd += ["--device", args.device, "--warmup", str(args.warmup), "--repeats", str(args.repeats)]
+    cmd += ["--min-time-ms", str(args.min_time_ms)]
+    for flag in ("scale_down", "no_compile", "no_profile"):
+        if getattr(args, flag):
+            cmd.append("--" + flag.replace("_", "-"))
+    if args.budget_s:  # what is left of it: the child counts from its own start
+        cmd += ["--budget-s", str(max(0.001, args.budget_s - (time.time() - t_start)))]
+    if args.crash_on:
+        cmd += ["--crash-on", args.crash_on]
+    return cmd
+
+
+def _run_child(spec, backends, args, t_start):
+    """(the call's record, None) from a child process, or (None, why) when the process died."""
+    import subprocess
+
+    fd, path = tempfile.mkstemp(suffix=".json", prefix="replay-child-")
+    os.close(fd)
+    try:
+        cmd = _child_args(args, spec["id"], backends, t_start) + ["--child-json", path]
+        limit = (args.budget_s + 600) if args.budget_s else None
+        try:
+            p = subprocess.run(cmd, stdout=sys.stdout, stderr=subprocess.PIPE, text=True, timeout=limit)
+        except subprocess.TimeoutExpired:
+            return None, f"the process ran past {limit:g} s"
+        if p.stderr:
+            sys.stderr.write(p.stderr)
+        try:
+            with open(path) as f:
+                got = json.load(f)
+        except (OSError, ValueError):
+            got = None
+        if p.returncode == 0 and got and spec["id"] in got:
+            return got[spec["id"]], None
+        lines = [x for x in (p.stderr or "").splitlines() if x.strip()]
+        err = next((x for x in reversed(lines) if "Error" in x or "error" in x), lines[-1] if lines else "")
+        return None, _one_line(f"the process died (exit {p.returncode}): {err}", 240)
+    finally:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+
+
+def _isolated_call(spec, only, wanted, args, t_start):
+    """One call's ``only`` backends in a child process; when it dies (a CUDA fault poisons the
+    process), each of those backends again in a process of its own, so the fault costs one backend."""
+    backends = [b for b in spec.get("backends") or [] if b in only and (not wanted or b in wanted)]
+    rec, why = _run_child(spec, backends, args, t_start)
+    if rec is not None:
+        return rec
+    print(f"    ({spec['id']}: {why}; each backend again in its own process)", flush=True)
+    out = {"id": spec["id"], "kind": spec["kind"], "backends": []}
+    for b in backends:
+        r, why_b = _run_child(spec, [b], args, t_start)
+        if r is None:
+            out["backends"].append({"backend": b, "label": LABELS.get(b, b), "status": "error", "reason": why_b})
+            continue
+        for k, v in r.items():
+            if k == "backends":
+                out["backends"] += v
+            elif k not in out or out[k] is None:
+                out[k] = v
+    return out
+
+
 def run_call(torch, spec, args, t_start, wanted, only=None):
     """One call under its backends (``only``: the subset to run now; the others are left out)."""
     dev = args.device
@@ -870,6 +949,9 @@ def run_call(torch, spec, args, t_start, wanted, only=None):
     for be in backends:
         e = {"backend": be, "label": LABELS.get(be, be), "status": "ok", "reason": None}
         rec["backends"].append(e)
+        if args.crash_on == be:  # tests of --isolate: a fault that ends the process, as a CUDA one does
+            print(f"replay: --crash-on {be}: ending the process", file=sys.stderr, flush=True)
+            os._exit(3)
         if args.budget_s and time.time() - t_start > args.budget_s:
             e.update(status="skipped", reason=f"time budget spent (--budget-s {args.budget_s:g})")
             continue
@@ -1129,6 +1211,9 @@ def main(argv=None, payload=None):
     env = _environment(torch, args.device)
     t_start = time.time()
     recs = {}
+    isolate = not args.child_json and (
+        args.isolate == "yes" or (args.isolate == "auto" and args.device.startswith("cuda"))
+    )
     # two passes: every call's backends that need no compilation first, then FlexAttention and
     # torch.compile (their compile time would otherwise spend --budget-s before the others ran)
     for only in ([b for b in LABELS if b not in COMPILED], list(COMPILED)):
@@ -1137,11 +1222,19 @@ def main(argv=None, payload=None):
                 continue
             if not any(b in only for b in spec.get("backends") or []):
                 continue
-            try:
-                rec = run_call(torch, spec, args, t_start, wanted, only)
-            except Exception as e:  # noqa: BLE001
-                rec = {"id": cid, "kind": spec["kind"], "backends": [], "error": _one_line(f"{type(e).__name__}: {e}")}
-                traceback.print_exc()
+            if isolate:
+                rec = _isolated_call(spec, only, wanted, args, t_start)
+            else:
+                try:
+                    rec = run_call(torch, spec, args, t_start, wanted, only)
+                except Exception as e:  # noqa: BLE001
+                    rec = {
+                        "id": cid,
+                        "kind": spec["kind"],
+                        "backends": [],
+                        "error": _one_line(f"{type(e).__name__}: {e}"),
+                    }
+                    traceback.print_exc()
             if cid in recs:
                 recs[cid]["backends"] += rec["backends"]
                 for k in ("error", "profile_error"):
@@ -1149,6 +1242,10 @@ def main(argv=None, payload=None):
                         recs[cid][k] = rec[k]
             else:
                 recs[cid] = rec
+    if args.child_json:  # a child of --isolate: the parent prints and writes
+        with open(args.child_json, "w") as f:
+            json.dump(recs, f)
+        return 0
     for cid, rec in recs.items():  # the backends in the call's own order
         order = {b: i for i, b in enumerate(calls[cid].get("backends") or [])}
         rec["backends"].sort(key=lambda e: order.get(e["backend"], 99))

@@ -575,25 +575,36 @@ class SdpaSchema:
     lse_out: bool = True  # writes a logsumexp (fp32, B·H·Sq)
     cu_seq: Optional[int] = None  # index of cum_seq_q (cum_seq_k follows): varlen / jagged when a tensor
     max_seq: Optional[int] = None  # index of max_q (max_k follows)
+    # is_causal aligns the mask bottom-right (query i of Sq sees keys 0..i+Sk-Sq): FlashAttention-2's
+    # causal, which the CUDA flash ops keep. PyTorch sends only bottom-right causal to them when
+    # Sq != Sk (sdp_utils refuses top-left is_causal there; torch.nn.attention.bias.causal_lower_right
+    # calls the flash op with is_causal=True: "for this particular op it means lower right").
+    causal_bottom_right: bool = False
 
 
 # Positions follow native_functions.yaml; each value is validated when read.
 SDPA_SCHEMAS: dict[str, SdpaSchema] = {
     "aten::scaled_dot_product_attention": SdpaSchema(0, "bhsd", 5, mask=3, dropout=4, lse_out=False),
     "aten::_scaled_dot_product_attention_math": SdpaSchema(0, "bhsd", 5, mask=3, dropout=4, lse_out=False),
-    "aten::_scaled_dot_product_flash_attention": SdpaSchema(0, "bhsd", 4, dropout=3),
+    "aten::_scaled_dot_product_flash_attention": SdpaSchema(0, "bhsd", 4, dropout=3, causal_bottom_right=True),
     "aten::_scaled_dot_product_flash_attention_for_cpu": SdpaSchema(0, "bhsd", 4, dropout=3),
     "aten::_scaled_dot_product_efficient_attention": SdpaSchema(0, "bhsd", 6, mask=3, dropout=5),
     "aten::_scaled_dot_product_cudnn_attention": SdpaSchema(0, "bhsd", 6, mask=3, dropout=5),
     "aten::_scaled_dot_product_fused_attention_overrideable": SdpaSchema(0, "bhsd", 5, mask=3, dropout=4),
-    "aten::_flash_attention_forward": SdpaSchema(0, "bshd", 8, dropout=7, cu_seq=3, max_seq=5),
+    "aten::_flash_attention_forward": SdpaSchema(
+        0, "bshd", 8, dropout=7, cu_seq=3, max_seq=5, causal_bottom_right=True
+    ),
     "aten::_efficient_attention_forward": SdpaSchema(
         0, "bshd", None, mask_type=9, mask=3, dropout=8, cu_seq=4, max_seq=6
     ),
     "aten::_cudnn_attention_forward": SdpaSchema(0, "bhsd", 10, mask=3, dropout=9, cu_seq=4, max_seq=6),
-    "aten::_scaled_dot_product_flash_attention_backward": SdpaSchema(1, "bhsd", 11, backward=True, dropout=10),
+    "aten::_scaled_dot_product_flash_attention_backward": SdpaSchema(
+        1, "bhsd", 11, backward=True, dropout=10, causal_bottom_right=True
+    ),
     "aten::_scaled_dot_product_flash_attention_for_cpu_backward": SdpaSchema(1, "bhsd", 6, backward=True, dropout=5),
-    "aten::_flash_attention_backward": SdpaSchema(1, "bshd", 11, backward=True, dropout=10, cu_seq=6, max_seq=8),
+    "aten::_flash_attention_backward": SdpaSchema(
+        1, "bshd", 11, backward=True, dropout=10, cu_seq=6, max_seq=8, causal_bottom_right=True
+    ),
     "aten::_scaled_dot_product_efficient_attention_backward": SdpaSchema(
         1, "bhsd", 11, backward=True, mask=4, dropout=9
     ),
@@ -693,6 +704,7 @@ def sdpa_shapes(op: str, args: list[Arg]) -> Optional[dict[str, Any]]:
             causal_known = False
         else:
             causal = c
+            bottom_right = c and sch.causal_bottom_right and sq != sk  # square: the same mask either way
     else:
         causal_known = False
     mask = args[sch.mask] if sch.mask is not None and sch.mask < len(args) and args[sch.mask].is_tensor else None
@@ -719,12 +731,31 @@ def sdpa_shapes(op: str, args: list[Arg]) -> Optional[dict[str, Any]]:
     )
 
 
-def sum_squares_bounds(total: int, longest: int, n: int) -> tuple[int, int]:
+def sum_squares_bounds(total: int, longest: int, n: int, shortest: Optional[int] = None) -> tuple[int, int]:
     """Bounds on Σᵢ Lᵢ² for ``n`` sequences of ``total`` tokens, the longest ``longest``: what a
     varlen call's recorded inputs (packed length, cu_seqlens' size, max_seqlen) allow. Lower:
-    one sequence of ``longest`` and the rest equal; upper: as many of ``longest`` as fit."""
+    one sequence of ``longest`` and the rest equal; upper: as many of ``longest`` as fit.
+    ``shortest`` (a jagged nested tensor's min_seqlen, where the trace shows it) narrows both:
+    one sequence of each, the other n − 2 between them — equal (lower), or as many at
+    ``longest`` and the rest at ``shortest`` as the total allows (upper: Σ L² is convex)."""
     if n <= 0 or total <= 0 or longest <= 0:
         return 0, 0
+    if shortest is not None and n >= 2 and 0 < shortest <= longest:
+        m, rest = n - 2, total - longest - shortest
+        fixed = longest * longest + shortest * shortest
+        if m == 0 and rest == 0:
+            return fixed, fixed
+        if m > 0 and m * shortest <= rest <= m * longest:
+            q, r = divmod(rest, m)
+            low = fixed + r * (q + 1) ** 2 + (m - r) * q * q
+            if longest == shortest:
+                return low, low
+            k = min((rest - m * shortest) // (longest - shortest), m)
+            extra = rest - k * longest - (m - k) * shortest  # over shortest, for one sequence
+            high = fixed + k * longest * longest
+            if k < m:
+                high += (m - k - 1) * shortest * shortest + (shortest + extra) ** 2
+            return min(low, high), high
     longest = min(longest, total)
     rest = total - longest
     low = longest * longest + (rest * rest) // (n - 1) if n > 1 else longest * longest

@@ -248,7 +248,9 @@ def build(
         host_copy=host_copy,
         communication=communication_mask(trace, links),
         estimated=estimated,
-        upper_bound=k_upper[kind_code],
+        # a dense upper bound is the work of the main kernel: the per-token passes of the same op (delta,
+        # dQ conversion: no FLOPs) move the same bytes whatever the mask or the sequence lengths
+        upper_bound=k_upper[kind_code] & ~((kind == KERNEL) & (attr.flops == 0)),
         flops_exact=_flops_exact(attr, kind) & ~k_est[kind_code] & ~k_upper[kind_code],
         l2_reuse_bytes=l2_reuse,
         missing=_missing(trace, attr, links.gpu_op, kind),

@@ -13,8 +13,11 @@ Three counts, because three conventions meet in every MFU argument (docs/cost-mo
   N keys) that hold at least one kept pair, and its backward recomputes QKᵀ (5 matmuls); a
   decomposed (math/eager/compiled) attention computes every pair of its matmuls. Tile sizes
   come from the kernel's name where it carries them, else from the backend's defaults below
-  (estimates). Tiles are clipped at the matrix's edge: the padding rows of a partial tile
-  (decode: 1 of 64) are not counted.
+  (estimates). A partial tile at the matrix's edge counts whole: its padding rows go through the
+  Tensor Cores too (Nsight Compute's sm__ops_path_tensor counts on the H200: a 4-query decode in
+  128-row tiles executes 32x its pairs). A one-token GQA decode on flash or cuDNN packs the
+  query heads of one K/V head into a tile's rows (FlashAttention-2's seqlenq_ngroups_swapped;
+  cuDNN's decode did the same on the H200), so its tiles hold H/Hk rows, not 1.
 * ``dense`` — every (query, key) pair, no mask, model FLOPs (2 forward / 4 backward matmuls):
   what ``12·l·h·q·t`` (torchtitan) counts.
 
@@ -148,6 +151,7 @@ class Geometry:
     total_q: Optional[int] = None  # jagged: Σ Lq (the packed dimension)
     total_k: Optional[int] = None
     block: Optional[BlockSparsity] = None
+    shortest: Optional[int] = None  # jagged, lengths not recorded: the shortest sequence, where the trace shows it
 
     def sequences(self) -> list[tuple[int, int]]:
         """(Lq, Lk) of every sequence when known (uniform: b times (sq, sk))."""
@@ -187,12 +191,14 @@ def kept_pairs(sq: int, sk: int, mask: Mask) -> int:
 @lru_cache(maxsize=4096)
 def tile_pairs(sq: int, sk: int, mask: Mask, m: int, n: int) -> int:
     """(query, key) pairs a tiled kernel computes: every M x N tile holding at least one kept
-    pair, clipped at the matrix's edge. For no mask (or one the shapes do not decide) that is
-    the whole matrix."""
+    pair, whole (a partial tile at the edge computes its padding too). For no mask (or one the
+    shapes do not decide) that is the whole matrix, rounded up to whole tiles."""
     if sq <= 0 or sk <= 0:
         return 0
-    if not mask.known or mask.kind == "none" or m <= 0 or n <= 0:
+    if m <= 0 or n <= 0:
         return sq * sk
+    if not mask.known or mask.kind == "none":
+        return -(-sq // m) * m * (-(-sk // n) * n)
     lo, hi = _rows(sq, sk, mask)
     total = 0
     for t0 in range(0, sq, m):
@@ -202,9 +208,26 @@ def tile_pairs(sq: int, sk: int, mask: Mask, m: int, n: int) -> int:
         if not keep.any():
             continue
         first = int(blo[keep].min()) // n * n
-        last = min((int(bhi[keep].max()) // n + 1) * n, sk)
-        total += (t1 - t0) * (last - first)
+        last = (int(bhi[keep].max()) // n + 1) * n
+        total += m * (last - first)
     return total
+
+
+def packed_query_heads(g: Geometry, backend: str) -> int:
+    """Query heads a tile's rows hold together: H/Hk for a one-token GQA decode on flash
+    (FlashAttention-2 swaps the group into the rows when Sq = 1, H > Hk, no window; PyTorch keeps
+    no dropout at decode) or cuDNN (seen on the H200: its decode tiles executed H/Hk rows), where
+    every query sees every key; else 1."""
+    if (
+        backend in ("flash", "cudnn")
+        and g.sq == 1
+        and g.h > g.hk > 0
+        and g.h % g.hk == 0
+        and g.lengths == "uniform"
+        and (g.mask.kind == "none" or (g.mask.kind == "causal" and g.mask.bottom_right))
+    ):
+        return g.h // g.hk
+    return 1
 
 
 def tile_from_name(name: Optional[str]) -> Optional[tuple[int, int]]:
@@ -229,6 +252,13 @@ def default_tile(backend: str, direction: str, d: int) -> Optional[tuple[int, in
 def pair_flops(d: int, dv: int) -> float:
     """FLOPs of the forward's two matmuls per (query, key) pair and query head: 2·D + 2·Dv."""
     return 2.0 * d + 2.0 * dv
+
+
+def flex_backward_pair_flops(d: int, dv: int) -> float:
+    """FLOPs per pair and head of FlexAttention's backward: its dQ pass recomputes S = QKᵀ and
+    dP = dO·Vᵀ and its dK/dV pass both again — 2·(4·D + 3·Dv), 3.5x the forward at D = Dv
+    (Nsight Compute on the H200: 69.5 of 19.9 GFLOP tensor ops on r3_flex_doc_fwdbwd)."""
+    return 2.0 * (4 * d + 3 * dv)
 
 
 def fused_backward_pair_flops(d: int, dv: int) -> float:
@@ -306,14 +336,22 @@ def counts(
             tile = default_tile(backend, direction, max(g.d, g.dv))
             tile_estimated = True
         per = fused_backward_pair_flops(g.d, g.dv) if direction == "backward" else fwd
-        executed = h * per * executed_pairs(g, tile)
+        if backend == "flex" and direction == "backward":
+            per = flex_backward_pair_flops(g.d, g.dv)
+        packed = packed_query_heads(g, backend) if tile is not None else 1
+        if packed > 1 and tile is not None:
+            executed = g.hk * per * g.b * tile_pairs(packed, g.sk, NO_MASK, tile[0], tile[1])
+        else:
+            executed = h * per * executed_pairs(g, tile)
         if g.mask.kind == "block":
             recorded = g.block is not None and g.block.visited is not None
             basis = "block counts" if recorded else "dense (block counts not recorded)"
-        elif tile is None or not g.mask.known or g.mask.kind == "none":
+        elif tile is None or not g.mask.known or (g.mask.kind == "none" and executed == h * per * dense_pairs(g)):
             basis = "dense"
         else:
             basis = f"tiles {tile[0]}x{tile[1]}" + (" (the backend's default: estimate)" if tile_estimated else "")
+            if packed > 1:
+                basis += f", {packed} query heads per tile row block (GQA decode)"
     else:
         executed = float(decomposed_flops) if decomposed_flops is not None else h * fwd * scale * dense_pairs(g)
         basis = "the QK^T and PV kernels' FLOPs (every pair)"
@@ -326,7 +364,7 @@ def _varlen_bounds(g: Geometry, direction: str, backend: str, decomposed_flops: 
     are the upper bounds (``useful_low`` the lower), executed the upper bound of its pairs."""
     tq, tk = int(g.total_q or 0), int(g.total_k or 0)
     if tq == tk:
-        low2, high2 = sum_squares_bounds(tq, min(g.sq, tq), g.b)
+        low2, high2 = sum_squares_bounds(tq, min(g.sq, tq), g.b, g.shortest)
     else:  # cross lengths: Σ Lq·Lk ≤ min(max_q·Σ Lk, max_k·Σ Lq)
         high2 = min(g.sq * tk, g.sk * tq)
         low2 = 0

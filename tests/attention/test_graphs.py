@@ -3,6 +3,7 @@ reference found next to the replay, and truthful notices. Synthetic traces and t
 decode step (tests/data/modern: eager, replay, capture of the same 4-layer GQA decode step)."""
 
 import glob
+import json
 import os
 import shutil
 
@@ -548,3 +549,27 @@ def test_many_ranks_do_not_read_each_other(tmp_path):
     eager_trace(run, "step.reference.pt.trace.json")  # named: found even among many
     rep = analyze_path(str(run / "rank0.pt.trace.json"))
     assert rep["graphs"]["reference"].endswith("step.reference.pt.trace.json")
+
+
+R3 = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "round3")
+
+
+def test_a_cudagraph_trees_replay_takes_its_compiled_run_as_reference(tmp_path, capsys):
+    """torch.compile(mode="reduce-overhead") replays its kernels from CUDA graphs: no shapes, no cost.
+    The same step compiled without graphs (its kernels are the same Inductor code) is a reference, and
+    --reference takes the run's directory as the traces themselves may be given (H200, round 3)."""
+    from tb_attention_plugin.cli import main
+
+    ro, comp = os.path.join(R3, "r3_decode_compiled_ro"), os.path.join(R3, "r3_decode_compiled")
+    bare = analyze_path(glob.glob(os.path.join(ro, "*.json.gz"))[0])
+    assert any(k["bound"] == "unknown" for k in kernels(bare) if k["attention"])
+    out = tmp_path / "r.json"
+    assert main(["analyze", ro, "--reference", comp, "--format", "json", "--output", str(out)]) == 0
+    rep = json.loads(out.read_text())["traces"][0]
+    att = [k for k in rep["kernels"] if k["kind"] == "kernel" and k["attention"]]
+    assert att and all(k["bound"] != "unknown" for k in att)
+    with pytest.raises(SystemExit) as e:
+        main(["analyze", ro, "--reference", R3])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--reference: the directory holds" in err[0] and "name one" in err[0]

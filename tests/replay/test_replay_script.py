@@ -264,3 +264,51 @@ def test_the_numerics_check_draws_its_gradient_in_the_timed_runs_layout():
     assert go.shape == out.shape and go.stride() == out.stride() == torch.randn_like(out).stride()
     again = runner._grad_out(torch, out, seed=1)
     assert torch.equal(go, again) and go.abs().sum() > 0  # seeded values, not the empty buffer
+
+
+def test_a_call_forward_only_in_one_trace_and_trained_in_another_is_timed_both_ways():
+    """The H200 jagged traces (round 3): the same packed call, inference in one trace and a training
+    step in the other; the script for both must time its backward too (it timed the forward only)."""
+    from tb_attention_plugin.replay.calls import merge_call
+
+    fwd = {
+        "id": "c",
+        "count": 1,
+        "trace_time_us": 10.0,
+        "directions": ["forward"],
+        "per_call_us": {"forward": 10.0, "backward": None},
+    }
+    both = {
+        "id": "c",
+        "count": 1,
+        "trace_time_us": 40.0,
+        "directions": ["forward", "backward"],
+        "per_call_us": {"forward": 11.0, "backward": 29.0},
+    }
+    calls: dict = {}
+    merge_call(calls, fwd)
+    merge_call(calls, both)
+    c = calls["c"]
+    assert c["directions"] == ["forward", "backward"] and c["count"] == 2 and c["trace_time_us"] == 50.0
+    assert c["per_call_us"] == {"forward": 10.0, "backward": 29.0}
+    assert fwd["directions"] == ["forward"]  # the trace's own call is not changed
+
+
+def test_isolate_a_fault_that_ends_the_process_costs_one_backend(tmp_path):
+    """A CUDA fault (an illegal memory access) poisons the process: every backend and call after it
+    failed (the H200 jagged run). With --isolate each call runs in a child process, and when one dies
+    each of its backends runs again alone: the fault costs that backend only (CPU, a simulated fault)."""
+    pytest.importorskip("torch")
+    path = next(t for t in TRACES if "/sdpa_flash_fwdbwd_causal/" in t)
+    script = str(tmp_path / "r.py")
+    cli("replay", path, "--emit", script)
+    common = ["--device", "cpu", "--scale-down", "--no-compile", "--repeats", "1", "--warmup", "0"]
+    common += ["--min-time-ms", "0.01", "--no-profile", "--out-dir", str(tmp_path / "out")]
+    r = _run(script, *common, "--isolate", "yes", "--crash-on", "efficient")
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.load(open(tmp_path / "out" / (os.path.basename(path) + ".replay.json")))
+    by = {b["backend"]: b for b in out["calls"][0]["backends"]}
+    assert by["efficient"]["status"] == "error" and "process died" in by["efficient"]["reason"]
+    assert by["math"]["status"] == "ok" and by["math"]["check"] == "reference"
+    assert by["flash"]["status"] in ("ok", "refused")  # ran after the fault, in a process of its own
+    assert list(by) == calls_of(path)[0]["backends"]

@@ -155,7 +155,10 @@ def test_sdpa_flops_match_flop_counter_formulas(b, h, hk, sq, sk, d):
         )
         c = op_cost("aten::_scaled_dot_product_flash_attention", a)
         assert c.flops_dense == ref_f
-        assert c.flops == (ref_f if causal == "False" else pytest.approx(ref_f * causal_fraction(sq, sk)))
+        # the flash op's is_causal is bottom-right aligned (FlashAttention-2's; torch's
+        # causal_lower_right calls it so, and SDPA sends no top-left causal with Sq != Sk to it)
+        frac = causal_fraction(sq, sk, bottom_right=True)
+        assert c.flops == (ref_f if causal == "False" else pytest.approx(ref_f * frac))
         a = args(
             [list(q), list(q), list(k), list(k), list(q), [b, h, sq]] + [[]] * 9,
             [BF] * 5 + [F] + [""] * 9,

@@ -32,13 +32,14 @@ def brute(sq, sk, mask):
 
 
 def brute_tiles(keep, m, n):
+    """Whole M x N tiles holding a kept pair (a partial tile at the edge computes its padding)."""
     sq, sk = keep.shape
     total = 0
     for a in range(0, sq, m):
         for b in range(0, sk, n):
             t = keep[a : a + m, b : b + n]
             if t.any():
-                total += t.size
+                total += m * n
     return total
 
 
@@ -109,6 +110,24 @@ def test_sliding_window_and_jagged():
     assert L.counts(j, "forward", "flash").useful == sum(4 * n * n * 8 * 64 for n in lengths)
     lo, hi = L.sum_squares_bounds(sum(lengths), 2000, 4)
     assert lo <= sum(n * n for n in lengths) <= hi
+
+
+@pytest.mark.parametrize("n,lo,hi,total", [(2, 3, 9, 12), (3, 2, 7, 13), (4, 1, 6, 14), (5, 2, 5, 17), (6, 3, 3, 18)])
+def test_sum_squares_bounds_with_the_shortest_are_the_extremes(n, lo, hi, total):
+    """With the shortest and the longest known (a jagged nested tensor's min/max_seqlen), the
+    bounds are the least and the largest Σ L² over every set of n lengths in [lo, hi] holding
+    both and summing to the total (brute force), and never looser than without the shortest."""
+    import itertools
+
+    sums = [
+        sum(x * x for x in ls) + lo * lo + hi * hi
+        for ls in itertools.combinations_with_replacement(range(lo, hi + 1), n - 2)
+        if sum(ls) + lo + hi == total
+    ]
+    assert sums, "no such lengths"
+    assert L.sum_squares_bounds(total, hi, n, lo) == (min(sums), max(sums))
+    loose = L.sum_squares_bounds(total, hi, n)
+    assert loose[0] <= min(sums) and max(sums) <= loose[1]
 
 
 def test_tiles_from_kernel_names():

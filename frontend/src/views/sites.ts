@@ -27,6 +27,15 @@ function shapeText(s: Site): string {
   return `B${sh.b} H${heads} ${sh.sq}\u00d7${sh.sk} D${sh.d}${sh.dv !== sh.d ? `/${sh.dv}` : ""}`;
 }
 
+/** A site's place on the roofline under its bound: intensity and the share of the roof on its side. */
+function rooflineText(s: Site): HTMLElement | null {
+  const r = s.roofline;
+  if (!r || r.intensity === null || !r.side) return null;
+  const i = r.intensity < 10 ? r.intensity.toFixed(1) : Math.round(r.intensity).toString();
+  return h("div", { class: "muted small", title: "FLOPs per DRAM byte, the side of the ridge it sits on, and the share of that roof its kernels reach" },
+    `${i} FLOP/B · ${r.side} side${r.roof_share !== null ? ` · ${fmt.pct(r.roof_share)} of roof` : ""}`);
+}
+
 /** The three MFU bases, marked as the ledger line marks them: useful \u2264 unless exact, executed ~
  * (an estimate) or \u2264 (an upper bound: Flex without block counts, varlen without lengths). */
 function mfuText(m: Mfu, exact: boolean, upper: boolean): string {
@@ -75,7 +84,7 @@ export function renderSites(sm: Summary, onPick: (f: KernelFilter) => void): HTM
       h("td", { class: "num" }, fmt.pct(s.share)),
       h("td", { class: "small site-shape", title: s.shapes[0]?.inputs || null }, shapeText(s), s.shapes[0]?.mask ? h("div", { class: "muted small" }, s.shapes[0].mask) : null),
       h("td", null, s.backends.map((b) => b.label).join(" + ") || fmt.DASH),
-      h("td", null, boundPill(s.bound, null, null, true)),
+      h("td", null, boundPill(s.bound, null, null, true), rooflineText(s)),
       h("td", { class: "small" }, mfuText(s.mfu, exact.get(s.id) ?? true, upper.get(s.id) ?? false)),
       h("td", { class: "small" }, s.top_finding ? `${s.top_finding.title} (${s.top_finding.severity})` : ""),
     ));

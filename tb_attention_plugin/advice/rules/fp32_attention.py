@@ -16,6 +16,7 @@ from ...formats import rounded as _r, us as _us
 from ..base import GPU, MIN_SHARE, Finding, Rule, Silent, group_kernels, pct0, phase_rows, total
 from ..replay import WhatIf
 from ..run import Run
+from ..sdpa_choice import LABELS, Inputs, arch_of, choose, inputs_of_call, predict
 
 _MATMUL_PHASES = ("qkv_proj", "qk_matmul", "pv_matmul", "out_proj", "fused_attention")
 _MATMUL_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "addmv", "_scaled_mm", "einsum"})
@@ -50,7 +51,10 @@ def check(run: Run) -> Any:
         and k["id"] not in math_bf16
         and _is_matmul_op(k.get("cost_op"))
     ]
-    t = total(rows)
+    fused = _fused_fp32(run, {k["id"] for k in rows})
+    fused_rows = [k for f in fused for k in f["rows"]]
+    t_mm = total(rows)
+    t = t_mm + total(fused_rows)
     if t <= 0:
         return Silent("no attention matmul runs in fp32 on the fp32 roof")
     if t < MIN_SHARE * run.att_time:
@@ -70,6 +74,11 @@ def check(run: Run) -> Any:
                 nd = d
             g += d - nd
             w.dur[k["id"]] = nd
+        for f in fused:  # the fused fp32 SDPA calls: the backend SDPA picks for bf16, at its measured rate
+            g += f["now_us"] - f["bf16_us"]
+            ratio = f["bf16_us"] / f["now_us"] if f["now_us"] else 1.0
+            for k in f["rows"]:
+                w.dur[k["id"]] = (k["dur_us"] or 0.0) * ratio
         gain = g
     detail = (
         f"{len(rows)} attention matmul kernels run in fp32 on the fp32 vector peak ({p32 / 1e12:.1f} TFLOP/s"
@@ -79,15 +88,23 @@ def check(run: Run) -> Any:
     detail += (
         (f"; bf16 Tensor Cores: {p16 / 1e12:.0f} TFLOP/s" if p16 else "")
         + (f", TF32: {ptf / 1e12:.0f} TFLOP/s" if ptf else "")
-        + f"): {_us(t)}, {pct0(t / run.att_time)} of attention time."
+        + f"): {_us(t_mm)}, {pct0(t_mm / run.att_time)} of attention time."
     )
+    if fused:
+        t_f, t_b = sum(f["now_us"] for f in fused), sum(f["bf16_us"] for f in fused)
+        detail += (
+            f" {sum(f['calls'] for f in fused)} fused SDPA call(s) run in fp32 on {LABELS[fused[0]['backend']]} "
+            f"({_us(t_f)}); in bf16 SDPA picks {LABELS[fused[0]['bf16_backend']]}: ~{_us(t_b)} "
+            f"({'; '.join(sorted({n for f in fused for n in f['notes']}))})."
+        )
     comp = [k for k in rows if k["bound"] == "compute"]
     if comp:
         detail += f" {_us(total(comp))} of it is compute-bound on the fp32 roof."
     if gain is not None:
         detail += (
-            " Estimated with compute-bound kernels reaching the same fraction of the bf16 peak and "
-            "memory-bound ones moving half the bytes."
+            " Estimated with compute-bound matmul kernels reaching the same fraction of the bf16 peak and "
+            "memory-bound ones moving half the bytes"
+            + (", the fused calls at the bf16 backend's measured rate." if fused else ".")
         )
     how = (
         "Run attention in bf16: `with torch.autocast('cuda', dtype=torch.bfloat16):` around the forward (or "
@@ -99,8 +116,12 @@ def check(run: Run) -> Any:
         evidence={
             "time_us": _r(t),
             "share_of_attention": _r(t / run.att_time, 4),
-            "kernels": group_kernels(rows),
-            "phases": phase_rows(rows),
+            "kernels": group_kernels(rows + fused_rows),
+            "phases": phase_rows(rows + fused_rows),
+            "fused_fp32_calls": [
+                {k: (_r(v) if isinstance(v, float) else v) for k, v in f.items() if k not in ("rows", "notes")}
+                for f in fused
+            ],
             "peaks_flops_per_s": {"fp32": p32, "tf32": ptf, "bf16": p16},
         },
         how=how,
@@ -108,6 +129,56 @@ def check(run: Run) -> Any:
         gpu_gain_us=gain,
         what_if=w if gain is not None else None,
     )
+
+
+def _fused_fp32(run: Run, seen: set) -> list[dict]:
+    """fp32 SDPA calls on a fused backend (mem-efficient runs fp32; flash and cuDNN do not), with the
+    time of the backend SDPA would pick for the same call in bf16, per pass, from the measured table."""
+    arch = arch_of(run)
+    out: dict = {}
+    for c in run.sdpa_calls():
+        if c["backend"] not in ("efficient", "cudnn", "flash") or not c["kernel_ids"]:
+            continue
+        rows = [k for k in run.call_rows(c) if k["id"] not in seen]
+        bwd = any(k["direction"] == "backward" for k in rows)
+        x = inputs_of_call(c, bwd)
+        if x is None or x.dtype != "fp32":
+            continue
+        xb = Inputs(**dict(x.__dict__, dtype="bf16"))
+        alt, _ = choose(xb, arch)
+        pred, now = 0.0, 0.0
+        notes = set()
+        for pas in ("forward", "backward"):
+            tt = total(k for k in rows if k["direction"] == pas)
+            if tt <= 0:
+                continue
+            p = predict(alt, pas, xb, run, arch) if alt in LABELS else None
+            if p is None or p.source != "table":
+                break
+            pred += p.time_us
+            now += tt
+            notes.add(p.note)
+        else:
+            if now <= pred:
+                continue
+            e = out.setdefault(
+                (c["backend"], alt),
+                {
+                    "backend": c["backend"],
+                    "bf16_backend": alt,
+                    "calls": 0,
+                    "now_us": 0.0,
+                    "bf16_us": 0.0,
+                    "rows": [],
+                    "notes": set(),
+                },
+            )
+            e["calls"] += 1
+            e["now_us"] += now
+            e["bf16_us"] += pred
+            e["rows"] += rows
+            e["notes"] |= notes
+    return list(out.values())
 
 
 RULE = Rule(

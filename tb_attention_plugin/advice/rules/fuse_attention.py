@@ -86,14 +86,21 @@ def check(run: Run) -> Any:
     # the backend SDPA would pick as the code is (a mismatched float bias: math), and after the cast
     as_is, passed = choose(x, arch) if x is not None else (None, {})
     fixed_x = x
-    cast_note = None
+    fix_notes: list[str] = []  # what to change in the bias so that a fused backend takes it
     if x is not None and mask["kind"] == "float" and mask.get("dtype") and dtype and mask["dtype"] != dtype:
-        fixed_x = Inputs(**dict(x.__dict__, mask_dtype=dtype))
-        cast_note = (
-            f"The float bias added to the scores is {mask['dtype']} while q/k are {dtype}: passed as "
-            f"attn_mask as it is, SDPA would run the math backend"
-        )
+        fixed_x = Inputs(**dict(fixed_x.__dict__, mask_dtype=dtype))
+        fix_notes.append(f"the float bias added to the scores is {mask['dtype']} while q/k are {dtype}: cast it")
+    if x is not None and mask["kind"] == "float" and mask.get("strided"):
+        fixed_x = Inputs(**dict(fixed_x.__dict__, mask_strided=False))
+        fix_notes.append("its last dim is not contiguous, which mem-efficient refuses: pass bias.contiguous()")
+    cast_note = "; ".join(fix_notes) or None
     be, passed_fixed = choose(fixed_x, arch) if fixed_x is not None else (None, {})
+    if be == "math":  # no fused kernel for these inputs, even with the bias fixed: nothing to fuse
+        return Silent(
+            "SDPA would run its math backend for these inputs (no fused kernel: "
+            + "; ".join(f"{LABELS[b]}: {w}" for b, w in passed_fixed.items())
+            + ")"
+        )
     pred = _predict_all(run, be, fixed_x, fwd_fl, io, t_fwd > 0, t_bwd > 0, arch)
     if pred is None:
         return Silent("the fused time cannot be predicted: no FLOPs or no peak for this GPU")
@@ -101,19 +108,23 @@ def check(run: Run) -> Any:
     gain = unfused - fused_us
     as_is_ev: Optional[dict] = None
     if cast_note is not None and as_is is not None:
-        p0 = _predict_all(run, as_is, x, fwd_fl, io, t_fwd > 0, t_bwd > 0, arch)
-        as_is_ev = {
-            "backend": as_is,
-            "predicted_us": _r(p0[0]) if p0 else None,
-            "gain_us": _r(unfused - p0[0]) if p0 else None,
-        }
+        if as_is == "math":  # as written, SDPA brings no fused kernel: no gain to claim for it
+            as_is_ev = {"backend": "math", "predicted_us": None, "gain_us": 0.0}
+        else:
+            p0 = _predict_all(run, as_is, x, fwd_fl, io, t_fwd > 0, t_bwd > 0, arch)
+            as_is_ev = {
+                "backend": as_is,
+                "predicted_us": _r(p0[0]) if p0 else None,
+                "gain_us": _r(unfused - p0[0]) if p0 else None,
+            }
     if gain < MIN_SHARE * run.att_time:
         return Silent(
             f"SDPA would run {LABELS.get(be or '', be)} here ({'; '.join(notes)}): ~{_us(fused_us)} against the "
             f"unfused {_us(unfused)}, no faster" + (f" ({cast_note})" if cast_note else "")
         )
     ctx = " ".join({(k.get("module_path") or "") + " " + (k.get("scope") or "") for k in rows})
-    how = _how(rows, mask, ctx, cast_note is not None, dtype)
+    mismatched = mask["kind"] == "float" and bool(mask.get("dtype")) and bool(dtype) and mask.get("dtype") != dtype
+    how = _how(rows, mask, ctx, mismatched, dtype)
     phases = phase_rows(rows)
     worst = sorted((p for p in phases if p["phase"] in _ELEMENTWISE), key=lambda p: -p["time_us"])[:3]
     detail = (
@@ -132,7 +143,13 @@ def check(run: Run) -> Any:
         + f": ~{_us(fused_us)} ({'; '.join(notes)})."
     )
     if cast_note:
-        detail += " " + cast_note + f" ({as_is_ev['predicted_us'] if as_is_ev else '?'} µs predicted); cast it."
+        as_is_text = (
+            "passed as it is, SDPA would run its math backend: no fused kernel, no gain"
+            if as_is_ev and as_is_ev["backend"] == "math"
+            else f"passed as it is: {LABELS.get(as_is or '', as_is)}, "
+            f"~{as_is_ev['predicted_us'] if as_is_ev else '?'} µs"
+        )
+        detail += f" The bias needs changing first: {cast_note} ({as_is_text})."
     return Finding(
         detail=detail,
         evidence={
@@ -213,11 +230,20 @@ def _mask_kind(run: Run, rows: list[dict]) -> dict[str, Any]:
                 return {"kind": "bool", "detail": "a bool mask added"}
             per_head = len(m.dims) == 4 and m.dims[1] > 1
             if per_head:
+                strided = bool(m.strides) and m.strides[-1] != 1 and m.dims[-1] > 1
+                # a bias that gets a gradient (its producer's backward ran: a learned bias in training)
+                grad = run.has_backward and any(
+                    x["phase"] == "position_bias" and x["direction"] == "backward" for x in run.k
+                )
                 return {
                     "kind": "float",
                     "dtype": m.dtype,
                     "shape": list(m.dims),
-                    "detail": f"a per-head {m.dtype} bias {list(m.dims)} added to the {s.dtype} scores",
+                    "strided": strided,
+                    "requires_grad": grad,
+                    "detail": f"a per-head {m.dtype} bias {list(m.dims)} added to the {s.dtype} scores"
+                    + (f" (strides {list(m.strides or ())}: last dim not contiguous)" if strided else "")
+                    + (" that is learned (its gradient is computed)" if grad else ""),
                 }
             seen = {
                 "kind": "causal",
@@ -263,6 +289,8 @@ def _inputs(run: Run, rows: list[dict], dtype: Optional[str], mask: dict) -> tup
         dv=int(first["k"]),
         mask="causal" if mask["kind"] == "causal" and first["m"] == first["n"] else mask["kind"],
         mask_dtype=mask.get("dtype") if mask["kind"] == "float" else None,
+        mask_strided=bool(mask.get("strided")),
+        mask_grad=bool(mask.get("requires_grad")),
         dropout_p=0.1 if any(k["phase"] == "dropout" for k in rows) else 0.0,
         enable_gqa=None,
         backward=run.has_backward,
@@ -310,7 +338,8 @@ def _how(rows: list[dict], mask: dict, ctx: str, cast: bool, dtype: Optional[str
         f"Replace the explicit matmul → softmax → matmul with torch.nn.functional.scaled_dot_product_attention({args})"
     )
     if mask["kind"] == "float":
-        text += f" plus attn_mask=bias{f'.to({dtype})' if cast and dtype else ''} (the per-head bias the run adds)"
+        fixed = (f".to({dtype})" if cast and dtype else "") + (".contiguous()" if mask.get("strided") else "")
+        text += f" plus attn_mask=bias{fixed} (the per-head bias the run adds)"
     elif "mask" in phases:
         text += (
             " plus is_causal=True if the mask this run applies is the causal one, or attn_mask=mask for any other mask"
@@ -318,6 +347,11 @@ def _how(rows: list[dict], mask: dict, ctx: str, cast: bool, dtype: Optional[str
     text += "; it dispatches to FlashAttention, memory-efficient or cuDNN kernels."
     if cast and dtype:
         text += f" Cast the bias to the inputs' dtype ({dtype}) once: a mismatched float mask sends SDPA to math."
+    if mask["kind"] == "float" and mask.get("strided"):
+        text += (
+            " Make the bias contiguous once (it is a permuted view): mem-efficient refuses a mask whose last dim is "
+            "strided, and a learned bias rules out cuDNN in training, which leaves only math."
+        )
     if "MultiheadAttention" in ctx:
         text = (
             "nn.MultiheadAttention runs the unfused path when it must return the attention weights: call it "

@@ -51,10 +51,7 @@ def check(run: Run) -> Any:
             continue
         now = c["backend"]
         t = {p: total(k for k in rows if k["direction"] == p) for p in ("forward", "backward")}
-        for alt in FUSED:
-            if alt == now or why_not(alt, x, arch) is not None and why_not(alt, _as_is_causal(x), arch) is not None:
-                continue
-            xa = x if why_not(alt, x, arch) is None else _as_is_causal(x)
+        for alt, xa in _options(now, x, arch, _score_shaped_mask(c, x)):
             pred = {}
             for pas, tt in t.items():
                 if tt <= 0:
@@ -64,13 +61,17 @@ def check(run: Run) -> Any:
                     break
                 # relative to what the running backend reached here: the table's ratio between the two
                 # backends applied to the measured time (shape effects common to both cancel)
+                # (rates are per FLOP of the table's convention: is_causal does half the work of the mask)
                 r_now, r_alt = rate(now, pas, x, arch), rate(alt, pas, xa, arch)
-                if r_now is not None and r_alt is not None and p.bound == "compute":
+                # (only where the table has a row of the running configuration: it has none with a mask
+                # tensor, whose reads make the running kernel slower than the table's unmasked row)
+                if r_now is not None and r_alt is not None and p.bound == "compute" and x.mask in ("none", "causal"):
+                    f = r_now[0] / r_alt[0] * xa.fwd_flops() / x.fwd_flops()
                     p = Prediction(
-                        tt * r_now[0] / r_alt[0],
+                        tt * f,
                         "table",
                         f"{p.note}; {LABELS[now]} {pas} at {r_now[1]['tflops']:g} TFLOP/s in the table: "
-                        f"{r_now[0] / r_alt[0]:.2f}x the measured time",
+                        f"{f:.2f}x the measured time",
                         "compute",
                     )
                 pred[pas] = p
@@ -80,7 +81,7 @@ def check(run: Run) -> Any:
                 t_alt = sum(p.time_us for p in pred.values())
                 t_now = sum(t[p] for p in pred)
                 if t_alt * FASTER <= t_now:
-                    key = (now, alt)
+                    key = (now, alt, xa is not x)
                     e = hits.setdefault(
                         key,
                         {
@@ -109,21 +110,26 @@ def check(run: Run) -> Any:
         return Silent("no other backend these inputs allow is predicted 2× faster than the one that ran")
     # per backend that ran, the best alternative
     best: dict = {}
-    for (now, alt), e in hits.items():
+    for (now, alt, _causal), e in hits.items():
         if now not in best or e["now_us"] - e["alt_us"] > best[now][1]["now_us"] - best[now][1]["alt_us"]:
             best[now] = (alt, e)
     (now, (alt, e)) = max(best.items(), key=lambda kv: kv[1][1]["now_us"] - kv[1][1]["alt_us"])
     alternatives = {
-        a: {"predicted_us": _r(v["alt_us"]), "gain_us": _r(v["now_us"] - v["alt_us"]), "calls": v["calls"]}
-        for (n, a), v in hits.items()
+        a + (" (is_causal)" if c else ""): {
+            "predicted_us": _r(v["alt_us"]),
+            "gain_us": _r(v["now_us"] - v["alt_us"]),
+            "calls": v["calls"],
+        }
+        for (n, a, c), v in hits.items()
         if n == now
     }
     gain = e["now_us"] - e["alt_us"]
     default, passed = choose(e["inputs"], arch)
     if e["needs_causal"]:
         why = (
-            f"an attn_mask tensor is passed, which rules out {LABELS[alt]}; if it is the causal mask, "
-            "pass is_causal=True instead"
+            "an attn_mask tensor is passed: every backend computes the masked scores of a mask tensor"
+            + (f" and it rules out {LABELS[alt]}" if why_not(alt, e["inputs"], arch) is not None else "")
+            + "; if it is the causal mask, is_causal=True skips the masked half"
         )
     elif default == alt:
         why = (
@@ -139,29 +145,45 @@ def check(run: Run) -> Any:
         for pas, v in e["passes"].items()
         if v["alt_us"]
     )
-    detail = (
-        f"{e['calls']} SDPA call(s) ran on {LABELS[now]} ({_us(e['now_us'])}); at these shapes {LABELS[alt]} "
-        f"reaches a higher rate on this GPU family: {per} ({'; '.join(sorted(e['notes']))}). Why {LABELS[now]} ran: "
-        f"{why}."
-    )
-    how = (
-        f"Run {LABELS[alt]}: `with torch.nn.attention.sdpa_kernel([{SDP_ENUM[alt]}]):` around the attention "
-        "(it raises, with the reason, if these inputs rule it out)"
-        + ("; pass is_causal=True instead of the causal attn_mask tensor" if e["needs_causal"] else "")
-        + (
-            f"; remove the sdpa_kernel({SDP_ENUM[now]}) / enable_*_sdp(False) that forced {LABELS[now]}"
-            if default == alt
-            else ""
+    same = alt == now  # the same backend with is_causal=True instead of the mask tensor
+    speedup = e["now_us"] / e["alt_us"]
+    if same:
+        title = f"Causal mask passed as a tensor: is_causal=True would be ~{speedup:.1f}x faster on {LABELS[now]}"
+        detail = (
+            f"{e['calls']} SDPA call(s) ran on {LABELS[now]} with an attn_mask tensor of the score's shape "
+            f"({_us(e['now_us'])}). A mask tensor's values are not in the trace; if it is the causal mask, "
+            f"is_causal=True lets {LABELS[now]} skip the masked half and not read the mask: {per} "
+            f"({'; '.join(sorted(e['notes']))})."
         )
-        + "."
-    )
+        how = (
+            "Pass is_causal=True instead of the causal attn_mask tensor (HF models: build no 4D causal mask "
+            "when there is no padding); the gain holds only if the mask is causal."
+        )
+    else:
+        title = f"Slow SDPA backend: {LABELS[now]} where {LABELS[alt]} is ~{speedup:.1f}x faster"
+        detail = (
+            f"{e['calls']} SDPA call(s) ran on {LABELS[now]} ({_us(e['now_us'])}); at these shapes {LABELS[alt]} "
+            f"reaches a higher rate on this GPU family: {per} ({'; '.join(sorted(e['notes']))}). "
+            f"Why {LABELS[now]} ran: {why}."
+        )
+        how = (
+            f"Run {LABELS[alt]}: `with torch.nn.attention.sdpa_kernel([{SDP_ENUM[alt]}]):` around the attention "
+            "(it raises, with the reason, if these inputs rule it out)"
+            + ("; pass is_causal=True instead of the causal attn_mask tensor" if e["needs_causal"] else "")
+            + (
+                f"; remove the sdpa_kernel({SDP_ENUM[now]}) / enable_*_sdp(False) that forced {LABELS[now]}"
+                if default == alt and not e["needs_causal"]
+                else ""
+            )
+            + "."
+        )
     w = WhatIf()
     ratio = e["alt_us"] / e["now_us"] if e["now_us"] else 1.0
     for k in e["rows"]:
         w.dur[k["id"]] = (k["dur_us"] or 0.0) * ratio
     return Finding(
         detail=detail,
-        title=f"Slow SDPA backend: {LABELS[now]} where {LABELS[alt]} is ~{e['now_us'] / e['alt_us']:.1f}x faster",
+        title=title,
         evidence={
             "backend": now,
             "faster_backend": alt,
@@ -180,6 +202,24 @@ def check(run: Run) -> Any:
         gpu_gain_us=gain,
         what_if=w,
     )
+
+
+def _score_shaped_mask(c: dict, x: Any) -> bool:
+    """Whether the call's mask tensor holds a whole score matrix (Sq × Sk per batch or broadcast), as
+    a causal mask does; a key-padding mask ([B, 1, 1, Sk]) is not one."""
+    mb = (c.get("shapes") or {}).get("mask_bytes") or 0
+    return x.mask in ("bool", "float") and x.sq == x.sk and mb >= x.sq * x.sk
+
+
+def _options(now: str, x: Any, arch: Any, score_mask: bool) -> list[tuple[str, Any]]:
+    """(backend, inputs) alternatives to the backend that ran: each other fused backend these inputs
+    allow, and, for a score-shaped mask tensor, each fused backend (the running one too) with the
+    mask passed as is_causal=True, which skips the masked half that no backend skips for a tensor."""
+    out = [(alt, x) for alt in FUSED if alt != now and why_not(alt, x, arch) is None]
+    xc = _as_is_causal(x)
+    if score_mask and xc is not x:
+        out += [(alt, xc) for alt in FUSED if why_not(alt, xc, arch) is None]
+    return out
 
 
 def _probe() -> Any:

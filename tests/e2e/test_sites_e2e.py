@@ -1,0 +1,71 @@
+"""The tab's Sites table (issue #23) in a real TensorBoard, on the H200 T5 twin trace: encoder
+self-attention, decoder self-attention and decoder cross-attention are three rows, and clicking a
+site lists exactly its kernels."""
+
+from __future__ import annotations
+
+import os
+import re
+from urllib.parse import urlencode
+
+import pytest
+from tbutil import CHROMIUM, ROOT, copy_run, get_json, plugin_frame, settled, shot, tensorboard
+
+pytestmark = pytest.mark.e2e
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+if not os.path.exists(CHROMIUM):
+    pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
+
+RUN, SRC = "t5_sdpa", "tests/data/twins/t5_sdpa"
+API = "/data/plugin/attention"
+
+
+@pytest.fixture(scope="module")
+def tb(tmp_path_factory):
+    logdir = str(tmp_path_factory.mktemp("logdir"))
+    copy_run(logdir, RUN, os.path.join(ROOT, SRC))
+    with tensorboard(logdir, str(tmp_path_factory.mktemp("tb"))) as base:
+        settled(base, 1)
+        yield base
+
+
+def test_sites_table_rows_and_click_through(tb, page):
+    page.goto(tb + f"/#attention&att.view=run&att.run={RUN}")
+    frame = plugin_frame(page)
+    frame.wait_for_selector("#site-table tbody tr[data-site]", timeout=30000)
+    names = frame.eval_on_selector_all(
+        "#site-table tbody tr[data-site] th button", "bs => bs.map(b => b.getAttribute('title'))"
+    )
+    sites = {re.sub(r"^show the kernels of ", "", n) for n in names}
+    assert sites == {
+        "T5Model_0/T5Stack_0/T5Block_*/T5LayerSelfAttention_0",
+        "T5Model_0/T5Stack_1/T5Block_*/T5LayerSelfAttention_0",
+        "T5Model_0/T5Stack_1/T5Block_*/T5LayerCrossAttention_0",
+    }
+    # each site's place on the roofline under its bound pill, from the JSON's `roofline`
+    api = get_json(tb + API + "/summary?" + urlencode({"run": RUN}))["summary"]
+    want_lines = {
+        f"{st['name']}": st["roofline"]
+        for st in (api.get("sites") or [])
+        if st.get("roofline") and st["roofline"].get("intensity") is not None
+    }
+    shown_lines = frame.eval_on_selector_all(
+        "#site-table tbody tr[data-site]",
+        "rs => rs.map(r => [r.querySelector('th button').getAttribute('title'),"
+        " r.querySelectorAll('td')[5].innerText])",
+    )
+    assert want_lines and len(shown_lines) == 3
+    for title, cell in shown_lines:
+        r = want_lines[re.sub(r"^show the kernels of ", "", title)]
+        assert "FLOP/B" in cell and f"{r['side']} side" in cell, cell
+    frame.query_selector("#site-table").scroll_into_view_if_needed()
+    shot(page, "sites_t5_sdpa.png")
+    cross = "T5Model_0/T5Stack_1/T5Block_*/T5LayerCrossAttention_0"
+    frame.click(f'#site-table tbody tr[data-site] th button[title="show the kernels of {cross}"]')
+    frame.wait_for_selector("#kernel-site", timeout=10000)
+    assert frame.eval_on_selector("#kernel-site .mono", "e => e.title") == cross
+    frame.wait_for_selector("#kernel-table tbody tr[data-id]", timeout=10000)
+    want = get_json(tb + API + "/kernels?" + urlencode({"run": RUN, "site": cross, "limit": 1000}))["total"]
+    shown = frame.eval_on_selector_all("#kernel-table tbody tr[data-id]", "rs => rs.length")
+    assert 0 < shown <= want
