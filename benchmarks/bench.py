@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""Large-trace benchmark: tb-attention against torch-tb-profiler 0.4.3 and HTA 0.5.0, on one file.
+"""Large-trace benchmark: tb-attention against torch-tb-profiler 0.4.3, HTA 0.5.0 and (when a
+checkout of it is at hand: it is not on PyPI) AMD's TraceLens, and against the parse floor
+(benchmarks/floor.py) measured in the same run, on each case of the reference set.
 
-    .venv/bin/python benchmarks/bench.py                     # 267 MB, 3 runs of every row
+    .venv/bin/python benchmarks/bench.py                     # every case, 3 runs of every row
+    .venv/bin/python benchmarks/bench.py --cases llama cudnn --runs 2 --record   # issue #22's two traces
     .venv/bin/python benchmarks/bench.py --sizes 267 1000 --runs 5 --record
     .venv/bin/python benchmarks/bench.py --skip-peers        # only our rows
     .venv/bin/python benchmarks/bench.py --ours-fallback     # no CLI yet: time load_trace() instead
@@ -9,8 +12,10 @@
 Every measurement is a fresh process; wall time from spawn to exit, peak RSS from the kernel
 (``wait4`` rusage: the largest single process of the tree) and from a 10 Hz sampler summing the
 RSS of the whole process tree (torch-tb-profiler and HTA parse in child processes). The rows of
-one round run back to back (peers, orjson, ours), rounds repeat ``--runs`` times, and the table
-reports medians. See benchmarks/README.md.
+one round run back to back (peers, orjson, the floor, ours), rounds repeat ``--runs`` times, and
+the table reports medians and ratios. TraceLens: installed into the peers' venv from
+``benchmarks/_work/TraceLens-src`` (or ``--tracelens-src DIR``) when it is not there; with no
+checkout its row is skipped and the report's header says why. See benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -44,11 +50,17 @@ PEERS_VENV = os.path.join(WORK, "peers-venv")
 PEERS_REQUIREMENTS = os.path.join(HERE, "peers-requirements.txt")
 PEER_DRIVERS = os.path.join(HERE, "peer_drivers.py")
 GB = 1e9
-# Targets from the issue.
-TARGET_VS_TBPROF = 10.0
-TARGET_VS_HTA = 6.0
-TARGET_RSS_VS_FILE = 1.0
+# Targets from the issues (#11, then #22).
+TARGET_VS_TBPROF = 20.0
+TARGET_VS_HTA = 16.0
+TARGET_VS_FLOOR = 2.5  # cold wall at most this many times the parse floor's, measured in the same run
+TARGET_RSS_VS_FILE = 0.6
 TARGET_WARM_S = 0.5
+FLOOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "floor.py")
+# TraceLens (AMD) is not on the registry: installed into the peers' venv from a local checkout
+# (`--tracelens-src DIR`, e.g. a snapshot of github.com/AMD-AGI/TraceLens), else skipped.
+TRACELENS_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_work", "TraceLens-src")
+TRACELENS_DEPS = ["tqdm", "tabulate", "openpyxl", "PyYAML"]  # what its PyTorch report imports
 FALLBACK_SNIPPET = "import sys; from tb_attention_plugin.trace.records import load_trace; load_trace(sys.argv[1])"
 # The reference set (issue #11): the kernel mixes people run, each repeated to the same size, so that
 # a path that is slow on one mix only (e.g. per-SDPA-call rescans) shows. A case is a list of source
@@ -58,13 +70,21 @@ CASES = {
     "eager": ["benchmarks/traces/gpt12_naive_train_mem.pt.trace.json.gz"],
     "sdpa": ["benchmarks/traces/gpt12_sdpa_train_mem.pt.trace.json.gz"],
     "ddp2": ["tests/data/ddp2/**/rank0.*.pt.trace.json*", "tests/data/ddp2/**/rank1.*.pt.trace.json*"],
+    # issue #22's two real H200 training traces
+    "llama": ["validation/traces/hf_llama_eager_fwdbwd/*.pt.trace.json*"],
+    "cudnn": ["validation/traces/sdpa_cudnn_fwdbwd_causal/*.pt.trace.json*"],
 }
+# MB a case is repeated to when --sizes is not given
+CASE_SIZES = {"eager": 267, "sdpa": 267, "ddp2": 267, "llama": 250, "cudnn": 250}
 CASE_NOTES = {
     "eager": "12-layer GPT training step on an H200, eager attention (matmul-softmax-dropout-matmul), "
     "shapes + stacks + memory events",
     "sdpa": "12-layer GPT training step on an H200, F.scaled_dot_product_attention fwd+bwd (fused "
     "kernels), shapes + stacks + memory events",
     "ddp2": "2-rank DDP training job recorded on an H200 (two processes, one file per rank)",
+    "llama": "HF Llama training step on an H200, eager attention, forward + backward (validation/traces)",
+    "cudnn": "F.scaled_dot_product_attention forward + backward on the cuDNN backend, causal, on an H200 "
+    "(validation/traces)",
 }
 
 
@@ -308,6 +328,70 @@ def ensure_peers_venv(rebuild: bool = False) -> str:
     return py
 
 
+def ensure_tracelens(py: str, src: str) -> tuple[Optional[str], str]:
+    """TraceLens in the peers' venv: (description of how it was installed, "") or (None, why
+    it is skipped). Installed once from the local checkout ``src`` (it is not on the registry:
+    `pip install --no-deps SRC` and the few packages its PyTorch report imports; its other
+    dependencies (xprof, office365, msal...) serve JAX, SharePoint and the agent, not this)."""
+    probe = [py, "-c", "import TraceLens, importlib.metadata as m; print(m.version('TraceLens'))"]
+    r = subprocess.run(probe, capture_output=True, text=True)
+    if r.returncode != 0:
+        if not os.path.isfile(os.path.join(src, "setup.py")):
+            return None, (
+                f"TraceLens is not installed in the peers' venv and no checkout is at {os.path.relpath(src, REPO)} "
+                "(get one of github.com/AMD-AGI/TraceLens there, or pass --tracelens-src)"
+            )
+        log(f"installing TraceLens into the peers' venv from {os.path.relpath(src, REPO)} ...")
+        # built from a copy outside any git work tree: its setup.py stamps the version with the
+        # commit of the repository it sits in, which inside ours would be our commit
+        tmp = tempfile.mkdtemp(prefix="tracelens-src-")
+        try:
+            shutil.copytree(src, os.path.join(tmp, "src"))
+            inst = subprocess.run(
+                [py, "-m", "pip", "install", "-q", *TRACELENS_DEPS],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            if inst.returncode == 0:
+                inst = subprocess.run(
+                    [py, "-m", "pip", "install", "-q", "--no-deps", os.path.join(tmp, "src")],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    cwd=tmp,
+                )
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if inst.returncode != 0:
+            return None, "TraceLens could not be installed: " + inst.stdout.strip().splitlines()[-1][:300]
+        r = subprocess.run(probe, capture_output=True, text=True)
+        if r.returncode != 0:
+            return None, "TraceLens does not import: " + (r.stderr.strip().splitlines() or ["?"])[-1][:300]
+    commit = ""
+    try:
+        with open(os.path.join(src, ".commit")) as f:
+            commit = f" (commit {f.read().strip()[:12]})"
+    except OSError:
+        pass
+    how = (
+        f"TraceLens {r.stdout.strip()}{commit}, installed into the peers' venv by `pip install "
+        + " ".join(TRACELENS_DEPS)
+        + f"` and `pip install --no-deps {os.path.relpath(src, REPO)}` (a local checkout: it is not on PyPI)"
+    )
+    return how, ""
+
+
+def precompile() -> None:
+    """Byte-compile the package, as an install does: with PYTHONDONTWRITEBYTECODE set (as here)
+    every run of ours would otherwise compile ~70 modules, 0.3 s no user pays."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", os.path.join(REPO, "tb_attention_plugin")], env=env, check=False
+    )
+
+
 def pip_versions(py: str, names: list[str]) -> dict[str, str]:
     code = (
         "import importlib.metadata as m, json, sys\n"
@@ -522,7 +606,17 @@ def machine_info(peers_py: Optional[str]) -> dict:
 
 
 # ---------------------------------------------------------------------------- report
-ROWS = ["torch-tb-profiler", "HTA", "orjson decode", "ours cold", "ours first open", "ours warm", "ours load_trace"]
+ROWS = [
+    "torch-tb-profiler",
+    "HTA",
+    "TraceLens",
+    "orjson decode",
+    "parse floor",
+    "ours cold",
+    "ours first open",
+    "ours warm",
+    "ours load_trace",
+]
 
 
 def med(xs):
@@ -575,7 +669,9 @@ def report(
     names = {
         "torch-tb-profiler": "torch-tb-profiler 0.4.3 (RunLoader: parse + run profile)",
         "HTA": "HTA 0.5.0 (TraceAnalysis + get_gpu_kernel_breakdown)",
+        "TraceLens": "TraceLens (generate_perf_report_pytorch, xlsx)",
         "orjson decode": "orjson decode of the whole file (reference)",
+        "parse floor": "parse floor: msgspec typed decode into 7-field event structs (benchmarks/floor.py)",
         "ours cold": (ours.label if ours and ours.fallback else "tb-attention analyze --no-cache (cold)"),
         "ours first open": "tb-attention analyze, first open (writes the cache)",
         "ours warm": "tb-attention analyze, second open (warm, from the cache)",
@@ -645,6 +741,20 @@ def report(
             check(f"cold ≥ {target:g}× faster than {key}{fb}", f"{pw / cw:.1f}× wall{cpu}", pw / cw >= target)
         else:
             check(f"cold ≥ {target:g}× faster than {key}", "not measured", None)
+    fw = s.get("parse floor", {}).get("wall")
+    if fw and cw:
+        fc, cc = s["parse floor"].get("cpu"), cold.get("cpu")
+        cpu = f" (CPU time: {cc / fc:.2f}×)" if fc and cc else ""
+        check(
+            f"cold ≤ {TARGET_VS_FLOOR:g}× the parse floor (same run){fb}",
+            f"{cw / fw:.2f}× ({cw:.2f} s / {fw:.2f} s){cpu}",
+            cw / fw <= TARGET_VS_FLOOR,
+        )
+    else:
+        check(f"cold ≤ {TARGET_VS_FLOOR:g}× the parse floor (same run)", "not measured", None)
+    tl = s.get("TraceLens", {}).get("wall")
+    if tl and cw:
+        check("cold vs TraceLens (no target)", f"{tl / cw:.1f}× faster", None)
     if cold.get("rss") is not None:
         ratio = cold["rss"] / file_bytes
         ranks = trace.get("ranks", 1)
@@ -688,6 +798,12 @@ def header(info: dict, command: str, trace_src: str, given: bool = False) -> str
             f"- peers (own venv): Python {info.get('python_peers', '?')}, "
             + ", ".join(f"{k} {v}" for k, v in pv.items())
         )
+    if info.get("tracelens"):
+        lines.append(f"- TraceLens: {info['tracelens']}")
+    lines.append(
+        "- parse floor: `benchmarks/floor.py` with our Python (msgspec typed decode of the whole file "
+        "into 7-field event structs); our package byte-compiled first (`compileall`), as an install is"
+    )
     if given:
         lines.append(f"- trace: `{trace_src}` (given with --trace)")
     else:
@@ -784,8 +900,9 @@ def main(argv=None) -> int:
         "--sizes",
         type=float,
         nargs="+",
-        default=[267],
-        help="uncompressed sizes in MB of the generated traces (default 267, the issue's case)",
+        default=None,
+        help="uncompressed sizes in MB of the generated traces (default: CASE_SIZES, 267 MB for the "
+        "reference set, 250 MB for the two traces of issue #22)",
     )
     ap.add_argument("--runs", type=int, default=3, help="rounds of every row (default 3); medians reported")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per measurement (default 900)")
@@ -798,7 +915,18 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--skip-peers", action="store_true", help="no torch-tb-profiler/HTA/orjson rows")
     ap.add_argument("--skip-ours", action="store_true", help="no tb-attention rows")
-    ap.add_argument("--only", nargs="+", choices=["tbprof", "hta", "orjson", "ours"], help="measure only these rows")
+    ap.add_argument(
+        "--only",
+        nargs="+",
+        choices=["tbprof", "hta", "tracelens", "orjson", "floor", "ours"],
+        help="measure only these rows",
+    )
+    ap.add_argument(
+        "--tracelens-src",
+        default=TRACELENS_SRC,
+        help="a local checkout of github.com/AMD-AGI/TraceLens to install into the peers' venv when it is not "
+        "there yet (default benchmarks/_work/TraceLens-src); without one the TraceLens row is skipped",
+    )
     ap.add_argument("--trace", help="benchmark this file instead of generating one")
     ap.add_argument("--source", help="source trace for make_large_trace.py (default: its default)")
     ap.add_argument("--gzip", action="store_true", help="generate and benchmark .json.gz files")
@@ -825,9 +953,9 @@ def main(argv=None) -> int:
     ap.add_argument("--record", action="store_true", help="append the report to benchmarks/RESULTS.md")
     ap.add_argument("--keep-cache", action="store_true", help="keep our per-round cache folders")
     args = ap.parse_args(argv)
-    only = set(args.only or ["tbprof", "hta", "orjson", "ours"])
+    only = set(args.only or ["tbprof", "hta", "tracelens", "orjson", "floor", "ours"])
     if args.skip_peers:
-        only -= {"tbprof", "hta", "orjson"}
+        only -= {"tbprof", "hta", "tracelens", "orjson"}
     if args.skip_ours:
         only -= {"ours"}
     if not only:
@@ -837,12 +965,21 @@ def main(argv=None) -> int:
     os.makedirs(WORK, exist_ok=True)
 
     ours = resolve_ours(args) if "ours" in only else None
-    peers_py = ensure_peers_venv(args.rebuild_peers) if only & {"tbprof", "hta", "orjson"} else None
+    peers_py = ensure_peers_venv(args.rebuild_peers) if only & {"tbprof", "hta", "tracelens", "orjson"} else None
+    tracelens_how = tracelens_skip = None
+    if "tracelens" in only and peers_py:
+        tracelens_how, tracelens_skip = ensure_tracelens(peers_py, args.tracelens_src)
+        if tracelens_how is None:
+            log(f"TraceLens row skipped: {tracelens_skip}")
+            only.discard("tracelens")
+    if "ours" in only:
+        precompile()
     info = machine_info(peers_py)
+    info["tracelens"] = tracelens_how or (f"skipped: {tracelens_skip}" if tracelens_skip else None)
     info["load_start"] = round(os.getloadavg()[0], 2)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     logs = os.path.join(WORK, "logs", stamp)
-    sizes = [None] if args.trace else args.sizes
+    sizes = [None] if args.trace else (args.sizes or [0])  # 0: the case's own size (CASE_SIZES)
     out_md = []
     raw_all = {"machine": info, "command": command, "sizes": []}
     if args.trace or args.source:
@@ -851,6 +988,8 @@ def main(argv=None) -> int:
         plan = [(case, case_sources(case)) for case in args.cases]
     trace_src = ", ".join(f"{c}: " + " + ".join(f"`{os.path.relpath(x, REPO)}`" for x in srcs) for c, srcs in plan)
     for (case, sources), size in [(p, z) for p in plan for z in sizes]:
+        if size == 0:
+            size = CASE_SIZES.get(case, 267)
         trace = prepare_case(size, args, sources)
         trace["case"] = case
         label = f"{case}-{trace['bytes_uncompressed'] / 1e6:.0f}MB"
@@ -892,6 +1031,22 @@ def main(argv=None) -> int:
                     env=peer_env,
                     cwd=WORK,
                     stdout_path=os.path.join(logs, f"{label}-hta-{i}.out"),
+                )
+            if "tracelens" in only:
+                run(
+                    "TraceLens",
+                    [peers_py, PEER_DRIVERS, "tracelens", *rfiles],
+                    env=peer_env,
+                    cwd=WORK,
+                    stdout_path=os.path.join(logs, f"{label}-tracelens-{i}.out"),
+                )
+            if "floor" in only:
+                run(
+                    "parse floor",
+                    [sys.executable, FLOOR, *rfiles],
+                    env=dict(os.environ),
+                    cwd=WORK,
+                    stdout_path=os.path.join(logs, f"{label}-floor-{i}.out"),
                 )
             if "orjson" in only:
                 run(

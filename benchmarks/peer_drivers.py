@@ -3,6 +3,7 @@
 
     python peer_drivers.py tbprof RUN_DIR     # torch-tb-profiler 0.4.3, as its TensorBoard plugin loads a run
     python peer_drivers.py hta TRACE_DIR      # Holistic Trace Analysis 0.5.0: load + get_gpu_kernel_breakdown
+    python peer_drivers.py tracelens FILE...  # TraceLens (AMD): its PyTorch perf report of each file, to xlsx
     python peer_drivers.py orjson FILE...     # reference: orjson decode of the whole file(s)
 
 Each exits non-zero if the tool produced nothing (both peers swallow some errors), and prints a
@@ -68,6 +69,27 @@ def hta(trace_dir: str) -> int:
     return 0
 
 
+def tracelens(*paths: str) -> int:
+    """TraceLens: ``TraceLens_generate_perf_report_pytorch --profile_json_path FILE`` for each
+    file (a job: each rank's file, one after the other), the report written as its default
+    xlsx, into a temporary folder."""
+    from TraceLens.Reporting.generate_perf_report_pytorch import generate_perf_report_pytorch
+
+    out_dir = tempfile.mkdtemp(prefix="tracelens-")
+    try:
+        sheets = 0
+        for i, path in enumerate(paths):
+            dfs = generate_perf_report_pytorch(path, output_xlsx_path=os.path.join(out_dir, f"report{i}.xlsx"))
+            if not dfs:
+                print(f"TraceLens produced no report for {path}", file=sys.stderr)
+                return 3
+            sheets += len(dfs)
+        print(f"tracelens ok: {len(paths)} file(s), {sheets} sheets")
+        return 0
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)
+
+
 def orjson_decode(*paths: str) -> int:
     import orjson
 
@@ -85,10 +107,10 @@ def orjson_decode(*paths: str) -> int:
 
 
 def main(argv) -> int:
-    if len(argv) < 3 or argv[1] not in ("tbprof", "hta", "orjson"):
+    if len(argv) < 3 or argv[1] not in ("tbprof", "hta", "tracelens", "orjson"):
         print(__doc__, file=sys.stderr)
         return 2
-    return {"tbprof": tbprof, "hta": hta, "orjson": orjson_decode}[argv[1]](*argv[2:])
+    return {"tbprof": tbprof, "hta": hta, "tracelens": tracelens, "orjson": orjson_decode}[argv[1]](*argv[2:])
 
 
 if __name__ == "__main__":  # the guard matters: torch-tb-profiler spawns processes that import this

@@ -61,6 +61,12 @@ STAGES = [
     ("tb_attention_plugin.report", "_assemble", "assemble (aggregates, phases)"),
     ("tb_attention_plugin.report", "_memory_block", "memory block"),
     ("tb_attention_plugin.report", "_sources", "sources (user source lines)"),
+    ("tb_attention_plugin.report", "_model", "model (sites, FLOPs ledger, boundary)"),
+    ("tb_attention_plugin.model", "ledger_entries", "ledger entries (per call)"),
+    ("tb_attention_plugin.model", "flops_ledger", "FLOPs ledger (sites, steps)"),
+    ("tb_attention_plugin.model", "sites_block", "sites"),
+    ("tb_attention_plugin.model", "boundary_block", "boundary (memory/boundary)"),
+    ("tb_attention_plugin.report", "_replay_block", "replay calls"),
     ("tb_attention_plugin.report", "_advice", "advice"),
     ("tb_attention_plugin.jsonout", "iter_trace_body", "JSON output (iter_trace_body)"),
 ]

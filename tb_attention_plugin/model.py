@@ -28,6 +28,7 @@ from .roofline.classify import BOUNDS, decide
 from .table import Coded
 from .trace.shapes import parse_args
 
+_MISSING = object()  # a memo's "not looked up yet"
 MAX_LISTED_CALLS = 512  # per-call lists (ledger, boundary) beyond this are summarised, not listed
 TOP_SHAPES = 3
 _BASES = ("useful", "executed", "dense")
@@ -220,6 +221,7 @@ class _Ops:
         self.args: dict[int, list] = {}  # per signature: one parse for every op with those inputs
         self._lists: Optional[dict[tuple[int, int], set]] = None
         self._shortest: Optional[dict[tuple[int, int, int], set]] = None
+        self.geoms: dict[tuple[str, int], Any] = {}  # (op name, signature) -> its geometry
 
     def sequence_lengths(self, n: int, total: int, longest: int) -> Optional[tuple[int, ...]]:
         """Per-sequence lengths of a jagged call whose packed tensors hold ``total`` tokens in ``n``
@@ -272,6 +274,18 @@ class _Ops:
             hit = self.memo[r] = (name, args)
         return hit
 
+    def geometry(self, r: int) -> tuple[Optional[L.Geometry], str]:
+        """(L.geometry of the op's name and recorded inputs, its name), memoised per name and
+        signature: every step repeats the same calls."""
+        name, args = self.get(r)
+        if not args:
+            return None, name
+        key = (name, int(self.R["sig"][r]))
+        hit = self.geoms.get(key, _MISSING)
+        if hit is _MISSING:
+            hit = self.geoms[key] = L.geometry(name, args)
+        return hit, name
+
     def ancestors(self, r: int, hops: int = 12) -> list[int]:
         """``r`` and the ops around it, innermost first: the attention op whose inputs give the
         geometry may be the kernel's own op (fused), or the SDPA op around a math-backend matmul."""
@@ -310,6 +324,7 @@ def ledger_entries(kt: Any, calls: list[Call], trace: Any, links: Any, attr: Any
     ops = _Ops(trace, links) if trace is not None else None
     owner = attr.owner if attr is not None else None
     out: list[LedgerEntry] = []
+    counts_memo: dict[tuple, L.Counts] = {}
     for c in calls:
         fwd_geom: Optional[L.Geometry] = None
         fwd_backend: Optional[str] = None
@@ -357,7 +372,7 @@ def ledger_entries(kt: Any, calls: list[Call], trace: Any, links: Any, attr: Any
                 mm = [x for x in rows if is_qk_pv[x]]
                 f = flops[mm] if mm else np.zeros(0)
                 decomposed = float(np.nansum(f)) if len(f) and not np.isnan(f).all() else None
-            counts = L.counts(geom, direction, backend, tile, decomposed_flops=decomposed) if geom else None
+            counts = _counts(counts_memo, geom, direction, backend, tile, decomposed) if geom else None
             t = float(dur[arr].sum())
             pr = _call_peak(arr, dur, flops, peak, is_math[arr])
             pk = float(peak[pr]) if pr is not None else 0.0
@@ -365,6 +380,26 @@ def ledger_entries(kt: Any, calls: list[Call], trace: Any, links: Any, attr: Any
                 LedgerEntry(c.call, c.site, direction, backend, op, geom, counts, tile, t, t * pk, arr, c.step, pr)
             )
     return out
+
+
+def _counts(
+    memo: dict[tuple, L.Counts],
+    geom: L.Geometry,
+    direction: str,
+    backend: str,
+    tile: Optional[tuple[int, int]],
+    decomposed: Optional[float],
+) -> L.Counts:
+    """L.counts, memoised over one report (a pure function of frozen values; every step of a
+    training trace repeats the same calls)."""
+    key = (geom, direction, backend, tile, decomposed)
+    try:
+        hit = memo.get(key)
+    except TypeError:  # a geometry holding something unhashable
+        return L.counts(geom, direction, backend, tile, decomposed_flops=decomposed)
+    if hit is None:
+        hit = memo[key] = L.counts(geom, direction, backend, tile, decomposed_flops=decomposed)
+    return hit
 
 
 def _call_peak(
@@ -396,8 +431,7 @@ def _geometry(
         owners += [int(o) for o in np.asarray(launch)[gids[ok]].tolist() if o >= 0]
     for o in dict.fromkeys(owners):
         for r in ops.ancestors(o):
-            name, args = ops.get(r)
-            g = L.geometry(name, args) if args else None
+            g, name = ops.geometry(r)
             if g is not None:
                 return g, name
     if not decomposed:
@@ -527,42 +561,54 @@ def _executed_is_bound(c: L.Counts) -> bool:
     return c.executed_basis.startswith(_UPPER)
 
 
-def _hfu(kt: Any, entries: list[LedgerEntry], mask: np.ndarray) -> dict:
-    """Hardware FLOPs utilisation of the kernels in ``mask``: Σ FLOPs/roof over costed kernels
-    (attention core kernels with their call's executed FLOPs, shared by their own FLOPs or
-    time) over the GPU span (per device, summed). A kernel's time at the roof is at most its
-    own time: an executed count above what the roof allows in it (Flex's dense upper bound
-    without block counts: 1.4x the roof on the H200's document mask) is work it did not do.
-    ``upper_bound`` when some call's executed count is a bound, not a count."""
-    cols = _Cols(kt)
-    dur = np.nan_to_num(cols.num("dur_us"))
-    flops = cols.num("flops").copy()
-    peak = cols.num("peak_flops_per_s")
+class _HfuCols:
+    """The kernel-table columns ``_hfu`` reads, converted once: the ledger asks for the whole
+    trace and for every profiled step (thousands of steps in a long training trace)."""
+
+    def __init__(self, kt: Any):
+        cols = _Cols(kt)
+        self.dur = np.nan_to_num(cols.num("dur_us"))
+        self.flops = cols.num("flops")
+        self.peak = cols.num("peak_flops_per_s")
+        self.ts = cols.num("ts")
+        self.dev = np.asarray(kt.columns["device"]) if "device" in kt.columns else np.zeros(len(kt), dtype=np.int64)
+
+
+def _executed_flops(hc: _HfuCols, entries: list[LedgerEntry], rows: Optional[np.ndarray]) -> tuple[np.ndarray, bool]:
+    """The FLOPs of the kernels ``rows`` (ascending kernel-table rows; None: every row) with each
+    costed call's executed FLOPs shared among its kernels there by their own FLOPs (or time),
+    and whether one of those calls' executed counts is a bound: only the rows' slice of the
+    columns is touched."""
+    dur = hc.dur if rows is None else hc.dur[rows]
+    flops = hc.flops.copy() if rows is None else hc.flops[rows]
+    n = len(flops)
     upper = False
     for e in entries:
         if e.counts is None:
             continue
-        r = e.rows[mask[e.rows]]
+        if rows is None:
+            r = e.rows
+        else:
+            p = np.searchsorted(rows, e.rows)
+            inside = p < n
+            inside[inside] = rows[p[inside]] == e.rows[inside]
+            r = p[inside]
         if not len(r):
             continue
         upper = upper or _executed_is_bound(e.counts)
-        f = np.nan_to_num(flops[r])
+        f = flops[r]
+        if not np.isfinite(f).all():
+            f = np.nan_to_num(f)
         w = f / f.sum() if f.sum() > 0 else dur[r] / max(dur[r].sum(), 1e-12)
         flops[r] = e.counts.executed * w
-    ok = mask & ~np.isnan(flops) & (flops > 0)
-    unknown_peak = bool((ok & np.isnan(peak)).any())
-    at = ok & ~np.isnan(peak)
-    work = float(np.minimum(flops[at] / peak[at] * 1e6, dur[at]).sum())  # µs at the roof, each ≤ its time
-    ts = cols.num("ts")
-    dev = np.asarray(kt.columns["device"]) if "device" in kt.columns else np.zeros(len(kt), dtype=np.int64)
-    span = 0.0
-    for d in np.unique(dev[mask]).tolist():
-        m = mask & (dev == d)
-        span += float(np.max(ts[m] + dur[m]) - np.min(ts[m]))
+    return flops, upper
+
+
+def _hfu_json(work: float, span: float, flops_total: float, unknown_peak: bool, upper: bool) -> dict:
     u = work / span if span > 0 and not unknown_peak else None
     out: dict[str, Any] = {
         "value": _r(u, 4) if u is not None and u <= 1 else None,
-        "flops": _sig(float(np.nansum(flops[ok]))),
+        "flops": _sig(flops_total),
         "roof_time_us": _r(work),
         "span_us": _r(span),
     }
@@ -575,12 +621,98 @@ def _hfu(kt: Any, entries: list[LedgerEntry], mask: np.ndarray) -> dict:
     return out
 
 
+def _hfu(
+    hc: _HfuCols, entries: list[LedgerEntry], rows: np.ndarray, shared: Optional[tuple[np.ndarray, bool]] = None
+) -> dict:
+    """Hardware FLOPs utilisation of the kernels ``rows`` (ascending kernel-table rows): Σ
+    FLOPs/roof over costed kernels (attention core kernels with their call's executed FLOPs,
+    shared by their own FLOPs or time) over the GPU span (per device, summed). A kernel's time
+    at the roof is at most its own time: an executed count above what the roof allows in it
+    (Flex's dense upper bound without block counts: 1.4x the roof on the H200's document mask)
+    is work it did not do. ``upper_bound`` when some call's executed count is a bound, not a
+    count. Works on the rows' slice of the columns only, in row order (the sums add the same
+    values in the same order as over a mask of the whole table). ``shared``: those rows'
+    ``_executed_flops``, if known."""
+    flops, upper = shared if shared is not None else _executed_flops(hc, entries, rows)
+    dur = hc.dur[rows]
+    peak = hc.peak[rows]
+    ok = ~np.isnan(flops) & (flops > 0)
+    unknown_peak = bool((ok & np.isnan(peak)).any())
+    at = ok & ~np.isnan(peak)
+    work = float(np.minimum(flops[at] / peak[at] * 1e6, dur[at]).sum())  # µs at the roof, each ≤ its time
+    ts = hc.ts[rows]
+    dev = hc.dev[rows]
+    span = 0.0
+    for d in np.unique(dev).tolist():
+        m = dev == d
+        span += float(np.max(ts[m] + dur[m]) - np.min(ts[m]))
+    return _hfu_json(work, span, float(np.nansum(flops[ok])), unknown_peak, upper)
+
+
+def _step_hfus(
+    hc: _HfuCols,
+    entries: list[LedgerEntry],
+    flops: np.ndarray,
+    st_codes: np.ndarray,
+    code_of: dict,
+    order: np.ndarray,
+    bounds: np.ndarray,
+) -> Optional[dict[int, dict]]:
+    """Every step's ``_hfu`` (by step code) from one pass over the whole table, when it is the
+    same as step by step: every costed call's kernels lie in its own step (then no call changes
+    another step's FLOPs, and the whole table's shared FLOPs are each step's). Each step's sums
+    still add its own rows' values in row order, so the figures are the same bits. None
+    otherwise (the caller goes step by step). ``flops``: the whole table's shared FLOPs."""
+    costed = [e for e in entries if e.counts is not None]
+    upper: set[int] = set()  # steps with a costed call (with kernels) whose count is a bound
+    if costed:
+        codes = np.array([code_of.get(e.step, -1) for e in costed], dtype=np.int64)
+        rows_all = np.concatenate([e.rows for e in costed]).astype(np.int64)
+        want = np.repeat(codes, [len(e.rows) for e in costed])
+        if not np.array_equal(st_codes[rows_all].astype(np.int64), want):
+            return None
+        for e, c in zip(costed, codes.tolist()):
+            if len(e.rows) and e.counts is not None and _executed_is_bound(e.counts):
+                upper.add(c)
+    ok = ~np.isnan(flops) & (flops > 0)
+    nan_peak = np.isnan(hc.peak)
+    known = ok & ~nan_peak
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(known, np.minimum(flops / hc.peak * 1e6, hc.dur), 0.0)
+    qp, kp, fp, okp = q[order], known[order], flops[order], ok[order]
+    unk = np.concatenate([[0], np.cumsum((ok & nan_peak)[order])])
+    # spans: per step and device (ascending), the latest end minus the first start
+    o2 = np.lexsort((hc.dev, st_codes))
+    c2, d2 = st_codes[o2], hc.dev[o2]
+    if len(o2):
+        starts = np.flatnonzero(np.concatenate([[True], (c2[1:] != c2[:-1]) | (d2[1:] != d2[:-1])]))
+        hi = np.maximum.reduceat((hc.ts + hc.dur)[o2], starts)
+        lo = np.minimum.reduceat(hc.ts[o2], starts)
+        gcode = c2[starts].tolist()
+    else:
+        hi = lo = np.zeros(0)
+        gcode = []
+    spans: dict[int, float] = {}
+    for c, h, low in zip(gcode, hi, lo):
+        spans[c] = spans.get(c, 0.0) + float(h - low)
+    out: dict[int, dict] = {}
+    for code in range(len(bounds) - 1):
+        a, b = int(bounds[code]), int(bounds[code + 1])
+        if a == b:
+            continue
+        work = float(qp[a:b][kp[a:b]].sum())
+        total = float(np.nansum(fp[a:b][okp[a:b]]))
+        out[code] = _hfu_json(work, spans.get(code, 0.0), total, bool(unk[b] - unk[a]), code in upper)
+    return out
+
+
 def flops_ledger(kt: Any, entries: list[LedgerEntry], steps: list[dict], n_sites: int) -> dict:
     cols = _Cols(kt)
     st_codes, st_vocab = cols.codes("step")
-    everything = np.ones(len(kt), dtype=bool)
+    hc = _HfuCols(kt)
     out: dict[str, Any] = _totals(entries)
-    out["hfu"] = _hfu(kt, entries, everything)
+    shared_all = _executed_flops(hc, entries, None)
+    out["hfu"] = _hfu(hc, entries, np.arange(len(kt)), shared_all)
     peaks: dict[str, float] = {}
     pk_codes, pk_vocab = cols.codes("peak")
     peak = cols.num("peak_flops_per_s")
@@ -594,16 +726,30 @@ def flops_ledger(kt: Any, entries: list[LedgerEntry], steps: list[dict], n_sites
     out["estimated"] = any(
         e.counts is not None and ("estimate" in e.counts.executed_basis or not e.counts.useful_exact) for e in entries
     )
-    out["sites"] = [dict(site=s, **_totals([e for e in entries if e.site == s])) for s in range(n_sites)]
+    by_site: dict[int, list[LedgerEntry]] = {}
+    by_step: dict[Optional[str], list[LedgerEntry]] = {}
+    for e in entries:
+        by_site.setdefault(e.site, []).append(e)
+        by_step.setdefault(e.step, []).append(e)
+    out["sites"] = [dict(site=s, **_totals(by_site.get(s, []))) for s in range(n_sites)]
+    # each step's kernel rows (ascending), grouped in one sort instead of a mask per step
+    code_of: dict[Any, int] = {}
+    for i, v in enumerate(st_vocab):
+        code_of.setdefault(v, i)  # the first, as list.index finds it
+    order = np.argsort(st_codes, kind="stable")
+    bounds = np.searchsorted(st_codes[order], np.arange(len(st_vocab) + 1))
+    names = [str(s.get("name")) for s in steps]
+    fast = _step_hfus(hc, entries, shared_all[0], st_codes, code_of, order, bounds) if len(names) > 1 else None
     step_rows = []
-    for name in [str(s.get("name")) for s in steps]:
-        es = [e for e in entries if e.step == name]
-        code = st_vocab.index(name) if name in st_vocab else -1
-        m = st_codes == code
-        if not m.any():
+    for name in names:
+        code = code_of.get(name, -1)
+        if code < 0:
             continue
-        row = dict(name=name, **_totals(es))
-        row["hfu"] = _hfu(kt, es, m)
+        rows = order[bounds[code] : bounds[code + 1]]
+        if not len(rows):
+            continue
+        row = dict(name=name, **_totals(by_step.get(name, [])))
+        row["hfu"] = fast[code] if fast is not None else _hfu(hc, by_step.get(name, []), rows)
         step_rows.append(row)
     out["steps"] = step_rows
     out["calls_total"] = len(entries)

@@ -37,7 +37,7 @@ from .roofline.measured import Result
 from .roofline.roles import ROLE_NAMES
 from .table import Coded, KernelTable
 from .trace.busy import busy_times
-from .trace.correlate import Links, link
+from .trace.correlate import Links, link, nearest_marked_ancestor
 from .trace.records import ANNOTATION, GPU_KIND_NAMES, KERNEL, MODULE, Trace
 from .trace.shapes import parse_args
 from .trace.sidecars import Sidecars, find as find_sidecars
@@ -69,32 +69,39 @@ def _sig(x):
 
 
 class _Modules:
-    """Module path of a CPU range (nn.Module names outermost first), memoised."""
+    """Module path of a CPU range (nn.Module names outermost first), memoised. A range's path
+    is its innermost enclosing-or-own module's, so only module ranges are walked (one
+    vectorised pass finds each range's innermost module)."""
 
     def __init__(self, trace: Trace, links: Links):
         self.t, self.L = trace, links
         self.memo: dict[int, tuple] = {}
         self.kind = trace.ranges["kind"]
         self.name = trace.ranges["name"]
+        is_mod = self.kind == MODULE
+        self.up = nearest_marked_ancestor(links.parent, is_mod)  # innermost module strictly above
+        self.own = np.where(is_mod, np.arange(len(is_mod)), self.up)  # ... or the range itself
 
     def path(self, r: int) -> tuple:
         if r < 0:
             return ()
-        hit = self.memo.get(r)
+        m = int(self.own[r])
+        if m < 0:
+            return ()
+        hit = self.memo.get(m)
         if hit is not None:
             return hit
         chain = []
-        x = r
+        x = m
         while x >= 0 and x not in self.memo:
             chain.append(x)
-            x = int(self.L.parent[x])
+            x = int(self.up[x])
         base = self.memo.get(x, ()) if x >= 0 else ()
         for y in reversed(chain):
-            if self.kind[y] == MODULE:
-                nm = self.t.strings[self.name[y]]
-                base = base + (nm.split(":", 1)[1].strip() if ":" in nm else nm,)
+            nm = self.t.strings[self.name[y]]
+            base = base + (nm.split(":", 1)[1].strip() if ":" in nm else nm,)
             self.memo[y] = base
-        return self.memo[r]
+        return self.memo[m]
 
 
 def _notices(

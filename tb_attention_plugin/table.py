@@ -156,6 +156,24 @@ def _nullable(values: list) -> list:
     return [None if x != x else x for x in values]
 
 
+def _nullable_array(a: np.ndarray) -> list:
+    """:func:`_nullable` of ``a.tolist()``, in numpy (a column of a large table)."""
+    nan = np.isnan(a)
+    if not nan.any():
+        return a.tolist()
+    out = a.astype(object)
+    out[nan] = None
+    return out.tolist()
+
+
+def _vocab_array(vocab: list) -> np.ndarray:
+    """The vocabulary as an object array, to look codes up in C (``[vocab[c] for c in codes]``)."""
+    out = np.empty(len(vocab), dtype=object)
+    for i, v in enumerate(vocab):  # one by one: an entry may be a list, which numpy would unpack
+        out[i] = v
+    return out
+
+
 class KernelTable(Sequence):
     """Columns (equal length) -> rows on demand.
 
@@ -173,11 +191,11 @@ class KernelTable(Sequence):
     def _col_values(self, name: str, idx) -> list:
         c = self.columns[name]
         if isinstance(c, Coded):
-            v = c.vocab
-            return [v[x] for x in c.codes[idx].tolist()]
+            return _vocab_array(c.vocab)[c.codes[idx]].tolist()
         if isinstance(c, np.ndarray):
-            vals = c[idx].tolist()
-            return _nullable(vals) if c.dtype.kind == "f" else vals
+            if c.dtype.kind == "f":
+                return _nullable_array(c[idx])
+            return c[idx].tolist()
         return [c[i] for i in (idx.tolist() if isinstance(idx, np.ndarray) else list(range(*idx.indices(self._n))))]
 
     def rows(self, idx, fields: Optional[Sequence[str]] = None) -> list[dict]:

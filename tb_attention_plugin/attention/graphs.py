@@ -27,6 +27,7 @@ ranges only (on threads of their own, so nothing nests across the two files).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 from dataclasses import dataclass, field
@@ -457,10 +458,8 @@ def _context_ranges_of_ranges(ref: Trace, rlinks: Links, ranges: np.ndarray) -> 
 
 
 def _replace(links: Links, **kw: np.ndarray) -> Links:
-    d = dict(links.__dict__)
-    d.pop("_child_lists", None)
-    d.update(kw)
-    return Links(**d)
+    """``links`` with some fields replaced; its caches (of the old fields) are not carried over."""
+    return dataclasses.replace(links, **kw)
 
 
 # -- structure: attention/structure.py (shared with compiled regions, tagger.py) -------------

@@ -73,8 +73,7 @@ class DeviceEvents:
 def device_entries(ctx: TraceContext, shapes: dict, window) -> list[dict]:
     """One entry per device that recorded memory events, CUDA devices first."""
     M = ctx.t.memory
-    n = len(M["ts"])
-    order = np.lexsort((np.arange(n), M["ts_ns"]))
+    order = np.argsort(M["ts_ns"], kind="stable")  # by time, file order among equal times
     if window is not None:
         order = order[(M["ts_ns"][order] >= window[0]) & (M["ts_ns"][order] <= window[1])]
     rng = innermost_ranges(ctx.t, ctx.L, M["thread"][order], M["ts_ns"][order])
@@ -112,9 +111,8 @@ def _events(
         # no Total Allocated recorded: rebuild it from the deltas (relative to the window start)
         tot = np.cumsum(b)
         tot -= min(0, int(tot.min()))
-    pos = np.arange(n)
     # pair each allocation with the next free of the same address
-    o = np.lexsort((pos, addr))
+    o = np.argsort(addr, kind="stable")  # by address, then position
     a_s, b_s = addr[o], b[o]
     pair = (a_s[:-1] == a_s[1:]) & (b_s[:-1] > 0) & (b_s[1:] < 0)
     free_at = np.full(n, n + 1, dtype=np.int64)

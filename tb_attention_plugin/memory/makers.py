@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..attention import patterns as P
+from ..table import group_rows
 from ..trace.records import OP
 from .context import TraceContext
 from .outputs import EMPTY_OPS, size_match
@@ -67,8 +68,7 @@ def makers_of(ctx: TraceContext, pos: np.ndarray, rng: np.ndarray, nbytes: np.nd
         ],
         axis=1,
     )
-    _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
-    inv = inv.reshape(-1)
+    first, inv = group_rows(*key.T)  # np.unique(key, axis=0) sorted opaque row bytes: 10x slower
     made = []
     for f in first.tolist():
         c = chain[f]

@@ -309,15 +309,25 @@ def _l2_hints(
         pos = np.empty(n, dtype=np.int64)
         pos[ks] = np.arange(len(ks))
         same = G["device"][ks].astype(np.int64) * (1 << 32) + G["stream"][ks].astype(np.int64)
+        # l2_reuse depends on the window's cost objects and the L2 size only; ops of one name and
+        # inputs share one Cost, so every step repeats the same windows: each is looked at once
+        seen: dict[tuple[Any, ...], tuple[Optional[str], float]] = {}
         for k in np.flatnonzero(over).tolist():
             p = int(pos[k])
             lo = max(0, p - 4 * C.L2_WINDOW)
             rows = ks[lo : p + 1][same[lo : p + 1] == same[p]].tolist()
             window = [attr.costs.get(int(attr.owner[r])) for r in rows]
-            hint = C.l2_reuse(window, float(l2[k]), last_only=True)[-1]
-            if hint is not None and hint.l2_hint:
-                codes[k] = vocab.setdefault(hint.l2_hint, len(vocab))
-                reuse[k] = float(hint.l2_bytes) * float(attr.share[k])
+            key = (*map(id, window), float(l2[k]))
+            if key in seen:
+                note, l2_bytes = seen[key]
+            else:
+                hint = C.l2_reuse(window, float(l2[k]), last_only=True)[-1]
+                note, l2_bytes = seen[key] = (
+                    (hint.l2_hint, float(hint.l2_bytes)) if hint is not None and hint.l2_hint else (None, 0.0)
+                )
+            if note:
+                codes[k] = vocab.setdefault(note, len(vocab))
+                reuse[k] = l2_bytes * float(attr.share[k])
     return Coded(codes, list(vocab)), reuse
 
 

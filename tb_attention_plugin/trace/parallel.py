@@ -22,7 +22,6 @@ import queue
 import stat
 import threading
 from collections.abc import Iterator
-from functools import partial
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Optional
@@ -174,8 +173,8 @@ def _start_receiver(res_r: Connection, store: dict[int, Any], problem: list[str]
                     problem.append(item[1])
                     return
                 store[item[0]] = item[1]
-        except (EOFError, OSError) as e:
-            problem.append(f"child stopped: {e}")
+        except Exception as e:  # noqa: BLE001 - EOF, a cut message: the parent reads on its own
+            problem.append(f"child stopped: {type(e).__name__}: {e}")
 
     t = threading.Thread(target=receive, name=name, daemon=True)
     t.start()
@@ -210,7 +209,7 @@ def load_parallel(
     ctx = multiprocessing.get_context("fork")
     jobs_r, jobs_w = ctx.Pipe(duplex=False)
     res_r, res_w = ctx.Pipe(duplex=False)
-    make = partial(type(builder), keep_python)
+    make = builder.sibling  # fresh builders like the caller's, sharing its per-name caches
     proc = ctx.Process(target=_child, args=(jobs_r, res_w, make), daemon=True)
     proc.start()
     jobs_r.close()
@@ -331,14 +330,14 @@ def _reap(proc: BaseProcess, timeout: float) -> None:
 # parsed as a small document of its own: ``{"traceEvents":[`` + its bytes + ``]}`` (the first
 # keeps the file's header, the last its trailing keys), with the same parser as a serial read.
 
-SEGMENT_BYTES = 16 << 20  # about this much per segment (at most MAX_SEGMENTS)
-MAX_SEGMENTS = 24
+SEGMENT_BYTES = 4 << 20  # about this much per segment (at most MAX_SEGMENTS): small, so that
+MAX_SEGMENTS = 128  # the last one either process is busy with, which the other may redo, is short
 
 
 class _SegmentSource:
     """A ByteSource over ``prefix`` + file[start:end] + ``suffix`` (end None: to EOF)."""
 
-    def __init__(self, path: str, start: int, end: Optional[int], prefix: bytes, suffix: bytes):
+    def __init__(self, path: str, start: int, end: Optional[int], prefix: bytes, suffix: bytes, report: bool = True):
         self.path, self.gzip = path, False
         self._f = open(path, "rb")
         self._f.seek(start)
@@ -348,7 +347,8 @@ class _SegmentSource:
         self.total = 0  # bytes of the file read (not the synthetic ones)
         self.eof = False
         self.truncated = False
-        self._progress: Optional[_progress.Progress] = _progress.current()  # as ByteSource: one test a block
+        # as ByteSource: one test a block
+        self._progress: Optional[_progress.Progress] = _progress.current() if report else None
         self._next_report = _progress.REPORT_BYTES if self._progress is not None else math.inf
         self._reported = 0
 
@@ -405,9 +405,22 @@ class _SegmentParser(TraceParser):
 
 def _find_cut(f: BinaryIO, offset: int, limit: int) -> Optional[int]:
     """Absolute position just after the ``,`` of the first ``}`` , newline ``{`` at or after
-    ``offset`` (and before ``limit``): a point between two events where no string can be."""
-    f.seek(offset)
-    buf = f.read(min(4 << 20, max(0, limit - offset)))
+    ``offset`` (and before ``limit``): a point between two events where no string can be.
+    Looked for in the first 64 KB, then in 4 MB (reading 4 MB per cut read the whole file
+    again to plan 64 segments): a cut found in the smaller window is the first in the larger."""
+    for window in (64 << 10, 4 << 20):
+        f.seek(offset)
+        buf = f.read(min(window, max(0, limit - offset)))
+        at = _first_cut(buf)
+        if at is not None:
+            return int(offset + at)
+        if len(buf) < window:  # the window reached the limit: there is none
+            return None
+    return None
+
+
+def _first_cut(buf: bytes) -> Optional[int]:
+    """Index just after the ``,`` of the first ``}`` , newline ``{`` in ``buf``, or None."""
     k = -1
     while True:
         k = buf.find(b"\n", k + 1)
@@ -425,7 +438,7 @@ def _find_cut(f: BinaryIO, offset: int, limit: int) -> Optional[int]:
         while c >= 0 and buf[c] in b" \t\r\n":
             c -= 1
         if c >= 0 and buf[c] == 0x7D:
-            return int(offset + a + 1)
+            return a + 1
 
 
 def _plan_segments(path: str, size: int, max_bytes: int) -> tuple[list[Optional[int]], bool]:
@@ -462,14 +475,15 @@ def _first_byte(path: str) -> bytes:
 
 
 def _segment(
-    path: str, cuts: list[Any], i: int, bare: bool, max_bytes: int, b: TraceBuilder
+    path: str, cuts: list[Any], i: int, bare: bool, max_bytes: int, b: TraceBuilder, report: bool = True
 ) -> tuple[TraceBuilder, dict[str, Any], dict[str, int], int, Optional[str]]:
     """Parse segment ``i`` into the builder ``b``; returns (builder, meta, stats, file bytes
-    read, truncation message of the last segment or None)."""
+    read, truncation message of the last segment or None). ``report``: count its bytes in the
+    progress record (not when the parent redoes a segment the child has counted)."""
     first, last = i == 0, cuts[i + 1] is None
     open_ = b"[" if bare else b'{"traceEvents":['
     close = b"]" if bare else b"]}"
-    src = _SegmentSource(path, cuts[i], cuts[i + 1], b"" if first else open_, b"" if last else close)
+    src = _SegmentSource(path, cuts[i], cuts[i + 1], b"" if first else open_, b"" if last else close, report)
     p = _SegmentParser(src)
     p.on_raw = b.add_raw
     p.tagged = True
@@ -518,14 +532,19 @@ def load_split(
 ) -> tuple[dict[str, Any], dict[str, Any], Optional[str]]:
     """Fill ``builder`` (a fresh TraceBuilder) from the uncompressed trace ``path`` with two
     processes reading contiguous segments. Raises NotSuited when it cannot (the caller then
-    reads serially with a fresh builder, which also gives the proper error for a bad file)."""
+    reads serially with a fresh builder, which also gives the proper error for a bad file).
+
+    The parent never waits for the child: once no segment is left to claim, it reads the
+    child's unfinished ones itself, in order, and uses whichever copy is there first (a child
+    slowed down by other work on the machine, or starved of a core, costs at most the segment
+    the parent redoes); then the child is stopped."""
     size = os.path.getsize(path)
     cuts, bare = _plan_segments(path, size, max_bytes)
     n_seg = len(cuts) - 1
     ctx = multiprocessing.get_context("fork")
     counter = ctx.Value("i", 1)  # the parent takes segment 0 (the header) first
     res_r, res_w = ctx.Pipe(duplex=False)
-    make = partial(type(builder), keep_python)  # a fresh builder like the caller's
+    make = builder.sibling  # fresh builders like the caller's, sharing its per-name caches
     proc = ctx.Process(target=_split_child, args=(path, cuts, bare, max_bytes, make, counter, res_w), daemon=True)
     proc.start()
     res_w.close()
@@ -550,6 +569,10 @@ def load_split(
             total += nbytes
             merged += 1
 
+    def own(i: int, report: bool = True) -> None:
+        b, meta, stats, nbytes, cut = _segment(path, cuts, i, bare, max_bytes, make(), report)
+        parts.setdefault(i, ("builder", b, meta, stats, nbytes, cut))
+
     try:
         _, meta0, stats0, n0, cut0 = _segment(path, cuts, 0, bare, max_bytes, builder)
         if cut0:
@@ -564,24 +587,23 @@ def load_split(
                 counter.value += 1
             if i >= n_seg:
                 break
-            b, meta, stats, nbytes, cut = _segment(path, cuts, i, bare, max_bytes, make())
-            parts[i] = ("builder", b, meta, stats, nbytes, cut)
+            own(i)
         while not problem and merged < n_seg:
             merge_ready()
             if merged < n_seg and merged not in parts:
-                if not receiver.is_alive() and merged not in parts:
-                    problem.append(f"segment {merged} missing")
-                    break
-                receiver.join(0.002)
-        receiver.join()
+                own(merged, report=False)  # the child's, not back yet: read it here
+        if problem and merged < n_seg:
+            raise NotSuited(problem[0])
     except BaseException:
         proc.kill()
         raise
     finally:
-        _reap(proc, 10)
+        if proc.is_alive():
+            proc.kill()  # done, or failed: its unfinished segment is not needed
+        proc.join(10)
+        receiver.join(10)  # ends at the child's None, or at EOF once it is gone
         res_r.close()
-    if problem:
-        raise NotSuited(problem[0])
+        parts.clear()  # the child's copies of segments the parent read itself
     meta_all: dict[str, Any] = {}
     for m in metas:
         meta_all.update(m)

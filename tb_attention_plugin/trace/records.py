@@ -24,7 +24,7 @@ import re
 import struct
 from array import array
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, compress
 from operator import attrgetter
 from typing import Any, Callable, Optional, Union, get_args
 
@@ -101,11 +101,13 @@ class _Interner:
         return i
 
     def ids(self, keys: list[Any]) -> list[int]:
-        """The id of each key; new keys are interned first (in the order of the set of them)."""
-        index = self.index
-        for k in set(keys).difference(index):
-            self(k)
-        return [index[k] for k in keys]
+        """The id of each key; new keys are interned first, in order of appearance."""
+        out = list(map(self.index.get, keys))
+        if None in out:
+            for k in dict.fromkeys(k for k, i in zip(keys, out) if i is None):
+                self(k)
+            out = list(map(self.index.__getitem__, keys))
+        return out  # type: ignore[return-value]
 
 
 @dataclass
@@ -181,7 +183,7 @@ def _clean_int(v: Any, default: int = _NONE) -> int:
 # a value ``struct`` refuses (None, a string, out of range) sends the column down the tolerant
 # path, which gives what ``array`` with the clean-ups below gives.
 _pack = struct.pack
-Col = Union[bytes, "array[Any]"]
+Col = Union[bytes, bytearray, "array[Any]"]
 
 
 def _col_q(values: list[Any]) -> Col:
@@ -322,6 +324,15 @@ _MEMORY_COLS = dict(
 _GPU_ANN_COLS = dict(name="i", device="i", stream="q", ts="d", dur="d", ext="q", ext1="q")
 _STACK_COLS = dict(name="i", thread="i", ts="d", dur="d")
 _USER = -2  # python frame kind: a user frame, kept in the stacks table
+# Python frame codes (TraceBuilder._python_code): dropped, module, kept function, user frame, kept
+# function that is also a user frame; and
+# for each kept kind the table that turns a string of codes into a 0/1 selection of its frames
+_PY_DROP, _PY_MODULE, _PY_FUNC, _PY_USER, _PY_USER_FUNC = b"\x00", b"\x01", b"\x02", b"\x03", b"\x04"
+_USER_FUNC = -3  # selection key: kept functions that are also user frames (code 4)
+_PY_SELECT = {
+    kind: bytes(1 if c in codes else 0 for c in range(256))
+    for kind, codes in ((MODULE, (1,)), (PYFUNC, (2, 4)), (_USER, (3,)), (_USER_FUNC, (4,)))
+}
 
 # Attribute getters: with map() they read struct fields in C, not in the bytecode loop.
 _g_name, _g_cat, _g_ts, _g_dur, _g_args, _g_pid, _g_tid = (
@@ -398,31 +409,25 @@ def _noting(cls: type, append: Callable[[Any], None], seen: set[type]) -> Callab
 
 
 class _Table:
-    """The columns of one table as parts (bytes), one per chunk, joined once when frozen (growing
-    one array chunk by chunk copied it again at every reallocation)."""
+    """The columns of one table, each a bytearray the chunks' packed values are appended to.
+    A bytearray grows in place (large ones by remapping pages, without copying them) and the
+    frozen column is a numpy view on it: no second copy of the columns at any time (parts
+    joined at the end held the columns twice at the peak)."""
 
     def __init__(self, spec: dict[str, str]):
         self.spec = spec
-        self.parts: dict[str, list[bytes]] = {k: [] for k in spec}
+        self.cols: dict[str, bytearray] = {k: bytearray() for k in spec}
 
     def extend(self, **cols: Col) -> None:
         for k, a in cols.items():
-            self.parts[k].append(a if type(a) is bytes else a.tobytes())  # type: ignore[union-attr]
+            self.cols[k] += a
 
-    def joined(self, k: str) -> bytes:
-        """Column ``k`` so far as one bytes object (for another process)."""
-        return b"".join(self.parts[k])
+    def joined(self, k: str) -> bytearray:
+        """Column ``k`` so far (for the builder it is merged into; pickled for another process)."""
+        return self.cols[k]
 
     def freeze(self) -> dict[str, np.ndarray]:
-        out = {}
-        for k, t in self.spec.items():
-            data = b"".join(self.parts[k])
-            self.parts[k] = []
-            # a writable copy (numpy over bytes is read-only); one column at a time, so the peak
-            # is the columns plus two copies of one of them
-            out[k] = np.frombuffer(data, dtype=t).copy()
-            del data
-        return out
+        return {k: np.frombuffer(self.cols[k], dtype=t) for k, t in self.spec.items()}
 
 
 class TraceBuilder:
@@ -437,7 +442,7 @@ class TraceBuilder:
         self.sigs = _Interner()
         self.threads = _Interner()
         self.keep_py = re.compile(keep_python)
-        self._py_kind: dict[str, int] = {}  # python frame name -> MODULE / PYFUNC / -1 (drop)
+        self._py_kind: dict[str, int] = {}  # python frame name -> its code (_python_code)
         self._cat_bucket: dict[Any, int] = {}
         self._noted: set[type] = set()  # tagged classes whose category is noted
         self.categories: set[str] = set()
@@ -450,6 +455,13 @@ class TraceBuilder:
         self.counters: list[dict[str, Any]] = []
         self.thread_names: dict[tuple[Any, Any], str] = {}
         self.counts = {"events": 0, "python_dropped": 0, "no_ts": 0, "negative_dur": 0, "other": 0}
+
+    def sibling(self) -> TraceBuilder:
+        """A fresh builder like this one (same Python-frame pattern) that shares its per-name
+        classification of Python frames: the parallel reader makes one per segment."""
+        b = type(self)(self.keep_py.pattern)
+        b._py_kind = self._py_kind
+        return b
 
     def _bucket_of(self, cat: Any) -> int:
         b = self._cat_bucket.get(cat)
@@ -540,44 +552,39 @@ class TraceBuilder:
             if tids.count(tid) == n:
                 return _pack("i", self.threads((pid, tid))) * n
             local = {t: self.threads((pid, t)) for t in set(tids)}
-            return _ids([local[t] for t in tids])
-        index = self.threads.index
-        keys = [(e.pid, e.tid) for e in evs]
-        for k in set(keys).difference(index):
-            self.threads(k)
-        return _ids([index[k] for k in keys])
+            return _ids(list(map(local.__getitem__, tids)))
+        return _ids(self.threads.ids([(e.pid, e.tid) for e in evs]))
 
     def _intern_names(self, names: list[Any]) -> Col:
         return _ids(self.strings.ids(names))
 
     def _add_python(self, evs: list[Any]) -> None:
-        kinds = self._py_kind
-        keep = self.keep_py.search
-        names = [e.name for e in evs]
-        for name in set(names).difference(kinds):
-            if not isinstance(name, str):
-                kinds[name] = -1
-            elif name.startswith("nn.Module"):
-                kinds[name] = MODULE
-            elif keep(name):
-                kinds[name] = PYFUNC
-            elif user_frame(name) is not None:
-                kinds[name] = _USER
-            else:
-                kinds[name] = -1
-        ks = [kinds[n] for n in names]
-        n_mod, n_fn, n_user = ks.count(MODULE), ks.count(PYFUNC), ks.count(_USER)
-        self.counts["python_dropped"] += len(evs) - n_mod - n_fn - n_user
-        funcs = [e for e, k in zip(evs, ks) if k == PYFUNC] if n_fn else []
-        if n_mod:
-            self._add_ranges(MODULE, [e for e, k in zip(evs, ks) if k == MODULE])
-        if funcs:
-            self._add_ranges(PYFUNC, funcs)
-        users = [e for e, k in zip(evs, ks) if k == _USER] if n_user else []
+        """Python frames: each name is classified once (module, kept function, user frame, kept
+        function that is also a user frame, or dropped); per event only a code, in bytes, so that
+        counting and selecting run in C."""
+        get = self._py_kind.get
+        codes = [get(e.name) for e in evs]
+        if None in codes:
+            for name in dict.fromkeys(e.name for e, c in zip(evs, codes) if c is None):
+                self._py_kind[name] = self._python_code(name)
+            codes = [get(e.name) for e in evs]
+        kb = bytes(codes)  # type: ignore[arg-type]
+        n = len(evs)
+        n_drop = kb.count(_PY_DROP)
+        self.counts["python_dropped"] += n_drop
+        if n_drop == n:
+            return
+        if kb.count(_PY_MODULE):
+            self._add_ranges(MODULE, list(compress(evs, kb.translate(_PY_SELECT[MODULE]))))
+        n_user_func = kb.count(_PY_USER_FUNC)
+        if kb.count(_PY_FUNC) or n_user_func:
+            self._add_ranges(PYFUNC, list(compress(evs, kb.translate(_PY_SELECT[PYFUNC]))))
+        users = list(compress(evs, kb.translate(_PY_SELECT[_USER]))) if kb.count(_PY_USER) else []
         # a function named like attention or rotary in the user's or the model's code
         # (``eager_attention_forward``, ``apply_rotary_pos_emb``) is a scope *and* a frame: without
         # it, the kernels it launches point to the ``def forward`` around it (sources.py)
-        users += [e for e in funcs if user_frame(e.name) is not None]
+        if n_user_func:
+            users += compress(evs, kb.translate(_PY_SELECT[_USER_FUNC]))
         if users:
             self.stacks.extend(
                 name=self._intern_names([e.name for e in users]),
@@ -585,6 +592,18 @@ class TraceBuilder:
                 ts=_col_d([e.ts for e in users]),
                 dur=_col_d([e.dur for e in users]),
             )
+
+    def _python_code(self, name: Any) -> int:
+        """What a Python frame of this name is: a module, a kept function, a user frame or none."""
+        if not isinstance(name, str):
+            return 0
+        if name.startswith("nn.Module"):
+            return 1
+        if self.keep_py.search(name):
+            return 4 if user_frame(name) is not None else 2
+        if user_frame(name) is not None:
+            return 3
+        return 0
 
     def _add_ranges(self, kind: int, evs: list[Any]) -> None:
         n = len(evs)
@@ -734,7 +753,8 @@ class TraceBuilder:
         """Append another builder's columns, renumbering its strings, threads and signatures."""
 
         def mapping(intern: _Interner, items: list[Any]) -> np.ndarray:
-            return np.array([intern(x) for x in items], dtype=np.int64)
+            # one id per item, and -1 last: a column's -1 ("none") indexes it and stays -1
+            return np.array([intern(x) for x in items] + [_NONE], dtype=np.int64)
 
         smap = mapping(self.strings, exp["strings"])
         tmap = mapping(self.threads, exp["threads"])
@@ -753,8 +773,7 @@ class TraceBuilder:
                 m = remap[name].get(k)
                 if m is not None and len(a):
                     v = np.frombuffer(a, dtype=table.spec[k])
-                    out = np.where(v >= 0, m[np.maximum(v, 0)], v) if len(m) else v
-                    table.extend(**{k: out.astype(v.dtype).tobytes()})
+                    table.extend(**{k: m[v].astype(v.dtype).tobytes()})  # ids are >= -1
                 elif len(a):
                     table.extend(**{k: a})
         self.thread_names.update(exp["thread_names"])

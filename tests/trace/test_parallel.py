@@ -3,6 +3,7 @@
 Each case runs in a fresh interpreter: the parallel reader only forks a single-threaded
 process, and a test run has other threads (the plugin tests' loaders)."""
 
+import gzip
 import json
 import os
 import subprocess
@@ -132,3 +133,48 @@ def test_a_named_pipe_is_never_opened(tmp_path):
     fifo = tmp_path / "trace.json"
     os.mkfifo(fifo)
     assert parallel.suitable(str(fifo)) is False  # returns at once: nothing opened it
+
+
+STALLED_CHILD = r"""
+import json, os, sys, time
+from tb_attention_plugin.trace import parallel, reader
+from tb_attention_plugin.trace.records import load_trace
+from tb_attention_plugin.report import analyze_trace
+from tb_attention_plugin.jsonout import to_json
+parallel.MIN_PARALLEL_BYTES = 0
+reader.CHUNK_TARGET = 4096
+parallel.SEGMENT_BYTES = 8192
+parallel.MAX_SEGMENTS = 64
+parent = os.getpid()
+segment = parallel._segment
+
+def stalls_in_the_child(path, cuts, i, *a, **k):
+    if os.getpid() == parent and i == 0:
+        time.sleep(1.0)  # the child claims the next segments meanwhile
+    elif os.getpid() != parent and i >= 2:
+        time.sleep(120)  # a child starved of CPU, or stuck: the parent must not wait for it
+    return segment(path, cuts, i, *a, **k)
+
+parallel._segment = stalls_in_the_child
+t0 = time.monotonic()
+tr = load_trace(sys.argv[1], jobs=2)
+rep = json.loads(to_json(analyze_trace(tr)))
+rep.pop("path"); rep.pop("trace")
+print(json.dumps({"parallel": tr.stats.get("parallel"), "s": time.monotonic() - t0, "report": rep}))
+"""
+
+
+def test_the_parent_reads_what_a_stalled_child_holds(tmp_path):
+    """The parent reads the segments the child has not sent back itself and stops the child:
+    the read takes no longer than a serial one, and gives the same report."""
+    path = tmp_path / "trace.json"  # uncompressed: read in segments by both processes
+    with gzip.open(sample("gpt4l_sdpa_train"), "rb") as f:
+        path.write_bytes(f.read())
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    r = subprocess.run(
+        [sys.executable, "-c", STALLED_CHILD, str(path)], capture_output=True, text=True, env=env, timeout=100
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout)
+    assert out["parallel"] is True and out["s"] < 60
+    assert out["report"] == run(path, 1)["report"]
