@@ -235,37 +235,40 @@ def _sdpa_calls(trace: Any, links: Any, attention_ids: set) -> list[dict]:
         if t in calls:
             calls[t]["kernel_ids"].append(k)
     out = []
+    # every step repeats its calls: the backend per set of inner ops and the inputs per recorded
+    # signature are read once
+    backend_of: dict[str, Optional[str]] = {}
+    inputs_of: dict[tuple[str, int], dict] = {}
     for r, c in calls.items():
         inner = " ".join(sorted(c["inner"])) + " " + c["op"]
-        backend = None
-        for key, be in _BACKEND_OF:
-            if key in inner:
-                backend = be
-                break
+        if inner not in backend_of:
+            backend_of[inner] = next((be for key, be in _BACKEND_OF if key in inner), None)
         sig = int(R["sig"][r])
-        args = parse_args(trace.signatures[sig]) if sig >= 0 else []
-        sch = SDPA_SCHEMAS[c["op"]]
-        shapes = sdpa_shapes(c["op"], args) if args else None
-        gqa_flag = None
-        if c["op"] == "aten::scaled_dot_product_attention" and len(args) > 7:
-            v = args[7].value.strip().lower()
-            gqa_flag = True if v in ("true", "1") else False if v in ("false", "0") else None
-        mask = args[sch.mask] if args and sch.mask is not None and sch.mask < len(args) else None
-        q = args[sch.q : sch.q + 3] if args else []
-        out.append(
-            {
-                "range": r,
-                "op": c["op"],
-                "backend": backend,
-                "kernel_ids": c["kernel_ids"],
-                "shapes": shapes,
-                "enable_gqa": gqa_flag,
-                "qkv": q,
-                "mask_dtype": mask.dtype if mask is not None and mask.is_tensor else None,
-                "mask_shape": tuple(mask.dims) if mask is not None and mask.is_tensor else None,
-            }
-        )
+        got = inputs_of.get((c["op"], sig))
+        if got is None:
+            got = inputs_of[(c["op"], sig)] = _call_inputs(
+                c["op"], parse_args(trace.signatures[sig]) if sig >= 0 else []
+            )
+        out.append({"range": r, "op": c["op"], "backend": backend_of[inner], "kernel_ids": c["kernel_ids"], **got})
     return out
+
+
+def _call_inputs(op: str, args: list) -> dict:
+    """An SDPA-family call's recorded inputs: shapes, the enable_gqa flag, q/k/v and the mask's dtype
+    and shape."""
+    sch = SDPA_SCHEMAS[op]
+    gqa_flag = None
+    if op == "aten::scaled_dot_product_attention" and len(args) > 7:
+        v = args[7].value.strip().lower()
+        gqa_flag = True if v in ("true", "1") else False if v in ("false", "0") else None
+    mask = args[sch.mask] if args and sch.mask is not None and sch.mask < len(args) else None
+    return {
+        "shapes": sdpa_shapes(op, args) if args else None,
+        "enable_gqa": gqa_flag,
+        "qkv": args[sch.q : sch.q + 3] if args else [],
+        "mask_dtype": mask.dtype if mask is not None and mask.is_tensor else None,
+        "mask_shape": tuple(mask.dims) if mask is not None and mask.is_tensor else None,
+    }
 
 
 def is_flex(rows: list[dict]) -> bool:

@@ -49,7 +49,7 @@ SDP_ENUM = {
 _DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "sdpa_backends.json")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Inputs:
     """What SDPA's dispatcher looks at. ``mask``: "none", "causal" (is_causal=True), "bool" or
     "float" (an attn_mask tensor); ``mask_dtype`` for a float one."""
@@ -190,13 +190,19 @@ def rate(backend: str, pas: str, x: Inputs, arch: Optional[str]) -> Optional[tup
     """The measured FLOP rate (FLOP/s) of ``backend`` in pass ``pas`` nearest these inputs, and the
     rows it comes from (mean of the rows at the nearest head dim and the same mask kind)."""
     dt = "bf16" if x.dtype in ("bf16", "fp16") else x.dtype
+    return _rate(backend, pas, dt, "causal" if x.causal else "none", x.d, arch)
+
+
+@functools.lru_cache(maxsize=4096)  # a trace repeats its calls every step: one look per distinct key
+def _rate(
+    backend: str, pas: str, dt: Optional[str], kind: str, d: int, arch: Optional[str]
+) -> Optional[tuple[float, dict[str, Any]]]:
     rows = [r for r in _rows(arch) if r["backend"] == backend and r["pass"] == pas and r["dtype"] == dt]
     if not rows:
         return None
-    kind = "causal" if x.causal else "none"
     same = [r for r in rows if r["mask"] == kind] or rows
-    best = min(abs(r["d"] - x.d) for r in same)
-    near = [r for r in same if abs(r["d"] - x.d) == best]
+    best = min(abs(r["d"] - d) for r in same)
+    near = [r for r in same if abs(r["d"] - d) == best]
     rt = sum(r["flops"] / (r["time_us"] * 1e-6) for r in near) / len(near)
     r0 = near[0]
     return rt, {

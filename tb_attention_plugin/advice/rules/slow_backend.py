@@ -39,6 +39,7 @@ def check(run: Run) -> Any:
     if not any(rate(b, "forward", _probe(), arch) for b in FUSED):
         return Silent(f"no measured backend table for this GPU family ({arch or run.device or 'unknown'})")
     hits: dict = {}
+    predicted: dict = {}
     outside = 0
     for c in calls:
         rows = run.call_rows(c)
@@ -56,7 +57,10 @@ def check(run: Run) -> Any:
             for pas, tt in t.items():
                 if tt <= 0:
                     continue
-                p = predict(alt, pas, xa, run, arch)
+                key = (alt, pas, xa)
+                if key not in predicted:  # every step repeats the same calls: predict each once
+                    predicted[key] = predict(alt, pas, xa, run, arch)
+                p = predicted[key]
                 if p is None or p.source != "table":
                     break
                 # relative to what the running backend reached here: the table's ratio between the two
