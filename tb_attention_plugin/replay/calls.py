@@ -267,12 +267,28 @@ def _occurrences(rd: _Reader) -> tuple[list[Occurrence], list[dict[str, Any]]]:
         by_inst.setdefault(int(ri[r]), []).append(r)
     occs: list[Occurrence] = []
     unsupported: list[dict[str, Any]] = []
+    anc = L.op_ancestor
+    # every step repeats its calls: an instance whose ops (names, recorded inputs and nesting) match
+    # one already read gives the same calls, at its own ranges
+    memo: dict[tuple[Any, ...], tuple[list[tuple[dict[str, Any], list[int], bool, bool]], str]] = {}
     for inst, ops in by_inst.items():
         scope = tag.instances.get(inst, {}).get("name") or ""
-        try:
-            found, why = _instance_calls(rd, inst, ops, scope)
-        except (ValueError, IndexError, KeyError, TypeError) as e:  # an odd record: say so, keep the rest
-            found, why = [], f"its recorded inputs could not be read ({type(e).__name__}: {e})"
+        pos = {r: i for i, r in enumerate(ops)}
+        key = (scope, tuple((int(rd.name_id[r]), int(rd.sig[r]), pos.get(int(anc[r]), -1)) for r in ops))
+        hit = memo.get(key)
+        if hit is not None:
+            found = [
+                Occurrence(inst, sig, tops={ops[i] for i in tops}, whole=whole, flex=flex)
+                for sig, tops, whole, flex in hit[0]
+            ]
+            why = hit[1]
+        else:
+            try:
+                found, why = _instance_calls(rd, inst, ops, scope)
+            except (ValueError, IndexError, KeyError, TypeError) as e:  # an odd record: say so, keep the rest
+                found, why = [], f"its recorded inputs could not be read ({type(e).__name__}: {e})"
+            if all(t in pos for o in found for t in o.tops):
+                memo[key] = ([(o.sig, sorted(pos[t] for t in o.tops), o.whole, o.flex) for o in found], why)
         occs.extend(found)
         if not found and why:
             unsupported.append({"scope": scope, "reason": why})
