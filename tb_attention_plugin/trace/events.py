@@ -16,32 +16,32 @@ Raw = msgspec.Raw
 Scalar = Union[int, str, None]
 
 
-class Args(
-    msgspec.Struct,
-    gc=False,
-    frozen=True,
-    rename={
-        "external_id": "External id",
-        "external_id_v1": "external id",
-        "seq": "Sequence number",
-        "fwd_tid": "Fwd thread id",
-        "dims": "Input Dims",
-        "types": "Input type",
-        "strides": "Input Strides",
-        "concrete": "Concrete Inputs",
-        "registers": "registers per thread",
-        "shared_memory": "shared memory",
-        "blocks_per_sm": "blocks per SM",
-        "warps_per_sm": "warps per SM",
-        "occupancy": "est. achieved occupancy %",
-        "addr": "Addr",
-        "nbytes": "Bytes",
-        "total_allocated": "Total Allocated",
-        "total_reserved": "Total Reserved",
-        "device_type": "Device Type",
-        "device_id": "Device Id",
-    },
-):
+# The profiler's spelling of every ``args`` key we read, by field name: one mapping for all the
+# structs below (a struct uses the names of its own fields and ignores the rest).
+ARG_KEYS = {
+    "external_id": "External id",
+    "external_id_v1": "external id",
+    "seq": "Sequence number",
+    "fwd_tid": "Fwd thread id",
+    "dims": "Input Dims",
+    "types": "Input type",
+    "strides": "Input Strides",
+    "concrete": "Concrete Inputs",
+    "registers": "registers per thread",
+    "shared_memory": "shared memory",
+    "blocks_per_sm": "blocks per SM",
+    "warps_per_sm": "warps per SM",
+    "occupancy": "est. achieved occupancy %",
+    "addr": "Addr",
+    "nbytes": "Bytes",
+    "total_allocated": "Total Allocated",
+    "total_reserved": "Total Reserved",
+    "device_type": "Device Type",
+    "device_id": "Device Id",
+}
+
+
+class Args(msgspec.Struct, gc=False, frozen=True, rename=ARG_KEYS):
     """Every ``args`` field any event kind needs, decoded in the same pass as the event.
     Unlisted keys (``Python id``, ``Ev Idx``, CUPTI metrics...) are skipped by the decoder.
     Missing integers are -1 and missing floats NaN (not None), so columns are filled straight
@@ -112,30 +112,14 @@ FLOW_PHASES = Literal["s", "f", "t"]
 INSTANT_PHASES = Literal["i", "I"]
 
 
-class IdArgs(
-    msgspec.Struct, gc=False, frozen=True, rename={"external_id": "External id", "external_id_v1": "external id"}
-):
+class IdArgs(msgspec.Struct, gc=False, frozen=True, rename=ARG_KEYS):
     """``args`` of a CPU annotation (``user_annotation``)."""
 
     external_id: int = -1
     external_id_v1: int = -1
 
 
-class OpArgs(
-    msgspec.Struct,
-    gc=False,
-    frozen=True,
-    rename={
-        "external_id": "External id",
-        "external_id_v1": "external id",
-        "seq": "Sequence number",
-        "fwd_tid": "Fwd thread id",
-        "dims": "Input Dims",
-        "types": "Input type",
-        "strides": "Input Strides",
-        "concrete": "Concrete Inputs",
-    },
-):
+class OpArgs(msgspec.Struct, gc=False, frozen=True, rename=ARG_KEYS):
     """``args`` of an op: its ids and the raw JSON of its input signature."""
 
     external_id: int = -1
@@ -148,9 +132,7 @@ class OpArgs(
     concrete: Raw = Raw()
 
 
-class LaunchArgs(
-    msgspec.Struct, gc=False, frozen=True, rename={"external_id": "External id", "external_id_v1": "external id"}
-):
+class LaunchArgs(msgspec.Struct, gc=False, frozen=True, rename=ARG_KEYS):
     """``args`` of a runtime/driver call."""
 
     external_id: int = -1
@@ -158,20 +140,7 @@ class LaunchArgs(
     correlation: int = -1
 
 
-class GpuArgs(
-    msgspec.Struct,
-    gc=False,
-    frozen=True,
-    rename={
-        "external_id": "External id",
-        "external_id_v1": "external id",
-        "registers": "registers per thread",
-        "shared_memory": "shared memory",
-        "blocks_per_sm": "blocks per SM",
-        "warps_per_sm": "warps per SM",
-        "occupancy": "est. achieved occupancy %",
-    },
-):
+class GpuArgs(msgspec.Struct, gc=False, frozen=True, rename=ARG_KEYS):
     """``args`` of a GPU activity (kernel, memcpy, memset)."""
 
     external_id: int = -1
@@ -189,9 +158,7 @@ class GpuArgs(
     bytes: int = -1
 
 
-class GpuAnnArgs(
-    msgspec.Struct, gc=False, frozen=True, rename={"external_id": "External id", "external_id_v1": "external id"}
-):
+class GpuAnnArgs(msgspec.Struct, gc=False, frozen=True, rename=ARG_KEYS):
     """``args`` of a GPU annotation (``gpu_user_annotation``)."""
 
     external_id: int = -1
@@ -200,19 +167,7 @@ class GpuAnnArgs(
     stream: Scalar = None
 
 
-class MemArgs(
-    msgspec.Struct,
-    gc=False,
-    frozen=True,
-    rename={
-        "addr": "Addr",
-        "nbytes": "Bytes",
-        "total_allocated": "Total Allocated",
-        "total_reserved": "Total Reserved",
-        "device_type": "Device Type",
-        "device_id": "Device Id",
-    },
-):
+class MemArgs(msgspec.Struct, gc=False, frozen=True, rename=ARG_KEYS):
     """``args`` of a ``[memory]`` instant event."""
 
     addr: int = 0
