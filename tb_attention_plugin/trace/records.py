@@ -19,6 +19,7 @@ cost model actually looks at. Both Kineto schemas are mapped to one vocabulary h
 
 from __future__ import annotations
 
+import functools
 import gc
 import re
 import struct
@@ -26,7 +27,7 @@ from array import array
 from dataclasses import dataclass, field
 from itertools import chain, compress
 from operator import attrgetter
-from typing import Any, Callable, Optional, Union, get_args
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union, get_args
 
 import msgspec
 import numpy as np
@@ -855,6 +856,29 @@ class TraceBuilder:
         )
 
 
+if TYPE_CHECKING:  # typing.ParamSpec is Python 3.10; the package runs on 3.9 (annotations are strings)
+    from typing import ParamSpec
+
+    _P = ParamSpec("_P")
+
+
+def _collector_paused(fn: Callable[_P, Trace]) -> Callable[_P, Trace]:
+    """``fn`` with the cyclic garbage collector paused while it runs (and restored after)."""
+
+    @functools.wraps(fn)
+    def run(*args: _P.args, **kwargs: _P.kwargs) -> Trace:
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if was:
+                gc.enable()
+
+    return run
+
+
+@_collector_paused
 def load_trace(
     path: str,
     max_bytes: int = DEFAULT_MAX_BYTES,
@@ -874,24 +898,6 @@ def load_trace(
     collections its allocations trigger (lists per chunk) only walked every live object, a
     tenth of the reading's cache misses.
     """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        return _load_trace(path, max_bytes, keep_python, salvage, jobs=jobs, parallel_min_bytes=parallel_min_bytes)
-    finally:
-        if was:
-            gc.enable()
-
-
-def _load_trace(
-    path: str,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    keep_python: str = DEFAULT_KEEP_PYTHON,
-    salvage: bool = True,
-    *,
-    jobs: Optional[int] = None,
-    parallel_min_bytes: Optional[int] = None,
-) -> Trace:
     from . import parallel
 
     truncated: Optional[str] = None
