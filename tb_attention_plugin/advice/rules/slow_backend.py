@@ -19,7 +19,7 @@ from ...formats import rounded as _r, us as _us
 from ..base import GPU, Finding, Rule, Silent, group_kernels, phase_rows, total
 from ..replay import WhatIf
 from ..run import Run
-from ..sdpa_choice import LABELS, SDP_ENUM, Prediction, arch_of, choose, inputs_of_call, predict, rate, why_not
+from ..sdpa_choice import LABELS, SDP_ENUM, Prediction, arch_of, choose, inputs_of_call, rate, why_not
 
 FASTER = 2.0  # another backend predicted this many times faster ("far below"; flash vs cuDNN on the H200, 1.5x, is not)
 MIN_SCORES = 512 * 512  # Sq·Sk below this: the table's compute-bound rates do not apply
@@ -39,7 +39,6 @@ def check(run: Run) -> Any:
     if not any(rate(b, "forward", _probe(), arch) for b in FUSED):
         return Silent(f"no measured backend table for this GPU family ({arch or run.device or 'unknown'})")
     hits: dict = {}
-    predicted: dict = {}
     outside = 0
     for c in calls:
         rows = run.call_rows(c)
@@ -57,10 +56,7 @@ def check(run: Run) -> Any:
             for pas, tt in t.items():
                 if tt <= 0:
                     continue
-                key = (alt, pas, xa)
-                if key not in predicted:  # every step repeats the same calls: predict each once
-                    predicted[key] = predict(alt, pas, xa, run, arch)
-                p = predicted[key]
+                p = run.predict(alt, pas, xa, arch)
                 if p is None or p.source != "table":
                     break
                 # relative to what the running backend reached here: the table's ratio between the two
