@@ -239,6 +239,8 @@ def load_pairs(manifest: Optional[str]) -> list[dict]:
     if manifest is None:
         with open(PAIRS) as f:
             return list(json.load(f)["pairs"])
+    from tb_attention_plugin.advice.registry import BY_ID
+
     with open(manifest) as f:
         m = json.load(f)
     base = os.path.dirname(os.path.abspath(manifest))
@@ -249,8 +251,6 @@ def load_pairs(manifest: Optional[str]) -> list[dict]:
         prob, fix = p.get("problem") or {}, p.get("fix") or {}
         if not prob.get("trace_files") and not prob.get("ranks"):
             continue
-        from tb_attention_plugin.advice.registry import BY_ID
-
         if rule not in BY_ID:  # a pair of issue #23's checks (ffn_boundary, flops_ledger), not an advice rule's
             continue
         pairs.append(

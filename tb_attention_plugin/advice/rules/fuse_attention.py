@@ -87,7 +87,8 @@ def check(run: Run) -> Any:
     as_is, passed = choose(x, arch) if x is not None else (None, {})
     fixed_x = x
     fix_notes: list[str] = []  # what to change in the bias so that a fused backend takes it
-    if x is not None and mask["kind"] == "float" and mask.get("dtype") and dtype and mask["dtype"] != dtype:
+    mismatched = mask["kind"] == "float" and bool(mask.get("dtype")) and bool(dtype) and mask.get("dtype") != dtype
+    if x is not None and mismatched:
         fixed_x = Inputs(**dict(fixed_x.__dict__, mask_dtype=dtype))
         fix_notes.append(f"the float bias added to the scores is {mask['dtype']} while q/k are {dtype}: cast it")
     if x is not None and mask["kind"] == "float" and mask.get("strided"):
@@ -123,7 +124,6 @@ def check(run: Run) -> Any:
             f"unfused {_us(unfused)}, no faster" + (f" ({cast_note})" if cast_note else "")
         )
     ctx = " ".join({(k.get("module_path") or "") + " " + (k.get("scope") or "") for k in rows})
-    mismatched = mask["kind"] == "float" and bool(mask.get("dtype")) and bool(dtype) and mask.get("dtype") != dtype
     how = _how(rows, mask, ctx, mismatched, dtype)
     phases = phase_rows(rows)
     worst = sorted((p for p in phases if p["phase"] in _ELEMENTWISE), key=lambda p: -p["time_us"])[:3]
