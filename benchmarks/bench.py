@@ -1016,46 +1016,17 @@ def main(argv=None) -> int:
                     log(tail(lp))
                 return smp
 
-            if "tbprof" in only:
-                run(
-                    "torch-tb-profiler",
-                    [peers_py, PEER_DRIVERS, "tbprof", rdir],
-                    env=peer_env,
-                    cwd=WORK,
-                    stdout_path=os.path.join(logs, f"{label}-tbprof-{i}.out"),
-                )
-            if "hta" in only:
-                run(
-                    "HTA",
-                    [peers_py, PEER_DRIVERS, "hta", rdir],
-                    env=peer_env,
-                    cwd=WORK,
-                    stdout_path=os.path.join(logs, f"{label}-hta-{i}.out"),
-                )
-            if "tracelens" in only:
-                run(
-                    "TraceLens",
-                    [peers_py, PEER_DRIVERS, "tracelens", *rfiles],
-                    env=peer_env,
-                    cwd=WORK,
-                    stdout_path=os.path.join(logs, f"{label}-tracelens-{i}.out"),
-                )
-            if "floor" in only:
-                run(
-                    "parse floor",
-                    [sys.executable, FLOOR, *rfiles],
-                    env=dict(os.environ),
-                    cwd=WORK,
-                    stdout_path=os.path.join(logs, f"{label}-floor-{i}.out"),
-                )
-            if "orjson" in only:
-                run(
-                    "orjson decode",
-                    [peers_py, PEER_DRIVERS, "orjson", *rfiles],
-                    env=peer_env,
-                    cwd=WORK,
-                    stdout_path=os.path.join(logs, f"{label}-orjson-{i}.out"),
-                )
+            # the peers and the floor: (--only key, row, command, environment), in this order
+            others = (
+                ("tbprof", "torch-tb-profiler", [peers_py, PEER_DRIVERS, "tbprof", rdir], peer_env),
+                ("hta", "HTA", [peers_py, PEER_DRIVERS, "hta", rdir], peer_env),
+                ("tracelens", "TraceLens", [peers_py, PEER_DRIVERS, "tracelens", *rfiles], peer_env),
+                ("floor", "parse floor", [sys.executable, FLOOR, *rfiles], dict(os.environ)),
+                ("orjson", "orjson decode", [peers_py, PEER_DRIVERS, "orjson", *rfiles], peer_env),
+            )
+            for key, row, cmd, env in others:
+                if key in only:
+                    run(row, cmd, env=env, cwd=WORK, stdout_path=os.path.join(logs, f"{label}-{key}-{i}.out"))
             if "ours" in only:
                 # A fresh copy in a fresh folder, with a fresh cache location, every round: whatever
                 # the cache is keyed on (path, inode, mtime) and wherever it lives (beside the file,
