@@ -79,7 +79,7 @@ class Run:
         self._replay: Any = None
         self._replay_done = False
         self._replay_low: Any = None
-        self._predicted: dict[tuple[Any, ...], Any] = {}
+        self.predictions: dict[tuple[Any, ...], Any] = {}  # sdpa_choice.predict_once's memo
         self.has_backward = any(k["direction"] == "backward" for k in self.k) or self._trace_has_backward()
 
     def _trace_has_backward(self) -> bool:
@@ -114,16 +114,6 @@ class Run:
 
             self._replay_low = self.replay.variant(PROFILER_OP_US_LOW)
         return self._replay_low
-
-    # a backend's predicted time for one pass of a call (sdpa_choice.predict), once per distinct
-    # inputs: every step of a trace repeats its calls
-    def predict(self, backend: str, pas: str, x: Any, arch: Optional[str]) -> Any:
-        key = (backend, pas, x, arch)
-        if key not in self._predicted:
-            from .sdpa_choice import predict
-
-            self._predicted[key] = predict(backend, pas, x, self, arch)
-        return self._predicted[key]
 
     # SDPA calls: outermost SDPA-family forward op, its recorded inputs, backend and kernels
     def sdpa_calls(self) -> list[dict]:

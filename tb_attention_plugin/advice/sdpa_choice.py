@@ -253,6 +253,15 @@ def predict(backend: str, pas: str, x: Inputs, run: Run, arch: Optional[str]) ->
     return Prediction(t * 1e6, source, note, bound)
 
 
+def predict_once(backend: str, pas: str, x: Inputs, run: Run, arch: Optional[str]) -> Optional[Prediction]:
+    """:func:`predict`, once per distinct inputs of a run: every step of a trace repeats its calls."""
+    key = (backend, pas, x, arch)
+    if key not in run.predictions:
+        run.predictions[key] = predict(backend, pas, x, run, arch)
+    got: Optional[Prediction] = run.predictions[key]
+    return got
+
+
 def inputs_of_call(c: dict[str, Any], backward: bool) -> Optional[Inputs]:
     """The dispatcher's inputs of a recorded SDPA call (run.sdpa_calls)."""
     s = c.get("shapes")

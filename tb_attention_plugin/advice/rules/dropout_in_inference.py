@@ -16,7 +16,7 @@ from ...formats import rounded as _r, us as _us
 from ..base import GPU, Finding, Rule, Silent, group_kernels, pct0, total
 from ..replay import WhatIf
 from ..run import Run
-from ..sdpa_choice import Inputs, arch_of, choose, inputs_of_call
+from ..sdpa_choice import Inputs, arch_of, choose, inputs_of_call, predict_once
 
 FIX = """\
 model.eval()                       # nn.Dropout becomes the identity
@@ -95,7 +95,7 @@ def check(run: Run) -> Any:
                 break
             x0 = Inputs(**dict(x.__dict__, dropout_p=0.0))
             be, _ = choose(x0, arch)
-            p = run.predict(be, "forward", x0, arch)
+            p = predict_once(be, "forward", x0, run, arch)
             if p is None:
                 ok = False
                 break

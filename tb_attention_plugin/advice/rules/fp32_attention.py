@@ -16,7 +16,7 @@ from ...formats import rounded as _r, us as _us
 from ..base import GPU, MIN_SHARE, Finding, Rule, Silent, group_kernels, pct0, phase_rows, total
 from ..replay import WhatIf
 from ..run import Run
-from ..sdpa_choice import LABELS, Inputs, arch_of, choose, inputs_of_call
+from ..sdpa_choice import LABELS, Inputs, arch_of, choose, inputs_of_call, predict_once
 
 _MATMUL_PHASES = ("qkv_proj", "qk_matmul", "pv_matmul", "out_proj", "fused_attention")
 _MATMUL_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "addmv", "_scaled_mm", "einsum"})
@@ -152,7 +152,7 @@ def _fused_fp32(run: Run, seen: set) -> list[dict]:
             tt = total(k for k in rows if k["direction"] == pas)
             if tt <= 0:
                 continue
-            p = run.predict(alt, pas, xb, arch) if alt in LABELS else None
+            p = predict_once(alt, pas, xb, run, arch) if alt in LABELS else None
             if p is None or p.source != "table":
                 break
             pred += p.time_us

@@ -35,7 +35,7 @@ from ..base import (
 )
 from ..replay import WhatIf
 from ..run import Run
-from ..sdpa_choice import LABELS, Inputs, arch_of, choose
+from ..sdpa_choice import LABELS, Inputs, arch_of, choose, predict_once
 
 ELEMENTWISE_SHARE = 0.10  # mem/latency-bound scale/mask/softmax/dropout time ≥ this share of unfused core
 SDPA_CPU_US = 20.0  # unprofiled CPU time of one SDPA call (its dispatch and launch)
@@ -310,7 +310,7 @@ def _predict_all(
     for pas, on in (("forward", fwd), ("backward", bwd)):
         if not on:
             continue
-        p = run.predict(be, pas, x, arch)
+        p = predict_once(be, pas, x, run, arch)
         if p is None:
             return None
         out += p.time_us * scale

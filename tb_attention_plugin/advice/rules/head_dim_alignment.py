@@ -19,7 +19,7 @@ from ...formats import rounded as _r, us as _us
 from ..base import GPU, Finding, Rule, Silent, total
 from ..replay import WhatIf
 from ..run import Run
-from ..sdpa_choice import LABELS, Inputs, arch_of, choose, inputs_of_call
+from ..sdpa_choice import LABELS, Inputs, arch_of, choose, inputs_of_call, predict_once
 
 HEAD_DIM_ALIGN = 8
 
@@ -64,7 +64,7 @@ def check(run: Run) -> Any:
         be, _ = choose(xp, arch)
         pt = 0.0
         for pas in ("forward",) + (("backward",) if bwd else ()):
-            p = run.predict(be, pas, xp, arch)
+            p = predict_once(be, pas, xp, run, arch)
             if p is None:
                 gain = None
                 break

@@ -14,7 +14,7 @@ from ...formats import rounded as _r, us as _us
 from ..base import GPU, Finding, Rule, Silent, group_kernels, pct0, phase_rows, total
 from ..replay import WhatIf
 from ..run import Run
-from ..sdpa_choice import LABELS, Inputs, arch_of, choose, inputs_of_call, why_not
+from ..sdpa_choice import LABELS, Inputs, arch_of, choose, inputs_of_call, predict_once, why_not
 
 HEAD_DIM_ALIGN = 8
 
@@ -141,7 +141,7 @@ def check(run: Run) -> Any:
             be = next((b for b in ("cudnn", "flash", "efficient") if why_not(b, fx, arch) is None), "math")
         chosen.add(be)
         for pas in ("forward",) + (("backward",) if bwd else ()):
-            p = run.predict(be, pas, fx, arch)
+            p = predict_once(be, pas, fx, run, arch)
             if p is None:
                 est_known = False
                 continue

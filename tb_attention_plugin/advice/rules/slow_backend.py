@@ -19,7 +19,7 @@ from ...formats import rounded as _r, us as _us
 from ..base import GPU, Finding, Rule, Silent, group_kernels, phase_rows, total
 from ..replay import WhatIf
 from ..run import Run
-from ..sdpa_choice import LABELS, SDP_ENUM, Prediction, arch_of, choose, inputs_of_call, rate, why_not
+from ..sdpa_choice import LABELS, SDP_ENUM, Prediction, arch_of, choose, inputs_of_call, predict_once, rate, why_not
 
 FASTER = 2.0  # another backend predicted this many times faster ("far below"; flash vs cuDNN on the H200, 1.5x, is not)
 MIN_SCORES = 512 * 512  # Sq·Sk below this: the table's compute-bound rates do not apply
@@ -56,7 +56,7 @@ def check(run: Run) -> Any:
             for pas, tt in t.items():
                 if tt <= 0:
                     continue
-                p = run.predict(alt, pas, xa, arch)
+                p = predict_once(alt, pas, xa, run, arch)
                 if p is None or p.source != "table":
                     break
                 # relative to what the running backend reached here: the table's ratio between the two
