@@ -7,6 +7,7 @@
 #   3. the fourth held-out twin set (validation/twins.py --group heldout4).
 #
 #   bash validation/run_device_round4.sh OUTDIR [BUDGET_S]
+#   PHASES="sweep twins" bash validation/run_device_round4.sh OUTDIR [BUDGET_S]   # some of the phases
 #
 # OUTDIR receives replay_results.tgz (+ replay.log, env.txt), sweep.tgz, twins_h4.tgz and console.tgz;
 # each phase has its own share of BUDGET_S (default 540) and a hard timeout, and what a phase wrote is kept
@@ -28,14 +29,18 @@ left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 } > "$WORK/logs/env.txt" 2>&1
 cat "$WORK/logs/env.txt"
 pack() { tar czf "$OUTDIR/console.tgz" -C "$WORK" logs; }
+PHASES=" ${PHASES:-replay sweep twins} "
+on() { case "$PHASES" in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 # 1. replay (the jagged calls were not checked end to end last time): ~60-120 s
-bash validation/replay_run.sh --run-only validation/replay/emitted "$OUTDIR" 150 > "$WORK/logs/replay.txt" 2>&1
-echo "replay rc=$? at $(( $(date +%s) - T0 ))s"; tail -5 "$WORK/logs/replay.txt"; pack
+if on replay; then
+  bash validation/replay_run.sh --run-only validation/replay/emitted "$OUTDIR" 150 > "$WORK/logs/replay.txt" 2>&1
+  echo "replay rc=$? at $(( $(date +%s) - T0 ))s"; tail -5 "$WORK/logs/replay.txt"; pack
+fi
 
 # 2. backend sweep: until 200 s of the sweep's own budget or the round's
-SW=$(( $(left) - 150 )); [ "$SW" -gt 220 ] && SW=220
-if [ "$SW" -gt 20 ]; then
+SW=$(( $(left) - 120 )); [ "$SW" -gt 220 ] && SW=220
+if on sweep && [ "$SW" -gt 20 ]; then
   timeout -k 5 $(( SW + 60 )) python3 validation/backend_sweep.py "$WORK/sweep" --budget-s "$SW" > "$WORK/logs/sweep.txt" 2>&1
   echo "sweep rc=$? at $(( $(date +%s) - T0 ))s"; tail -3 "$WORK/logs/sweep.txt"
   tar czf "$OUTDIR/sweep.tgz" -C "$WORK" sweep logs/sweep.txt
@@ -44,7 +49,7 @@ pack
 
 # 3. held-out twins (set 4): the rest, less a margin
 TW=$(( $(left) - 20 ))
-if [ "$TW" -gt 20 ]; then
+if on twins && [ "$TW" -gt 20 ]; then
   timeout -k 5 "$TW" python3 validation/twins.py --out "$WORK/twins" --group heldout4 --deadline $(( $(date +%s) + TW - 25 )) \
     > "$WORK/logs/twins_heldout4.txt" 2>&1
   echo "twins rc=$? at $(( $(date +%s) - T0 ))s"; grep '^\[twins\]' "$WORK/logs/twins_heldout4.txt"
