@@ -286,6 +286,16 @@ class _Ops:
             hit = self.geoms[key] = L.geometry(name, args)
         return hit, name
 
+    def recorded_blocks(self, r: int) -> Optional[L.RecordedBlocks]:
+        """The block counts of the innermost ``flex_blocks:`` record_function around range ``r``
+        (roofline/ledger.py's FLEX_BLOCKS_ANNOTATION), if any: the compiled Flex op sits a few
+        ranges below the user's annotation (Dynamo's and AOT's wrappers between them)."""
+        for x in self.ancestors(r, hops=48):
+            name = str(self.t.strings[self.R["name"][x]])
+            if name.startswith(L.FLEX_BLOCKS_ANNOTATION):
+                return L.parse_flex_blocks(name)
+        return None
+
     def ancestors(self, r: int, hops: int = 12) -> list[int]:
         """``r`` and the ops around it, innermost first: the attention op whose inputs give the
         geometry may be the kernel's own op (fused), or the SDPA op around a math-backend matmul."""
@@ -358,6 +368,8 @@ def ledger_entries(kt: Any, calls: list[Call], trace: Any, links: Any, attr: Any
                 backend = "math"  # its backward runs outside the op; the forward says which it was
             if geom is None and direction == "backward":
                 geom = fwd_geom
+            if geom is not None and geom.block is not None and geom.block.visited is None and owner is not None:
+                geom = _with_block_counts(geom, ops, owner, ids, arr, fwd_geom if direction == "backward" else None)
             if geom is not None and geom.lengths == "total_max" and ops is not None and geom.total_q == geom.total_k:
                 lens = ops.sequence_lengths(geom.b, int(geom.total_q or 0), geom.sq)
                 if lens is not None:
@@ -400,6 +412,37 @@ def _counts(
     if hit is None:
         hit = memo[key] = L.counts(geom, direction, backend, tile, decomposed_flops=decomposed)
     return hit
+
+
+def _with_block_counts(
+    geom: L.Geometry,
+    ops: Optional[_Ops],
+    owner: np.ndarray,
+    ids: np.ndarray,
+    rows: np.ndarray,
+    fwd: Optional[L.Geometry],
+) -> L.Geometry:
+    """A Flex call's geometry with its block counts where the trace carries them: a
+    ``flex_blocks:`` annotation around its op; for the backward (autograd's thread, outside the
+    annotation) the forward's counts, when the grid is the same (both passes visit the blocks the
+    mask keeps)."""
+    if fwd is not None and fwd.block is not None and fwd.block.visited is not None:
+        b, fb = geom.block, fwd.block
+        if b is not None and (b.q_block, b.kv_block, b.total) == (fb.q_block, fb.kv_block, fb.total):
+            return dataclasses.replace(geom, block=fb)
+    if ops is None:
+        return geom
+    gids = ids[rows]
+    ok = (gids >= 0) & (gids < len(owner))
+    owners = owner[gids[ok]].tolist()
+    launch = getattr(ops.L, "gpu_op", None)
+    if launch is not None:
+        owners += np.asarray(launch)[gids[ok]].tolist()
+    for o in dict.fromkeys(int(x) for x in owners if x >= 0):
+        rb = ops.recorded_blocks(o)
+        if rb is not None:
+            return L.with_recorded_blocks(geom, rb) or geom
+    return geom
 
 
 def _call_peak(
@@ -496,6 +539,8 @@ def _geom_json(g: Optional[L.Geometry]) -> Optional[dict]:
             out["shortest"] = g.shortest
     if g.block is not None:
         out["block"] = {"q_block": g.block.q_block, "kv_block": g.block.kv_block, "blocks": g.block.total}
+        if g.block.visited is not None:
+            out["block"].update(visited=_sig(g.block.visited), full=_sig(g.block.full), source=g.block.source)
     return out
 
 

@@ -377,3 +377,52 @@ def test_executed_upper_bounds_hold_against_the_tensor_cores_count(run):
         visited = m["kv_blocks_partial"] + m["kv_blocks_full"]
         fwd = visited * 128 * 128 * m["B"] * m["H"] * 4 * m["D"]
         assert hw == pytest.approx(fwd * (1 + 3.5), rel=1e-3)
+
+
+def annotated_flex_trace(tmp_path, name: str) -> str:
+    """r3_flex_doc_fwdbwd with one ``record_function(name)`` around each compiled Flex forward —
+    the range the flex_blocks convention puts there (validation/round4_model.py records it on the
+    device): a user_annotation enclosing the call's Torch-Compiled Region on its thread."""
+    with gzip.open(trace_file("round3/r3_flex_doc_fwdbwd"), "rt") as f:
+        d = json.load(f)
+    ev = d["traceEvents"]
+    regions = [e for e in ev if str(e.get("name", "")).startswith("Torch-Compiled Region") and e.get("ph") == "X"]
+    added = []
+    for op in (e for e in ev if e.get("cat") == "cpu_op" and e["name"] == "triton_tem_fused_flex_attention_0"):
+        r = max(
+            (x for x in regions if x["tid"] == op["tid"] and x["ts"] <= op["ts"] and x["ts"] + x["dur"] >= op["ts"]),
+            key=lambda x: x["ts"],
+        )
+        added.append(
+            dict(ph="X", cat="user_annotation", name=name, pid=r["pid"], tid=r["tid"], ts=r["ts"] - 0.5,
+                 dur=r["dur"] + 1.0, args={"External id": 10**6 + len(added)})
+        )  # fmt: skip
+    assert added
+    out = tmp_path / "flex_annotated.pt.trace.json.gz"
+    with gzip.open(out, "wt") as f:
+        json.dump(dict(d, traceEvents=ev + added), f)
+    return str(out)
+
+
+def test_flex_block_counts_from_the_annotation_match_the_tensor_cores_count(tmp_path):
+    """With the run's block counts in a ``flex_blocks:`` annotation (32 partial + 116 full blocks
+    of 1024, per the run's meta), executed comes from them — the Tensor Cores' count exactly
+    (forward 148 blocks, backward 3.5x) — no longer a bound; useful brackets the truth between
+    the full blocks and all visited blocks; the MFU withheld without the counts is given."""
+    m = meta("r3_flex_doc_fwdbwd")
+    p, f = m["kv_blocks_partial"], m["kv_blocks_full"]
+    tag = f"flex_blocks:partial={p},full={f},mask_bh=1x1,q_blocks=32,kv_blocks=32,block=128x128"
+    rep = analyze_path(annotated_flex_trace(tmp_path, tag))
+    assert rep["status"] == "ok"
+    led = rep["flops_ledger"]
+    assert not led["executed_upper_bound"] and not led["useful_exact"]
+    assert led["executed"] == pytest.approx(ncu_attention_tensor_ops("r3_flex_doc_fwdbwd"), rel=0.002)
+    fwd = next(c for c in led["calls"] if c["direction"] == "forward")
+    assert fwd["executed_basis"] == "block counts"
+    assert fwd["shapes"]["block"]["visited"] == p + f and fwd["shapes"]["block"]["source"] == "flex_blocks annotation"
+    assert fwd["useful_low"] <= m["useful_flops_fwd"] <= fwd["useful"]
+    assert fwd["mfu"]["executed"] is not None and 0 < fwd["mfu"]["executed"] <= 1
+    assert [s["name"] for s in rep["sites"]] == ["DocumentFlexAttention_0"]  # the annotation is no scope
+    # an annotation of another grid than the call's is not used
+    rep = analyze_path(annotated_flex_trace(tmp_path, tag.replace("q_blocks=32", "q_blocks=16")))
+    assert rep["flops_ledger"]["executed_upper_bound"]

@@ -26,6 +26,7 @@ Everything here is arithmetic on integers from the recorded shapes; nothing read
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -125,9 +126,10 @@ class BlockSparsity:
 
     q_block: int  # query rows per block (128 by default)
     kv_block: int  # keys per block
-    visited: Optional[int] = None  # visited (q block, kv block) pairs per batch·head, when recorded
+    visited: Optional[float] = None  # visited (q block, kv block) pairs per batch·head, when recorded
     total: Optional[int] = None  # all blocks of the grid per batch·head
     source: str = "not recorded"  # where ``visited`` comes from
+    full: Optional[float] = None  # of ``visited``, the blocks the mask keeps whole (per batch·head)
 
 
 @dataclass(frozen=True)
@@ -274,8 +276,13 @@ def useful_pairs(g: Geometry) -> int:
     """Σ over sequences of the pairs the mask keeps (the block mask's visited blocks, at block
     granularity, when recorded)."""
     if g.mask.kind == "block" and g.block is not None and g.block.visited is not None:
-        return g.b * min(g.block.visited * g.block.q_block * g.block.kv_block, g.sq * g.sk)
+        return _block_pairs(g, g.block, g.block.visited)
     return _sum_pairs(g, lambda lq, lk: kept_pairs(lq, lk, g.mask))
+
+
+def _block_pairs(g: Geometry, blk: BlockSparsity, blocks: float) -> int:
+    """Pairs of ``blocks`` whole blocks per batch·head (at most the matrix), over the batch."""
+    return int(round(g.b * min(blocks * blk.q_block * blk.kv_block, g.sq * g.sk)))
 
 
 def dense_pairs(g: Geometry) -> int:
@@ -288,7 +295,7 @@ def executed_pairs(g: Geometry, tile: Optional[tuple[int, int]]) -> int:
     if g.mask.kind == "block" and g.block is not None:
         if g.block.visited is None:
             return dense_pairs(g)
-        return g.b * min(g.block.visited * g.block.q_block * g.block.kv_block, g.sq * g.sk)
+        return _block_pairs(g, g.block, g.block.visited)
     if tile is None:
         return dense_pairs(g)
     m, n = tile
@@ -329,8 +336,11 @@ def counts(
     useful = h * fwd * scale * useful_pairs(g)
     dense = h * fwd * scale * dense_pairs(g)
     exact = g.mask.known and g.lengths != "total_max"
+    useful_low: Optional[float] = None
     if g.mask.kind == "block" and g.block is not None and g.block.visited is not None:
         exact = False  # block granularity: partial blocks count whole
+        if g.block.full is not None:  # the blocks the mask keeps whole: a lower bound
+            useful_low = float(h * fwd * scale * _block_pairs(g, g.block, g.block.full))
     if backend in FUSED_TILED:
         if tile is None:
             tile = default_tile(backend, direction, max(g.d, g.dv))
@@ -355,7 +365,7 @@ def counts(
     else:
         executed = float(decomposed_flops) if decomposed_flops is not None else h * fwd * scale * dense_pairs(g)
         basis = "the QK^T and PV kernels' FLOPs (every pair)"
-    return Counts(float(useful), float(executed), float(dense), exact, basis)
+    return Counts(float(useful), float(executed), float(dense), exact, basis, useful_low)
 
 
 def _varlen_bounds(g: Geometry, direction: str, backend: str, decomposed_flops: Optional[float]) -> Counts:
@@ -387,6 +397,82 @@ def _varlen_bounds(g: Geometry, direction: str, backend: str, decomposed_flops: 
         executed_basis="upper bound (per-sequence lengths not recorded: total, count and longest only)",
         useful_low=float(h * fwd * scale * lo),
     )
+
+
+# -- Flex block counts recorded by an annotation ----------------------------------------------
+# The record_function convention that carries a BlockMask's counts into a trace (the profiler
+# records a block mask's tensors' shapes only, never their values; neither the compiled Flex
+# path nor "Concrete Inputs" holds a count):
+#     flex_blocks:partial=P,full=F,mask_bh=MBxMH,q_blocks=NQ,kv_blocks=NK,block=BQxBK
+# around the flex_attention call, P = kv_num_blocks.sum(), F = full_kv_num_blocks.sum() over the
+# mask's own [MB, MH, NQ] tensors (MB = MH = 1 when built with B=None, H=None: broadcast).
+# No "attention" in the name: the default annotation pattern would take it for an attention
+# scope. validation/round4_model.py records it; docs/cost-model.md documents it.
+FLEX_BLOCKS_ANNOTATION = "flex_blocks:"
+_FLEX_KV = re.compile(r"(\w+)=([0-9x]+)")
+
+
+@dataclass(frozen=True)
+class RecordedBlocks:
+    """The counts of a ``flex_blocks:`` annotation (see FLEX_BLOCKS_ANNOTATION)."""
+
+    partial: int
+    full: int
+    mask_b: int = 1
+    mask_h: int = 1
+    q_blocks: Optional[int] = None
+    kv_blocks: Optional[int] = None
+    block: Optional[tuple[int, int]] = None
+
+
+def parse_flex_blocks(name: str) -> Optional[RecordedBlocks]:
+    """The counts of one record_function name of the flex_blocks convention, or None when the
+    name is not one or lacks ``partial`` (a malformed field drops the whole annotation)."""
+    if not name.startswith(FLEX_BLOCKS_ANNOTATION):
+        return None
+    kv = dict(_FLEX_KV.findall(name[len(FLEX_BLOCKS_ANNOTATION) :]))
+
+    def pair(key: str) -> Optional[tuple[int, int]]:
+        v = kv.get(key)
+        if v is None:
+            return None
+        a, sep, b = v.partition("x")
+        return (int(a), int(b)) if sep and a.isdigit() and b.isdigit() else None
+
+    def one(key: str) -> Optional[int]:
+        v = kv.get(key)
+        return int(v) if v is not None and v.isdigit() else None
+
+    partial, full = one("partial"), one("full")
+    if partial is None:
+        return None
+    bh = pair("mask_bh") or (1, 1)
+    if bh[0] <= 0 or bh[1] <= 0 or ("mask_bh" in kv and pair("mask_bh") is None):
+        return None
+    return RecordedBlocks(partial, full or 0, bh[0], bh[1], one("q_blocks"), one("kv_blocks"), pair("block"))
+
+
+def with_recorded_blocks(g: Geometry, rb: RecordedBlocks) -> Optional[Geometry]:
+    """``g`` (a Flex call) with the annotation's block counts, per batch·head: (P + F) / (MB·MH)
+    visited, F / (MB·MH) of them whole. None when the annotation describes another grid than the
+    call's recorded KV_IDX shape, or another block size, or a mask batch/head layout that does not
+    divide the call's."""
+    blk = g.block
+    if g.mask.kind != "block" or blk is None:
+        return None
+    nq, nk = -(-g.sq // blk.q_block), -(-g.sk // blk.kv_block)
+    if (rb.q_blocks is not None and rb.q_blocks != nq) or (rb.kv_blocks is not None and rb.kv_blocks != nk):
+        return None
+    if rb.block is not None and rb.block != (blk.q_block, blk.kv_block):
+        return None
+    if g.b % rb.mask_b or g.h % rb.mask_h:
+        return None
+    per = float(rb.mask_b * rb.mask_h)
+    visited = (rb.partial + rb.full) / per
+    if blk.total is not None and visited > blk.total:
+        return None
+    new = dataclasses.replace(blk, visited=visited, full=rb.full / per, source="flex_blocks annotation")
+    return dataclasses.replace(g, block=new)
 
 
 # -- jagged / varlen lengths ---------------------------------------------------------------------
