@@ -694,6 +694,32 @@ def _hfu(
     return _hfu_json(work, span, float(np.nansum(flops[ok])), unknown_peak, upper)
 
 
+def _hfu_by_roof(hc: _HfuCols, flops: np.ndarray, pk_codes: np.ndarray, pk_vocab: list) -> dict[str, dict]:
+    """The costed kernels of the trace per roof (the kernel row's ``peak``: bf16, fp8, fp32, …):
+    how many, their FLOPs (attention kernels: their call's executed share), their time, their time
+    at that roof (each at most its own) and ``utilization`` = roof time / time — the FLOPs those
+    kernels did over what that roof allows in their time. FP8 GEMMs are thus measured on the FP8
+    roof (on the H200 the measured e4m3 ``_scaled_mm`` one), not on bf16's."""
+    ok = ~np.isnan(flops) & (flops > 0) & ~np.isnan(hc.peak)
+    out: dict[str, dict] = {}
+    for code in sorted(set(pk_codes[ok].tolist()), key=lambda c: str(pk_vocab[c])):
+        if pk_vocab[code] is None:
+            continue
+        m = ok & (pk_codes == code)
+        f, pk, dur = flops[m], hc.peak[m], hc.dur[m]
+        roof = float(np.minimum(f / pk * 1e6, dur).sum())
+        t = float(dur.sum())
+        out[str(pk_vocab[code])] = {
+            "peak_flops_per_s": _sig(float(pk.max())),
+            "kernels": int(m.sum()),
+            "flops": _sig(float(f.sum())),
+            "time_us": _r(t),
+            "roof_time_us": _r(roof),
+            "utilization": _r(roof / t, 4) if t > 0 else None,
+        }
+    return out
+
+
 def _step_hfus(
     hc: _HfuCols,
     entries: list[LedgerEntry],
@@ -761,6 +787,7 @@ def flops_ledger(kt: Any, entries: list[LedgerEntry], steps: list[dict], n_sites
     peaks: dict[str, float] = {}
     pk_codes, pk_vocab = cols.codes("peak")
     peak = cols.num("peak_flops_per_s")
+    out["hfu"]["by_roof"] = _hfu_by_roof(hc, shared_all[0], pk_codes, pk_vocab)
     for e in entries:
         x = e.peak_row
         if x is not None and pk_vocab[pk_codes[x]]:

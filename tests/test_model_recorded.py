@@ -426,3 +426,27 @@ def test_flex_block_counts_from_the_annotation_match_the_tensor_cores_count(tmp_
     # an annotation of another grid than the call's is not used
     rep = analyze_path(annotated_flex_trace(tmp_path, tag.replace("q_blocks=32", "q_blocks=16")))
     assert rep["flops_ledger"]["executed_upper_bound"]
+
+
+def test_fp8_gemms_are_measured_on_the_fp8_roof():
+    """modern/fp8_attn_fwd (validation/modern_workloads.py): q/k/v/o projections as e4m3
+    torch._scaled_mm, cuDNN attention in bf16. The HFU's per-roof breakdown puts the four FP8 GEMMs
+    on the H200's measured e4m3 roof (1467 TFLOP/s), their FLOPs the Tensor Cores' fp8 count
+    (Nsight Compute, validation/modern/2026-12-01/ncu), their utilisation FLOPs / (time x that roof)
+    from the trace's own durations — never bf16's roof, and never above 1."""
+    rep = report("modern/fp8_attn_fwd")
+    with gzip.open(os.path.join(ROOT, "validation", "modern", "2026-12-01", "ncu", "fp8_attn_fwd.json.gz"), "rt") as f:
+        ncu_rows = json.load(f)["kernels"]
+    hw_fp8 = sum(k.get("sm__ops_path_tensor_src_fp8.sum") or 0 for k in ncu_rows)
+    gemms = [k for k in rep["kernels"] if k.get("op") == "aten::_scaled_mm" and k["kind"] == "kernel"]
+    assert len(gemms) == 4 and {k["peak"] for k in gemms} == {"fp8"}
+    hfu = rep["flops_ledger"]["hfu"]
+    fp8 = hfu["by_roof"]["fp8"]
+    assert fp8["peak_flops_per_s"] == pytest.approx(1467e12) == rep["device"]["peaks"]["flops"]["fp8"]
+    assert fp8["kernels"] == 4 and fp8["flops"] == pytest.approx(hw_fp8, rel=1e-3)
+    t = sum(k["dur_us"] for k in gemms)
+    assert fp8["time_us"] == pytest.approx(t, rel=1e-3)
+    assert fp8["utilization"] == pytest.approx(hw_fp8 / (1467e12 * t * 1e-6), rel=2e-3)
+    assert 0 < fp8["utilization"] <= 1
+    assert sum(r["roof_time_us"] for r in hfu["by_roof"].values()) == pytest.approx(hfu["roof_time_us"], rel=1e-3)
+    assert all(r["utilization"] is None or r["utilization"] <= 1 for r in hfu["by_roof"].values())
