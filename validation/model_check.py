@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import gzip
 import json
 import os
 import sys
@@ -201,6 +202,33 @@ def ncu_table() -> list[str]:
     return out
 
 
+def fp8_table() -> list[str]:
+    """modern/fp8_attn_fwd: e4m3 _scaled_mm projections and bf16 cuDNN attention, each on its own roof."""
+    rep = report("modern/fp8_attn_fwd")
+    with gzip.open(os.path.join(HERE, "modern", "2026-12-01", "ncu", "fp8_attn_fwd.json.gz"), "rt") as f:
+        rows = json.load(f)["kernels"]
+    hw = {
+        "fp8": sum(k.get("sm__ops_path_tensor_src_fp8.sum") or 0 for k in rows),
+        "bf16": sum(k.get("sm__ops_path_tensor_src_bf16_dst_fp32.sum") or 0 for k in rows),
+    }
+    hfu = rep["flops_ledger"]["hfu"]
+    out = [
+        "### FP8 on its own roof (modern/fp8_attn_fwd: e4m3 `_scaled_mm` q/k/v/o, bf16 cuDNN attention)",
+        "",
+        "| roof | kernels | roof FLOP/s | FLOPs (ledger) | Tensor Cores' count (ncu) | time µs | utilisation |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in sorted(hfu["by_roof"].items()):
+        h = _g(hw[name]) if name in hw else "–"
+        out.append(
+            f"| {name} | {r['kernels']} | {_g(r['peak_flops_per_s'])} | {_g(r['flops'])} | {h} | {r['time_us']:.1f} | "
+            f"{r['utilization']:.3f} |"
+        )
+    span = f"{hfu['span_us']:.0f} µs"
+    out += ["", f"Step HFU {hfu['value']:.3f} over a {span} span (every costed kernel on its own roof)."]
+    return out
+
+
 def sites_table() -> list[str]:
     out = [
         "### Sites",
@@ -223,7 +251,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help=f"rewrite the tables in {os.path.relpath(DOC, ROOT)}")
     a = ap.parse_args()
-    text = "\n".join(sites_table() + [""] + boundary_table() + [""] + ledger_table() + [""] + ncu_table())
+    text = "\n".join(
+        sites_table() + [""] + boundary_table() + [""] + ledger_table() + [""] + ncu_table() + [""] + fp8_table()
+    )
     if not a.write:
         print(text)
         return
