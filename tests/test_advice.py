@@ -129,7 +129,10 @@ def test_fuse_attention_predicts_the_backend_sdpa_would_pick(reports):
     assert ev["predicted_backend"] == "flash" and "cudnn" in ev["passed_over"]
     assert 0 < ev["fused_estimate_us"] < ev["time_us"]
     assert a["gpu_gain_us"] == pytest.approx(ev["time_us"] - ev["fused_estimate_us"], abs=0.02)
-    assert "measured at D=" in a["detail"] and "scaled_dot_product_attention" in a["how"]
+    assert (
+        "TFLOP/s (interpolated from the measured rows nearest" in a["detail"]
+        and "scaled_dot_product_attention" in a["how"]
+    )
     assert "is_causal=True if the mask" in a["how"] and "dropout_p=" in a["how"]
     assert a["severity"] == "high" and a["step_gain_us"] is not None
     g = by_id(reports["gpt4l_naive_train"], "fuse_attention")

@@ -28,6 +28,7 @@ import argparse
 import gzip
 import json
 import os
+import re
 import sys
 from typing import Optional
 
@@ -264,15 +265,16 @@ def load_pairs(manifest: Optional[str]) -> list[dict]:
                 "measured_step_us": (p["measured_saving_ms_per_step"] * 1000.0)
                 if p.get("measured_saving_ms_per_step") is not None
                 else None,
-                # the first recording's two, chosen before it; every pair of the second recording (_h2),
-                # written after the rules were changed against the first
-                "held_out": name in ("t5_eager_to_sdpa", "prefill_repeat_kv_to_gqa") or name.endswith(("_h2", "_h3")),
+                # the first recording's two, chosen before it; every pair of the later recordings (_h2 …),
+                # each written after the rules were changed against the ones before
+                "held_out": name in ("t5_eager_to_sdpa", "prefill_repeat_kv_to_gqa")
+                or name.endswith(("_h2", "_h3", "_h4")),
                 "compare": "as_is" if name == "t5_eager_to_sdpa" else None,
                 "alternative": {
                     "memeff_to_flash": "flash",
                     "memeff_to_cudnn": "cudnn",
                     "math_fallback_to_flash": "cudnn (is_causal)",  # its fix ran cuDNN (is_causal=True)
-                }.get(name),
+                }.get(re.sub(r"_h\d$", "", name)),
             }
         )
     return pairs

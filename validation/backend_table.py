@@ -8,6 +8,12 @@ Source: the H200 validation traces ``validation/traces/sdpa_{flash,efficient,cud
 D128, bf16, causal and full; shapes and versions in ``validation/raw/2026-11-30/meta/<workload>.json``).
 Every backend ran the same shapes, so the rates compare backends and nothing else.
 
+Second source (2026-12-02): the sweep of validation/backend_sweep.py, run on the H200
+(``validation/results/backend_sweep/<date>/backend_sweep.json``): S 256…8192, head dims 32…256, small and
+full batches, bool masks and float biases (broadcast over the batch or not, with and without their
+gradient), timed the same way (all the kernels a call launches, from a profiler pass). Its rows carry
+``source: "sweep"``; advice interpolates between the rows nearest a call (advice/sdpa_choice.py).
+
 Per (backend, pass, mask, head dim) a row gives the GPU time of all that backend's kernels in that pass
 (the main kernel and its helpers: dot(dO, O), dq conversion, memsets) from the report's
 ``attention_backends``, and the rate it achieved on the attention FLOPs of that pass:
@@ -29,6 +35,17 @@ OUT = os.path.join(ROOT, "tb_attention_plugin", "advice", "data", "sdpa_backends
 TRACES = os.path.join(HERE, "traces")
 META = os.path.join(HERE, "raw", "2026-11-30", "meta")
 BACKENDS = ("flash", "efficient", "cudnn", "math")
+SWEEPS = os.path.join(HERE, "results", "backend_sweep")
+# the sweep's mask names -> the table's (kind, a slice per batch and head)
+SWEEP_MASKS = {
+    "none": ("none", False),
+    "causal": ("causal", False),
+    "bool": ("bool", False),
+    "float_1hss": ("float", False),
+    "float_bhss": ("float", True),
+    "float_1hss_grad": ("float_grad", False),
+    "float_bhss_grad": ("float_grad", True),
+}
 
 
 def _workloads() -> list[str]:
@@ -49,6 +66,60 @@ def _row_inputs(meta: dict) -> dict:
         return default
 
     return {"b": num("B", 4), "h": num("H", 16), "s": num("S", 2048), "d": num("D", 64)}
+
+
+def sweep_rows() -> tuple[list[dict], list[str], dict]:
+    """The table rows of every recorded sweep (validation/backend_sweep.py), the files they came from and
+    the first one's environment."""
+    from tb_attention_plugin.advice.sdpa_choice import BACKWARD_FLOP_RATIO, Inputs
+
+    rows, files, env = [], [], {}
+    if not os.path.isdir(SWEEPS):
+        return rows, files, env
+    for date in sorted(os.listdir(SWEEPS)):
+        path = os.path.join(SWEEPS, date, "backend_sweep.json")
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            sw = json.load(f)
+        files.append(os.path.relpath(path, ROOT))
+        env = env or sw.get("env") or {}
+        for r in sw.get("rows") or []:
+            if not r.get("time_us") or r["mask"] not in SWEEP_MASKS:
+                continue
+            kind, batched = SWEEP_MASKS[r["mask"]]
+            x = Inputs(
+                None,
+                r["b"],
+                r["h"],
+                r["h"],
+                r["sq"],
+                r["sk"],
+                r["d"],
+                r["d"],
+                mask="causal" if kind == "causal" else "none",
+            )
+            fl = x.fwd_flops() * (BACKWARD_FLOP_RATIO if r["pass"] == "backward" else 1.0)
+            row = {
+                "backend": r["backend"],
+                "pass": r["pass"],
+                "mask": kind,
+                "dtype": {"bfloat16": "bf16", "float16": "fp16"}.get(r["dtype"], r["dtype"]),
+                "d": r["d"],
+                "b": r["b"],
+                "h": r["h"],
+                "sq": r["sq"],
+                "sk": r["sk"],
+                "time_us": round(r["time_us"], 3),
+                "flops": fl,
+                "tflops": round(fl / (r["time_us"] * 1e-6) / 1e12, 2),
+                "workload": f"sweep {date} S{r['sq']} D{r['d']} B{r['b']} H{r['h']} {r['mask']}",
+                "source": "sweep",
+            }
+            if kind in ("bool", "float", "float_grad"):
+                row["mask_batched"] = batched
+            rows.append(row)
+    return rows, files, env
 
 
 def build() -> dict:
@@ -95,13 +166,17 @@ def build() -> dict:
                         "workload": w,
                     }
                 )
+    for r in rows:
+        r["source"] = "traces"
+    swept, sweep_files, _ = sweep_rows()
+    rows += swept
     # a pass measured twice (the forward of the fwd and of the fwd+bwd workload): both rows kept;
-    # the lookup takes their mean rate
-    rows.sort(key=lambda r: (r["backend"], r["pass"], r["mask"], r["d"], r["workload"]))
+    # the lookup interpolates between the rows nearest a call
+    rows.sort(key=lambda r: (r["backend"], r["pass"], r["mask"], r["d"], r["sq"], r["b"], r["workload"]))
     return {
         "about": (
             "Measured SDPA backend rates (attention FLOPs per second of all the backend's kernels in a pass). "
-            "Built by validation/backend_table.py from the H200 validation traces; used by "
+            "Built by validation/backend_table.py from the H200 validation traces and backend sweeps; used by "
             "tb_attention_plugin/advice to predict a call's time on another backend."
         ),
         "families": [
@@ -109,7 +184,7 @@ def build() -> dict:
                 "arch": "sm_90",
                 "measured_on": "NVIDIA H200 SXM (132 SMs)",
                 "env": {k: (env or {}).get(k) for k in ("torch", "cuda_runtime", "cudnn", "gpu")},
-                "source": "validation/traces/sdpa_* with validation/raw/2026-11-30/meta/",
+                "source": "; ".join(["validation/traces/sdpa_* with validation/raw/2026-11-30/meta/", *sweep_files]),
                 "rows": rows,
             }
         ],

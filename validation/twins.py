@@ -322,6 +322,25 @@ RUNS += [
     Run("t5_eager_h3", "heldout3", R.build_t5, dict(attn="eager", bwd=True)),
     Run("t5_sdpa_contiguous_bias_h3", "heldout3", R.build_t5, dict(attn="sdpa", bwd=True, contiguous_bias=True)),
 ]
+# Fourth held-out set (group "heldout4", 2026-12-02), written before the backend table was rebuilt from the
+# measured sweep (validation/backend_sweep.py): shapes between the sweep's grid points (head dims 70/72 and
+# 48/50/56, S 768 and 3072, T5 at other lengths), so the table's interpolation is what they check
+HD4 = dict(B=4, H=12, S=1024, bwd=True)
+HD4_INFER = dict(B=8, H=8, S=768, bwd=False)
+T5_H4 = dict(batch=8, enc_len=256, dec_len=64, bwd=True)
+BLOCK_H4 = dict(B=2, H=16, S=3072, D=96, bwd=True)
+RUNS += [
+    Run("headdim70_h4", "heldout4", R.build_block, dict(backend=None, D=70, **HD4)),
+    Run("headdim70_pad72_h4", "heldout4", R.build_block, dict(backend=None, D=70, pad_to=72, **HD4)),
+    Run("headdim50_h4", "heldout4", R.build_block, dict(backend=None, D=50, **HD4_INFER)),
+    Run("headdim50_pad56_h4", "heldout4", R.build_block, dict(backend=None, D=50, pad_to=56, **HD4_INFER)),
+    Run("t5_eager_h4", "heldout4", R.build_t5, dict(attn="eager", **T5_H4)),
+    Run("t5_sdpa_contiguous_bias_h4", "heldout4", R.build_t5, dict(attn="sdpa", contiguous_bias=True, **T5_H4)),
+    Run("block_efficient_h4", "heldout4", R.build_block, dict(backend="efficient", **BLOCK_H4)),
+    Run("block_flash_h4", "heldout4", R.build_block, dict(backend="flash", **BLOCK_H4)),
+    Run("block_fp32_h4", "heldout4", R.build_block, dict(backend=None, B=8, H=8, S=512, D=64, bwd=True, dtype="fp32")),
+    Run("block_bf16_h4", "heldout4", R.build_block, dict(backend=None, B=8, H=8, S=512, D=64, bwd=True, dtype="bf16")),
+]
 RUN_BY_NAME = {r.name: r for r in RUNS}
 
 # (pair, rule, problem run, fix run, notes)
@@ -408,6 +427,17 @@ PAIRS += [
         "t5_sdpa_contiguous_bias_h3",
         "the fix fuse_attention names: SDPA with the learned bias made contiguous (mem-efficient, not math)",
     ),
+    ("headdim70_to_72_h4", "head_dim_alignment", "headdim70_h4", "headdim70_pad72_h4", "B4 H12 S1024 fwd+bwd"),
+    ("headdim50_to_56_h4", "head_dim_alignment", "headdim50_h4", "headdim50_pad56_h4", "B8 H8 S768 inference"),
+    (
+        "t5_eager_to_sdpa_contiguous_bias_h4",
+        "fused_attention",
+        "t5_eager_h4",
+        "t5_sdpa_contiguous_bias_h4",
+        "T5 batch 8, encoder 256, decoder 64, fwd+bwd: SDPA with the bias made contiguous",
+    ),
+    ("memeff_to_flash_h4", "slow_backend", "block_efficient_h4", "block_flash_h4", "block S3072 D96 B2 H16"),
+    ("fp32_to_bf16_h4", "dtype", "block_fp32_h4", "block_bf16_h4", "block S512 D64 B8 H8"),
 ]
 
 # ---------------------------------------------------------------------------
@@ -596,7 +626,7 @@ def manifest(out: str) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--group", default="", help="eager | compile | ddp | heldout2 | heldout3")
+    ap.add_argument("--group", default="", help="eager | compile | ddp | heldout2 | heldout3 | heldout4")
     ap.add_argument("--runs", default="", help="comma list of run names (debug)")
     ap.add_argument("--deadline", type=float, default=0.0, help="unix time after which no run is started")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")

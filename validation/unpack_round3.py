@@ -52,6 +52,29 @@ def _point_meta_at_tests_data(meta_dir: str) -> None:
                 json.dump(meta, f, indent=1)
 
 
+def unpack_twins(ttmp: str, twins: str) -> None:
+    """validation/twins.py's output (extracted in ``ttmp``) into ``twins`` (manifest, result.json per run)
+    and tests/data/twins/<run>/ (the traces)."""
+    os.makedirs(twins, exist_ok=True)
+    if os.path.exists(os.path.join(ttmp, "manifest.json")):
+        shutil.copy(os.path.join(ttmp, "manifest.json"), twins)
+    for rd in glob.glob(os.path.join(ttmp, "*", "")):
+        run = os.path.basename(os.path.dirname(rd))
+        os.makedirs(os.path.join(twins, run), exist_ok=True)
+        for f in glob.glob(os.path.join(rd, "*.json")):
+            shutil.copy(f, os.path.join(twins, run))
+        traces = glob.glob(os.path.join(rd, "*.pt.trace.json*"))
+        if traces:
+            dst = os.path.join(ROOT, "tests", "data", "twins", run)
+            if os.path.exists(dst):
+                shutil.rmtree(dst)
+            os.makedirs(dst)
+            for f in traces:
+                shutil.copy(f, dst)
+    for f in glob.glob(os.path.join(ttmp, "*_timing_rank*.json")):
+        shutil.copy(f, twins)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--date", required=True)
@@ -81,24 +104,7 @@ def main() -> None:
     for td in glob.glob(os.path.join(tmp, "traces", "*")):
         _replace_tree(td, os.path.join(ROOT, "tests", "data", "round3", os.path.basename(td)))
     _point_meta_at_tests_data(os.path.join(res, "meta"))
-    os.makedirs(twins, exist_ok=True)
-    if os.path.exists(os.path.join(ttmp, "manifest.json")):
-        shutil.copy(os.path.join(ttmp, "manifest.json"), twins)
-    for rd in glob.glob(os.path.join(ttmp, "*", "")):
-        run = os.path.basename(os.path.dirname(rd))
-        os.makedirs(os.path.join(twins, run), exist_ok=True)
-        for f in glob.glob(os.path.join(rd, "*.json")):
-            shutil.copy(f, os.path.join(twins, run))
-        traces = glob.glob(os.path.join(rd, "*.pt.trace.json*"))
-        if traces:
-            dst = os.path.join(ROOT, "tests", "data", "twins", run)
-            if os.path.exists(dst):
-                shutil.rmtree(dst)
-            os.makedirs(dst)
-            for f in traces:
-                shutil.copy(f, dst)
-    for f in glob.glob(os.path.join(ttmp, "*_timing_rank*.json")):
-        shutil.copy(f, twins)
+    unpack_twins(ttmp, twins)
     shutil.rmtree(tmp)
     shutil.rmtree(ttmp)
     import run_all

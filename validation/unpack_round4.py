@@ -1,40 +1,30 @@
-"""Copy what ``run_device_round4_model.sh OUTDIR`` wrote into the repository layout.
+"""Unpack the tarballs of ``run_device_round4.sh`` into the repository layout.
 
-    python3 validation/unpack_round4.py --date YYYY-MM-DD OUTDIR     (OUTDIR: a folder or a .tgz of it)
+    python3 validation/unpack_round4.py --date YYYY-MM-DD OUTDIR
 
 Writes
 
-    validation/round4/<date>/   env.txt, log.txt, summary.json, meta/<workload>.json (trace_files pointing at
-                                tests/data/round4), ncu/r4.csv(.gz), ncu/status.jsonl, ncu/ncu.log
-    tests/data/round4/<workload>/*.pt.trace.json.gz
+    validation/results/backend_sweep/<date>/backend_sweep.json   (+ sweep.txt, the sweep's console)
+    validation/replay/results/<date>/replay_results.tgz          (replay_check.py reads it as it is)
+    validation/twins/<date>-h4/manifest.json and <run>/result.json
+    tests/data/twins/<run>/*.pt.trace.json.gz
+    validation/round4/<date>/logs/                               (every phase's console)
 
-.ncu-rep files are not kept (the CSV's raw page carries the rows).
+then says what to run next: backend_table.py (the table from the sweep), replay_check.py, advice_twins.py.
 """
-
-from __future__ import annotations
 
 import argparse
 import glob
-import gzip
-import json
 import os
 import shutil
-import tarfile
+import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
 
-
-def _source(path: str, tmp: str) -> str:
-    if os.path.isdir(path):
-        return path
-    with tarfile.open(path) as tf:
-        tf.extractall(tmp, filter="data")
-    hits = [os.path.dirname(p) for p in glob.glob(os.path.join(tmp, "**", "summary.json"), recursive=True)]
-    if not hits:
-        raise SystemExit(f"{path}: no summary.json inside")
-    return hits[0]
+from unpack_results import _extract  # noqa: E402
+from unpack_round3 import unpack_twins  # noqa: E402
 
 
 def main() -> None:
@@ -42,40 +32,31 @@ def main() -> None:
     ap.add_argument("--date", required=True)
     ap.add_argument("outdir")
     a = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        src = _source(a.outdir, tmp)
-        res = os.path.join(HERE, "round4", a.date)
-        data = os.path.join(ROOT, "tests", "data", "round4")
-        os.makedirs(os.path.join(res, "meta"), exist_ok=True)
-        os.makedirs(os.path.join(res, "ncu"), exist_ok=True)
-        for f in ("env.txt", "log.txt", "summary.json"):
-            if os.path.exists(os.path.join(src, f)):
-                shutil.copy(os.path.join(src, f), res)
-        for d in sorted(glob.glob(os.path.join(src, "traces", "*"))):
-            dst = os.path.join(data, os.path.basename(d))
-            if os.path.exists(dst):
-                shutil.rmtree(dst)
-            os.makedirs(dst)
-            for t in glob.glob(os.path.join(d, "*.pt.trace.json.gz")):
-                shutil.copy(t, dst)
-        for m in sorted(glob.glob(os.path.join(src, "meta", "*.json"))):
-            with open(m) as f:
-                meta = json.load(f)
-            meta["trace_files"] = [
-                os.path.join("..", "tests", "data", "round4", f[len("traces/") :]) if f.startswith("traces/") else f
-                for f in meta.get("trace_files") or []
-            ]
-            with open(os.path.join(res, "meta", os.path.basename(m)), "w") as f:
-                json.dump(meta, f, indent=1)
-        for f in ("status.jsonl", "ncu.log"):
-            p = os.path.join(src, "ncu", f)
-            if os.path.exists(p):
-                shutil.copy(p, os.path.join(res, "ncu"))
-        csv = os.path.join(src, "ncu", "r4.csv")
-        if os.path.exists(csv):
-            with open(csv, "rb") as fi, gzip.open(os.path.join(res, "ncu", "r4.csv.gz"), "wb") as fo:
-                shutil.copyfileobj(fi, fo)
-        print(f"unpacked {src} -> {os.path.relpath(res, ROOT)}, {os.path.relpath(data, ROOT)}")
+    tmp = tempfile.mkdtemp()
+    for t in glob.glob(os.path.join(a.outdir, "*.tgz")):
+        if os.path.basename(t) != "replay_results.tgz":
+            _extract(t, tmp)
+    logs = os.path.join(HERE, "round4", a.date, "logs")
+    if os.path.isdir(os.path.join(tmp, "logs")):
+        shutil.copytree(os.path.join(tmp, "logs"), logs, dirs_exist_ok=True)
+    sweep = os.path.join(tmp, "sweep", "backend_sweep.json")
+    if os.path.exists(sweep):
+        dst = os.path.join(HERE, "results", "backend_sweep", a.date)
+        os.makedirs(dst, exist_ok=True)
+        shutil.copy(sweep, dst)
+    replay = os.path.join(a.outdir, "replay_results.tgz")
+    if os.path.exists(replay):
+        dst = os.path.join(HERE, "replay", "results", a.date)
+        os.makedirs(dst, exist_ok=True)
+        shutil.copy(replay, dst)
+    if os.path.isdir(os.path.join(tmp, "twins")):
+        unpack_twins(os.path.join(tmp, "twins"), os.path.join(HERE, "twins", a.date + "-h4"))
+    shutil.rmtree(tmp)
+    print(
+        "next: python validation/backend_table.py; python3 validation/replay_check.py validation/replay_traces.txt "
+        f"validation/replay/results/{a.date}/replay_results.tgz; python validation/advice_twins.py --manifest "
+        f"validation/twins/{a.date}-h4/manifest.json --write"
+    )
 
 
 if __name__ == "__main__":

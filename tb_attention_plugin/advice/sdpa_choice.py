@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -69,6 +70,8 @@ class Inputs:
     # Both measured on the H200 (torch 2.11, validation/sdpa_choice_probe.py; the T5 SDPA twin ran math)
     mask_strided: bool = False
     mask_grad: bool = False
+    # a mask with its own slice per batch and head ([B, H, Sq, Sk]), not broadcast over the batch
+    mask_batched: bool = False
     dropout_p: float = 0.0
     enable_gqa: Optional[bool] = None
     backward: bool = False
@@ -186,34 +189,99 @@ class Prediction:
     bound: str  # "compute" | "bandwidth"
 
 
+# the rows a mask kind falls back to when the table has none of its own, nearest first: a bias read
+# (and its gradient written) costs more than no mask, and a causal kernel skips half the tiles
+MASK_FALLBACK = {
+    "float_grad": ("float_grad", "float", "bool", "none"),
+    "float": ("float", "bool", "none"),
+    "bool": ("bool", "float", "none"),
+    "causal": ("causal",),
+    "none": ("none",),
+}
+NEAREST_ROWS = 4  # the table rows a rate is interpolated from (inverse-distance weights)
+
+
+def table_mask(x: Inputs) -> str:
+    """The table's mask kind of these inputs: none, causal, bool, float or float_grad (a bias whose
+    gradient the backward computes)."""
+    if x.mask == "float" and x.mask_grad and x.backward:
+        return "float_grad"
+    return x.mask
+
+
 def rate(backend: str, pas: str, x: Inputs, arch: Optional[str]) -> Optional[tuple[float, dict[str, Any]]]:
-    """The measured FLOP rate (FLOP/s) of ``backend`` in pass ``pas`` nearest these inputs, and the
-    rows it comes from (mean of the rows at the nearest head dim and the same mask kind)."""
+    """The measured FLOP rate (FLOP/s) of ``backend`` in pass ``pas`` at these inputs, and the rows it
+    comes from: the table's rows of the same backend, pass, dtype and mask kind (else the nearest kind),
+    interpolated over the :data:`NEAREST_ROWS` nearest in query and key length, batch·heads and head dim.
+
+    The rate is per *bucketed* head dim (see :func:`predict`): a row at a head dim between kernel
+    buckets ran the next bucket's work, so each row's rate is taken at its bucket before averaging."""
     dt = "bf16" if x.dtype in ("bf16", "fp16") else x.dtype
-    return _rate(backend, pas, dt, "causal" if x.causal else "none", x.d, arch)
+    return _rate(backend, pas, dt, table_mask(x), x.d, x.sq, x.sk, x.b * x.h, x.mask_batched, arch)
+
+
+def _distance(r: dict[str, Any], d: int, sq: int, sk: int, bh: int) -> float:
+    """How far a table row is from a call: octaves of query length, key length and (half-weighted)
+    batch·heads, and head dim in kernel buckets."""
+    return (
+        abs(math.log2(max(1, r["sq"]) / max(1, sq)))
+        + abs(math.log2(max(1, r["sk"]) / max(1, sk)))
+        + 0.5 * abs(math.log2(max(1, r["b"] * r["h"]) / max(1, bh)))
+        + abs(r["d"] - d) / KERNEL_HEAD_DIM_STEP
+    )
+
+
+def bucket(d: int) -> int:
+    """The head dim a fused kernel runs ``d`` as (kernels are built per multiple of 32)."""
+    return -(-d // KERNEL_HEAD_DIM_STEP) * KERNEL_HEAD_DIM_STEP
 
 
 @functools.lru_cache(maxsize=4096)  # a trace repeats its calls every step: one look per distinct key
 def _rate(
-    backend: str, pas: str, dt: Optional[str], kind: str, d: int, arch: Optional[str]
+    backend: str,
+    pas: str,
+    dt: Optional[str],
+    kind: str,
+    d: int,
+    sq: int,
+    sk: int,
+    bh: int,
+    batched: bool,
+    arch: Optional[str],
 ) -> Optional[tuple[float, dict[str, Any]]]:
     rows = [r for r in _rows(arch) if r["backend"] == backend and r["pass"] == pas and r["dtype"] == dt]
     if not rows:
         return None
-    same = [r for r in rows if r["mask"] == kind] or rows
-    best = min(abs(r["d"] - d) for r in same)
-    near = [r for r in same if abs(r["d"] - d) == best]
-    rt = sum(r["flops"] / (r["time_us"] * 1e-6) for r in near) / len(near)
+    same: list[dict[str, Any]] = []
+    for k in MASK_FALLBACK.get(kind, (kind,)):
+        same = [r for r in rows if r["mask"] == k]
+        if same:
+            break
+    same = same or rows
+    if kind in ("float", "float_grad", "bool"):  # a bias per batch and head, or broadcast over the batch
+        same = [r for r in same if bool(r.get("mask_batched")) == batched] or same
+    near = sorted(same, key=lambda r: _distance(r, d, sq, sk, bh))[:NEAREST_ROWS]
+    dist = [_distance(r, d, sq, sk, bh) for r in near]
+    weights = [1.0 / (e + 0.05) ** 2 for e in dist]
+    # each row's rate at its bucketed head dim: its FLOPs as the kernel ran them
+    rates = [r["flops"] * bucket(r["d"]) / r["d"] / (r["time_us"] * 1e-6) for r in near]
+    rt = sum(w * x for w, x in zip(weights, rates)) / sum(weights)
     r0 = near[0]
     return rt, {
         "d": r0["d"],
         "mask": r0["mask"],
+        "sq": r0["sq"],
+        "sk": r0["sk"],
+        "bh": r0["b"] * r0["h"],
+        "exact": dist[0] == 0.0,
         "workloads": sorted({r["workload"] for r in near}),
-        "tflops": round(rt / 1e12, 1),
+        "tflops": round(rt * d / bucket(d) / 1e12, 1),
     }
 
 
 KERNEL_HEAD_DIM_STEP = 32  # the head-dim buckets fused kernels are instantiated for (flash: 32, 64, 96, 128...)
+MASK_WORDS = {"causal": "causal", "none": "no mask", "bool": "a bool mask", "float": "a float bias"}
+MASK_WORDS["float_grad"] = "a float bias with its gradient"
 
 
 def predict(backend: str, pas: str, x: Inputs, run: Run, arch: Optional[str]) -> Optional[Prediction]:
@@ -224,13 +292,16 @@ def predict(backend: str, pas: str, x: Inputs, run: Run, arch: Optional[str]) ->
     got = rate(backend, pas, x, arch)
     if got is not None:
         rt, src = got
-        # fused kernels are built per head-dim bucket (flash: multiples of 32) and run a head dim between
-        # buckets as the next one: the work of that head dim at the measured rate
-        tile_d = -(-x.d // KERNEL_HEAD_DIM_STEP) * KERNEL_HEAD_DIM_STEP
+        # fused kernels are built per head-dim bucket (multiples of 32) and run a head dim between
+        # buckets as the next one: the work of that head dim at the measured (bucketed) rate
+        tile_d = bucket(x.d)
         t = fl * (tile_d / x.d) / rt
+        mask_words = MASK_WORDS.get(src["mask"], src["mask"])
+        at = f"S {src['sq']}x{src['sk']}, D {src['d']}, {src['bh']} batch·heads, {mask_words}"
         note = (
-            f"{LABELS.get(backend, backend)} {pas} at {src['tflops']:g} TFLOP/s (measured at D={src['d']}, "
-            f"{'causal' if src['mask'] == 'causal' else 'no mask'}: {', '.join(src['workloads'])})"
+            f"{LABELS.get(backend, backend)} {pas} at {src['tflops']:g} TFLOP/s ("
+            + ("measured at these shapes" if src["exact"] else f"interpolated from the measured rows nearest {at}")
+            + f": {', '.join(src['workloads'][:2])}{' …' if len(src['workloads']) > 2 else ''})"
             + (f", run as head dim {tile_d}" if tile_d != x.d else "")
         )
         source = "table"
@@ -267,10 +338,13 @@ def inputs_of_call(c: dict[str, Any], backward: bool) -> Optional[Inputs]:
     s = c.get("shapes")
     if not s:
         return None
-    mask = "none"
+    mask, batched = "none", False
+    md = c.get("mask_dtype")
     if s.get("mask_bytes"):
-        md = c.get("mask_dtype")
         mask = "bool" if md == "bool" else "float"
+        # the bytes its strides address: a slice per batch and head, or broadcast over one of them
+        item = {"bool": 1, "fp32": 4}.get(md or "", 2)
+        batched = int(s["b"]) > 1 and s["mask_bytes"] >= item * int(s["b"]) * int(s["h"]) * int(s["sq"]) * int(s["sk"])
     elif s.get("causal"):
         mask = "causal"
     return Inputs(
@@ -283,7 +357,8 @@ def inputs_of_call(c: dict[str, Any], backward: bool) -> Optional[Inputs]:
         d=int(s["d"]),
         dv=int(s["dv"]),
         mask=mask,
-        mask_dtype=c.get("mask_dtype") if mask == "float" else None,
+        mask_dtype=md if mask == "float" else None,
+        mask_batched=batched,
         dropout_p=float(s.get("dropout_p") or 0.0),
         enable_gqa=c.get("enable_gqa"),
         backward=backward,

@@ -291,6 +291,7 @@ def _inputs(run: Run, rows: list[dict], dtype: Optional[str], mask: dict) -> tup
         mask_dtype=mask.get("dtype") if mask["kind"] == "float" else None,
         mask_strided=bool(mask.get("strided")),
         mask_grad=bool(mask.get("requires_grad")),
+        mask_batched=len(mask.get("shape") or ()) == 4 and mask["shape"][0] > 1 and mask["shape"][1] > 1,
         dropout_p=0.1 if any(k["phase"] == "dropout" for k in rows) else 0.0,
         enable_gqa=None,
         backward=run.has_backward,

@@ -1,0 +1,291 @@
+#!/usr/bin/env python3
+"""Measure SDPA's fused backends over a grid of shapes on this GPU: the rows of advice's backend table.
+
+    python validation/backend_sweep.py OUTDIR [--budget-s 240] [--device cuda] [--small]
+
+The first table (validation/backend_table.py, from the 2026-11-30 traces) had one shape: B4 H16 S2048,
+D 64/128, causal or not, no mask tensor. Advice then predicted a call at S=512 with a learned bias, or
+at head dim 104, from the rate of that one shape (issue #19's misses: T5's contiguous bias 4.2x over,
+head-dim padding 1.6-1.9x over). This sweep measures what those predictions need, on the GPU:
+
+* the base grid: S (= Sq = Sk) 256 … 8192, head dims 32 … 256, FlashAttention, mem-efficient and cuDNN,
+  no mask and causal, with B·S = 16384 tokens of H 16 heads; and a small-batch grid (B·S = 2048) at
+  S 512 and 2048, where the GPU is not full;
+* the mask grid: a bool mask [B, 1, S, S], a float bias [1, H, S, S] and [B, H, S, S], each bias also
+  requiring grad (a learned bias in training: its gradient is a backward output), on mem-efficient
+  and cuDNN, D 64 and 128, S 256 … 4096.
+
+Inputs are laid out as models give them ([B, S, H, D] viewed as [B, H, S, D]), bf16. Each pass is
+timed as the traces time it: the sum of the GPU kernels (and memsets/copies) a call launches, from one
+torch.profiler pass per (S, D) group with each measurement in a labelled range (3 iterations after a
+warm-up). Backward is ``torch.autograd.grad`` of the forward's output (no gradient accumulation
+kernels). A backend that refuses the inputs is recorded with the first line of its reason.
+
+Writes OUTDIR/backend_sweep.json after every group (a run stopped at its budget keeps what it had).
+Needs torch only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+
+BACKENDS = ("flash", "efficient", "cudnn")
+ITERS = 3
+
+
+def grid(small: bool) -> list[dict]:
+    """The groups to measure, each (S, D, B, H) with the (backend, mask) cases run at it."""
+    if small:
+        return [
+            dict(s=64, d=16, b=2, h=2, cases=[(be, m) for be in BACKENDS for m in ("none", "causal")]),
+            dict(s=64, d=16, b=2, h=2, cases=[("efficient", m) for m in MASKS if m not in ("none", "causal")]),
+        ]
+    groups = []
+    base = [(be, m) for be in BACKENDS for m in ("none", "causal")]
+    for s in (256, 512, 1024, 2048, 4096, 8192):
+        for d in (64, 128, 104, 96, 80, 32, 256):
+            groups.append(dict(s=s, d=d, b=16384 // s, h=16, cases=base))
+    for s in (512, 2048):  # a GPU that is not full: 2048 tokens
+        for d in (64, 128):
+            groups.append(dict(s=s, d=d, b=2048 // s, h=16, cases=base))
+    masked = [(be, m) for be in ("efficient", "cudnn") for m in MASKS if m not in ("none", "causal")]
+    for s in (512, 2048, 256, 1024, 4096):
+        for d in (64, 128):
+            groups.append(dict(s=s, d=d, b=max(1, 8192 // s), h=16, cases=masked))
+    # the order above puts the shapes advice meets most first: a budget cut drops the rarest
+    return groups
+
+
+# mask kinds: (what attn_mask is, its shape as a function of B, H, S, whether it requires grad)
+MASKS = {
+    "none": None,
+    "causal": None,
+    "bool": ("bool", lambda b, h, s: (b, 1, s, s), False),
+    "float_1hss": ("float", lambda b, h, s: (1, h, s, s), False),
+    "float_bhss": ("float", lambda b, h, s: (b, h, s, s), False),
+    "float_1hss_grad": ("float", lambda b, h, s: (1, h, s, s), True),
+    "float_bhss_grad": ("float", lambda b, h, s: (b, h, s, s), True),
+}
+
+
+def _backend(torch, name):
+    from torch.nn.attention import SDPBackend
+
+    return {
+        "flash": SDPBackend.FLASH_ATTENTION,
+        "efficient": SDPBackend.EFFICIENT_ATTENTION,
+        "cudnn": SDPBackend.CUDNN_ATTENTION,
+    }[name]
+
+
+def _inputs(torch, g, dev, dt, mask):
+    b, h, s, d = g["b"], g["h"], g["s"], g["d"]
+
+    def t():  # [B, S, H, D] viewed as [B, H, S, D], as a model's projections give it
+        return torch.randn(b, s, h, d, device=dev, dtype=dt).transpose(1, 2).requires_grad_(True)
+
+    q, k, v = t(), t(), t()
+    am = None
+    spec = MASKS[mask]
+    if spec is not None:
+        kind, shape, grad = spec
+        if kind == "bool":
+            am = torch.ones(shape(b, h, s), device=dev, dtype=torch.bool).tril_()
+        else:
+            am = (0.1 * torch.randn(shape(b, h, s), device=dev, dtype=dt)).requires_grad_(grad)
+    return q, k, v, am
+
+
+def _runs(torch, g, dev, dt, backend, mask):
+    """(forward fn, backward fn) of one case, or the reason the backend refuses it."""
+    import torch.nn.functional as F
+    from torch.nn.attention import sdpa_kernel
+
+    q, k, v, am = _inputs(torch, g, dev, dt, mask)
+    be = _backend(torch, backend)
+    causal = mask == "causal"
+
+    def fwd():
+        with sdpa_kernel([be]):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=am, is_causal=causal)
+
+    ins = [x for x in (q, k, v, am) if x is not None and x.requires_grad]
+    with torch.enable_grad(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            out = fwd()
+        except RuntimeError as e:  # the reasons are warnings sdpa_kernel issued before it gave up
+            return None, None, _reason(caught, e)
+        go = torch.randn_like(out)
+
+        def bwd():
+            with sdpa_kernel([be]):
+                return torch.autograd.grad(out, ins, go, retain_graph=True)
+
+        try:
+            bwd()
+        except RuntimeError as e:
+            return fwd, None, "backward: " + _reason(caught, e)
+    torch.cuda.synchronize() if dev.startswith("cuda") else None
+    return fwd, bwd, None
+
+
+def _reason(caught, e: BaseException) -> str:
+    msgs = [str(w.message) for w in caught if "because" in str(w.message)]
+    return ("; ".join(" ".join(m.split()) for m in msgs) or _first_line(e))[:400]
+
+
+def _first_line(e: BaseException) -> str:
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    # sdpa_kernel's refusal lists every backend's reason: keep the requested backend's
+    useful = [ln for ln in lines if "not used because" not in ln] or lines
+    return (useful[0] if useful else type(e).__name__)[:300]
+
+
+def kernel_times(events, iters):
+    """``{label: (kernel µs per iteration, kernels per iteration)}``: each GPU activity counts for the
+    ``sweep::`` range its launch (runtime or driver call, by correlation id) falls in; backward kernels
+    are launched on autograd's thread, inside the same range in time."""
+    ranges, launch, gpu = [], {}, []
+    for e in events:
+        if e.get("ph") != "X":
+            continue
+        cat, name = e.get("cat", ""), e.get("name", "")
+        if cat == "user_annotation" and name.startswith("sweep::"):
+            ranges.append((name[7:], float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))))
+        elif cat in ("cuda_runtime", "cuda_driver"):
+            c = (e.get("args") or {}).get("correlation")
+            if c is not None:
+                launch[c] = float(e["ts"])
+        elif cat in ("kernel", "gpu_memcpy", "gpu_memset"):
+            gpu.append(((e.get("args") or {}).get("correlation"), float(e.get("dur", 0))))
+    out: dict = {}
+    for c, dur in gpu:
+        t = launch.get(c)
+        for label, a, b in ranges:
+            if t is not None and a <= t <= b:
+                acc = out.setdefault(label, [0.0, 0])
+                acc[0] += dur
+                acc[1] += 1
+                break
+    return {k: (round(v[0] / iters, 3), round(v[1] / iters, 2)) for k, v in out.items()}
+
+
+def measure_group(torch, g, dev, dt):
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    rows, runs = [], []
+    for backend, mask in g["cases"]:
+        base = dict(backend=backend, mask=mask, b=g["b"], h=g["h"], sq=g["s"], sk=g["s"], d=g["d"])
+        try:
+            fwd, bwd, why = _runs(torch, g, dev, dt, backend, mask)
+        except Exception as e:  # noqa: BLE001 - one case never ends the sweep
+            fwd, bwd, why = None, None, f"{type(e).__name__}: {_first_line(e)}"
+        if fwd is None:
+            rows.append(dict(base, **{"pass": "forward", "refused": why}))
+            continue
+        if bwd is None:
+            rows.append(dict(base, **{"pass": "backward", "refused": why}))
+        runs.append((base, fwd, bwd))
+    if not runs:
+        return rows
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.startswith("cuda") else [])
+    with profile(activities=acts) as prof:
+        for i, (_, fwd, bwd) in enumerate(runs):
+            for pas, fn in (("forward", fwd), ("backward", bwd)):
+                if fn is None:
+                    continue
+                with torch.enable_grad():
+                    fn()  # warm-up (and the first call's plan building, outside the range)
+                    fn()
+                    torch.cuda.synchronize() if dev.startswith("cuda") else None
+                    with record_function(f"sweep::{i}:{pas}"):
+                        for _ in range(ITERS):
+                            fn()
+                        torch.cuda.synchronize() if dev.startswith("cuda") else None
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            data = json.load(f)
+    finally:
+        os.remove(path)
+    times = kernel_times(data.get("traceEvents", data) if isinstance(data, dict) else data, ITERS)
+    for i, (base, fwd, bwd) in enumerate(runs):
+        for pas, fn in (("forward", fwd), ("backward", bwd)):
+            if fn is None:
+                continue
+            got = times.get(f"{i}:{pas}")
+            if got is None:
+                rows.append(dict(base, **{"pass": pas, "refused": "no GPU activity in its range"}))
+                continue
+            rows.append(dict(base, **{"pass": pas, "time_us": got[0], "kernels": got[1]}))
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("outdir")
+    ap.add_argument("--budget-s", type=float, default=240.0)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--small", action="store_true", help="tiny shapes (a dry run of the control flow)")
+    args = ap.parse_args(argv)
+    import torch
+
+    t0 = time.time()
+    os.makedirs(args.outdir, exist_ok=True)
+    dev = args.device
+    dt = torch.bfloat16 if dev.startswith("cuda") else torch.float32
+    env = {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "cuda_runtime": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if dev.startswith("cuda") else None,
+        "gpu": torch.cuda.get_device_name(0) if dev.startswith("cuda") else None,
+        "sm_count": torch.cuda.get_device_properties(0).multi_processor_count if dev.startswith("cuda") else None,
+        "layout": "bshd viewed as bhsd",
+        "dtype": str(dt).replace("torch.", ""),
+        "iters": ITERS,
+    }
+    out = {"env": env, "rows": [], "errors": [], "complete": False}
+    path = os.path.join(args.outdir, "backend_sweep.json")
+    groups = grid(args.small)
+    for n, g in enumerate(groups):
+        if time.time() - t0 > args.budget_s:
+            out["errors"].append(f"budget reached after {n} of {len(groups)} groups")
+            break
+        try:
+            rows = measure_group(torch, g, dev, dt)
+        except Exception:  # noqa: BLE001 - a group's failure is recorded, the sweep goes on
+            out["errors"].append(f"group {g['s']}x{g['d']} b{g['b']}: {traceback.format_exc()[-800:]}")
+            rows = []
+        for r in rows:
+            r["dtype"] = env["dtype"]
+        out["rows"].extend(rows)
+        ok = sum(1 for r in rows if "time_us" in r)
+        print(f"[sweep] S{g['s']} D{g['d']} B{g['b']}: {ok} timed, {len(rows) - ok} refused ({time.time() - t0:.0f}s)")
+        sys.stdout.flush()
+        with open(path, "w") as f:
+            json.dump(out, f, indent=0)
+        if dev.startswith("cuda"):
+            torch.cuda.empty_cache()
+    else:
+        out["complete"] = True
+    out["wall_s"] = round(time.time() - t0, 1)
+    with open(path, "w") as f:
+        json.dump(out, f, indent=0)
+    print(f"[sweep] {len(out['rows'])} rows, {out['wall_s']} s, complete={out['complete']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

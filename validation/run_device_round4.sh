@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Record round 4 (issues #19, #20) on a GPU box, in one command:
+#   1. issue #20's replay of validation/replay_traces.txt (emitted beforehand, where the package runs, with
+#      `bash validation/replay_run.sh --emit-only validation/replay/emitted validation/replay_traces.txt`;
+#      the emitted dir travels with the working tree);
+#   2. the SDPA backend sweep (validation/backend_sweep.py) that advice's backend table is built from;
+#   3. the fourth held-out twin set (validation/twins.py --group heldout4).
+#
+#   bash validation/run_device_round4.sh OUTDIR [BUDGET_S]
+#   PHASES="sweep twins" bash validation/run_device_round4.sh OUTDIR [BUDGET_S]   # some of the phases
+#
+# OUTDIR receives replay_results.tgz (+ replay.log, env.txt), sweep.tgz, twins_h4.tgz and console.tgz;
+# each phase has its own share of BUDGET_S (default 540) and a hard timeout, and what a phase wrote is kept
+# when a later one fails. Unpack: python3 validation/unpack_round4.py --date YYYY-MM-DD OUTDIR
+set -u
+OUTDIR=${1:?usage: run_device_round4.sh OUTDIR [BUDGET_S]}
+BUDGET=${2:-540}
+T0=$(date +%s)
+export PYTHONUNBUFFERED=1
+export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/tb_attn_inductor_cache}
+cd "$(dirname "$0")/.."
+WORK=/tmp/tb_attention_round4
+rm -rf "$WORK" && mkdir -p "$WORK/logs" "$WORK/sweep" "$WORK/twins" "$OUTDIR"
+left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.limit --format=csv
+  python3 -c 'import torch,transformers,triton;print(torch.__version__,transformers.__version__,triton.__version__)'
+} > "$WORK/logs/env.txt" 2>&1
+cat "$WORK/logs/env.txt"
+pack() { tar czf "$OUTDIR/console.tgz" -C "$WORK" logs; }
+PHASES=" ${PHASES:-replay sweep twins} "
+on() { case "$PHASES" in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
+# 1. replay (the jagged calls were not checked end to end last time): ~60-120 s
+if on replay; then
+  bash validation/replay_run.sh --run-only validation/replay/emitted "$OUTDIR" 150 > "$WORK/logs/replay.txt" 2>&1
+  echo "replay rc=$? at $(( $(date +%s) - T0 ))s"; tail -5 "$WORK/logs/replay.txt"; pack
+fi
+
+# 2. backend sweep: until 200 s of the sweep's own budget or the round's
+SW=$(( $(left) - 120 )); [ "$SW" -gt 220 ] && SW=220
+if on sweep && [ "$SW" -gt 20 ]; then
+  timeout -k 5 $(( SW + 60 )) python3 validation/backend_sweep.py "$WORK/sweep" --budget-s "$SW" > "$WORK/logs/sweep.txt" 2>&1
+  echo "sweep rc=$? at $(( $(date +%s) - T0 ))s"; tail -3 "$WORK/logs/sweep.txt"
+  tar czf "$OUTDIR/sweep.tgz" -C "$WORK" sweep logs/sweep.txt
+fi
+pack
+
+# 3. held-out twins (set 4): the rest, less a margin
+TW=$(( $(left) - 20 ))
+if on twins && [ "$TW" -gt 20 ]; then
+  timeout -k 5 "$TW" python3 validation/twins.py --out "$WORK/twins" --group heldout4 --deadline $(( $(date +%s) + TW - 25 )) \
+    > "$WORK/logs/twins_heldout4.txt" 2>&1
+  echo "twins rc=$? at $(( $(date +%s) - T0 ))s"; grep '^\[twins\]' "$WORK/logs/twins_heldout4.txt"
+  python3 validation/twins.py --out "$WORK/twins" --manifest > "$WORK/logs/twins_manifest.txt" 2>&1
+  tar czf "$OUTDIR/twins_h4.tgz" -C "$WORK" twins
+fi
+pack
+ls -la "$OUTDIR"
+echo "total wall $(( $(date +%s) - T0 ))s"
