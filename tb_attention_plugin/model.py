@@ -292,8 +292,10 @@ class _Ops:
         ranges below the user's annotation (Dynamo's and AOT's wrappers between them)."""
         for x in self.ancestors(r, hops=48):
             name = str(self.t.strings[self.R["name"][x]])
-            if name.startswith(L.FLEX_BLOCKS_ANNOTATION):
-                return L.parse_flex_blocks(name)
+            if L.FLEX_BLOCKS_ANNOTATION in name:
+                rb = L.parse_flex_blocks(name)
+                if rb is not None:
+                    return rb
         return None
 
     def ancestors(self, r: int, hops: int = 12) -> list[int]:

@@ -375,6 +375,9 @@ def test_flex_blocks_annotation_parsing_and_checks():
     rb = L.parse_flex_blocks("flex_blocks:partial=32,full=116,mask_bh=2x1,q_blocks=32,kv_blocks=32,block=128x128")
     assert rb == L.RecordedBlocks(32, 116, 2, 1, 32, 32, (128, 128))
     assert L.parse_flex_blocks("flex_blocks:partial=7") == L.RecordedBlocks(7, 0)
+    assert L.parse_flex_blocks("tb_attention.flex_blocks:partial=7,full=2") == L.RecordedBlocks(7, 2)  # namespaced
+    assert L.parse_flex_blocks("my flex_blocks:partial=7") is None
+    assert L.parse_flex_blocks("xflex_blocks:partial=7") is None
     for bad in ("flex_blocks:full=3", "flex_blocks:partial=3,mask_bh=2", "flex_blocks:partial=3,mask_bh=0x1", "x"):
         assert L.parse_flex_blocks(bad) is None, bad
     g = L.Geometry(2, 16, 16, 4096, 4096, 64, 64, L.Mask("block"), block=L.BlockSparsity(128, 128, total=1024))

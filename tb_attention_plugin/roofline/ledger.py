@@ -408,7 +408,10 @@ def _varlen_bounds(g: Geometry, direction: str, backend: str, decomposed_flops: 
 # mask's own [MB, MH, NQ] tensors (MB = MH = 1 when built with B=None, H=None: broadcast).
 # No "attention" in the name: the default annotation pattern would take it for an attention
 # scope. validation/round4_model.py records it; docs/cost-model.md documents it.
+# The name may carry a dotted namespace before the convention (``mylib.flex_blocks:...``; the
+# H200 recording of 2026-12-02 wrote ``tb_attention.flex_blocks:...``).
 FLEX_BLOCKS_ANNOTATION = "flex_blocks:"
+_FLEX_NAME = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?flex_blocks:(.*)$")
 _FLEX_KV = re.compile(r"(\w+)=([0-9x]+)")
 
 
@@ -428,9 +431,10 @@ class RecordedBlocks:
 def parse_flex_blocks(name: str) -> Optional[RecordedBlocks]:
     """The counts of one record_function name of the flex_blocks convention, or None when the
     name is not one or lacks ``partial`` (a malformed field drops the whole annotation)."""
-    if not name.startswith(FLEX_BLOCKS_ANNOTATION):
+    mt = _FLEX_NAME.match(name)
+    if mt is None:
         return None
-    kv = dict(_FLEX_KV.findall(name[len(FLEX_BLOCKS_ANNOTATION) :]))
+    kv = dict(_FLEX_KV.findall(mt.group(1)))
 
     def pair(key: str) -> Optional[tuple[int, int]]:
         v = kv.get(key)
@@ -595,5 +599,7 @@ def geometry(op: str, args: list[Arg]) -> Optional[Geometry]:
             kv_block=-(-k.dims[2] // kb) if kb else k.dims[2],
             total=qb * kb,
         )
+        if qb * kb == 1:  # flex_attention without a block mask: one block of the whole matrix, visited
+            block = dataclasses.replace(block, visited=1.0, full=None, source="one-block grid (no block mask)")
         return Geometry(b, h, k.dims[1], sq, k.dims[2], d, vv.dims[3], Mask("block"), block=block)
     return None
