@@ -386,7 +386,8 @@ def ledger_entries(kt: Any, calls: list[Call], trace: Any, links: Any, attr: Any
                 mm = [x for x in rows if is_qk_pv[x]]
                 f = flops[mm] if mm else np.zeros(0)
                 decomposed = float(np.nansum(f)) if len(f) and not np.isnan(f).all() else None
-            counts = _counts(counts_memo, geom, direction, backend, tile, decomposed) if geom else None
+            rb = L.row_block_from_name(name) if tile is not None else None
+            counts = _counts(counts_memo, geom, direction, backend, tile, decomposed, rb) if geom else None
             t = float(dur[arr].sum())
             pr = _call_peak(arr, dur, flops, peak, is_math[arr])
             pk = float(peak[pr]) if pr is not None else 0.0
@@ -403,16 +404,17 @@ def _counts(
     backend: str,
     tile: Optional[tuple[int, int]],
     decomposed: Optional[float],
+    row_block: Optional[int] = None,
 ) -> L.Counts:
     """L.counts, memoised over one report (a pure function of frozen values; every step of a
     training trace repeats the same calls)."""
-    key = (geom, direction, backend, tile, decomposed)
+    key = (geom, direction, backend, tile, decomposed, row_block)
     try:
         hit = memo.get(key)
     except TypeError:  # a geometry holding something unhashable
-        return L.counts(geom, direction, backend, tile, decomposed_flops=decomposed)
+        return L.counts(geom, direction, backend, tile, decomposed_flops=decomposed, row_block=row_block)
     if hit is None:
-        hit = memo[key] = L.counts(geom, direction, backend, tile, decomposed_flops=decomposed)
+        hit = memo[key] = L.counts(geom, direction, backend, tile, decomposed_flops=decomposed, row_block=row_block)
     return hit
 
 

@@ -257,13 +257,14 @@ def r4_report(w: str) -> dict | None:
 def r4_ncu() -> dict[str, list[dict]]:
     """The round-4 Nsight Compute rows per target (the NVTX range each step ran in)."""
     d = r4_dir()
-    p = os.path.join(d, "ncu", "r4.csv.gz") if d else ""
-    if not d or not os.path.exists(p):
+    paths = [os.path.join(d, "ncu", n) for n in ("r4.csv", "r4.csv.gz")] if d else []
+    paths = [p for p in paths if os.path.exists(p)]
+    if not paths:
         return {}
     sys.path.insert(0, HERE)
     import ncu_csv
 
-    with gzip.open(p, "rt", errors="replace") as f:
+    with (gzip.open if paths[0].endswith(".gz") else open)(paths[0], "rt", errors="replace") as f:
         table = ncu_csv.parse(f.read(), base_units=True)
     col = ncu_csv.nvtx_column(table.columns)
     out: dict[str, list[dict]] = {}

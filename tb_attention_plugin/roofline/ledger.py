@@ -82,6 +82,23 @@ _TILE_NAMES: tuple[tuple[re.Pattern[str], int, int], ...] = (
 )
 
 
+# Query rows a kernel computes in whole blocks larger than its named tile: cuDNN's sm90 wgmma
+# forward kernels (``..._sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x<D>_...``) computed the
+# queries in 128-row blocks on the H200 (Nsight Compute's tensor counts, 2026-12-02: 4000 queries
+# executed 4096 rows, 16 queries 128 rows), while their causal skipping follows the named 64-row
+# tile (S = 4096 causal, 2026-12-01: exact at 64 rows). Applied where no mask decides the tiles;
+# under a mask, rows past the sequence's last tile are not counted (not measured).
+_ROW_BLOCK_NAMES: tuple[tuple[re.Pattern[str], int], ...] = ((re.compile(r"_sdpa_sm90_flash_fprop_wgmma_"), 128),)
+
+
+def row_block_from_name(name: Optional[str]) -> Optional[int]:
+    """The query-row block a fused kernel pads to, where it is larger than its tile (see above)."""
+    for rx, rows in _ROW_BLOCK_NAMES:
+        if name and rx.search(name):
+            return rows
+    return None
+
+
 @dataclass(frozen=True)
 class Mask:
     """Which keys each query sees. ``kind``: ``none`` (all), ``causal`` (keys up to the query's
@@ -290,8 +307,9 @@ def dense_pairs(g: Geometry) -> int:
     return _sum_pairs(g, lambda lq, lk: lq * lk)
 
 
-def executed_pairs(g: Geometry, tile: Optional[tuple[int, int]]) -> int:
-    """Σ over sequences of the pairs a tiled kernel computes (``tile`` None: every pair)."""
+def executed_pairs(g: Geometry, tile: Optional[tuple[int, int]], row_block: Optional[int] = None) -> int:
+    """Σ over sequences of the pairs a tiled kernel computes (``tile`` None: every pair); with
+    ``row_block`` and no mask, the queries round up to whole row blocks."""
     if g.mask.kind == "block" and g.block is not None:
         if g.block.visited is None:
             return dense_pairs(g)
@@ -299,6 +317,8 @@ def executed_pairs(g: Geometry, tile: Optional[tuple[int, int]]) -> int:
     if tile is None:
         return dense_pairs(g)
     m, n = tile
+    if row_block and row_block > m and g.mask.kind == "none":
+        return _sum_pairs(g, lambda lq, lk: tile_pairs(lq, lk, g.mask, row_block, n))
     return _sum_pairs(g, lambda lq, lk: tile_pairs(lq, lk, g.mask, m, n))
 
 
@@ -321,6 +341,7 @@ def counts(
     tile: Optional[tuple[int, int]] = None,
     tile_estimated: bool = False,
     decomposed_flops: Optional[float] = None,
+    row_block: Optional[int] = None,
 ) -> Counts:
     """useful / executed / dense FLOPs of one call in one direction.
 
@@ -352,7 +373,7 @@ def counts(
         if packed > 1 and tile is not None:
             executed = g.hk * per * g.b * tile_pairs(packed, g.sk, NO_MASK, tile[0], tile[1])
         else:
-            executed = h * per * executed_pairs(g, tile)
+            executed = h * per * executed_pairs(g, tile, row_block)
         if g.mask.kind == "block":
             recorded = g.block is not None and g.block.visited is not None
             basis = "block counts" if recorded else "dense (block counts not recorded)"
@@ -360,6 +381,8 @@ def counts(
             basis = "dense"
         else:
             basis = f"tiles {tile[0]}x{tile[1]}" + (" (the backend's default: estimate)" if tile_estimated else "")
+            if row_block and row_block > tile[0] and g.mask.kind == "none" and executed != h * per * dense_pairs(g):
+                basis += f", queries in {row_block}-row blocks"
             if packed > 1:
                 basis += f", {packed} query heads per tile row block (GQA decode)"
     else:
