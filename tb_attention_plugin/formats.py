@@ -704,12 +704,19 @@ def ledger_line(rep: dict) -> Optional[str]:
     peaks = ", ".join(f"{k} {rate(v, 'FLOP/s')}" for k, v in (led.get("peaks") or {}).items())
     hfu = (led.get("hfu") or {}).get("value")
     hfu_mark = "≤" if (led.get("hfu") or {}).get("upper_bound") else "~"
+    # FP8 kernels on their own roof (hfu.by_roof), not folded into one model-wide figure
+    fp8 = ((led.get("hfu") or {}).get("by_roof") or {}).get("fp8")
+    fp8_text = (
+        f" (fp8 kernels ~{pct(fp8.get('utilization'))} of the fp8 roof {rate(fp8.get('peak_flops_per_s'), 'FLOP/s')})"
+        if fp8
+        else ""
+    )
     return (
         f"FLOPs ledger (attention): useful {est(_flops(led['useful']), False, not exact)}, "
         f"executed {est(_flops(led['executed']), True, bool(led.get('executed_upper_bound')))}, "
         f"dense {_flops(led['dense'])}; attention MFU: useful {m('useful')}, "
         f"executed {m('executed')}, dense {m('dense')} (roof {peaks or MISSING}); "
-        f"HFU of the GPU span {hfu_mark}{pct(hfu)}"
+        f"HFU of the GPU span {hfu_mark}{pct(hfu)}{fp8_text}"
     )
 
 

@@ -286,6 +286,18 @@ class _Ops:
             hit = self.geoms[key] = L.geometry(name, args)
         return hit, name
 
+    def recorded_blocks(self, r: int) -> Optional[L.RecordedBlocks]:
+        """The block counts of the innermost ``flex_blocks:`` record_function around range ``r``
+        (roofline/ledger.py's FLEX_BLOCKS_ANNOTATION), if any: the compiled Flex op sits a few
+        ranges below the user's annotation (Dynamo's and AOT's wrappers between them)."""
+        for x in self.ancestors(r, hops=48):
+            name = str(self.t.strings[self.R["name"][x]])
+            if L.FLEX_BLOCKS_ANNOTATION in name:
+                rb = L.parse_flex_blocks(name)
+                if rb is not None:
+                    return rb
+        return None
+
     def ancestors(self, r: int, hops: int = 12) -> list[int]:
         """``r`` and the ops around it, innermost first: the attention op whose inputs give the
         geometry may be the kernel's own op (fused), or the SDPA op around a math-backend matmul."""
@@ -358,6 +370,8 @@ def ledger_entries(kt: Any, calls: list[Call], trace: Any, links: Any, attr: Any
                 backend = "math"  # its backward runs outside the op; the forward says which it was
             if geom is None and direction == "backward":
                 geom = fwd_geom
+            if geom is not None and geom.block is not None and geom.block.visited is None and owner is not None:
+                geom = _with_block_counts(geom, ops, owner, ids, arr, fwd_geom if direction == "backward" else None)
             if geom is not None and geom.lengths == "total_max" and ops is not None and geom.total_q == geom.total_k:
                 lens = ops.sequence_lengths(geom.b, int(geom.total_q or 0), geom.sq)
                 if lens is not None:
@@ -372,7 +386,8 @@ def ledger_entries(kt: Any, calls: list[Call], trace: Any, links: Any, attr: Any
                 mm = [x for x in rows if is_qk_pv[x]]
                 f = flops[mm] if mm else np.zeros(0)
                 decomposed = float(np.nansum(f)) if len(f) and not np.isnan(f).all() else None
-            counts = _counts(counts_memo, geom, direction, backend, tile, decomposed) if geom else None
+            rb = L.row_block_from_name(name) if tile is not None else None
+            counts = _counts(counts_memo, geom, direction, backend, tile, decomposed, rb) if geom else None
             t = float(dur[arr].sum())
             pr = _call_peak(arr, dur, flops, peak, is_math[arr])
             pk = float(peak[pr]) if pr is not None else 0.0
@@ -389,17 +404,49 @@ def _counts(
     backend: str,
     tile: Optional[tuple[int, int]],
     decomposed: Optional[float],
+    row_block: Optional[int] = None,
 ) -> L.Counts:
     """L.counts, memoised over one report (a pure function of frozen values; every step of a
     training trace repeats the same calls)."""
-    key = (geom, direction, backend, tile, decomposed)
+    key = (geom, direction, backend, tile, decomposed, row_block)
     try:
         hit = memo.get(key)
     except TypeError:  # a geometry holding something unhashable
-        return L.counts(geom, direction, backend, tile, decomposed_flops=decomposed)
+        return L.counts(geom, direction, backend, tile, decomposed_flops=decomposed, row_block=row_block)
     if hit is None:
-        hit = memo[key] = L.counts(geom, direction, backend, tile, decomposed_flops=decomposed)
+        hit = memo[key] = L.counts(geom, direction, backend, tile, decomposed_flops=decomposed, row_block=row_block)
     return hit
+
+
+def _with_block_counts(
+    geom: L.Geometry,
+    ops: Optional[_Ops],
+    owner: np.ndarray,
+    ids: np.ndarray,
+    rows: np.ndarray,
+    fwd: Optional[L.Geometry],
+) -> L.Geometry:
+    """A Flex call's geometry with its block counts where the trace carries them: a
+    ``flex_blocks:`` annotation around its op; for the backward (autograd's thread, outside the
+    annotation) the forward's counts, when the grid is the same (both passes visit the blocks the
+    mask keeps)."""
+    if fwd is not None and fwd.block is not None and fwd.block.visited is not None:
+        b, fb = geom.block, fwd.block
+        if b is not None and (b.q_block, b.kv_block, b.total) == (fb.q_block, fb.kv_block, fb.total):
+            return dataclasses.replace(geom, block=fb)
+    if ops is None:
+        return geom
+    gids = ids[rows]
+    ok = (gids >= 0) & (gids < len(owner))
+    owners = owner[gids[ok]].tolist()
+    launch = getattr(ops.L, "gpu_op", None)
+    if launch is not None:
+        owners += np.asarray(launch)[gids[ok]].tolist()
+    for o in dict.fromkeys(int(x) for x in owners if x >= 0):
+        rb = ops.recorded_blocks(o)
+        if rb is not None:
+            return L.with_recorded_blocks(geom, rb) or geom
+    return geom
 
 
 def _call_peak(
@@ -496,6 +543,8 @@ def _geom_json(g: Optional[L.Geometry]) -> Optional[dict]:
             out["shortest"] = g.shortest
     if g.block is not None:
         out["block"] = {"q_block": g.block.q_block, "kv_block": g.block.kv_block, "blocks": g.block.total}
+        if g.block.visited is not None:
+            out["block"].update(visited=_sig(g.block.visited), full=_sig(g.block.full), source=g.block.source)
     return out
 
 
@@ -649,6 +698,32 @@ def _hfu(
     return _hfu_json(work, span, float(np.nansum(flops[ok])), unknown_peak, upper)
 
 
+def _hfu_by_roof(hc: _HfuCols, flops: np.ndarray, pk_codes: np.ndarray, pk_vocab: list) -> dict[str, dict]:
+    """The costed kernels of the trace per roof (the kernel row's ``peak``: bf16, fp8, fp32, …):
+    how many, their FLOPs (attention kernels: their call's executed share), their time, their time
+    at that roof (each at most its own) and ``utilization`` = roof time / time — the FLOPs those
+    kernels did over what that roof allows in their time. FP8 GEMMs are thus measured on the FP8
+    roof (on the H200 the measured e4m3 ``_scaled_mm`` one), not on bf16's."""
+    ok = ~np.isnan(flops) & (flops > 0) & ~np.isnan(hc.peak)
+    out: dict[str, dict] = {}
+    for code in sorted(set(pk_codes[ok].tolist()), key=lambda c: str(pk_vocab[c])):
+        if pk_vocab[code] is None:
+            continue
+        m = ok & (pk_codes == code)
+        f, pk, dur = flops[m], hc.peak[m], hc.dur[m]
+        roof = float(np.minimum(f / pk * 1e6, dur).sum())
+        t = float(dur.sum())
+        out[str(pk_vocab[code])] = {
+            "peak_flops_per_s": _sig(float(pk.max())),
+            "kernels": int(m.sum()),
+            "flops": _sig(float(f.sum())),
+            "time_us": _r(t),
+            "roof_time_us": _r(roof),
+            "utilization": _r(roof / t, 4) if t > 0 else None,
+        }
+    return out
+
+
 def _step_hfus(
     hc: _HfuCols,
     entries: list[LedgerEntry],
@@ -716,6 +791,7 @@ def flops_ledger(kt: Any, entries: list[LedgerEntry], steps: list[dict], n_sites
     peaks: dict[str, float] = {}
     pk_codes, pk_vocab = cols.codes("peak")
     peak = cols.num("peak_flops_per_s")
+    out["hfu"]["by_roof"] = _hfu_by_roof(hc, shared_all[0], pk_codes, pk_vocab)
     for e in entries:
         x = e.peak_row
         if x is not None and pk_vocab[pk_codes[x]]:

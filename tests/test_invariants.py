@@ -547,6 +547,9 @@ def _tile_padding(c: dict) -> float:
     if not tile or sh.get("lengths") or not sh.get("sq") or not sh.get("sk"):
         return 1.0
     m, n = tile
+    rows = re.search(r"queries in (\d+)-row blocks", c.get("executed_basis") or "")
+    if rows:  # the kernel pads queries to a larger block than its tile (cuDNN's sm90 forward)
+        m = max(m, int(rows.group(1)))
     sq, sk = sh["sq"], sh["sk"]
     return (-(-sq // m) * m / sq) * (-(-sk // n) * n / sk)
 

@@ -2,6 +2,7 @@
 memory/boundary.py) on synthetic traces shaped as torch records them, and on the H200 traces."""
 
 import contextlib
+import dataclasses
 import glob
 import os
 
@@ -366,3 +367,29 @@ def test_decomposed_site_shape_splits_batch_and_heads_as_recorded(trace):
         if "sq" not in sh:
             continue
         assert (sh["b"], sh["h"], sh["sq"], sh["d"]) == (q[0], q[1], q[2], q[3]), (s["name"], sh, q)
+
+
+def test_flex_blocks_annotation_parsing_and_checks():
+    from tb_attention_plugin.roofline import ledger as L
+
+    rb = L.parse_flex_blocks("flex_blocks:partial=32,full=116,mask_bh=2x1,q_blocks=32,kv_blocks=32,block=128x128")
+    assert rb == L.RecordedBlocks(32, 116, 2, 1, 32, 32, (128, 128))
+    assert L.parse_flex_blocks("flex_blocks:partial=7") == L.RecordedBlocks(7, 0)
+    assert L.parse_flex_blocks("tb_attention.flex_blocks:partial=7,full=2") == L.RecordedBlocks(7, 2)  # namespaced
+    assert L.parse_flex_blocks("my flex_blocks:partial=7") is None
+    assert L.parse_flex_blocks("xflex_blocks:partial=7") is None
+    for bad in ("flex_blocks:full=3", "flex_blocks:partial=3,mask_bh=2", "flex_blocks:partial=3,mask_bh=0x1", "x"):
+        assert L.parse_flex_blocks(bad) is None, bad
+    g = L.Geometry(2, 16, 16, 4096, 4096, 64, 64, L.Mask("block"), block=L.BlockSparsity(128, 128, total=1024))
+    got = L.with_recorded_blocks(g, rb)
+    assert got is not None and got.block is not None
+    assert (got.block.visited, got.block.full) == (74.0, 58.0)  # per batch·head: the mask has 2 batches
+    c = L.counts(got, "forward", "flex")
+    per_bh = 74 * 128 * 128
+    assert c.executed == 2 * 16 * 256 * per_bh and c.useful == c.executed and not c.useful_exact
+    assert c.useful_low == 2 * 16 * 256 * 58 * 128 * 128
+    # another grid, another block size, a mask batch that does not divide the call's, too many blocks
+    assert L.with_recorded_blocks(g, dataclasses.replace(rb, q_blocks=16)) is None
+    assert L.with_recorded_blocks(g, dataclasses.replace(rb, block=(64, 128))) is None
+    assert L.with_recorded_blocks(g, dataclasses.replace(rb, mask_b=3)) is None
+    assert L.with_recorded_blocks(g, L.RecordedBlocks(2000, 0)) is None

@@ -407,7 +407,8 @@ export interface LedgerCall {
   op: string | null;
   shapes: { b: number; h: number; hk: number; sq: number; sk: number; d: number; dv: number;
     lengths?: string; total_q?: number | null; total_k?: number | null;
-    block?: { q_block: number; kv_block: number; blocks: number | null } } | null;
+    block?: { q_block: number; kv_block: number; blocks: number | null;
+      visited?: number; full?: number | null; source?: string } } | null;
   mask: string | null;
   useful: number | null;
   useful_low?: number;

@@ -70,7 +70,9 @@ def fused_backend(op: Optional[str], name: Optional[str]) -> Optional[str]:
             return be
     n = name or ""
     low = n.lower()
-    if any(g in low for g in _GENERIC):
+    # a Triton template is never a copy or a fill: Inductor names it after the ops fused into it
+    # (FP8 Flex: triton_tem_fused__to_copy_clone_flex_attention_...)
+    if any(g in low for g in _GENERIC) and not low.startswith("triton_tem"):
         return None
     for key, be in _FUSED_NAMES:
         if key.lower() in low:

@@ -1134,16 +1134,20 @@ def flex_qkv(args: list[Arg]) -> Optional[tuple[Arg, Arg, Arg]]:
     if len(f4) < 3:
         return None
     q, k, v = f4[0], f4[1], f4[2]
-    if not (
-        q.dims[0] == k.dims[0] == v.dims[0]
-        and q.dims[3] == k.dims[3]
-        and k.dims[1] == v.dims[1]
-        and k.dims[2] == v.dims[2]
-        and k.dims[1] > 0
-        and q.dims[1] % k.dims[1] == 0
-    ):
+    heads_ok = q.dims[0] == k.dims[0] == v.dims[0] and k.dims[1] == v.dims[1] > 0 and q.dims[1] % k.dims[1] == 0
+    if not heads_ok:
         return None
-    return q, k, v
+    if q.dims[3] == k.dims[3] and k.dims[2] == v.dims[2]:
+        return q, k, v
+    # FP8 Flex: Inductor hands the template Vᵀ ([B, Hk, Dv, Skv], from a clone_transpose before it:
+    # e4m3 wgmma wants both operands K-major, and PV reduces over the keys); read as [B, Hk, Skv, Dv]
+    if q.dims[3] == k.dims[3] and k.dims[2] == v.dims[3]:
+        st = v.strides
+        vt = replace(
+            v, shape=(v.dims[0], v.dims[1], v.dims[3], v.dims[2]), strides=(st[0], st[1], st[3], st[2]) if st else st
+        )
+        return q, k, vt
+    return None
 
 
 def looks_like_flex(args: list[Arg]) -> bool:

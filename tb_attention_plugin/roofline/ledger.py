@@ -26,6 +26,7 @@ Everything here is arithmetic on integers from the recorded shapes; nothing read
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -81,6 +82,23 @@ _TILE_NAMES: tuple[tuple[re.Pattern[str], int, int], ...] = (
 )
 
 
+# Query rows a kernel computes in whole blocks larger than its named tile: cuDNN's sm90 wgmma
+# forward kernels (``..._sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x<D>_...``) computed the
+# queries in 128-row blocks on the H200 (Nsight Compute's tensor counts, 2026-12-02: 4000 queries
+# executed 4096 rows, 16 queries 128 rows), while their causal skipping follows the named 64-row
+# tile (S = 4096 causal, 2026-12-01: exact at 64 rows). Applied where no mask decides the tiles;
+# under a mask, rows past the sequence's last tile are not counted (not measured).
+_ROW_BLOCK_NAMES: tuple[tuple[re.Pattern[str], int], ...] = ((re.compile(r"_sdpa_sm90_flash_fprop_wgmma_"), 128),)
+
+
+def row_block_from_name(name: Optional[str]) -> Optional[int]:
+    """The query-row block a fused kernel pads to, where it is larger than its tile (see above)."""
+    for rx, rows in _ROW_BLOCK_NAMES:
+        if name and rx.search(name):
+            return rows
+    return None
+
+
 @dataclass(frozen=True)
 class Mask:
     """Which keys each query sees. ``kind``: ``none`` (all), ``causal`` (keys up to the query's
@@ -125,9 +143,10 @@ class BlockSparsity:
 
     q_block: int  # query rows per block (128 by default)
     kv_block: int  # keys per block
-    visited: Optional[int] = None  # visited (q block, kv block) pairs per batch·head, when recorded
+    visited: Optional[float] = None  # visited (q block, kv block) pairs per batch·head, when recorded
     total: Optional[int] = None  # all blocks of the grid per batch·head
     source: str = "not recorded"  # where ``visited`` comes from
+    full: Optional[float] = None  # of ``visited``, the blocks the mask keeps whole (per batch·head)
 
 
 @dataclass(frozen=True)
@@ -274,8 +293,13 @@ def useful_pairs(g: Geometry) -> int:
     """Σ over sequences of the pairs the mask keeps (the block mask's visited blocks, at block
     granularity, when recorded)."""
     if g.mask.kind == "block" and g.block is not None and g.block.visited is not None:
-        return g.b * min(g.block.visited * g.block.q_block * g.block.kv_block, g.sq * g.sk)
+        return _block_pairs(g, g.block, g.block.visited)
     return _sum_pairs(g, lambda lq, lk: kept_pairs(lq, lk, g.mask))
+
+
+def _block_pairs(g: Geometry, blk: BlockSparsity, blocks: float) -> int:
+    """Pairs of ``blocks`` whole blocks per batch·head (at most the matrix), over the batch."""
+    return int(round(g.b * min(blocks * blk.q_block * blk.kv_block, g.sq * g.sk)))
 
 
 def dense_pairs(g: Geometry) -> int:
@@ -283,15 +307,18 @@ def dense_pairs(g: Geometry) -> int:
     return _sum_pairs(g, lambda lq, lk: lq * lk)
 
 
-def executed_pairs(g: Geometry, tile: Optional[tuple[int, int]]) -> int:
-    """Σ over sequences of the pairs a tiled kernel computes (``tile`` None: every pair)."""
+def executed_pairs(g: Geometry, tile: Optional[tuple[int, int]], row_block: Optional[int] = None) -> int:
+    """Σ over sequences of the pairs a tiled kernel computes (``tile`` None: every pair); with
+    ``row_block`` and no mask, the queries round up to whole row blocks."""
     if g.mask.kind == "block" and g.block is not None:
         if g.block.visited is None:
             return dense_pairs(g)
-        return g.b * min(g.block.visited * g.block.q_block * g.block.kv_block, g.sq * g.sk)
+        return _block_pairs(g, g.block, g.block.visited)
     if tile is None:
         return dense_pairs(g)
     m, n = tile
+    if row_block and row_block > m and g.mask.kind == "none":
+        return _sum_pairs(g, lambda lq, lk: tile_pairs(lq, lk, g.mask, row_block, n))
     return _sum_pairs(g, lambda lq, lk: tile_pairs(lq, lk, g.mask, m, n))
 
 
@@ -314,6 +341,7 @@ def counts(
     tile: Optional[tuple[int, int]] = None,
     tile_estimated: bool = False,
     decomposed_flops: Optional[float] = None,
+    row_block: Optional[int] = None,
 ) -> Counts:
     """useful / executed / dense FLOPs of one call in one direction.
 
@@ -329,8 +357,11 @@ def counts(
     useful = h * fwd * scale * useful_pairs(g)
     dense = h * fwd * scale * dense_pairs(g)
     exact = g.mask.known and g.lengths != "total_max"
+    useful_low: Optional[float] = None
     if g.mask.kind == "block" and g.block is not None and g.block.visited is not None:
         exact = False  # block granularity: partial blocks count whole
+        if g.block.full is not None:  # the blocks the mask keeps whole: a lower bound
+            useful_low = float(h * fwd * scale * _block_pairs(g, g.block, g.block.full))
     if backend in FUSED_TILED:
         if tile is None:
             tile = default_tile(backend, direction, max(g.d, g.dv))
@@ -342,7 +373,7 @@ def counts(
         if packed > 1 and tile is not None:
             executed = g.hk * per * g.b * tile_pairs(packed, g.sk, NO_MASK, tile[0], tile[1])
         else:
-            executed = h * per * executed_pairs(g, tile)
+            executed = h * per * executed_pairs(g, tile, row_block)
         if g.mask.kind == "block":
             recorded = g.block is not None and g.block.visited is not None
             basis = "block counts" if recorded else "dense (block counts not recorded)"
@@ -350,12 +381,14 @@ def counts(
             basis = "dense"
         else:
             basis = f"tiles {tile[0]}x{tile[1]}" + (" (the backend's default: estimate)" if tile_estimated else "")
+            if row_block and row_block > tile[0] and g.mask.kind == "none" and executed != h * per * dense_pairs(g):
+                basis += f", queries in {row_block}-row blocks"
             if packed > 1:
                 basis += f", {packed} query heads per tile row block (GQA decode)"
     else:
         executed = float(decomposed_flops) if decomposed_flops is not None else h * fwd * scale * dense_pairs(g)
         basis = "the QK^T and PV kernels' FLOPs (every pair)"
-    return Counts(float(useful), float(executed), float(dense), exact, basis)
+    return Counts(float(useful), float(executed), float(dense), exact, basis, useful_low)
 
 
 def _varlen_bounds(g: Geometry, direction: str, backend: str, decomposed_flops: Optional[float]) -> Counts:
@@ -387,6 +420,86 @@ def _varlen_bounds(g: Geometry, direction: str, backend: str, decomposed_flops: 
         executed_basis="upper bound (per-sequence lengths not recorded: total, count and longest only)",
         useful_low=float(h * fwd * scale * lo),
     )
+
+
+# -- Flex block counts recorded by an annotation ----------------------------------------------
+# The record_function convention that carries a BlockMask's counts into a trace (the profiler
+# records a block mask's tensors' shapes only, never their values; neither the compiled Flex
+# path nor "Concrete Inputs" holds a count):
+#     flex_blocks:partial=P,full=F,mask_bh=MBxMH,q_blocks=NQ,kv_blocks=NK,block=BQxBK
+# around the flex_attention call, P = kv_num_blocks.sum(), F = full_kv_num_blocks.sum() over the
+# mask's own [MB, MH, NQ] tensors (MB = MH = 1 when built with B=None, H=None: broadcast).
+# No "attention" in the name: the default annotation pattern would take it for an attention
+# scope. validation/round4_model.py records it; docs/cost-model.md documents it.
+# The name may carry a dotted namespace before the convention (``mylib.flex_blocks:...``; the
+# H200 recording of 2026-12-02 wrote ``tb_attention.flex_blocks:...``).
+FLEX_BLOCKS_ANNOTATION = "flex_blocks:"
+_FLEX_NAME = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?flex_blocks:(.*)$")
+_FLEX_KV = re.compile(r"(\w+)=([0-9x]+)")
+
+
+@dataclass(frozen=True)
+class RecordedBlocks:
+    """The counts of a ``flex_blocks:`` annotation (see FLEX_BLOCKS_ANNOTATION)."""
+
+    partial: int
+    full: int
+    mask_b: int = 1
+    mask_h: int = 1
+    q_blocks: Optional[int] = None
+    kv_blocks: Optional[int] = None
+    block: Optional[tuple[int, int]] = None
+
+
+def parse_flex_blocks(name: str) -> Optional[RecordedBlocks]:
+    """The counts of one record_function name of the flex_blocks convention, or None when the
+    name is not one or lacks ``partial`` (a malformed field drops the whole annotation)."""
+    mt = _FLEX_NAME.match(name)
+    if mt is None:
+        return None
+    kv = dict(_FLEX_KV.findall(mt.group(1)))
+
+    def pair(key: str) -> Optional[tuple[int, int]]:
+        v = kv.get(key)
+        if v is None:
+            return None
+        a, sep, b = v.partition("x")
+        return (int(a), int(b)) if sep and a.isdigit() and b.isdigit() else None
+
+    def one(key: str) -> Optional[int]:
+        v = kv.get(key)
+        return int(v) if v is not None and v.isdigit() else None
+
+    partial, full = one("partial"), one("full")
+    if partial is None:
+        return None
+    bh = pair("mask_bh") or (1, 1)
+    if bh[0] <= 0 or bh[1] <= 0 or ("mask_bh" in kv and pair("mask_bh") is None):
+        return None
+    return RecordedBlocks(partial, full or 0, bh[0], bh[1], one("q_blocks"), one("kv_blocks"), pair("block"))
+
+
+def with_recorded_blocks(g: Geometry, rb: RecordedBlocks) -> Optional[Geometry]:
+    """``g`` (a Flex call) with the annotation's block counts, per batch·head: (P + F) / (MB·MH)
+    visited, F / (MB·MH) of them whole. None when the annotation describes another grid than the
+    call's recorded KV_IDX shape, or another block size, or a mask batch/head layout that does not
+    divide the call's."""
+    blk = g.block
+    if g.mask.kind != "block" or blk is None:
+        return None
+    nq, nk = -(-g.sq // blk.q_block), -(-g.sk // blk.kv_block)
+    if (rb.q_blocks is not None and rb.q_blocks != nq) or (rb.kv_blocks is not None and rb.kv_blocks != nk):
+        return None
+    if rb.block is not None and rb.block != (blk.q_block, blk.kv_block):
+        return None
+    if g.b % rb.mask_b or g.h % rb.mask_h:
+        return None
+    per = float(rb.mask_b * rb.mask_h)
+    visited = (rb.partial + rb.full) / per
+    if blk.total is not None and visited > blk.total:
+        return None
+    new = dataclasses.replace(blk, visited=visited, full=rb.full / per, source="flex_blocks annotation")
+    return dataclasses.replace(g, block=new)
 
 
 # -- jagged / varlen lengths ---------------------------------------------------------------------
@@ -509,5 +622,7 @@ def geometry(op: str, args: list[Arg]) -> Optional[Geometry]:
             kv_block=-(-k.dims[2] // kb) if kb else k.dims[2],
             total=qb * kb,
         )
+        if qb * kb == 1:  # flex_attention without a block mask: one block of the whole matrix, visited
+            block = dataclasses.replace(block, visited=1.0, full=None, source="one-block grid (no block mask)")
         return Geometry(b, h, k.dims[1], sq, k.dims[2], d, vv.dims[3], Mask("block"), block=block)
     return None
