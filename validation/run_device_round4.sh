@@ -36,7 +36,7 @@ on() { case "$PHASES" in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 # 1. replay (the jagged calls were not checked end to end last time): ~60-120 s
 if on replay; then
-  bash validation/replay_run.sh --run-only validation/replay/emitted "$OUTDIR" 150 > "$WORK/logs/replay.txt" 2>&1
+  bash validation/replay_run.sh --run-only validation/replay/emitted "$OUTDIR" "${REPLAY_BUDGET:-150}" > "$WORK/logs/replay.txt" 2>&1
   echo "replay rc=$? at $(( $(date +%s) - T0 ))s"; tail -5 "$WORK/logs/replay.txt"; pack
 fi
 
