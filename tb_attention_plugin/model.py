@@ -26,6 +26,7 @@ from .memory.boundary import boundary_block
 from .roofline import ledger as L
 from .roofline.classify import BOUNDS, decide
 from .table import Coded
+from .trace.jagged import JaggedLengths
 from .trace.shapes import parse_args
 
 _MISSING = object()  # a memo's "not looked up yet"
@@ -36,7 +37,6 @@ _UPPER = ("dense (block counts not recorded)", "upper bound")
 _SEVERITY = {"high": 0, "medium": 1, "low": 2}
 _CORE = frozenset(P.CORE_PHASES)
 _SDPA_OUTER = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product_attention_math")
-_NESTED_VIEW = "aten::_nested_view_from_jagged"
 _MATH_PHASES = frozenset({"fused_attention", "qk_matmul", "pv_matmul"})  # the kernels doing attention's matmuls
 MFU_FORMULA = (
     "attention MFU = FLOPs / Σ(core attention kernel time × the roof of the call's attention kernel); "
@@ -219,49 +219,14 @@ class _Ops:
         self.R = trace.ranges
         self.memo: dict[int, tuple[str, Optional[list]]] = {}
         self.args: dict[int, list] = {}  # per signature: one parse for every op with those inputs
-        self._lists: Optional[dict[tuple[int, int], set]] = None
-        self._shortest: Optional[dict[tuple[int, int, int], set]] = None
+        self.jagged = JaggedLengths(trace)  # the sequence lengths a jagged call's trace records
         self.geoms: dict[tuple[str, int], Any] = {}  # (op name, signature) -> its geometry
 
     def sequence_lengths(self, n: int, total: int, longest: int) -> Optional[tuple[int, ...]]:
-        """Per-sequence lengths of a jagged call whose packed tensors hold ``total`` tokens in ``n``
-        sequences, the longest ``longest``: a tensor list of ``n`` pieces whose first dims sum to
-        ``total`` with that maximum, recorded by an op of the trace (the nested tensor built from its
-        pieces: ``torch.nested.nested_tensor([...])`` cats them), when exactly one such list exists."""
-        if self._lists is None:
-            self._lists = {}
-            for sig_id in sorted(set(int(x) for x in self.R["sig"].tolist() if x >= 0)):
-                for a in parse_args(self.t.signatures[sig_id]):
-                    if a.shapes and len(a.shapes) > 1 and all(len(sh) >= 1 for sh in a.shapes):
-                        lens = tuple(int(sh[0]) for sh in a.shapes)
-                        self._lists.setdefault((len(lens), sum(lens)), set()).add(lens)
-        found = {x for x in self._lists.get((n, total), set()) if max(x) == longest}
-        return next(iter(found)) if len(found) == 1 else None
+        return self.jagged.sequence_lengths(n, total, longest)
 
     def shortest(self, n: int, total: int, longest: int) -> Optional[int]:
-        """The shortest sequence of a jagged call (``n`` sequences, ``total`` tokens, the longest
-        ``longest``), from a jagged nested tensor's view recorded in the trace: torch keeps a
-        nested tensor's min/max sequence lengths as the first dims of two [L, 0] tensors
-        (``aten::_nested_view_from_jagged(values, offsets, dummy, lengths, ragged_idx,
-        min_seqlen, max_seqlen)``), so the profiler records them as shapes. None unless every
-        such view of that total, count and maximum says the same."""
-        if self._shortest is None:
-            self._shortest = {}
-            names = self.R["name"]
-            for r in range(len(names)):
-                sig = int(self.R["sig"][r])
-                if sig < 0 or str(self.t.strings[names[r]]) != _NESTED_VIEW:
-                    continue
-                a = self.args.get(sig)
-                if a is None:
-                    a = self.args[sig] = parse_args(self.t.signatures[sig])
-                if len(a) < 7 or not all(x.is_tensor for x in (a[0], a[1], a[5], a[6])):
-                    continue
-                v, off, lo, hi = a[0].dims, a[1].dims, a[5].dims, a[6].dims
-                if len(off) == 1 and len(v) >= 1 and len(lo) == 2 and len(hi) == 2 and lo[1] == 0 and hi[1] == 0:
-                    self._shortest.setdefault((off[0] - 1, v[0], hi[0]), set()).add(lo[0])
-        found = self._shortest.get((n, total, longest), set())
-        return next(iter(found)) if len(found) == 1 else None
+        return self.jagged.shortest(n, total, longest)
 
     def get(self, r: int) -> tuple[str, Optional[list]]:
         hit = self.memo.get(r)

@@ -41,6 +41,32 @@ BACKENDS = ("flash", "efficient", "cudnn")
 ITERS = 3
 
 
+def grid2(small: bool) -> list[dict]:
+    """The second sweep (2026-12-02, after the first): batch·heads varied at each length (the first grid
+    tied it to S, and a small batch leaves SMs idle: cuDNN at D72, 48 batch·heads ran 1.5x the time per
+    pair of 256), short sequences (64, 128: decoder self-attention), cross-attention shapes (Sq ≠ Sk),
+    and float biases with their gradient at small batches (T5-like)."""
+    if small:
+        return [dict(s=32, sk=64, d=16, b=2, h=2, cases=[("flash", "none")])]
+    groups = []
+    base = [(be, m) for be in BACKENDS for m in ("none", "causal")]
+    for s in (1024, 256, 4096, 128, 2048, 512, 64):
+        for bh in (48, 16, 128, 512):
+            for d in (64, 128, 80):
+                groups.append(dict(s=s, d=d, b=bh // 16, h=16, cases=base))
+    for sq, sk in ((64, 256), (128, 512), (256, 1024), (1024, 256)):
+        for bh in (64, 256):
+            groups.append(dict(s=sq, sk=sk, d=64, b=bh // 16, h=16, cases=[(be, "none") for be in BACKENDS]))
+    masked = [(be, m) for be in ("efficient", "cudnn") for m in ("float_1hss_grad", "float_bhss_grad", "float_bhss")]
+    for s in (64, 128, 256, 512, 1024):
+        for bh in (32, 128, 512):
+            groups.append(dict(s=s, d=64, b=bh // 8, h=8, cases=masked))
+    for sq, sk in ((64, 256), (128, 512)):
+        for bh in (64, 256):
+            groups.append(dict(s=sq, sk=sk, d=64, b=bh // 8, h=8, cases=masked))
+    return groups
+
+
 def grid(small: bool) -> list[dict]:
     """The groups to measure, each (S, D, B, H) with the (backend, mask) cases run at it."""
     if small:
@@ -68,11 +94,11 @@ def grid(small: bool) -> list[dict]:
 MASKS = {
     "none": None,
     "causal": None,
-    "bool": ("bool", lambda b, h, s: (b, 1, s, s), False),
-    "float_1hss": ("float", lambda b, h, s: (1, h, s, s), False),
-    "float_bhss": ("float", lambda b, h, s: (b, h, s, s), False),
-    "float_1hss_grad": ("float", lambda b, h, s: (1, h, s, s), True),
-    "float_bhss_grad": ("float", lambda b, h, s: (b, h, s, s), True),
+    "bool": ("bool", lambda b, h, s, sk: (b, 1, s, sk), False),
+    "float_1hss": ("float", lambda b, h, s, sk: (1, h, s, sk), False),
+    "float_bhss": ("float", lambda b, h, s, sk: (b, h, s, sk), False),
+    "float_1hss_grad": ("float", lambda b, h, s, sk: (1, h, s, sk), True),
+    "float_bhss_grad": ("float", lambda b, h, s, sk: (b, h, s, sk), True),
 }
 
 
@@ -88,19 +114,20 @@ def _backend(torch, name):
 
 def _inputs(torch, g, dev, dt, mask):
     b, h, s, d = g["b"], g["h"], g["s"], g["d"]
+    sk = g.get("sk", s)
 
-    def t():  # [B, S, H, D] viewed as [B, H, S, D], as a model's projections give it
-        return torch.randn(b, s, h, d, device=dev, dtype=dt).transpose(1, 2).requires_grad_(True)
+    def t(n):  # [B, S, H, D] viewed as [B, H, S, D], as a model's projections give it
+        return torch.randn(b, n, h, d, device=dev, dtype=dt).transpose(1, 2).requires_grad_(True)
 
-    q, k, v = t(), t(), t()
+    q, k, v = t(s), t(sk), t(sk)
     am = None
     spec = MASKS[mask]
     if spec is not None:
         kind, shape, grad = spec
         if kind == "bool":
-            am = torch.ones(shape(b, h, s), device=dev, dtype=torch.bool).tril_()
+            am = torch.ones(shape(b, h, s, sk), device=dev, dtype=torch.bool).tril_()
         else:
-            am = (0.1 * torch.randn(shape(b, h, s), device=dev, dtype=dt)).requires_grad_(grad)
+            am = (0.1 * torch.randn(shape(b, h, s, sk), device=dev, dtype=dt)).requires_grad_(grad)
     return q, k, v, am
 
 
@@ -111,7 +138,7 @@ def _runs(torch, g, dev, dt, backend, mask):
 
     q, k, v, am = _inputs(torch, g, dev, dt, mask)
     be = _backend(torch, backend)
-    causal = mask == "causal"
+    causal = mask == "causal"  # square calls only: the grids give causal cases Sq = Sk
 
     def fwd():
         with sdpa_kernel([be]):
@@ -184,7 +211,7 @@ def measure_group(torch, g, dev, dt):
 
     rows, runs = [], []
     for backend, mask in g["cases"]:
-        base = dict(backend=backend, mask=mask, b=g["b"], h=g["h"], sq=g["s"], sk=g["s"], d=g["d"])
+        base = dict(backend=backend, mask=mask, b=g["b"], h=g["h"], sq=g["s"], sk=g.get("sk", g["s"]), d=g["d"])
         try:
             fwd, bwd, why = _runs(torch, g, dev, dt, backend, mask)
         except Exception as e:  # noqa: BLE001 - one case never ends the sweep
@@ -238,6 +265,7 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=240.0)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--small", action="store_true", help="tiny shapes (a dry run of the control flow)")
+    ap.add_argument("--grid", type=int, default=1, choices=(1, 2), help="the first sweep's grid or the second's")
     args = ap.parse_args(argv)
     import torch
 
@@ -258,7 +286,8 @@ def main(argv=None) -> int:
     }
     out = {"env": env, "rows": [], "errors": [], "complete": False}
     path = os.path.join(args.outdir, "backend_sweep.json")
-    groups = grid(args.small)
+    groups = grid(args.small) if args.grid == 1 else grid2(args.small)
+    env["grid"] = args.grid
     for n, g in enumerate(groups):
         if time.time() - t0 > args.budget_s:
             out["errors"].append(f"budget reached after {n} of {len(groups)} groups")
@@ -272,7 +301,8 @@ def main(argv=None) -> int:
             r["dtype"] = env["dtype"]
         out["rows"].extend(rows)
         ok = sum(1 for r in rows if "time_us" in r)
-        print(f"[sweep] S{g['s']} D{g['d']} B{g['b']}: {ok} timed, {len(rows) - ok} refused ({time.time() - t0:.0f}s)")
+        shape = f"S{g['s']}x{g.get('sk', g['s'])} D{g['d']} B{g['b']}"
+        print(f"[sweep] {shape}: {ok} timed, {len(rows) - ok} refused ({time.time() - t0:.0f}s)")
         sys.stdout.flush()
         with open(path, "w") as f:
             json.dump(out, f, indent=0)

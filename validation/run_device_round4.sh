@@ -9,7 +9,9 @@
 #   bash validation/run_device_round4.sh OUTDIR [BUDGET_S]
 #   PHASES="sweep twins" bash validation/run_device_round4.sh OUTDIR [BUDGET_S]   # some of the phases
 #
-# OUTDIR receives replay_results.tgz (+ replay.log, env.txt), sweep.tgz, twins_h4.tgz and console.tgz;
+# PHASES (default "replay sweep twins"; also sweep2: the second grid, twins5: the fifth held-out set).
+# OUTDIR receives replay_results.tgz (+ replay.log, env.txt), sweep.tgz / sweep2.tgz, twins_h4.tgz /
+# twins_h5.tgz and console.tgz;
 # each phase has its own share of BUDGET_S (default 540) and a hard timeout, and what a phase wrote is kept
 # when a later one fails. Unpack: python3 validation/unpack_round4.py --date YYYY-MM-DD OUTDIR
 set -u
@@ -34,28 +36,37 @@ on() { case "$PHASES" in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 # 1. replay (the jagged calls were not checked end to end last time): ~60-120 s
 if on replay; then
-  bash validation/replay_run.sh --run-only validation/replay/emitted "$OUTDIR" 150 > "$WORK/logs/replay.txt" 2>&1
+  bash validation/replay_run.sh --run-only validation/replay/emitted "$OUTDIR" "${REPLAY_BUDGET:-150}" > "$WORK/logs/replay.txt" 2>&1
   echo "replay rc=$? at $(( $(date +%s) - T0 ))s"; tail -5 "$WORK/logs/replay.txt"; pack
 fi
 
-# 2. backend sweep: until 200 s of the sweep's own budget or the round's
-SW=$(( $(left) - 120 )); [ "$SW" -gt 220 ] && SW=220
-if on sweep && [ "$SW" -gt 20 ]; then
-  timeout -k 5 $(( SW + 60 )) python3 validation/backend_sweep.py "$WORK/sweep" --budget-s "$SW" > "$WORK/logs/sweep.txt" 2>&1
-  echo "sweep rc=$? at $(( $(date +%s) - T0 ))s"; tail -3 "$WORK/logs/sweep.txt"
-  tar czf "$OUTDIR/sweep.tgz" -C "$WORK" sweep logs/sweep.txt
-fi
+# 2. backend sweep(s): grid 1 (phase sweep) and grid 2 (phase sweep2), each capped at 220 s
+sweep() {  # phase grid
+  local sw=$(( $(left) - 120 )); [ "$sw" -gt 220 ] && sw=220
+  on "$1" && [ "$sw" -gt 20 ] || return 0
+  mkdir -p "$WORK/$1"
+  timeout -k 5 $(( sw + 60 )) python3 validation/backend_sweep.py "$WORK/$1" --grid "$2" --budget-s "$sw" \
+    > "$WORK/logs/$1.txt" 2>&1
+  echo "$1 rc=$? at $(( $(date +%s) - T0 ))s"; tail -3 "$WORK/logs/$1.txt"
+  tar czf "$OUTDIR/$1.tgz" -C "$WORK" "$1" "logs/$1.txt"
+}
+sweep sweep 1
+sweep sweep2 2
 pack
 
-# 3. held-out twins (set 4): the rest, less a margin
-TW=$(( $(left) - 20 ))
-if on twins && [ "$TW" -gt 20 ]; then
-  timeout -k 5 "$TW" python3 validation/twins.py --out "$WORK/twins" --group heldout4 --deadline $(( $(date +%s) + TW - 25 )) \
-    > "$WORK/logs/twins_heldout4.txt" 2>&1
-  echo "twins rc=$? at $(( $(date +%s) - T0 ))s"; grep '^\[twins\]' "$WORK/logs/twins_heldout4.txt"
-  python3 validation/twins.py --out "$WORK/twins" --manifest > "$WORK/logs/twins_manifest.txt" 2>&1
-  tar czf "$OUTDIR/twins_h4.tgz" -C "$WORK" twins
-fi
+# 3. held-out twins: set 4 (phase twins) and set 5 (phase twins5), with what is left less a margin
+twins() {  # phase group tarball
+  local tw=$(( $(left) - 20 ))
+  on "$1" && [ "$tw" -gt 20 ] || return 0
+  mkdir -p "$WORK/$1"
+  timeout -k 5 "$tw" python3 validation/twins.py --out "$WORK/$1" --group "$2" --deadline $(( $(date +%s) + tw - 25 )) \
+    > "$WORK/logs/twins_$2.txt" 2>&1
+  echo "twins $2 rc=$? at $(( $(date +%s) - T0 ))s"; grep '^\[twins\]' "$WORK/logs/twins_$2.txt"
+  python3 validation/twins.py --out "$WORK/$1" --manifest > "$WORK/logs/twins_manifest_$2.txt" 2>&1
+  tar czf "$OUTDIR/$3" -C "$WORK" --transform "s#^$1#twins#" "$1"
+}
+twins twins heldout4 twins_h4.tgz
+twins twins5 heldout5 twins_h5.tgz
 pack
 ls -la "$OUTDIR"
 echo "total wall $(( $(date +%s) - T0 ))s"

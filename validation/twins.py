@@ -341,6 +341,30 @@ RUNS += [
     Run("block_fp32_h4", "heldout4", R.build_block, dict(backend=None, B=8, H=8, S=512, D=64, bwd=True, dtype="fp32")),
     Run("block_bf16_h4", "heldout4", R.build_block, dict(backend=None, B=8, H=8, S=512, D=64, bwd=True, dtype="bf16")),
 ]
+# Fifth held-out set (group "heldout5", 2026-12-02), written after the fourth was read and before the second
+# sweep (backend_sweep.py --grid 2) was run: the head-dim, T5 and backend fixes at shapes neither sweep has
+LLAMA_H5 = dict(bwd=True, hidden=1536, heads=12, kv_heads=4, seq=1536, batch=2, layers=2)
+T5_H5 = dict(batch=2, enc_len=384, dec_len=96, bwd=True)
+BLOCK_H5 = dict(B=3, H=16, S=1536, D=80, bwd=True)
+RUNS += [
+    Run("headdim36_h5", "heldout5", R.build_block, dict(backend=None, D=36, B=2, H=24, S=1536, bwd=True)),
+    Run(
+        "headdim36_pad40_h5",
+        "heldout5",
+        R.build_block,
+        dict(backend=None, D=36, pad_to=40, B=2, H=24, S=1536, bwd=True),
+    ),
+    Run("headdim90_h5", "heldout5", R.build_block, dict(backend=None, D=90, B=4, H=8, S=2048, bwd=True)),
+    Run(
+        "headdim90_pad96_h5", "heldout5", R.build_block, dict(backend=None, D=90, pad_to=96, B=4, H=8, S=2048, bwd=True)
+    ),
+    Run("t5_eager_h5", "heldout5", R.build_t5, dict(attn="eager", **T5_H5)),
+    Run("t5_sdpa_contiguous_bias_h5", "heldout5", R.build_t5, dict(attn="sdpa", contiguous_bias=True, **T5_H5)),
+    Run("block_efficient_h5", "heldout5", R.build_block, dict(backend="efficient", **BLOCK_H5)),
+    Run("block_cudnn_h5", "heldout5", R.build_block, dict(backend="cudnn", **BLOCK_H5)),
+    Run("llama_eager_h5", "heldout5", W.build_hf_llama, dict(attn="eager", **LLAMA_H5)),
+    Run("llama_sdpa_h5", "heldout5", W.build_hf_llama, dict(attn="sdpa", **LLAMA_H5)),
+]
 RUN_BY_NAME = {r.name: r for r in RUNS}
 
 # (pair, rule, problem run, fix run, notes)
@@ -438,6 +462,17 @@ PAIRS += [
     ),
     ("memeff_to_flash_h4", "slow_backend", "block_efficient_h4", "block_flash_h4", "block S3072 D96 B2 H16"),
     ("fp32_to_bf16_h4", "dtype", "block_fp32_h4", "block_bf16_h4", "block S512 D64 B8 H8"),
+    ("headdim36_to_40_h5", "head_dim_alignment", "headdim36_h5", "headdim36_pad40_h5", "B2 H24 S1536 fwd+bwd"),
+    ("headdim90_to_96_h5", "head_dim_alignment", "headdim90_h5", "headdim90_pad96_h5", "B4 H8 S2048 fwd+bwd"),
+    (
+        "t5_eager_to_sdpa_contiguous_bias_h5",
+        "fused_attention",
+        "t5_eager_h5",
+        "t5_sdpa_contiguous_bias_h5",
+        "T5 batch 2, encoder 384, decoder 96, fwd+bwd: SDPA with the bias made contiguous",
+    ),
+    ("memeff_to_cudnn_h5", "slow_backend", "block_efficient_h5", "block_cudnn_h5", "block S1536 D80 B3 H16"),
+    ("llama_eager_to_sdpa_h5", "fused_attention", "llama_eager_h5", "llama_sdpa_h5", "HF Llama d1536 12/4 S1536 B2"),
 ]
 
 # ---------------------------------------------------------------------------
@@ -626,7 +661,7 @@ def manifest(out: str) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--group", default="", help="eager | compile | ddp | heldout2 | heldout3 | heldout4")
+    ap.add_argument("--group", default="", help="eager | compile | ddp | heldout2 | heldout3 | heldout4 | heldout5")
     ap.add_argument("--runs", default="", help="comma list of run names (debug)")
     ap.add_argument("--deadline", type=float, default=0.0, help="unix time after which no run is started")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")

@@ -4,9 +4,9 @@
 
 Writes
 
-    validation/results/backend_sweep/<date>/backend_sweep.json   (+ sweep.txt, the sweep's console)
+    validation/results/backend_sweep/<date>[-grid2]/backend_sweep.json
     validation/replay/results/<date>/replay_results.tgz          (replay_check.py reads it as it is)
-    validation/twins/<date>-h4/manifest.json and <run>/result.json
+    validation/twins/<date>-h4|-h5/manifest.json and <run>/result.json
     tests/data/twins/<run>/*.pt.trace.json.gz
     validation/round4/<date>/logs/                               (every phase's console)
 
@@ -32,26 +32,28 @@ def main() -> None:
     ap.add_argument("--date", required=True)
     ap.add_argument("outdir")
     a = ap.parse_args()
-    tmp = tempfile.mkdtemp()
-    for t in glob.glob(os.path.join(a.outdir, "*.tgz")):
-        if os.path.basename(t) != "replay_results.tgz":
-            _extract(t, tmp)
-    logs = os.path.join(HERE, "round4", a.date, "logs")
-    if os.path.isdir(os.path.join(tmp, "logs")):
-        shutil.copytree(os.path.join(tmp, "logs"), logs, dirs_exist_ok=True)
-    sweep = os.path.join(tmp, "sweep", "backend_sweep.json")
-    if os.path.exists(sweep):
-        dst = os.path.join(HERE, "results", "backend_sweep", a.date)
-        os.makedirs(dst, exist_ok=True)
-        shutil.copy(sweep, dst)
     replay = os.path.join(a.outdir, "replay_results.tgz")
     if os.path.exists(replay):
         dst = os.path.join(HERE, "replay", "results", a.date)
         os.makedirs(dst, exist_ok=True)
         shutil.copy(replay, dst)
-    if os.path.isdir(os.path.join(tmp, "twins")):
-        unpack_twins(os.path.join(tmp, "twins"), os.path.join(HERE, "twins", a.date + "-h4"))
-    shutil.rmtree(tmp)
+    for t in glob.glob(os.path.join(a.outdir, "*.tgz")):
+        name = os.path.basename(t)[: -len(".tgz")]
+        if name == "replay_results":
+            continue
+        tmp = tempfile.mkdtemp()
+        _extract(t, tmp)
+        if os.path.isdir(os.path.join(tmp, "logs")):
+            shutil.copytree(os.path.join(tmp, "logs"), os.path.join(HERE, "round4", a.date, "logs"), dirs_exist_ok=True)
+        for grid in ("sweep", "sweep2"):  # the second grid's rows under <date>-grid2
+            sweep = os.path.join(tmp, grid, "backend_sweep.json")
+            if os.path.exists(sweep):
+                dst = os.path.join(HERE, "results", "backend_sweep", a.date + ("-grid2" if grid == "sweep2" else ""))
+                os.makedirs(dst, exist_ok=True)
+                shutil.copy(sweep, dst)
+        if name.startswith("twins_h") and os.path.isdir(os.path.join(tmp, "twins")):
+            unpack_twins(os.path.join(tmp, "twins"), os.path.join(HERE, "twins", f"{a.date}-{name[len('twins_') :]}"))
+        shutil.rmtree(tmp)
     print(
         "next: python validation/backend_table.py; python3 validation/replay_check.py validation/replay_traces.txt "
         f"validation/replay/results/{a.date}/replay_results.tgz; python validation/advice_twins.py --manifest "

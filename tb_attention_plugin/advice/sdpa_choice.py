@@ -210,30 +210,26 @@ def table_mask(x: Inputs) -> str:
 
 
 def rate(backend: str, pas: str, x: Inputs, arch: Optional[str]) -> Optional[tuple[float, dict[str, Any]]]:
-    """The measured FLOP rate (FLOP/s) of ``backend`` in pass ``pas`` at these inputs, and the rows it
-    comes from: the table's rows of the same backend, pass, dtype and mask kind (else the nearest kind),
-    interpolated over the :data:`NEAREST_ROWS` nearest in query and key length, batch·heads and head dim.
+    """The measured FLOP rate (FLOP/s, on this call's FLOPs) of ``backend`` in pass ``pas`` at these
+    inputs, and the rows it comes from.
 
-    The rate is per *bucketed* head dim (see :func:`predict`): a row at a head dim between kernel
-    buckets ran the next bucket's work, so each row's rate is taken at its bucket before averaging."""
+    The rows: the table's of the same backend, pass, dtype and mask kind (else the nearest kind), at
+    the smallest measured head dim at or above the call's — kernels are built for a few head dims and
+    pad a head dim up to the next one (the sweep shows it: cuDNN runs D 80 and D 104 in the time of
+    D 128, flash D 104 slower than D 128), so the call costs what the row costs per query-key pair —
+    interpolated (inverse-distance weights) over the :data:`NEAREST_ROWS` nearest in query length, key
+    length and batch·heads, in octaves (a small batch leaves SMs idle: its time per pair is higher)."""
     dt = "bf16" if x.dtype in ("bf16", "fp16") else x.dtype
     return _rate(backend, pas, dt, table_mask(x), x.d, x.sq, x.sk, x.b * x.h, x.mask_batched, arch)
 
 
-def _distance(r: dict[str, Any], d: int, sq: int, sk: int, bh: int) -> float:
-    """How far a table row is from a call: octaves of query length, key length and (half-weighted)
-    batch·heads, and head dim in kernel buckets."""
+def _distance(r: dict[str, Any], sq: int, sk: int, bh: int) -> float:
+    """How far a table row is from a call, in octaves of query length, key length and batch·heads."""
     return (
         abs(math.log2(max(1, r["sq"]) / max(1, sq)))
         + abs(math.log2(max(1, r["sk"]) / max(1, sk)))
-        + 0.5 * abs(math.log2(max(1, r["b"] * r["h"]) / max(1, bh)))
-        + abs(r["d"] - d) / KERNEL_HEAD_DIM_STEP
+        + abs(math.log2(max(1, r["b"] * r["h"]) / max(1, bh)))
     )
-
-
-def bucket(d: int) -> int:
-    """The head dim a fused kernel runs ``d`` as (kernels are built per multiple of 32)."""
-    return -(-d // KERNEL_HEAD_DIM_STEP) * KERNEL_HEAD_DIM_STEP
 
 
 @functools.lru_cache(maxsize=4096)  # a trace repeats its calls every step: one look per distinct key
@@ -260,26 +256,28 @@ def _rate(
     same = same or rows
     if kind in ("float", "float_grad", "bool"):  # a bias per batch and head, or broadcast over the batch
         same = [r for r in same if bool(r.get("mask_batched")) == batched] or same
-    near = sorted(same, key=lambda r: _distance(r, d, sq, sk, bh))[:NEAREST_ROWS]
-    dist = [_distance(r, d, sq, sk, bh) for r in near]
+    dims = sorted({r["d"] for r in same})
+    dc = next((e for e in dims if e >= d), dims[-1])
+    near = sorted((r for r in same if r["d"] == dc), key=lambda r: _distance(r, sq, sk, bh))[:NEAREST_ROWS]
+    dist = [_distance(r, sq, sk, bh) for r in near]
     weights = [1.0 / (e + 0.05) ** 2 for e in dist]
-    # each row's rate at its bucketed head dim: its FLOPs as the kernel ran them
-    rates = [r["flops"] * bucket(r["d"]) / r["d"] / (r["time_us"] * 1e-6) for r in near]
-    rt = sum(w * x for w, x in zip(weights, rates)) / sum(weights)
+    # a row's time per query-key pair, on the call's FLOPs (a head dim above every row's: time ∝ head dim)
+    per_flop = min(1.0, d / dc)
+    rates = [r["flops"] * per_flop / (r["time_us"] * 1e-6) for r in near]
+    rt = sum(w * e for w, e in zip(weights, rates)) / sum(weights)
     r0 = near[0]
     return rt, {
-        "d": r0["d"],
+        "d": dc,
         "mask": r0["mask"],
         "sq": r0["sq"],
         "sk": r0["sk"],
         "bh": r0["b"] * r0["h"],
-        "exact": dist[0] == 0.0,
-        "workloads": sorted({r["workload"] for r in near}),
-        "tflops": round(rt * d / bucket(d) / 1e12, 1),
+        "exact": dist[0] == 0.0 and dc == d,
+        "workloads": [r["workload"] for r in near],
+        "tflops": round(rt / 1e12, 1),
     }
 
 
-KERNEL_HEAD_DIM_STEP = 32  # the head-dim buckets fused kernels are instantiated for (flash: 32, 64, 96, 128...)
 MASK_WORDS = {"causal": "causal", "none": "no mask", "bool": "a bool mask", "float": "a float bias"}
 MASK_WORDS["float_grad"] = "a float bias with its gradient"
 
@@ -292,17 +290,19 @@ def predict(backend: str, pas: str, x: Inputs, run: Run, arch: Optional[str]) ->
     got = rate(backend, pas, x, arch)
     if got is not None:
         rt, src = got
-        # fused kernels are built per head-dim bucket (multiples of 32) and run a head dim between
-        # buckets as the next one: the work of that head dim at the measured (bucketed) rate
-        tile_d = bucket(x.d)
-        t = fl * (tile_d / x.d) / rt
+        t = fl / rt
         mask_words = MASK_WORDS.get(src["mask"], src["mask"])
-        at = f"S {src['sq']}x{src['sk']}, D {src['d']}, {src['bh']} batch·heads, {mask_words}"
+        at = f"S {src['sq']}x{src['sk']}, {src['bh']} batch·heads, {mask_words}"
         note = (
             f"{LABELS.get(backend, backend)} {pas} at {src['tflops']:g} TFLOP/s ("
-            + ("measured at these shapes" if src["exact"] else f"interpolated from the measured rows nearest {at}")
-            + f": {', '.join(src['workloads'][:2])}{' …' if len(src['workloads']) > 2 else ''})"
-            + (f", run as head dim {tile_d}" if tile_d != x.d else "")
+            + (
+                "measured at these shapes"
+                if src["exact"]
+                else f"measured at head dim {src['d']}"
+                + (" (the next measured at or above this call's)" if src["d"] != x.d else "")
+                + f", interpolated from the rows nearest {at}"
+            )
+            + f": {'; '.join(src['workloads'][:2])}{' …' if len(src['workloads']) > 2 else ''})"
         )
         source = "table"
     else:

@@ -53,6 +53,9 @@ PHASE_LABELS: dict[str, str] = {p.key: p.label for p in _PHASES}
 PHASE_COLORS: dict[str, str] = {p.key: p.color for p in _PHASES}
 CORE_PHASES: frozenset[str] = frozenset(p.key for p in _PHASES if p.core)
 UNFUSED_CORE_PHASES: frozenset[str] = CORE_PHASES - {"fused_attention"}
+# What one fused SDPA kernel replaces: the score matmul, its elementwise steps and PV. A position bias
+# is still computed (and learned) beside it, and the kernel reads it as attn_mask.
+FUSABLE_PHASES: frozenset[str] = frozenset({"qk_matmul", "scale", "mask", "softmax", "dropout", "pv_matmul"})
 # The order a layer runs them in (comparisons list phases this way).
 FLOW_ORDER: tuple[str, ...] = (
     "qkv_proj",

@@ -40,6 +40,7 @@ from ..attention import backends as B, patterns as P
 from ..attention.tagger import Tagging, call_numbers
 from ..roofline.cost import SDPA_SCHEMAS, flex_qkv, looks_like_flex
 from ..trace.correlate import Links
+from ..trace.jagged import JaggedLengths
 from ..trace.records import OP, Trace
 from ..trace.shapes import SCALAR_TYPE_CODES, Arg, parse_args
 
@@ -157,6 +158,7 @@ class _Reader:
         self.kind, self.name_id, self.sig, self.ts = R["kind"], R["name"], R["sig"], R["ts_ns"]
         self.names = trace.strings
         self._args: dict[int, list[Arg]] = {}
+        self.jagged = JaggedLengths(trace)
 
     def name(self, r: int) -> str:
         return str(self.names[int(self.name_id[r])])
@@ -476,11 +478,32 @@ def _varlen(rd: _Reader, inst: int, top: int, r: int) -> Optional[Occurrence]:
             "head_dim": qd[2],
             "layout": "packed [T, H, D]",
         },
-        "notes": [
+        "notes": [],
+    }
+    det = sig["detail"]
+    for side, total in (("q", qd[0]), ("k", kd[0])):
+        n, longest = det["sequences"], det[f"max_{side}"]
+        if not longest:
+            continue
+        lens = rd.jagged.sequence_lengths(n, total, longest)
+        if lens:
+            det[f"lengths_{side}"] = list(lens)
+        else:
+            lo = rd.jagged.shortest(n, total, longest)
+            if lo:
+                det[f"min_{side}"] = lo
+    if det.get("lengths_q"):
+        sig["notes"].append("the sequence lengths are the recorded pieces of the nested tensor built in the step")
+    elif det.get("min_q"):
+        sig["notes"].append(
+            "the sequence lengths are not recorded (their number, total, shortest and longest are): the replay "
+            "spreads them evenly from the shortest to the longest"
+        )
+    else:
+        sig["notes"].append(
             "the sequence lengths are not recorded (only their number, total and maximum): the replay spreads "
             "them evenly from 2 x mean - maximum up to the maximum"
-        ],
-    }
+        )
     if rd.name(top) == "aten::scaled_dot_product_attention":
         sig["notes"].append("called through scaled_dot_product_attention on nested (jagged) tensors")
     return Occurrence(inst, sig, tops={top})

@@ -317,8 +317,15 @@ class Call:
         s, torch, det = self.spec, self.torch, self.det
         n, tq, tk = det["sequences"], det["total_q"], det["total_k"]
         h, hk, d = det["heads"], det["kv_heads"], det["head_dim"]
-        self.lens_q = _lengths(n, tq, det.get("max_q") or -(-tq // n))
-        self.lens_k = _lengths(n, tk, det.get("max_k") or -(-tk // n)) if tk != tq else list(self.lens_q)
+
+        # the recorded lengths where the trace has them, else spread between its shortest and longest
+        def lens(side, total):
+            got = det.get(f"lengths_{side}")
+            longest = det.get(f"max_{side}") or -(-total // n)
+            return list(got) if got else _lengths(n, total, longest, det.get(f"min_{side}"))
+
+        self.lens_q = lens("q", tq)
+        self.lens_k = lens("k", tk) if tk != tq else list(self.lens_q)
         dev = self.device
         self.off_q = torch.tensor([0] + _cumsum(self.lens_q), device=dev, dtype=torch.int64)
         self.off_k = torch.tensor([0] + _cumsum(self.lens_k), device=dev, dtype=torch.int64)
@@ -626,21 +633,23 @@ def _dense_stride_like(shape, stride):
     return [0 if (s == 0 and n != 1) else f for n, s, f in zip(shape, stride, full)]
 
 
-def _lengths(n, total, longest):
+def _lengths(n, total, longest, shortest=None):
     """n sequence lengths summing to ``total`` with the longest ``longest`` (the lengths themselves
-    are not recorded): spread evenly from 2 x mean - longest up to longest; when that would go below
-    one token, one sequence of the longest and the rest equal."""
+    are not recorded): spread evenly from the shortest (when the trace has it, else 2 x mean -
+    longest) up to longest, then nudged to the total; when that would go below one token, one
+    sequence of the longest and the rest equal."""
     longest = max(1, min(longest, total))
     if n <= 1:
         return [total]
-    lo = 2.0 * total / n - longest
+    lo = float(shortest) if shortest and 1 <= shortest <= longest else 2.0 * total / n - longest
     if lo >= 1:
         xs = [int(round(lo + (longest - lo) * i / (n - 1))) for i in range(n)]
         xs[-1] = longest
         diff = total - sum(xs)
         i = 0
+        first = 1 if shortest and n > 2 else 0  # a recorded shortest stays as it is
         while diff and i < 4 * n * (abs(diff) + 1):
-            j = i % (n - 1)
+            j = first + i % (n - 1 - first)
             step = 1 if diff > 0 else -1
             if 1 <= xs[j] + step <= longest:
                 xs[j] += step

@@ -18,10 +18,10 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ...attention import patterns as P
+from ...attention.vocabulary import FUSABLE_PHASES
 from ...formats import rounded as _r, us as _us
 from ..base import (
     GPU,
-    ITEMSIZE,
     MIN_SHARE,
     Finding,
     Rule,
@@ -53,7 +53,8 @@ out = F.scaled_dot_product_attention(q, k, v, is_causal=True)        # a causal 
 
 def check(run: Run) -> Any:
     math_ids = run.math_kernel_ids()
-    rows = [k for k in run.k if k["phase"] in P.UNFUSED_CORE_PHASES and k["id"] not in math_ids]
+    # what a fused kernel replaces (not a position bias: it is still computed, and read as attn_mask)
+    rows = [k for k in run.k if k["phase"] in FUSABLE_PHASES and k["id"] not in math_ids]
     unfused = total(rows)
     if unfused <= 0:
         return Silent("no unfused core attention (QK^T, softmax, PV as separate kernels) outside SDPA")
@@ -79,7 +80,8 @@ def check(run: Run) -> Any:
         rows = rows + copies
         unfused = total(rows)
     mask = _mask_kind(run, rows)
-    x, fwd_fl, io = _inputs(run, rows, dtype, mask)
+    x, shape_flops = _inputs(run, rows, dtype, mask)
+    fwd_fl = sum(shape_flops.values())
     arch = arch_of(run)
     t_fwd = total(k for k in rows if k["direction"] == "forward")
     t_bwd = unfused - t_fwd
@@ -102,7 +104,7 @@ def check(run: Run) -> Any:
             + "; ".join(f"{LABELS[b]}: {w}" for b, w in passed_fixed.items())
             + ")"
         )
-    pred = _predict_all(run, be, fixed_x, fwd_fl, io, t_fwd > 0, t_bwd > 0, arch)
+    pred = _predict_all(run, be, fixed_x, shape_flops, mask["kind"], t_fwd > 0, t_bwd > 0, arch)
     if pred is None:
         return Silent("the fused time cannot be predicted: no FLOPs or no peak for this GPU")
     fused_us, notes = pred
@@ -112,7 +114,7 @@ def check(run: Run) -> Any:
         if as_is == "math":  # as written, SDPA brings no fused kernel: no gain to claim for it
             as_is_ev = {"backend": "math", "predicted_us": None, "gain_us": 0.0}
         else:
-            p0 = _predict_all(run, as_is, x, fwd_fl, io, t_fwd > 0, t_bwd > 0, arch)
+            p0 = _predict_all(run, as_is, x, shape_flops, mask["kind"], t_fwd > 0, t_bwd > 0, arch)
             as_is_ev = {
                 "backend": as_is,
                 "predicted_us": _r(p0[0]) if p0 else None,
@@ -254,30 +256,32 @@ def _mask_kind(run: Run, rows: list[dict]) -> dict[str, Any]:
     return seen
 
 
-def _inputs(run: Run, rows: list[dict], dtype: Optional[str], mask: dict) -> tuple[Optional[Inputs], float, float]:
-    """The dispatcher's inputs of the equivalent SDPA call, the forward matmul FLOPs and the bytes of
-    q, k, v and the output over the trace."""
-    item = ITEMSIZE.get(dtype or "", 2)
-    fwd_fl, io = 0.0, 0.0
-    per_inst: set = set()
+Shape = tuple[int, int, int, int]  # (batch·heads, Sq, Sk, head dim) of one call's QK^T
+
+
+def _inputs(
+    run: Run, rows: list[dict], dtype: Optional[str], mask: dict
+) -> tuple[Optional[Inputs], dict[Shape, float]]:
+    """The dispatcher's inputs of the equivalent SDPA call (the first call's shapes) and the forward
+    matmul FLOPs of each distinct call shape (an encoder-decoder has three: its calls run at very
+    different rates)."""
+    per_inst: dict[tuple, Shape] = {}
+    flops: dict[Shape, float] = {}
     first: Optional[dict] = None
+    pending: list[tuple[tuple, float]] = []
     for k in rows:
         if k["direction"] == "forward" and k["phase"] in ("qk_matmul", "pv_matmul") and k["flops"]:
-            fwd_fl += k["flops"]
             cd = k.get("cost_detail") or {}
             key = (k["instance"], k["phase"])
-            if key not in per_inst and {"m", "n", "k"} <= set(cd):
-                per_inst.add(key)
-                b = cd.get("batch", 1)
-                io += (
-                    item * b * (cd["m"] * cd["k"] + cd["k"] * cd["n"])
-                    if k["phase"] == "qk_matmul"
-                    else item * b * (cd["k"] * cd["n"] + cd["m"] * cd["n"])
-                )
-                if k["phase"] == "qk_matmul" and first is None:
-                    first = cd
+            if {"m", "n", "k"} <= set(cd) and key not in per_inst and k["phase"] == "qk_matmul":
+                per_inst[key] = (int(cd.get("batch", 1)), int(cd["m"]), int(cd["n"]), int(cd["k"]))
+                first = first or cd
+            pending.append(((k["instance"], "qk_matmul"), float(k["flops"])))
     if first is None:
-        return None, fwd_fl, io
+        return None, {}
+    for key, fl in pending:  # a call's PV FLOPs go with its QK^T's shape
+        shp = per_inst.get(key) or (int(first.get("batch", 1)), int(first["m"]), int(first["n"]), int(first["k"]))
+        flops[shp] = flops.get(shp, 0.0) + fl
     x = Inputs(
         dtype=dtype,
         b=1,
@@ -296,26 +300,47 @@ def _inputs(run: Run, rows: list[dict], dtype: Optional[str], mask: dict) -> tup
         enable_gqa=None,
         backward=run.has_backward,
     )
-    return x, fwd_fl, io
+    return x, flops
+
+
+def _at_shape(x: Inputs, shp: Shape, mask_kind: str) -> Inputs:
+    """``x`` at another call shape: a causal mask stays causal on square calls only (SDPA's is_causal
+    with Sq ≠ Sk is another alignment; the fused kernel then reads no mask)."""
+    bh, sq, sk, d = shp
+    kind = x.mask if x.mask in ("bool", "float") else ("causal" if mask_kind == "causal" and sq == sk else "none")
+    return Inputs(**dict(x.__dict__, h=bh, hk=bh, sq=sq, sk=sk, d=d, dv=d, mask=kind))
 
 
 def _predict_all(
-    run: Run, be: Optional[str], x: Optional[Inputs], fwd_fl: float, io: float, fwd: bool, bwd: bool, arch: Any
+    run: Run,
+    be: Optional[str],
+    x: Optional[Inputs],
+    flops: dict[Shape, float],
+    mask_kind: str,
+    fwd: bool,
+    bwd: bool,
+    arch: Any,
 ) -> Optional[tuple[float, list[str]]]:
-    """The fused time of all the calls on backend ``be``: the trace's forward FLOPs (half when causal:
-    the fused kernel skips the masked half) at the backend's measured rate, and the backward's."""
-    if be is None or x is None or not fwd_fl:
+    """The fused time of all the calls on backend ``be``: per distinct call shape, the trace's forward
+    FLOPs at that shape (half when causal: the fused kernel skips the masked half) at the backend's
+    measured rate there, and the backward's."""
+    if be is None or x is None or not flops:
         return None
-    scale = fwd_fl / max(1.0, _full_flops(x))  # the calls in the trace, as multiples of one call
     out, notes = 0.0, []
-    for pas, on in (("forward", fwd), ("backward", bwd)):
-        if not on:
-            continue
-        p = predict_once(be, pas, x, run, arch)
-        if p is None:
-            return None
-        out += p.time_us * scale
-        notes.append(p.note)
+    for shp, fl in sorted(flops.items(), key=lambda e: -e[1]):
+        xs = _at_shape(x, shp, mask_kind)
+        scale = fl / max(1.0, _full_flops(xs))  # the calls of this shape, as multiples of one call
+        for pas, on in (("forward", fwd), ("backward", bwd)):
+            if not on:
+                continue
+            p = predict_once(be, pas, xs, run, arch)
+            if p is None:
+                return None
+            out += p.time_us * scale
+            if p.note not in notes:
+                notes.append(p.note)
+    if len(flops) > 1:
+        notes.insert(0, f"{len(flops)} call shapes, each at its own rate")
     return out, notes
 
 

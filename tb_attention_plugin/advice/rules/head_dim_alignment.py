@@ -3,9 +3,11 @@
 Premise: a head dim (SDPA's recorded inputs, or the contraction size of an eager QK^T matmul) that is
 not a multiple of 8. Estimate (attention GPU time, whole trace):
 
-* SDPA calls: their kernel time (with the pads and copies the backend makes) less the predicted time
-  of the backend the dispatcher picks at the padded head dim (sdpa_choice.py: cuDNN and
-  mem-efficient reject unaligned head dims, flash pads them internally), on the padded FLOPs;
+* SDPA calls: their attention kernels' time less the predicted time of the backend the dispatcher
+  picks at the padded head dim (sdpa_choice.py: cuDNN and mem-efficient reject unaligned head dims,
+  flash pads them internally), on the padded FLOPs. The pad and copy kernels SDPA makes around the
+  kernel are not in the gain: the fix as written (``F.pad`` of q/k/v per call, recorded by the twins
+  ``headdim*_pad*``) makes the same copies; the detail names them as what an aligned head count removes;
 * eager QK^T / PV matmuls: their time less the padded FLOPs at the rate the trace's own aligned
   attention GEMMs (the projections) reach; null when the trace has none.
 """
@@ -40,6 +42,7 @@ def check(run: Run) -> Any:
     dims: dict = {}
     seen: set = set()
     gain: Optional[float] = 0.0
+    copies = 0.0  # the SDPA calls' pad and copy kernels (they stay with a per-call F.pad)
     notes: list[str] = []
     w = WhatIf()
     for c in run.sdpa_calls():
@@ -56,6 +59,11 @@ def check(run: Run) -> Any:
         if s["d"] % HEAD_DIM_ALIGN == 0 and s["dv"] % HEAD_DIM_ALIGN == 0:
             continue
         bwd = any(k["direction"] == "backward" for k in rows)
+        # the pads and copies around the kernel stay when q/k/v are padded per call (F.pad): only the
+        # attention kernels are replaced by the padded call's
+        fused = [k for k in rows if k["phase"] == "fused_attention"] or rows
+        tf = total(fused)
+        copies += t - tf
         x = inputs_of_call(c, bwd)
         if x is None or gain is None:
             gain = None
@@ -73,9 +81,9 @@ def check(run: Run) -> Any:
             if note not in notes:
                 notes.append(note)
         if gain is not None:
-            gain += max(0.0, t - pt)
-            for k in rows:
-                w.dur[k["id"]] = (k["dur_us"] or 0.0) * min(1.0, pt / t) if t else 0.0
+            gain += max(0.0, tf - pt)
+            for k in fused:
+                w.dur[k["id"]] = (k["dur_us"] or 0.0) * min(1.0, pt / tf) if tf else 0.0
             if LABELS.get(be) and f"padded: {LABELS[be]}" not in notes:
                 notes.append(f"padded: {LABELS[be]}")
     eager = []
@@ -119,6 +127,11 @@ def check(run: Run) -> Any:
     )
     if gain is not None:
         detail += f" Padded to {', '.join(str(_pad(d)) for d in sorted(bad))}: ~{_us(gain)} less ({'; '.join(notes)})."
+    if copies > 0:
+        detail += (
+            f" The calls' pad and copy kernels ({_us(copies)}) stay when q/k/v are padded per call; an aligned "
+            f"head count, or projection weights padded with zero rows, removes them too (not in the estimate)."
+        )
     return Finding(
         detail=detail,
         evidence={
@@ -127,6 +140,7 @@ def check(run: Run) -> Any:
                 for d, e in sorted(bad.items())
             },
             "time_us": _r(t_all),
+            "copies_us": _r(copies),
             "prediction": notes,
         },
         how=(

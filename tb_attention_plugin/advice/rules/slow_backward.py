@@ -1,9 +1,11 @@
 """Backward attention much slower than its forward → what makes it so.
 
 Premise: core attention's backward takes more than 1.4× the backward/forward ratio that is normal
-for its implementation — the measured single-GPU ratio of the backend in the backend table
-(FlashAttention 2.6–2.7×, cuDNN 2.6–3.0×, mem-efficient 3.0×, math 1.1–1.3× on the H200), else
-2.5× (the FLOP ratio) — for ≥ 1 % of attention time, and its backward kernels do not overlap
+for its implementation — the single-GPU ratio the backend table predicts at the trace's own SDPA
+calls (the sweep measured 2.3–9× over its shapes: small sequences and batches run the backward
+relatively slower), else the backend's mean over the table's unmasked shapes (FlashAttention 3.0×,
+cuDNN 3.4×, mem-efficient 3.7×, math 1.1–1.3× on the H200), else 2.5× (the FLOP ratio) — for ≥ 1 %
+of attention time, and its backward kernels do not overlap
 collective communication (a DDP rank's backward shares the GPU with NCCL: that is contention, not
 the kernel). FlexAttention gets its own fix (its kernel options), not SDPA's.
 
@@ -19,7 +21,7 @@ from ...formats import rounded as _r, us as _us
 from ..base import GPU, MIN_SHARE, Finding, Rule, Silent, group_kernels, phase_rows, total
 from ..replay import WhatIf
 from ..run import Run, is_flex
-from ..sdpa_choice import _rows, arch_of
+from ..sdpa_choice import _rows, arch_of, inputs_of_call, predict_once
 
 BACKWARD_FLOP_RATIO = 2.5  # fused backward FLOPs / forward FLOPs
 BACKWARD_SLACK = 1.4  # fire above the normal ratio × 1.4
@@ -38,16 +40,47 @@ def normal_ratio(backend: Optional[str], arch: Optional[str]) -> tuple[float, st
     """The backward/forward time ratio the measured table gives this backend on this GPU family
     (mean over its shapes), else the FLOP ratio."""
     if backend:
-        rows = _rows(arch)
-        fw = {(r["mask"], r["d"]): r["time_us"] for r in rows if r["backend"] == backend and r["pass"] == "forward"}
+        rows = [r for r in _rows(arch) if r["backend"] == backend and r["mask"] in ("none", "causal")]
+        fw: dict[tuple, list[float]] = {}
+        for r in rows:
+            if r["pass"] == "forward":
+                fw.setdefault(_shape_key(r), []).append(r["time_us"])
+        # each backward against the forward of the same shapes (the mean of its forward rows)
         ratios = [
-            r["time_us"] / fw[(r["mask"], r["d"])]
+            r["time_us"] * len(fw[_shape_key(r)]) / sum(fw[_shape_key(r)])
             for r in rows
-            if r["backend"] == backend and r["pass"] == "backward" and (r["mask"], r["d"]) in fw
+            if r["pass"] == "backward" and _shape_key(r) in fw
         ]
         if ratios:
             return sum(ratios) / len(ratios), f"{backend} on this GPU family (measured table)"
     return BACKWARD_FLOP_RATIO, "the FLOP ratio of a fused backward"
+
+
+def _ratio_at_calls(run: Run, backend: Optional[str], arch: Optional[str]) -> Optional[tuple[float, str]]:
+    """The backward/forward ratio the measured table predicts for ``backend`` at the trace's own SDPA
+    calls (weighted by their forward time): it ranges 2.3-9x over the table's shapes, so a mean over
+    shapes misjudges a call at a shape far from it."""
+    if backend not in ("flash", "efficient", "cudnn"):
+        return None
+    num = den = 0.0
+    for c in run.sdpa_calls():
+        x = inputs_of_call(c, True)
+        if x is None:
+            continue
+        pf = predict_once(backend, "forward", x, run, arch)
+        pb = predict_once(backend, "backward", x, run, arch)
+        if pf is None or pb is None or pf.source != "table" or pf.time_us <= 0:
+            continue
+        w = total(k for k in run.call_rows(c) if k["direction"] == "forward") or pf.time_us
+        num += w * pb.time_us / pf.time_us
+        den += w
+    if den <= 0:
+        return None
+    return num / den, f"{backend} at these calls' shapes (measured table)"
+
+
+def _shape_key(r: dict) -> tuple:
+    return (r["mask"], bool(r.get("mask_batched")), r["d"], r["b"], r["h"], r["sq"], r["sk"], r["dtype"])
 
 
 def _backend(rows: list[dict]) -> Optional[str]:
@@ -81,7 +114,7 @@ def check(run: Run) -> Any:
             if kind == "fused"
             else ("math" if run.math_kernel_ids() & {k["id"] for k in members} else None)
         )
-        ratio, basis = normal_ratio(be, arch)
+        ratio, basis = (_ratio_at_calls(run, be, arch) if kind == "fused" else None) or normal_ratio(be, arch)
         limit = ratio * BACKWARD_SLACK
         checked.append(f"{kind} backward {b / f:.1f}x forward (normal {ratio:.1f}x: {basis})")
         if b > limit * f and b >= MIN_SHARE * run.att_time:
