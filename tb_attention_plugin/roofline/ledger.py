@@ -86,8 +86,8 @@ _TILE_NAMES: tuple[tuple[re.Pattern[str], int, int], ...] = (
 # forward kernels (``..._sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x<D>_...``) computed the
 # queries in 128-row blocks on the H200 (Nsight Compute's tensor counts, 2026-12-02: 4000 queries
 # executed 4096 rows, 16 queries 128 rows), while their causal skipping follows the named 64-row
-# tile (S = 4096 causal, 2026-12-01: exact at 64 rows). Applied where no mask decides the tiles;
-# under a mask, rows past the sequence's last tile are not counted (not measured).
+# tile (S = 4096 causal, 2026-12-01: exact at 64 rows). Applied to calls without a mask (measured);
+# with a mask (causal, window, a mask tensor) it is not applied: not measured there.
 _ROW_BLOCK_NAMES: tuple[tuple[re.Pattern[str], int], ...] = ((re.compile(r"_sdpa_sm90_flash_fprop_wgmma_"), 128),)
 
 
