@@ -711,12 +711,20 @@ def ledger_line(rep: dict) -> Optional[str]:
         if fp8
         else ""
     )
+    # Flex calls whose block counts the trace lacks: how to record them (docs/cost-model.md, Block masks)
+    no_counts = any(c.get("executed_basis") == "dense (block counts not recorded)" for c in led.get("calls") or [])
+    hint = (
+        ". Flex block counts are not in the trace: record_function(flex_blocks_name(block_mask)) around the "
+        "call records them (tb_attention_plugin.roofline.ledger)"
+        if no_counts
+        else ""
+    )
     return (
         f"FLOPs ledger (attention): useful {est(_flops(led['useful']), False, not exact)}, "
         f"executed {est(_flops(led['executed']), True, bool(led.get('executed_upper_bound')))}, "
         f"dense {_flops(led['dense'])}; attention MFU: useful {m('useful')}, "
         f"executed {m('executed')}, dense {m('dense')} (roof {peaks or MISSING}); "
-        f"HFU of the GPU span {hfu_mark}{pct(hfu)}{fp8_text}"
+        f"HFU of the GPU span {hfu_mark}{pct(hfu)}{fp8_text}{hint}"
     )
 
 

@@ -5,6 +5,7 @@ import contextlib
 import dataclasses
 import glob
 import os
+import types
 
 import pytest
 
@@ -388,6 +389,20 @@ def test_flex_blocks_annotation_parsing_and_checks():
     per_bh = 74 * 128 * 128
     assert c.executed == 2 * 16 * 256 * per_bh and c.useful == c.executed and not c.useful_exact
     assert c.useful_low == 2 * 16 * 256 * 58 * 128 * 128
+
+    # the helper a user calls on a BlockMask writes what the parser reads (a stand-in mask: no torch here)
+    class T:
+        def __init__(self, shape, total):
+            self.shape, self.total = shape, total
+
+        def sum(self):
+            return self.total
+
+    mask = types.SimpleNamespace(
+        kv_num_blocks=T((2, 1, 32), 64), full_kv_num_blocks=T((2, 1, 32), 232), kv_indices=T((2, 1, 32, 32), 0),
+        BLOCK_SIZE=(128, 128),
+    )  # fmt: skip
+    assert L.parse_flex_blocks(L.flex_blocks_name(mask)) == L.RecordedBlocks(64, 232, 2, 1, 32, 32, (128, 128))
     # another grid, another block size, a mask batch that does not divide the call's, too many blocks
     assert L.with_recorded_blocks(g, dataclasses.replace(rb, q_blocks=16)) is None
     assert L.with_recorded_blocks(g, dataclasses.replace(rb, block=(64, 128))) is None

@@ -30,7 +30,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -86,8 +86,8 @@ _TILE_NAMES: tuple[tuple[re.Pattern[str], int, int], ...] = (
 # forward kernels (``..._sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x<D>_...``) computed the
 # queries in 128-row blocks on the H200 (Nsight Compute's tensor counts, 2026-12-02: 4000 queries
 # executed 4096 rows, 16 queries 128 rows), while their causal skipping follows the named 64-row
-# tile (S = 4096 causal, 2026-12-01: exact at 64 rows). Applied where no mask decides the tiles;
-# under a mask, rows past the sequence's last tile are not counted (not measured).
+# tile (S = 4096 causal, 2026-12-01: exact at 64 rows). Applied to calls without a mask (measured);
+# with a mask (causal, window, a mask tensor) it is not applied: not measured there.
 _ROW_BLOCK_NAMES: tuple[tuple[re.Pattern[str], int], ...] = ((re.compile(r"_sdpa_sm90_flash_fprop_wgmma_"), 128),)
 
 
@@ -449,6 +449,26 @@ class RecordedBlocks:
     q_blocks: Optional[int] = None
     kv_blocks: Optional[int] = None
     block: Optional[tuple[int, int]] = None
+
+
+def flex_blocks_name(block_mask: Any) -> str:
+    """The record_function name of the convention for a FlexAttention ``BlockMask`` (duck-typed:
+    ``kv_num_blocks``, ``full_kv_num_blocks``, ``kv_indices``, ``BLOCK_SIZE``; no torch import)::
+
+        from tb_attention_plugin.roofline.ledger import flex_blocks_name
+        tag = flex_blocks_name(block_mask)          # once per mask: it reads two sums
+        with torch.profiler.record_function(tag):
+            out = flex_attention(q, k, v, block_mask=block_mask)
+    """
+    kv = block_mask.kv_num_blocks
+    full = getattr(block_mask, "full_kv_num_blocks", None)
+    mb, mh, nq = (int(x) for x in kv.shape)
+    nk = int(block_mask.kv_indices.shape[-1])
+    bq, bk = (int(x) for x in block_mask.BLOCK_SIZE)
+    p = int(kv.sum())
+    f = int(full.sum()) if full is not None else 0
+    grid = f"mask_bh={mb}x{mh},q_blocks={nq},kv_blocks={nk},block={bq}x{bk}"
+    return f"{FLEX_BLOCKS_ANNOTATION}partial={p},full={f},{grid}"
 
 
 def parse_flex_blocks(name: str) -> Optional[RecordedBlocks]:
