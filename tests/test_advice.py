@@ -130,7 +130,7 @@ def test_fuse_attention_predicts_the_backend_sdpa_would_pick(reports):
     assert 0 < ev["fused_estimate_us"] < ev["time_us"]
     assert a["gpu_gain_us"] == pytest.approx(ev["time_us"] - ev["fused_estimate_us"], abs=0.02)
     assert (
-        "TFLOP/s (measured at head dim 128, interpolated from the rows nearest" in a["detail"]
+        "TFLOP/s (measured table: rows nearest S 2048x2048, D 128" in a["detail"]
         and "scaled_dot_product_attention" in a["how"]
     )
     assert "is_causal=True if the mask" in a["how"] and "dropout_p=" in a["how"]

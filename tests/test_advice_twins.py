@@ -23,7 +23,7 @@ with open(T.PAIRS) as f:
 # the first recording and the second held-out one (written after the rules were changed)
 RECORDED = [
     os.path.join(ROOT, "validation", "twins", d, "manifest.json")
-    for d in ("2026-12-01", "2026-12-01-h2", "2026-12-01-h3", "2026-12-02-h4")
+    for d in ("2026-12-01", "2026-12-01-h2", "2026-12-01-h3", "2026-12-02-h4", "2026-12-02-h5")
 ]
 RECORDED_PAIRS = [p for m in RECORDED if os.path.exists(m) for p in T.load_pairs(m)]
 
@@ -33,6 +33,9 @@ KNOWN_MISSES = {
     # profiler costs per op (8.3 vs 4.0 µs): at the claim's 5 µs one is 1.02x (over), the other 0.298x
     ("json", "decode_eager_to_cuda_graph"): "claims 1.02x of a host-clock measured saving (bound 1.0)",
     ("recorded", "decode_eager_to_cuda_graph"): "claims 0.298x of the whole step's saving (bound 0.3)",
+    # T5 with its learned bias made contiguous: the fused time is right within 9 % on h3/h4, the measured
+    # saving also holds the SDPA path's own mask preparation and layout changes (advice_twins.md)
+    ("recorded", "t5_eager_to_sdpa_contiguous_bias_h3"): "0.42x: the SDPA path's other changes around the call",
 }
 
 

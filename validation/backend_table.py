@@ -183,6 +183,7 @@ def build() -> dict:
             {
                 "arch": "sm_90",
                 "measured_on": "NVIDIA H200 SXM (132 SMs)",
+                "sm_count": 132,
                 "env": {k: (env or {}).get(k) for k in ("torch", "cuda_runtime", "cudnn", "gpu")},
                 "source": "; ".join(["validation/traces/sdpa_* with validation/raw/2026-11-30/meta/", *sweep_files]),
                 "rows": rows,

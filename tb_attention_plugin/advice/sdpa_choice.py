@@ -261,9 +261,19 @@ def _rate(
     near = sorted((r for r in same if r["d"] == dc), key=lambda r: _distance(r, sq, sk, bh))[:NEAREST_ROWS]
     dist = [_distance(r, sq, sk, bh) for r in near]
     weights = [1.0 / (e + 0.05) ** 2 for e in dist]
-    # a row's time per query-key pair, on the call's FLOPs (a head dim above every row's: time ∝ head dim)
+    # a row's time per query-key pair, on the call's FLOPs (a head dim above every row's: time ∝ head dim),
+    # at the call's wave efficiency: a grid of fewer blocks than SMs runs one wave in the time of a full one
     per_flop = min(1.0, d / dc)
-    rates = [r["flops"] * per_flop / (r["time_us"] * 1e-6) for r in near]
+    sms = _sm_count(arch)
+    call_eff = wave_efficiency(backend, pas, bh, sq, sk, sms)
+    rates = [
+        r["flops"]
+        * per_flop
+        / (r["time_us"] * 1e-6)
+        * call_eff
+        / wave_efficiency(backend, pas, r["b"] * r["h"], r["sq"], r["sk"], sms)
+        for r in near
+    ]
     rt = sum(w * e for w, e in zip(weights, rates)) / sum(weights)
     r0 = near[0]
     return rt, {
@@ -276,6 +286,28 @@ def _rate(
         "workloads": [r["workload"] for r in near],
         "tflops": round(rt / 1e12, 1),
     }
+
+
+# the rows of one thread block of the fused kernels (FlashAttention-2/3 and cuDNN on sm_90: 128 query rows
+# forward, 128 key rows backward; mem-efficient: 64): the grid is batch·heads × ceil(length / tile)
+BLOCK_ROWS = {"flash": 128, "cudnn": 128, "efficient": 64}
+
+
+def wave_efficiency(backend: str, pas: str, bh: int, sq: int, sk: int, sms: int) -> float:
+    """The share of the SMs' block slots a call's grid fills, over its waves (1 for a grid of many
+    waves; blocks / SMs for a grid smaller than one wave): the forward's grid runs over query tiles,
+    the backward's over key tiles."""
+    tile = BLOCK_ROWS.get(backend, 128)
+    blocks = max(1, bh) * -(-max(1, sq if pas == "forward" else sk) // tile)
+    waves = -(-blocks // max(1, sms))
+    return blocks / (waves * sms)
+
+
+def _sm_count(arch: Optional[str]) -> int:
+    for fam in table().get("families") or []:
+        if fam.get("arch") == arch and fam.get("sm_count"):
+            return int(fam["sm_count"])
+    return 132
 
 
 MASK_WORDS = {"causal": "causal", "none": "no mask", "bool": "a bool mask", "float": "a float bias"}
@@ -292,17 +324,10 @@ def predict(backend: str, pas: str, x: Inputs, run: Run, arch: Optional[str]) ->
         rt, src = got
         t = fl / rt
         mask_words = MASK_WORDS.get(src["mask"], src["mask"])
-        at = f"S {src['sq']}x{src['sk']}, {src['bh']} batch·heads, {mask_words}"
-        note = (
-            f"{LABELS.get(backend, backend)} {pas} at {src['tflops']:g} TFLOP/s ("
-            + (
-                "measured at these shapes"
-                if src["exact"]
-                else f"measured at head dim {src['d']}"
-                + (" (the next measured at or above this call's)" if src["d"] != x.d else "")
-                + f", interpolated from the rows nearest {at}"
-            )
-            + f": {'; '.join(src['workloads'][:2])}{' …' if len(src['workloads']) > 2 else ''})"
+        note = f"{LABELS.get(backend, backend)} {pas} at {src['tflops']:g} TFLOP/s (measured table: " + (
+            "at these shapes)"
+            if src["exact"]
+            else f"rows nearest S {src['sq']}x{src['sk']}, D {src['d']}, {src['bh']} batch·heads, {mask_words})"
         )
         source = "table"
     else:

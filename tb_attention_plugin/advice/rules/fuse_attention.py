@@ -104,7 +104,7 @@ def check(run: Run) -> Any:
             + "; ".join(f"{LABELS[b]}: {w}" for b, w in passed_fixed.items())
             + ")"
         )
-    pred = _predict_all(run, be, fixed_x, shape_flops, mask["kind"], t_fwd > 0, t_bwd > 0, arch)
+    pred = _predict_all(run, be, fixed_x, shape_flops, mask, t_fwd > 0, t_bwd > 0, arch)
     if pred is None:
         return Silent("the fused time cannot be predicted: no FLOPs or no peak for this GPU")
     fused_us, notes = pred
@@ -114,7 +114,7 @@ def check(run: Run) -> Any:
         if as_is == "math":  # as written, SDPA brings no fused kernel: no gain to claim for it
             as_is_ev = {"backend": "math", "predicted_us": None, "gain_us": 0.0}
         else:
-            p0 = _predict_all(run, as_is, x, shape_flops, mask["kind"], t_fwd > 0, t_bwd > 0, arch)
+            p0 = _predict_all(run, as_is, x, shape_flops, mask, t_fwd > 0, t_bwd > 0, arch)
             as_is_ev = {
                 "backend": as_is,
                 "predicted_us": _r(p0[0]) if p0 else None,
@@ -237,7 +237,33 @@ def _mask_kind(run: Run, rows: list[dict]) -> dict[str, Any]:
                 grad = run.has_backward and any(
                     x["phase"] == "position_bias" and x["direction"] == "backward" for x in run.k
                 )
+                # the score shapes a per-head bias is added at: a learned bias is one tensor per shape
+                # (T5: the encoder's and the decoder's self-attention); calls of other shapes (its
+                # cross-attention) add no learned bias, so nothing there asks for a bias gradient
+                biased = sorted(
+                    {
+                        (int(a[1].dims[-2]), int(a[1].dims[-1]))
+                        for x in masks
+                        if (rx := run.op_of(x["id"])) >= 0
+                        and P.short_op(run.op_name(rx)) in ("add", "add_")
+                        and len(a := [t for t in run.op_args(rx) if t.is_tensor]) >= 2
+                        and len(a[1].dims) == 4
+                        and a[1].dims[1] > 1
+                    }
+                )
+                # …and learned only at the shapes its position-bias ops computed (the [Sq, Sk] relative
+                # positions): T5's cross-attention adds a zero bias that asks for no gradient
+                learned = {
+                    (int(t.dims[0]), int(t.dims[1]))
+                    for x in run.k
+                    if x["phase"] == "position_bias" and x["direction"] == "forward" and (rx := run.op_of(x["id"])) >= 0
+                    for t in run.op_args(rx)
+                    if t.is_tensor and len(t.dims) == 2
+                }
+                grad_shapes = [b for b in biased if b in learned] if grad and learned else biased
                 return {
+                    "bias_shapes": [list(b) for b in biased],
+                    "learned_bias_shapes": [list(b) for b in grad_shapes] if grad else [],
                     "kind": "float",
                     "dtype": m.dtype,
                     "shape": list(m.dims),
@@ -303,12 +329,14 @@ def _inputs(
     return x, flops
 
 
-def _at_shape(x: Inputs, shp: Shape, mask_kind: str) -> Inputs:
+def _at_shape(x: Inputs, shp: Shape, mask: dict) -> Inputs:
     """``x`` at another call shape: a causal mask stays causal on square calls only (SDPA's is_causal
-    with Sq ≠ Sk is another alignment; the fused kernel then reads no mask)."""
+    with Sq ≠ Sk is another alignment; the fused kernel then reads no mask); a learned bias's gradient
+    is asked for only at the score shapes the bias was added at."""
     bh, sq, sk, d = shp
-    kind = x.mask if x.mask in ("bool", "float") else ("causal" if mask_kind == "causal" and sq == sk else "none")
-    return Inputs(**dict(x.__dict__, h=bh, hk=bh, sq=sq, sk=sk, d=d, dv=d, mask=kind))
+    kind = x.mask if x.mask in ("bool", "float") else ("causal" if mask["kind"] == "causal" and sq == sk else "none")
+    grad = x.mask_grad and (not mask.get("bias_shapes") or [sq, sk] in mask.get("learned_bias_shapes", []))
+    return Inputs(**dict(x.__dict__, h=bh, hk=bh, sq=sq, sk=sk, d=d, dv=d, mask=kind, mask_grad=grad))
 
 
 def _predict_all(
@@ -316,7 +344,7 @@ def _predict_all(
     be: Optional[str],
     x: Optional[Inputs],
     flops: dict[Shape, float],
-    mask_kind: str,
+    mask: dict,
     fwd: bool,
     bwd: bool,
     arch: Any,
@@ -328,12 +356,14 @@ def _predict_all(
         return None
     out, notes = 0.0, []
     for shp, fl in sorted(flops.items(), key=lambda e: -e[1]):
-        xs = _at_shape(x, shp, mask_kind)
+        xs = _at_shape(x, shp, mask)
+        # the dispatcher decides per call: a cross-attention without the learned bias may take cuDNN
+        bs = choose(xs, arch)[0] if be != "math" else be
         scale = fl / max(1.0, _full_flops(xs))  # the calls of this shape, as multiples of one call
         for pas, on in (("forward", fwd), ("backward", bwd)):
             if not on:
                 continue
-            p = predict_once(be, pas, xs, run, arch)
+            p = predict_once(bs, pas, xs, run, arch)
             if p is None:
                 return None
             out += p.time_us * scale
