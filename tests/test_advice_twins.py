@@ -33,9 +33,8 @@ KNOWN_MISSES = {
     # profiler costs per op (8.3 vs 4.0 µs): at the claim's 5 µs one is 1.02x (over), the other 0.298x
     ("json", "decode_eager_to_cuda_graph"): "claims 1.02x of a host-clock measured saving (bound 1.0)",
     ("recorded", "decode_eager_to_cuda_graph"): "claims 0.298x of the whole step's saving (bound 0.3)",
-    # T5 with its learned bias made contiguous: the fused time is right within 9 % on h3/h4, the measured
-    # saving also holds the SDPA path's own mask preparation and layout changes (advice_twins.md)
-    ("recorded", "t5_eager_to_sdpa_contiguous_bias_h3"): "0.42x: the SDPA path's other changes around the call",
+    # held out, then seen: its fused time at batch 2 is predicted 0.64x of what mem-efficient took
+    ("recorded", "t5_eager_to_sdpa_contiguous_bias_h5"): "2.91x: the fused time at B2 under-predicted",
 }
 
 

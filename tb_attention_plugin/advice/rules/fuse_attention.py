@@ -6,9 +6,11 @@ attention whose score is v·tanh(Wq + Uk) (a ``tanh`` among its kernels, or a sc
 contracts to one column) — and its scale/mask/softmax/dropout kernels are memory- or latency-bound
 for at least 10 % of the unfused time.
 
-Estimate (attention GPU time, whole trace): the unfused time less the predicted time of the backend
-SDPA would pick for these inputs (sdpa_choice.py: dtype, mask kind and dtype, head dim, dropout,
-fewer KV heads), from the measured backend table. A float bias in another dtype than q/k (T5's
+Estimate (attention GPU time, whole trace): the time of what a fused kernel replaces — the unfused
+kernels (not a position bias: SDPA still needs it), their score-sized casts and their copies of q, k,
+v or the output — less the predicted time of the backend SDPA would pick for these inputs
+(sdpa_choice.py: dtype, mask kind and dtype, head dim, dropout, fewer KV heads), per distinct call
+shape, from the measured backend table. A float bias in another dtype than q/k (T5's
 fp32 relative-position bias) sends SDPA to math: the finding then says to cast it, and its gain
 is for the cast version; where no backend would be faster the rule is silent and says so.
 """
@@ -22,6 +24,7 @@ from ...attention.vocabulary import FUSABLE_PHASES
 from ...formats import rounded as _r, us as _us
 from ..base import (
     GPU,
+    ITEMSIZE,
     MIN_SHARE,
     Finding,
     Rule,
@@ -67,6 +70,7 @@ def check(run: Run) -> Any:
     if additive:
         return Silent(f"additive attention ({additive}): not a dot product, SDPA does not compute it")
     copies = _score_copies(run, rows, math_ids)
+    copies += _operand_copies(run, rows, math_ids, {k["id"] for k in copies})
     slow = [k for k in rows if k["phase"] in _ELEMENTWISE and k["bound"] in ("memory", "latency")]
     slow_t = total(slow)
     if slow_t < ELEMENTWISE_SHARE * unfused:
@@ -193,6 +197,39 @@ def _score_copies(run: Run, rows: list[dict], math_ids: set) -> list[dict]:
         if k["phase"] != "layout" or k["id"] in math_ids or k["instance"] not in score:
             continue
         if (k["bytes"] or 0) >= 2.0 * score[k["instance"]]:  # ≥ 1 byte per score element each way
+            out.append(k)
+    return out
+
+
+OPERAND_COPY_SLACK = 0.05  # a copy's bytes within 5 % of reading and writing one q/k/v/output tensor
+
+
+def _operand_copies(run: Run, rows: list[dict], math_ids: set, taken: set) -> list[dict]:
+    """Layout kernels (copies) of the same attention calls that move one q, k, v or output tensor (read
+    and written): the copies eager matmuls make of transposed q/k views, and the output's transpose back
+    to [B, S, H, D], forward and backward. The fused kernels read strided q/k/v and write the output in
+    [B, S, H, D] memory (its transpose back is then no copy), so they go with the unfused kernels
+    (the T5 twins: every such copy was gone in the SDPA run)."""
+    sizes: dict = {}
+    for k in rows:
+        cd = k.get("cost_detail") or {}
+        if k["direction"] != "forward" or not {"m", "n", "k"} <= set(cd):
+            continue
+        b = cd.get("batch", 1)
+        item = ITEMSIZE.get(k.get("dtype") or "", 2)
+        if k["phase"] == "qk_matmul":  # q [b, m, k], k [b, n, k]
+            new = {item * b * cd["m"] * cd["k"], item * b * cd["n"] * cd["k"]}
+        elif k["phase"] == "pv_matmul":  # v [b, k, n], output [b, m, n]
+            new = {item * b * cd["k"] * cd["n"], item * b * cd["m"] * cd["n"]}
+        else:
+            continue
+        sizes.setdefault(k["instance"], set()).update(new)
+    out = []
+    for k in run.k:
+        if k["phase"] != "layout" or k["id"] in math_ids or k["id"] in taken or k["instance"] not in sizes:
+            continue
+        nb = k["bytes"] or 0
+        if any(abs(nb - 2.0 * s) <= OPERAND_COPY_SLACK * 2.0 * s for s in sizes[k["instance"]]):
             out.append(k)
     return out
 
