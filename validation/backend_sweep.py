@@ -67,6 +67,25 @@ def grid2(small: bool) -> list[dict]:
     return groups
 
 
+def grid3(small: bool) -> list[dict]:
+    """The third sweep (2026-12-02, after the fifth held-out set was read): batch·heads varied at the head
+    dims grid 2 left at one batch (32, 96, 104, 256: cuDNN D96 at S2048 ran 318 TFLOP/s at 32 batch·heads
+    against 408 at 128, a trend the wave count alone does not give), and bias rows below 32 batch·heads."""
+    if small:
+        return [dict(s=32, d=16, b=1, h=2, cases=[("flash", "causal")])]
+    groups = []
+    base = [(be, m) for be in BACKENDS for m in ("none", "causal")]
+    for s in (2048, 1024, 4096, 512):
+        for bh in (32, 16, 64, 128):
+            for d in (96, 104, 32, 256):
+                groups.append(dict(s=s, d=d, b=max(1, bh // 16), h=min(16, bh), cases=base))
+    masked = [(be, m) for be in ("efficient", "cudnn") for m in ("float_1hss_grad", "float_bhss_grad", "float_bhss")]
+    for s in (384, 256, 512, 128):
+        for bh in (8, 16):
+            groups.append(dict(s=s, d=64, b=max(1, bh // 8), h=min(8, bh), cases=masked))
+    return groups
+
+
 def grid(small: bool) -> list[dict]:
     """The groups to measure, each (S, D, B, H) with the (backend, mask) cases run at it."""
     if small:
@@ -265,7 +284,9 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=240.0)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--small", action="store_true", help="tiny shapes (a dry run of the control flow)")
-    ap.add_argument("--grid", type=int, default=1, choices=(1, 2), help="the first sweep's grid or the second's")
+    ap.add_argument(
+        "--grid", type=int, default=1, choices=(1, 2, 3), help="which sweep's grid (see grid, grid2, grid3)"
+    )
     args = ap.parse_args(argv)
     import torch
 
@@ -286,7 +307,7 @@ def main(argv=None) -> int:
     }
     out = {"env": env, "rows": [], "errors": [], "complete": False}
     path = os.path.join(args.outdir, "backend_sweep.json")
-    groups = grid(args.small) if args.grid == 1 else grid2(args.small)
+    groups = {1: grid, 2: grid2, 3: grid3}[args.grid](args.small)
     env["grid"] = args.grid
     for n, g in enumerate(groups):
         if time.time() - t0 > args.budget_s:

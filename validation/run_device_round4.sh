@@ -9,7 +9,8 @@
 #   bash validation/run_device_round4.sh OUTDIR [BUDGET_S]
 #   PHASES="sweep twins" bash validation/run_device_round4.sh OUTDIR [BUDGET_S]   # some of the phases
 #
-# PHASES (default "replay sweep twins"; also sweep2: the second grid, twins5: the fifth held-out set).
+# PHASES (default "replay sweep twins"; also sweep2/sweep3: the second and third grids, twins5/twins6: the
+# fifth and sixth held-out sets).
 # OUTDIR receives replay_results.tgz (+ replay.log, env.txt), sweep.tgz / sweep2.tgz, twins_h4.tgz /
 # twins_h5.tgz and console.tgz;
 # each phase has its own share of BUDGET_S (default 540) and a hard timeout, and what a phase wrote is kept
@@ -52,6 +53,7 @@ sweep() {  # phase grid
 }
 sweep sweep 1
 sweep sweep2 2
+sweep sweep3 3
 pack
 
 # 3. held-out twins: set 4 (phase twins) and set 5 (phase twins5), with what is left less a margin
@@ -67,6 +69,7 @@ twins() {  # phase group tarball
 }
 twins twins heldout4 twins_h4.tgz
 twins twins5 heldout5 twins_h5.tgz
+twins twins6 heldout6 twins_h6.tgz
 pack
 ls -la "$OUTDIR"
 echo "total wall $(( $(date +%s) - T0 ))s"

@@ -365,6 +365,29 @@ RUNS += [
     Run("llama_eager_h5", "heldout5", W.build_hf_llama, dict(attn="eager", **LLAMA_H5)),
     Run("llama_sdpa_h5", "heldout5", W.build_hf_llama, dict(attn="sdpa", **LLAMA_H5)),
 ]
+# Sixth held-out set (group "heldout6", 2026-12-02), written after every change of the day and before the
+# third sweep (backend_sweep.py --grid 3) was recorded: the rules at shapes no set had
+LLAMA_H6 = dict(bwd=True, hidden=2560, heads=20, kv_heads=4, seq=1024, batch=3, layers=2)
+T5_H6 = dict(batch=4, enc_len=512, dec_len=64, bwd=True)
+BLOCK_H6 = dict(B=1, H=16, S=6144, D=64, bwd=True)
+HD6 = dict(B=3, H=16, S=2560, bwd=True)
+HD6_INFER = dict(B=2, H=12, S=3072, bwd=False)
+RUNS += [
+    Run("llama_eager_h6", "heldout6", W.build_hf_llama, dict(attn="eager", **LLAMA_H6)),
+    Run("llama_sdpa_h6", "heldout6", W.build_hf_llama, dict(attn="sdpa", **LLAMA_H6)),
+    Run("headdim44_h6", "heldout6", R.build_block, dict(backend=None, D=44, **HD6)),
+    Run("headdim44_pad48_h6", "heldout6", R.build_block, dict(backend=None, D=44, pad_to=48, **HD6)),
+    Run("headdim114_h6", "heldout6", R.build_block, dict(backend=None, D=114, **HD6_INFER)),
+    Run("headdim114_pad120_h6", "heldout6", R.build_block, dict(backend=None, D=114, pad_to=120, **HD6_INFER)),
+    Run("t5_eager_h6", "heldout6", R.build_t5, dict(attn="eager", **T5_H6)),
+    Run("t5_sdpa_contiguous_bias_h6", "heldout6", R.build_t5, dict(attn="sdpa", contiguous_bias=True, **T5_H6)),
+    Run("block_efficient_h6", "heldout6", R.build_block, dict(backend="efficient", **BLOCK_H6)),
+    Run("block_flash_h6", "heldout6", R.build_block, dict(backend="flash", **BLOCK_H6)),
+    Run("block_fp32_h6", "heldout6", R.build_block, dict(backend=None, B=2, H=8, S=2048, D=96, bwd=True, dtype="fp32")),
+    Run("block_bf16_h6", "heldout6", R.build_block, dict(backend=None, B=2, H=8, S=2048, D=96, bwd=True, dtype="bf16")),
+    Run("dropout_train_infer_h6", "heldout6", build_dropout, dict(train=True, B=2, H=12, S=2048, D=64)),
+    Run("dropout_eval_infer_h6", "heldout6", build_dropout, dict(train=False, B=2, H=12, S=2048, D=64)),
+]
 RUN_BY_NAME = {r.name: r for r in RUNS}
 
 # (pair, rule, problem run, fix run, notes)
@@ -473,6 +496,25 @@ PAIRS += [
     ),
     ("memeff_to_cudnn_h5", "slow_backend", "block_efficient_h5", "block_cudnn_h5", "block S1536 D80 B3 H16"),
     ("llama_eager_to_sdpa_h5", "fused_attention", "llama_eager_h5", "llama_sdpa_h5", "HF Llama d1536 12/4 S1536 B2"),
+    ("llama_eager_to_sdpa_h6", "fused_attention", "llama_eager_h6", "llama_sdpa_h6", "HF Llama d2560 20/4 S1024 B3"),
+    ("headdim44_to_48_h6", "head_dim_alignment", "headdim44_h6", "headdim44_pad48_h6", "B3 H16 S2560 fwd+bwd"),
+    ("headdim114_to_120_h6", "head_dim_alignment", "headdim114_h6", "headdim114_pad120_h6", "B2 H12 S3072 inference"),
+    (
+        "t5_eager_to_sdpa_contiguous_bias_h6",
+        "fused_attention",
+        "t5_eager_h6",
+        "t5_sdpa_contiguous_bias_h6",
+        "T5 batch 4, encoder 512, decoder 64, fwd+bwd: SDPA with the bias made contiguous",
+    ),
+    ("memeff_to_flash_h6", "slow_backend", "block_efficient_h6", "block_flash_h6", "block S6144 D64 B1 H16"),
+    ("fp32_to_bf16_h6", "dtype", "block_fp32_h6", "block_bf16_h6", "block S2048 D96 B2 H8"),
+    (
+        "dropout_train_to_eval_h6",
+        "dropout_in_inference",
+        "dropout_train_infer_h6",
+        "dropout_eval_infer_h6",
+        "B2 H12 S2048",
+    ),
 ]
 
 # ---------------------------------------------------------------------------
@@ -661,7 +703,9 @@ def manifest(out: str) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--group", default="", help="eager | compile | ddp | heldout2 | heldout3 | heldout4 | heldout5")
+    ap.add_argument(
+        "--group", default="", help="eager | compile | ddp | heldout2 | heldout3 | heldout4 | heldout5 | heldout6"
+    )
     ap.add_argument("--runs", default="", help="comma list of run names (debug)")
     ap.add_argument("--deadline", type=float, default=0.0, help="unix time after which no run is started")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")

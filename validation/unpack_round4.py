@@ -45,10 +45,10 @@ def main() -> None:
         _extract(t, tmp)
         if os.path.isdir(os.path.join(tmp, "logs")):
             shutil.copytree(os.path.join(tmp, "logs"), os.path.join(HERE, "round4", a.date, "logs"), dirs_exist_ok=True)
-        for grid in ("sweep", "sweep2"):  # the second grid's rows under <date>-grid2
+        for grid in ("sweep", "sweep2", "sweep3"):  # the later grids' rows under <date>-grid2, -grid3
             sweep = os.path.join(tmp, grid, "backend_sweep.json")
             if os.path.exists(sweep):
-                dst = os.path.join(HERE, "results", "backend_sweep", a.date + ("-grid2" if grid == "sweep2" else ""))
+                dst = os.path.join(HERE, "results", "backend_sweep", a.date + ("-grid" + grid[5:] if grid[5:] else ""))
                 os.makedirs(dst, exist_ok=True)
                 shutil.copy(sweep, dst)
         if name.startswith("twins_h") and os.path.isdir(os.path.join(tmp, "twins")):
