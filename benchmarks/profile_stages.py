@@ -68,7 +68,9 @@ STAGES = [
     ("tb_attention_plugin.model", "boundary_block", "boundary (memory/boundary)"),
     ("tb_attention_plugin.report", "_replay_block", "replay calls"),
     ("tb_attention_plugin.report", "_advice", "advice"),
+    ("tb_attention_plugin.advice.run", "attention_rows", "attention kernel rows (advice/run.py)"),
     ("tb_attention_plugin.advice.run", "_sdpa_calls", "SDPA calls (advice/run.py)"),
+    ("tb_attention_plugin.advice.registry", "_finding", "findings' step gains (registry._finding)"),
     ("tb_attention_plugin.advice.replay", "StepModel.simulate", "step replay (StepModel.simulate)"),
     ("tb_attention_plugin.jsonout", "iter_trace_body", "JSON output (iter_trace_body)"),
 ]
