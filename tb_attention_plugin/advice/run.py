@@ -9,6 +9,7 @@ import numpy as np
 
 from ..attention import patterns as P
 from ..roofline.cost import SDPA_SCHEMAS, sdpa_shapes
+from ..trace.correlate import outermost_marked
 from ..trace.records import OP
 from ..trace.shapes import parse_args
 
@@ -201,38 +202,22 @@ def _sdpa_calls(trace: Any, links: Any, attention_ids: set) -> list[dict]:
     is_sdpa = sdpa_name[R["name"]] & (R["kind"] == OP)
     if not is_sdpa.any():
         return []
-    parent = links.parent
-    top = np.full(n, -2, dtype=np.int64)  # -2 unknown, -1 none, else the outermost SDPA op
-
-    def top_of(r: int) -> int:
-        chain = []
-        x = r
-        while x >= 0 and top[x] == -2:
-            chain.append(x)
-            x = int(parent[x])
-        t = int(top[x]) if x >= 0 else -1
-        for y in reversed(chain):
-            if t < 0 and is_sdpa[y]:
-                t = y
-            top[y] = t
-        return int(top[r])
-
+    # each range's outermost SDPA-family op around it (itself included), or -1: one vectorised walk
+    top = outermost_marked(links.parent, is_sdpa)
+    sdpa_rows = np.flatnonzero(is_sdpa)
     calls: dict[int, dict] = {}
-    for r in np.flatnonzero(is_sdpa).tolist():
-        t = top_of(r)
-        if t == r:
-            calls[r] = {"range": r, "op": names[R["name"][r]], "kernel_ids": [], "inner": set()}
-    for r in np.flatnonzero(is_sdpa).tolist():
-        t = top_of(r)
-        if t in calls and t != r:
+    for r in sdpa_rows[top[sdpa_rows] == sdpa_rows].tolist():
+        calls[r] = {"range": r, "op": names[R["name"][r]], "kernel_ids": [], "inner": set()}
+    inner = sdpa_rows[top[sdpa_rows] != sdpa_rows]
+    for r, t in zip(inner.tolist(), top[inner].tolist()):
+        if t in calls:
             calls[t]["inner"].add(names[R["name"][r]])
     gp = links.gpu_parent
     ids = np.asarray(sorted(attention_ids), dtype=np.int64)
     ids = ids[ids < len(gp)]
-    for k, r in zip(ids.tolist(), links.forward_context(gp[ids]).tolist()):
-        if r < 0:
-            continue
-        t = top_of(r)
+    ctx = links.forward_context(gp[ids])
+    tops = np.where(ctx >= 0, top[np.maximum(ctx, 0)], -1)
+    for k, t in zip(ids.tolist(), tops.tolist()):
         if t in calls:
             calls[t]["kernel_ids"].append(k)
     out = []
