@@ -406,10 +406,8 @@ def _call_peak(
     rows: np.ndarray, dur: np.ndarray, flops: np.ndarray, peak: np.ndarray, math: np.ndarray
 ) -> Optional[int]:
     """The roof of a call's attention math: that of its longest fused / QKᵀ / PV kernel with FLOPs."""
-    r = rows[math]
-    f = flops[r]
-    cand = r[~np.isnan(peak[r]) & ~np.isnan(f) & (f > 0)]
-    return int(cand[np.argmax(dur[cand])]) if len(cand) else None  # the first longest, as max() finds it
+    cand = [x for x in rows[math].tolist() if not np.isnan(peak[x]) and not np.isnan(flops[x]) and flops[x] > 0]
+    return max(cand, key=lambda x: dur[x]) if cand else None
 
 
 def _geometry(
