@@ -429,11 +429,16 @@ def _geometry(
     launch = getattr(ops.L, "gpu_op", None)
     if launch is not None:  # ops without a cost formula (varlen FlashAttention) own no kernel
         owners += [int(o) for o in np.asarray(launch)[gids[ok]].tolist() if o >= 0]
+    parent = ops.L.parent
     for o in dict.fromkeys(owners):
-        for r in ops.ancestors(o):
+        # o and the ops around it, innermost first (ops.ancestors' 12 hops), walked only as far as
+        # the first one with a geometry: usually o itself
+        r, hops = o, 0
+        while r >= 0 and hops < 12:
             g, name = ops.geometry(r)
             if g is not None:
                 return g, name
+            r, hops = int(parent[r]), hops + 1
     if not decomposed:
         return None, None
     qk = pv = None
