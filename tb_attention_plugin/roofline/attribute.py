@@ -94,6 +94,34 @@ class _Owners:
         self.costed_below[r] = out
         return out
 
+    def owners_of(self, rs: np.ndarray) -> np.ndarray:
+        """:meth:`owner` of each range of ``rs`` (distinct). A range with a cost is its own owner:
+        those are found with array operations and one cost per distinct (name, signature) (a
+        trace launches most kernels from ops with a formula, each op of every step its own range);
+        the others walk outwards one by one."""
+        names = self.t.strings
+        formula = np.fromiter((has_formula(x) for x in names), dtype=bool, count=len(names))
+        sig = self.sig[rs].astype(np.int64)
+        nm = self.name[rs].astype(np.int64)
+        cand = np.flatnonzero((self.kind[rs] == OP) & (sig >= 0) & formula[nm])
+        out = np.full(len(rs), -1, dtype=np.int64)
+        own = np.zeros(len(rs), dtype=bool)
+        if len(cand):
+            key = nm[cand] * (len(self.t.signatures) + 1) + sig[cand]
+            ukey, first, kinv = np.unique(key, return_index=True, return_inverse=True)
+            ucost = [self.cost_of(int(rs[cand[i]])) for i in first.tolist()]
+            has = np.array([c is not None for c in ucost], dtype=bool)[kinv.reshape(-1)]
+            direct = cand[has]
+            out[direct] = rs[direct]
+            own[direct] = True
+            by_range, memo = self.by_range, self.memo
+            for r, ci in zip(rs[direct].tolist(), kinv.reshape(-1)[has].tolist()):
+                by_range[r] = ucost[ci]
+                memo[r] = r
+        for i in np.flatnonzero(~own).tolist():
+            out[i] = self.owner(int(rs[i]))
+        return out
+
     def owner(self, r: int) -> int:
         hit = self.memo.get(r)
         if hit is not None:
@@ -156,7 +184,7 @@ def attribute(trace: Trace, links: Links) -> Attribution:
     kern = np.flatnonzero((kinds == KERNEL) & (gop >= 0))
     ops = gop[kern]
     uniq, inv = np.unique(ops, return_inverse=True)
-    uniq_owner = np.array([owners.owner(int(r)) for r in uniq.tolist()], dtype=np.int64)
+    uniq_owner = owners.owners_of(uniq)
     owner[kern] = uniq_owner[inv] if len(uniq) else owner[kern]
     has = np.flatnonzero(owner >= 0)
     order = has[np.argsort(owner[has], kind="stable")]

@@ -64,3 +64,17 @@ def test_rowsum_is_numpys_sum_below_eight() -> None:
     for m in range(1, A._BATCH_MAX):
         d = rng.exponential(10.0, (200, m)) * rng.choice([1e-3, 1.0, 1e3], (200, m))
         assert A._rowsum(d).tolist() == [float(r.sum()) for r in d]
+
+
+@pytest.mark.parametrize("path", TRACES[::4], ids=lambda p: os.path.basename(os.path.dirname(p)))
+def test_owners_at_once_are_the_walks(path: str) -> None:
+    """_Owners.owners_of (ops with a cost found with array operations) gives each op's owner and
+    cost as owner() finds them one by one."""
+    trace = load_trace(path)
+    links = link(trace)
+    ops = np.unique(links.gpu_op[links.gpu_op >= 0])
+    at_once, walked = A._Owners(trace, links), A._Owners(trace, links)
+    got = at_once.owners_of(ops).tolist()
+    assert got == [walked.owner(int(r)) for r in ops.tolist()]
+    assert [at_once.cost_of(o) for o in got if o >= 0] == [walked.cost_of(o) for o in got if o >= 0]
+    assert any(o == r for o, r in zip(got, ops.tolist()))  # ops that own their kernels
