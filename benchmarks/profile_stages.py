@@ -68,6 +68,10 @@ STAGES = [
     ("tb_attention_plugin.model", "boundary_block", "boundary (memory/boundary)"),
     ("tb_attention_plugin.report", "_replay_block", "replay calls"),
     ("tb_attention_plugin.report", "_advice", "advice"),
+    ("tb_attention_plugin.advice.run", "attention_rows", "attention kernel rows (advice/run.py)"),
+    ("tb_attention_plugin.advice.run", "_sdpa_calls", "SDPA calls (advice/run.py)"),
+    ("tb_attention_plugin.advice.registry", "_finding", "findings' step gains (registry._finding)"),
+    ("tb_attention_plugin.advice.replay", "StepModel.simulate", "step replay (StepModel.simulate)"),
     ("tb_attention_plugin.jsonout", "iter_trace_body", "JSON output (iter_trace_body)"),
 ]
 
@@ -138,6 +142,15 @@ class Timer:
                 print(f"note: {mod_name}.{attr} not found (stage skipped)", file=sys.stderr)
                 continue
             setattr(owner, name, self.wrap(fn, label))
+        self._rules()
+
+    def _rules(self) -> None:
+        """Each advice rule's check, timed under ``advice`` (the registry calls ``rule.check``)."""
+        import dataclasses
+
+        reg = importlib.import_module("tb_attention_plugin.advice.registry")
+        reg.RULES = tuple(dataclasses.replace(r, check=self.wrap(r.check, f"rule {r.id}")) for r in reg.RULES)
+        reg.BY_ID = {r.id: r for r in reg.RULES}
 
 
 def floor_fresh(path: str) -> tuple[float, float]:

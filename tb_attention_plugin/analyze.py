@@ -8,8 +8,11 @@ options, engine version) through :mod:`.cache`.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import stat as _stat
+from collections.abc import Iterator
 from typing import Any, Optional
 
 from .cache import ReportCache
@@ -80,6 +83,21 @@ def find_reference(path: str, trace, max_bytes: int = DEFAULT_MAX_BYTES, side: O
     return best if best_n >= 0.5 * rep else (None, None)
 
 
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused while the analysis runs, as while reading (records.py):
+    the analysis makes millions of short-lived containers and no cycles worth collecting, and
+    each full collection walked every live object of the trace and the report (0.3-0.4 s of
+    collections in one cold analyze of a 250 MB trace; peak RSS unchanged within 1 MB)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def analyze_path(path: str, options: Optional[Options] = None, cache: Optional[ReportCache] = None) -> dict:
     """The report of one trace file, or an error entry. Never raises for bad input (nor for an
     engine error, unless ``options.debug``)."""
@@ -122,7 +140,8 @@ def analyze_path(path: str, options: Optional[Options] = None, cache: Optional[R
                 return error_entry(shown, f"reference {shown_path(opt.reference)}: {e}")
         else:
             ref, ref_path = find_reference(path, trace, max_bytes, side)
-        report = analyze_trace(trace, opt, reference=ref, reference_path=ref_path, sidecars=side)
+        with _collector_paused():
+            report = analyze_trace(trace, opt, reference=ref, reference_path=ref_path, sidecars=side)
     except TraceTruncated as e:
         return error_entry(shown, truncation_error(str(e)))
     except TraceReadError as e:

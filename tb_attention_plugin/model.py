@@ -441,11 +441,16 @@ def _geometry(
     launch = getattr(ops.L, "gpu_op", None)
     if launch is not None:  # ops without a cost formula (varlen FlashAttention) own no kernel
         owners += [int(o) for o in np.asarray(launch)[gids[ok]].tolist() if o >= 0]
+    parent = ops.L.parent
     for o in dict.fromkeys(owners):
-        for r in ops.ancestors(o):
+        # o and the ops around it, innermost first (ops.ancestors' 12 hops), walked only as far as
+        # the first one with a geometry: usually o itself
+        r, hops = o, 0
+        while r >= 0 and hops < 12:
             g, name = ops.geometry(r)
             if g is not None:
                 return g, name
+            r, hops = int(parent[r]), hops + 1
     if not decomposed:
         return None, None
     qk = pv = None
@@ -542,29 +547,49 @@ def _entry_json(e: LedgerEntry) -> dict:
     return out
 
 
-def _totals(entries: list[LedgerEntry]) -> dict:
-    """useful / executed / dense over entries, their MFU and coverage."""
+def _totals(entries: list[LedgerEntry], memo: Optional[dict[tuple[int, ...], tuple]] = None) -> dict:
+    """useful / executed / dense over entries, their MFU and coverage. ``memo``: the sums that
+    depend only on the entries' counts, by the counts objects (ledger_entries memoises them: every
+    step of a training trace has the same ones); the entries must outlive the memo."""
     have = [e for e in entries if e.counts is not None]
-    u = sum(e.counts.useful for e in have if e.counts)
-    x = sum(e.counts.executed for e in have if e.counts)
-    d = sum(e.counts.dense for e in have if e.counts)
+    key = tuple(id(e.counts) for e in have)
+    fixed = memo.get(key) if memo is not None else None
+    if fixed is None:
+        u = sum(e.counts.useful for e in have if e.counts)
+        x = sum(e.counts.executed for e in have if e.counts)
+        d = sum(e.counts.dense for e in have if e.counts)
+        low = [e.counts.useful_low if e.counts.useful_low is not None else e.counts.useful for e in have if e.counts]
+        fixed = (
+            u,
+            x,
+            d,
+            _sig(u) if have else None,
+            _sig(x) if have else None,
+            _sig(d) if have else None,
+            all(e.counts.useful_exact for e in have if e.counts) if have else False,
+            # executed is an upper bound where a block mask's counts or varlen lengths are missing
+            any(_executed_is_bound(e.counts) for e in have if e.counts),
+            any(e.counts.useful_low is not None for e in have if e.counts),
+            _sig(sum(low)),
+        )
+        if memo is not None:
+            memo[key] = fixed
+    u, x, d, su, sx, sd, exact, bound, has_low, slow = fixed
     pt = sum(e.peak_time for e in have)
     all_peak = all(e.peak_time > 0 for e in have)
     mfu, over = _mfu(u, x, d, pt if all_peak else 0.0)
-    low = [e.counts.useful_low if e.counts.useful_low is not None else e.counts.useful for e in have if e.counts]
     out: dict[str, Any] = {
-        "useful": _sig(u) if have else None,
-        "executed": _sig(x) if have else None,
-        "dense": _sig(d) if have else None,
-        "useful_exact": all(e.counts.useful_exact for e in have if e.counts) if have else False,
-        # executed is an upper bound where a block mask's counts or varlen lengths are missing
-        "executed_upper_bound": any(_executed_is_bound(e.counts) for e in have if e.counts),
+        "useful": su,
+        "executed": sx,
+        "dense": sd,
+        "useful_exact": exact,
+        "executed_upper_bound": bound,
         "time_us": _r(sum(e.time_us for e in entries)),
         "costed_time_us": _r(sum(e.time_us for e in have)),
         "mfu": mfu,
     }
-    if any(e.counts.useful_low is not None for e in have if e.counts):
-        out["useful_low"] = _sig(sum(low))
+    if has_low:
+        out["useful_low"] = slow
     if over:
         out["exceeds_peak"] = over
     return out
@@ -597,6 +622,9 @@ def _executed_flops(hc: _HfuCols, entries: list[LedgerEntry], rows: Optional[np.
     flops = hc.flops.copy() if rows is None else hc.flops[rows]
     n = len(flops)
     upper = False
+    if rows is None:
+        upper = any(e.counts is not None and len(e.rows) > 0 and _executed_is_bound(e.counts) for e in entries)
+        entries = _share_grouped(flops, dur, entries)
     for e in entries:
         if e.counts is None:
             continue
@@ -616,6 +644,48 @@ def _executed_flops(hc: _HfuCols, entries: list[LedgerEntry], rows: Optional[np.
         w = f / f.sum() if f.sum() > 0 else dur[r] / max(dur[r].sum(), 1e-12)
         flops[r] = e.counts.executed * w
     return flops, upper
+
+
+def _share_grouped(flops: np.ndarray, dur: np.ndarray, entries: list[LedgerEntry]) -> list[LedgerEntry]:
+    """:func:`_executed_flops`' sharing over the whole table for the costed entries with the same
+    number of kernels (fewer than 8) at once, as rows of a matrix; returns the entries left for the
+    loop (more kernels, or kernels shared between entries, where the order of the writes counts).
+    Row sums are taken left to right, as numpy sums fewer than 8 values, so the shares are the
+    loop's to the last bit (a training trace has one or two kernel counts per call for thousands
+    of calls)."""
+    costed = [e for e in entries if e.counts is not None and 0 < len(e.rows) < 8]
+    if len(costed) < 2:
+        return entries
+    every = np.concatenate([e.rows for e in costed])
+    if len(np.unique(every)) != len(every):
+        return entries
+    by_len: dict[int, list[LedgerEntry]] = {}
+    for e in costed:
+        by_len.setdefault(len(e.rows), []).append(e)
+    for group in by_len.values():
+        r = np.stack([e.rows for e in group])
+        f = flops[r]
+        if not np.isfinite(f).all():
+            f = np.nan_to_num(f)
+        fs = _row_sums(f)
+        d = dur[r]
+        ok = fs > 0
+        w = np.empty(f.shape)
+        w[ok] = f[ok] / fs[ok][:, None]
+        if not ok.all():
+            dd = d[~ok]
+            w[~ok] = dd / np.maximum(_row_sums(dd), 1e-12)[:, None]
+        flops[r] = np.array([e.counts.executed for e in group if e.counts is not None])[:, None] * w
+    done = {id(e) for e in costed}
+    return [e for e in entries if id(e) not in done]
+
+
+def _row_sums(a: np.ndarray) -> np.ndarray:
+    """Each row's sum, left to right: what ``row.sum()`` gives for rows of fewer than 8 values."""
+    s: np.ndarray = a[:, 0].copy()
+    for j in range(1, a.shape[1]):
+        s += a[:, j]
+    return s
 
 
 def _hfu_json(work: float, span: float, flops_total: float, unknown_peak: bool, upper: bool) -> dict:
@@ -782,6 +852,7 @@ def flops_ledger(kt: Any, entries: list[LedgerEntry], steps: list[dict], n_sites
     names = [str(s.get("name")) for s in steps]
     fast = _step_hfus(hc, entries, shared_all[0], st_codes, code_of, order, bounds) if len(names) > 1 else None
     step_rows = []
+    step_memo: dict[tuple[int, ...], tuple] = {}
     for name in names:
         code = code_of.get(name, -1)
         if code < 0:
@@ -789,7 +860,7 @@ def flops_ledger(kt: Any, entries: list[LedgerEntry], steps: list[dict], n_sites
         rows = order[bounds[code] : bounds[code + 1]]
         if not len(rows):
             continue
-        row = dict(name=name, **_totals(by_step.get(name, [])))
+        row = dict(name=name, **_totals(by_step.get(name, []), step_memo))
         row["hfu"] = fast[code] if fast is not None else _hfu(hc, by_step.get(name, []), rows)
         step_rows.append(row)
     out["steps"] = step_rows

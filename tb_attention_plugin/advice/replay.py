@@ -248,46 +248,106 @@ class StepModel:
             member[mem] = True
         # segments between host syncs: a sync holds the CPU until the GPU work before it is done
         cuts = np.searchsorted(launch, np.asarray([t for t, _ in syncs]), side="left") if syncs else np.zeros(0, int)
-        bounds = [0, *cuts.tolist(), len(adj)]
-        stream = self.stream
-        stream_end: dict[int, float] = {}
-        gpu_end = -np.inf
-        first_launch, last_launch = np.inf, -np.inf
-        shift = 0.0
-        for si in range(len(bounds) - 1):
-            if si > 0:  # the sync before this segment
-                arrive = s_adj[si - 1][0] + shift
-                shift = max(arrive, gpu_end) - s_adj[si - 1][1]
-            lo, hi = bounds[si], bounds[si + 1]
-            if hi <= lo:
-                continue
-            seg = np.arange(lo, hi)[keep[lo:hi]]
-            if not len(seg):
-                continue
-            lp = adj[seg] + shift
-            own = ~member[seg]
-            if own.any():
-                first_launch = min(first_launch, float(lp[own].min()))
-                last_launch = max(last_launch, float(lp[own].max()))
-            st = stream[seg]
-            order = np.argsort(st, kind="stable")  # by stream, launch order kept within each
-            st_o, seg_o, lp_o = st[order], seg[order], lp[order]
-            cut = np.flatnonzero(np.diff(st_o)) + 1
-            for a, b in zip([0, *cut.tolist()], [*cut.tolist(), len(st_o)]):
-                sid = int(st_o[a])
-                dd = dur[seg_o[a:b]]
-                gg = gap[seg_o[a:b]]
-                # start_k = max(L_k + latency, end_(k-1) + gap_k): with C_k = sum(d_<k) + sum(gap_<=k),
-                # start_k - C_k is a running maximum
-                c = np.concatenate(([0.0], np.cumsum(dd)[:-1])) + np.cumsum(gg)
-                x = np.maximum.accumulate(lp_o[a:b] + LAUNCH_LATENCY_US - c)
-                x = np.maximum(x, stream_end.get(sid, -np.inf))
-                end = x[-1] + c[-1] + dd[-1]
-                stream_end[sid] = float(end)
-                gpu_end = max(gpu_end, float(end))
-        if first_launch == np.inf:
-            return 0.0
-        return float(max(gpu_end, last_launch) - first_launch)
+        return _replay(adj, dur, gap, keep, member, self.stream, cuts, s_adj)
 
     def gain(self, what: WhatIf) -> float:
         return float(self.base_us - self.simulate(what))
+
+
+def _replay(
+    adj: np.ndarray,
+    dur: np.ndarray,
+    gap: np.ndarray,
+    keep: np.ndarray,
+    member: np.ndarray,
+    stream: np.ndarray,
+    cuts: np.ndarray,
+    s_adj: list[tuple[float, float]],
+) -> float:
+    """The replayed step of :meth:`StepModel.simulate`: kernels in launch order (``adj``: their launch
+    times, overhead taken out), cut into segments by the host syncs before ``cuts`` (``s_adj``: each
+    sync's adjusted start and end).
+
+    On each stream ``start_k = max(L_k + latency, end_(k-1) + gap_k)``; with ``C_k = sum(d_<k) +
+    sum(gap_<=k)`` (local to a segment's run of the stream) ``start_k - C_k`` is a running maximum, so
+    a run's end is ``max(its previous end, max_k(L_k + latency - C_k)) + C_last + d_last``. Segments
+    are sequential (a sync waits for the GPU, which moves every later launch by ``shift``), so
+    everything that does not depend on the shift (the kept kernels of each segment grouped by stream,
+    the sums ``C``, the earliest and latest own launch) is computed for all segments at once, and each
+    segment costs a few array operations instead of one pass per stream (a trace syncs every few
+    dozen kernels: 900 segments in a 300-step training trace). The arithmetic is the per-run
+    formula's, operation for operation, so the result is the same to the last bit.
+    """
+    pos = np.flatnonzero(keep)
+    if not len(pos):
+        return 0.0
+    n_seg = len(cuts) + 1
+    seg = np.searchsorted(cuts, pos, side="right")  # segment si covers [cuts[si-1], cuts[si])
+    order = np.lexsort((stream[pos], seg))  # by segment, then stream, launch order kept within
+    p = pos[order]
+    sg, st = seg[order], stream[p]
+    new = np.ones(len(p), dtype=bool)
+    new[1:] = (sg[1:] != sg[:-1]) | (st[1:] != st[:-1])
+    g0 = np.flatnonzero(new)  # first element of each (segment, stream) run
+    g1 = np.append(g0[1:], len(p))
+    dd = dur[p]
+    c = _run_sums(dd, gap[p] if member.any() else None, g0, g1)
+    base = adj[p]
+    last = g1 - 1
+    c_last, d_last = c[last].tolist(), dd[last].tolist()  # C and d of each run's last kernel
+    run_stream = st[g0].tolist()
+    run_seg = sg[g0]
+    # runs of each segment: [r0[si], r1[si])
+    r0 = np.searchsorted(run_seg, np.arange(n_seg), side="left").tolist()
+    r1 = np.searchsorted(run_seg, np.arange(n_seg), side="right").tolist()
+    starts = g0.tolist() + [len(p)]
+    # earliest and latest launch of each run's kernels not replayed from a graph (min(L + s) is
+    # min(L) + s: rounding is monotonic)
+    own = ~member[p]
+    lo_own = np.minimum.reduceat(np.where(own, base, np.inf), g0).tolist()
+    hi_own = np.maximum.reduceat(np.where(own, base, -np.inf), g0).tolist()
+    stream_end: dict[int, float] = {}
+    gpu_end = -np.inf
+    first_launch, last_launch = np.inf, -np.inf
+    shift = 0.0
+    for si in range(n_seg):
+        if si > 0:  # the sync before this segment
+            arrive = s_adj[si - 1][0] + shift
+            shift = max(arrive, gpu_end) - s_adj[si - 1][1]
+        ra, rb = r0[si], r1[si]
+        if ra == rb:
+            continue
+        for r in range(ra, rb):
+            if lo_own[r] != np.inf:
+                first_launch = min(first_launch, lo_own[r] + shift)
+                last_launch = max(last_launch, hi_own[r] + shift)
+        a, b = starts[ra], starts[rb]
+        v = base[a:b] + shift + LAUNCH_LATENCY_US - c[a:b]
+        peaks = [float(v.max())] if rb - ra == 1 else np.maximum.reduceat(v, np.asarray(starts[ra:rb]) - a).tolist()
+        for r, x in zip(range(ra, rb), peaks):
+            sid = run_stream[r]
+            x = max(x, stream_end.get(sid, -np.inf))
+            end = x + c_last[r] + d_last[r]
+            stream_end[sid] = end
+            gpu_end = max(gpu_end, end)
+    if first_launch == np.inf:
+        return 0.0
+    return float(max(gpu_end, last_launch) - first_launch)
+
+
+def _run_sums(dd: np.ndarray, gg: Optional[np.ndarray], g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
+    """``C_k = sum(d_<k) + sum(gap_<=k)`` within each run ``[g0, g1)``, summed in order from each
+    run's start as one run's ``cumsum`` does. Runs of equal length are summed together, as the rows
+    of one matrix (a step's runs repeat in every step: a few lengths for the whole trace); ``gg``
+    None: no gaps (no kernel replayed from a graph)."""
+    c = np.empty(len(dd))
+    lens = g1 - g0
+    for n in np.unique(lens).tolist():
+        idx = g0[lens == n][:, None] + np.arange(n)
+        sums = np.zeros(idx.shape)
+        if n > 1:
+            np.cumsum(dd[idx[:, :-1]], axis=1, out=sums[:, 1:])
+        if gg is not None:
+            sums += np.cumsum(gg[idx], axis=1)
+        c[idx] = sums
+    return c

@@ -19,6 +19,7 @@ Kernels that say nothing (a memset or copy whose op is generic) are not counted.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any, Optional
 
@@ -62,8 +63,10 @@ _FUSED_NAMES = (
 _GENERIC = ("memset", "memcpy", "copy", "elementwise_kernel", "fill")
 
 
+@functools.lru_cache(maxsize=4096)
 def fused_backend(op: Optional[str], name: Optional[str]) -> Optional[str]:
-    """The backend of one fused-attention kernel, or None when neither its op nor its name says."""
+    """The backend of one fused-attention kernel, or None when neither its op nor its name says.
+    (Memoised: a pure function of two strings, asked for every call of every step.)"""
     o = (op or "").lower()
     for key, be in _FUSED_OPS:
         if key in o:

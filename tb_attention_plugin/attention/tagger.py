@@ -472,10 +472,6 @@ def _assign_phases(units: list[_Unit]) -> list[str]:
     return phases
 
 
-def _fill_subtree(ctx: _Ctx, r: int, phase_code: int, out: np.ndarray) -> None:
-    out[ctx.L.subtree(r)] = phase_code
-
-
 def _pattern_instances(ctx: _Ctx, inst: np.ndarray, broot: np.ndarray) -> list[list[int]]:
     """Unscoped eager attention: sibling ops matmul -> (scale/mask/layout)* -> softmax ->
     (dropout/layout/mask)* -> matmul. Returns the unit ranges of each match."""
@@ -564,6 +560,10 @@ def call_numbers(trace: Trace, tagging: Tagging) -> dict[int, int]:
     return {i: n for n, i in enumerate(sorted(keys, key=lambda i: (*keys[i], i)))}
 
 
+# False: every instance's units and phases worked out anew (tests compare the two)
+_REUSE = True
+
+
 def tag(
     trace: Trace,
     links: Links,
@@ -595,11 +595,31 @@ def tag(
     phase = np.full(n, -1, dtype=np.int8)
     # 2. pattern instances (no scope at all)
     groups = _pattern_instances(ctx, inst, broot)
-    # 3. phases, forward side
+    # 3. phases, forward side. Every step repeats its calls: an instance whose subtree has the
+    #    same shape, kinds, names and recorded inputs as one already read gets the same phases at
+    #    the same places (units and phases are functions of the subtree alone), and the units of
+    #    one instance are disjoint subtrees, so its phases are one pattern over its slice.
+    pre_pos, pre_size, _ = links.preorder()
+    patterns: dict[tuple[bytes, ...], tuple[np.ndarray, np.ndarray]] = {}
     for root in instances:
-        units = _units(ctx, root)
-        for u, ph in zip(units, _assign_phases(units)):
-            _fill_subtree(ctx, u.range, P.PHASE_INDEX[ph], phase)
+        sub = links.subtree(root)
+        key = (
+            kinds[sub].tobytes(),
+            ctx.name_id[sub].tobytes(),
+            ctx.sig[sub].tobytes(),
+            pre_size[sub].tobytes(),
+        )
+        hit = patterns.get(key) if _REUSE else None
+        if hit is None:
+            units = _units(ctx, root)
+            codes = np.full(len(sub), -1, dtype=np.int8)
+            p0 = int(pre_pos[root])
+            for u, ph in zip(units, _assign_phases(units)):
+                a = int(pre_pos[u.range]) - p0
+                codes[a : a + int(pre_size[u.range])] = P.PHASE_INDEX[ph]
+            where = np.flatnonzero(codes >= 0)
+            hit = patterns[key] = (where, codes[where])
+        phase[sub[hit[0]]] = hit[1]
     for group in groups:
         gid = group[0]
         units = [_op_unit(ctx, g) for g in group]

@@ -33,6 +33,7 @@ def instance_shapes(ctx: TraceContext, step_window: Optional[tuple]) -> dict[int
     cand = cand[np.lexsort((-R["dur_ns"][cand], R["ts_ns"][cand]))]
     qk_ph, pv_ph = P.PHASE_INDEX["qk_matmul"], P.PHASE_INDEX["pv_matmul"]
     info: dict[int, dict] = {}
+    sdpa_memo: dict[tuple[str, int], Optional[dict]] = {}  # every step repeats its calls' inputs (read only)
     for r in cand.tolist():
         inst = int(tag.range_instance[r])
         d = info.setdefault(inst, {"ts": int(R["ts_ns"][r])})
@@ -40,7 +41,10 @@ def instance_shapes(ctx: TraceContext, step_window: Optional[tuple]) -> dict[int
         s = short_name(nm)
         ph = int(tag.range_phase[r])
         if nm in SDPA_SCHEMAS and "sdpa" not in d:
-            sh = sdpa_shapes(nm, ctx.args(r) or [])
+            key = (nm, int(ctx.sig[r]))
+            if key not in sdpa_memo:
+                sdpa_memo[key] = sdpa_shapes(nm, ctx.args(r) or [])
+            sh = sdpa_memo[key]
             if sh and not sh["backward"]:
                 d["sdpa"] = sh
                 d["sdpa_op"] = nm

@@ -191,16 +191,27 @@ def replay_calls(
     occs, unsupported = _occurrences(rd)
     _attribute_kernels(rd, occs, kernel_ids)
     groups: dict[str, dict[str, Any]] = {}
+    # the occurrences of repeated instances share their signature dict (_occurrences' memo): its
+    # id is hashed once, not once per occurrence (a json.dumps and a sha1 each)
+    ids_of: dict[int, str] = {}
     for o in occs:
-        cid = call_id(o.sig)
+        cid = ids_of.get(id(o.sig))
+        if cid is None:
+            cid = ids_of[id(o.sig)] = call_id(o.sig)
         g = groups.get(cid)
         if g is None:
-            g = groups[cid] = {"id": cid, **o.sig, "count": 0, "instances": [], "_t": {"forward": 0.0, "backward": 0.0}}
+            g = groups[cid] = {
+                "id": cid,
+                **o.sig,
+                "count": 0,
+                "instances": set(),
+                "_t": {"forward": 0.0, "backward": 0.0},
+            }
             g["_n"] = {"forward": 0, "backward": 0}
         g["count"] += 1
         n = numbers.get(o.instance)
-        if n is not None and n not in g["instances"]:
-            g["instances"].append(n)
+        if n is not None:
+            g["instances"].add(n)
         for d, t in o.time_us.items():
             g["_t"][d] += t
             if t > 0:
@@ -211,7 +222,7 @@ def replay_calls(
         g["directions"] = ["forward"] + (["backward"] if n["backward"] else [])
         g["trace_time_us"] = round(t["forward"] + t["backward"], 3)
         g["per_call_us"] = {d: round(t[d] / n[d], 3) if n[d] else None for d in ("forward", "backward")}
-        g["instances"].sort()
+        g["instances"] = sorted(g["instances"])
         g["backends"] = list(BACKENDS_BY_KIND[g["kind"]])
         calls.append(g)
     calls.sort(key=lambda c: (-c["trace_time_us"], c["id"]))

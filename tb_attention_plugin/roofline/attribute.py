@@ -94,6 +94,34 @@ class _Owners:
         self.costed_below[r] = out
         return out
 
+    def owners_of(self, rs: np.ndarray) -> np.ndarray:
+        """:meth:`owner` of each range of ``rs`` (distinct). A range with a cost is its own owner:
+        those are found with array operations and one cost per distinct (name, signature) (a
+        trace launches most kernels from ops with a formula, each op of every step its own range);
+        the others walk outwards one by one."""
+        names = self.t.strings
+        formula = np.fromiter((has_formula(x) for x in names), dtype=bool, count=len(names))
+        sig = self.sig[rs].astype(np.int64)
+        nm = self.name[rs].astype(np.int64)
+        cand = np.flatnonzero((self.kind[rs] == OP) & (sig >= 0) & formula[nm])
+        out = np.full(len(rs), -1, dtype=np.int64)
+        own = np.zeros(len(rs), dtype=bool)
+        if len(cand):
+            key = nm[cand] * (len(self.t.signatures) + 1) + sig[cand]
+            ukey, first, kinv = np.unique(key, return_index=True, return_inverse=True)
+            ucost = [self.cost_of(int(rs[cand[i]])) for i in first.tolist()]
+            has = np.array([c is not None for c in ucost], dtype=bool)[kinv.reshape(-1)]
+            direct = cand[has]
+            out[direct] = rs[direct]
+            own[direct] = True
+            by_range, memo = self.by_range, self.memo
+            for r, ci in zip(rs[direct].tolist(), kinv.reshape(-1)[has].tolist()):
+                by_range[r] = ucost[ci]
+                memo[r] = r
+        for i in np.flatnonzero(~own).tolist():
+            out[i] = self.owner(int(rs[i]))
+        return out
+
     def owner(self, r: int) -> int:
         hit = self.memo.get(r)
         if hit is not None:
@@ -156,7 +184,7 @@ def attribute(trace: Trace, links: Links) -> Attribution:
     kern = np.flatnonzero((kinds == KERNEL) & (gop >= 0))
     ops = gop[kern]
     uniq, inv = np.unique(ops, return_inverse=True)
-    uniq_owner = np.array([owners.owner(int(r)) for r in uniq.tolist()], dtype=np.int64)
+    uniq_owner = owners.owners_of(uniq)
     owner[kern] = uniq_owner[inv] if len(uniq) else owner[kern]
     has = np.flatnonzero(owner >= 0)
     order = has[np.argsort(owner[has], kind="stable")]
@@ -187,31 +215,33 @@ def attribute(trace: Trace, links: Links) -> Attribution:
     if len(multi) and not kname:
         kname = [names[i] for i in G["name"].tolist()]
     grid = np.stack([G["grid_x"], G["grid_y"], G["grid_z"]], axis=1) if n else np.zeros((0, 3), np.int64)
+    out = _Out(flops, nbytes, reads, share, role, undescribed)
+    # Owners of several kernels: a training trace repeats the same op with the same kernels in
+    # every step, so they are grouped by (cost, kernel names) and each group is costed at once.
+    groups: dict[tuple[int, tuple[str, ...]], list[list[int]]] = {}
+    owner_keys = []
     for j in multi.tolist():
         ks = order[starts[j] : starts[j] + counts[j]].tolist()
-        o = int(owner[ks[0]])
-        c = _cost(owners, o)
+        c = _cost(owners, int(owner[ks[0]]))
+        key = (id(c), tuple([kname[k] for k in ks]))
+        groups.setdefault(key, []).append(ks)
+        owner_keys.append((int(owner[ks[0]]), key))
+    group_cost: dict[tuple[int, tuple[str, ...]], Cost] = {}
+    for key, members in groups.items():
+        c = _cost(owners, int(owner[members[0][0]]))
         if c.bytes is None and "elements" in c.detail:
-            c = _with_itemsize_from_kernel(c, [kname[k] for k in ks])
-        costs[o] = c
-        d = dur[ks]
-        total = float(d.sum())
-        fr = np.full(len(ks), 1.0 / len(ks)) if total <= 0 else d / total
-        share[ks] = fr
-        kroles = _roles(c, [kname[k] for k in ks])
-        role[ks] = [R.ROLE_INDEX[r] if r is not None else -1 for r in kroles]
-        by_role = _by_role(c, kroles, [kname[k] for k in ks], grid[ks], d) if c.roles is not None else None
-        if by_role is not None:
-            nbytes[ks], reads[ks] = by_role
-            if c.bytes is not None:
-                undescribed[ks] = np.isnan(by_role[0])
-        elif c.bytes is not None:
-            nbytes[ks] = float(c.bytes) * fr
-            reads[ks] = float(c.reads if c.reads is not None else c.bytes) * fr
-        if c.flops is not None:
-            main = np.array([r == R.MAIN for r in kroles])
-            f = np.where(main, d / d[main].sum(), 0.0) if main.any() and d[main].sum() > 0 else fr
-            flops[ks] = c.flops * f
+            c = _with_itemsize_from_kernel(c, list(key[1]))
+        group_cost[key] = c
+    for o, key in owner_keys:  # in owner order, as before
+        costs[o] = group_cost[key]
+    for (cid, knames), members in groups.items():
+        c = group_cost[(cid, knames)]
+        kroles = _roles(c, list(knames))
+        if len(knames) < _BATCH_MAX and len(members) > 1 and _BATCH:
+            _owners_at_once(out, c, kroles, list(knames), np.asarray(members, dtype=np.int64), grid, dur)
+        else:
+            for ks in members:
+                _one_owner(out, c, kroles, list(knames), ks, grid, dur)
     return Attribution(
         owner=owner,
         flops=flops,
@@ -222,6 +252,136 @@ def attribute(trace: Trace, links: Links) -> Attribution:
         role=role,
         undescribed=undescribed,
     )
+
+
+@dataclass
+class _Out:
+    """The per-kernel columns :func:`attribute` fills."""
+
+    flops: np.ndarray
+    bytes: np.ndarray
+    reads: np.ndarray
+    share: np.ndarray
+    role: np.ndarray
+    undescribed: np.ndarray
+
+
+# Groups of owners with the same cost and kernels are costed with array operations over the
+# group when they have fewer kernels than this: numpy sums fewer than 8 numbers left to right, as
+# the column-by-column sums of _rowsum do (8 or more it sums pairwise), so the shares are the
+# per-owner ones to the last bit. _BATCH False: every owner alone (tests compare the two).
+_BATCH_MAX = 8
+_BATCH = True
+
+
+def _rowsum(d: np.ndarray) -> np.ndarray:
+    """Each row's sum, left to right (what ``row.sum()`` gives for a row of fewer than 8)."""
+    s: np.ndarray = d[:, 0].copy()
+    for j in range(1, d.shape[1]):
+        s += d[:, j]
+    return s
+
+
+def _one_owner(
+    out: _Out, c: Cost, kroles: list[Optional[str]], knames: list[str], ks: list[int], grid: np.ndarray, dur: np.ndarray
+) -> None:
+    """Shares, roles, bytes and FLOPs of the kernels ``ks`` of one owner of cost ``c``."""
+    d = dur[ks]
+    total = float(d.sum())
+    fr = np.full(len(ks), 1.0 / len(ks)) if total <= 0 else d / total
+    out.share[ks] = fr
+    out.role[ks] = [R.ROLE_INDEX[r] if r is not None else -1 for r in kroles]
+    by_role = _by_role(c, kroles, knames, grid[ks], d) if c.roles is not None else None
+    if by_role is not None:
+        out.bytes[ks], out.reads[ks] = by_role
+        if c.bytes is not None:
+            out.undescribed[ks] = np.isnan(by_role[0])
+    elif c.bytes is not None:
+        out.bytes[ks] = float(c.bytes) * fr
+        out.reads[ks] = float(c.reads if c.reads is not None else c.bytes) * fr
+    if c.flops is not None:
+        main = np.array([r == R.MAIN for r in kroles])
+        f = np.where(main, d / d[main].sum(), 0.0) if main.any() and d[main].sum() > 0 else fr
+        out.flops[ks] = c.flops * f
+
+
+def _owners_at_once(
+    out: _Out,
+    c: Cost,
+    kroles: list[Optional[str]],
+    knames: list[str],
+    ks: np.ndarray,
+    grid: np.ndarray,
+    dur: np.ndarray,
+) -> None:
+    """:func:`_one_owner` for many owners of the same cost and kernel names (``ks``: one row of
+    kernel indices per owner, fewer than 8 columns), the same arithmetic as array operations."""
+    m = ks.shape[1]
+    d = dur[ks]
+    total = _rowsum(d)
+    fr = np.full(d.shape, 1.0 / m)
+    pos = total > 0
+    fr[pos] = d[pos] / total[pos][:, None]
+    out.share[ks] = fr
+    out.role[ks] = np.asarray([R.ROLE_INDEX[r] if r is not None else -1 for r in kroles], dtype=out.role.dtype)
+    tables = _role_tables(c, kroles, knames, grid, ks) if c.roles is not None else [(np.arange(len(ks)), None)]
+    for rows, table in tables:
+        kr = ks[rows]
+        if table is None:  # shared by duration
+            if c.bytes is not None:
+                out.bytes[kr] = float(c.bytes) * fr[rows]
+                out.reads[kr] = float(c.reads if c.reads is not None else c.bytes) * fr[rows]
+            continue
+        b = np.full((len(rows), m), np.nan)
+        r_ = np.full((len(rows), m), np.nan)
+        dr = d[rows]
+        for role, (rd, wr) in table.items():
+            idx = [i for i, x in enumerate(kroles) if x == role]
+            if not idx:
+                continue
+            if role in R.PER_KERNEL_ROLES:
+                w = np.ones((len(rows), len(idx)))
+            else:
+                ws = _rowsum(dr[:, idx])
+                ok = ws > 0
+                w = np.full((len(rows), len(idx)), 1.0 / len(idx))
+                w[ok] = dr[ok][:, idx] / ws[ok][:, None]
+            b[:, idx] = (rd + wr) * w
+            r_[:, idx] = rd * w
+        out.bytes[kr], out.reads[kr] = b, r_
+        if c.bytes is not None:
+            out.undescribed[kr] = np.isnan(b)
+    if c.flops is not None:
+        main = np.array([r == R.MAIN for r in kroles])
+        f = fr
+        if main.any():
+            ms = _rowsum(d[:, main])
+            ok = ms > 0
+            f = fr.copy()
+            f[ok] = np.where(main, d[ok] / ms[ok][:, None], 0.0)
+        out.flops[ks] = c.flops * f
+
+
+def _role_tables(
+    c: Cost, kroles: list[Optional[str]], knames: list[str], grid: np.ndarray, ks: np.ndarray
+) -> list[tuple[np.ndarray, Optional[dict[str, tuple[float, float]]]]]:
+    """:func:`_by_role`'s role traffic for the owners ``ks`` (rows) of one cost and kernel names:
+    (rows, table) per distinct split count (a split-KV attention's partial results depend on its
+    main kernel's grid); table None where the bytes are shared by duration instead."""
+    every = np.arange(len(ks))
+    present = frozenset(r for r in kroles if r is not None)
+    if not present or present in ({R.MAIN}, {R.AUX}):
+        return [(every, None)]
+    if not (isinstance(c.roles, SdpaRoles) and R.COMBINE in present and R.MAIN in kroles):
+        return [(every, role_bytes(c, present, 1) or None)]
+    i = kroles.index(R.MAIN)
+    rule = R.kernel_rule(knames[i])
+    grids, inv = np.unique(grid[ks[:, i]], axis=0, return_inverse=True)
+    out: list[tuple[np.ndarray, Optional[dict[str, tuple[float, float]]]]] = []
+    for gi, g in enumerate(grids.tolist()):
+        splits, _ = sdpa_splits(c.roles, (int(g[0]), int(g[1]), int(g[2])), rule.splits_grid if rule else None)
+        out.append((np.flatnonzero(inv.reshape(-1) == gi), role_bytes(c, present, splits) or None))
+    return out
 
 
 _OPAQUE = re.compile(r"OpaqueType<(\d+)u?>")

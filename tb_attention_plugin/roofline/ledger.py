@@ -249,8 +249,10 @@ def packed_query_heads(g: Geometry, backend: str) -> int:
     return 1
 
 
+@lru_cache(maxsize=4096)
 def tile_from_name(name: Optional[str]) -> Optional[tuple[int, int]]:
-    """(M query rows, N keys) of a fused attention kernel whose name carries its tile."""
+    """(M query rows, N keys) of a fused attention kernel whose name carries its tile (memoised:
+    asked for every call of every step, of a few kernel names)."""
     if not name:
         return None
     for rx, gm, gn in _TILE_NAMES:

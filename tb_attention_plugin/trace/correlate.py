@@ -46,6 +46,12 @@ class Links:
         p = int(pos[r])
         return pre[p : p + int(size[r])]
 
+    def preorder(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(position of each range in the depth-first preorder, its subtree's size, the preorder):
+        ``subtree(r)`` is ``pre[pos[r] : pos[r] + size[r]]``, and the sizes along a subtree say its
+        shape (for telling repeated subtrees apart without walking them)."""
+        return self._preorder()
+
     def _preorder(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(position of each range in a depth-first preorder of the forest, its subtree's size,
         the preorder): a subtree is one slice. Built once, in whole-array steps per depth level

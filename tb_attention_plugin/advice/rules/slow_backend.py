@@ -40,41 +40,40 @@ def check(run: Run) -> Any:
         return Silent(f"no measured backend table for this GPU family ({arch or run.device or 'unknown'})")
     hits: dict = {}
     outside = 0
+    # every step repeats its calls: the inputs, the alternatives and each (alternative, pass)'s
+    # prediction are worked out once per distinct call; only the kernel times are per call
+    inputs: dict[tuple, tuple] = {}
+    plans: dict[tuple, Any] = {}
     for c in calls:
         rows = run.call_rows(c)
         bwd = any(k["direction"] == "backward" for k in rows)
-        x = inputs_of_call(c, bwd)
+        now = c["backend"]
+        ck = (id(c.get("shapes")), c.get("mask_dtype"), c.get("enable_gqa"), now, bwd)
+        got = inputs.get(ck)
+        if got is None:
+            x = inputs_of_call(c, bwd)
+            opts = _options(now, x, arch, _score_shaped_mask(c, x)) if x is not None else []
+            got = inputs[ck] = (x, opts)
+        x, opts = got
         if x is None:
             continue
         if x.sq * x.sk < MIN_SCORES:
             outside += 1
             continue
-        now = c["backend"]
         t = {p: total(k for k in rows if k["direction"] == p) for p in ("forward", "backward")}
-        for alt, xa in _options(now, x, arch, _score_shaped_mask(c, x)):
+        for ai, (alt, xa) in enumerate(opts):
             pred = {}
             for pas, tt in t.items():
                 if tt <= 0:
                     continue
-                p = predict_once(alt, pas, xa, run, arch)
-                if p is None or p.source != "table":
+                pk = (ck, ai, pas)
+                plan = plans.get(pk, _UNSEEN)
+                if plan is _UNSEEN:
+                    plan = plans[pk] = _plan(now, alt, pas, x, xa, run, arch)
+                if plan is None:
                     break
-                # relative to what the running backend reached here: the table's ratio between the two
-                # backends applied to the measured time (shape effects common to both cancel)
-                # (rates are per FLOP of the table's convention: is_causal does half the work of the mask)
-                r_now, r_alt = rate(now, pas, x, arch), rate(alt, pas, xa, arch)
-                # (only where the table has a row of the running configuration: it has none with a mask
-                # tensor, whose reads make the running kernel slower than the table's unmasked row)
-                if r_now is not None and r_alt is not None and p.bound == "compute" and x.mask in ("none", "causal"):
-                    f = r_now[0] / r_alt[0] * xa.fwd_flops() / x.fwd_flops()
-                    p = Prediction(
-                        tt * f,
-                        "table",
-                        f"{p.note}; {LABELS[now]} {pas} at {r_now[1]['tflops']:g} TFLOP/s in the table: "
-                        f"{f:.2f}x the measured time",
-                        "compute",
-                    )
-                pred[pas] = p
+                p, f, note = plan
+                pred[pas] = p if f is None else Prediction(tt * f, "table", note, "compute")
             else:
                 if not pred:
                     continue
@@ -202,6 +201,30 @@ def check(run: Run) -> Any:
         gpu_gain_us=gain,
         what_if=w,
     )
+
+
+_UNSEEN = object()
+
+
+def _plan(now: str, alt: str, pas: str, x: Any, xa: Any, run: Run, arch: Any) -> Any:
+    """What one pass of one call predicts on ``alt`` (inputs ``xa``), apart from the call's own
+    kernel time: None when the table has no row for it (the alternative is not compared); else
+    (prediction, None, None), or (None, factor, note) when the prediction is the table's ratio
+    between the two backends applied to the measured time (shape effects common to both cancel;
+    rates are per FLOP of the table's convention: is_causal does half the work of the mask) -
+    only where the table has a row of the running configuration: it has none with a mask tensor,
+    whose reads make the running kernel slower than the table's unmasked row."""
+    p = predict_once(alt, pas, xa, run, arch)
+    if p is None or p.source != "table":
+        return None
+    r_now, r_alt = rate(now, pas, x, arch), rate(alt, pas, xa, arch)
+    if r_now is not None and r_alt is not None and p.bound == "compute" and x.mask in ("none", "causal"):
+        f = r_now[0] / r_alt[0] * xa.fwd_flops() / x.fwd_flops()
+        note = (
+            f"{p.note}; {LABELS[now]} {pas} at {r_now[1]['tflops']:g} TFLOP/s in the table: {f:.2f}x the measured time"
+        )
+        return None, f, note
+    return p, None, None
 
 
 def _score_shaped_mask(c: dict, x: Any) -> bool:

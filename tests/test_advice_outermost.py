@@ -1,0 +1,39 @@
+"""advice/run._outermost (the outermost marked range around each range, from the preorder) must be
+correlate.outermost_marked's answer, on nested marks of every kind."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import numpy as np
+import pytest
+
+from tb_attention_plugin.advice.run import _outermost
+from tb_attention_plugin.trace.correlate import link, outermost_marked
+from tb_attention_plugin.trace.records import OP, load_trace
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TRACES = sorted(
+    p
+    for d in ("twins", "round3", "modern")
+    for p in glob.glob(os.path.join(HERE, "data", d, "*", "*.pt.trace.json.gz"))
+    if os.path.getsize(p) < 150_000
+)[::3]
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: os.path.basename(os.path.dirname(p)))
+def test_outermost_is_outermost_marked(path: str) -> None:
+    trace = load_trace(path)
+    links = link(trace)
+    rng = np.random.default_rng(len(path))
+    n = trace.n_ranges
+    masks = [
+        trace.ranges["kind"] == OP,  # ops inside ops: nested marks everywhere
+        rng.random(n) < 0.05,
+        rng.random(n) < 0.5,
+        np.zeros(n, dtype=bool),
+        np.ones(n, dtype=bool),
+    ]
+    for m in masks:
+        assert _outermost(links, m).tolist() == outermost_marked(links.parent, m).tolist()
