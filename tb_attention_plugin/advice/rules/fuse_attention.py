@@ -217,9 +217,10 @@ def _operand_copies(run: Run, rows: list[dict], math_ids: set, taken: set) -> li
             continue
         b = cd.get("batch", 1)
         item = ITEMSIZE.get(k.get("dtype") or "", 2)
-        if k["phase"] == "qk_matmul":  # q [b, m, k], k [b, n, k]
+        # QK^T reads q [b, m, k] and k [b, n, k]; PV reads v [b, k, n] and writes the output [b, m, n]
+        if k["phase"] == "qk_matmul":
             new = {item * b * cd["m"] * cd["k"], item * b * cd["n"] * cd["k"]}
-        elif k["phase"] == "pv_matmul":  # v [b, k, n], output [b, m, n]
+        elif k["phase"] == "pv_matmul":
             new = {item * b * cd["k"] * cd["n"], item * b * cd["m"] * cd["n"]}
         else:
             continue
