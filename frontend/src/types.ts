@@ -370,11 +370,22 @@ export interface Site {
   top_finding: { id: string; severity: string; title: string } | null;
 }
 
+/** One dtype's roof in the HFU: its kernels' FLOPs against that roof (FP8 on its own measured roof). */
+export interface HfuRoof {
+  peak_flops_per_s: number;
+  kernels: number;
+  flops: number;
+  time_us: number;
+  roof_time_us: number;
+  utilization: number | null;
+}
+
 export interface Hfu {
   value: number | null;
   flops: number | null;
   roof_time_us: number | null;
   span_us: number | null;
+  by_roof?: Record<string, HfuRoof>;
   exceeds_peak?: boolean;
   upper_bound?: boolean;
   note?: string;

@@ -18,6 +18,7 @@ if not os.path.exists(CHROMIUM):
     pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
 
 RUN, SRC = "t5_sdpa", "tests/data/twins/t5_sdpa"
+FP8_RUN, FP8_SRC = "fp8_block", "tests/data/round4/fp8_block_fwd_e4m3"
 API = "/data/plugin/attention"
 
 
@@ -25,8 +26,9 @@ API = "/data/plugin/attention"
 def tb(tmp_path_factory):
     logdir = str(tmp_path_factory.mktemp("logdir"))
     copy_run(logdir, RUN, os.path.join(ROOT, SRC))
+    copy_run(logdir, FP8_RUN, os.path.join(ROOT, FP8_SRC))
     with tensorboard(logdir, str(tmp_path_factory.mktemp("tb"))) as base:
-        settled(base, 1)
+        settled(base, 2)
         yield base
 
 
@@ -69,3 +71,16 @@ def test_sites_table_rows_and_click_through(tb, page):
     want = get_json(tb + API + "/kernels?" + urlencode({"run": RUN, "site": cross, "limit": 1000}))["total"]
     shown = frame.eval_on_selector_all("#kernel-table tbody tr[data-id]", "rs => rs.length")
     assert 0 < shown <= want
+
+
+def test_ledger_line_puts_fp8_kernels_on_their_own_roof(tb, page):
+    """An e4m3 _scaled_mm block (H200, round 4): the ledger line gives each dtype's kernels on their own
+    roof, with the figures of the JSON's hfu.by_roof."""
+    page.goto(tb + f"/#attention&att.view=run&att.run={FP8_RUN}")
+    frame = plugin_frame(page)
+    frame.wait_for_selector("#flops-ledger", timeout=30000)
+    text = frame.inner_text("#flops-ledger")
+    roofs = get_json(tb + API + "/summary?" + urlencode({"run": FP8_RUN}))["summary"]["flops_ledger"]["hfu"]["by_roof"]
+    fp8 = roofs["fp8"]
+    assert fp8["utilization"] > 0.9 and "per roof" in text, text
+    assert f"fp8 ~{100 * fp8['utilization']:.1f} %" in text and "bf16 ~" in text, text

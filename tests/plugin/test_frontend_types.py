@@ -35,7 +35,6 @@ MEASURED = os.path.join(ROOT, "tests", "data", "measured")
 # or by interface.field for an inline object type.
 NOT_IN_TYPES: dict[str, set[str]] = {
     "Summary": {"memory"},  # shown from /memory
-    "Hfu": {"by_roof"},  # the per-roof breakdown (FP8 on its own roof): JSON and text only
     "Summary.thresholds": {"low_occupancy_pct", "short_kernel_us", "tiny_grid_sm_fraction"},
     "Phase": {"upper_bound", "upper_bound_flops_per_s", "upper_bound_bytes_per_s"},
     "Device": {"l2_bytes"},

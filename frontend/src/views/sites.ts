@@ -4,7 +4,7 @@
 import { Child, h } from "../dom";
 import * as fmt from "../format";
 import type { KernelFilter } from "../state";
-import type { Boundary, FlopsLedger, Mfu, Site, Summary } from "../types";
+import type { Boundary, FlopsLedger, Hfu, Mfu, Site, Summary } from "../types";
 import { boundPill, section } from "../widgets";
 
 const ROLE_LABELS: Record<string, string> = {
@@ -53,7 +53,15 @@ function ledgerText(led: FlopsLedger): Child {
   return h("p", { class: "section-help", id: "flops-ledger" },
     `FLOPs ledger: useful ${led.useful_exact ? "" : "\u2264"}${fmt.flops(led.useful)} (the pairs the mask keeps), executed ${led.executed_upper_bound ? "\u2264" : "~"}${fmt.flops(led.executed)} `
     + `(whole tiles; the backward's recomputed QK\u1d40), dense ${fmt.flops(led.dense)} (no mask). Attention MFU: useful ${basis("useful")}, `
-    + `executed ${basis("executed")}, dense ${basis("dense")} of ${peaks || "the roof"}; HFU of the GPU span ~${fmt.pct(led.hfu.value)}.`);
+    + `executed ${basis("executed")}, dense ${basis("dense")} of ${peaks || "the roof"}; HFU of the GPU span ~${fmt.pct(led.hfu.value)}`
+    + `${roofsText(led.hfu)}.`);
+}
+
+/** Each dtype's kernels on their own roof, where a trace has more than one (FP8 GEMMs beside bf16). */
+function roofsText(hfu: Hfu): string {
+  const roofs = Object.entries(hfu.by_roof || {}).filter(([, r]) => r.utilization !== null && r.flops > 0);
+  if (roofs.length < 2) return "";
+  return ` (per roof, in their kernels' time: ${roofs.map(([k, r]) => `${k} ~${fmt.pct(r.utilization)} of ${fmt.flopRate(r.peak_flops_per_s)}`).join(", ")})`;
 }
 
 export function renderSites(sm: Summary, onPick: (f: KernelFilter) => void): HTMLElement | null {
