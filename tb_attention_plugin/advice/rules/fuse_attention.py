@@ -70,7 +70,8 @@ def check(run: Run) -> Any:
     if additive:
         return Silent(f"additive attention ({additive}): not a dot product, SDPA does not compute it")
     copies = _score_copies(run, rows, math_ids)
-    copies += _operand_copies(run, rows, math_ids, {k["id"] for k in copies})
+    operand_copies = _operand_copies(run, rows, math_ids, {k["id"] for k in copies})
+    copies += operand_copies
     slow = [k for k in rows if k["phase"] in _ELEMENTWISE and k["bound"] in ("memory", "latency")]
     slow_t = total(slow)
     if slow_t < ELEMENTWISE_SHARE * unfused:
@@ -135,7 +136,11 @@ def check(run: Run) -> Any:
     worst = sorted((p for p in phases if p["phase"] in _ELEMENTWISE), key=lambda p: -p["time_us"])[:3]
     detail = (
         f"Core attention runs as {len(rows) - len(copies)} separate kernels taking {_us(core_t)}"
-        + (f", plus {len(copies)} score-sized casts/copies ({_us(unfused - core_t)})" if copies else "")
+        + (
+            f", plus {len(copies)} casts/copies of the scores or of q, k, v and the output ({_us(unfused - core_t)})"
+            if copies
+            else ""
+        )
         + f" ({pct0(unfused / run.att_time)} of attention time); the scale/mask/softmax/dropout kernels alone take "
         f"{_us(slow_t)} and are memory- or latency-bound: "
         + ", ".join(
@@ -161,7 +166,8 @@ def check(run: Run) -> Any:
         evidence={
             "time_us": _r(unfused),
             "core_time_us": _r(core_t),
-            "score_copies_us": _r(unfused - core_t),
+            "score_copies_us": _r(unfused - core_t - total(operand_copies)),
+            "operand_copies_us": _r(total(operand_copies)),
             "memory_or_latency_bound_elementwise_us": _r(slow_t),
             "share_of_attention": _r(unfused / run.att_time, 4),
             "phases": phases,
