@@ -3,23 +3,17 @@ correlate.outermost_marked's answer, on nested marks of every kind."""
 
 from __future__ import annotations
 
-import glob
 import os
 
 import numpy as np
 import pytest
 
+from helpers import recorded_traces
 from tb_attention_plugin.advice.run import _outermost
 from tb_attention_plugin.trace.correlate import link, outermost_marked
 from tb_attention_plugin.trace.records import OP, load_trace
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-TRACES = sorted(
-    p
-    for d in ("twins", "round3", "modern")
-    for p in glob.glob(os.path.join(HERE, "data", d, "*", "*.pt.trace.json.gz"))
-    if os.path.getsize(p) < 150_000
-)[::3]
+TRACES = recorded_traces(("twins", "round3", "modern"), 150_000)[::3]
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: os.path.basename(os.path.dirname(p)))

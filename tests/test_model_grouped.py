@@ -9,17 +9,12 @@ import os
 
 import pytest
 
-from helpers import ROOT
+from helpers import recorded_traces
 from tb_attention_plugin import model
 from tb_attention_plugin.analyze import analyze_path
 from tb_attention_plugin.jsonout import iter_trace_body
 
-RUNS = sorted(
-    os.path.dirname(p)
-    for d in ("round3", "twins")
-    for p in glob.glob(os.path.join(ROOT, "tests", "data", d, "*", "*.pt.trace.json.gz"))
-    if os.path.getsize(p) < 120_000
-)[:24]
+RUNS = sorted(os.path.dirname(p) for p in recorded_traces(("round3", "twins"), 120_000))[:24]
 
 
 @pytest.mark.parametrize("run", RUNS, ids=os.path.basename)

@@ -3,23 +3,17 @@ training trace) from that one; reading each instance anew must give the same tag
 
 from __future__ import annotations
 
-import glob
 import os
 
 import numpy as np
 import pytest
 
+from helpers import recorded_traces
 from tb_attention_plugin.attention import tagger
 from tb_attention_plugin.trace.correlate import link
 from tb_attention_plugin.trace.records import load_trace
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TRACES = sorted(
-    p
-    for d in ("twins", "round3", "modern")
-    for p in glob.glob(os.path.join(HERE, "data", d, "*", "*.pt.trace.json.gz"))
-    if os.path.getsize(p) < 250_000
-)
+TRACES = recorded_traces(("twins", "round3", "modern"), 250_000)
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: os.path.basename(os.path.dirname(p)))

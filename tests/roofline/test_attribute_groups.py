@@ -3,25 +3,19 @@ as one group with array operations; owner by owner must give the same numbers to
 
 from __future__ import annotations
 
-import glob
 import os
 
 import numpy as np
 import pytest
 
+from helpers import recorded_traces
 from tb_attention_plugin.roofline import attribute as A
 from tb_attention_plugin.trace.correlate import link
 from tb_attention_plugin.trace.records import load_trace
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # H200 traces with multi-kernel owners of many kinds (split-KV and cuDNN attention, GEMMs with
 # split-K reductions, sorts, eager/SDPA/flex/jagged, forward and backward), small enough to run fast
-TRACES = sorted(
-    p
-    for d in ("twins", "round3", "modern")
-    for p in glob.glob(os.path.join(HERE, "data", d, "*", "*.pt.trace.json.gz"))
-    if os.path.getsize(p) < 250_000
-)
+TRACES = recorded_traces(("twins", "round3", "modern"), 250_000)
 
 
 def _fields(a: A.Attribution) -> dict:
