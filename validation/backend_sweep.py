@@ -32,7 +32,6 @@ import json
 import os
 import platform
 import sys
-import tempfile
 import time
 import traceback
 import warnings
@@ -196,33 +195,20 @@ def _first_line(e: BaseException) -> str:
     return (useful[0] if useful else type(e).__name__)[:300]
 
 
-def kernel_times(events, iters):
-    """``{label: (kernel µs per iteration, kernels per iteration)}``: each GPU activity counts for the
-    ``sweep::`` range its launch (runtime or driver call, by correlation id) falls in; backward kernels
-    are launched on autograd's thread, inside the same range in time."""
-    ranges, launch, gpu = [], {}, []
-    for e in events:
-        if e.get("ph") != "X":
-            continue
-        cat, name = e.get("cat", ""), e.get("name", "")
-        if cat == "user_annotation" and name.startswith("sweep::"):
-            ranges.append((name[7:], float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))))
-        elif cat in ("cuda_runtime", "cuda_driver"):
-            c = (e.get("args") or {}).get("correlation")
-            if c is not None:
-                launch[c] = float(e["ts"])
-        elif cat in ("kernel", "gpu_memcpy", "gpu_memset"):
-            gpu.append(((e.get("args") or {}).get("correlation"), float(e.get("dur", 0))))
-    out: dict = {}
-    for c, dur in gpu:
-        t = launch.get(c)
-        for label, a, b in ranges:
-            if t is not None and a <= t <= b:
-                acc = out.setdefault(label, [0.0, 0])
-                acc[0] += dur
-                acc[1] += 1
-                break
-    return {k: (round(v[0] / iters, 3), round(v[1] / iters, 2)) for k, v in out.items()}
+def _runner():
+    """The replay script's runner (tb_attention_plugin/replay/runner.py: torch and the standard library
+    only), loaded from its file so that the package's own dependencies need not be on the GPU machine:
+    the sweep times its rows as the replay times a call (its ``profiled_kernel_times``)."""
+    import importlib.util
+
+    path = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tb_attention_plugin", "replay", "runner.py"
+    )
+    spec = importlib.util.spec_from_file_location("tb_attention_replay_runner", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def measure_group(torch, g, dev, dt):
@@ -257,15 +243,7 @@ def measure_group(torch, g, dev, dt):
                         for _ in range(ITERS):
                             fn()
                         torch.cuda.synchronize() if dev.startswith("cuda") else None
-    fd, path = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    try:
-        prof.export_chrome_trace(path)
-        with open(path) as f:
-            data = json.load(f)
-    finally:
-        os.remove(path)
-    times = kernel_times(data.get("traceEvents", data) if isinstance(data, dict) else data, ITERS)
+    times = _runner().profiled_kernel_times(prof, ITERS, "sweep::")
     for i, (base, fwd, bwd) in enumerate(runs):
         for pas, fn in (("forward", fwd), ("backward", bwd)):
             if fn is None:

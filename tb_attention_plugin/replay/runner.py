@@ -1113,6 +1113,13 @@ def _profile(torch, runs, grad, iters=3):
                         for _ in range(iters):
                             fn()
                         torch.cuda.synchronize()
+    return profiled_kernel_times(prof, iters)
+
+
+def profiled_kernel_times(prof, iters, prefix="replay::"):
+    """:func:`kernel_times` of a finished torch.profiler session (its chrome trace, through a
+    temporary file: the profiler exports no events otherwise). validation/backend_sweep.py times
+    its rows with this too."""
     fd, path = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     try:
@@ -1121,20 +1128,20 @@ def _profile(torch, runs, grad, iters=3):
             data = json.load(f)
     finally:
         os.remove(path)
-    return kernel_times(data.get("traceEvents", data) if isinstance(data, dict) else data, iters)
+    return kernel_times(data.get("traceEvents", data) if isinstance(data, dict) else data, iters, prefix)
 
 
-def kernel_times(evs, iters):
+def kernel_times(evs, iters, prefix="replay::"):
     """``{label: (kernel µs per iteration, kernels per iteration)}`` from a chrome trace's events:
-    each GPU activity counts for the ``replay::<label>`` range its launch (runtime or driver call,
+    each GPU activity counts for the ``<prefix><label>`` range its launch (runtime or driver call,
     matched by correlation id) falls in."""
     ranges, launch, gpu = [], {}, []
     for e in evs:
         if e.get("ph") != "X":
             continue
         cat, name = e.get("cat", ""), e.get("name", "")
-        if cat == "user_annotation" and name.startswith("replay::"):
-            ranges.append((name[8:], float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))))
+        if cat == "user_annotation" and name.startswith(prefix):
+            ranges.append((name[len(prefix) :], float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))))
         elif cat in ("cuda_runtime", "cuda_driver"):
             c = (e.get("args") or {}).get("correlation")
             if c is not None:

@@ -250,6 +250,10 @@ def test_kernel_times_from_the_profiler_pass():
     ]
     assert runner.kernel_times(evs, iters=1) == {"flash:forward": (33.0, 1.0 * 2), "flash:backward": (90.0, 1.0)}
     assert runner.kernel_times(evs, iters=3)["flash:forward"] == (11.0, 0.67)
+    # the backend sweep (validation/backend_sweep.py) labels its ranges sweep::: only those count for it
+    renamed = [dict(e, name=e["name"].replace("replay::", "sweep::")) for e in evs]
+    assert runner.kernel_times(renamed, iters=1, prefix="sweep::") == runner.kernel_times(evs, iters=1)
+    assert runner.kernel_times(renamed, iters=1) == {}
 
 
 def test_the_numerics_check_draws_its_gradient_in_the_timed_runs_layout():
