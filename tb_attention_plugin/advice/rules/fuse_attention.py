@@ -109,7 +109,7 @@ def check(run: Run) -> Any:
             + "; ".join(f"{LABELS[b]}: {w}" for b, w in passed_fixed.items())
             + ")"
         )
-    pred = _predict_all(run, be, fixed_x, shape_flops, mask, t_fwd > 0, t_bwd > 0, arch)
+    pred = _predict_all(run, fixed_x, shape_flops, mask, t_fwd > 0, t_bwd > 0, arch)
     if pred is None:
         return Silent("the fused time cannot be predicted: no FLOPs or no peak for this GPU")
     fused_us, notes = pred
@@ -119,7 +119,7 @@ def check(run: Run) -> Any:
         if as_is == "math":  # as written, SDPA brings no fused kernel: no gain to claim for it
             as_is_ev = {"backend": "math", "predicted_us": None, "gain_us": 0.0}
         else:
-            p0 = _predict_all(run, as_is, x, shape_flops, mask, t_fwd > 0, t_bwd > 0, arch)
+            p0 = _predict_all(run, x, shape_flops, mask, t_fwd > 0, t_bwd > 0, arch)
             as_is_ev = {
                 "backend": as_is,
                 "predicted_us": _r(p0[0]) if p0 else None,
@@ -384,25 +384,18 @@ def _at_shape(x: Inputs, shp: Shape, mask: dict) -> Inputs:
 
 
 def _predict_all(
-    run: Run,
-    be: Optional[str],
-    x: Optional[Inputs],
-    flops: dict[Shape, float],
-    mask: dict,
-    fwd: bool,
-    bwd: bool,
-    arch: Any,
+    run: Run, x: Optional[Inputs], flops: dict[Shape, float], mask: dict, fwd: bool, bwd: bool, arch: Any
 ) -> Optional[tuple[float, list[str]]]:
-    """The fused time of all the calls on backend ``be``: per distinct call shape, the trace's forward
-    FLOPs at that shape (half when causal: the fused kernel skips the masked half) at the backend's
-    measured rate there, and the backward's."""
-    if be is None or x is None or not flops:
+    """The fused time of all the calls with inputs ``x``: per distinct call shape, on the backend the
+    dispatcher picks for it (a cross-attention without the learned bias may take cuDNN where the
+    self-attention takes mem-efficient), the trace's forward FLOPs at that shape (half when causal:
+    the fused kernel skips the masked half) at the backend's measured rate there, and the backward's."""
+    if x is None or not flops:
         return None
     out, notes = 0.0, []
     for shp, fl in sorted(flops.items(), key=lambda e: -e[1]):
         xs = _at_shape(x, shp, mask)
-        # the dispatcher decides per call: a cross-attention without the learned bias may take cuDNN
-        bs = choose(xs, arch)[0] if be != "math" else be
+        bs = choose(xs, arch)[0]
         scale = fl / max(1.0, _full_flops(xs))  # the calls of this shape, as multiples of one call
         for pas, on in (("forward", fwd), ("backward", bwd)):
             if not on:
