@@ -222,12 +222,6 @@ class _Ops:
         self.jagged = JaggedLengths(trace)  # the sequence lengths a jagged call's trace records
         self.geoms: dict[tuple[str, int], Any] = {}  # (op name, signature) -> its geometry
 
-    def sequence_lengths(self, n: int, total: int, longest: int) -> Optional[tuple[int, ...]]:
-        return self.jagged.sequence_lengths(n, total, longest)
-
-    def shortest(self, n: int, total: int, longest: int) -> Optional[int]:
-        return self.jagged.shortest(n, total, longest)
-
     def get(self, r: int) -> tuple[str, Optional[list]]:
         hit = self.memo.get(r)
         if hit is None:
@@ -338,11 +332,12 @@ def ledger_entries(kt: Any, calls: list[Call], trace: Any, links: Any, attr: Any
             if geom is not None and geom.block is not None and geom.block.visited is None and owner is not None:
                 geom = _with_block_counts(geom, ops, owner, ids, arr, fwd_geom if direction == "backward" else None)
             if geom is not None and geom.lengths == "total_max" and ops is not None and geom.total_q == geom.total_k:
-                lens = ops.sequence_lengths(geom.b, int(geom.total_q or 0), geom.sq)
+                n, total = geom.b, int(geom.total_q or 0)
+                lens = ops.jagged.sequence_lengths(n, total, geom.sq)
                 if lens is not None:
                     geom = dataclasses.replace(geom, lengths_q=lens, lengths_k=lens, lengths="per_sequence")
                 else:
-                    geom = dataclasses.replace(geom, shortest=ops.shortest(geom.b, int(geom.total_q or 0), geom.sq))
+                    geom = dataclasses.replace(geom, shortest=ops.jagged.shortest(n, total, geom.sq))
             if direction == "forward":
                 fwd_geom = geom
             tile = L.tile_from_name(name) if backend in L.FUSED_TILED else None
