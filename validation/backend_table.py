@@ -168,7 +168,7 @@ def build() -> dict:
                 )
     for r in rows:
         r["source"] = "traces"
-    swept, sweep_files, _ = sweep_rows()
+    swept, sweep_files, sweep_env = sweep_rows()
     rows += swept
     # a pass measured twice (the forward of the fwd and of the fwd+bwd workload): both rows kept;
     # the lookup interpolates between the rows nearest a call
@@ -183,7 +183,8 @@ def build() -> dict:
             {
                 "arch": "sm_90",
                 "measured_on": "NVIDIA H200 SXM (132 SMs)",
-                "sm_count": 132,
+                # the SMs the sweep's GPU had: advice's wave efficiency counts blocks against them
+                "sm_count": sweep_env.get("sm_count") or 132,
                 "env": {k: (env or {}).get(k) for k in ("torch", "cuda_runtime", "cudnn", "gpu")},
                 "source": "; ".join(["validation/traces/sdpa_* with validation/raw/2026-11-30/meta/", *sweep_files]),
                 "rows": rows,
