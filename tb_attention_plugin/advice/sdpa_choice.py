@@ -310,8 +310,14 @@ def _sm_count(arch: Optional[str]) -> int:
     return 132
 
 
-MASK_WORDS = {"causal": "causal", "none": "no mask", "bool": "a bool mask", "float": "a float bias"}
-MASK_WORDS["float_grad"] = "a float bias with its gradient"
+# the table's mask kinds (table_mask) in the prediction's note
+MASK_WORDS = {
+    "causal": "causal",
+    "none": "no mask",
+    "bool": "a bool mask",
+    "float": "a float bias",
+    "float_grad": "a float bias with its gradient",
+}
 
 
 def predict(backend: str, pas: str, x: Inputs, run: Run, arch: Optional[str]) -> Optional[Prediction]:
