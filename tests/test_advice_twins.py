@@ -33,8 +33,6 @@ KNOWN_MISSES = {
     # profiler costs per op (8.3 vs 4.0 µs): at the claim's 5 µs one is 1.02x (over), the other 0.298x
     ("json", "decode_eager_to_cuda_graph"): "claims 1.02x of a host-clock measured saving (bound 1.0)",
     ("recorded", "decode_eager_to_cuda_graph"): "claims 0.298x of the whole step's saving (bound 0.3)",
-    # held out, then seen: its fused time at batch 2 is predicted 0.64x of what mem-efficient took
-    ("recorded", "t5_eager_to_sdpa_contiguous_bias_h5"): "2.15x: the fused time at B2 under-predicted",
 }
 
 

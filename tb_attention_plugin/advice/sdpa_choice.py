@@ -262,15 +262,17 @@ def _rate(
     dist = [_distance(r, sq, sk, bh) for r in near]
     weights = [1.0 / (e + 0.05) ** 2 for e in dist]
     # a row's time per query-key pair, on the call's FLOPs (a head dim above every row's: time ∝ head dim),
-    # at the call's wave efficiency: a grid of fewer blocks than SMs runs one wave in the time of a full one
+    # at the call's wave efficiency (a grid of fewer blocks than SMs runs one wave in the time of a full
+    # one) and on whole tiles (a call of 96 keys costs what 128 cost on a kernel of 64-key tiles)
     per_flop = min(1.0, d / dc)
     sms = _sm_count(arch)
-    call_eff = wave_efficiency(backend, pas, bh, sq, sk, sms)
+    call_eff = wave_efficiency(backend, pas, bh, sq, sk, sms) / tile_padding(backend, pas, sq, sk)
     rates = [
         r["flops"]
         * per_flop
         / (r["time_us"] * 1e-6)
         * call_eff
+        * tile_padding(backend, pas, r["sq"], r["sk"])
         / wave_efficiency(backend, pas, r["b"] * r["h"], r["sq"], r["sk"], sms)
         for r in near
     ]
@@ -301,6 +303,34 @@ def wave_efficiency(backend: str, pas: str, bh: int, sq: int, sk: int, sms: int)
     blocks = max(1, bh) * -(-max(1, sq if pas == "forward" else sk) // tile)
     waves = -(-blocks // max(1, sms))
     return blocks / (waves * sms)
+
+
+# (query rows, key rows) of one tile, per backend and pass: the forward's thread block owns a query tile
+# and loops over key tiles, the backward's owns a key tile and loops over query tiles. Mem-efficient's are
+# in its kernel names (fmha_cutlassF_..._64x64, fmha_cutlassB_..._64x64); 64 keys is the smallest tile
+# of the others, so a partial tile is never over-counted there
+TILE_ROWS = {
+    ("efficient", "forward"): (64, 64),
+    ("efficient", "backward"): (64, 64),
+    ("flash", "forward"): (BLOCK_ROWS["flash"], 64),
+    ("flash", "backward"): (64, BLOCK_ROWS["flash"]),
+    ("cudnn", "forward"): (BLOCK_ROWS["cudnn"], 64),
+    ("cudnn", "backward"): (64, BLOCK_ROWS["cudnn"]),
+}
+
+
+def tile_padding(backend: str, pas: str, sq: int, sk: int) -> float:
+    """The query-key pairs a call's tiles compute over the pairs it has (≥ 1): a length over one tile
+    that is not a multiple of it leaves a partial last tile, which costs a whole one. A length under
+    one tile is left as it is: short queries (decode) are bound by the bytes of k and v, and their
+    kernels pack heads or split the keys instead of computing an empty tile."""
+
+    def padded(n: int, tile: int) -> int:
+        return n if n <= tile else -(-n // tile) * tile
+
+    tq, tk = TILE_ROWS.get((backend, pas), (1, 1))
+    sq, sk = max(1, sq), max(1, sk)
+    return padded(sq, tq) * padded(sk, tk) / (sq * sk)
 
 
 def _sm_count(arch: Optional[str]) -> int:

@@ -37,7 +37,7 @@ from ..base import (
     total,
 )
 from ..replay import WhatIf
-from ..run import Run
+from ..run import FUSED_BANDWIDTH_FRACTION, Run
 from ..sdpa_choice import LABELS, Inputs, arch_of, choose, predict_once
 
 ELEMENTWISE_SHARE = 0.10  # mem/latency-bound scale/mask/softmax/dropout time ≥ this share of unfused core
@@ -85,6 +85,14 @@ def check(run: Run) -> Any:
         rows = rows + copies
         unfused = total(rows)
     mask = _mask_kind(run, rows)
+    # a learned bias broadcast over the batch gets its gradient summed over the batch in the backward:
+    # SDPA's backward hands back the same per-batch gradient, so that reduction stays after the fix
+    bias_grad_sums = _bias_grad_sums(run, rows) if mask.get("requires_grad") else []
+    if bias_grad_sums:
+        kept = {k["id"] for k in bias_grad_sums}
+        rows = [k for k in rows if k["id"] not in kept]
+        core_t -= total(bias_grad_sums)
+        unfused = total(rows)
     x, shape_flops = _inputs(run, rows, dtype, mask)
     fwd_fl = sum(shape_flops.values())
     arch = arch_of(run)
@@ -113,6 +121,22 @@ def check(run: Run) -> Any:
     if pred is None:
         return Silent("the fused time cannot be predicted: no FLOPs or no peak for this GPU")
     fused_us, notes = pred
+    sums_after = _bias_grad_sums_after(run, bias_grad_sums, shape_flops, mask, fixed_x)
+    bias_copy = _bias_copy_us(run, mask, operand_copies) if mask.get("strided") else 0.0
+    extra = max(0.0, sums_after - total(bias_grad_sums)) + bias_copy
+    if extra > 0:
+        fused_us += extra
+        notes.append(
+            f"+ ~{_us(extra)} the fix adds: "
+            + ", ".join(
+                w
+                for w, on in (
+                    ("the bias gradient summed over the batch once per call", sums_after > total(bias_grad_sums)),
+                    ("the bias made contiguous once per step", bias_copy > 0),
+                )
+                if on
+            )
+        )
     gain = unfused - fused_us
     as_is_ev: Optional[dict] = None
     if cast_note is not None and as_is is not None:
@@ -178,6 +202,9 @@ def check(run: Run) -> Any:
             "predicted_backend": be,
             "passed_over": passed_fixed,
             "fused_estimate_us": _r(fused_us),
+            "bias_grad_sum_us": _r(total(bias_grad_sums)),
+            "bias_grad_sum_after_us": _r(sums_after),
+            "bias_contiguous_copy_us": _r(bias_copy),
             "prediction": notes,
             "as_is": as_is_ev,
         },
@@ -239,6 +266,60 @@ def _operand_copies(run: Run, rows: list[dict], math_ids: set, taken: set) -> li
         if any(abs(nb - 2.0 * s) <= OPERAND_COPY_SLACK * 2.0 * s for s in sizes[k["instance"]]):
             out.append(k)
     return out
+
+
+def _bias_grad_sums(run: Run, rows: list[dict]) -> list[dict]:
+    """The backward's reductions of the mask phase (``sum``): a bias broadcast over the batch
+    summing its gradient, which SDPA's backward leaves to autograd as well."""
+    out = []
+    for k in rows:
+        if k["phase"] != "mask" or k["direction"] != "backward":
+            continue
+        r = run.op_of(k["id"])
+        if r >= 0 and P.short_op(run.op_name(r)) == "sum":
+            out.append(k)
+    return out
+
+
+def _bias_grad_sums_after(
+    run: Run, sums: list[dict], flops: dict[Shape, float], mask: dict, x: Optional[Inputs]
+) -> float:
+    """The bias-gradient reductions after the fix: SDPA hands back each call's bias gradient at the
+    call's batch, and autograd sums each one (the twin shows one reduction per call where eager T5,
+    which broadcasts its bias once per stack, made one per stack). Each call with a learned bias
+    costs one reduction at its score shape, timed by the trace's own reductions at that shape."""
+    if not sums or x is None:
+        return 0.0
+    per_shape: dict[tuple[int, int], list[float]] = {}
+    for k in sums:
+        r = run.op_of(k["id"])
+        t = [a for a in run.op_args(r) if a.is_tensor and len(a.dims) >= 2]
+        if t:
+            per_shape.setdefault((int(t[0].dims[-2]), int(t[0].dims[-1])), []).append(float(k["dur_us"] or 0.0))
+    out = 0.0
+    for shp, fl in flops.items():
+        got = per_shape.get((shp[1], shp[2]))
+        if not got or [shp[1], shp[2]] not in mask.get("learned_bias_shapes", []):
+            continue
+        calls = fl / max(1.0, _full_flops(_at_shape(x, shp, mask)))
+        out += calls * sum(got) / len(got)
+    return out
+
+
+def _bias_copy_us(run: Run, mask: dict, operand_copies: list[dict]) -> float:
+    """The fix's ``bias.contiguous()``: one strided copy per bias tensor per step (read and
+    written), at the µs per byte of the trace's own strided copies of q, k, v (else at the fused
+    kernels' share of the bandwidth)."""
+    shp = mask.get("shape") or []
+    item = 4 if mask.get("dtype") == "fp32" else 2
+    heads = int(shp[1]) if len(shp) == 4 else 1
+    # the position-bias tensors (T5's cross-attention adds a zero bias, contiguous already)
+    shapes = mask.get("learned_bias_shapes") or mask.get("bias_shapes") or []
+    nbytes = sum(2.0 * item * heads * sq * sk for sq, sk in shapes) * max(1, run.steps)
+    moved = sum(float(k["bytes"] or 0.0) for k in operand_copies)
+    if moved > 0:
+        return nbytes * total(operand_copies) / moved
+    return nbytes / (FUSED_BANDWIDTH_FRACTION * run.bw) * 1e6 if run.bw else 0.0
 
 
 def _additive(run: Run, qk: list[dict]) -> Optional[str]:
