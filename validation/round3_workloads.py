@@ -316,16 +316,19 @@ def build_inductor_attn(device, small, *, B=2, H=16, S=2048, D=64, compiled=True
 DECODE_SHAPES = dict(layers=2, hidden=2048, heads=16, kv_heads=4, head_dim=128, max_len=4096, batch=8)
 
 
-def build_decode_step(device, small, *, mode):
+def build_decode_step(device, small, *, mode, **shapes):
     """The GQA decode step of modern_workloads.DecodeModel (index_copy_ of one position into a static KV cache +
     SDPA enable_gqa), 2 layers.  mode: eager | graph (torch.cuda.graph replay) | compile (torch.compile, default
-    mode: no CUDA graphs) | compile_ro (torch.compile mode="reduce-overhead": CUDA graphs via cudagraph trees)."""
+    mode: no CUDA graphs) | compile_ro (torch.compile mode="reduce-overhead": CUDA graphs via cudagraph trees).
+    shapes: any of DECODE_SHAPES' keys, in place of its values."""
     if mode in ("eager", "graph"):
-        wl = build_decode_graph(device, small, mode="eager" if mode == "eager" else "replay", **DECODE_SHAPES)
+        wl = build_decode_graph(
+            device, small, mode="eager" if mode == "eager" else "replay", **{**DECODE_SHAPES, **shapes}
+        )
         wl.meta["mode"] = mode if _cuda(device) else "eager (cpu)"
         wl.meta["reference_workload"] = None
         return wl
-    sh = dict(DECODE_SHAPES)
+    sh = {**DECODE_SHAPES, **shapes}
     if small:
         sh.update(layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16, max_len=64, batch=2)
     dt = _dtype(device, small)

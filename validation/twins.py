@@ -388,6 +388,43 @@ RUNS += [
     Run("dropout_train_infer_h6", "heldout6", build_dropout, dict(train=True, B=2, H=12, S=2048, D=64)),
     Run("dropout_eval_infer_h6", "heldout6", build_dropout, dict(train=False, B=2, H=12, S=2048, D=64)),
 ]
+# Seventh held-out set (group "heldout7", 2026-12-02, second session), written after fuse_attention learned
+# the bias's fix-side costs and the backend rates whole tiles: every rule at shapes no set had, lengths that
+# are no multiple of the kernels' tiles, and the decode pairs three times over (the default shapes again, the
+# 4-layer reference shapes of decode_graph_eager, and new ones) to see how the profiler's cost per op moves
+# within one session
+LLAMA_H7 = dict(bwd=True, hidden=1536, heads=12, kv_heads=4, seq=1536, batch=2, layers=2)
+T5_H7 = dict(batch=3, enc_len=320, dec_len=80, bwd=True)
+BLOCK_H7 = dict(B=2, H=12, S=3000, D=128, bwd=True)
+HD7 = dict(B=2, H=16, S=2048, bwd=True)
+DEC_REF = dict(layers=4)  # the shapes of tests/data/modern/decode_graph_eager
+DEC_H7 = dict(layers=3, kv_heads=8, max_len=2048, batch=4)
+RUNS += [
+    Run("decode_eager_rep_h7", "heldout7", R.build_decode_step, dict(mode="eager")),
+    Run("decode_cuda_graph_rep_h7", "heldout7", R.build_decode_step, dict(mode="graph")),
+    Run("decode_eager_ref_h7", "heldout7", R.build_decode_step, dict(mode="eager", **DEC_REF)),
+    Run("decode_cuda_graph_ref_h7", "heldout7", R.build_decode_step, dict(mode="graph", **DEC_REF)),
+    Run("decode_eager_h7", "heldout7", R.build_decode_step, dict(mode="eager", **DEC_H7)),
+    Run("decode_cuda_graph_h7", "heldout7", R.build_decode_step, dict(mode="graph", **DEC_H7)),
+    Run("decode_compile_ro_h7", "heldout7", R.build_decode_step, dict(mode="compile_ro", **DEC_H7)),
+    Run("llama_eager_h7", "heldout7", W.build_hf_llama, dict(attn="eager", **LLAMA_H7)),
+    Run("llama_sdpa_h7", "heldout7", W.build_hf_llama, dict(attn="sdpa", **LLAMA_H7)),
+    Run("t5_eager_h7", "heldout7", R.build_t5, dict(attn="eager", **T5_H7)),
+    Run("t5_sdpa_contiguous_bias_h7", "heldout7", R.build_t5, dict(attn="sdpa", contiguous_bias=True, **T5_H7)),
+    Run("block_efficient_h7", "heldout7", R.build_block, dict(backend="efficient", **BLOCK_H7)),
+    Run("block_cudnn_h7", "heldout7", R.build_block, dict(backend="cudnn", **BLOCK_H7)),
+    Run("block_flash_h7", "heldout7", R.build_block, dict(backend="flash", **BLOCK_H7)),
+    Run("headdim76_h7", "heldout7", R.build_block, dict(backend=None, D=76, **HD7)),
+    Run("headdim76_pad80_h7", "heldout7", R.build_block, dict(backend=None, D=76, pad_to=80, **HD7)),
+    Run(
+        "block_fp32_h7", "heldout7", R.build_block, dict(backend=None, B=1, H=16, S=3072, D=64, bwd=True, dtype="fp32")
+    ),
+    Run(
+        "block_bf16_h7", "heldout7", R.build_block, dict(backend=None, B=1, H=16, S=3072, D=64, bwd=True, dtype="bf16")
+    ),
+    Run("dropout_train_infer_h7", "heldout7", build_dropout, dict(train=True, B=3, H=16, S=1536, D=128)),
+    Run("dropout_eval_infer_h7", "heldout7", build_dropout, dict(train=False, B=3, H=16, S=1536, D=128)),
+]
 RUN_BY_NAME = {r.name: r for r in RUNS}
 
 # (pair, rule, problem run, fix run, notes)
@@ -514,6 +551,53 @@ PAIRS += [
         "dropout_train_infer_h6",
         "dropout_eval_infer_h6",
         "B2 H12 S2048",
+    ),
+    ("llama_eager_to_sdpa_h7", "fused_attention", "llama_eager_h7", "llama_sdpa_h7", "HF Llama d1536 12/4 S1536 B2"),
+    (
+        "t5_eager_to_sdpa_contiguous_bias_h7",
+        "fused_attention",
+        "t5_eager_h7",
+        "t5_sdpa_contiguous_bias_h7",
+        "T5 batch 3, encoder 320, decoder 80, fwd+bwd: SDPA with the bias made contiguous",
+    ),
+    ("memeff_to_cudnn_h7", "slow_backend", "block_efficient_h7", "block_cudnn_h7", "block S3000 D128 B2 H12"),
+    ("memeff_to_flash_h7", "slow_backend", "block_efficient_h7", "block_flash_h7", "block S3000 D128 B2 H12"),
+    ("headdim76_to_80_h7", "head_dim_alignment", "headdim76_h7", "headdim76_pad80_h7", "B2 H16 S2048 fwd+bwd"),
+    ("fp32_to_bf16_h7", "dtype", "block_fp32_h7", "block_bf16_h7", "block S3072 D64 B1 H16"),
+    (
+        "dropout_train_to_eval_h7",
+        "dropout_in_inference",
+        "dropout_train_infer_h7",
+        "dropout_eval_infer_h7",
+        "B3 H16 S1536 D128",
+    ),
+    (
+        "decode_eager_to_cuda_graph_rep_h7",
+        "launch_overhead",
+        "decode_eager_rep_h7",
+        "decode_cuda_graph_rep_h7",
+        "the first recording's decode pair again",
+    ),
+    (
+        "decode_eager_to_cuda_graph_ref_h7",
+        "launch_overhead",
+        "decode_eager_ref_h7",
+        "decode_cuda_graph_ref_h7",
+        "4 layers: the shapes of tests/data/modern/decode_graph_eager",
+    ),
+    (
+        "decode_eager_to_cuda_graph_h7",
+        "launch_overhead",
+        "decode_eager_h7",
+        "decode_cuda_graph_h7",
+        "3 layers KV 8/2048 B4",
+    ),
+    (
+        "decode_eager_to_compile_ro_h7",
+        "launch_overhead",
+        "decode_eager_h7",
+        "decode_compile_ro_h7",
+        "3 layers KV 8/2048 B4",
     ),
 ]
 
@@ -704,7 +788,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument(
-        "--group", default="", help="eager | compile | ddp | heldout2 | heldout3 | heldout4 | heldout5 | heldout6"
+        "--group",
+        default="",
+        help="eager | compile | ddp | heldout2 | heldout3 | heldout4 | heldout5 | heldout6 | heldout7",
     )
     ap.add_argument("--runs", default="", help="comma list of run names (debug)")
     ap.add_argument("--deadline", type=float, default=0.0, help="unix time after which no run is started")
