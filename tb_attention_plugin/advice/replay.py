@@ -43,8 +43,12 @@ PROFILER_OP_US_HIGH = 8.0  # ... the upper end of what the most CPU-bound traces
 # flex_causal 5.1, decode_gqa_flash 5.0, hf_deepseek 4.2, mla_moe 3.9 µs)
 PROFILER_OP_US_LOW = 2.0  # ... and the low end: CPU-bound twins timed with CUDA events (2026-12-01) need 1.9-4.5
 # (dropout_eval_infer 1.9, dropout_train_infer 3.5, decode_eager 4.0, ffn_block_eager 4.5 µs)
-PROFILER_OP_US_CLAIM = PROFILER_OP_US  # what a step-time claim (launch_overhead) rests on: the median of all
-# twelve best fits above (4.75 µs) is the fit's 5 µs; 6.5 (the old fit's middle) claimed 0.13x on decode_eager
+# what a step-time claim (launch_overhead) rests on: the profiler's cost per op of THIS trace, estimated as a
+# share of its profiled CPU time per op (StepModel.profiler_op_us). Over 74 CPU-bound H200 traces with a measured
+# unprofiled step (validation/profiler_cost_fit.py), the best-fit cost per op is 0.47x the trace's profiled CPU
+# time per op (median; quartiles 0.39-0.61): the profiler's cost grows with what each op records. Against a
+# constant 5 µs this halves the median error (1.48 -> 1.08 µs per op; 90th percentile 4.8 -> 3.3 µs)
+PROFILER_SHARE_OF_OP_CPU = 0.47
 PROFILER_RUNTIME_US = 1.0  # ... and per recorded CUDA runtime call
 LAUNCH_LATENCY_US = 2.0  # launch call to kernel start when the GPU is idle
 GRAPH_GAP_US = 0.4  # between kernels replayed from a CUDA graph (median in tests/data/modern/decode_graph_replay)
@@ -109,6 +113,22 @@ class StepModel:
             op_us=op_us,
             sorted_=True,
         )
+
+    def profiled_cpu_per_op(self) -> float:
+        """The profiled CPU time per recorded op: from the first launch to the last, less host syncs
+        and ``PROFILER_RUNTIME_US`` per runtime call, over the ops recorded in between."""
+        n_ops = int(self._ovh_is_op.sum())
+        if not n_ops or not len(self.launch):
+            return 0.0
+        span = float(self.launch.max() - self.launch.min())
+        held = sum(b - a for a, b in self.syncs)
+        return max(0.0, span - held - PROFILER_RUNTIME_US * float((~self._ovh_is_op).sum())) / n_ops
+
+    def profiler_op_us(self) -> float:
+        """This trace's profiler cost per op (:data:`PROFILER_SHARE_OF_OP_CPU` of its profiled CPU time
+        per op), within the fit's range [``PROFILER_OP_US_LOW``, ``PROFILER_OP_US_HIGH``]."""
+        est = PROFILER_SHARE_OF_OP_CPU * self.profiled_cpu_per_op()
+        return round(min(PROFILER_OP_US_HIGH, max(PROFILER_OP_US_LOW, est)), 2)
 
     @property
     def profiled_us(self) -> float:

@@ -24,10 +24,10 @@ from ..replay import (
     GRAPH_GAP_US,
     GRAPH_LAUNCH_US,
     PROFILER_OP_US,
-    PROFILER_OP_US_CLAIM,
     PROFILER_OP_US_HIGH,
     PROFILER_OP_US_LOW,
     PROFILER_RUNTIME_US,
+    PROFILER_SHARE_OF_OP_CPU,
     WhatIf,
 )
 from ..run import Run
@@ -145,15 +145,16 @@ def check(run: Run) -> Any:
     # a graph removes launch time, not the profiler's; the profiler's cost per op varies between traces
     # and sessions (CPU-bound traces need 2-8 µs): the saving at both ends of that range, and the claim
     # at the fit's median
+    op_claim = m.profiler_op_us()
     models = {
         op: (m if op == PROFILER_OP_US else m.variant(op))
-        for op in sorted({PROFILER_OP_US_LOW, PROFILER_OP_US, PROFILER_OP_US_CLAIM, PROFILER_OP_US_HIGH})
+        for op in sorted({PROFILER_OP_US_LOW, PROFILER_OP_US, op_claim, PROFILER_OP_US_HIGH})
     }
     got = {op: _graphed(mm, calls) for op, mm in models.items()}
     gains = {op: max(0.0, mm.gain(got[op][0])) for op, mm in models.items()}
-    claim = models[PROFILER_OP_US_CLAIM]
-    w, cpu_in_calls, long_gaps, long_us = got[PROFILER_OP_US_CLAIM]
-    gain = gains[PROFILER_OP_US_CLAIM]
+    claim = models[op_claim]
+    w, cpu_in_calls, long_gaps, long_us = got[op_claim]
+    gain = gains[op_claim]
     whole = claim.base_us
     if gain < MIN_STEP_SHARE * whole:
         return Silent(
@@ -167,7 +168,8 @@ def check(run: Run) -> Any:
         f"({_us(t_short)}, {pct0(t_short / run.att_time)} of attention time) and the CPU launches them more slowly "
         f"than the GPU runs them: {len(w.graphs)} attention calls spend ~{_us(cpu_in_calls)} of CPU time launching "
         f"kernels that do {_us(run.att_time)} of GPU work. Replayed without the profiler (its "
-        f"~{PROFILER_OP_US_CLAIM:g} µs per recorded op and ~{PROFILER_RUNTIME_US:g} µs per runtime call taken out: "
+        f"~{op_claim:g} µs per recorded op (~{pct0(PROFILER_SHARE_OF_OP_CPU)} of its profiled CPU time per op, "
+        f"{m.profiled_cpu_per_op():.1f} µs) and ~{PROFILER_RUNTIME_US:g} µs per runtime call taken out: "
         f"{_us(prof_gap)} of this "
         f"trace), the step takes ~{_us(whole / run.steps)}"
         + (" per step" if run.steps > 1 else "")
@@ -198,12 +200,13 @@ def check(run: Run) -> Any:
             "calls": len(w.graphs),
             "cpu_in_calls_us": _r(cpu_in_calls),
             "profiled_step_us": _r(m.profiled_us / run.steps),
-            "profiler_op_us_claimed": PROFILER_OP_US_CLAIM,
+            "profiler_op_us_claimed": op_claim,
+            "profiled_cpu_per_op_us": _r(m.profiled_cpu_per_op()),
             "unprofiled_step_us": _r(whole / run.steps),
             "graphed_step_us": _r((whole - gain) / run.steps),
             "profiler_overhead_us": _r(prof_gap),
             "gain_by_profiler_op_us": {f"{k:g}": _r(v) for k, v in gains.items()},
-            "profiler_op_us": [PROFILER_OP_US_LOW, PROFILER_OP_US_CLAIM, PROFILER_OP_US_HIGH],
+            "profiler_op_us": [PROFILER_OP_US_LOW, op_claim, PROFILER_OP_US_HIGH],
             "profiler_runtime_us": PROFILER_RUNTIME_US,
             "graph_gap_us": GRAPH_GAP_US,
             "long_gaps": long_gaps,
