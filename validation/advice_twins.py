@@ -268,7 +268,7 @@ def load_pairs(manifest: Optional[str]) -> list[dict]:
                 # the first recording's two, chosen before it; every pair of the later recordings (_h2 …),
                 # each written after the rules were changed against the ones before
                 "held_out": name in ("t5_eager_to_sdpa", "prefill_repeat_kv_to_gqa")
-                or name.endswith(("_h2", "_h3", "_h4", "_h5", "_h6", "_h7")),
+                or name.endswith(("_h2", "_h3", "_h4", "_h5", "_h6", "_h7", "_h8", "_h8a", "_h8b")),
                 "compare": "as_is" if name == "t5_eager_to_sdpa" else None,
                 "alternative": {
                     "memeff_to_flash": "flash",

@@ -9,8 +9,8 @@
 #   bash validation/run_device_round4.sh OUTDIR [BUDGET_S]
 #   PHASES="sweep twins" bash validation/run_device_round4.sh OUTDIR [BUDGET_S]   # some of the phases
 #
-# PHASES (default "replay sweep twins"; also sweep2/sweep3: the second and third grids, twins5/twins6/twins7: the
-# fifth, sixth and seventh held-out sets).
+# PHASES (default "replay sweep twins"; also sweep2/sweep3: the second and third grids, twins5 … twins8: the
+# fifth to eighth held-out sets).
 # OUTDIR receives replay_results.tgz (+ replay.log, env.txt), sweep.tgz / sweep2.tgz, twins_h4.tgz /
 # twins_h5.tgz and console.tgz;
 # each phase has its own share of BUDGET_S (default 540) and a hard timeout, and what a phase wrote is kept
@@ -71,6 +71,7 @@ twins twins heldout4 twins_h4.tgz
 twins twins5 heldout5 twins_h5.tgz
 twins twins6 heldout6 twins_h6.tgz
 twins twins7 heldout7 twins_h7.tgz
+twins twins8 heldout8 twins_h8.tgz
 pack
 ls -la "$OUTDIR"
 echo "total wall $(( $(date +%s) - T0 ))s"

@@ -425,6 +425,25 @@ RUNS += [
     Run("dropout_train_infer_h7", "heldout7", build_dropout, dict(train=True, B=3, H=16, S=1536, D=128)),
     Run("dropout_eval_infer_h7", "heldout7", build_dropout, dict(train=False, B=3, H=16, S=1536, D=128)),
 ]
+# Eighth held-out set (group "heldout8", 2026-12-02, second session), written after launch_overhead moved to the
+# trace's own profiler cost per op (fitted with heldout7's decode pairs in): decode steps at shapes no fit saw
+DEC_H8A = dict(layers=6, hidden=1024, heads=8, kv_heads=2, head_dim=128, max_len=1024, batch=2)
+DEC_H8B = dict(layers=1, hidden=4096, heads=32, kv_heads=8, head_dim=128, max_len=8192, batch=16)
+T5_H8 = dict(batch=6, enc_len=200, dec_len=56, bwd=True)  # lengths no multiple of 64
+BLOCK_H8 = dict(B=4, H=16, S=1000, D=64, bwd=True)
+RUNS += [
+    Run("decode_eager_rep_h8", "heldout8", R.build_decode_step, dict(mode="eager")),
+    Run("decode_cuda_graph_rep_h8", "heldout8", R.build_decode_step, dict(mode="graph")),
+    Run("decode_eager_h8a", "heldout8", R.build_decode_step, dict(mode="eager", **DEC_H8A)),
+    Run("decode_cuda_graph_h8a", "heldout8", R.build_decode_step, dict(mode="graph", **DEC_H8A)),
+    Run("decode_compile_ro_h8a", "heldout8", R.build_decode_step, dict(mode="compile_ro", **DEC_H8A)),
+    Run("decode_eager_h8b", "heldout8", R.build_decode_step, dict(mode="eager", **DEC_H8B)),
+    Run("decode_cuda_graph_h8b", "heldout8", R.build_decode_step, dict(mode="graph", **DEC_H8B)),
+    Run("t5_eager_h8", "heldout8", R.build_t5, dict(attn="eager", **T5_H8)),
+    Run("t5_sdpa_contiguous_bias_h8", "heldout8", R.build_t5, dict(attn="sdpa", contiguous_bias=True, **T5_H8)),
+    Run("block_efficient_h8", "heldout8", R.build_block, dict(backend="efficient", **BLOCK_H8)),
+    Run("block_flash_h8", "heldout8", R.build_block, dict(backend="flash", **BLOCK_H8)),
+]
 RUN_BY_NAME = {r.name: r for r in RUNS}
 
 # (pair, rule, problem run, fix run, notes)
@@ -599,6 +618,42 @@ PAIRS += [
         "decode_compile_ro_h7",
         "3 layers KV 8/2048 B4",
     ),
+    (
+        "decode_eager_to_cuda_graph_rep_h8",
+        "launch_overhead",
+        "decode_eager_rep_h8",
+        "decode_cuda_graph_rep_h8",
+        "the first recording's decode pair, a third session",
+    ),
+    (
+        "decode_eager_to_cuda_graph_h8a",
+        "launch_overhead",
+        "decode_eager_h8a",
+        "decode_cuda_graph_h8a",
+        "6 layers d1024",
+    ),
+    (
+        "decode_eager_to_compile_ro_h8a",
+        "launch_overhead",
+        "decode_eager_h8a",
+        "decode_compile_ro_h8a",
+        "6 layers d1024",
+    ),
+    (
+        "decode_eager_to_cuda_graph_h8b",
+        "launch_overhead",
+        "decode_eager_h8b",
+        "decode_cuda_graph_h8b",
+        "1 layer d4096 B16",
+    ),
+    (
+        "t5_eager_to_sdpa_contiguous_bias_h8",
+        "fused_attention",
+        "t5_eager_h8",
+        "t5_sdpa_contiguous_bias_h8",
+        "T5 batch 6, encoder 200, decoder 56, fwd+bwd: SDPA with the bias made contiguous",
+    ),
+    ("memeff_to_flash_h8", "slow_backend", "block_efficient_h8", "block_flash_h8", "block S1000 D64 B4 H16"),
 ]
 
 # ---------------------------------------------------------------------------
@@ -790,7 +845,7 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--group",
         default="",
-        help="eager | compile | ddp | heldout2 | heldout3 | heldout4 | heldout5 | heldout6 | heldout7",
+        help="eager | compile | ddp | heldout2 | heldout3 | heldout4 | heldout5 | heldout6 | heldout7 | heldout8",
     )
     ap.add_argument("--runs", default="", help="comma list of run names (debug)")
     ap.add_argument("--deadline", type=float, default=0.0, help="unix time after which no run is started")
