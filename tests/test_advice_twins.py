@@ -31,6 +31,7 @@ RECORDED = [
         "2026-12-02-h5",
         "2026-12-02-h6",
         "2026-12-02-h7",
+        "2026-12-02-h8",
     )
 ]
 RECORDED_PAIRS = [p for m in RECORDED if os.path.exists(m) for p in T.load_pairs(m)]
