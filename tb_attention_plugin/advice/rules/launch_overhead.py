@@ -168,8 +168,8 @@ def check(run: Run) -> Any:
         f"({_us(t_short)}, {pct0(t_short / run.att_time)} of attention time) and the CPU launches them more slowly "
         f"than the GPU runs them: {len(w.graphs)} attention calls spend ~{_us(cpu_in_calls)} of CPU time launching "
         f"kernels that do {_us(run.att_time)} of GPU work. Replayed without the profiler (its "
-        f"~{op_claim:g} µs per recorded op (~{pct0(PROFILER_SHARE_OF_OP_CPU)} of its profiled CPU time per op, "
-        f"{m.profiled_cpu_per_op():.1f} µs) and ~{PROFILER_RUNTIME_US:g} µs per runtime call taken out: "
+        f"~{op_claim:g} µs per recorded op — {pct0(PROFILER_SHARE_OF_OP_CPU)} of the {m.profiled_cpu_per_op():.1f} µs "
+        f"of profiled CPU time per op — and ~{PROFILER_RUNTIME_US:g} µs per runtime call taken out: "
         f"{_us(prof_gap)} of this "
         f"trace), the step takes ~{_us(whole / run.steps)}"
         + (" per step" if run.steps > 1 else "")
