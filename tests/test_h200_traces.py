@@ -187,3 +187,31 @@ def test_torch_compile_forward_inside_the_module():
     ]
     soft = next(k for k in ks if k["phase"] == "softmax")
     assert soft["name"].startswith("triton_red_fused__softmax") and soft["flops"] and soft["bytes"]
+
+
+def _phase_times(rep):
+    t = collections.defaultdict(float)
+    for k in rep["kernels"]:
+        if k["attention"]:
+            t[k["phase"]] += k["dur_us"]
+    return t
+
+
+def test_t5_position_bias_is_one_phase_on_eager_and_on_sdpa():
+    """T5 computes its relative-position bias the same way before an eager softmax and before SDPA
+    (where it is the attn_mask): both twins tag it position_bias, about the same time, and the SDPA
+    one has no rotary (T5 has none) — the fused call's q and k give the score shape there."""
+    import glob
+    import os
+
+    from helpers import ROOT
+
+    eager = glob.glob(os.path.join(ROOT, "tests/data/twins/t5_eager_h5/*.pt.trace.json.gz"))
+    sdpa = glob.glob(os.path.join(ROOT, "tests/data/twins/t5_sdpa_contiguous_bias_h5/*.pt.trace.json.gz"))
+    if not eager or not sdpa:
+        pytest.skip("T5 twin traces not in this checkout")
+    e, s = _phase_times(analyze_path(eager[0])), _phase_times(analyze_path(sdpa[0]))
+    assert e["position_bias"] > 500 and s["position_bias"] > 500
+    assert abs(s["position_bias"] - e["position_bias"]) < 0.05 * e["position_bias"]
+    assert "rotary" not in s
+    assert s["fused_attention"] > 0

@@ -263,12 +263,19 @@ def _tensors(u: _Unit) -> list[Arg]:
 
 
 def _score_shape(units: list[_Unit]) -> Optional[tuple[int, ...]]:
-    """The score tensor's shape: the first softmax's input (.., [H,] Sq, Sk)."""
+    """The score tensor's shape: the first softmax's input (.., [H,] Sq, Sk), or, where a fused
+    kernel never writes the scores, the one its q [B, H, Sq, D] and k [B, Hk, Sk, D] make (T5 on
+    SDPA still computes its position bias and passes it as attn_mask)."""
     for u in units:
         if u.cat == "softmax":
             t = [a.dims for a in _tensors(u) if len(a.dims) >= 2]
             if t:
                 return t[0]
+    for u in units:
+        if u.cat == "fused":
+            t = [a.dims for a in _tensors(u)]
+            if len(t) >= 2 and len(t[0]) == 4 and len(t[1]) == 4:
+                return (t[0][0], t[0][1], t[0][2], t[1][2])
     return None
 
 
