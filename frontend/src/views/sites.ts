@@ -57,6 +57,24 @@ function ledgerText(led: FlopsLedger): Child {
     + `${roofsText(led.hfu)}.`);
 }
 
+/** FlexAttention calls' block masks (ledger calls' ``shapes.block``): the grid, and the blocks visited and
+ * full per batch·head where a ``flex_blocks:`` annotation recorded them; without them the executed count
+ * is an upper bound (every block of the grid), and the line says how to record them. */
+function flexText(led: FlopsLedger): HTMLElement | null {
+  const blocks = led.calls.map((c) => c.shapes?.block).filter((b): b is NonNullable<typeof b> => !!b);
+  if (!blocks.length) return null;
+  const seen = new Map<string, number>();
+  for (const b of blocks) {
+    const grid = `${fmt.count(b.blocks)} blocks of ${b.q_block}×${b.kv_block}`;
+    const key = b.visited !== undefined
+      ? `${grid}: ${fmt.count(b.visited)} visited per batch·head${b.full !== null && b.full !== undefined ? ` (${fmt.count(b.full)} full)` : ""}, from the ${b.source || "trace"}`
+      : `${grid}: blocks visited not recorded, executed FLOPs an upper bound (record them with tb_attention_plugin.roofline.ledger.flex_blocks_name(block_mask) as a record_function name)`;
+    seen.set(key, (seen.get(key) || 0) + 1);
+  }
+  return h("p", { class: "section-help", id: "flex-blocks" },
+    `Flex block masks: ${[...seen].map(([k, n]) => `${k} (${fmt.count(n)} call${n === 1 ? "" : "s"})`).join("; ")}.`);
+}
+
 /** Each dtype's kernels on their own roof, where a trace has more than one (FP8 GEMMs beside bf16). */
 function roofsText(hfu: Hfu): string {
   const roofs = Object.entries(hfu.by_roof || {}).filter(([, r]) => r.utilization !== null && r.flops > 0);
@@ -102,7 +120,8 @@ export function renderSites(sm: Summary, onPick: (f: KernelFilter) => void): HTM
       + "folded to *, else the record_function name, source line or op). Click a site to list its kernels."),
     h("div", { class: "table-wrap" }, h("table", { class: "data site-table", id: "site-table" },
       h("caption", { class: "sr-only" }, "Attention sites"), thead, tbody)),
-    led && led.useful !== null ? ledgerText(led) : null);
+    led && led.useful !== null ? ledgerText(led) : null,
+    led ? flexText(led) : null);
 }
 
 /** The FFN boundary beside the memory view: what runs from attention's output to the next matmul. Sizes
