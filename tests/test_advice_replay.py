@@ -155,3 +155,41 @@ def test_run_sums_are_each_runs_cumsum() -> None:
     c0 = RP._run_sums(dd, None, g0, g1)
     for a, b in zip(g0.tolist(), g1.tolist()):
         assert c0[a:b].tolist() == np.concatenate(([0.0], np.cumsum(dd[a:b])[:-1])).tolist()
+
+
+def test_profiler_cost_per_op_is_a_share_of_the_profiled_cpu_time_per_op():
+    """The launch-overhead claim's profiler cost per op: PROFILER_SHARE_OF_OP_CPU of the trace's profiled
+    CPU time per op (launch span, less host syncs and 1 µs per runtime call), within [LOW, HIGH]."""
+    # 100 launches 10 µs apart (span 990 µs), 90 ops and 10 runtime calls in between, one 90 µs sync
+    launch = 1.7e12 + np.arange(100, dtype=np.float64) * 10.0
+    ids = np.arange(100, dtype=np.int64)
+    ovh_ts = launch[0] + np.linspace(0.0, 990.0, 100)
+    ovh_is_op = np.arange(100) % 10 != 0
+    m = StepModel(
+        ids, launch, np.ones(100), np.zeros(100, dtype=np.int64), ovh_ts, ovh_is_op, [(launch[5], launch[5] + 90.0)], 1
+    )
+    cpu = (990.0 - 90.0 - RP.PROFILER_RUNTIME_US * 10) / 90
+    assert m.profiled_cpu_per_op() == pytest.approx(cpu)
+    assert m.profiler_op_us() == pytest.approx(round(RP.PROFILER_SHARE_OF_OP_CPU * cpu, 2))
+    # a fast CPU: the fit's low end; a slow one: its high end
+    fast = StepModel(
+        ids, launch / 1e6 + 1.7e12 - 1.7e6, np.ones(100), np.zeros(100, dtype=np.int64), ovh_ts, ovh_is_op, [], 1
+    )
+    assert fast.profiler_op_us() == RP.PROFILER_OP_US_LOW
+    slow_launch = 1.7e12 + np.arange(100, dtype=np.float64) * 100.0
+    slow = StepModel(ids, slow_launch, np.ones(100), np.zeros(100, dtype=np.int64), ovh_ts, ovh_is_op, [], 1)
+    assert slow.profiler_op_us() == RP.PROFILER_OP_US_HIGH
+
+
+def test_tile_padding_counts_a_partial_last_tile_whole():
+    from tb_attention_plugin.advice.sdpa_choice import tile_padding
+
+    assert tile_padding("efficient", "forward", 128, 4096) == 1.0
+    assert tile_padding("efficient", "forward", 96, 96) == pytest.approx(128 * 128 / (96 * 96))
+    assert tile_padding("flash", "forward", 200, 200) == pytest.approx(256 * 256 / (200 * 200))
+    assert tile_padding("flash", "backward", 200, 200) == pytest.approx(256 * 256 / (200 * 200))
+    assert tile_padding("cudnn", "forward", 130, 64) == pytest.approx(256 / 130)
+    # a length under one tile stays as it is (decode: a few queries, bound by the bytes of k and v)
+    assert tile_padding("flash", "forward", 1, 4096) == 1.0
+    assert tile_padding("efficient", "backward", 4, 100) == pytest.approx(128 / 100)
+    assert tile_padding("math", "forward", 97, 97) == 1.0
