@@ -138,7 +138,7 @@ def _partial(chunk: bytes, make: Callable[[], Any]) -> tuple[Any, dict[str, int]
         raise NotSuited("a chunk did not decode")
     b = make()
     b.add(events)
-    if b'"cuda_profiler_range"' in chunk:
+    if b.wants_raw() and b'"cuda_profiler_range"' in chunk:
         b.add_raw(chunk)
     return b.export(), stats
 
@@ -486,6 +486,7 @@ def _segment(
     src = _SegmentSource(path, cuts[i], cuts[i + 1], b"" if first else open_, b"" if last else close, report)
     p = _SegmentParser(src)
     p.on_raw = b.add_raw
+    p.raw_wanted = b.wants_raw
     p.tagged = True
     truncated = None
     try:
