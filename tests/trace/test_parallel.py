@@ -200,3 +200,26 @@ def test_result_pipes_are_widened_where_the_system_allows():
         r.close()
         w.close()
     assert after == max(before, min(parallel.PIPE_BYTES, cap))
+
+
+def test_the_default_wants_an_idle_cpu_an_explicit_jobs_does_not(tmp_path, monkeypatch):
+    """Unset TB_ATTENTION_JOBS: a second process only when a CPU runs nothing now (on a core
+    other work keeps busy the child only adds its overhead); ``jobs=2`` always tries."""
+    from tb_attention_plugin.trace import parallel
+
+    monkeypatch.setattr(parallel, "_only_fork_safe_threads", lambda: True)  # other tests' threads
+    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
+    p = tmp_path / "t.json"
+    p.write_bytes(b"[" + b" " * 1000 + b"]")
+    for spare, default in ((1, True), (0, False), (-3, False), (None, True)):
+        monkeypatch.setattr(parallel, "_spare_cpus", lambda s=spare: s)
+        assert parallel.suitable(str(p), min_bytes=0) is default, spare
+        assert parallel.suitable(str(p), jobs=2, min_bytes=0) is True
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/loadavg"), reason="Linux's /proc/loadavg")
+def test_spare_cpus_counts_this_thread_as_running():
+    from tb_attention_plugin.trace import parallel
+
+    spare = parallel._spare_cpus()
+    assert spare is not None and spare <= len(os.sched_getaffinity(0)) - 1
