@@ -56,10 +56,31 @@ def _only_fork_safe_threads() -> bool:
     return all(t is me or getattr(t, "fork_safe", False) for t in threading.enumerate())
 
 
+def _spare_cpus() -> Optional[int]:
+    """CPUs this process may use that run nothing right now, by the kernel's count of runnable
+    threads (Linux ``/proc/loadavg``; this thread is one of them); None where it cannot be read."""
+    try:
+        with open("/proc/loadavg") as f:
+            running = int(f.read().split()[3].split("/")[0])
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    except (OSError, ValueError, IndexError):
+        return None
+    return cpus - running
+
+
 def suitable(path: str, jobs: Optional[int] = None, min_bytes: Optional[int] = None) -> bool:
-    """Worth reading ``path`` in parallel? ``min_bytes`` None: :data:`MIN_PARALLEL_BYTES`."""
+    """Worth reading ``path`` in parallel? ``min_bytes`` None: :data:`MIN_PARALLEL_BYTES`.
+
+    ``jobs`` None (the default: no TB_ATTENTION_JOBS) also asks for a CPU that is idle now: the
+    child on a CPU other work keeps busy only adds its overhead (~1 s of CPU on a 250 MB trace;
+    on 2 cores shared with other jobs the cold analyze of llama took 9.5-11.0 s wall with the
+    child, 7.4 s without). An explicit ``jobs`` >= 2 always tries."""
     if jobs_wanted(jobs) < 2 or not _only_fork_safe_threads():
         return False
+    if jobs is None:
+        spare = _spare_cpus()
+        if spare is not None and spare < 1:
+            return False
     if "fork" not in multiprocessing.get_all_start_methods():
         return False
     try:
@@ -129,6 +150,35 @@ class RawChunkParser(TraceParser):
             self.pos = end
 
 
+PIPE_BYTES = 4 << 20  # pipe buffer asked for (Linux caps it at /proc/sys/fs/pipe-max-size, 1 MiB by default)
+
+
+def _widen(conn: Connection) -> None:
+    """Grow the kernel buffer of the pipe behind ``conn`` where the system allows it (Linux).
+
+    A result (the columns of one 4 MB segment: ~0.7 MB on the 250 MB llama trace) is written in
+    one go into a wide pipe; through the default 64 KiB one, the child's send blocked for most of
+    it: each of the parent's reads then waits up to a GIL switch interval (5 ms) for its main
+    thread. Measured on llama: the child's sends took 0.3-1.2 s of its ~1.6-3.7 s of wall, with
+    1 MiB pipes 0.1-0.2 s."""
+    try:
+        import fcntl
+
+        setsz, getsz = getattr(fcntl, "F_SETPIPE_SZ", None), getattr(fcntl, "F_GETPIPE_SZ", None)
+        if setsz is None or getsz is None:
+            return
+        want = PIPE_BYTES
+        try:
+            with open("/proc/sys/fs/pipe-max-size") as f:
+                want = min(want, int(f.read()))
+        except (OSError, ValueError):
+            pass
+        if want > fcntl.fcntl(conn.fileno(), getsz):  # never shrink it
+            fcntl.fcntl(conn.fileno(), setsz, want)
+    except (ImportError, OSError, ValueError):
+        pass  # the default buffer: slower, not wrong
+
+
 def _partial(chunk: bytes, make: Callable[[], Any]) -> tuple[Any, dict[str, int]]:
     """Decode one chunk and build its columns with a fresh builder (``make()``)."""
     stats: dict[str, int] = {}
@@ -138,7 +188,7 @@ def _partial(chunk: bytes, make: Callable[[], Any]) -> tuple[Any, dict[str, int]
         raise NotSuited("a chunk did not decode")
     b = make()
     b.add(events)
-    if b'"cuda_profiler_range"' in chunk:
+    if b.wants_raw() and b'"cuda_profiler_range"' in chunk:
         b.add_raw(chunk)
     return b.export(), stats
 
@@ -209,6 +259,8 @@ def load_parallel(
     ctx = multiprocessing.get_context("fork")
     jobs_r, jobs_w = ctx.Pipe(duplex=False)
     res_r, res_w = ctx.Pipe(duplex=False)
+    _widen(jobs_w)
+    _widen(res_w)
     make = builder.sibling  # fresh builders like the caller's, sharing its per-name caches
     proc = ctx.Process(target=_child, args=(jobs_r, res_w, make), daemon=True)
     proc.start()
@@ -486,6 +538,7 @@ def _segment(
     src = _SegmentSource(path, cuts[i], cuts[i + 1], b"" if first else open_, b"" if last else close, report)
     p = _SegmentParser(src)
     p.on_raw = b.add_raw
+    p.raw_wanted = b.wants_raw
     p.tagged = True
     truncated = None
     try:
@@ -544,6 +597,7 @@ def load_split(
     ctx = multiprocessing.get_context("fork")
     counter = ctx.Value("i", 1)  # the parent takes segment 0 (the header) first
     res_r, res_w = ctx.Pipe(duplex=False)
+    _widen(res_w)
     make = builder.sibling  # fresh builders like the caller's, sharing its per-name caches
     proc = ctx.Process(target=_split_child, args=(path, cuts, bare, max_bytes, make, counter, res_w), daemon=True)
     proc.start()

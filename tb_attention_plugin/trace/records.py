@@ -65,6 +65,7 @@ _GPU_CATS = {
 DEFAULT_KEEP_PYTHON = r"(?i)attention|attn|rotary|rope\b|apply_rotary|sdpa|flash"
 
 _NONE = -1
+_COUNTER_CAT = "cuda_profiler_range"  # CUPTI counter ranges: their args are read whole (add_raw)
 # Timestamps are microseconds (Kineto: since the epoch, ~1.8e15 today); they become int64
 # nanoseconds relative to the earliest one, so |ts| and dur must stay well inside 9.2e15 us.
 MAX_TS_US = 4e15  # the year 2096
@@ -456,6 +457,7 @@ class TraceBuilder:
         self.counters: list[dict[str, Any]] = []
         self.thread_names: dict[tuple[Any, Any], str] = {}
         self.counts = {"events": 0, "python_dropped": 0, "no_ts": 0, "negative_dur": 0, "other": 0}
+        self._counter_chunk = False  # the last chunk added holds a CUPTI counter range (wants_raw)
 
     def sibling(self) -> TraceBuilder:
         """A fresh builder like this one (same Python-frame pattern) that shares its per-name
@@ -476,12 +478,16 @@ class TraceBuilder:
         """One decoded chunk: :class:`Event` structs (the general path) or tagged kinds (the
         fast path, :data:`.events.TAGGED_KINDS`), which give the same rows in the same order."""
         self.counts["events"] += len(events)
+        self._counter_chunk = False
         if not events:
             return
         if type(events[0]) in _TAGGED_BUCKET:
             buckets, gpu_kinds = self._split_tagged(events)
+            # a counter range decodes tagged only as that kind (tags match exactly)
+            self._counter_chunk = bool(buckets[_B_COUNTER])
         else:
             buckets, gpu_kinds = self._split_generic(events), None
+            self._counter_chunk = _COUNTER_CAT in {e.cat for e in events}
         self.counts["other"] += len(buckets[_B_SKIP])
         for kind in (OP, ANNOTATION, LAUNCH):
             if buckets[kind]:
@@ -711,6 +717,11 @@ class TraceBuilder:
             device_id=_col_l([a.device_id for a in args], _NONE),
         )
 
+    def wants_raw(self) -> bool:
+        """Whether the chunk :meth:`add` took last holds an event :meth:`add_raw` keeps (one of
+        category ``cuda_profiler_range``): the reader hands it the raw bytes only then."""
+        return self._counter_chunk
+
     def add_raw(self, chunk: bytes) -> None:
         """Chunks holding CUPTI counter ranges: their args (metric -> value) are kept whole."""
         try:
@@ -718,7 +729,7 @@ class TraceBuilder:
         except msgspec.DecodeError:
             return
         for it in items if isinstance(items, list) else ():
-            if not isinstance(it, dict) or it.get("cat") != "cuda_profiler_range" or len(self.counters) >= 1_000_000:
+            if not isinstance(it, dict) or it.get("cat") != _COUNTER_CAT or len(self.counters) >= 1_000_000:
                 continue
             a = it.get("args")
             metrics = (
@@ -920,7 +931,14 @@ def load_trace(
         if tried_parallel:
             _progress.begin_read(path)  # the parallel read gave up: count from byte 0 again
         try:
-            meta, stats = read_trace(path, builder.add, max_bytes=max_bytes, on_raw=builder.add_raw, tagged=True)
+            meta, stats = read_trace(
+                path,
+                builder.add,
+                max_bytes=max_bytes,
+                on_raw=builder.add_raw,
+                tagged=True,
+                raw_wanted=builder.wants_raw,
+            )
         except TraceTruncated as e:
             if not salvage or builder.counts["events"] == 0:
                 raise

@@ -178,3 +178,48 @@ def test_the_parent_reads_what_a_stalled_child_holds(tmp_path):
     out = json.loads(r.stdout)
     assert out["parallel"] is True and out["s"] < 60
     assert out["report"] == run(path, 1)["report"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="F_SETPIPE_SZ is Linux's")
+def test_result_pipes_are_widened_where_the_system_allows():
+    """A segment's columns (~0.7 MB) go through the pipe in one write: with the default 64 KiB
+    buffer the child waited on the parent's reads for a third of its time."""
+    import fcntl
+    import multiprocessing
+
+    from tb_attention_plugin.trace import parallel
+
+    with open("/proc/sys/fs/pipe-max-size") as f:
+        cap = int(f.read())
+    r, w = multiprocessing.get_context("fork").Pipe(duplex=False)
+    try:
+        before = fcntl.fcntl(w.fileno(), fcntl.F_GETPIPE_SZ)
+        parallel._widen(w)
+        after = fcntl.fcntl(w.fileno(), fcntl.F_GETPIPE_SZ)
+    finally:
+        r.close()
+        w.close()
+    assert after == max(before, min(parallel.PIPE_BYTES, cap))
+
+
+def test_the_default_wants_an_idle_cpu_an_explicit_jobs_does_not(tmp_path, monkeypatch):
+    """Unset TB_ATTENTION_JOBS: a second process only when a CPU runs nothing now (on a core
+    other work keeps busy the child only adds its overhead); ``jobs=2`` always tries."""
+    from tb_attention_plugin.trace import parallel
+
+    monkeypatch.setattr(parallel, "_only_fork_safe_threads", lambda: True)  # other tests' threads
+    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
+    p = tmp_path / "t.json"
+    p.write_bytes(b"[" + b" " * 1000 + b"]")
+    for spare, default in ((1, True), (0, False), (-3, False), (None, True)):
+        monkeypatch.setattr(parallel, "_spare_cpus", lambda s=spare: s)
+        assert parallel.suitable(str(p), min_bytes=0) is default, spare
+        assert parallel.suitable(str(p), jobs=2, min_bytes=0) is True
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/loadavg"), reason="Linux's /proc/loadavg")
+def test_spare_cpus_counts_this_thread_as_running():
+    from tb_attention_plugin.trace import parallel
+
+    spare = parallel._spare_cpus()
+    assert spare is not None and spare <= len(os.sched_getaffinity(0)) - 1

@@ -215,3 +215,40 @@ def test_the_collector_is_paused_only_while_reading(tmp_path):
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("tagged", [True, False])
+def test_counter_ranges_are_read_whole_on_both_paths(tmp_path, monkeypatch, tagged):
+    """CUPTI counter ranges keep their args (add_raw) whichever decoder took their chunk; a chunk
+    that only names the category (a kernel called so) gives no counter."""
+    from tb_attention_plugin.trace import reader
+
+    t = SynthTrace()
+    naive_attention(t)
+    t.counter_range("k0", {"dram__bytes_read.sum": 1024, "sm__cycles_elapsed.avg": 7.5})
+    t.counter_range("k1", {"dram__bytes_read.sum": 2048})
+    p = t.write(tmp_path / "a.json")
+    doc = json.loads(open(p).read())
+    doc["traceEvents"].append(
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": '"cuda_profiler_range"',
+            "pid": 0,
+            "tid": 7,
+            "ts": 10.0,
+            "dur": 1.0,
+            "args": {"device": 0, "stream": 7},
+        }
+    )
+    only_name = tmp_path / "b.json"
+    only_name.write_text(json.dumps({"traceEvents": doc["traceEvents"][-1:]}))
+    if not tagged:
+        orig = reader.decode_events
+        monkeypatch.setattr(reader, "decode_events", lambda c, s, framed=False, tagged=False: orig(c, s, framed))
+    tr = load_trace(str(p), jobs=1)
+    assert [(c["name"], c["metrics"]) for c in tr.counters] == [
+        ("k0", {"dram__bytes_read.sum": 1024, "sm__cycles_elapsed.avg": 7.5}),
+        ("k1", {"dram__bytes_read.sum": 2048}),
+    ]
+    assert load_trace(str(only_name), jobs=1).counters == []
