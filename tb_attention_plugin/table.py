@@ -217,6 +217,34 @@ class KernelTable(Sequence):
                     row.update((k, v) for k, v in e.items() if k in extra_keys)
         return out
 
+    def row_structs(self, idx: np.ndarray, row_type: type, fields: Sequence[str]) -> list:
+        """Rows ``idx`` as instances of ``row_type``, a msgspec struct whose fields are ``fields``
+        in that order, each defaulting to ``msgspec.UNSET``: a field this table has no column (or,
+        for the EXTRA fields, no value) for stays unset. A struct of 30 fields is ~300 bytes
+        where a dict is ~800, and is built in C."""
+        idx = np.asarray(idx, dtype=np.int64)
+        n = len(idx)
+        cols: list[Any] = []
+        unset = [msgspec.UNSET] * n
+        for f in fields:
+            if f in EXTRA:
+                cols.append(list(unset))
+            elif f in self.columns:
+                cols.append(self._col_values(f, idx))
+            else:
+                cols.append(unset)
+        if self.extras:
+            extra_at = [(j, f) for j, f in enumerate(fields) if f in EXTRA]
+            if extra_at:
+                get = self.extras.get
+                for r, p in enumerate(idx.tolist()):
+                    e = get(p)
+                    if e:
+                        for j, f in extra_at:
+                            if f in e:
+                                cols[j][r] = e[f]
+        return list(map(row_type, *cols))
+
     def encodable_rows(self, start: int, stop: int) -> list:
         """Rows ``start:stop`` as msgspec structs that encode exactly like :meth:`rows` (the
         optional fields only where a row has them). Built in C from the columns: the JSON
