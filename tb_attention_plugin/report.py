@@ -186,6 +186,7 @@ def analyze_trace(
     _sources(rep, trace, links)  # sources.py: the user's source line per attention kernel
     # model.py: sites, flops_ledger, boundary (before advice, whose rules may read them)
     rep.update(_model(rep, trace, links, attr))
+    del attr  # the costs of every op (~5 MB on a 250 MB trace): nothing after the model reads them
     rep["replay"] = _replay_block(rep, trace, links, tagging, sidecars)  # replay/: the calls, measured backends
     progress.stage("advice")
     # advice/: findings, what each rule checked, and the attention backends that compare/check name
