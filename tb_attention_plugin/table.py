@@ -166,6 +166,19 @@ def _nullable_array(a: np.ndarray) -> list:
     return out.tolist()
 
 
+def _shared_floats(c: Any, idx: np.ndarray) -> Optional[list]:
+    """``_col_values`` of a float column with few distinct values among ``idx``, one Python float
+    per distinct value shared by its rows (a float per row and field is ~24 bytes), else None."""
+    if not isinstance(c, np.ndarray) or c.dtype.kind != "f" or len(idx) < 64:
+        return None
+    a = np.ascontiguousarray(c[idx], dtype=np.float64)
+    _, first, inv = np.unique(a.view(np.int64), return_index=True, return_inverse=True)  # -0.0 apart from 0.0
+    if len(first) * 4 > len(idx):
+        return None
+    vals = _nullable_array(c[idx[first]])
+    return list(map(vals.__getitem__, inv.reshape(-1).tolist()))
+
+
 def _vocab_array(vocab: list) -> np.ndarray:
     """The vocabulary as an object array, to look codes up in C (``[vocab[c] for c in codes]``)."""
     out = np.empty(len(vocab), dtype=object)
@@ -230,7 +243,7 @@ class KernelTable(Sequence):
             if f in EXTRA:
                 cols.append(list(unset))
             elif f in self.columns:
-                cols.append(self._col_values(f, idx))
+                cols.append(_shared_floats(self.columns[f], idx) or self._col_values(f, idx))
             else:
                 cols.append(unset)
         if self.extras:
