@@ -56,12 +56,12 @@ def iter_trace_body(t: dict) -> Iterator[bytes]:
         return
     enc = _ENCODER.encode(rest)
     yield (enc[1:-1] + b',"kernels":[') if len(enc) > 2 else b'"kernels":['
-    n = len(kt)
-    for s in range(0, n, _CHUNK):
-        rows = _ENCODER.encode(kt.encodable_rows(s, min(s + _CHUNK, n)))
-        if s:
+    first = True
+    for chunk in kt.encodable_chunks(_CHUNK, _ENCODER.encode):
+        if not first:
             yield b","
-        yield rows[1:-1]
+        first = False
+        yield _ENCODER.encode(chunk)[1:-1]
     yield b"]}"
 
 

@@ -296,20 +296,23 @@ def ledger_entries(kt: Any, calls: list[Call], trace: Any, links: Any, attr: Any
     owner = attr.owner if attr is not None else None
     out: list[LedgerEntry] = []
     counts_memo: dict[tuple, L.Counts] = {}
+    # the loops below read single rows: Python lists answer that faster than numpy scalars
+    core_l, math_l, qk_pv_l, dir_l = is_core.tolist(), is_math.tolist(), is_qk_pv.tolist(), dir_codes.tolist()
+    dur_l, flops0_l = dur.tolist(), flops0.tolist()
     for c in calls:
         fwd_geom: Optional[L.Geometry] = None
         fwd_backend: Optional[str] = None
         by_dir: dict[str, list[int]] = {}
         for x in c.rows.tolist():
-            if is_core[x]:
-                by_dir.setdefault(str(dir_vocab[dir_codes[x]]), []).append(x)
+            if core_l[x]:
+                by_dir.setdefault(str(dir_vocab[dir_l[x]]), []).append(x)
         for direction in ("forward", "backward"):
             rows = by_dir.get(direction)
             if not rows:
                 continue
             arr = np.asarray(rows, dtype=np.int64)
-            math_rows = [x for x in rows if is_math[x]] or rows
-            main = max(math_rows, key=lambda x: (dur[x], flops0[x]))
+            math_rows = [x for x in rows if math_l[x]] or rows
+            main = max(math_rows, key=lambda x: (dur_l[x], flops0_l[x]))
             name = str(nm_vocab[nm_codes[main]] or "")
             op = op_vocab[op_codes[main]]
             backend = _backend(
@@ -343,7 +346,7 @@ def ledger_entries(kt: Any, calls: list[Call], trace: Any, links: Any, attr: Any
             tile = L.tile_from_name(name) if backend in L.FUSED_TILED else None
             decomposed = None
             if backend not in L.FUSED_TILED:
-                mm = [x for x in rows if is_qk_pv[x]]
+                mm = [x for x in rows if qk_pv_l[x]]
                 f = flops[mm] if mm else np.zeros(0)
                 decomposed = float(np.nansum(f)) if len(f) and not np.isnan(f).all() else None
             rb = L.row_block_from_name(name) if tile is not None else None
@@ -413,7 +416,8 @@ def _call_peak(
     rows: np.ndarray, dur: np.ndarray, flops: np.ndarray, peak: np.ndarray, math: np.ndarray
 ) -> Optional[int]:
     """The roof of a call's attention math: that of its longest fused / QKᵀ / PV kernel with FLOPs."""
-    cand = [x for x in rows[math].tolist() if not np.isnan(peak[x]) and not np.isnan(flops[x]) and flops[x] > 0]
+    r = rows[math]
+    cand = r[~np.isnan(peak[r]) & ~np.isnan(flops[r]) & (flops[r] > 0)].tolist()
     return max(cand, key=lambda x: dur[x]) if cand else None
 
 

@@ -186,6 +186,7 @@ def analyze_trace(
     _sources(rep, trace, links)  # sources.py: the user's source line per attention kernel
     # model.py: sites, flops_ledger, boundary (before advice, whose rules may read them)
     rep.update(_model(rep, trace, links, attr))
+    del attr  # the costs of every op (~5 MB on a 250 MB trace): nothing after the model reads them
     rep["replay"] = _replay_block(rep, trace, links, tagging, sidecars)  # replay/: the calls, measured backends
     progress.stage("advice")
     # advice/: findings, what each rule checked, and the attention backends that compare/check name
@@ -458,13 +459,19 @@ def _context(trace: Trace, links: Links, tagging: Tagging) -> Context:
     ctx_r = links.forward_context(links.gpu_parent)
     # one module path per distinct context range, then spread to the kernels
     ctx_u, ctx_inv = np.unique(ctx_r, return_inverse=True)
+    # a range's path is that of its innermost module: one path per distinct module, taken in the
+    # order the context ranges first reach it (the vocabularies' order)
+    own = np.where(ctx_u >= 0, mods.own[np.maximum(ctx_u, 0)] if len(mods.own) else -1, -1)
+    m_u, m_first, m_inv = np.unique(own, return_index=True, return_inverse=True)
     mod_vocab: dict = {None: 0}
     path_vocab: dict = {None: 0}
-    u_mod, u_path = np.zeros(len(ctx_u), np.int32), np.zeros(len(ctx_u), np.int32)
-    for j, r in enumerate(ctx_u.tolist()):
-        t = mods.path(r) if r >= 0 else ()
-        u_mod[j] = mod_vocab.setdefault(t[-1] if t else None, len(mod_vocab))
-        u_path[j] = path_vocab.setdefault("/".join(t) if t else None, len(path_vocab))
+    m_mod, m_path = np.zeros(len(m_u), np.int32), np.zeros(len(m_u), np.int32)
+    for j in np.argsort(m_first, kind="stable").tolist():
+        t = mods.path(int(ctx_u[m_first[j]]))
+        m_mod[j] = mod_vocab.setdefault(t[-1] if t else None, len(mod_vocab))
+        m_path[j] = path_vocab.setdefault("/".join(t) if t else None, len(path_vocab))
+    m_inv = m_inv.reshape(-1)
+    u_mod, u_path = m_mod[m_inv], m_path[m_inv]
     op_r = links.gpu_op
     rname = R["name"]
     opname_codes = np.where(op_r >= 0, rname[np.maximum(op_r, 0)] if len(rname) else 0, -1)

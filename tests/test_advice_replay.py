@@ -22,6 +22,7 @@ def _reference(m: StepModel, what, overhead: bool = True) -> float:
     dur = m.dur
     graph_first: dict[int, int] = {}
     removed: set[int] = set()
+    pos = {int(i): p for p, i in enumerate(m.ids.tolist())}  # the plain lookup, not the model's array
     if what is not None:
         if what.cpu_saved:
             st = np.asarray(sorted(what.cpu_saved))
@@ -30,12 +31,12 @@ def _reference(m: StepModel, what, overhead: bool = True) -> float:
         if what.dur:
             dur = dur.copy()
             for i, d in what.dur.items():
-                p = m.pos.get(int(i))
+                p = pos.get(int(i))
                 if p is not None:
                     dur[p] = max(0.0, d)
-        removed = {p for p in (m.pos.get(int(i)) for i in what.removed) if p is not None}
+        removed = {p for p in (pos.get(int(i)) for i in what.removed) if p is not None}
         for g in what.graphs:
-            ps = sorted(p for p in (m.pos.get(int(i)) for i in g) if p is not None)
+            ps = sorted(p for p in (pos.get(int(i)) for i in g) if p is not None)
             for p in ps[1:]:
                 graph_first[p] = ps[0]
     syncs = m.syncs

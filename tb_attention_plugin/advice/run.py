@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+import msgspec
 import numpy as np
 
 from ..attention import patterns as P
@@ -48,6 +49,33 @@ ROW_FIELDS = (
     "module_path",
     "source",
     "graph",
+)
+
+
+class _RowMethods:
+    """What the rules ask of a kernel row, on a struct: ``k["phase"]``, ``k.get("shapes")``, ``"x" in k``,
+    with a dict's answers (a field without a value is a missing key)."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: str) -> Any:
+        v = getattr(self, key, msgspec.UNSET)
+        if v is msgspec.UNSET:
+            raise KeyError(key)
+        return v
+
+    def get(self, key: str, default: Any = None) -> Any:
+        v = getattr(self, key, msgspec.UNSET)
+        return default if v is msgspec.UNSET else v
+
+    def __contains__(self, key: str) -> bool:
+        return getattr(self, key, msgspec.UNSET) is not msgspec.UNSET
+
+
+# An attention kernel row as the rules read it: a struct of ROW_FIELDS (~300 bytes) instead of a dict
+# (~800): 21k attention kernels on a 250 MB Llama trace are ~17 MB of dicts.
+AttentionRow = msgspec.defstruct(
+    "AttentionRow", [(f, Any, msgspec.UNSET) for f in ROW_FIELDS], bases=(_RowMethods, msgspec.Struct), gc=False
 )
 
 _BACKEND_OF = (
@@ -176,13 +204,15 @@ class Run:
         return self.trace.strings[self.trace.ranges["name"][r]] if self.trace is not None and r >= 0 else ""
 
 
-def attention_rows(kernels: Any) -> list[dict]:
+def attention_rows(kernels: Any) -> list[Any]:
+    """The attention kernel rows: :data:`AttentionRow` structs from a kernel table, the dicts of a
+    list of rows as they are."""
     if kernels is None:
         return []
     cols = getattr(kernels, "columns", None)
-    if isinstance(cols, dict) and "attention" in cols and hasattr(kernels, "rows"):
+    if isinstance(cols, dict) and "attention" in cols and hasattr(kernels, "row_structs"):
         idx = np.flatnonzero(np.asarray(cols["attention"], dtype=bool))
-        rows: list[dict] = kernels.rows(idx, ROW_FIELDS) if len(idx) else []
+        rows: list[Any] = kernels.row_structs(idx, AttentionRow, ROW_FIELDS) if len(idx) else []
         return rows
     return [k for k in kernels if k.get("attention")]
 

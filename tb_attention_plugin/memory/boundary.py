@@ -32,7 +32,9 @@ bandwidth; every figure is marked estimated. Times are the trace's (all steps).
 
 from __future__ import annotations
 
+import math
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -138,11 +140,24 @@ def _role(op: Optional[str], name: str, module: Optional[str]) -> str:
 
 
 class _Stream:
-    """Kernel rows of one (device, stream) in start order."""
+    """Kernel rows of one (device, stream) in start order; ``pos`` (shared by every stream of a
+    table, whose kernels they partition): each row's place in its stream's order, -1 for a row
+    in no stream."""
 
-    def __init__(self, rows: np.ndarray, ts: np.ndarray):
+    def __init__(self, rows: np.ndarray, ts: np.ndarray, pos: np.ndarray):
         self.rows = rows[np.argsort(ts[rows], kind="stable")]
-        self.pos = {int(r): i for i, r in enumerate(self.rows.tolist())}
+        pos[self.rows] = np.arange(len(self.rows))
+        self.pos = pos
+
+
+def _nan_to_num(x: float) -> float:
+    """``float(np.nan_to_num(x))`` of one Python float (NaN 0, infinities the largest finite
+    floats), without numpy's per-call cost."""
+    if x != x:
+        return 0.0
+    if x in (math.inf, -math.inf):
+        return math.copysign(sys.float_info.max, x)
+    return x
 
 
 def _col(kt: Any, name: str) -> tuple[np.ndarray, list]:
@@ -181,10 +196,14 @@ def walk(kt: Any, calls: list, attr: Any = None) -> list[dict]:
     dev = np.asarray(kt.columns["device"], dtype=np.int64)
     stream = np.asarray(kt.columns["stream"], dtype=np.int64)
     streams: dict[tuple[int, int], _Stream] = {}
-    is_kernel = np.asarray([kind_v[c] == "kernel" for c in kind_c.tolist()], dtype=bool)
-    for key in {(int(a), int(b)) for a, b in zip(dev.tolist(), stream.tolist())}:
-        m = np.flatnonzero((dev == key[0]) & (stream == key[1]) & is_kernel)
-        streams[key] = _Stream(m, ts)
+    is_kernel = np.asarray([v == "kernel" for v in kind_v], dtype=bool)[kind_c]
+    pos = np.full(n, -1, dtype=np.int64)
+    for a, b in np.unique(np.stack([dev, stream], axis=1), axis=0).tolist():
+        m = np.flatnonzero((dev == a) & (stream == b) & is_kernel)
+        streams[(a, b)] = _Stream(m, ts, pos)
+    # the loop below reads single rows: Python lists answer that faster than numpy scalars
+    ph_l, dir_l, inst_l = ph_c.tolist(), dir_c.tolist(), inst.tolist()
+    dur_l, nb_l, rd_l = dur.tolist(), nbytes.tolist(), reads.tolist()
     matmul_memo: dict[tuple[int, int], bool] = {}
 
     def matmul(r: int) -> bool:
@@ -201,21 +220,23 @@ def walk(kt: Any, calls: list, attr: Any = None) -> list[dict]:
         core = [
             int(r)
             for r in c.rows.tolist()
-            if ph_v[ph_c[r]] in _OUTPUT and dir_v[dir_c[r]] != "backward" and is_kernel[r]
+            if ph_v[ph_l[r]] in _OUTPUT and dir_v[dir_l[r]] != "backward" and is_kernel[r]
         ]
         if not core:
             continue
         last = max(core, key=lambda r: ts[r] + dur[r])
         st = streams.get((int(dev[last]), int(stream[last])))
-        if st is None or last not in st.pos:
+        if st is None or st.pos[last] < 0:
             continue
         items: list[Item] = []
         state, nxt, complete = "before", None, False
-        seq = st.rows[st.pos[last] + 1 : st.pos[last] + 1 + MAX_BOUNDARY_KERNELS].tolist()
+        at = int(st.pos[last])
+        seq = st.rows[at + 1 : at + 1 + MAX_BOUNDARY_KERNELS].tolist()
         for r in seq:
-            mine = not np.isnan(inst[r]) and int(inst[r]) == c.call
-            ph = ph_v[ph_c[r]]
-            if dir_v[dir_c[r]] == "backward" or (not mine and ph in _CORE):
+            iv = inst_l[r]
+            mine = iv == iv and int(iv) == c.call
+            ph = ph_v[ph_l[r]]
+            if dir_v[dir_l[r]] == "backward" or (not mine and ph in _CORE):
                 break
             if state == "before":
                 # up to the projection's GEMM: its own prologue (the out_proj phase: an FP8
@@ -249,11 +270,12 @@ def walk(kt: Any, calls: list, attr: Any = None) -> list[dict]:
                 it = Item(role, [])
                 items.append(it)
             it.rows.append(r)
-            it.time_us += float(dur[r])
-            it.bytes += 0.0 if np.isnan(nbytes[r]) else float(nbytes[r])
-            it.reads += 0.0 if np.isnan(reads[r]) else float(reads[r])
-            it.last_writes = 0.0 if np.isnan(nbytes[r]) else max(float(nbytes[r]) - float(np.nan_to_num(reads[r])), 0.0)
-        costed = all(not np.isnan(nbytes[r]) for it in items for r in it.rows)
+            b, rd = nb_l[r], rd_l[r]
+            it.time_us += dur_l[r]
+            it.bytes += 0.0 if b != b else b
+            it.reads += 0.0 if rd != rd else rd
+            it.last_writes = 0.0 if b != b else max(b - _nan_to_num(rd), 0.0)
+        costed = all(nb_l[r] == nb_l[r] for it in items for r in it.rows)
         out.append(
             {
                 "call": c.call,

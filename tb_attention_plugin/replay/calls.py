@@ -275,19 +275,24 @@ def _occurrences(rd: _Reader) -> tuple[list[Occurrence], list[dict[str, Any]]]:
     if not len(sel):
         return [], []
     sel = sel[np.lexsort((rd.ts[sel], ri[sel]))]
+    anc = L.op_ancestor
     by_inst: dict[int, list[int]] = {}
-    for r in sel.tolist():
-        by_inst.setdefault(int(ri[r]), []).append(r)
+    # each op's (name, signature, enclosing op), read as Python ints once (the memo key below)
+    op_key: dict[int, tuple[int, int, int]] = {}
+    for r, i, nm, sg, a in zip(
+        sel.tolist(), ri[sel].tolist(), rd.name_id[sel].tolist(), rd.sig[sel].tolist(), anc[sel].tolist()
+    ):
+        by_inst.setdefault(i, []).append(r)
+        op_key[r] = (nm, sg, a)
     occs: list[Occurrence] = []
     unsupported: list[dict[str, Any]] = []
-    anc = L.op_ancestor
     # every step repeats its calls: an instance whose ops (names, recorded inputs and nesting) match
     # one already read gives the same calls, at its own ranges
     memo: dict[tuple[Any, ...], tuple[list[tuple[dict[str, Any], list[int], bool, bool]], str]] = {}
     for inst, ops in by_inst.items():
         scope = tag.instances.get(inst, {}).get("name") or ""
         pos = {r: i for i, r in enumerate(ops)}
-        key = (scope, tuple((int(rd.name_id[r]), int(rd.sig[r]), pos.get(int(anc[r]), -1)) for r in ops))
+        key = (scope, tuple((nm, sg, pos.get(a, -1)) for nm, sg, a in map(op_key.__getitem__, ops)))
         hit = memo.get(key)
         if hit is not None:
             found = [
