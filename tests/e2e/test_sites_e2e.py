@@ -19,16 +19,22 @@ if not os.path.exists(CHROMIUM):
 
 RUN, SRC = "t5_sdpa", "tests/data/twins/t5_sdpa"
 FP8_RUN, FP8_SRC = "fp8_block", "tests/data/round4/fp8_block_fwd_e4m3"
+# FlexAttention with and without a flex_blocks annotation (H200, round 4)
+FLEX_RUNS = {
+    "flex_annotated": "tests/data/round4/flex_doc_fwdbwd_annotated",
+    "flex_plain": "tests/data/round4/flex_doc_fwdbwd_mask_in_step",
+}
+RUNS = {RUN: SRC, FP8_RUN: FP8_SRC, **FLEX_RUNS}
 API = "/data/plugin/attention"
 
 
 @pytest.fixture(scope="module")
 def tb(tmp_path_factory):
     logdir = str(tmp_path_factory.mktemp("logdir"))
-    copy_run(logdir, RUN, os.path.join(ROOT, SRC))
-    copy_run(logdir, FP8_RUN, os.path.join(ROOT, FP8_SRC))
+    for run, src in RUNS.items():
+        copy_run(logdir, run, os.path.join(ROOT, src))
     with tensorboard(logdir, str(tmp_path_factory.mktemp("tb"))) as base:
-        settled(base, 2)
+        settled(base, len(RUNS))
         yield base
 
 
@@ -86,32 +92,16 @@ def test_ledger_line_puts_fp8_kernels_on_their_own_roof(tb, page):
     assert f"fp8 ~{100 * fp8['utilization']:.1f} %" in text and "bf16 ~" in text, text
 
 
-FLEX_RUNS = {
-    "flex_annotated": "tests/data/round4/flex_doc_fwdbwd_annotated",
-    "flex_plain": "tests/data/round4/flex_doc_fwdbwd_mask_in_step",
-}
-
-
-@pytest.fixture(scope="module")
-def tb_flex(tmp_path_factory):
-    logdir = str(tmp_path_factory.mktemp("logdir_flex"))
-    for run, src in FLEX_RUNS.items():
-        copy_run(logdir, run, os.path.join(ROOT, src))
-    with tensorboard(logdir, str(tmp_path_factory.mktemp("tb_flex"))) as base:
-        settled(base, 2)
-        yield base
-
-
-def test_flex_block_counts_line(tb_flex, page):
+def test_flex_block_counts_line(tb, page):
     """FlexAttention (H200, round 4): the block grid of the ledger calls, with the blocks visited and full
     per batch·head where a flex_blocks annotation recorded them; without it, that the executed count is an
     upper bound and how to record the counts."""
     for run, annotated in (("flex_annotated", True), ("flex_plain", False)):
-        page.goto(tb_flex + f"/#attention&att.view=run&att.run={run}")
+        page.goto(tb + f"/#attention&att.view=run&att.run={run}")
         frame = plugin_frame(page)
         frame.wait_for_selector("#flex-blocks", timeout=30000)
         text = frame.inner_text("#flex-blocks")
-        calls = get_json(tb_flex + API + "/summary?" + urlencode({"run": run}))["summary"]["flops_ledger"]["calls"]
+        calls = get_json(tb + API + "/summary?" + urlencode({"run": run}))["summary"]["flops_ledger"]["calls"]
         blk = next(c["shapes"]["block"] for c in calls if (c.get("shapes") or {}).get("block"))
         assert f"{blk['blocks']:,} blocks of {blk['q_block']}×{blk['kv_block']}" in text, text
         if annotated:
