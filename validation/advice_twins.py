@@ -54,6 +54,8 @@ RULE_OF_PAIR = {
     "math_fallback_to_flash": "slow_backend",
 }
 DEFAULT_BOUNDS = (0.75, 1.33)
+# the suffix of a pair of a later held-out recording (twins.py groups heldout2, …: _h2 … _h8, _h8a, _h8b)
+RECORDING_SUFFIX = re.compile(r"_h\d[a-z]?$")
 # the rule names of validation/twins.py's manifest -> rule ids
 LEAD_RULES = {
     "fused_attention": "fuse_attention",
@@ -268,13 +270,13 @@ def load_pairs(manifest: Optional[str]) -> list[dict]:
                 # the first recording's two, chosen before it; every pair of the later recordings (_h2 …),
                 # each written after the rules were changed against the ones before
                 "held_out": name in ("t5_eager_to_sdpa", "prefill_repeat_kv_to_gqa")
-                or name.endswith(("_h2", "_h3", "_h4", "_h5", "_h6", "_h7", "_h8", "_h8a", "_h8b")),
+                or RECORDING_SUFFIX.search(name) is not None,
                 "compare": "as_is" if name == "t5_eager_to_sdpa" else None,
                 "alternative": {
                     "memeff_to_flash": "flash",
                     "memeff_to_cudnn": "cudnn",
                     "math_fallback_to_flash": "cudnn (is_causal)",  # its fix ran cuDNN (is_causal=True)
-                }.get(re.sub(r"_h\d$", "", name)),
+                }.get(RECORDING_SUFFIX.sub("", name)),
             }
         )
     return pairs
