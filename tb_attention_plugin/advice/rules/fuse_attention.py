@@ -123,20 +123,11 @@ def check(run: Run) -> Any:
     fused_us, notes = pred
     sums_after = _bias_grad_sums_after(run, bias_grad_sums, shape_flops, mask, fixed_x)
     bias_copy = _bias_copy_us(run, mask, operand_copies) if mask.get("strided") else 0.0
-    extra = max(0.0, sums_after - total(bias_grad_sums)) + bias_copy
-    if extra > 0:
-        fused_us += extra
-        notes.append(
-            f"+ ~{_us(extra)} the fix adds: "
-            + ", ".join(
-                w
-                for w, on in (
-                    ("the bias gradient summed over the batch once per call", sums_after > total(bias_grad_sums)),
-                    ("the bias made contiguous once per step", bias_copy > 0),
-                )
-                if on
-            )
-        )
+    more_sums = max(0.0, sums_after - total(bias_grad_sums))  # per call after the fix, not per stack
+    added = [w for w, t in ((SUMS_WORDS, more_sums), (COPY_WORDS, bias_copy)) if t > 0]
+    if added:
+        fused_us += more_sums + bias_copy
+        notes.append(f"+ ~{_us(more_sums + bias_copy)} the fix adds: " + ", ".join(added))
     gain = unfused - fused_us
     as_is_ev: Optional[dict] = None
     if cast_note is not None and as_is is not None:
@@ -234,6 +225,9 @@ def _score_copies(run: Run, rows: list[dict], math_ids: set) -> list[dict]:
     return out
 
 
+# what the fix adds for a learned bias, in the prediction's notes
+SUMS_WORDS = "the bias gradient summed over the batch once per call"
+COPY_WORDS = "the bias made contiguous once per step"
 OPERAND_COPY_SLACK = 0.05  # a copy's bytes within 5 % of reading and writing one q/k/v/output tensor
 
 
