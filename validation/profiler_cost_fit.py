@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import gzip
 import json
 import os
 import statistics
@@ -26,16 +25,11 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
+
+from advice_twins import _meta_step_us  # noqa: E402
 
 MAX_US, STEP_US = 15.0, 0.1
-
-
-def _step_ms(meta: str) -> float | None:
-    op = gzip.open if meta.endswith(".gz") else open
-    with op(meta, "rt") as f:
-        m = json.load(f)
-    v = m.get("step_ms_wall") or m.get("step_ms_median")
-    return float(v) if v is not None else None
 
 
 def traces() -> list[tuple[str, str, str, float]]:
@@ -48,9 +42,9 @@ def traces() -> list[tuple[str, str, str, float]]:
         for mp in sorted(glob.glob(os.path.join(ROOT, meta_dir, "*.json*"))):
             name = os.path.basename(mp).split(".json")[0]
             t = glob.glob(os.path.join(ROOT, trace_dir, name, "*.pt.trace.json*"))
-            st = _step_ms(mp)
-            if t and st:
-                out.append((src, name, t[0], st))
+            st_us = _meta_step_us(meta_dir, name)  # the meta's step_ms_wall, as advice_twins reads it
+            if t and st_us:
+                out.append((src, name, t[0], st_us / 1000.0))
     for mf in sorted(glob.glob(os.path.join(HERE, "twins", "*", "manifest.json"))):
         with open(mf) as f:
             m = json.load(f)
