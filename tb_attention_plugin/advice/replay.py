@@ -206,6 +206,22 @@ class StepModel:
         ov = self.overhead_before(np.asarray([t0, t1]))
         return float(max(0.0, (t1 - t0) - (ov[1] - ov[0])))
 
+    def cpu_us_between(self, t0: np.ndarray, t1: np.ndarray) -> np.ndarray:
+        """:meth:`cpu_us` of each pair (t0[i], t1[i]), in one pass: the same arithmetic, element-wise."""
+        t0 = np.asarray(t0, dtype=np.float64)
+        t1 = np.asarray(t1, dtype=np.float64)
+        out = (t1 - t0) - (self.overhead_before(t1) - self.overhead_before(t0))
+        out = np.where(out > 0.0, out, 0.0)
+        return np.where(t1 <= t0, 0.0, out)
+
+    def launches(self, kernel_ids) -> np.ndarray:
+        """:meth:`launch_of` of each kernel id, NaN for one not replayed."""
+        p = self.positions(kernel_ids)
+        out = np.full(len(p), np.nan)
+        ok = p >= 0
+        out[ok] = self.launch[p[ok]]
+        return out
+
     def calls(self, key_of: dict[int, Any]) -> list[list[int]]:
         """Kernels grouped into calls: maximal runs, in launch order, of kernels with the same key
         (an attention instance and direction). A module called in every step keeps its instance

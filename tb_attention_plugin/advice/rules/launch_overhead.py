@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ...formats import rounded as _r, us as _us
 from ..base import STEP, Finding, Rule, Silent, group_kernels, pct0, total
 from ..replay import (
@@ -60,8 +62,6 @@ def _blockers(run: Run) -> tuple[list[str], list[str]]:
     codes = {i: s for i, s in enumerate(names) if s in want or s.startswith(SYNC_RUNTIME)}
     if not codes:
         return [], []
-    import numpy as np
-
     hit = np.flatnonzero(np.isin(R["name"], np.fromiter(codes, dtype=np.int64)))
     if not len(hit):
         return [], []
@@ -90,24 +90,32 @@ def _graphed(m: Any, calls: list[list[int]]) -> tuple[WhatIf, float, int, float]
     update)."""
     w = WhatIf()
     cpu_in_calls, long_gaps, long_us = 0.0, 0, 0.0
-    for ks in calls:
-        parts: list[list[int]] = [[ks[0]]]
-        for a, b in zip(ks, ks[1:]):
-            gap = m.cpu_us(m.launch_of(a), m.launch_of(b))
-            if gap > LONG_GAP_US:
-                long_gaps += 1
-                long_us += gap
-                parts.append([b])
-            else:
-                parts[-1].append(b)
-        for part in parts:
-            if len(part) < 2:
-                continue
-            w.graphs.append(part)
-            l0, l1 = m.launch_of(part[0]), m.launch_of(part[-1])
-            cpu = m.cpu_us(l0, l1)
-            cpu_in_calls += cpu
-            w.cpu_saved.append((l1, max(0.0, cpu - GRAPH_LAUNCH_US)))
+    calls = [ks for ks in calls if ks]
+    if not calls:
+        return w, cpu_in_calls, long_gaps, long_us
+    # every gap of every call in one pass (a long trace has tens of thousands of attention kernels);
+    # a part is a run of a call's kernels without a long gap, cut where one is
+    ids = [k for ks in calls for k in ks]
+    launch = m.launches(ids)
+    gap = m.cpu_us_between(launch[:-1], launch[1:])
+    starts = np.cumsum([0] + [len(ks) for ks in calls[:-1]])
+    cut = np.zeros(len(ids), dtype=bool)
+    cut[starts] = True
+    long = np.zeros(len(ids), dtype=bool)
+    long[1:] = gap > LONG_GAP_US
+    long[starts] = False
+    for g in gap[long[1:]].tolist():
+        long_gaps += 1
+        long_us += g
+    first = np.flatnonzero(cut | long)
+    last = np.concatenate((first[1:], [len(ids)])) - 1
+    many = last > first
+    first, last = first[many], last[many]
+    cpu = m.cpu_us_between(launch[first], launch[last]).tolist()
+    for a, b, c, l1 in zip(first.tolist(), last.tolist(), cpu, launch[last].tolist()):
+        w.graphs.append(ids[a : b + 1])
+        cpu_in_calls += c
+        w.cpu_saved.append((l1, max(0.0, c - GRAPH_LAUNCH_US)))
     return w, cpu_in_calls, long_gaps, long_us
 
 
