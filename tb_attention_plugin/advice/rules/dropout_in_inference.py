@@ -65,10 +65,8 @@ def check(run: Run) -> Any:
     w = WhatIf(removed={k["id"] for k in rows})
     m = run.replay
     if m is not None:  # each dropout op's CPU time goes too
-        for k in rows:
-            l0 = m.launch_of(k["id"])
-            if l0 is not None:
-                w.cpu_saved.append((l0, DROPOUT_CPU_US))
+        launched = m.launches([k["id"] for k in rows]).tolist()
+        w.cpu_saved.extend((la, DROPOUT_CPU_US) for la in launched if la == la)  # NaN: not replayed
     gain: Optional[float] = t
     detail = "This trace has no backward pass, yet attention applies dropout"
     ev: dict[str, Any] = {"time_us": _r(t), "kernels": group_kernels(rows), "ops": ops}

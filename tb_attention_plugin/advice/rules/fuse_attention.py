@@ -554,10 +554,13 @@ def _what_if(run: Run, rows: list[dict], fused_us: float, unfused: float) -> Wha
         t = total(ks)
         w.dur[ks[0]["id"]] = fused_us * t / unfused if unfused else 0.0
         w.removed.update(k["id"] for k in ks[1:])
-        if m is not None:
-            l0, l1 = m.launch_of(ks[0]["id"]), m.launch_of(ks[-1]["id"])
-            if l0 is not None and l1 is not None:
-                w.cpu_saved.append((l1, max(0.0, m.cpu_us(l0, l1) - SDPA_CPU_US)))
+    if m is not None and groups:  # every call's launch CPU at once (thousands of calls on a long trace)
+        l0 = m.launches([ks[0]["id"] for ks in groups])
+        l1 = m.launches([ks[-1]["id"] for ks in groups])
+        cpu = m.cpu_us_between(l0, l1)
+        for a, b, c in zip(l0.tolist(), l1.tolist(), cpu.tolist()):
+            if a == a and b == b:  # both launches replayed (NaN otherwise)
+                w.cpu_saved.append((b, max(0.0, c - SDPA_CPU_US)))
     return w
 
 

@@ -63,10 +63,8 @@ def check(run: Run) -> Any:
         w = WhatIf(removed=set(ids.get(code, ())))
         m = run.replay
         if m is not None:
-            for i in w.removed:
-                la = m.launch_of(i)
-                if la is not None:
-                    w.cpu_saved.append((la, COPY_CPU_US))
+            launched = m.launches(list(w.removed)).tolist()
+            w.cpu_saved.extend((la, COPY_CPU_US) for la in launched if la == la)  # NaN: not replayed
         lines = "; ".join(f"{f['message']} ({f['evidence']})" for f in fs[:4])
         more = f"; and {len(fs) - 4} more" if len(fs) > 4 else ""
         out.append(
