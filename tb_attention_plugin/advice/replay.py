@@ -251,7 +251,7 @@ class StepModel:
         adj = launch - self.overhead_before(launch) if overhead else launch.copy()
         adj = np.maximum.accumulate(adj)  # taking overhead out never sends a launch before the one before it
         dur = self.dur
-        graph_first: dict[int, int] = {}
+        graph_members = graph_firsts = np.zeros(0, dtype=np.int64)
         removed: set[int] = set()
         if what is not None:
             if what.cpu_saved:
@@ -268,11 +268,8 @@ class StepModel:
             if what.removed:
                 p = self.positions([int(i) for i in what.removed])
                 removed = set(p[p >= 0].tolist())
-            for g in what.graphs:
-                ps = np.sort(self.positions([int(i) for i in g])) if g else np.zeros(0, np.int64)
-                ps = ps[ps >= 0].tolist()
-                for p_ in ps[1:]:
-                    graph_first[p_] = ps[0]
+            if what.graphs:
+                graph_members, graph_firsts = self._graph_members(what.graphs)
         syncs = self.syncs
         s_adj: list[tuple[float, float]] = []
         if syncs:
@@ -290,9 +287,8 @@ class StepModel:
         member = np.zeros(len(adj), dtype=bool)
         if removed:
             keep[list(removed)] = False
-        if graph_first:
-            mem = np.fromiter(graph_first, dtype=np.int64)
-            firsts = np.fromiter(graph_first.values(), dtype=np.int64)
+        if len(graph_members):
+            mem, firsts = graph_members, graph_firsts
             adj = adj.copy()
             adj[mem] = adj[firsts]  # launched with the graph (its first kernel's launch)
             gap[mem] = GRAPH_GAP_US
@@ -300,6 +296,28 @@ class StepModel:
         # segments between host syncs: a sync holds the CPU until the GPU work before it is done
         cuts = np.searchsorted(launch, np.asarray([t for t, _ in syncs]), side="left") if syncs else np.zeros(0, int)
         return _replay(adj, dur, gap, keep, member, self.stream, cuts, s_adj)
+
+    def _graph_members(self, graphs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """The positions launched with a graph's first kernel rather than their own, and that first
+        kernel's position, for all graphs in one pass: in each graph every replayed kernel after the
+        earliest one (in launch order); a kernel in two graphs goes with the later graph."""
+        sizes = np.fromiter((len(g) for g in graphs), np.int64, len(graphs))
+        if not sizes.sum():
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        p = self.positions(np.fromiter((int(i) for g in graphs for i in g), np.int64, int(sizes.sum())))
+        gid = np.repeat(np.arange(len(graphs)), sizes)
+        ok = p >= 0
+        p, gid = p[ok], gid[ok]
+        o = np.lexsort((p, gid))  # by graph, launch order within each
+        p, gid = p[o], gid[o]
+        head = np.ones(len(p), dtype=bool)
+        head[1:] = gid[1:] != gid[:-1]
+        firsts = np.maximum.accumulate(np.where(head, np.arange(len(p)), 0))
+        mem, first_of = p[~head], p[firsts[~head]]
+        # a position in two graphs: the later graph's first kernel (the last occurrence)
+        _, last = np.unique(mem[::-1], return_index=True)
+        keep = len(mem) - 1 - last
+        return mem[keep], first_of[keep]
 
     def gain(self, what: WhatIf) -> float:
         return float(self.base_us - self.simulate(what))

@@ -53,8 +53,8 @@ with torch.cuda.graph(g):
 static_in.copy_(x); g.replay()   # every step"""
 
 
-def _blockers(run: Run) -> tuple[list[str], list[str]]:
-    """Host syncs and data-dependent-shape ops: (inside attention calls, elsewhere in the trace)."""
+def _blockers(run: Run, calls: list[list[int]]) -> tuple[list[str], list[str]]:
+    """Host syncs and data-dependent-shape ops: (inside attention ``calls``, elsewhere in the trace)."""
     if run.trace is None or run.links is None:
         return [], []
     R, names = run.trace.ranges, run.trace.strings
@@ -65,16 +65,16 @@ def _blockers(run: Run) -> tuple[list[str], list[str]]:
     hit = np.flatnonzero(np.isin(R["name"], np.fromiter(codes, dtype=np.int64)))
     if not len(hit):
         return [], []
-    # attention calls' CPU windows: the launches of their kernels
+    # attention calls' CPU windows: the launches of their kernels, by start (then end)
     m = run.replay
-    windows = []
-    if m is not None:
-        calls = m.calls({k["id"]: (k["instance"], k["direction"]) for k in run.k if k.get("instance") is not None})
-        windows = sorted((m.launch_of(c[0]), m.launch_of(c[-1])) for c in calls)
+    starts = ends = np.zeros(0)
+    if m is not None and calls:
+        first = m.launches([c[0] for c in calls])
+        last = m.launches([c[-1] for c in calls])
+        o = np.lexsort((last, first))
+        starts, ends = first[o], last[o]
     inside: list[str] = []
     outside: list[str] = []
-    starts = np.asarray([w[0] for w in windows]) if windows else np.zeros(0)
-    ends = np.asarray([w[1] for w in windows]) if windows else np.zeros(0)
     for r in hit.tolist():
         t = float(R["ts"][r])
         nm = codes[int(R["name"][r])]
@@ -141,13 +141,13 @@ def check(run: Run) -> Any:
     m = run.replay
     if m is None:
         return Silent("no trace to replay the step from (a cached report): the launch gaps cannot be measured")
-    inside, outside = _blockers(run)
+    calls = m.calls({k["id"]: (k["instance"], k["direction"]) for k in rows if k.get("instance") is not None})
+    inside, outside = _blockers(run, calls)
     if inside:
         return Silent(
             f"the attention calls cannot be captured in a CUDA graph: {_count(inside)} inside them (host syncs or "
             "data-dependent shapes)"
         )
-    calls = m.calls({k["id"]: (k["instance"], k["direction"]) for k in rows if k.get("instance") is not None})
     if not any(len(c) > 1 for c in calls):
         return Silent("no attention call with two or more kernels")
     # a graph removes launch time, not the profiler's; the profiler's cost per op varies between traces
