@@ -4,6 +4,7 @@
     python benchmarks/profile_stages.py FILE [FILE...]             # stage table, one process
     python benchmarks/profile_stages.py FILE --jobs 2              # the reader's two processes
     python benchmarks/profile_stages.py FILE --cprofile out.prof   # and a cProfile of the run
+    python benchmarks/profile_stages.py FILE --tracemalloc         # and each stage's memory
 
 Runs the CLI in this process (stdout to /dev/null, no cache) with the engine's stage functions
 wrapped by timers, after the parse floor (benchmarks/floor.py: one msgspec typed decode of the
@@ -30,6 +31,7 @@ import resource
 import subprocess
 import sys
 import time
+import tracemalloc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -77,17 +79,41 @@ STAGES = [
 
 
 class Timer:
-    def __init__(self) -> None:
-        self.rows: dict[str, list[float]] = {}  # label -> [calls, cpu, wall, depth, peak RSS MB at exit]
+    def __init__(self, traced: bool = False) -> None:
+        # label -> [calls, cpu, wall, depth, peak RSS MB at exit, traced MB held at exit, traced peak MB]
+        self.rows: dict[str, list[float]] = {}
         self.depth = 0
         self.order: list[str] = []
+        # With tracemalloc on: the highest traced size seen in each open stage. reset_peak() is
+        # global, so an inner stage hands its peak up to the stage around it before resetting.
+        self.traced = traced
+        self._peaks: list[int] = []
 
     def _row(self, label: str) -> list[float]:
         r = self.rows.get(label)
         if r is None:
-            r = self.rows[label] = [0, 0.0, 0.0, self.depth, 0.0]
+            r = self.rows[label] = [0, 0.0, 0.0, self.depth, 0.0, 0.0, 0.0]
             self.order.append(label)
         return r
+
+    def _enter(self) -> None:
+        if self.traced:
+            peak = tracemalloc.get_traced_memory()[1]
+            if self._peaks:
+                self._peaks[-1] = max(self._peaks[-1], peak)
+            self._peaks.append(0)
+            tracemalloc.reset_peak()
+
+    def _exit(self, r: list[float]) -> None:
+        r[4] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        if self.traced:
+            cur, peak = tracemalloc.get_traced_memory()
+            mine = max(peak, self._peaks.pop())
+            if self._peaks:
+                self._peaks[-1] = max(self._peaks[-1], mine)
+            tracemalloc.reset_peak()
+            r[5] = cur / 1e6
+            r[6] = max(r[6], mine / 1e6)
 
     def wrap(self, fn, label: str):
         timer = self
@@ -99,6 +125,7 @@ class Timer:
                 r = timer._row(label)
                 r[0] += 1
                 while True:
+                    timer._enter()
                     c, w = time.process_time(), time.perf_counter()
                     timer.depth += 1
                     try:
@@ -109,7 +136,7 @@ class Timer:
                         timer.depth -= 1
                         r[1] += time.process_time() - c
                         r[2] += time.perf_counter() - w
-                        r[4] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+                        timer._exit(r)
                     yield x
 
             return gen
@@ -118,6 +145,7 @@ class Timer:
         def timed(*a, **k):
             r = timer._row(label)
             r[0] += 1
+            timer._enter()
             c, w = time.process_time(), time.perf_counter()
             timer.depth += 1
             try:
@@ -126,7 +154,7 @@ class Timer:
                 timer.depth -= 1
                 r[1] += time.process_time() - c
                 r[2] += time.perf_counter() - w
-                r[4] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+                timer._exit(r)
 
         return timed
 
@@ -240,15 +268,18 @@ def table(path: str, t: Timer, total: tuple[float, float], fl_fresh, fl_here, rs
         f"{wall / fl_here[0]:.2f}× the floor's wall, {cpu / fl_here[1]:.2f}× its CPU; peak RSS "
         f"{rss / 1e6:.0f} MB = {rss / size:.2f}× the file",
         "",
-        "| stage | calls | CPU s | wall s | % of CPU | × floor CPU | peak RSS MB after |",
-        "|---|---|---|---|---|---|---|",
+        "| stage | calls | CPU s | wall s | % of CPU | × floor CPU | peak RSS MB after |"
+        + (" traced MB held after | traced MB peak during |" if t.traced else ""),
+        "|---|---|---|---|---|---|---|" + ("---|---|" if t.traced else ""),
     ]
     for label in t.order:
-        n, c, w, d, peak = t.rows[label]
+        n, c, w, d, peak, held, tpeak = t.rows[label]
         lines.append(
             f"| {'&nbsp;' * 4 * int(d)}{label} | {int(n)} | {c:.3f} | {w:.3f} | {100 * c / cpu:.1f} | "
-            f"{c / fl_here[1]:.2f} | {peak:.0f} |"
+            f"{c / fl_here[1]:.2f} | {peak:.0f} |" + (f" {held:.1f} | {tpeak:.1f} |" if t.traced else "")
         )
+    if t.traced:
+        lines += ["", "(tracemalloc on: times are inflated; the traced columns count Python and numpy allocations)"]
     return "\n".join(lines)
 
 
@@ -260,6 +291,11 @@ def main(argv=None) -> int:
     ap.add_argument("--top", type=int, default=40, help="cProfile rows printed (by own time)")
     ap.add_argument("--no-floor", action="store_true", help="skip the floor measurements")
     ap.add_argument("--memory", action="store_true", help="pass --memory to analyze")
+    ap.add_argument(
+        "--tracemalloc",
+        action="store_true",
+        help="also record each stage's traced memory (held at exit, peak during); slows the run",
+    )
     ap.add_argument("--json-out", help=argparse.SUPPRESS)  # one file's numbers, for the matrix
     ap.add_argument("--label", default="", help="a name for the code measured (the matrix's title)")
     args = ap.parse_args(argv)
@@ -289,13 +325,17 @@ def main(argv=None) -> int:
     fl_fresh = fl_here = (float("nan"), float("nan"))
     if not args.no_floor:
         fl_fresh = floor_fresh(path)
-    t = Timer()
+    t = Timer(traced=args.tracemalloc)
     t.install()
     extra = ["--memory"] if args.memory else []
     prof = cProfile.Profile() if args.cprofile else None
     if prof:
         prof.enable()
+    if args.tracemalloc:
+        tracemalloc.start()
     total = run_cli(path, extra)
+    if args.tracemalloc:
+        tracemalloc.stop()
     if prof:
         prof.disable()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # before the floor runs here
