@@ -11,7 +11,7 @@ checkout of it is at hand: it is not on PyPI) AMD's TraceLens, and against the p
 
 Every measurement is a fresh process; wall time from spawn to exit, peak RSS from the kernel
 (``wait4`` rusage: the largest single process of the tree) and from a 10 Hz sampler summing the
-RSS of the whole process tree (torch-tb-profiler and HTA parse in child processes). The rows of
+PSS of the whole process tree (torch-tb-profiler and HTA parse in child processes). The rows of
 one round run back to back (peers, orjson, the floor, ours), rounds repeat ``--runs`` times, and
 the table reports medians and ratios. TraceLens: installed into the peers' venv from
 ``benchmarks/_work/TraceLens-src`` (or ``--tracelens-src DIR``) when it is not there; with no
@@ -109,11 +109,12 @@ class Sample:
     ok: bool
     wall_s: float
     rss_max_proc: int  # bytes, largest single process (rusage)
-    rss_tree: int  # bytes, largest sampled sum over the process tree
+    rss_tree: int  # bytes, largest sampled sum of the process tree's PSS (shared pages split)
     rc: Optional[int]
     timed_out: bool = False
     cpu_s: float = 0.0  # user + system CPU seconds of the process and its reaped children
     note: str = ""
+    rss_tree_sum: int = 0  # bytes, largest sampled sum of the tree's RSS (shared pages counted in each process)
 
     @property
     def rss(self) -> int:
@@ -140,12 +141,27 @@ def _proc_table() -> dict[int, tuple[int, int]]:
     return table
 
 
+def _pss(pid: int) -> Optional[int]:
+    """Proportional set size of ``pid`` in bytes (each page shared with other processes counted as
+    its share), from /proc/PID/smaps_rollup; None where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 class TreeSampler(threading.Thread):
-    """Peak of the summed RSS of a process and all its descendants, sampled every ``period`` s."""
+    """Peak of the summed memory of a process and all its descendants, sampled every ``period`` s:
+    ``peak`` of the PSS sum (a page shared after fork is one page, split between the processes
+    that share it), ``peak_rss_sum`` of the RSS sum (such a page counted in every process)."""
 
     def __init__(self, pid: int, period: float = 0.1):
         super().__init__(daemon=True)
-        self.pid, self.period, self.peak = pid, period, 0
+        self.pid, self.period, self.peak, self.peak_rss_sum = pid, period, 0, 0
         self._halt = threading.Event()
 
     def run(self):
@@ -154,13 +170,16 @@ class TreeSampler(threading.Thread):
             children: dict[int, list[int]] = {}
             for pid, (ppid, _) in table.items():
                 children.setdefault(ppid, []).append(pid)
-            total, todo = 0, [self.pid]
+            total, pss, todo = 0, 0, [self.pid]
             while todo:
                 p = todo.pop()
                 if p in table:
                     total += table[p][1]
+                    got = _pss(p)
+                    pss += table[p][1] if got is None else got
                 todo.extend(children.get(p, ()))
-            self.peak = max(self.peak, total)
+            self.peak = max(self.peak, pss)
+            self.peak_rss_sum = max(self.peak_rss_sum, total)
             self._halt.wait(self.period)
 
     def stop(self):
@@ -268,6 +287,7 @@ def measure(
         wall_s=wall,
         rss_max_proc=maxrss,
         rss_tree=sampler.peak,
+        rss_tree_sum=sampler.peak_rss_sum,
         rc=rc,
         timed_out=timed_out.is_set(),
         cpu_s=cpu,
@@ -637,6 +657,7 @@ def summarize(samples: list[Sample]) -> dict:
         "rss": med([s.rss for s in ok]),
         "rss_proc": med([s.rss_max_proc for s in ok]),
         "rss_tree": med([s.rss_tree for s in ok]),
+        "rss_tree_sum": med([s.rss_tree_sum for s in ok]),
     }
 
 
@@ -713,6 +734,8 @@ def report(
         rss = fmt_gb(r["rss"])
         if r["rss"] is not None and r["rss_tree"] is not None and r["rss_tree"] > r["rss_proc"] * 1.05:
             rss += f" (largest process {fmt_gb(r['rss_proc'])})"
+        if r.get("rss_tree_sum") and r["rss"] is not None and r["rss_tree_sum"] > r["rss"] * 1.05:
+            rss += f" (RSS summed over the tree {fmt_gb(r['rss_tree_sum'])})"
         per_file = "—" if r["rss"] is None else f"{r['rss'] / file_bytes:.2f}"
         if key == "ours cold":
             rw = rc = rr = "1.0× (ours)"
@@ -1107,8 +1130,9 @@ def main(argv=None) -> int:
         notes.append(
             f"each measurement runs under {launcher_note()}; "
             "peak RSS: max of the kernel's rusage for the largest process and a 10 Hz sample of "
-            "the summed RSS of the process tree (torch-tb-profiler parses in a spawned child, "
-            "HTA in a forked pool worker; pages shared after fork count twice in the sum)"
+            "the summed PSS of the process tree (torch-tb-profiler parses in a spawned child, HTA in a "
+            "forked pool worker, ours reads a big file with a forked child; PSS splits a page shared "
+            "after fork between the processes that share it, where a sum of RSS counts it in each)"
         )
         notes.append(
             "wall: spawn to exit of a fresh process (interpreter start and imports included); "
