@@ -22,7 +22,6 @@ ARG_KEYS = {
     "external_id": "External id",
     "external_id_v1": "external id",
     "seq": "Sequence number",
-    "fwd_tid": "Fwd thread id",
     "dims": "Input Dims",
     "types": "Input type",
     "strides": "Input Strides",
@@ -53,7 +52,6 @@ class Args(msgspec.Struct, gc=False, frozen=True, rename=ARG_KEYS):
     correlation: int = -1
     # ops
     seq: int = -1
-    fwd_tid: int = -1
     dims: Raw = Raw()
     types: Raw = Raw()
     strides: Raw = Raw()
@@ -125,7 +123,6 @@ class OpArgs(msgspec.Struct, gc=False, frozen=True, rename=ARG_KEYS):
     external_id: int = -1
     external_id_v1: int = -1
     seq: int = -1
-    fwd_tid: int = -1
     dims: Raw = Raw()
     types: Raw = Raw()
     strides: Raw = Raw()

@@ -26,7 +26,6 @@ import struct
 from array import array
 from dataclasses import dataclass, field
 from itertools import chain, compress
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union, get_args
 
 import msgspec
@@ -292,7 +291,7 @@ def _first(a: Any, b: Any) -> Any:
 
 
 _RANGE_COLS = dict(
-    kind="b", name="i", thread="i", ts="d", dur="d", ext="q", ext1="q", corr="q", seq="q", fwd_tid="q", sig="i"
+    kind="b", name="i", thread="i", ts="d", dur="d", ext="q", ext1="q", corr="q", seq="q", sig="i"
 )
 _GPU_COLS = dict(
     kind="b",
@@ -336,22 +335,7 @@ _PY_SELECT = {
     for kind, codes in ((MODULE, (1,)), (PYFUNC, (2, 4)), (_USER, (3,)), (_USER_FUNC, (4,)))
 }
 
-# Attribute getters: with map() they read struct fields in C, not in the bytecode loop.
-_g_name, _g_cat, _g_ts, _g_dur, _g_args, _g_pid, _g_tid = (
-    attrgetter(a) for a in ("name", "cat", "ts", "dur", "args", "pid", "tid")
-)
-_g_ext, _g_ext1, _g_corr, _g_seq, _g_fwd = (
-    attrgetter(a) for a in ("external_id", "external_id_v1", "correlation", "seq", "fwd_tid")
-)
-_g_sig = attrgetter("dims", "types", "strides", "concrete")
 _SIG_JOIN = b"\x00".join
-_g_regs, _g_smem, _g_bps, _g_wps, _g_occ, _g_bytes, _g_stream = (
-    attrgetter(a)
-    for a in ("registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy", "bytes", "stream")
-)
-_g_addr, _g_nbytes, _g_talloc, _g_tres, _g_dtype, _g_did = (
-    attrgetter(a) for a in ("addr", "nbytes", "total_allocated", "total_reserved", "device_type", "device_id")
-)
 
 # Bucket codes for the dispatch loop (range kinds first, then the rest).
 _B_GPU, _B_GPU_ANN, _B_COUNTER, _B_SKIP, _B_FLOW, _B_INSTANT, _B_META, _B_IGNORE = 10, 11, 12, 13, 14, 15, 16, 17
@@ -629,15 +613,14 @@ class TraceBuilder:
             if kind == OP:
                 cols["corr"] = none
                 cols["seq"] = _col_q([a.seq for a in args])
-                cols["fwd_tid"] = _col_q_missing([a.fwd_tid for a in args], none)
                 keys = [_SIG_JOIN((a.dims, a.types, a.strides, a.concrete)) for a in args]
                 cols["sig"] = _ids(self.sigs.ids(keys))
             else:
                 cols["corr"] = _col_q([a.correlation for a in args]) if kind == LAUNCH else none
-                cols["seq"] = cols["fwd_tid"] = none
+                cols["seq"] = none
                 cols["sig"] = _NONE_I * n
         else:
-            cols["ext"] = cols["ext1"] = cols["corr"] = cols["seq"] = cols["fwd_tid"] = none
+            cols["ext"] = cols["ext1"] = cols["corr"] = cols["seq"] = none
             cols["sig"] = _NONE_I * n
         self.ranges.extend(**cols)
 
