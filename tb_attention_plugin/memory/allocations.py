@@ -142,7 +142,7 @@ def _events(
         s = shapes.get(int(inst[p]))
         if s is not None and is_score(ev.makers[p], int(b[p]), s, ev.device_type):
             ev.score[p] = True
-            ev.makers[p]["score_matrix"] = True
+            ev.makers[p] = dict(ev.makers[p], score_matrix=True)  # a marked copy: makers_of shares its dicts
     return ev
 
 

@@ -45,35 +45,29 @@ def maker(ctx: TraceContext, r: int, nbytes: int, device_type: int) -> dict:
 
 def makers_of(ctx: TraceContext, pos: np.ndarray, rng: np.ndarray, nbytes: np.ndarray, device_type: int) -> dict:
     """:func:`maker` of many allocations at once: their op stacks are built with whole-array
-    steps and the maker is worked out once per distinct (stack of names and inputs, size)."""
+    steps and the maker is worked out once per distinct (stack of names and inputs, size).
+    Allocations of one group share one dict (tens of thousands of copies were ~18 MB on a 263 MB
+    trace): a caller that marks one replaces it with a marked copy."""
     if not len(pos):
         return {}
     anc = ctx.L.op_ancestor
-    r = rng[pos].astype(np.int64)
-    ok = r >= 0
+    r = rng[pos]
     rr = np.maximum(r, 0)
-    op = np.where(ok, np.where(ctx.kind[rr] == OP, rr, anc[rr]), -1)
-    chain = np.full((len(pos), _CHAIN), -1, dtype=np.int64)
-    chain[:, 0] = op
-    for j in range(1, _CHAIN):
-        prev = chain[:, j - 1]
-        chain[:, j] = np.where(prev >= 0, anc[np.maximum(prev, 0)], -1)
-    live = chain >= 0
-    safe = np.maximum(chain, 0)
-    key = np.concatenate(
-        [
-            np.where(live, ctx.name_id[safe], -1),
-            np.where(live, ctx.sig[safe], -2),
-            nbytes[pos].astype(np.int64)[:, None],
-        ],
-        axis=1,
-    )
-    first, inv = group_rows(*key.T)  # np.unique(key, axis=0) sorted opaque row bytes: 10x slower
+    op = np.where(r >= 0, np.where(ctx.kind[rr] == OP, rr, anc[rr]), -1)
+    # the op stack of each allocation, one column per level outwards (columns, not a matrix of
+    # keys: the key columns are grouped one by one)
+    chain = [op]
+    for _ in range(1, _CHAIN):
+        prev = chain[-1]
+        chain.append(np.where(prev >= 0, anc[np.maximum(prev, 0)], -1))
+    names = [np.where(c >= 0, ctx.name_id[np.maximum(c, 0)], -1) for c in chain]
+    sigs = [np.where(c >= 0, ctx.sig[np.maximum(c, 0)], -2) for c in chain]
+    first, inv = group_rows(*names, *sigs, nbytes[pos])  # np.unique(key, axis=0): 10x slower
+    del names, sigs
     made = []
     for f in first.tolist():
-        c = chain[f]
-        made.append(maker(ctx, int(rng[pos[f]]), int(nbytes[pos[f]]), device_type) if c[0] >= 0 else dict(NO_MAKER))
-    return {p: dict(made[g]) for p, g in zip(pos.tolist(), inv.tolist())}
+        made.append(maker(ctx, int(rng[pos[f]]), int(nbytes[pos[f]]), device_type) if op[f] >= 0 else dict(NO_MAKER))
+    return {p: made[g] for p, g in zip(pos.tolist(), inv.tolist())}
 
 
 def _maker_of_chain(ctx: TraceContext, chain: list, nbytes: int, device_type: int) -> dict:
