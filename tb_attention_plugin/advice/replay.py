@@ -96,15 +96,27 @@ class StepModel:
         self._pos = pos  # an array, not a dict of every kernel id: ~0.5 MB instead of ~6 on 61k kernels
         self.op_us = op_us
         self._ovh_ts, self._ovh_is_op = ovh_ts, ovh_is_op
-        w = np.where(ovh_is_op, op_us, PROFILER_RUNTIME_US)
-        self._ovh_cum = np.concatenate(([0.0], np.cumsum(w)))
+        # the profiler's time before each recorded event: a running sum, written in place
+        cum = np.empty(len(ovh_is_op) + 1)
+        cum[0] = 0.0
+        np.cumsum(np.where(ovh_is_op, op_us, PROFILER_RUNTIME_US), out=cum[1:])
+        self._ovh_cum = cum
         self.syncs = sorted(syncs)
         self.steps = steps
         self.base_us = self.simulate(None)
         self._profiled: Optional[float] = None
+        self._variants: dict[float, StepModel] = {op_us: self}
 
     def variant(self, op_us: float) -> StepModel:
-        """The same trace replayed with another per-op profiler overhead."""
+        """The same trace replayed with another per-op profiler overhead (one model per overhead:
+        the rules and the findings' step gains ask for the same ones)."""
+        got = self._variants.get(op_us)
+        if got is None:
+            got = self._variants[op_us] = self._new_variant(op_us)
+            got._variants = self._variants
+        return got
+
+    def _new_variant(self, op_us: float) -> StepModel:
         return StepModel(
             self.ids,
             self.launch,
@@ -168,10 +180,14 @@ class StepModel:
         lo, hi = float(launch.min()), float(launch.max())
         kind = R["kind"]
         ts = R["ts"]
-        ev = np.flatnonzero(((kind == OP) | (kind == LAUNCH)) & (ts >= lo) & (ts <= hi))
-        ev = ev[np.argsort(ts[ev], kind="stable")]
+        # the recorded ops and runtime calls in the launches' span, in time order (int32 indices
+        # and one gather of their times: this is the largest array the replay holds)
+        ev = np.flatnonzero(((kind == OP) | (kind == LAUNCH)) & (ts >= lo) & (ts <= hi)).astype(np.int32)
+        ovh_ts = ts[ev].astype(np.float64, copy=False)
+        o = np.argsort(ovh_ts, kind="stable")
+        ev, ovh_ts = ev[o], ovh_ts[o]
+        del o
         ovh_is_op = kind[ev] == OP
-        ovh_ts = ts[ev].astype(np.float64)
         names = trace.strings
         sync_codes = {
             i for i, s in enumerate(names) if s.startswith(SYNC_CALLS) and not s.startswith("cudaMemcpyAsync")
