@@ -36,7 +36,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..trace.correlate import Links, link
-from ..trace.records import ANNOTATION, KERNEL, LAUNCH, MEMCPY, MEMSET, Trace
+from ..trace.records import ANNOTATION, KERNEL, LAUNCH, MEMCPY, MEMSET, NARROWED_RANGE_IDS, Trace, narrow_ids
 from . import patterns as P
 from .structure import (  # noqa: F401 - re-exported: the structure of a replay
     CACHE_WRITE_KERNEL,
@@ -247,7 +247,8 @@ def _merge(trace: Trace, ref: Trace, keeps: list[np.ndarray]) -> tuple[Trace, li
                 add = np.full(len(add), -1)
             elif k == "seq":
                 add = np.where(add >= 0, add + seq0 + c * seq_step, -1)
-            r_parts[k].append(np.asarray(add).astype(col.dtype))
+            # ids may outgrow their column's int32 once shifted: int64 here, narrowed after
+            r_parts[k].append(np.asarray(add).astype(np.int64 if k in NARROWED_RANGE_IDS else col.dtype))
         if len(fkey):
             rkey = Q["thread"][keep].astype(np.int64) * (1 << 40) + Q["ts_ns"][keep]
             fsel = np.isin(fkey, rkey)
@@ -259,6 +260,8 @@ def _merge(trace: Trace, ref: Trace, keeps: list[np.ndarray]) -> tuple[Trace, li
                     add = add + id0 + c * id_step
                 f_parts[k].append(np.asarray(add).astype(col.dtype))
     ranges = {k: np.concatenate(v) for k, v in r_parts.items()}
+    for k in NARROWED_RANGE_IDS:
+        ranges[k] = narrow_ids(ranges[k])
     flows = {k: np.concatenate(v) for k, v in f_parts.items()}
     merged = Trace(
         path=trace.path,

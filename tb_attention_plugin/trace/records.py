@@ -173,6 +173,20 @@ class Trace:
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
 
+# Range columns of ids read as int64 and kept as int32 when every value fits (External and
+# correlation ids, autograd sequence numbers count up from 0 in a session): 4.4 MB less on a
+# trace of 370k ranges.
+NARROWED_RANGE_IDS = ("ext", "corr", "seq")
+
+
+def narrow_ids(a: np.ndarray) -> np.ndarray:
+    """``a`` as int32 when every value fits, else as it is."""
+    i32 = np.iinfo(np.int32)
+    if a.dtype == np.int32 or (len(a) and (a.min() < i32.min or a.max() > i32.max)):
+        return a
+    return a.astype(np.int32)
+
+
 def _clean_int(v: Any, default: int = _NONE) -> int:
     if v is None or isinstance(v, bool) or not isinstance(v, int):
         return _int(v, default)
@@ -290,9 +304,7 @@ def _first(a: Any, b: Any) -> Any:
     return a if a is not None else (b if b is not None else _NONE)
 
 
-_RANGE_COLS = dict(
-    kind="b", name="i", thread="i", ts="d", dur="d", ext="q", ext1="q", corr="q", seq="q", sig="i"
-)
+_RANGE_COLS = dict(kind="b", name="i", thread="i", ts="d", dur="d", ext="q", ext1="q", corr="q", seq="q", sig="i")
 _GPU_COLS = dict(
     kind="b",
     name="i",
@@ -807,6 +819,8 @@ class TraceBuilder:
 
     def finish(self, path: str, meta: dict[str, Any], stats: dict[str, Any]) -> Trace:
         ranges = self._clean(self.ranges.freeze())
+        for k in NARROWED_RANGE_IDS:
+            ranges[k] = narrow_ids(ranges[k])
         gpu = self._clean(self.gpu.freeze())
         flows = self._clean(self.flows.freeze())
         memory = self._clean(self.memory.freeze())

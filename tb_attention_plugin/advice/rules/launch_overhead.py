@@ -73,13 +73,15 @@ def _blockers(run: Run, calls: list[list[int]]) -> tuple[list[str], list[str]]:
         last = m.launches([c[-1] for c in calls])
         o = np.lexsort((last, first))
         starts, ends = first[o], last[o]
-    inside: list[str] = []
-    outside: list[str] = []
-    for r in hit.tolist():
-        t = float(R["ts"][r])
-        nm = codes[int(R["name"][r])]
+    # each blocker in the window that starts last at or before it, if it has not ended by then
+    t = R["ts"][hit]
+    within = np.zeros(len(hit), dtype=bool)
+    if len(starts):
         i = np.searchsorted(starts, t, side="right") - 1
-        (inside if i >= 0 and t <= ends[i] else outside).append(nm)
+        within = (i >= 0) & (t <= ends[np.maximum(i, 0)])
+    name = R["name"][hit]
+    inside = [codes[c] for c in name[within].tolist()]
+    outside = [codes[c] for c in name[~within].tolist()]
     return inside, outside
 
 
