@@ -99,24 +99,17 @@ class StepModel:
         # the profiler's time before each recorded event: a running sum, written in place
         cum = np.empty(len(ovh_is_op) + 1)
         cum[0] = 0.0
-        np.cumsum(np.where(ovh_is_op, op_us, PROFILER_RUNTIME_US), out=cum[1:])
+        np.copyto(cum[1:], np.where(ovh_is_op, op_us, PROFILER_RUNTIME_US))
+        np.cumsum(cum[1:], out=cum[1:])
         self._ovh_cum = cum
         self.syncs = sorted(syncs)
         self.steps = steps
         self.base_us = self.simulate(None)
         self._profiled: Optional[float] = None
-        self._variants: dict[float, StepModel] = {op_us: self}
 
     def variant(self, op_us: float) -> StepModel:
-        """The same trace replayed with another per-op profiler overhead (one model per overhead:
-        the rules and the findings' step gains ask for the same ones)."""
-        got = self._variants.get(op_us)
-        if got is None:
-            got = self._variants[op_us] = self._new_variant(op_us)
-            got._variants = self._variants
-        return got
-
-    def _new_variant(self, op_us: float) -> StepModel:
+        """The same trace replayed with another per-op profiler overhead (a new model: each holds
+        its own running sum of the overhead, as large as the trace's op count)."""
         return StepModel(
             self.ids,
             self.launch,
@@ -180,14 +173,15 @@ class StepModel:
         lo, hi = float(launch.min()), float(launch.max())
         kind = R["kind"]
         ts = R["ts"]
-        # the recorded ops and runtime calls in the launches' span, in time order (int32 indices
-        # and one gather of their times: this is the largest array the replay holds)
-        ev = np.flatnonzero(((kind == OP) | (kind == LAUNCH)) & (ts >= lo) & (ts <= hi)).astype(np.int32)
+        # the recorded ops and runtime calls in the launches' span, in time order (their times
+        # are the largest array the replay holds: no other copy of them is kept)
+        ev = np.flatnonzero(((kind == OP) | (kind == LAUNCH)) & (ts >= lo) & (ts <= hi))
         ovh_ts = ts[ev].astype(np.float64, copy=False)
-        o = np.argsort(ovh_ts, kind="stable")
-        ev, ovh_ts = ev[o], ovh_ts[o]
-        del o
         ovh_is_op = kind[ev] == OP
+        del ev
+        o = np.argsort(ovh_ts, kind="stable")
+        ovh_ts, ovh_is_op = ovh_ts[o], ovh_is_op[o]
+        del o
         names = trace.strings
         sync_codes = {
             i for i, s in enumerate(names) if s.startswith(SYNC_CALLS) and not s.startswith("cudaMemcpyAsync")

@@ -78,6 +78,8 @@ AttentionRow = msgspec.defstruct(
     "AttentionRow", [(f, Any, msgspec.UNSET) for f in ROW_FIELDS], bases=(_RowMethods, msgspec.Struct), gc=False
 )
 
+ROWS_AT_ONCE = 4096  # attention rows built per row_structs call (the columns' lists are temporaries)
+
 _BACKEND_OF = (
     ("_scaled_dot_product_attention_math", "math"),
     ("flash", "flash"),
@@ -212,7 +214,9 @@ def attention_rows(kernels: Any) -> list[Any]:
     cols = getattr(kernels, "columns", None)
     if isinstance(cols, dict) and "attention" in cols and hasattr(kernels, "row_structs"):
         idx = np.flatnonzero(np.asarray(cols["attention"], dtype=bool))
-        rows: list[Any] = kernels.row_structs(idx, AttentionRow, ROW_FIELDS) if len(idx) else []
+        rows: list[Any] = []
+        for s in range(0, len(idx), ROWS_AT_ONCE):  # a chunk's columns at a time, not all 30 at once
+            rows += kernels.row_structs(idx[s : s + ROWS_AT_ONCE], AttentionRow, ROW_FIELDS)
         return rows
     return [k for k in kernels if k.get("attention")]
 

@@ -156,16 +156,18 @@ def check(run: Run) -> Any:
     # and sessions (CPU-bound traces need 2-8 µs): the saving at both ends of that range, and the claim
     # at the fit's median
     op_claim = m.profiler_op_us()
-    models = {
-        op: (m if op == PROFILER_OP_US else m.variant(op))
-        for op in sorted({PROFILER_OP_US_LOW, PROFILER_OP_US, op_claim, PROFILER_OP_US_HIGH})
-    }
-    got = {op: _graphed(mm, calls) for op, mm in models.items()}
-    gains = {op: max(0.0, mm.gain(got[op][0])) for op, mm in models.items()}
-    claim = models[op_claim]
-    w, cpu_in_calls, long_gaps, long_us = got[op_claim]
+    # the low end is the run's own low replay (the findings' step gains use it too)
+    # (one other model at a time: each holds a running sum as long as the trace's op count)
+    known = {PROFILER_OP_US: m, PROFILER_OP_US_LOW: run.replay_low}
+    gains: dict[float, float] = {}
+    for op in sorted({PROFILER_OP_US_LOW, PROFILER_OP_US, op_claim, PROFILER_OP_US_HIGH}):
+        mm = known.get(op) or m.variant(op)
+        got = _graphed(mm, calls)
+        gains[op] = max(0.0, mm.gain(got[0]))
+        if op == op_claim:
+            (w, cpu_in_calls, long_gaps, long_us), whole = got, mm.base_us
+        del mm, got
     gain = gains[op_claim]
-    whole = claim.base_us
     if gain < MIN_STEP_SHARE * whole:
         return Silent(
             f"replayed without the profiler, graphs of the attention calls would save ~{_us(gain)} of a "
