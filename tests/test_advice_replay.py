@@ -132,6 +132,10 @@ def _what_ifs(rng: np.random.Generator, m: StepModel):
     groups = [sorted(rng.choice(ids, 6, replace=False).tolist()) for _ in range(max(1, n // 40))]
     yield WhatIf(graphs=groups, removed=set(rng.choice(ids, 3).tolist()), dur={ids[0]: 0.0, -5: 3.0})
     yield WhatIf(graphs=[ids[: n // 2]], cpu_saved=[(lo + 0.5 * (hi - lo), 100.0)])
+    # graphs that overlap (a kernel in two goes with the later one), repeat a kernel, name ids the
+    # model does not replay, or are empty: StepModel._graph_members against the dict of the reference
+    half = ids[: n // 2]
+    yield WhatIf(graphs=[half, ids[n // 4 :], [], [-7, ids[-1], ids[-1], 10**9], list(reversed(half))])
 
 
 @pytest.mark.parametrize("seed", range(12))
