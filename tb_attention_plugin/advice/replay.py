@@ -99,7 +99,8 @@ class StepModel:
         # the profiler's time before each recorded event: a running sum, written in place
         cum = np.empty(len(ovh_is_op) + 1)
         cum[0] = 0.0
-        np.copyto(cum[1:], np.where(ovh_is_op, op_us, PROFILER_RUNTIME_US))
+        cum[1:] = PROFILER_RUNTIME_US
+        cum[1:][ovh_is_op] = op_us
         np.cumsum(cum[1:], out=cum[1:])
         self._ovh_cum = cum
         self.syncs = sorted(syncs)

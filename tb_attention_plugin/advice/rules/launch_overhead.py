@@ -156,8 +156,8 @@ def check(run: Run) -> Any:
     # and sessions (CPU-bound traces need 2-8 µs): the saving at both ends of that range, and the claim
     # at the fit's median
     op_claim = m.profiler_op_us()
-    # the low end is the run's own low replay (the findings' step gains use it too)
-    # (one other model at a time: each holds a running sum as long as the trace's op count)
+    # the low end is the run's own low replay (the findings' step gains use it too); the others are
+    # built one at a time (each holds a running sum as long as the trace's op count)
     known = {PROFILER_OP_US: m, PROFILER_OP_US_LOW: run.replay_low}
     gains: dict[float, float] = {}
     for op in sorted({PROFILER_OP_US_LOW, PROFILER_OP_US, op_claim, PROFILER_OP_US_HIGH}):
