@@ -21,6 +21,7 @@ import os
 import queue
 import stat
 import threading
+import time
 from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -37,6 +38,11 @@ _WS = b" \t\r"
 # Files smaller than this are read serially: starting a process costs more than it saves
 # (settings.py: TB_ATTENTION_PARALLEL_MIN_BYTES, passed in as ``min_bytes``).
 MIN_PARALLEL_BYTES = 48 << 20
+# The runnable-thread count is a snapshot: a thread that wakes for a moment (a sampler, a
+# progress bar) can be caught running. The fewest over a few reads 2 ms apart is the load that
+# stays; the reads cost ~10 ms, against ~1 s that the second process saves on a big file.
+SPARE_READS = 5
+SPARE_READ_GAP_S = 0.002
 
 
 class NotSuited(Exception):
@@ -56,15 +62,24 @@ def _only_fork_safe_threads() -> bool:
     return all(t is me or getattr(t, "fork_safe", False) for t in threading.enumerate())
 
 
-def _spare_cpus() -> Optional[int]:
+def _spare_cpus(reads: int = SPARE_READS, gap_s: float = SPARE_READ_GAP_S) -> Optional[int]:
     """CPUs this process may use that run nothing right now, by the kernel's count of runnable
-    threads (Linux ``/proc/loadavg``; this thread is one of them); None where it cannot be read."""
+    threads (Linux ``/proc/loadavg``; this thread is one of them), the fewest of ``reads`` reads
+    ``gap_s`` apart; None where it cannot be read."""
     try:
-        with open("/proc/loadavg") as f:
-            running = int(f.read().split()[3].split("/")[0])
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        running = None
+        for i in range(max(1, reads)):
+            if i:
+                time.sleep(gap_s)
+            with open("/proc/loadavg") as f:
+                now = int(f.read().split()[3].split("/")[0])
+            running = now if running is None else min(running, now)
+            if running <= 1:  # only this thread: no later read can show fewer
+                break
     except (OSError, ValueError, IndexError):
         return None
+    assert running is not None
     return cpus - running
 
 

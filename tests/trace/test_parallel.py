@@ -223,3 +223,28 @@ def test_spare_cpus_counts_this_thread_as_running():
 
     spare = parallel._spare_cpus()
     assert spare is not None and spare <= len(os.sched_getaffinity(0)) - 1
+
+
+def test_spare_cpus_counts_the_fewest_runnable_threads_of_its_reads(monkeypatch):
+    """A thread caught running in one read (a sampler waking) does not take a CPU away: the
+    fewest runnable threads over the reads count; a file that cannot be read gives None."""
+    import builtins
+    import io
+
+    from tb_attention_plugin.trace import parallel
+
+    counts = iter([3, 2, 4, 2, 3])
+    real_open = builtins.open
+
+    def fake_open(path, *a, **k):
+        if path == "/proc/loadavg":
+            return io.StringIO(f"0.50 0.40 0.30 {next(counts)}/812 4242\n")
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr(builtins, "open", fake_open)
+    monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    assert parallel._spare_cpus(reads=5, gap_s=0) == 3 - 2
+    counts = iter([1, 5])  # only this thread runs: the first read settles it
+    assert parallel._spare_cpus(reads=2, gap_s=0) == 3 - 1
+    monkeypatch.setattr(builtins, "open", lambda *a, **k: io.StringIO("garbage"))
+    assert parallel._spare_cpus(reads=3, gap_s=0) is None
