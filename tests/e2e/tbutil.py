@@ -114,6 +114,19 @@ def settled(base: str, n: int, timeout: float = 120) -> dict:
     return wait(ok, timeout, f"{n} traces analysed")
 
 
+@contextlib.contextmanager
+def serving_runs(tmp_path_factory, runs: dict):
+    """TensorBoard over a fresh log directory holding a copy of each run's traces (``runs``: run
+    name -> source directory, relative to the repository), once every run is analysed: yields
+    (base URL, log directory)."""
+    logdir = str(tmp_path_factory.mktemp("logdir"))
+    for run, src in runs.items():
+        copy_run(logdir, run, os.path.join(ROOT, src))
+    with tensorboard(logdir, str(tmp_path_factory.mktemp("tb"))) as base:
+        settled(base, len(runs))
+        yield base, logdir
+
+
 def plugin_frame(page, name: str = "attention", timeout: float = 20.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -14,7 +14,7 @@ import re
 import shutil
 
 import pytest
-from tbutil import CHROMIUM, ROOT, copy_run, get_json, plugin_frame, settled, shot, tensorboard
+from tbutil import CHROMIUM, ROOT, get_json, plugin_frame, serving_runs, shot
 
 pytestmark = pytest.mark.e2e
 
@@ -36,12 +36,8 @@ def tb(tmp_path_factory):
     for src in RUNS.values():
         if not os.path.isdir(os.path.join(ROOT, src)):
             pytest.skip(f"{src} is not available")
-    logdir = str(tmp_path_factory.mktemp("logdir"))
-    for run, src in RUNS.items():
-        copy_run(logdir, run, os.path.join(ROOT, src))
-    LOGDIR["path"] = logdir
-    with tensorboard(logdir, str(tmp_path_factory.mktemp("tb"))) as base:
-        settled(base, len(RUNS))
+    with serving_runs(tmp_path_factory, RUNS) as (base, logdir):
+        LOGDIR["path"] = logdir
         yield base
 
 

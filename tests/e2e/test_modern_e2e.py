@@ -13,7 +13,7 @@ import os
 import re
 
 import pytest
-from tbutil import CHROMIUM, ROOT, copy_run, plugin_frame, settled, shot, tensorboard
+from tbutil import CHROMIUM, ROOT, plugin_frame, serving_runs, shot, tensorboard
 
 pytestmark = pytest.mark.e2e
 
@@ -26,11 +26,7 @@ RUNS = {"replay": "tests/data/modern/decode_graph_replay", "flex": "tests/data/m
 
 @pytest.fixture(scope="module")
 def tb(tmp_path_factory):
-    logdir = str(tmp_path_factory.mktemp("logdir"))
-    for run, src in RUNS.items():
-        copy_run(logdir, run, os.path.join(ROOT, src))
-    with tensorboard(logdir, str(tmp_path_factory.mktemp("tb"))) as base:
-        settled(base, len(RUNS))
+    with serving_runs(tmp_path_factory, RUNS) as (base, _):
         yield base
 
 

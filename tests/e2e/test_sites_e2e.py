@@ -9,7 +9,7 @@ import re
 from urllib.parse import urlencode
 
 import pytest
-from tbutil import CHROMIUM, ROOT, copy_run, get_json, plugin_frame, settled, shot, tensorboard
+from tbutil import CHROMIUM, get_json, plugin_frame, serving_runs, shot
 
 pytestmark = pytest.mark.e2e
 
@@ -30,11 +30,7 @@ API = "/data/plugin/attention"
 
 @pytest.fixture(scope="module")
 def tb(tmp_path_factory):
-    logdir = str(tmp_path_factory.mktemp("logdir"))
-    for run, src in RUNS.items():
-        copy_run(logdir, run, os.path.join(ROOT, src))
-    with tensorboard(logdir, str(tmp_path_factory.mktemp("tb"))) as base:
-        settled(base, len(RUNS))
+    with serving_runs(tmp_path_factory, RUNS) as (base, _):
         yield base
 
 
