@@ -40,7 +40,7 @@ _WS = b" \t\r"
 MIN_PARALLEL_BYTES = 48 << 20
 # The runnable-thread count is a snapshot: a thread that wakes for a moment (a sampler, a
 # progress bar) can be caught running. The fewest over a few reads 2 ms apart is the load that
-# stays; the reads cost ~10 ms, against ~1 s that the second process saves on a big file.
+# stays; the reads cost up to ~10 ms, against ~1 s that the second process saves on a big file.
 SPARE_READS = 5
 SPARE_READ_GAP_S = 0.002
 
@@ -62,25 +62,45 @@ def _only_fork_safe_threads() -> bool:
     return all(t is me or getattr(t, "fork_safe", False) for t in threading.enumerate())
 
 
+def _runnable_threads() -> int:
+    """The kernel's count of runnable threads now, system-wide (Linux ``/proc/loadavg``, its fourth field)."""
+    with open("/proc/loadavg") as f:
+        return int(f.read().split()[3].split("/")[0])
+
+
+def _own_runnable_threads() -> int:
+    """This process's runnable threads now, this one included (``/proc/self/task``; 1 where it
+    cannot be read). numpy's BLAS starts worker threads at import that spin for a while before
+    they sleep: they are no other work, but ``/proc/loadavg`` counts them."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return 1
+    n = 0
+    for t in tasks:
+        try:
+            with open(f"/proc/self/task/{t}/stat") as f:
+                n += f.read().rsplit(")", 1)[1].split()[0] == "R"
+        except (OSError, IndexError):
+            continue  # a thread that ended meanwhile
+    return max(1, n)
+
+
 def _spare_cpus(reads: int = SPARE_READS, gap_s: float = SPARE_READ_GAP_S) -> Optional[int]:
-    """CPUs this process may use that run nothing right now, by the kernel's count of runnable
-    threads (Linux ``/proc/loadavg``; this thread is one of them), the fewest of ``reads`` reads
-    ``gap_s`` apart; None where it cannot be read."""
+    """CPUs this process may use that run nothing right now: the CPUs less this thread and the
+    fewest runnable threads of other processes over ``reads`` reads ``gap_s`` apart; None where
+    the count cannot be read."""
     try:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        running = None
-        for i in range(max(1, reads)):
-            if i:
-                time.sleep(gap_s)
-            with open("/proc/loadavg") as f:
-                now = int(f.read().split()[3].split("/")[0])
-            running = now if running is None else min(running, now)
-            if running <= 1:  # only this thread: no later read can show fewer
+        others = max(0, _runnable_threads() - _own_runnable_threads())
+        for _ in range(reads - 1):
+            if not others:  # nothing else runs: no later read can show less
                 break
+            time.sleep(gap_s)
+            others = min(others, max(0, _runnable_threads() - _own_runnable_threads()))
     except (OSError, ValueError, IndexError):
         return None
-    assert running is not None
-    return cpus - running
+    return cpus - 1 - others
 
 
 def suitable(path: str, jobs: Optional[int] = None, min_bytes: Optional[int] = None) -> bool:
@@ -89,13 +109,10 @@ def suitable(path: str, jobs: Optional[int] = None, min_bytes: Optional[int] = N
     ``jobs`` None (the default: no TB_ATTENTION_JOBS) also asks for a CPU that is idle now: the
     child on a CPU other work keeps busy only adds its overhead (~1 s of CPU on a 250 MB trace;
     on 2 cores shared with other jobs the cold analyze of llama took 9.5-11.0 s wall with the
-    child, 7.4 s without). An explicit ``jobs`` >= 2 always tries."""
+    child, 7.4 s without). An explicit ``jobs`` >= 2 always tries. The idle-CPU reads (up to
+    ~10 ms) come last: a file too small for two processes never waits for them."""
     if jobs_wanted(jobs) < 2 or not _only_fork_safe_threads():
         return False
-    if jobs is None:
-        spare = _spare_cpus()
-        if spare is not None and spare < 1:
-            return False
     if "fork" not in multiprocessing.get_all_start_methods():
         return False
     try:
@@ -106,7 +123,13 @@ def suitable(path: str, jobs: Optional[int] = None, min_bytes: Optional[int] = N
             gz = f.read(2) == b"\x1f\x8b"
     except OSError:
         return False
-    return st.st_size * (8 if gz else 1) >= (MIN_PARALLEL_BYTES if min_bytes is None else min_bytes)
+    if st.st_size * (8 if gz else 1) < (MIN_PARALLEL_BYTES if min_bytes is None else min_bytes):
+        return False
+    if jobs is None:
+        spare = _spare_cpus()
+        if spare is not None and spare < 1:
+            return False
+    return True
 
 
 class RawChunkParser(TraceParser):

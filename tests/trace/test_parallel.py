@@ -242,9 +242,47 @@ def test_spare_cpus_counts_the_fewest_runnable_threads_of_its_reads(monkeypatch)
         return real_open(path, *a, **k)
 
     monkeypatch.setattr(builtins, "open", fake_open)
+    monkeypatch.setattr(parallel, "_own_runnable_threads", lambda: 1)  # this thread alone
     monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
     assert parallel._spare_cpus(reads=5, gap_s=0) == 3 - 2
     counts = iter([1, 5])  # only this thread runs: the first read settles it
     assert parallel._spare_cpus(reads=2, gap_s=0) == 3 - 1
     monkeypatch.setattr(builtins, "open", lambda *a, **k: io.StringIO("garbage"))
     assert parallel._spare_cpus(reads=3, gap_s=0) is None
+
+
+def test_spare_cpus_does_not_count_this_process_s_own_threads(monkeypatch):
+    """numpy's BLAS workers spinning after import are runnable threads of this process, not other
+    work: two CPUs, this thread and one spinning worker running, and nothing else, leave one spare;
+    a thread of another process takes it."""
+    from tb_attention_plugin.trace import parallel
+
+    monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(parallel, "_own_runnable_threads", lambda: 2)
+    monkeypatch.setattr(parallel, "_runnable_threads", lambda: 2)
+    assert parallel._spare_cpus(reads=3, gap_s=0) == 1
+    monkeypatch.setattr(parallel, "_runnable_threads", lambda: 3)
+    assert parallel._spare_cpus(reads=3, gap_s=0) == 0
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="Linux's /proc/self/task")
+def test_own_runnable_threads_counts_this_one():
+    from tb_attention_plugin.trace import parallel
+
+    assert 1 <= parallel._own_runnable_threads() <= len(os.listdir("/proc/self/task"))
+
+
+def test_a_file_too_small_for_two_processes_never_reads_the_load(tmp_path, monkeypatch):
+    """The idle-CPU reads sleep between them: a small file (most traces) is turned down first."""
+    from tb_attention_plugin.trace import parallel
+
+    monkeypatch.setattr(parallel, "_only_fork_safe_threads", lambda: True)
+    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
+
+    def loaded():
+        raise AssertionError("read the load for a small file")
+
+    monkeypatch.setattr(parallel, "_spare_cpus", loaded)
+    p = tmp_path / "t.json"
+    p.write_bytes(b"[" + b" " * 1000 + b"]")
+    assert parallel.suitable(str(p), min_bytes=2000) is False
