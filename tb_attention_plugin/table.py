@@ -339,6 +339,7 @@ class KernelTable(Sequence):
         return cls(cols, {int(i): e for i, e in state.get("extras", [])})
 
 
+_SPARSE_SPACE = 8  # pairs are factorised by a sort, not a mask, when the code space is this many times the rows
 _FEW = 16  # a column whose distinct values are at most 1/_FEW of the rows is written from a vocabulary
 
 
@@ -398,12 +399,15 @@ class _EncodePlan:
 
 def _combine(a: np.ndarray, ka: int, b: np.ndarray, kb: int, limit: int) -> Optional[tuple[np.ndarray, int]]:
     """Dense codes 0..k-1 of the pairs (a, b) (codes below ``ka`` and ``kb``) and k, or None when
-    there are more than ``limit`` distinct pairs. Factorised with a mask over the code space, not
-    a sort."""
+    there are more than ``limit`` distinct pairs. Factorised with a mask over the code space, or by a
+    sort when that space is sparse (a mask and a cumulative sum over millions of codes for 10^5 rows)."""
     space = ka * kb
     if space > 1 << 24:
         return None
     pair = a * kb + b
+    if space > _SPARSE_SPACE * len(pair):  # a sparse code space: sorting the pairs is cheaper
+        u, inv = np.unique(pair, return_inverse=True)
+        return (inv.reshape(-1).astype(np.int64), len(u)) if len(u) <= limit else None
     mark = np.zeros(space, dtype=bool)
     mark[pair] = True
     k = int(np.count_nonzero(mark))

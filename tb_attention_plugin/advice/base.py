@@ -11,7 +11,10 @@ must stay silent there: tests/test_advice_rules.py). ``check(run)`` returns a :c
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+
+from msgspec import UNSET
 
 from ..attention import patterns as P
 from ..formats import pct, rounded as _r
@@ -79,35 +82,47 @@ def direction_short(d: str) -> str:
     return "fwd" if d == "forward" else "bwd"
 
 
-def group_kernels(rows: list[dict], top: int = 5) -> list[dict]:
+# One C call per row for the fields a helper reads (kernel rows are advice/run.py's AttentionRow
+# structs; a field without a value is msgspec.UNSET, read like a dict's missing key).
+_GROUP_FIELDS = attrgetter("name", "phase", "direction", "dur_us", "bound", "source", "memory_util", "compute_util")
+_PHASE_FIELDS = attrgetter("phase", "direction", "dur_us", "bound", "memory_util", "compute_util")
+_DUR = attrgetter("dur_us")
+
+
+def _value(x: Any) -> Any:
+    return None if x is UNSET else x
+
+
+def group_kernels(rows: list[Any], top: int = 5) -> list[dict]:
     """Kernel rows grouped by (name, phase, direction): calls, time, time-weighted utilisations,
     the bound of most of their time, the source line (with_stack) of most of their time."""
     g: dict = {}
-    for k in rows:
-        key = (k["name"], k["phase"], k["direction"])
-        e = g.setdefault(key, {"t": 0.0, "n": 0, "mu": 0.0, "cu": 0.0, "w": 0.0, "bounds": {}, "src": {}})
-        d = k["dur_us"] or 0.0
+    for name, phase, direction, dur, bound, src, mu, cu in map(_GROUP_FIELDS, rows):
+        key = (name, phase, direction)
+        e = g.get(key)
+        if e is None:
+            e = g[key] = {"t": 0.0, "n": 0, "mu": 0.0, "cu": 0.0, "w": 0.0, "bounds": {}, "src": {}}
+        d = dur or 0.0
         e["t"] += d
         e["n"] += 1
-        e["bounds"][k["bound"]] = e["bounds"].get(k["bound"], 0.0) + d
-        src = k.get("source")
+        e["bounds"][bound] = e["bounds"].get(bound, 0.0) + d
         if src:
             sk = (src["file"], src["line"], src["function"])
             e["src"][sk] = e["src"].get(sk, 0.0) + d
-        if k.get("memory_util") is not None and k.get("compute_util") is not None:
-            e["mu"] += k["memory_util"] * d
-            e["cu"] += k["compute_util"] * d
+        if mu is not None and cu is not None and mu is not UNSET and cu is not UNSET:
+            e["mu"] += mu * d
+            e["cu"] += cu * d
             e["w"] += d
     out = []
     for (name, phase, direction), e in sorted(g.items(), key=lambda x: -x[1]["t"])[:top]:
         out.append(
             {
-                "name": name,
-                "phase": phase,
-                "direction": direction,
+                "name": _value(name),
+                "phase": _value(phase),
+                "direction": _value(direction),
                 "calls": e["n"],
                 "time_us": _r(e["t"]),
-                "bound": max(e["bounds"].items(), key=lambda x: x[1])[0],
+                "bound": _value(max(e["bounds"].items(), key=lambda x: x[1])[0]),
                 "memory_util": _r(e["mu"] / e["w"], 4) if e["w"] else None,
                 "compute_util": _r(e["cu"] / e["w"], 4) if e["w"] else None,
                 "source": _main_source(e["src"]),
@@ -123,18 +138,21 @@ def _main_source(acc: dict) -> Optional[dict]:
     return {"file": f, "line": ln, "function": fn}
 
 
-def phase_rows(rows: list[dict]) -> list[dict]:
+def phase_rows(rows: list[Any]) -> list[dict]:
     """Per (phase, direction): time, kernels, time-weighted utilisations, time by bound."""
     g: dict = {}
-    for k in rows:
-        e = g.setdefault((k["phase"], k["direction"]), {"t": 0.0, "n": 0, "mu": 0.0, "cu": 0.0, "w": 0.0, "b": {}})
-        d = k["dur_us"] or 0.0
+    for phase, direction, dur, bound, mu, cu in map(_PHASE_FIELDS, rows):
+        key = (phase, direction)
+        e = g.get(key)
+        if e is None:
+            e = g[key] = {"t": 0.0, "n": 0, "mu": 0.0, "cu": 0.0, "w": 0.0, "b": {}}
+        d = dur or 0.0
         e["t"] += d
         e["n"] += 1
-        e["b"][k["bound"]] = round(e["b"].get(k["bound"], 0.0) + d, 3)
-        if k.get("memory_util") is not None and k.get("compute_util") is not None:
-            e["mu"] += k["memory_util"] * d
-            e["cu"] += k["compute_util"] * d
+        e["b"][bound] = round(e["b"].get(bound, 0.0) + d, 3)
+        if mu is not None and cu is not None and mu is not UNSET and cu is not UNSET:
+            e["mu"] += mu * d
+            e["cu"] += cu * d
             e["w"] += d
     order = {p: i for i, p in enumerate(P.PHASES)}
     out = []
@@ -159,11 +177,14 @@ ITEMSIZE = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 def main_dtype(rows) -> Optional[str]:
     """The dtype that most of these kernels' time runs in (None when none was recorded)."""
     t: dict = {}
-    for k in rows:
-        if k.get("dtype"):
-            t[k["dtype"]] = t.get(k["dtype"], 0.0) + (k["dur_us"] or 0.0)
+    for dtype, dur in map(_DTYPE_DUR, rows):
+        if dtype:
+            t[dtype] = t.get(dtype, 0.0) + (dur or 0.0)
     return max(t.items(), key=lambda x: x[1])[0] if t else None
 
 
+_DTYPE_DUR = attrgetter("dtype", "dur_us")
+
+
 def total(rows) -> float:
-    return float(sum(k["dur_us"] or 0.0 for k in rows))
+    return float(sum(d or 0.0 for d in map(_DUR, rows)))

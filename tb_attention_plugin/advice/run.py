@@ -103,14 +103,14 @@ class Run:
         self.device = dev.get("name")
         self.device_key = dev.get("key")
         self.k = attention_rows(report.get("kernels"))
-        self.by_id = {k["id"]: k for k in self.k}
+        self.by_id = {k.id: k for k in self.k}
         self.steps = 1 if report.get("step") is not None else max(1, len(report.get("steps") or []))
         self._sdpa: Optional[list[dict]] = None
         self._replay: Any = None
         self._replay_done = False
         self._replay_low: Any = None
         self.predictions: dict[tuple[Any, ...], Any] = {}  # sdpa_choice.predict_once's memo
-        self.has_backward = any(k["direction"] == "backward" for k in self.k) or self._trace_has_backward()
+        self.has_backward = any(k.direction == "backward" for k in self.k) or self._trace_has_backward()
 
     def _trace_has_backward(self) -> bool:
         if self.links is None:
@@ -149,7 +149,7 @@ class Run:
     def sdpa_calls(self) -> list[dict]:
         if self._sdpa is None:
             self._sdpa = (
-                _sdpa_calls(self.trace, self.links, {k["id"] for k in self.k})
+                _sdpa_calls(self.trace, self.links, {k.id for k in self.k})
                 if self.trace is not None and self.links is not None
                 else []
             )
@@ -207,8 +207,8 @@ class Run:
 
 
 def attention_rows(kernels: Any) -> list[Any]:
-    """The attention kernel rows: :data:`AttentionRow` structs from a kernel table, the dicts of a
-    list of rows as they are."""
+    """The attention kernel rows as :data:`AttentionRow` structs, from a kernel table or a list of
+    row dicts: the rules read fields as attributes in their hot loops."""
     if kernels is None:
         return []
     cols = getattr(kernels, "columns", None)
@@ -218,7 +218,8 @@ def attention_rows(kernels: Any) -> list[Any]:
         for s in range(0, len(idx), ROWS_AT_ONCE):  # a chunk's columns at a time, not all 30 at once
             rows += kernels.row_structs(idx[s : s + ROWS_AT_ONCE], AttentionRow, ROW_FIELDS)
         return rows
-    return [k for k in kernels if k.get("attention")]
+    # a list of row dicts (a report built by hand): the same structs, a missing key left unset
+    return [AttentionRow(**{f: k[f] for f in ROW_FIELDS if f in k}) for k in kernels if k.get("attention")]
 
 
 def _sdpa_calls(trace: Any, links: Any, attention_ids: set) -> list[dict]:

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..attention import patterns as P
 from ..attention.tagger import call_numbers
-from ..trace.correlate import Links
+from ..trace.correlate import Links, lexorder
 from ..trace.records import Trace
 from ..trace.shapes import parse_args
 from .outputs import op_outputs, short_name
@@ -95,7 +95,7 @@ def innermost_ranges(trace: Trace, links: Links, threads: np.ndarray, ts_ns: np.
         rs = np.flatnonzero(r_thread == th)
         if not len(rs):
             continue
-        o = rs[np.lexsort((-R["dur_ns"][rs], R["ts_ns"][rs]))]
+        o = rs[lexorder(R["ts_ns"][rs], -R["dur_ns"][rs])]
         st = R["ts_ns"][o]
         t = ts_ns[q]
         pos = np.searchsorted(st, t, side="right") - 1

@@ -130,6 +130,30 @@ def index_dtype(n: int) -> type:
     return np.int32 if n < np.iinfo(np.int32).max else np.int64
 
 
+LEXORDER_BITS = 62  # a combined key spans at most this many bits (int64, with room for the sign)
+
+
+def lexorder(*keys: np.ndarray) -> np.ndarray:
+    """The stable order of rows by integer ``keys``, the major key first: ``np.lexsort(keys[::-1])``.
+    When the keys' value ranges fit in one int64 together they are combined into one key and
+    sorted once, stably; timsort on the trace's nearly time-ordered columns is ~20x faster than
+    lexsort's full sort per key (40 ms for thread, start, longest first on 370k ranges). Other
+    keys (floats, too wide) fall back to lexsort."""
+    if not keys or not len(keys[0]) or any(k.dtype.kind not in "biu" for k in keys):
+        return np.lexsort(keys[::-1])
+    combined = np.zeros(len(keys[0]), dtype=np.int64)
+    bits = 0
+    for k in keys:
+        lo, hi = int(k.min()), int(k.max())
+        width = hi - lo + 1
+        bits += width.bit_length()
+        if bits > LEXORDER_BITS:
+            return np.lexsort(keys[::-1])
+        combined *= width
+        combined += k.astype(np.int64) - lo
+    return np.argsort(combined, kind="stable")
+
+
 def nearest_marked_ancestor(parent: np.ndarray, marked: np.ndarray) -> np.ndarray:
     """For each node, its innermost strict ancestor with ``marked`` set, or -1.
 
@@ -174,9 +198,9 @@ def _nest(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
         return e, e.copy(), e.copy(), e.copy()
     ts = R["ts_ns"]
     end = ts + R["dur_ns"]
-    # Sort by thread, start, longest first, file order (lexsort is stable): parents precede
-    # their children.
-    order = np.lexsort((-R["dur_ns"], ts, R["thread"]))
+    # Sort by thread, start, longest first, file order (a stable sort): parents precede their
+    # children.
+    order = lexorder(R["thread"], ts, -R["dur_ns"])
     th = R["thread"][order]
     e = end[order]
     cand = np.arange(n, dtype=np.int64) - 1
@@ -203,7 +227,7 @@ def _nest(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 def _children_csr(parent: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     n = len(parent)
-    order = np.lexsort((ts, parent))  # stable: ties keep their order
+    order = lexorder(parent, ts)  # stable: ties keep their order
     sorted_parent = parent[order]
     start = np.searchsorted(sorted_parent, np.arange(n + 1), side="left")
     roots = order[sorted_parent < 0]

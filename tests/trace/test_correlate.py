@@ -1,7 +1,7 @@
 import numpy as np
 
 from synth import SynthTrace, naive_attention
-from tb_attention_plugin.trace.correlate import link
+from tb_attention_plugin.trace.correlate import lexorder, link
 from tb_attention_plugin.trace.records import LAUNCH, load_trace
 
 
@@ -97,3 +97,21 @@ def test_forward_context_maps_backward_kernels_to_the_forward_op(tmp_path):
     assert names[:8] == [_name(tr, r) for r in L.gpu_parent[:8]]
     assert names[8:] == ["aten::linear", "aten::bmm", "aten::_softmax", "aten::bmm"]
     assert L.forward_context(np.array([-1])).tolist() == [-1]
+
+
+def test_lexorder_is_lexsort_with_the_major_key_first():
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n = int(rng.integers(0, 300))
+        keys = [
+            rng.integers(-5, 5, n),
+            rng.integers(0, 2, n).astype(bool),
+            rng.integers(-(2**20), 2**20, n),
+            rng.integers(0, 3, n).astype(np.int32),
+        ][: int(rng.integers(1, 5))]
+        assert lexorder(*keys).tolist() == np.lexsort(keys[::-1]).tolist()
+    # keys too wide for one int64 together, and float keys: lexsort's own answer
+    wide = [np.array([3, 1, 2, 1]) * 2**40, np.array([0, 5, 1, 2]) * 2**40]
+    assert lexorder(*wide).tolist() == np.lexsort(wide[::-1]).tolist() == [3, 1, 2, 0]
+    floats = [np.array([0.5, 0.25, 0.5]), np.array([2, 1, 0])]
+    assert lexorder(*floats).tolist() == [1, 2, 0]

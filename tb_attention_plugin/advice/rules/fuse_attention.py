@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from msgspec import UNSET
+
 from ...attention import patterns as P
 from ...attention.vocabulary import FUSABLE_PHASES
 from ...formats import rounded as _r, us as _us
@@ -57,29 +59,29 @@ out = F.scaled_dot_product_attention(q, k, v, is_causal=True)        # a causal 
 def check(run: Run) -> Any:
     math_ids = run.math_kernel_ids()
     # what a fused kernel replaces (not a position bias: it is still computed, and read as attn_mask)
-    rows = [k for k in run.k if k["phase"] in FUSABLE_PHASES and k["id"] not in math_ids]
+    rows = [k for k in run.k if k.phase in FUSABLE_PHASES and k.id not in math_ids]
     unfused = total(rows)
     if unfused <= 0:
         return Silent("no unfused core attention (QK^T, softmax, PV as separate kernels) outside SDPA")
     if unfused < MIN_SHARE * run.att_time:
         return Silent(f"unfused core attention is {_us(unfused)}, under 1 % of attention time")
-    qk = [k for k in rows if k["phase"] == "qk_matmul"]
-    if not qk and not any(k["phase"] == "pv_matmul" for k in rows):
+    qk = [k for k in rows if k.phase == "qk_matmul"]
+    if not qk and not any(k.phase == "pv_matmul" for k in rows):
         return Silent("no QK^T or PV matmul: not the matmul-softmax-matmul pattern")
     additive = _additive(run, qk)
     if additive:
         return Silent(f"additive attention ({additive}): not a dot product, SDPA does not compute it")
     copies = _score_copies(run, rows, math_ids)
-    operand_copies = _operand_copies(run, rows, math_ids, {k["id"] for k in copies})
+    operand_copies = _operand_copies(run, rows, math_ids, {k.id for k in copies})
     copies += operand_copies
-    slow = [k for k in rows if k["phase"] in _ELEMENTWISE and k["bound"] in ("memory", "latency")]
+    slow = [k for k in rows if k.phase in _ELEMENTWISE and k.bound in ("memory", "latency")]
     slow_t = total(slow)
     if slow_t < ELEMENTWISE_SHARE * unfused:
         return Silent(
             f"its memory/latency-bound scale/mask/softmax/dropout kernels take {_us(slow_t)}, under 10 % of "
             f"the unfused {_us(unfused)}: little for a fused kernel to remove"
         )
-    dtype = main_dtype(k for k in rows if k["phase"] in ("qk_matmul", "pv_matmul"))
+    dtype = main_dtype(k for k in rows if k.phase in ("qk_matmul", "pv_matmul"))
     core_t = unfused
     if copies:  # score-sized casts and copies between QK^T and PV: a fused kernel never makes them
         rows = rows + copies
@@ -96,7 +98,7 @@ def check(run: Run) -> Any:
     x, shape_flops = _inputs(run, rows, dtype, mask)
     fwd_fl = sum(shape_flops.values())
     arch = arch_of(run)
-    t_fwd = total(k for k in rows if k["direction"] == "forward")
+    t_fwd = total(k for k in rows if k.direction == "forward")
     t_bwd = unfused - t_fwd
     # the backend SDPA would pick as the code is (a mismatched float bias: math), and after the cast
     as_is, passed = choose(x, arch) if x is not None else (None, {})
@@ -206,7 +208,7 @@ def check(run: Run) -> Any:
     )
 
 
-def _score_copies(run: Run, rows: list[dict], math_ids: set) -> list[dict]:
+def _score_copies(run: Run, rows: list[Any], math_ids: set) -> list[Any]:
     """Layout kernels (casts, copies) of the same attention calls that move a score-sized tensor
     (B·H·Sq·Sk elements, read and written): the fp32 softmax upcast and its cast back, and their
     backward. SDPA keeps the scores on chip, so they go with the unfused kernels."""
@@ -218,9 +220,9 @@ def _score_copies(run: Run, rows: list[dict], math_ids: set) -> list[dict]:
                 score[k["instance"]] = max(score.get(k["instance"], 0), cd.get("batch", 1) * cd["m"] * cd["n"])
     out = []
     for k in run.k:
-        if k["phase"] != "layout" or k["id"] in math_ids or k["instance"] not in score:
+        if k.phase != "layout" or k.id in math_ids or k.instance not in score:
             continue
-        if (k["bytes"] or 0) >= 2.0 * score[k["instance"]]:  # ≥ 1 byte per score element each way
+        if (k.bytes or 0) >= 2.0 * score[k.instance]:  # ≥ 1 byte per score element each way
             out.append(k)
     return out
 
@@ -231,7 +233,7 @@ COPY_WORDS = "the bias made contiguous once per step"
 OPERAND_COPY_SLACK = 0.05  # a copy's bytes within 5 % of reading and writing one q/k/v/output tensor
 
 
-def _operand_copies(run: Run, rows: list[dict], math_ids: set, taken: set) -> list[dict]:
+def _operand_copies(run: Run, rows: list[Any], math_ids: set, taken: set) -> list[Any]:
     """Layout kernels (copies) of the same attention calls that move one q, k, v or output tensor (read
     and written): the copies eager matmuls make of transposed q/k views, and the output's transpose back
     to [B, S, H, D], forward and backward. The fused kernels read strided q/k/v and write the output in
@@ -254,15 +256,15 @@ def _operand_copies(run: Run, rows: list[dict], math_ids: set, taken: set) -> li
         sizes.setdefault(k["instance"], set()).update(new)
     out = []
     for k in run.k:
-        if k["phase"] != "layout" or k["id"] in math_ids or k["id"] in taken or k["instance"] not in sizes:
+        if k.phase != "layout" or k.id in math_ids or k.id in taken or k.instance not in sizes:
             continue
-        nb = k["bytes"] or 0
-        if any(abs(nb - 2.0 * s) <= OPERAND_COPY_SLACK * 2.0 * s for s in sizes[k["instance"]]):
+        nb = k.bytes or 0
+        if any(abs(nb - 2.0 * s) <= OPERAND_COPY_SLACK * 2.0 * s for s in sizes[k.instance]):
             out.append(k)
     return out
 
 
-def _bias_grad_sums(run: Run, rows: list[dict]) -> list[dict]:
+def _bias_grad_sums(run: Run, rows: list[Any]) -> list[Any]:
     """The backward's reductions of the mask phase (``sum``): a bias broadcast over the batch
     summing its gradient, which SDPA's backward leaves to autograd as well."""
     out = []
@@ -276,7 +278,7 @@ def _bias_grad_sums(run: Run, rows: list[dict]) -> list[dict]:
 
 
 def _bias_grad_sums_after(
-    run: Run, sums: list[dict], flops: dict[Shape, float], mask: dict, x: Optional[Inputs]
+    run: Run, sums: list[Any], flops: dict[Shape, float], mask: dict, x: Optional[Inputs]
 ) -> float:
     """The bias-gradient reductions after the fix: SDPA hands back each call's bias gradient at the
     call's batch, and autograd sums each one (the twin shows one reduction per call where eager T5,
@@ -300,7 +302,7 @@ def _bias_grad_sums_after(
     return out
 
 
-def _bias_copy_us(run: Run, mask: dict, operand_copies: list[dict]) -> float:
+def _bias_copy_us(run: Run, mask: dict, operand_copies: list[Any]) -> float:
     """The fix's ``bias.contiguous()``: one strided copy per bias tensor per step (read and
     written), at the µs per byte of the trace's own strided copies of q, k, v (else at the fused
     kernels' share of the bandwidth)."""
@@ -316,13 +318,13 @@ def _bias_copy_us(run: Run, mask: dict, operand_copies: list[dict]) -> float:
     return nbytes / (FUSED_BANDWIDTH_FRACTION * run.bw) * 1e6 if run.bw else 0.0
 
 
-def _additive(run: Run, qk: list[dict]) -> Optional[str]:
+def _additive(run: Run, qk: list[Any]) -> Optional[str]:
     """Why this is additive attention (a tanh in the attention kernels, or a score matmul with one
     output column), or None for a dot product."""
     for k in run.k:
-        op = (k.get("op") or "") + " " + (k.get("cost_op") or "")
-        if "tanh" in op.lower() or "tanh" in (k.get("name") or "").lower():
-            return f"a tanh ({k.get('op') or 'kernel'}) in the attention scope"
+        op = (k.op or "") + " " + (k.cost_op or "")
+        if "tanh" in op.lower() or "tanh" in (k.name or "").lower():
+            return f"a tanh ({k.op or 'kernel'}) in the attention scope"
     for k in qk:
         cd = k.get("cost_detail") or {}
         if cd.get("n") == 1:
@@ -330,7 +332,7 @@ def _additive(run: Run, qk: list[dict]) -> Optional[str]:
     return None
 
 
-def _mask_kind(run: Run, rows: list[dict]) -> dict[str, Any]:
+def _mask_kind(run: Run, rows: list[Any]) -> dict[str, Any]:
     """The mask the eager code applies, from its mask-phase ops: none, causal, bool, or a float mask
     or bias (per head: a bias such as a relative-position bias) and its dtype."""
     masks = [k for k in rows if k["phase"] == "mask"]
@@ -405,7 +407,7 @@ Shape = tuple[int, int, int, int]  # (batch·heads, Sq, Sk, head dim) of one cal
 
 
 def _inputs(
-    run: Run, rows: list[dict], dtype: Optional[str], mask: dict
+    run: Run, rows: list[Any], dtype: Optional[str], mask: dict
 ) -> tuple[Optional[Inputs], dict[Shape, float]]:
     """The dispatcher's inputs of the equivalent SDPA call (the first call's shapes) and the forward
     matmul FLOPs of each distinct call shape (an encoder-decoder has three: its calls run at very
@@ -497,7 +499,7 @@ def _inputs_text(x: Optional[Inputs], mask: dict) -> str:
     return f"{x.dtype}, head dim {x.d}, {m.get(x.mask, x.mask)}" + (", dropout" if x.dropout_p else "")
 
 
-def _how(rows: list[dict], mask: dict, ctx: str, cast: bool, dtype: Optional[str]) -> str:
+def _how(rows: list[Any], mask: dict, ctx: str, cast: bool, dtype: Optional[str]) -> str:
     phases = {k["phase"] for k in rows}
     args = "q, k, v"
     if "dropout" in phases:
@@ -533,15 +535,16 @@ def _how(rows: list[dict], mask: dict, ctx: str, cast: bool, dtype: Optional[str
     return text
 
 
-def _what_if(run: Run, rows: list[dict], fused_us: float, unfused: float) -> WhatIf:
+def _what_if(run: Run, rows: list[Any], fused_us: float, unfused: float) -> WhatIf:
     """Each (call, direction)'s unfused kernels become one kernel of its share of the fused time, and
     the CPU time of launching them becomes one SDPA call's."""
     w = WhatIf()
     m = run.replay
     if m is not None:  # calls: runs of one instance's kernels in launch order (a module keeps its
         # instance across steps); the unfused kernels of each call become one kernel
-        by_id = {k["id"]: k for k in rows}
-        calls = m.calls({k["id"]: (k["instance"], k["direction"]) for k in run.k if k.get("instance") is not None})
+        by_id = {k.id: k for k in rows}
+        placed = (k for k in run.k if k.instance is not None and k.instance is not UNSET)
+        calls = m.calls({k.id: (k.instance, k.direction) for k in placed})
         groups = [[by_id[i] for i in c if i in by_id] for c in calls]
         groups = [g for g in groups if g]
     else:
@@ -550,13 +553,13 @@ def _what_if(run: Run, rows: list[dict], fused_us: float, unfused: float) -> Wha
             acc.setdefault((k["instance"], k["direction"]), []).append(k)
         groups = list(acc.values())
     for ks in groups:
-        ks.sort(key=lambda k: k["ts"] or 0.0)
+        ks.sort(key=lambda k: k.ts or 0.0)
         t = total(ks)
-        w.dur[ks[0]["id"]] = fused_us * t / unfused if unfused else 0.0
-        w.removed.update(k["id"] for k in ks[1:])
+        w.dur[ks[0].id] = fused_us * t / unfused if unfused else 0.0
+        w.removed.update(k.id for k in ks[1:])
     if m is not None and groups:  # every call's launch CPU at once (thousands of calls on a long trace)
-        l0 = m.launches([ks[0]["id"] for ks in groups])
-        l1 = m.launches([ks[-1]["id"] for ks in groups])
+        l0 = m.launches([ks[0].id for ks in groups])
+        l1 = m.launches([ks[-1].id for ks in groups])
         cpu = m.cpu_us_between(l0, l1)
         for a, b, c in zip(l0.tolist(), l1.tolist(), cpu.tolist()):
             if a == a and b == b:  # both launches replayed (NaN otherwise)
