@@ -444,11 +444,15 @@ def _few_values(c: Any, n: int) -> Optional[tuple[np.ndarray, list]]:
     if isinstance(c, np.ndarray):
         if c.dtype.kind == "f":
             bits = np.ascontiguousarray(c, dtype=np.float64).view(np.int64)  # -0.0 apart from 0.0
+            if _many_values(bits, limit):
+                return None
             _, first, inv = np.unique(bits, return_index=True, return_inverse=True)
             if len(first) > limit:
                 return None
             return inv.reshape(-1).astype(np.int64), _nullable_array(c[first])
         if c.dtype.kind in "biu":
+            if _many_values(c, limit):
+                return None
             _, first, inv = np.unique(c, return_index=True, return_inverse=True)
             if len(first) > limit:
                 return None
@@ -457,3 +461,11 @@ def _few_values(c: Any, n: int) -> Optional[tuple[np.ndarray, list]]:
     if isinstance(c, list) and all(v is None for v in c):
         return np.zeros(n, dtype=np.int64), [None]
     return None
+
+
+def _many_values(a: np.ndarray, limit: int) -> bool:
+    """Whether ``a`` certainly has more than ``limit`` distinct values, from its first rows alone
+    (a prefix has no more distinct values than the whole): a column of times or durations is
+    turned down without sorting it all, with its index and inverse."""
+    head = a[: 2 * limit + 2]
+    return len(head) > limit and len(np.unique(head)) > limit
