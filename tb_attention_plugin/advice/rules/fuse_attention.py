@@ -406,9 +406,7 @@ def _mask_kind(run: Run, rows: list[Any]) -> dict[str, Any]:
 Shape = tuple[int, int, int, int]  # (batch·heads, Sq, Sk, head dim) of one call's QK^T
 
 
-def _inputs(
-    run: Run, rows: list[Any], dtype: Optional[str], mask: dict
-) -> tuple[Optional[Inputs], dict[Shape, float]]:
+def _inputs(run: Run, rows: list[Any], dtype: Optional[str], mask: dict) -> tuple[Optional[Inputs], dict[Shape, float]]:
     """The dispatcher's inputs of the equivalent SDPA call (the first call's shapes) and the forward
     matmul FLOPs of each distinct call shape (an encoder-decoder has three: its calls run at very
     different rates)."""
