@@ -138,11 +138,27 @@ def _events(
         am = am[np.argsort(-b[am], kind="stable")[:MAX_INFER]]
     ev.makers.update(makers_of(ctx, am, rng, b, ev.device_type))
     ev.score = np.zeros(n, dtype=bool)
-    for p in am.tolist():
-        s = shapes.get(int(inst[p]))
-        if s is not None and is_score(ev.makers[p], int(b[p]), s, ev.device_type):
+    # makers_of shares one maker dict among the allocations of a group, and every step repeats the
+    # same calls: the test is made once per maker, size and call shape, and a maker's marked copy is
+    # shared the same way
+    # (keyed by id(): the memos hold each maker, so that no id is reused while they are read)
+    verdict: dict[tuple, tuple[bool, dict]] = {}
+    marked: dict[int, tuple[dict, dict]] = {}
+    for p, i, nb in zip(am.tolist(), inst[am].tolist(), b[am].tolist()):
+        s = shapes.get(i)
+        if s is None:
+            continue
+        mk = ev.makers[p]
+        key = (id(mk), nb, s["sq"], s["sk"], s["score_numel"])
+        got = verdict.get(key)
+        if got is None:
+            got = verdict[key] = (is_score(mk, nb, s, ev.device_type), mk)
+        if got[0]:
             ev.score[p] = True
-            ev.makers[p] = dict(ev.makers[p], score_matrix=True)  # a marked copy: makers_of shares its dicts
+            pair = marked.get(id(mk))
+            if pair is None:  # a marked copy: makers_of shares its dicts
+                pair = marked[id(mk)] = (mk, dict(mk, score_matrix=True))
+            ev.makers[p] = pair[1]
     return ev
 
 
