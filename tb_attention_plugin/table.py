@@ -209,7 +209,9 @@ class KernelTable(Sequence):
             if c.dtype.kind == "f":
                 return _nullable_array(c[idx])
             return c[idx].tolist()
-        return [c[i] for i in (idx.tolist() if isinstance(idx, np.ndarray) else list(range(*idx.indices(self._n))))]
+        if isinstance(idx, slice):
+            return list(c[idx])
+        return [c[i] for i in idx.tolist()]
 
     def rows(self, idx, fields: Optional[Sequence[str]] = None) -> list[dict]:
         """Row dicts for an index array or a slice (only ``fields``, when given: cheaper)."""
@@ -266,9 +268,8 @@ class KernelTable(Sequence):
         get = self.extras.get
         for s in range(0, self._n, size):
             e = min(s + size, self._n)
-            idx = np.arange(s, e, dtype=np.int64)
             cols = [
-                plan.values(f, s, e) if run is not None else self._col_values(f, idx)
+                plan.values(f, s, e) if run is not None else self._col_values(f, slice(s, e))
                 for f, run in zip(plan.fields, plan.runs)
             ]
             out = list(map(plan.row_type, *cols))
@@ -356,7 +357,8 @@ class _EncodePlan:
         n = len(table)
         self.fields: list[str] = []  # the struct's fields, in order
         self.runs: list[Optional[list[str]]] = []  # per field: the columns of its run, None for a plain field
-        self.run_of: dict[str, tuple[np.ndarray, list]] = {}  # a run's first field -> (row's combination, Raw each)
+        # a run's first field -> (each row's combination, the Raw of each combination)
+        self.run_of: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         limit = max(1, n // _FEW)
         run: list[str] = []
         cols: list[tuple[np.ndarray, list]] = []  # the open run's columns: codes, encoded value per code
@@ -365,7 +367,7 @@ class _EncodePlan:
 
         def close() -> None:
             if run:
-                self.run_of[run[0]] = (combo, _fragments(run, cols, combo, k))
+                self.run_of[run[0]] = (combo, _vocab_array(_fragments(run, cols, combo, k)))
 
         for f in (f for f in FIELDS if f in table.columns):
             got = _few_values(table.columns[f], n)
@@ -394,7 +396,7 @@ class _EncodePlan:
     def values(self, field: str, start: int, stop: int) -> list:
         """A run's ``msgspec.Raw`` per row of ``start:stop``."""
         inv, raws = self.run_of[field]
-        return list(map(raws.__getitem__, inv[start:stop].tolist()))
+        return raws[inv[start:stop]].tolist()  # an object array: the lookups in C
 
 
 def _combine(a: np.ndarray, ka: int, b: np.ndarray, kb: int, limit: int) -> Optional[tuple[np.ndarray, int]]:
