@@ -86,11 +86,8 @@ def direction_short(d: str) -> str:
 # structs; a field without a value is msgspec.UNSET, read like a dict's missing key).
 _GROUP_FIELDS = attrgetter("name", "phase", "direction", "dur_us", "bound", "source", "memory_util", "compute_util")
 _PHASE_FIELDS = attrgetter("phase", "direction", "dur_us", "bound", "memory_util", "compute_util")
+_DTYPE_DUR = attrgetter("dtype", "dur_us")
 _DUR = attrgetter("dur_us")
-
-
-def _value(x: Any) -> Any:
-    return None if x is UNSET else x
 
 
 def group_kernels(rows: list[Any], top: int = 5) -> list[dict]:
@@ -117,12 +114,12 @@ def group_kernels(rows: list[Any], top: int = 5) -> list[dict]:
     for (name, phase, direction), e in sorted(g.items(), key=lambda x: -x[1]["t"])[:top]:
         out.append(
             {
-                "name": _value(name),
-                "phase": _value(phase),
-                "direction": _value(direction),
+                "name": name,
+                "phase": phase,
+                "direction": direction,
                 "calls": e["n"],
                 "time_us": _r(e["t"]),
-                "bound": _value(max(e["bounds"].items(), key=lambda x: x[1])[0]),
+                "bound": max(e["bounds"].items(), key=lambda x: x[1])[0],
                 "memory_util": _r(e["mu"] / e["w"], 4) if e["w"] else None,
                 "compute_util": _r(e["cu"] / e["w"], 4) if e["w"] else None,
                 "source": _main_source(e["src"]),
@@ -181,9 +178,6 @@ def main_dtype(rows) -> Optional[str]:
         if dtype:
             t[dtype] = t.get(dtype, 0.0) + (dur or 0.0)
     return max(t.items(), key=lambda x: x[1])[0] if t else None
-
-
-_DTYPE_DUR = attrgetter("dtype", "dur_us")
 
 
 def total(rows) -> float:

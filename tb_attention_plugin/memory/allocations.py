@@ -140,8 +140,7 @@ def _events(
     ev.score = np.zeros(n, dtype=bool)
     # makers_of shares one maker dict among the allocations of a group, and every step repeats the
     # same calls: the test is made once per maker, size and call shape, and a maker's marked copy is
-    # shared the same way
-    # (keyed by id(): the memos hold each maker, so that no id is reused while they are read)
+    # shared the same way. The memos are keyed by id() and hold the maker, so no id is reused meanwhile.
     verdict: dict[tuple, tuple[bool, dict]] = {}
     marked: dict[int, tuple[dict, dict]] = {}
     for p, i, nb in zip(am.tolist(), inst[am].tolist(), b[am].tolist()):
