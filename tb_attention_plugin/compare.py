@@ -37,6 +37,7 @@ from .formats import (
     text_table,
     us as _us,
 )
+from .trace.arrays import unique_ints
 
 COMPARE_SCHEMA = 1
 
@@ -225,7 +226,7 @@ def _kernel_groups_coded(codes: tuple) -> list[dict]:
         return []
     n_p, n_d = len(phases) + 1, len(dirs) + 1
     combo = (name_c * n_p + (phase_c + 1)) * n_d + (dir_c + 1)
-    uniq, first, inv = np.unique(combo, return_index=True, return_inverse=True)
+    uniq, first, inv = unique_ints(combo, return_index=True, return_inverse=True)
     inv = inv.reshape(-1)
     group_of: dict = {}  # group key -> group number, first seen first
     pair_of: dict = {}  # (group number, name) -> pair number

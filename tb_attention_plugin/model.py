@@ -26,6 +26,7 @@ from .memory.boundary import boundary_block
 from .roofline import ledger as L
 from .roofline.classify import BOUNDS, decide
 from .table import Coded
+from .trace.arrays import unique_ints
 from .trace.jagged import JaggedLengths
 from .trace.shapes import parse_args
 
@@ -656,7 +657,7 @@ def _share_grouped(flops: np.ndarray, dur: np.ndarray, entries: list[LedgerEntry
     if len(costed) < 2:
         return entries
     every = np.concatenate([e.rows for e in costed])
-    if len(np.unique(every)) != len(every):
+    if len(unique_ints(every)) != len(every):
         return entries
     by_len: dict[int, list[LedgerEntry]] = {}
     for e in costed:
@@ -726,7 +727,7 @@ def _hfu(
     ts = hc.ts[rows]
     dev = hc.dev[rows]
     span = 0.0
-    for d in np.unique(dev).tolist():
+    for d in unique_ints(dev).tolist():
         m = dev == d
         span += float(np.max(ts[m] + dur[m]) - np.min(ts[m]))
     return _hfu_json(work, span, float(np.nansum(flops[ok])), unknown_peak, upper)

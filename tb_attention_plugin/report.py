@@ -36,6 +36,7 @@ from .roofline.frame import KernelFrame
 from .roofline.measured import Result
 from .roofline.roles import ROLE_NAMES
 from .table import Coded, KernelTable
+from .trace.arrays import unique_ints
 from .trace.busy import busy_times
 from .trace.correlate import Links, link, nearest_marked_ancestor
 from .trace.records import ANNOTATION, GPU_KIND_NAMES, KERNEL, MODULE, Trace
@@ -447,7 +448,7 @@ def _context(trace: Trace, links: Links, tagging: Tagging) -> Context:
     att_idx = np.flatnonzero(inst >= 0)
     if len(att_idx):
         numbers = call_numbers(trace, tagging)
-        ids, inv = np.unique(inst[att_idx], return_inverse=True)
+        ids, inv = unique_ints(inst[att_idx], return_inverse=True)
         call[att_idx] = np.array([numbers[i] for i in ids.tolist()], dtype=np.int64)[inv]
     att = inst >= 0
     ph_code = np.where(att, tagging.gpu_phase, -1).astype(np.int64)
@@ -458,11 +459,11 @@ def _context(trace: Trace, links: Links, tagging: Tagging) -> Context:
     mods = _Modules(trace, links)
     ctx_r = links.forward_context(links.gpu_parent)
     # one module path per distinct context range, then spread to the kernels
-    ctx_u, ctx_inv = np.unique(ctx_r, return_inverse=True)
+    ctx_u, ctx_inv = unique_ints(ctx_r, return_inverse=True)
     # a range's path is that of its innermost module: one path per distinct module, taken in the
     # order the context ranges first reach it (the vocabularies' order)
     own = np.where(ctx_u >= 0, mods.own[np.maximum(ctx_u, 0)] if len(mods.own) else -1, -1)
-    m_u, m_first, m_inv = np.unique(own, return_index=True, return_inverse=True)
+    m_u, m_first, m_inv = unique_ints(own, return_index=True, return_inverse=True)
     mod_vocab: dict = {None: 0}
     path_vocab: dict = {None: 0}
     m_mod, m_path = np.zeros(len(m_u), np.int32), np.zeros(len(m_u), np.int32)
@@ -478,7 +479,7 @@ def _context(trace: Trace, links: Links, tagging: Tagging) -> Context:
     scope_vocab: dict = {None: 0}
     scope_codes = np.zeros(n, np.int32)
     if att.any():
-        inst_u, inst_inv = np.unique(inst[att], return_inverse=True)
+        inst_u, inst_inv = unique_ints(inst[att], return_inverse=True)
         scope_codes[att] = np.array(
             [
                 scope_vocab.setdefault(tagging.instances.get(i, {}).get("name"), len(scope_vocab))
@@ -700,7 +701,7 @@ def _assemble(
         "fused_time_us": t_of(ph_code == P.PHASE_INDEX["fused_attention"]),
         "unfused_core_time_us": t_of(unfused),
         "attention_kernels": int(a_sel.sum()),
-        "instances": int(len(np.unique(inst[a_sel]))),
+        "instances": int(len(unique_ints(inst[a_sel]))),
         "bound_time_us": {b: t_of(frame.bound == i) for i, b in enumerate(BOUNDS)},
         "latency_cause_time_us": {c: t_of(frame.cause == i) for i, c in enumerate(CAUSES)},
         "phases": phases,
@@ -730,7 +731,7 @@ def _dims_column(x: np.ndarray, y: np.ndarray, z: np.ndarray, is_kernel: np.ndar
     x, y, z = (np.asarray(a, dtype=np.int64) for a in (x, y, z))
     if x.min() >= 0 and x.max() < 1 << 31 and y.min() >= 0 and y.max() < 1 << 16 and z.min() >= 0 and z.max() < 1 << 16:
         # CUDA's limits (x < 2^31, y and z < 2^16): one int64 per launch shape sorts much faster
-        uniq, inv = np.unique((x << 32) | (y << 16) | z, return_inverse=True)
+        uniq, inv = unique_ints((x << 32) | (y << 16) | z, return_inverse=True)
         vocab = [[int(u >> 32), int((u >> 16) & 0xFFFF), int(u & 0xFFFF)] for u in uniq.tolist()] + [None]
     else:
         uniq, inv = np.unique(np.stack([x, y, z], axis=1), axis=0, return_inverse=True)
@@ -786,7 +787,7 @@ def _phase_row(
         "time_us": _r(t),
         "share": _r(t / att_time, 4) if att_time > 0 else None,
         "kernels": int(m.sum()),
-        "instances": int(len(np.unique(inst[m]))),
+        "instances": int(len(unique_ints(inst[m]))),
         "flops": _sig(f_sum),
         "bytes": _sig(b_sum),
         "intensity": _sig(f_sum / b_sum) if f_sum is not None and b_sum else None,

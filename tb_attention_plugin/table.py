@@ -16,6 +16,8 @@ from typing import Any, Optional
 import msgspec
 import numpy as np
 
+from .trace.arrays import unique_ints
+
 # Output order of the row fields.
 FIELDS = (
     "id",
@@ -119,12 +121,12 @@ def group_rows(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     for c in columns:
         inv, card = _factorise(np.asarray(c))
         if size * card >= 1 << 62:
-            _, code = np.unique(code, return_inverse=True)
+            _, code = unique_ints(code, return_inverse=True)
             code = code.reshape(-1).astype(np.int64)
             size = int(code.max()) + 1 if n else 1
         code = code * card + inv
         size *= card
-    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    _, first, inverse = unique_ints(code, return_index=True, return_inverse=True)
     return first, inverse.reshape(-1)
 
 
@@ -146,7 +148,7 @@ def _factorise(c: np.ndarray) -> tuple[np.ndarray, int]:
     nz = c != 0
     if not nz.any():
         return out, 1
-    u, inv = np.unique(c[nz], return_inverse=True)
+    u, inv = unique_ints(c[nz], return_inverse=True)
     out[nz] = inv.reshape(-1) + 1
     return out, len(u) + 1
 
@@ -172,7 +174,7 @@ def _shared_floats(c: Any, idx: np.ndarray) -> Optional[list]:
     if not isinstance(c, np.ndarray) or c.dtype.kind != "f" or len(idx) < 64:
         return None
     a = np.ascontiguousarray(c[idx], dtype=np.float64)
-    _, first, inv = np.unique(a.view(np.int64), return_index=True, return_inverse=True)  # -0.0 apart from 0.0
+    _, first, inv = unique_ints(a.view(np.int64), return_index=True, return_inverse=True)  # -0.0 apart from 0.0
     if len(first) * 4 > len(idx):
         return None
     vals = _nullable_array(c[idx[first]])
@@ -408,7 +410,7 @@ def _combine(a: np.ndarray, ka: int, b: np.ndarray, kb: int, limit: int) -> Opti
         return None
     pair = a * kb + b
     if space > _SPARSE_SPACE * len(pair):  # a sparse code space: sorting the pairs is cheaper
-        u, inv = np.unique(pair, return_inverse=True)
+        u, inv = unique_ints(pair, return_inverse=True)
         return (inv.reshape(-1).astype(np.int64), len(u)) if len(u) <= limit else None
     mark = np.zeros(space, dtype=bool)
     mark[pair] = True
@@ -448,14 +450,14 @@ def _few_values(c: Any, n: int) -> Optional[tuple[np.ndarray, list]]:
             bits = np.ascontiguousarray(c, dtype=np.float64).view(np.int64)  # -0.0 apart from 0.0
             if _many_values(bits, limit):
                 return None
-            _, first, inv = np.unique(bits, return_index=True, return_inverse=True)
+            _, first, inv = unique_ints(bits, return_index=True, return_inverse=True)
             if len(first) > limit:
                 return None
             return inv.reshape(-1).astype(np.int64), _nullable_array(c[first])
         if c.dtype.kind in "biu":
             if _many_values(c, limit):
                 return None
-            _, first, inv = np.unique(c, return_index=True, return_inverse=True)
+            _, first, inv = unique_ints(c, return_index=True, return_inverse=True)
             if len(first) > limit:
                 return None
             return inv.reshape(-1).astype(np.int64), c[first].tolist()
@@ -470,4 +472,4 @@ def _many_values(a: np.ndarray, limit: int) -> bool:
     (a prefix has no more distinct values than the whole): a column of times or durations is
     turned down without sorting it all, with its index and inverse."""
     head = a[: 2 * limit + 2]
-    return len(head) > limit and len(np.unique(head)) > limit
+    return len(head) > limit and len(unique_ints(head)) > limit

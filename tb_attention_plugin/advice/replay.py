@@ -35,6 +35,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ..trace.arrays import unique_ints
 from ..trace.records import LAUNCH, OP
 
 PROFILER_OP_US = 5.0  # CPU time the profiler adds per recorded op (record_shapes, with_stack): the fit
@@ -326,7 +327,7 @@ class StepModel:
         firsts = np.maximum.accumulate(np.where(head, np.arange(len(p)), 0))
         mem, first_of = p[~head], p[firsts[~head]]
         # a position in two graphs: the later graph's first kernel (the last occurrence)
-        _, last = np.unique(mem[::-1], return_index=True)
+        _, last = unique_ints(mem[::-1], return_index=True)
         keep = len(mem) - 1 - last
         return mem[keep], first_of[keep]
 
@@ -422,7 +423,7 @@ def _run_sums(dd: np.ndarray, gg: Optional[np.ndarray], g0: np.ndarray, g1: np.n
     None: no gaps (no kernel replayed from a graph)."""
     c = np.empty(len(dd))
     lens = g1 - g0
-    for n in np.unique(lens).tolist():
+    for n in unique_ints(lens).tolist():
         idx = g0[lens == n][:, None] + np.arange(n)
         sums = np.zeros(idx.shape)
         if n > 1:

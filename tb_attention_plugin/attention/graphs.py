@@ -35,6 +35,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ..trace.arrays import unique_ints
 from ..trace.correlate import Links, link
 from ..trace.records import ANNOTATION, KERNEL, LAUNCH, MEMCPY, MEMSET, NARROWED_RANGE_IDS, Trace, narrow_ids
 from . import patterns as P
@@ -142,7 +143,7 @@ def capture_nodes(trace: Trace, links: Links) -> tuple[np.ndarray, np.ndarray]:
     linked[links.gpu_launch[links.gpu_launch >= 0]] = True
     out_r, out_k = [], []
     th, ts = R["thread"][launches], R["ts_ns"][launches]
-    for t in np.unique(th[begin]).tolist():
+    for t in unique_ints(th[begin]).tolist():
         sel = np.flatnonzero(th == t)
         sel = sel[np.argsort(ts[sel], kind="stable")]
         capturing = False

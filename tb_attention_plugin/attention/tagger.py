@@ -28,6 +28,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ..trace.arrays import unique_ints
 from ..trace.correlate import Links, outermost_marked, take_or
 from ..trace.records import ANNOTATION, LAUNCH, MODULE, OP, PYFUNC, Trace
 from ..trace.shapes import FLOAT_DTYPES, Arg, parse_args
@@ -99,7 +100,7 @@ def _root_source(ctx: _Ctx, kinds: np.ndarray, names: list[str]) -> np.ndarray:
     src = np.full(n, -1, dtype=np.int8)
     # Decide once per distinct (kind, name).
     pairs = kinds.astype(np.int64) * (1 << 32) + ctx.name_id.astype(np.int64)
-    uniq, inverse = np.unique(pairs, return_inverse=True)
+    uniq, inverse = unique_ints(pairs, return_inverse=True)
     codes = np.full(len(uniq), -1, dtype=np.int8)
     for j, key in enumerate(uniq.tolist()):
         k, nid = key >> 32, key & 0xFFFFFFFF
@@ -552,14 +553,14 @@ def call_numbers(trace: Trace, tagging: Tagging) -> dict[int, int]:
     g_inst = tagging.gpu_instance
     att = np.flatnonzero(g_inst >= 0)
     if len(att):
-        ids, inv = np.unique(g_inst[att], return_inverse=True)
+        ids, inv = unique_ints(g_inst[att], return_inverse=True)
         start = np.full(len(ids), np.iinfo(np.int64).max)
         np.minimum.at(start, inv, trace.gpu["ts_ns"][att])
         keys.update(zip(ids.tolist(), ((0, t) for t in start.tolist())))
     r_inst = tagging.range_instance
     sel = np.flatnonzero(r_inst >= 0)
     if len(sel):
-        ids, inv = np.unique(r_inst[sel], return_inverse=True)
+        ids, inv = unique_ints(r_inst[sel], return_inverse=True)
         start = np.full(len(ids), np.iinfo(np.int64).max)
         np.minimum.at(start, inv, trace.ranges["ts_ns"][sel])
         for i, t in zip(ids.tolist(), start.tolist()):
@@ -596,7 +597,7 @@ def tag(
     ok = inst >= 0
     source[ok] = own[inst[ok]]
     instances: dict[int, dict[str, str]] = {}
-    for root in np.unique(inst[ok]).tolist():
+    for root in unique_ints(inst[ok]).tolist():
         instances[root] = {"name": ctx.name(root), "source": SOURCES[own[root]]}
 
     phase = np.full(n, -1, dtype=np.int8)
@@ -663,7 +664,7 @@ def tag(
     sd = outermost_marked(links.parent, (own == _SRC["sdpa_op"]) & unlinked)
     opened = np.flatnonzero(unlinked & (sd >= 0))
     if len(opened):
-        top = np.unique(sd[opened])
+        top = unique_ints(sd[opened])
         top_phase = {}
         for r in top.tolist():
             nm = ctx.name(r)
@@ -721,7 +722,7 @@ def tag(
             if int(g_phase[k]) in refine and int(R["name"][gop[k]]) in copy_ids:
                 g_phase[k] = layout
     # unscoped kernels that are attention by name
-    uniq = np.unique(gname[g_inst < 0]).tolist()
+    uniq = unique_ints(gname[g_inst < 0]).tolist()
     by_name = {}
     for nid in uniq:
         nm = names[nid]

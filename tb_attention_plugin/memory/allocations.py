@@ -15,6 +15,7 @@ import numpy as np
 
 from ..attention import patterns as P
 from ..formats import rounded
+from ..trace.arrays import unique_ints
 from .calls import fused_bytes
 from .context import TraceContext, innermost_ranges, phase_of
 from .makers import group_makers, is_score, maker, maker_json, makers_of
@@ -431,7 +432,7 @@ def _curve(ts: np.ndarray, tot: np.ndarray, res: np.ndarray, peak_i: int) -> dic
             i_lo = a + int(np.argmax(seg == lo[k]))
             i_hi = a + int(np.argmax(seg == hi[k]))
             pick.extend((i_lo, i_hi))
-        keep = np.unique(np.asarray(pick + [0, n - 1, peak_i], dtype=np.int64))
+        keep = unique_ints(np.asarray(pick + [0, n - 1, peak_i], dtype=np.int64))
     return {
         "ts": [round(float(x), 3) for x in ts[keep].tolist()],
         "allocated": tot[keep].tolist(),

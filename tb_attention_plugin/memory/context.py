@@ -13,7 +13,8 @@ import numpy as np
 
 from ..attention import patterns as P
 from ..attention.tagger import call_numbers
-from ..trace.correlate import Links, lexorder
+from ..trace.arrays import lexorder, unique_ints
+from ..trace.correlate import Links
 from ..trace.records import Trace
 from ..trace.shapes import parse_args
 from .outputs import op_outputs, short_name
@@ -90,7 +91,7 @@ def innermost_ranges(trace: Trace, links: Links, threads: np.ndarray, ts_ns: np.
     r_thread = R["thread"]
     end = R["ts_ns"] + R["dur_ns"]
     parent = links.parent
-    for th in np.unique(threads).tolist():
+    for th in unique_ints(threads).tolist():
         q = np.flatnonzero(threads == th)
         rs = np.flatnonzero(r_thread == th)
         if not len(rs):

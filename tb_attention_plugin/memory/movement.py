@@ -13,6 +13,7 @@ import numpy as np
 from ..attention import patterns as P
 from ..formats import rounded
 from ..roofline.cost import op_cost
+from ..trace.arrays import unique_ints
 from ..trace.records import MEMCPY, MEMSET, OP
 from .context import TraceContext
 from .outputs import EMPTY_OPS, code_dtype, int_value, short_name
@@ -84,7 +85,7 @@ def data_movement(ctx: TraceContext, shapes: dict, report: dict, window) -> dict
     att_ops = np.flatnonzero(in_att)
     names = t.strings
     short_of = {}
-    for nid in np.unique(ctx.name_id[att_ops]).tolist():
+    for nid in unique_ints(ctx.name_id[att_ops]).tolist():
         short_of[nid] = short_name(names[nid])
     leaf_ids = {nid for nid, s in short_of.items() if s in COPY_LEAF}
     empty_ids = {nid for nid, s in short_of.items() if s in EMPTY_OPS}
@@ -110,7 +111,7 @@ def data_movement(ctx: TraceContext, shapes: dict, report: dict, window) -> dict
         top_of[live] = p
         up[live] = op_anc_a[p]
     tops: dict[int, int] = dict(zip(leaves.tolist(), top_of.tolist()))
-    top_arr = np.unique(top_of)
+    top_arr = unique_ints(top_of)
     top_set = set(top_arr.tolist())
     # GPU activities under each top copy op
     gpu_of: dict[int, list] = {}
@@ -257,7 +258,7 @@ def data_movement(ctx: TraceContext, shapes: dict, report: dict, window) -> dict
                     "op": names[nid],
                     "calls": int(len(rs)),
                     "cpu_time_us": rounded(R["dur"][rs].sum()),
-                    "instances": int(len(np.unique(inst_r[rs]))),
+                    "instances": int(len(unique_ints(inst_r[rs]))),
                 }
             )
     # memcpy / memset activities inside attention

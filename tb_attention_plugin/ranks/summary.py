@@ -21,6 +21,7 @@ import numpy as np
 
 from ..compare import kernel_groups
 from ..formats import rounded
+from ..trace.arrays import unique_ints
 from ..trace.busy import COMMUNICATION as COMMUNICATION_NAME
 from .job import rank_from_name
 from .store import SUMMARY_SCHEMA
@@ -139,7 +140,7 @@ def gpu_activity(report: dict) -> dict:
     if c is not None and len(c["ts"]):
         ok = np.isfinite(c["ts"]) & np.isfinite(c["dur"])
         first, last = np.inf, -np.inf
-        for d in np.unique(c["device"][ok]).tolist():
+        for d in unique_ints(c["device"][ok]).tolist():
             m = ok & (c["device"] == d)
             ts, end = c["ts"][m], c["ts"][m] + np.maximum(c["dur"][m], 0.0)
             comm, att = c["comm"][m], c["attention"][m] & ~c["comm"][m]

@@ -24,6 +24,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..trace.arrays import unique_ints
 from ..trace.correlate import Links
 from ..trace.records import KERNEL, MEMCPY, MEMSET, OP, Trace
 from ..trace.shapes import parse_args
@@ -108,7 +109,7 @@ class _Owners:
         own = np.zeros(len(rs), dtype=bool)
         if len(cand):
             key = nm[cand] * (len(self.t.signatures) + 1) + sig[cand]
-            ukey, first, kinv = np.unique(key, return_index=True, return_inverse=True)
+            ukey, first, kinv = unique_ints(key, return_index=True, return_inverse=True)
             ucost = [self.cost_of(int(rs[cand[i]])) for i in first.tolist()]
             has = np.array([c is not None for c in ucost], dtype=bool)[kinv.reshape(-1)]
             direct = cand[has]
@@ -183,7 +184,7 @@ def attribute(trace: Trace, links: Links) -> Attribution:
     # owners are looked up once per distinct launching op, then mapped back to kernels
     kern = np.flatnonzero((kinds == KERNEL) & (gop >= 0))
     ops = gop[kern]
-    uniq, inv = np.unique(ops, return_inverse=True)
+    uniq, inv = unique_ints(ops, return_inverse=True)
     uniq_owner = owners.owners_of(uniq)
     owner[kern] = uniq_owner[inv] if len(uniq) else owner[kern]
     has = np.flatnonzero(owner >= 0)

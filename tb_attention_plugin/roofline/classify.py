@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 import numpy as np
 
 from ..table import Coded, group_rows
+from ..trace.arrays import unique_ints
 from ..trace.records import KERNEL
 from .cost import MATRIX, NONE
 
@@ -199,7 +200,7 @@ def raise_roofs(
     if measured_dram is not None:
         with np.errstate(invalid="ignore"):
             over_m = np.isfinite(measured_dram) & np.isfinite(bw) & (measured_dram > bw)
-        for dev in np.unique(frame.device[over_m]).tolist():
+        for dev in unique_ints(frame.device[over_m]).tolist():
             group = frame.device == dev
             fast = group & over_m
             old = float(bw[fast][0])

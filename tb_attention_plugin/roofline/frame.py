@@ -21,6 +21,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..table import Coded, group_rows
+from ..trace.arrays import unique_ints
 from ..trace.busy import communication_mask
 from ..trace.correlate import Links
 from ..trace.records import KERNEL, MEMCPY, Trace
@@ -126,7 +127,7 @@ def dram_traffic(nbytes: F64, reads: F64, l2: F64) -> F64:
 def _cost_kinds(attr: Attribution) -> tuple[np.ndarray, list[tuple[Any, ...]]]:
     """Per activity, a code into a list of the distinct (dtype, engine, TF32 flag, estimated,
     upper bound) of its cost op: what the roof and the flags depend on, read once per owner."""
-    own_u, own_inv = np.unique(attr.owner, return_inverse=True)
+    own_u, own_inv = unique_ints(attr.owner, return_inverse=True)
     kinds: dict[tuple[Any, ...], int] = {}
     u_kind = np.array(
         [
@@ -276,7 +277,7 @@ def _flops_exact(attr: Attribution, kind: np.ndarray) -> np.ndarray:
     if not out.any():
         return out
     rows = np.flatnonzero(out)
-    u, inv = np.unique(own[rows], return_inverse=True)
+    u, inv = unique_ints(own[rows], return_inverse=True)
     total = np.array(
         [(c.flops if c is not None and c.flops is not None else np.nan) for c in map(attr.costs.get, u.tolist())]
     )
@@ -335,7 +336,7 @@ def _name_matches(codes: np.ndarray, names: list[str], rows: np.ndarray, words: 
     """Rows (among ``rows``) whose name contains one of ``words``, tested once per name."""
     out = np.zeros(len(codes), dtype=bool)
     if rows.any():
-        u, inv = np.unique(codes[rows], return_inverse=True)
+        u, inv = unique_ints(codes[rows], return_inverse=True)
         hit = np.array([any(w in names[i] for w in words) for i in u.tolist()], dtype=bool)
         out[rows] = hit[inv.reshape(-1)]
     return out
@@ -356,7 +357,7 @@ def _occupancy(
     bx, by, bz = (G[k].astype(np.int64) for k in ("block_x", "block_y", "block_z"))
     threads = np.where((bx > 0) & (by > 0) & (bz > 0), bx * by * bz, 0)
     props = {p.get("id"): p for p in D.device_properties(trace.meta)}
-    for dev in np.unique(G["device"][is_k]).tolist():
+    for dev in unique_ints(G["device"][is_k]).tolist():
         rows = np.flatnonzero(is_k & (G["device"] == dev))
         d = devices.get(dev)
         p = props.get(dev) or (next(iter(props.values())) if props else {})

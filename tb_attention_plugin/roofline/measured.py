@@ -43,6 +43,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..table import Coded
+from ..trace.arrays import unique_ints
 from ..trace.correlate import Links
 from ..trace.records import Trace
 from . import ncu as N
@@ -273,7 +274,7 @@ def align(
     vocab: dict[str, int] = {}
     a = np.fromiter((vocab.setdefault(x, len(vocab)) for x in trace_names), dtype=np.int64, count=n)
     b = np.fromiter((vocab.get(x, -1) for x in rows), dtype=np.int64, count=m)
-    both = np.unique(b[b >= 0])
+    both = unique_ints(b[b >= 0])
     if not len(both):
         return None
     cnt_a = np.bincount(a, minlength=len(vocab))
@@ -289,7 +290,7 @@ def align(
             break
         budget += len(pa) * len(pb)
         offsets.append((pa[:, None] - pb[None, :]).ravel())
-    cand = np.unique(np.concatenate(offsets))
+    cand = unique_ints(np.concatenate(offsets))
     best = None
     scored = []
     for o in cand.tolist():
@@ -380,7 +381,7 @@ def launch_order(trace: Trace, launch_t: np.ndarray) -> np.ndarray:
     if not len(k):
         return k
     corr = G["corr"][k]
-    if (corr >= 0).all() and len(np.unique(corr)) == len(corr):
+    if (corr >= 0).all() and len(unique_ints(corr)) == len(corr):
         return k[np.argsort(corr, kind="stable")]
     return k[np.lexsort((G["ts_ns"][k], launch_t[k]))]
 

@@ -15,6 +15,7 @@ import msgspec
 import numpy as np
 
 from ..attention import vocabulary as V
+from ..trace.arrays import unique_ints
 
 # numeric columns that the kernel table sorts on (null -> NaN)
 NUMERIC = (
@@ -377,7 +378,7 @@ def facets(t: KernelTable) -> dict:
     """Values present, for the filter menus."""
     out = {}
     for c in ("phase", "direction", "bound", "kind"):
-        present = np.unique(t.cat[c])
+        present = unique_ints(t.cat[c])
         vals = t.cat_values[c]
         out[c] = sorted(str(vals[i]) for i in present.tolist() if i >= 0)
     return out
@@ -445,7 +446,7 @@ def roofline(loaded: Loaded, scope: str = "attention", group: bool = True, limit
             (t.cat["peak"], len(t.cat_values["peak"])),
         ):
             keys = keys * (n_values + 1) + (codes[idx].astype(np.int64) + 1)
-        uniq, inv = np.unique(keys, return_inverse=True)
+        uniq, inv = unique_ints(keys, return_inverse=True)
         inv = inv.reshape(-1)
         g_time = np.bincount(inv, weights=dur[idx], minlength=len(uniq))
         g_fl = np.bincount(inv, weights=fl[idx], minlength=len(uniq))

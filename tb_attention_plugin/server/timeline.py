@@ -18,6 +18,8 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ..trace.arrays import unique_ints
+
 MAX_WIDTH = 8000  # pixels; the page asks for its canvas width
 NON_ATTENTION = -1  # category of a kernel outside attention (phase codes are >= 0)
 
@@ -69,7 +71,7 @@ def _calls(s: np.ndarray, e: np.ndarray, inst: np.ndarray, px: float) -> dict[st
     if not m.any():
         return {"start": [], "end": [], "n": []}
     inst_m, s_m, e_m = inst[m], s[m], e[m]
-    uniq, inv = np.unique(inst_m, return_inverse=True)
+    uniq, inv = unique_ints(inst_m, return_inverse=True)
     c_s = np.full(len(uniq), np.inf)
     c_e = np.full(len(uniq), -np.inf)
     np.minimum.at(c_s, inv, s_m)

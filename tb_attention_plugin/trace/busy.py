@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .arrays import unique_ints
 from .correlate import Links, outermost_marked
 from .records import MEMCPY, Trace
 
@@ -74,7 +75,7 @@ def communication_mask(trace: Trace, links: Links) -> np.ndarray:
         comm |= (gp >= 0) & inside[np.maximum(gp, 0)]
     if comm.any():
         key = G["device"].astype(np.int64) * (1 << 32) + G["stream"].astype(np.int64)
-        comm |= (G["kind"] == MEMCPY) & np.isin(key, np.unique(key[comm]))
+        comm |= (G["kind"] == MEMCPY) & np.isin(key, unique_ints(key[comm]))
     return comm
 
 
@@ -97,7 +98,7 @@ def busy_times(trace: Trace, sel: np.ndarray, comm: np.ndarray, attention: np.nd
     def u(m: np.ndarray) -> int:
         return _union_sorted(t0[m], t1[m])
 
-    devices = np.unique(dev)
+    devices = unique_ints(dev)
     for dv in devices.tolist():
         on = dev == dv
         u_all, u_cmp, u_att = u(on), u(on & cmp), u(on & att)
@@ -114,7 +115,7 @@ def busy_times(trace: Trace, sel: np.ndarray, comm: np.ndarray, attention: np.nd
     streams = []
     if len(idx):
         key = dev.astype(np.int64) * (1 << 32) + stream.astype(np.int64)
-        keys, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        keys, first, inv = unique_ints(key, return_index=True, return_inverse=True)
         inv = inv.reshape(-1)
         counts = np.bincount(inv, minlength=len(keys))
         has_comm = np.bincount(inv, weights=com, minlength=len(keys)) > 0

@@ -1,7 +1,8 @@
 import numpy as np
 
 from synth import SynthTrace, naive_attention
-from tb_attention_plugin.trace.correlate import lexorder, link
+from tb_attention_plugin.trace.arrays import lexorder, unique_ints
+from tb_attention_plugin.trace.correlate import link
 from tb_attention_plugin.trace.records import LAUNCH, load_trace
 
 
@@ -115,3 +116,28 @@ def test_lexorder_is_lexsort_with_the_major_key_first():
     assert lexorder(*wide).tolist() == np.lexsort(wide[::-1]).tolist() == [3, 1, 2, 0]
     floats = [np.array([0.5, 0.25, 0.5]), np.array([2, 1, 0])]
     assert lexorder(*floats).tolist() == [1, 2, 0]
+
+
+def test_unique_ints_is_np_unique():
+    """The mask path (values spanning a small range) and the fallback (wide spans, floats, 2-D)
+    give np.unique's arrays, dtypes included."""
+    rng = np.random.default_rng(11)
+    cases = [np.zeros(0, np.int64), np.array([7]), np.array([3, 3, 3], np.int8)]
+    for _ in range(150):
+        n = int(rng.integers(1, 400))
+        lo, span = int(rng.integers(-50, 50)), int(rng.choice([1, 5, n, 4 * n, 10**9]))
+        dt = rng.choice([np.int8, np.int16, np.int32, np.int64, np.uint16])
+        a = rng.integers(lo, lo + span, n)
+        if np.dtype(dt).kind == "u":
+            a = np.abs(a)
+        cases.append(a.astype(dt))  # int8/int16 wrap: values over the whole type
+    cases += [rng.random(50), rng.integers(0, 5, (10, 2))]
+    for a in cases:
+        for index in (False, True):
+            for inverse in (False, True):
+                want = np.unique(a, return_index=index, return_inverse=inverse)
+                got = unique_ints(a, return_index=index, return_inverse=inverse)
+                want, got = (w if isinstance(w, tuple) else (w,) for w in (want, got))
+                assert len(got) == len(want)
+                for g, w in zip(got, want):
+                    assert g.dtype == w.dtype and g.shape == w.shape and np.array_equal(g, w)
