@@ -1,6 +1,6 @@
 """Writing reports as JSON, in pieces.
 
-A kernel table is written a few thousand rows at a time, so a report with 10^5 kernels never
+A kernel table is written a thousand rows at a time, so a report with 10^5 kernels never
 exists as one list of dicts. Nothing here imports numpy: the CLI copies cached JSON through
 these helpers without loading the analysis modules.
 """
@@ -15,7 +15,7 @@ import msgspec
 from . import __version__
 
 SCHEMA_VERSION = 1
-_CHUNK = 4096
+_CHUNK = 1024
 
 
 def _enc_hook(obj):

@@ -50,6 +50,9 @@ def attach_sources(report: dict, trace, links) -> None:
     ids = np.asarray(cols["id"], dtype=np.int64)[rows]
     frames = kernel_frames(trace, links, ids)
     memo: dict[int, Optional[dict]] = {}
+    # (id of a row's extras, id of its source) -> (those extras, the row's new extras): rows share
+    # their extras dicts (report._extras), so a row's is replaced, never changed in place
+    with_source: dict[tuple[int, int], tuple[Optional[dict], dict]] = {}
     dur = np.nan_to_num(np.asarray(cols["dur_us"], dtype=np.float64))[rows]
     phase, direction = kt._col_values("phase", rows), kt._col_values("direction", rows)
     instance = kt._col_values("instance", rows) if "instance" in cols else [None] * len(rows)
@@ -65,10 +68,10 @@ def attach_sources(report: dict, trace, links) -> None:
         if src is None:
             continue
         e = kt.extras.get(row)
-        if e is None:
-            kt.extras[row] = {"source": src}
-        else:
-            e["source"] = src
+        got = with_source.get((id(e), id(src)))
+        if got is None:  # the pair's dict, made once (e is kept alive with it: its id stays its own)
+            got = with_source[id(e), id(src)] = (e, {**(e or {}), "source": src})
+        kt.extras[row] = got[1]
         key = (src["file"], src["line"], src["function"])
         acc = per_phase.setdefault((ph, dr), {})
         acc[key] = acc.get(key, 0.0) + d

@@ -24,6 +24,7 @@ import gc
 import re
 import struct
 from array import array
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from itertools import chain, compress
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union, get_args
@@ -137,6 +138,10 @@ class Signature:
         return self._decoded
 
 
+# The column tables of a Trace, by attribute name.
+TABLES = ("ranges", "gpu", "flows", "memory", "gpu_annotations", "stacks")
+
+
 @dataclass
 class Trace:
     """Everything read from one file. Columns are numpy arrays of equal length per table."""
@@ -168,6 +173,18 @@ class Trace:
 
     def name(self, i: int) -> str:
         return self.strings[i]
+
+    def release(self, keep: Mapping[str, Collection[str]]) -> None:
+        """Drop every column of the tables (``ranges``, ``gpu``, ``flows``, ``memory``,
+        ``gpu_annotations``, ``stacks``) that ``keep`` does not name; a table ``keep`` leaves out
+        is emptied. For the analysis (report.analyze_trace), which consumes its trace: the
+        columns only its earlier stages read go back before the later ones hold the kernel table
+        and the advice's replay (a read of a released column raises KeyError)."""
+        for table in TABLES:
+            cols = getattr(self, table)
+            wanted = keep.get(table, ())
+            for k in [k for k in cols if k not in wanted]:
+                del cols[k]
 
 
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
