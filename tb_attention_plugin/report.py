@@ -783,14 +783,13 @@ def _dims_column(x: np.ndarray, y: np.ndarray, z: np.ndarray, is_kernel: np.ndar
     launch shapes, and one list per kernel is most of the cost of this column."""
     if not len(x):
         return Coded(np.zeros(0, np.int32), [None])
-    x, y, z = (np.asarray(a, dtype=np.int64) for a in (x, y, z))
-    if x.min() >= 0 and x.max() < 1 << 31 and y.min() >= 0 and y.max() < 1 << 16 and z.min() >= 0 and z.max() < 1 << 16:
-        # CUDA's limits (x < 2^31, y and z < 2^16): one int64 per launch shape sorts much faster
-        uniq, inv = unique_ints((x << 32) | (y << 16) | z, return_inverse=True)
-        vocab = [[int(u >> 32), int((u >> 16) & 0xFFFF), int(u & 0xFFFF)] for u in uniq.tolist()] + [None]
-    else:
-        uniq, inv = np.unique(np.stack([x, y, z], axis=1), axis=0, return_inverse=True)
-        vocab = [list(t) for t in uniq.tolist()] + [None]
+    # each dimension's values by rank, then one small key per launch shape: counted, not sorted
+    # (trace/arrays.py), in the order of the shapes (x, then y, then z)
+    (ux, cx), (uy, cy), (uz, cz) = (unique_ints(np.asarray(a, dtype=np.int64), return_inverse=True) for a in (x, y, z))
+    uniq, inv = unique_ints((cx * len(uy) + cy) * len(uz) + cz, return_inverse=True)
+    xi, rest = np.divmod(uniq, len(uy) * len(uz))
+    yi, zi = np.divmod(rest, len(uz))
+    vocab: list = [list(t) for t in zip(ux[xi].tolist(), uy[yi].tolist(), uz[zi].tolist())] + [None]
     return Coded(np.where(is_kernel, inv.reshape(-1), len(uniq)), vocab)
 
 

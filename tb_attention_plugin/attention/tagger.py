@@ -99,11 +99,12 @@ def _root_source(ctx: _Ctx, kinds: np.ndarray, names: list[str]) -> np.ndarray:
     n = len(kinds)
     src = np.full(n, -1, dtype=np.int8)
     # Decide once per distinct (kind, name).
-    pairs = kinds.astype(np.int64) * (1 << 32) + ctx.name_id.astype(np.int64)
+    width = max(len(names), 1)  # keys within a small range: counted, not sorted (trace/arrays.py)
+    pairs = kinds.astype(np.int64) * width + ctx.name_id.astype(np.int64)
     uniq, inverse = unique_ints(pairs, return_inverse=True)
     codes = np.full(len(uniq), -1, dtype=np.int8)
     for j, key in enumerate(uniq.tolist()):
-        k, nid = key >> 32, key & 0xFFFFFFFF
+        k, nid = divmod(key, width)
         nm = names[nid]
         c = -1
         if k == MODULE:

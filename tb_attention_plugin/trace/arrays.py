@@ -32,20 +32,25 @@ def lexorder(*keys: np.ndarray) -> np.ndarray:
     return np.argsort(combined, kind="stable")
 
 
-DENSE_SPAN_PER_ROW = 4  # unique_ints counts values by a mask while they span at most this many per row
+DENSE_SPAN_PER_ROW = 4  # within this many values per row, the inverse is a cumulative sum over the range
+MASK_SPAN = 1 << 22  # a value range up to this wide is counted by a mask (4 MB of bool), whatever the rows
 
 
 def unique_ints(a: np.ndarray, return_index: bool = False, return_inverse: bool = False) -> Any:
     """``np.unique(a, return_index=..., return_inverse=...)`` of a 1-D integer array, the same
-    arrays. Where the values span a range of at most :data:`DENSE_SPAN_PER_ROW` per row (range
-    indices, name codes, instance ids: the analysis' usual keys) they are found with a mask over
-    that range in linear time; np.unique sorts (with an inverse, an argsort of every row: ~10 ms
-    per 370k ranges, and several such calls per analysis). Other arrays go to np.unique."""
+    arrays. Where the values span a range of at most :data:`MASK_SPAN` (or
+    :data:`DENSE_SPAN_PER_ROW` per row) — range indices, name codes, instance ids, the analysis'
+    usual keys — they are found with a mask over that range in linear time; np.unique sorts (with
+    an inverse, an argsort of every row: ~10 ms per 370k ranges, and several such calls per
+    analysis). The inverse is a cumulative sum over the range where it is dense, a binary search
+    in the distinct values where it is sparse (a sum over a range 30x the rows cost more than the
+    search). Other arrays go to np.unique."""
     a = np.asarray(a)
     n = len(a)
     lo = int(a.min()) if n and a.ndim == 1 and a.dtype.kind in "iu" else 0
     span = int(a.max()) - lo + 1 if n and a.ndim == 1 and a.dtype.kind in "iu" else -1
-    if span < 0 or span > max(DENSE_SPAN_PER_ROW * n, 1 << 12):
+    dense = span <= max(DENSE_SPAN_PER_ROW * n, 1 << 12)
+    if span < 0 or (span > MASK_SPAN and not dense):
         return np.unique(a, return_index=return_index, return_inverse=return_inverse)  # type: ignore[call-overload]
     off = a.astype(np.intp)
     off -= lo
@@ -58,7 +63,10 @@ def unique_ints(a: np.ndarray, return_index: bool = False, return_inverse: bool 
         np.minimum.at(first, off, np.arange(n, dtype=np.intp))
         out.append(first[at])
     if return_inverse:
-        code = np.cumsum(present, dtype=np.intp)
-        code -= 1
-        out.append(code[off])
+        if dense:
+            code = np.cumsum(present, dtype=np.intp)
+            code -= 1
+            out.append(code[off])
+        else:
+            out.append(np.searchsorted(at, off).astype(np.intp, copy=False))
     return out[0] if len(out) == 1 else tuple(out)

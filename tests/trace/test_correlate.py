@@ -119,13 +119,14 @@ def test_lexorder_is_lexsort_with_the_major_key_first():
 
 
 def test_unique_ints_is_np_unique():
-    """The mask path (values spanning a small range) and the fallback (wide spans, floats, 2-D)
+    """The mask path (values spanning a small range, its inverse by a cumulative sum where the
+    range is dense and a search where it is sparse) and the fallback (wide spans, floats, 2-D)
     give np.unique's arrays, dtypes included."""
     rng = np.random.default_rng(11)
     cases = [np.zeros(0, np.int64), np.array([7]), np.array([3, 3, 3], np.int8)]
     for _ in range(150):
         n = int(rng.integers(1, 400))
-        lo, span = int(rng.integers(-50, 50)), int(rng.choice([1, 5, n, 4 * n, 10**9]))
+        lo, span = int(rng.integers(-50, 50)), int(rng.choice([1, 5, n, 4 * n, 40 * n, 10**5, 10**9]))
         dt = rng.choice([np.int8, np.int16, np.int32, np.int64, np.uint16])
         a = rng.integers(lo, lo + span, n)
         if np.dtype(dt).kind == "u":
