@@ -60,7 +60,10 @@ def _same_with_and_without_release(path: str, reference, monkeypatch) -> None:
     assert to_json(released) == to_json(kept)
 
 
-@pytest.mark.parametrize("pattern,reference", CASES, ids=[c[0].split("/")[-2] + ("+ref" if c[1] else "") for c in CASES])
+IDS = [c[0].split("/")[-2] + ("+ref" if c[1] else "") for c in CASES]
+
+
+@pytest.mark.parametrize("pattern,reference", CASES, ids=IDS)
 def test_reports_same_with_release(pattern, reference, monkeypatch):
     _same_with_and_without_release(_one(pattern), _one(reference) if reference else None, monkeypatch)
 
