@@ -321,7 +321,12 @@ def _bias_copy_us(run: Run, mask: dict, operand_copies: list[Any]) -> float:
 def _additive(run: Run, qk: list[Any]) -> Optional[str]:
     """Why this is additive attention (a tanh in the attention kernels, or a score matmul with one
     output column), or None for a dot product."""
+    seen: set = set()  # each (op, cost op, kernel) once: every step repeats them
     for k in run.k:
+        key = (k.op, k.cost_op, k.name)
+        if key in seen:
+            continue
+        seen.add(key)
         op = (k.op or "") + " " + (k.cost_op or "")
         if "tanh" in op.lower() or "tanh" in (k.name or "").lower():
             return f"a tanh ({k.op or 'kernel'}) in the attention scope"
