@@ -179,7 +179,7 @@ def analyze_trace(
         sidecars = find_sidecars(trace.path)
     links = link(trace)
     trace, links, graph = graphs.attach(trace, links, reference, reference_path)
-    _release_before(trace, "tag")  # flows, ids and launch records: read by the linking alone
+    _release_before(trace, "tag")  # the flows, External ids, sequence numbers: read by the linking alone
     tagging = tag(trace, links, opt.module_pattern, opt.annotation_pattern)
     graphs.apply(trace, links, tagging, graph)
     attr = attribute(trace, links)
@@ -208,7 +208,7 @@ def analyze_trace(
 
 # The trace's columns (trace/records.py's tables) that each stage from tagging on still reads,
 # where it is the last stage to read them; what the stages before tagging read and nothing later
-# does (the flows, External and correlation ids, sequence numbers) is in none. Found by logging
+# does (the flows, the External ids, the ranges' correlation ids, sequence numbers) is in none. Found by logging
 # every column read over the repository's traces and the public corpus; tests/test_release.py
 # checks that every report is the same with the releases as without. Before a stage,
 # analyze_trace releases what neither it nor a later stage reads: the advice, where a cold
