@@ -172,7 +172,9 @@ def analyze_trace(
 ) -> dict:
     """The report dict of one loaded trace. ``reference``: a trace of the same step run without
     CUDA graphs (or of the graph capture), whose CPU context is given to replayed kernels.
-    ``sidecars``: the files beside the trace (trace/sidecars.py), listed here when not given."""
+    ``sidecars``: the files beside the trace (trace/sidecars.py), listed here when not given.
+    The trace is consumed: the columns no later stage reads are released as the analysis goes
+    (``_LAST_READS``), so a caller that needs the whole trace afterwards loads it again."""
     opt = options or Options()
     progress.stage("analysing")
     if sidecars is None and trace.path:
