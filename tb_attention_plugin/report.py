@@ -210,11 +210,12 @@ def analyze_trace(
 
 # The trace's columns (trace/records.py's tables) that each stage from tagging on still reads,
 # where it is the last stage to read them; what the stages before tagging read and nothing later
-# does (the flows, the External ids, the ranges' correlation ids, sequence numbers) is in none. Found by logging
-# every column read over the repository's traces and the public corpus; tests/test_release.py
-# checks that every report is the same with the releases as without. Before a stage,
-# analyze_trace releases what neither it nor a later stage reads: the advice, where a cold
-# analysis peaks, then runs with a third of the trace (~27 of 40 MB released on a 263 MB trace).
+# does (the flows, the External ids, the ranges' correlation ids, sequence numbers) is in none.
+# Found by logging every column read over the repository's traces and the public corpus;
+# tests/test_release.py checks that every report is the same with the releases as without.
+# Before a stage, analyze_trace releases what neither it nor a later stage reads: the advice,
+# where a cold analysis peaks, then runs with a third of the trace (~27 of 40 MB released on a
+# 263 MB trace).
 _LAST_READS: tuple[tuple[str, dict[str, str]], ...] = (
     ("tag", {}),  # tagging, attribution: nothing that a later stage does not read as well
     # the Nsight Compute join matches kernels by correlation id

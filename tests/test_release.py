@@ -15,8 +15,6 @@ from tb_attention_plugin.jsonout import to_json
 from tb_attention_plugin.options import Options
 from tb_attention_plugin.trace.records import TABLES, Trace, load_trace
 
-DATA = os.path.join(ROOT, "tests", "data")
-
 
 def _one(pattern: str) -> str:
     hits = sorted(glob.glob(os.path.join(ROOT, pattern)))
@@ -51,13 +49,8 @@ def _report(path: str, reference, release: bool, monkeypatch) -> dict:
         return analyze_path(path, Options(reference=reference, debug=True))
 
 
-def _same_with_and_without_release(path: str, reference, monkeypatch) -> None:
-    released = _report(path, reference, True, monkeypatch)
-    kept = _report(path, reference, False, monkeypatch)
-    assert released["status"] == "ok", released.get("error")
-    # no stage fell back on its error path (a read of a released column would raise KeyError)
-    assert not [w for w in released.get("warnings", []) if "failed" in w]
-    assert to_json(released) == to_json(kept)
+def _with_and_without_release(path: str, reference, monkeypatch) -> tuple[dict, dict]:
+    return _report(path, reference, True, monkeypatch), _report(path, reference, False, monkeypatch)
 
 
 IDS = [c[0].split("/")[-2] + ("+ref" if c[1] else "") for c in CASES]
@@ -65,7 +58,11 @@ IDS = [c[0].split("/")[-2] + ("+ref" if c[1] else "") for c in CASES]
 
 @pytest.mark.parametrize("pattern,reference", CASES, ids=IDS)
 def test_reports_same_with_release(pattern, reference, monkeypatch):
-    _same_with_and_without_release(_one(pattern), _one(reference) if reference else None, monkeypatch)
+    released, kept = _with_and_without_release(_one(pattern), _one(reference) if reference else None, monkeypatch)
+    assert released["status"] == "ok", released.get("error")
+    # no stage fell back on its error path (a read of a released column would raise KeyError)
+    assert not [w for w in released.get("warnings", []) if "failed" in w]
+    assert to_json(released) == to_json(kept)
 
 
 @needs_shared
@@ -76,8 +73,7 @@ def test_public_reports_same_with_release(folder, monkeypatch):
     files = [p for p in files if os.path.getsize(p) < 4_000_000][:6]
     assert files
     for p in files:
-        released = _report(p, None, True, monkeypatch)
-        kept = _report(p, None, False, monkeypatch)
+        released, kept = _with_and_without_release(p, None, monkeypatch)
         assert to_json(released) == to_json(kept), p
 
 
