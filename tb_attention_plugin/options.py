@@ -23,7 +23,7 @@ class Options:
     reference: Optional[str] = None  # trace of the same step without CUDA graphs (or of the capture)
     # How the trace is read and errors are handled: they never change a report, so key() leaves them out.
     max_bytes: int = DEFAULT_MAX_BYTES  # refuse traces that decompress to more
-    read_jobs: Optional[int] = None  # processes reading and analysing one big trace (None: up to 2, by CPUs)
+    read_jobs: Optional[int] = None  # processes reading one big trace (None: up to 2, by CPUs)
     parallel_min_bytes: Optional[int] = None  # smaller traces are read serially (None: trace.parallel's)
     debug: bool = False  # an engine error raises instead of becoming an error entry
 

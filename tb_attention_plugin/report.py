@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from . import __version__, beside, progress
+from . import __version__, progress
 from .attention import graphs, patterns as P
 from .attention.tagger import SOURCES, Tagging, call_numbers, tag
 from .heap import return_freed_memory
@@ -36,7 +36,6 @@ from .roofline.classify import (
 from .roofline.frame import KernelFrame
 from .roofline.measured import Result
 from .roofline.roles import ROLE_NAMES
-from .sources import CallSources
 from .table import Coded, KernelTable
 from .trace.arrays import unique_ints
 from .trace.busy import busy_times
@@ -189,31 +188,16 @@ def analyze_trace(
     rep = build_report(trace, links, tagging, attr, opt, sidecars.ncu if sidecars is not None else None)
     progress.stage("memory")
     _release_before(trace, "memory")
-    # memory/ and replay/: the memory block and the attention calls, made beside the rest in a
-    # forked child where that is worth it (beside.py), else here, now; either way their warnings
-    # keep their place: the memory block's first, the replay's after the model's
-    at = len(rep["warnings"])
-    rep["memory"] = None  # its place among the keys (the JSON's order): the block comes later
-    job = (rep, trace, links, tagging, attr, sidecars)
-    fork = beside.worth_forking(trace.path, opt.read_jobs, opt.parallel_min_bytes)
-    child = beside.start(_memory_and_replay, *job) if fork else None
-    blocks = None if child is not None else _memory_and_replay(*job)
-    if child is None:
-        _release_before(trace, "sources")
-    per_call = _sources(rep, trace, links)  # sources.py: the user's source line per attention kernel
+    rep["memory"] = _memory_block(trace, links, tagging, attr, rep)
+    _release_before(trace, "sources")
+    _sources(rep, trace, links)  # sources.py: the user's source line per attention kernel
     # model.py: sites, flops_ledger, boundary (before advice, whose rules may read them)
-    if child is None:
-        _release_before(trace, "model")
+    _release_before(trace, "model")
     rep.update(_model(rep, trace, links, attr))
-    if child is not None:  # the columns it read stayed here until now: a failed child's work is redone here
-        blocks = child.result() or _memory_and_replay(*job)
-    assert blocks is not None
     del attr  # the costs of every op (~5 MB on a 250 MB trace): nothing after the model reads them
-    rep["memory"], rep["replay"] = blocks.memory, blocks.replay
-    rep["warnings"][at:at] = blocks.memory_warnings
-    rep["warnings"].extend(blocks.replay_warnings)
-    _call_sources(rep, per_call)
-    del tagging, job  # the per-range tags (~6 MB on a 250 MB trace): the advice reads the report's columns
+    _release_before(trace, "replay")
+    rep["replay"] = _replay_block(rep, trace, links, tagging, sidecars)  # replay/: the calls, measured backends
+    del tagging  # the per-range tags (~6 MB on a 250 MB trace): the advice reads the report's columns
     _release_before(trace, "advice")
     progress.stage("advice")
     # advice/: findings, what each rule checked, and the attention backends that compare/check name
@@ -237,15 +221,16 @@ _LAST_READS: tuple[tuple[str, dict[str, str]], ...] = (
     # the Nsight Compute join matches kernels by correlation id
     ("build_report", {"gpu": "block_x block_y block_z corr grid_x grid_y grid_z occupancy registers shared_memory"}),
     (
-        "memory",  # and the replay calls, made with the memory block (beside.py)
+        "memory",
         {
             "memory": "addr bytes device_id device_type thread total_allocated total_reserved ts ts_ns",
-            "gpu": "bytes dur_ns ts_ns",
-            "ranges": "dur_ns ts_ns",
+            "gpu": "bytes",
+            "ranges": "dur_ns",
         },
     ),
-    ("sources", {"stacks": "dur_ns name thread ts ts_ns", "ranges": "thread ts_ns"}),
+    ("sources", {"stacks": "dur_ns name thread ts ts_ns", "ranges": "thread"}),
     ("model", {}),  # sites, FLOPs ledger, boundary: nothing of their own
+    ("replay", {"gpu": "dur_ns ts_ns", "ranges": "ts_ns"}),
     ("advice", {"gpu": "device dur kind name stream ts", "ranges": "dur kind name sig ts"}),
 )
 
@@ -285,50 +270,14 @@ def _model(rep, trace, links, attr) -> dict:
         return {"sites": [], "flops_ledger": None, "boundary": None}
 
 
-def _sources(rep, trace, links) -> CallSources:
-    """``source`` on attention kernel rows, ``sources`` on phase rows; a failure never loses the
-    report. Returns each attention call's source lines, for :func:`_call_sources`."""
+def _sources(rep, trace, links) -> None:
+    """``source`` on attention kernel rows and calls, ``sources`` on phase rows; a failure never loses the report."""
     from .sources import attach_sources
 
     try:
-        return attach_sources(rep, trace, links)
+        attach_sources(rep, trace, links)
     except Exception as e:  # noqa: BLE001 - reported in warnings
         rep["warnings"].append(f"source lines failed: {type(e).__name__}: {e}")
-        return {}
-
-
-def _call_sources(rep, per_call: CallSources) -> None:
-    """``source`` on the memory block's attention calls (sources.py)."""
-    from .sources import attach_call_sources
-
-    try:
-        attach_call_sources(rep.get("memory"), per_call)
-    except Exception as e:  # noqa: BLE001 - reported in warnings
-        rep["warnings"].append(f"source lines failed: {type(e).__name__}: {e}")
-
-
-@dataclass
-class _MemoryAndReplay:
-    """The memory and replay blocks, and the warnings each added (beside.py brings them back
-    from a child, whose report is its own copy)."""
-
-    memory: dict
-    memory_warnings: list[str]
-    replay: Optional[dict]
-    replay_warnings: list[str]
-
-
-def _memory_and_replay(rep, trace, links, tagging, attr, sidecars) -> _MemoryAndReplay:
-    """The ``memory`` and ``replay`` blocks of ``rep``, which keeps its warnings (they are
-    returned): computed in a forked child or here (analyze_trace)."""
-    at = len(rep["warnings"])
-    memory = _memory_block(trace, links, tagging, attr, rep)
-    memory_warnings = rep["warnings"][at:]
-    del rep["warnings"][at:]
-    replay = _replay_block(rep, trace, links, tagging, sidecars)  # replay/: the calls, measured backends
-    replay_warnings = rep["warnings"][at:]
-    del rep["warnings"][at:]
-    return _MemoryAndReplay(memory, memory_warnings, replay, replay_warnings)
 
 
 def _replay_block(rep, trace, links, tagging, sidecars) -> Optional[dict]:

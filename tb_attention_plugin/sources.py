@@ -38,21 +38,15 @@ def kernel_frames(trace, links, ids: np.ndarray) -> np.ndarray:
     return out
 
 
-# (attention call instance, direction) -> {(file, line, function): kernel time in µs}
-CallSources = dict[tuple[int, str], dict[tuple[str, int, str], float]]
-
-
-def attach_sources(report: dict, trace, links) -> CallSources:
-    """Set ``source`` on the attention kernel rows, ``sources`` on the phase rows; returns each
-    call's lines with their kernel time, for :func:`attach_call_sources` (the calls are in the
-    memory block, which may be made beside this, in another process: beside.py)."""
+def attach_sources(report: dict, trace, links) -> None:
+    """Set ``source`` on the attention kernel rows and calls, ``sources`` on the phase rows."""
     kt = report.get("kernels")
     cols = getattr(kt, "columns", None)
     if kt is None or not isinstance(cols, dict) or "attention" not in cols or trace is None or links is None:
-        return {}
+        return
     rows = np.flatnonzero(np.asarray(cols["attention"], dtype=bool))
     if not len(rows) or not len((getattr(trace, "stacks", None) or {}).get("ts", ())):
-        return {}
+        return
     ids = np.asarray(cols["id"], dtype=np.int64)[rows]
     frames = kernel_frames(trace, links, ids)
     memo: dict[int, Optional[dict]] = {}
@@ -63,7 +57,7 @@ def attach_sources(report: dict, trace, links) -> CallSources:
     phase, direction = kt._col_values("phase", rows), kt._col_values("direction", rows)
     instance = kt._col_values("instance", rows) if "instance" in cols else [None] * len(rows)
     per_phase: dict = {}
-    per_call: CallSources = {}
+    per_call: dict = {}
     for row, f, d, ph, dr, inst in zip(rows.tolist(), frames.tolist(), dur.tolist(), phase, direction, instance):
         if f < 0:
             continue
@@ -89,13 +83,7 @@ def attach_sources(report: dict, trace, links) -> CallSources:
         if acc:
             top = sorted(acc.items(), key=lambda x: -x[1])[:TOP_SOURCES]
             p["sources"] = [{"file": f, "line": ln, "function": fn, "time_us": round(t, 3)} for (f, ln, fn), t in top]
-    return per_call
-
-
-def attach_call_sources(memory: Optional[dict], per_call: CallSources) -> None:
-    """Set ``source`` on each attention call of the memory block (``attention_spans``: one per
-    call and direction): the line of most of its kernel time."""
-    for span in (memory or {}).get("attention_spans") or []:
+    for span in (report.get("memory") or {}).get("attention_spans") or []:
         acc = per_call.get((span.get("instance"), span.get("direction")))
         if acc:
             f, ln, fn = max(acc.items(), key=lambda x: x[1])[0]

@@ -103,34 +103,6 @@ def _spare_cpus(reads: int = SPARE_READS, gap_s: float = SPARE_READ_GAP_S) -> Op
     return cpus - 1 - others
 
 
-def may_fork(jobs: Optional[int] = None) -> bool:
-    """May this process fork a second one to work beside it now? ``jobs`` as for :func:`suitable`:
-    None also asks for a CPU that is idle now (the idle-CPU reads, up to ~10 ms, come last)."""
-    if jobs_wanted(jobs) < 2 or not _only_fork_safe_threads():
-        return False
-    if "fork" not in multiprocessing.get_all_start_methods():
-        return False
-    if jobs is None:
-        spare = _spare_cpus()
-        if spare is not None and spare < 1:
-            return False
-    return True
-
-
-def work_bytes(path: str) -> Optional[int]:
-    """The bytes a reader of ``path`` decodes (a gzip file counted 8x its size), or None where
-    ``path`` is not a regular file that can be opened (never a named pipe: opening it could block)."""
-    try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        with open(path, "rb") as f:
-            gz = f.read(2) == b"\x1f\x8b"
-    except OSError:
-        return None
-    return st.st_size * (8 if gz else 1)
-
-
 def suitable(path: str, jobs: Optional[int] = None, min_bytes: Optional[int] = None) -> bool:
     """Worth reading ``path`` in parallel? ``min_bytes`` None: :data:`MIN_PARALLEL_BYTES`.
 
@@ -141,10 +113,23 @@ def suitable(path: str, jobs: Optional[int] = None, min_bytes: Optional[int] = N
     ~10 ms) come last: a file too small for two processes never waits for them."""
     if jobs_wanted(jobs) < 2 or not _only_fork_safe_threads():
         return False
-    size = work_bytes(path)
-    if size is None or size < (MIN_PARALLEL_BYTES if min_bytes is None else min_bytes):
+    if "fork" not in multiprocessing.get_all_start_methods():
         return False
-    return may_fork(jobs)
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):  # never open a named pipe: it could block
+            return False
+        with open(path, "rb") as f:
+            gz = f.read(2) == b"\x1f\x8b"
+    except OSError:
+        return False
+    if st.st_size * (8 if gz else 1) < (MIN_PARALLEL_BYTES if min_bytes is None else min_bytes):
+        return False
+    if jobs is None:
+        spare = _spare_cpus()
+        if spare is not None and spare < 1:
+            return False
+    return True
 
 
 class RawChunkParser(TraceParser):
