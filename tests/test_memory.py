@@ -484,3 +484,70 @@ def test_call_numbers_match_the_kernels():
     assert peak["instance"] in kernel_calls
     # the call that held the peak ran kernels of the peak's phase
     assert any(k["instance"] == peak["instance"] and k["phase"] == peak["phase"] for k in rep["kernels"])
+
+
+def test_copy_group_totals_match_one_loop_over_the_ops_to_the_bit(monkeypatch):
+    """movement._sum_groups adds whole arrays; the figures must be those of one loop over the
+    top copy ops in time order (the code it replaced), bit for bit, with 0 to 9 activities per op,
+    unknown sizes and ops without a tensor input."""
+    import numpy as np
+
+    from tb_attention_plugin.memory import movement
+
+    monkeypatch.setattr(movement, "rounded", lambda x: x)  # the sums themselves, unrounded
+    rounded = movement.rounded
+    _sum_groups = movement._sum_groups
+
+    rng = np.random.default_rng(7)
+    n_top, n_groups = 400, 7
+    order = rng.permutation(1000)[:n_top]
+    inst_r = rng.integers(0, 30, size=1000)
+    rdur = rng.random(1000) * 1e3
+    gdur = rng.random(5000) * 1e2 + rng.random(5000) * 1e-9
+    gi = rng.integers(0, n_groups, size=n_top)
+    gpu_of = {}
+    nk = rng.choice([0, 1, 1, 2, 3, 7, 8, 9, 20], size=n_top)  # numpy sums 8 and more pairwise
+    for t, k in zip(order.tolist(), nk.tolist()):
+        if k:
+            gpu_of[t] = rng.integers(0, 5000, size=k).tolist()
+    top_bytes = [float(x) if x % 5 else 0.0 for x in rng.integers(0, 1 << 40, size=n_top).tolist()]
+    sized = rng.random(n_top) > 0.1  # the caller passes 0.0 bytes for an op of unknown size
+    top_bytes = [b if s else 0.0 for b, s in zip(top_bytes, sized.tolist())]
+    top_unsized = [(not s) or e for s, e in zip(sized.tolist(), (rng.random(n_top) > 0.8).tolist())]
+    top_nc = rng.choice([-1, 0, 1], size=n_top).tolist()
+
+    loop = [
+        {
+            "calls": 0,
+            "instances": set(),
+            "cpu": 0.0,
+            "gpu": 0.0,
+            "kernels": 0,
+            "bytes": 0.0,
+            "est": False,
+            "nc": None,
+            "ids": [],
+        }
+        for _ in range(n_groups)
+    ]
+    for i, t in enumerate(order.tolist()):
+        g, ks = loop[gi[i]], gpu_of.get(t, [])
+        g["ids"].extend(ks)
+        g["calls"] += 1
+        g["instances"].add(int(inst_r[t]))
+        g["cpu"] += float(rdur[t])
+        g["gpu"] += float(gdur[ks].sum()) if ks else 0.0
+        g["kernels"] += len(ks)
+        if sized[i]:
+            g["bytes"] += top_bytes[i]
+        g["est"] |= top_unsized[i]
+        if top_nc[i] >= 0:
+            g["nc"] = bool(top_nc[i]) or bool(g["nc"])
+    groups: list[dict] = [{} for _ in range(n_groups)]
+    _sum_groups(groups, gi.astype(np.int64), order, inst_r, rdur, gdur, gpu_of, top_bytes, top_unsized, top_nc)
+    for g, want in zip(groups, loop):
+        assert g["kernel_ids"] == want["ids"]
+        assert (g["calls"], g["instances"], g["kernels"]) == (want["calls"], len(want["instances"]), want["kernels"])
+        assert g["cpu_time_us"] == rounded(want["cpu"]) and g["gpu_time_us"] == rounded(want["gpu"])
+        assert g["bytes"] == int(round(want["bytes"]))
+        assert (g["bytes_estimated"], g["noncontiguous_input"]) == (want["est"], want["nc"])

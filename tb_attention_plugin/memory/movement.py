@@ -73,6 +73,51 @@ def _kernel_keep(report: dict, n_gpu: int) -> np.ndarray:
     return keep
 
 
+def _sum_groups(groups, gi, order, inst_r, rdur, gdur, gpu_of, top_bytes, top_unsized, top_nc) -> None:
+    """Each copy group's totals over its top copy ops (``order``, in time order; ``gi``: the group
+    of each), whole-array: calls, distinct calls of attention, CPU and GPU time, kernels, bytes and
+    flags, and the GPU activities of its copies in order. The sums add in the same order as one
+    loop over the ops would (np.bincount adds its weights in order), so every figure is the same
+    to the last bit."""
+    n = len(groups)
+    if not n:
+        return
+    counts = [len(gpu_of.get(t, ())) for t in order.tolist()]
+    owner = np.repeat(np.arange(len(order)), counts)
+    kernels = np.fromiter((k for t in order.tolist() for k in gpu_of.get(t, ())), dtype=np.int64, count=len(owner))
+    # a copy op's GPU time as numpy sums it: below 8 activities in order, as bincount does; from
+    # 8 on in eight interleaved partial sums (pairwise), so those few ops are summed by numpy
+    gtime = np.bincount(owner, weights=gdur[kernels], minlength=len(order))
+    ends = np.cumsum(counts)
+    for i in np.flatnonzero(np.asarray(counts) >= 8).tolist():
+        gtime[i] = float(gdur[kernels[ends[i] - counts[i] : ends[i]]].sum())
+    calls = np.bincount(gi, minlength=n)
+    cpu = np.bincount(gi, weights=rdur[order], minlength=n)
+    gpu = np.bincount(gi, weights=gtime, minlength=n)
+    nk = np.bincount(gi, weights=np.asarray(counts, dtype=np.float64), minlength=n)
+    nbytes = np.bincount(gi, weights=np.asarray(top_bytes, dtype=np.float64), minlength=n)
+    unsized = np.bincount(gi, weights=np.asarray(top_unsized, dtype=np.float64), minlength=n) > 0
+    nc = np.asarray(top_nc, dtype=np.int64)
+    any_nc = np.bincount(gi, weights=(nc == 1).astype(np.float64), minlength=n) > 0
+    has_nc = np.bincount(gi, weights=(nc >= 0).astype(np.float64), minlength=n) > 0
+    pairs = unique_ints(gi * (int(inst_r[order].max(initial=0)) + 2) + (inst_r[order] + 1))
+    instances = np.bincount(pairs // (int(inst_r[order].max(initial=0)) + 2), minlength=n)
+    by_group = kernels[np.argsort(gi[owner], kind="stable")].tolist()
+    at = 0
+    for j, g in enumerate(groups):
+        k = int(nk[j])
+        g["kernel_ids"] = by_group[at : at + k]
+        at += k
+        g["calls"] = int(calls[j])
+        g["instances"] = int(instances[j])
+        g["cpu_time_us"] = rounded(float(cpu[j]))
+        g["gpu_time_us"] = rounded(float(gpu[j]))
+        g["kernels"] = k
+        g["bytes"] = int(round(float(nbytes[j])))
+        g["bytes_estimated"] = bool(unsized[j])
+        g["noncontiguous_input"] = bool(any_nc[j]) if has_nc[j] else None
+
+
 def data_movement(ctx: TraceContext, shapes: dict, report: dict, window) -> dict:
     t, tag, L, R = ctx.t, ctx.tag, ctx.L, ctx.R
     G = t.gpu
@@ -139,7 +184,12 @@ def data_movement(ctx: TraceContext, shapes: dict, report: dict, window) -> dict
         found = owner >= 0
         for k, o in zip(cand[found].tolist(), owner[found].tolist()):
             gpu_of.setdefault(o, []).append(k)
-    groups: dict = {}
+    groups: list[dict] = []  # the copy groups, in the order first seen
+    group_of: dict = {}  # a group's key -> its index in groups
+    top_group: list[int] = []  # per top copy op (in time order): its group, bytes, flags
+    top_bytes: list[float] = []
+    top_unsized: list[bool] = []
+    top_nc: list[int] = []  # 1: a non-contiguous input, 0: contiguous, -1: no tensor input
     memo: dict = {}
     order = top_arr[np.argsort(R["ts_ns"][top_arr], kind="stable")]
     parent_a = op_anc_a[order]
@@ -151,14 +201,13 @@ def data_movement(ctx: TraceContext, shapes: dict, report: dict, window) -> dict
         ctx.sig[order].tolist(),
         nid_a[order].tolist(),
         tag.range_phase[order].tolist(),
-        R["dur"][order].tolist(),
         (L.backward_root[order] >= 0).tolist(),
     )
     gdur = G["dur"]
     # Everything but the times depends only on the op, its inputs, its parent, the call's shapes,
     # phase and direction: worked out once per such combination (the same copy in every layer).
     static: dict = {}
-    for top, inst, parent, parent_inst, sg, nid, ph, rdur, bwd in per_top:
+    for top, inst, parent, parent_inst, sg, nid, ph, bwd in per_top:
         s = shapes.get(inst)
         pnid = int(nid_a[parent]) if parent >= 0 and parent_inst == inst else -1
         skey = None if s is None else (s["sk"], s["h"], s["itemsize"], s["score_numel"], s["sq"])
@@ -201,47 +250,48 @@ def data_movement(ctx: TraceContext, shapes: dict, report: dict, window) -> dict
                 nc,
             )
         key, within, kind, detail, shape, dtype, nbytes, est, score_sized, nc = st
-        ks = gpu_of.get(top, [])
-        g = groups.get(key)
-        if g is None:
-            g = groups[key] = {
-                "op": key[0],
-                "within": within,
-                "phase": key[2],
-                "direction": key[3],
-                "kind": kind,
-                "shape": shape,
-                "dtype": dtype,
-                "calls": 0,
-                "instances": set(),
-                "cpu_time_us": 0.0,
-                "gpu_time_us": 0.0,
-                "kernels": 0,
-                "bytes": 0.0,
-                "bytes_estimated": False,
-                "noncontiguous_input": None,
-                "detail": detail,
-                "score_sized": score_sized,
-                "kernel_ids": [],
-            }
-        g["kernel_ids"].extend(ks)
-        g["calls"] += 1
-        g["instances"].add(inst)
-        g["cpu_time_us"] += rdur
-        g["gpu_time_us"] += float(gdur[ks].sum()) if ks else 0.0
-        g["kernels"] += len(ks)
-        if nbytes is not None:
-            g["bytes"] += nbytes
-        g["bytes_estimated"] |= est or nbytes is None
-        if nc is not None:
-            g["noncontiguous_input"] = (not nc) or bool(g["noncontiguous_input"])
-    copies = []
-    for g in groups.values():
-        g["instances"] = len(g["instances"])
-        g["cpu_time_us"] = rounded(g["cpu_time_us"])
-        g["gpu_time_us"] = rounded(g["gpu_time_us"])
-        g["bytes"] = int(round(g["bytes"]))
-        copies.append(g)
+        gi = group_of.get(key)
+        if gi is None:
+            gi = group_of[key] = len(groups)
+            groups.append(
+                {
+                    "op": key[0],
+                    "within": within,
+                    "phase": key[2],
+                    "direction": key[3],
+                    "kind": kind,
+                    "shape": shape,
+                    "dtype": dtype,
+                    "calls": 0,
+                    "instances": 0,
+                    "cpu_time_us": 0.0,
+                    "gpu_time_us": 0.0,
+                    "kernels": 0,
+                    "bytes": 0.0,
+                    "bytes_estimated": False,
+                    "noncontiguous_input": None,
+                    "detail": detail,
+                    "score_sized": score_sized,
+                    "kernel_ids": [],
+                }
+            )
+        top_group.append(gi)
+        top_bytes.append(0.0 if nbytes is None else nbytes)
+        top_unsized.append(est or nbytes is None)
+        top_nc.append(-1 if nc is None else int(not nc))
+    _sum_groups(
+        groups,
+        np.asarray(top_group, dtype=np.int64),
+        order,
+        inst_r,
+        R["dur"],
+        gdur,
+        gpu_of,
+        top_bytes,
+        top_unsized,
+        top_nc,
+    )
+    copies = groups
     copies.sort(key=lambda g: (-(g["gpu_time_us"] or 0), -(g["bytes"] or 0), -(g["cpu_time_us"] or 0)))
     # allocator ops
     alloc_ops: dict = {}
