@@ -15,6 +15,8 @@ from typing import Optional
 
 import numpy as np
 
+from .table import Coded
+from .trace.arrays import unique_ints
 from .trace.stacks import frame_json, innermost
 
 TOP_SOURCES = 3
@@ -48,43 +50,98 @@ def attach_sources(report: dict, trace, links) -> None:
     if not len(rows) or not len((getattr(trace, "stacks", None) or {}).get("ts", ())):
         return
     ids = np.asarray(cols["id"], dtype=np.int64)[rows]
-    frames = kernel_frames(trace, links, ids)
-    memo: dict[int, Optional[dict]] = {}
-    # (id of a row's extras, id of its source) -> (those extras, the row's new extras): rows share
-    # their extras dicts (report._extras), so a row's is replaced, never changed in place
-    with_source: dict[tuple[int, int], tuple[Optional[dict], dict]] = {}
-    dur = np.nan_to_num(np.asarray(cols["dur_us"], dtype=np.float64))[rows]
-    phase, direction = kt._col_values("phase", rows), kt._col_values("direction", rows)
-    instance = kt._col_values("instance", rows) if "instance" in cols else [None] * len(rows)
-    per_phase: dict = {}
-    per_call: dict = {}
-    for row, f, d, ph, dr, inst in zip(rows.tolist(), frames.tolist(), dur.tolist(), phase, direction, instance):
-        if f < 0:
-            continue
-        if f in memo:
-            src = memo[f]
-        else:
-            src = memo[f] = frame_json(trace.strings, trace.stacks, f)
-        if src is None:
-            continue
-        e = kt.extras.get(row)
-        got = with_source.get((id(e), id(src)))
-        if got is None:  # the pair's dict, made once (e is kept alive with it: its id stays its own)
-            got = with_source[id(e), id(src)] = (e, {**(e or {}), "source": src})
-        kt.extras[row] = got[1]
-        key = (src["file"], src["line"], src["function"])
-        acc = per_phase.setdefault((ph, dr), {})
-        acc[key] = acc.get(key, 0.0) + d
-        if inst is not None:
-            acc = per_call.setdefault((int(inst), dr), {})
-            acc[key] = acc.get(key, 0.0) + d
+    # each distinct frame's {file, line, function} (None: no user frame), made once, and the
+    # distinct lines they name (two frames can name one line)
+    frames, at_frame = unique_ints(kernel_frames(trace, links, ids), return_inverse=True)
+    srcs = [frame_json(trace.strings, trace.stacks, f) for f in frames.tolist()]
+    line_ids: dict[tuple[str, int, str], int] = {}
+    line_of = [
+        -1 if s is None else line_ids.setdefault((s["file"], s["line"], s["function"]), len(line_ids)) for s in srcs
+    ]
+    at_frame = at_frame.reshape(-1)
+    line = np.asarray(line_of, dtype=np.int64)[at_frame]
+    ok = np.flatnonzero(line >= 0)
+    if not len(ok):
+        return
+    lines = list(line_ids)
+    _set_row_sources(kt, rows[ok], at_frame[ok], srcs)
+    dur = np.nan_to_num(np.asarray(cols["dur_us"], dtype=np.float64))[rows[ok]]
+    line = line[ok]
+    ph, ph_vocab = _codes(kt, "phase", rows[ok])
+    dr, dr_vocab = _codes(kt, "direction", rows[ok])
+    per_phase = _time_per_line(ph.astype(np.int64) * len(dr_vocab) + dr, line, dur, len(lines))
     for p in report.get("phases") or []:
-        acc = per_phase.get((p.get("phase"), p.get("direction")))
-        if acc:
-            top = sorted(acc.items(), key=lambda x: -x[1])[:TOP_SOURCES]
-            p["sources"] = [{"file": f, "line": ln, "function": fn, "time_us": round(t, 3)} for (f, ln, fn), t in top]
+        key = (_index(ph_vocab, p.get("phase")), _index(dr_vocab, p.get("direction")))
+        items = per_phase.get(key[0] * len(dr_vocab) + key[1]) if key[0] >= 0 and key[1] >= 0 else None
+        if items:
+            top = sorted(items, key=lambda x: -x[1])[:TOP_SOURCES]
+            p["sources"] = [{**_line_json(lines[ln]), "time_us": round(t, 3)} for ln, t in top]
+    if "instance" not in cols:
+        return
+    c = cols["instance"]
+    if isinstance(c, np.ndarray) and c.dtype.kind == "f":  # report.py's: NaN where a kernel has no call
+        v = c[rows[ok]]
+        has = ~np.isnan(v)
+        inst = np.where(has, v, 0).astype(np.int64)
+    else:
+        values = kt._col_values("instance", rows[ok])
+        has = np.fromiter((v is not None for v in values), dtype=bool, count=len(ok))
+        inst = np.fromiter((0 if v is None else int(v) for v in values), dtype=np.int64, count=len(ok))
+    per_call = _time_per_line(inst[has] * len(dr_vocab) + dr[has], line[has], dur[has], len(lines))
     for span in (report.get("memory") or {}).get("attention_spans") or []:
-        acc = per_call.get((span.get("instance"), span.get("direction")))
-        if acc:
-            f, ln, fn = max(acc.items(), key=lambda x: x[1])[0]
-            span["source"] = {"file": f, "line": ln, "function": fn}
+        i, d = span.get("instance"), _index(dr_vocab, span.get("direction"))
+        whole = isinstance(i, (int, float)) and not isinstance(i, bool) and float(i).is_integer()
+        items = per_call.get(int(i) * len(dr_vocab) + d) if whole and d >= 0 else None
+        if items:
+            span["source"] = _line_json(lines[max(items, key=lambda x: x[1])[0]])
+
+
+def _set_row_sources(kt, rows: np.ndarray, at_frame: np.ndarray, srcs: list[Optional[dict]]) -> None:
+    """Each row's extras replaced by a dict with its ``source`` added: rows share their extras
+    dicts (report._extras), so a row's is replaced, never changed in place, and rows of one extras
+    dict and frame share the new one."""
+    with_source: dict[tuple[int, int], tuple[Optional[dict], dict]] = {}
+    extras = kt.extras
+    for row, f in zip(rows.tolist(), at_frame.tolist()):
+        e = extras.get(row)
+        got = with_source.get((id(e), f))
+        if got is None:  # the pair's dict, made once (e is kept alive with it: its id stays its own)
+            got = with_source[id(e), f] = (e, {**(e or {}), "source": srcs[f]})
+        extras[row] = got[1]
+
+
+def _time_per_line(group: np.ndarray, line: np.ndarray, dur: np.ndarray, n_lines: int) -> dict[int, list]:
+    """Per group: ``[(line, kernel time)]`` in the order the lines first appear in it. The times
+    add in row order (np.bincount), as a loop over the rows would."""
+    key = group.astype(np.int64) * n_lines + line
+    u, first, inv = unique_ints(key, return_index=True, return_inverse=True)
+    t = np.bincount(inv.reshape(-1), weights=dur, minlength=len(u))
+    out: dict[int, list] = {}
+    for i in np.argsort(first, kind="stable").tolist():
+        k = int(u[i])
+        out.setdefault(k // n_lines, []).append((k % n_lines, float(t[i])))
+    return out
+
+
+def _codes(kt, name: str, rows: np.ndarray) -> tuple[np.ndarray, list]:
+    """A string column's codes at ``rows`` and its vocabulary; equal values get one code (the
+    lines are summed per value)."""
+    c = kt.columns[name]
+    if not isinstance(c, Coded):
+        c = Coded.from_values(kt._col_values(name, rows))
+        return c.codes.astype(np.int64), c.vocab
+    first: dict = {}
+    canon = np.asarray([first.setdefault(v, i) for i, v in enumerate(c.vocab)], dtype=np.int64)
+    return canon[c.codes[rows]] if len(canon) else c.codes[rows].astype(np.int64), c.vocab
+
+
+def _index(vocab: list, value) -> int:
+    """``value``'s code in ``vocab``, or -1."""
+    for i, v in enumerate(vocab):
+        if v == value and type(v) is type(value):
+            return i
+    return -1
+
+
+def _line_json(line: tuple[str, int, str]) -> dict:
+    return {"file": line[0], "line": line[1], "function": line[2]}
