@@ -1,5 +1,6 @@
-"""advice/run._outermost (the outermost marked range around each range, from the preorder) must be
-correlate.outermost_marked's answer, on nested marks of every kind."""
+"""Links.outermost_marked (the outermost marked range around each range, from the preorder: the
+tagger, the advice's SDPA calls, busy time) must be correlate.outermost_marked's answer (the walk
+up the parents), on nested marks of every kind."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import numpy as np
 import pytest
 
 from helpers import recorded_traces
-from tb_attention_plugin.advice.run import _outermost
 from tb_attention_plugin.trace.correlate import link, outermost_marked
 from tb_attention_plugin.trace.records import OP, load_trace
 
@@ -30,4 +30,4 @@ def test_outermost_is_outermost_marked(path: str) -> None:
         np.ones(n, dtype=bool),
     ]
     for m in masks:
-        assert _outermost(links, m).tolist() == outermost_marked(links.parent, m).tolist()
+        assert links.outermost_marked(m).tolist() == outermost_marked(links.parent, m).tolist()

@@ -236,7 +236,7 @@ def _sdpa_calls(trace: Any, links: Any, attention_ids: set) -> list[dict]:
     is_sdpa = sdpa_name[R["name"]] & (R["kind"] == OP)
     if not is_sdpa.any():
         return []
-    top = _outermost(links, is_sdpa)
+    top = links.outermost_marked(is_sdpa)
     sdpa_rows = np.flatnonzero(is_sdpa)
     calls: dict[int, dict] = {}
     for r in sdpa_rows[top[sdpa_rows] == sdpa_rows].tolist():
@@ -270,29 +270,6 @@ def _sdpa_calls(trace: Any, links: Any, attention_ids: set) -> list[dict]:
             )
         out.append({"range": r, "op": c["op"], "backend": backend_of[inner], "kernel_ids": c["kernel_ids"], **got})
     return out
-
-
-def _outermost(links: Any, marked: np.ndarray) -> np.ndarray:
-    """Each range's outermost marked range around it (itself included), or -1 (what
-    correlate.outermost_marked gives): a subtree is a slice of the preorder, so the outermost
-    marked ranges are those whose slice starts past the end of every earlier one, and each marks
-    its slice. Touches only the marked subtrees (outermost_marked's pointer jumping allocates
-    several arrays over all ranges, a peak of ~10 MB on a 250 MB trace)."""
-    pos, size, pre = links.preorder()
-    top = np.full(len(marked), -1, dtype=np.int64)
-    rows = np.flatnonzero(marked)
-    if not len(rows):
-        return top
-    rows = rows[np.argsort(pos[rows], kind="stable")]
-    start = pos[rows].astype(np.int64)
-    end = start + size[rows]
-    reach = np.maximum.accumulate(end)
-    outer = np.ones(len(rows), dtype=bool)
-    outer[1:] = start[1:] >= reach[:-1]  # not inside an earlier marked range's subtree
-    r, a, lens = rows[outer], start[outer], (end - start)[outer]
-    offsets = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
-    top[pre[np.repeat(a, lens) + offsets]] = np.repeat(r, lens)
-    return top
 
 
 def _call_inputs(op: str, args: list) -> dict:

@@ -29,7 +29,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..trace.arrays import unique_ints
-from ..trace.correlate import Links, index_dtype, outermost_marked, take_or
+from ..trace.correlate import Links, index_dtype, take_or
 from ..trace.records import ANNOTATION, LAUNCH, MODULE, OP, PYFUNC, Trace
 from ..trace.shapes import FLOAT_DTYPES, Arg, parse_args
 from . import patterns as P
@@ -591,8 +591,8 @@ def tag(
     #    call); among scopes of one precedence the outermost wins (BertAttention > BertSelfAttention).
     fwd_mask = broot < 0
     strong = (own == _SRC["module"]) | (own == _SRC["function"])
-    inst_strong = outermost_marked(links.parent, strong & fwd_mask)
-    inst_weak = outermost_marked(links.parent, (own >= 0) & ~strong & fwd_mask)
+    inst_strong = links.outermost_marked(strong & fwd_mask)
+    inst_weak = links.outermost_marked((own >= 0) & ~strong & fwd_mask)
     inst = np.where(fwd_mask, np.where(inst_strong >= 0, inst_strong, inst_weak), -1)
     source = np.full(n, -1, dtype=np.int8)
     ok = inst >= 0
@@ -662,7 +662,7 @@ def tag(
     source[linked] = root_src[broot[linked]]
     unlinked = np.zeros(n, dtype=bool)
     unlinked[b_idx[via < 0]] = True
-    sd = outermost_marked(links.parent, (own == _SRC["sdpa_op"]) & unlinked)
+    sd = links.outermost_marked((own == _SRC["sdpa_op"]) & unlinked)
     opened = np.flatnonzero(unlinked & (sd >= 0))
     if len(opened):
         top = unique_ints(sd[opened])
@@ -777,7 +777,7 @@ def _compiled_structure(
     if not len(R["kind"]) or not any(P.COMPILED_REGION.search(s) for s in names):
         return
     is_region = np.array([bool(P.COMPILED_REGION.search(s)) for s in names], dtype=bool)[R["name"]]
-    region = outermost_marked(links.parent, is_region & np.isin(R["kind"], (OP, ANNOTATION)))
+    region = links.outermost_marked(is_region & np.isin(R["kind"], (OP, ANNOTATION)))
     k_region = take_or(region, links.gpu_parent)
     G = trace.gpu
     fused = P.PHASE_INDEX["fused_attention"]

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .arrays import unique_ints
-from .correlate import Links, outermost_marked
+from .correlate import Links
 from .records import MEMCPY, Trace
 
 # Collective-communication kernels: NCCL's (ncclKernel_*, ncclDevKernel_*), ROCm's RCCL (whose
@@ -70,7 +70,7 @@ def communication_mask(trace: Trace, links: Links) -> np.ndarray:
         return comm
     marked = _matches(R["name"], trace.strings, COMMUNICATION_RANGE)
     if marked.any():
-        inside = outermost_marked(links.parent, marked) >= 0
+        inside = links.outermost_marked(marked) >= 0
         gp = links.gpu_parent
         comm |= (gp >= 0) & inside[np.maximum(gp, 0)]
     if comm.any():

@@ -63,6 +63,29 @@ class Links:
             self.__dict__["_preorder_cache"] = cache
         return cache[2], cache[3], cache[4]
 
+    def outermost_marked(self, marked: np.ndarray) -> np.ndarray:
+        """Each range's outermost marked range around it (itself included), or -1: what
+        :func:`outermost_marked` gives from ``parent``, read off the preorder. A subtree is a slice
+        of the preorder, so the outermost marked ranges are those whose slice starts past the end of
+        every earlier one, and each marks its slice: whole-array passes over the marked subtrees
+        only, where the walk up the parents takes a pass over every range per level (~40-50 ms of
+        the tagger's four calls on a 263 MB trace) and allocates several arrays over all ranges."""
+        pos, size, pre = self._preorder()
+        top = np.full(len(marked), -1, dtype=np.int64)
+        rows = np.flatnonzero(marked)
+        if not len(rows):
+            return top
+        rows = rows[np.argsort(pos[rows], kind="stable")]
+        start = pos[rows].astype(np.int64)
+        end = start + size[rows]
+        reach = np.maximum.accumulate(end)
+        outer = np.ones(len(rows), dtype=bool)
+        outer[1:] = start[1:] >= reach[:-1]  # not inside an earlier marked range's subtree
+        r, a, lens = rows[outer], start[outer], (end - start)[outer]
+        offsets = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
+        top[pre[np.repeat(a, lens) + offsets]] = np.repeat(r, lens)
+        return top
+
     def forward_context(self, ranges: np.ndarray) -> np.ndarray:
         """Per range: itself, or, inside a backward root, the forward op that root differentiates
         (-1 where unlinked, and for -1). A backward kernel's work belongs to the forward code that
