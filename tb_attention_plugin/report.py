@@ -630,9 +630,9 @@ def _extras(trace: Trace, attr: Attribution, att: np.ndarray) -> dict[int, dict]
     extras: dict[int, dict] = {}
     sig_shapes: dict[int, list] = {}
     shared: dict[tuple[int, int], dict] = {}  # (signature, id of the cost detail) -> the rows' dict
-    for k in np.flatnonzero(att & (attr.owner >= 0)).tolist():
-        o = int(attr.owner[k])
-        sig = int(R["sig"][o])
+    rows = np.flatnonzero(att & (attr.owner >= 0))
+    owners = attr.owner[rows]
+    for k, o, sig in zip(rows.tolist(), owners.tolist(), R["sig"][owners].tolist()):
         c = attr.costs.get(o)
         detail = c.detail if c is not None and c.detail else None
         key = (sig, id(detail))  # a detail lives as long as attr: its id is not reused meanwhile

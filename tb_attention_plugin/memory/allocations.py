@@ -323,30 +323,33 @@ def _call_comparison(ev: DeviceEvents) -> list[dict]:
     if not len(sel):
         return []
     per: dict[int, dict] = {}
-    for p in sel.tolist():
-        i = int(inst[p])
+    # the loop reads single events: Python lists answer that faster than numpy scalars
+    events = zip(
+        sel.tolist(), inst[sel].tolist(), tot[sel].tolist(), b[sel].tolist(), score[sel].tolist(), core[sel].tolist()
+    )
+    for p, i, t, nb, scored, in_core in events:
         d = per.get(i)
         if d is None:
             d = per[i] = {
                 "first": p,
                 "core_first": None,
-                "max": int(tot[p]),
+                "max": t,
                 "core_max": None,
                 "alloc": 0,
                 "score_alloc": 0,
                 "score_n": 0,
             }
-        d["max"] = max(d["max"], int(tot[p]))
-        if b[p] > 0:
-            d["alloc"] += int(b[p])
-            if score[p]:
-                d["score_alloc"] += int(b[p])
+        d["max"] = max(d["max"], t)
+        if nb > 0:
+            d["alloc"] += nb
+            if scored:
+                d["score_alloc"] += nb
                 d["score_n"] += 1
-        if core[p]:
+        if in_core:
             if d["core_first"] is None:
                 d["core_first"] = p
-                d["core_max"] = int(tot[p])
-            d["core_max"] = max(d["core_max"], int(tot[p]))
+                d["core_max"] = t
+            d["core_max"] = max(d["core_max"], t)
     groups: dict = {}
     for i, d in per.items():
         s = shapes.get(i)

@@ -198,6 +198,7 @@ def data_movement(ctx: TraceContext, shapes: dict, report: dict, window) -> dict
         inst_r[order].tolist(),
         parent_a.tolist(),
         np.where(parent_a >= 0, inst_r[np.maximum(parent_a, 0)], -2).tolist(),
+        np.where(parent_a >= 0, nid_a[np.maximum(parent_a, 0)], -1).tolist(),
         ctx.sig[order].tolist(),
         nid_a[order].tolist(),
         tag.range_phase[order].tolist(),
@@ -207,9 +208,9 @@ def data_movement(ctx: TraceContext, shapes: dict, report: dict, window) -> dict
     # Everything but the times depends only on the op, its inputs, its parent, the call's shapes,
     # phase and direction: worked out once per such combination (the same copy in every layer).
     static: dict = {}
-    for top, inst, parent, parent_inst, sg, nid, ph, bwd in per_top:
+    for top, inst, parent, parent_inst, parent_nid, sg, nid, ph, bwd in per_top:
         s = shapes.get(inst)
-        pnid = int(nid_a[parent]) if parent >= 0 and parent_inst == inst else -1
+        pnid = parent_nid if parent >= 0 and parent_inst == inst else -1
         skey = None if s is None else (s["sk"], s["h"], s["itemsize"], s["score_numel"], s["sq"])
         st = static.get((nid, sg if sg >= 0 else -top - 1, pnid, skey, ph, bwd))
         if st is None:
