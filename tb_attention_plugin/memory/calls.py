@@ -34,14 +34,21 @@ def instance_shapes(ctx: TraceContext, step_window: Optional[tuple]) -> dict[int
     qk_ph, pv_ph = P.PHASE_INDEX["qk_matmul"], P.PHASE_INDEX["pv_matmul"]
     info: dict[int, dict] = {}
     sdpa_memo: dict[tuple[str, int], Optional[dict]] = {}  # every step repeats its calls' inputs (read only)
-    for r in cand.tolist():
-        inst = int(tag.range_instance[r])
-        d = info.setdefault(inst, {"ts": int(R["ts_ns"][r])})
-        nm = ctx.name(r)
+    # the loop reads single ops: Python lists answer that faster than numpy scalars
+    ops = zip(
+        cand.tolist(),
+        tag.range_instance[cand].tolist(),
+        R["ts_ns"][cand].tolist(),
+        ctx.name_id[cand].tolist(),
+        tag.range_phase[cand].tolist(),
+        ctx.sig[cand].tolist(),
+    )
+    for r, inst, ts, nid, ph, sig in ops:
+        d = info.setdefault(inst, {"ts": ts})
+        nm = ctx.strings[nid]
         s = short_name(nm)
-        ph = int(tag.range_phase[r])
         if nm in SDPA_SCHEMAS and "sdpa" not in d:
-            key = (nm, int(ctx.sig[r]))
+            key = (nm, sig)
             if key not in sdpa_memo:
                 sdpa_memo[key] = sdpa_shapes(nm, ctx.args(r) or [])
             sh = sdpa_memo[key]
