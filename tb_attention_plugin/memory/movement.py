@@ -82,9 +82,10 @@ def _sum_groups(groups, gi, order, inst_r, rdur, gdur, gpu_of, top_bytes, top_un
     n = len(groups)
     if not n:
         return
-    counts = [len(gpu_of.get(t, ())) for t in order.tolist()]
+    ks = [gpu_of.get(t, ()) for t in order.tolist()]
+    counts = [len(x) for x in ks]
     owner = np.repeat(np.arange(len(order)), counts)
-    kernels = np.fromiter((k for t in order.tolist() for k in gpu_of.get(t, ())), dtype=np.int64, count=len(owner))
+    kernels = np.fromiter((k for x in ks for k in x), dtype=np.int64, count=len(owner))
     # a copy op's GPU time as numpy sums it: below 8 activities in order, as bincount does; from
     # 8 on in eight interleaved partial sums (pairwise), so those few ops are summed by numpy
     gtime = np.bincount(owner, weights=gdur[kernels], minlength=len(order))
@@ -100,8 +101,9 @@ def _sum_groups(groups, gi, order, inst_r, rdur, gdur, gpu_of, top_bytes, top_un
     nc = np.asarray(top_nc, dtype=np.int64)
     any_nc = np.bincount(gi, weights=(nc == 1).astype(np.float64), minlength=n) > 0
     has_nc = np.bincount(gi, weights=(nc >= 0).astype(np.float64), minlength=n) > 0
-    pairs = unique_ints(gi * (int(inst_r[order].max(initial=0)) + 2) + (inst_r[order] + 1))
-    instances = np.bincount(pairs // (int(inst_r[order].max(initial=0)) + 2), minlength=n)
+    inst = inst_r[order] + 1  # non-negative keys (-1 would be "no call")
+    width = int(inst.max(initial=0)) + 1
+    instances = np.bincount(unique_ints(gi * width + inst) // width, minlength=n)  # distinct calls per group
     by_group = kernels[np.argsort(gi[owner], kind="stable")].tolist()
     at = 0
     for j, g in enumerate(groups):
@@ -292,8 +294,7 @@ def data_movement(ctx: TraceContext, shapes: dict, report: dict, window) -> dict
         top_unsized,
         top_nc,
     )
-    copies = groups
-    copies.sort(key=lambda g: (-(g["gpu_time_us"] or 0), -(g["bytes"] or 0), -(g["cpu_time_us"] or 0)))
+    copies = sorted(groups, key=lambda g: (-(g["gpu_time_us"] or 0), -(g["bytes"] or 0), -(g["cpu_time_us"] or 0)))
     # allocator ops
     alloc_ops: dict = {}
     for nid in empty_ids:
