@@ -20,6 +20,7 @@ from .heap import return_freed_memory
 from .options import Options
 from .report import analyze_trace, error_entry
 from .trace import sidecars
+from .trace.ahead import ReadAhead, serial_reader
 from .trace.files import shown_path
 from .trace.reader import DEFAULT_MAX_BYTES, TraceReadError, TraceTruncated
 from .trace.records import load_trace
@@ -99,9 +100,13 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def analyze_path(path: str, options: Optional[Options] = None, cache: Optional[ReportCache] = None) -> dict:
+def analyze_path(
+    path: str, options: Optional[Options] = None, cache: Optional[ReportCache] = None, ahead: Optional[ReadAhead] = None
+) -> dict:
     """The report of one trace file, or an error entry. Never raises for bad input (nor for an
-    engine error, unless ``options.debug``)."""
+    engine error, unless ``options.debug``). ``ahead``: the files of a job analysed in turn
+    (trace/ahead.py): this file's trace when the child has read it, and the next file read while
+    this one is analysed."""
     opt = options or Options()
     shown = shown_path(path)
     try:
@@ -126,13 +131,17 @@ def analyze_path(path: str, options: Optional[Options] = None, cache: Optional[R
             return hit
     try:
         max_bytes = opt.max_bytes
-        trace = load_trace(
-            path,
-            max_bytes=max_bytes,
-            salvage=opt.allow_partial,
-            jobs=opt.read_jobs,
-            parallel_min_bytes=opt.parallel_min_bytes,
-        )
+        trace = ahead.take(path) if ahead is not None else None
+        if trace is None:
+            trace = load_trace(
+                path,
+                max_bytes=max_bytes,
+                salvage=opt.allow_partial,
+                jobs=opt.read_jobs,
+                parallel_min_bytes=opt.parallel_min_bytes,
+            )
+        if ahead is not None:
+            ahead.started(path)
         ref, ref_path = None, None
         if opt.reference:
             try:
@@ -160,7 +169,7 @@ def analyze_path(path: str, options: Optional[Options] = None, cache: Optional[R
             shown,
             f"internal error: {type(e).__name__}: {e} (please report it; TB_ATTENTION_DEBUG=1 shows the traceback)",
         )
-    trace = ref = None  # type: ignore[assignment]  # freed now, so that their pages go back
+    trace = ref = None  # freed now, so that their pages go back
     # ~80 MB freed on a 250 MB trace: writing the report reuses it instead of growing the process
     return_freed_memory()
     report["path"] = shown
@@ -169,6 +178,26 @@ def analyze_path(path: str, options: Optional[Options] = None, cache: Optional[R
         cache.put(key, report)
         _keep_rank_summary(cache, key, report, opt.debug)
     return report
+
+
+def read_ahead(paths: list[str], options: Optional[Options] = None, cache: Optional[ReportCache] = None):
+    """A :class:`~.trace.ahead.ReadAhead` over the files of a job that :func:`analyze_path` is
+    about to analyse in this order (None for fewer than two): each file is read ahead unless its
+    report is cached."""
+    if len(paths) < 2:
+        return None
+    opt = options or Options()
+
+    def wanted(path: str) -> bool:
+        if cache is None:
+            return True
+        try:
+            return not cache.has(cache.key(path, os.stat(path), opt.key()))
+        except OSError:
+            return False  # analyze_path says what is wrong with it
+
+    load = serial_reader(opt.max_bytes, opt.allow_partial)
+    return ReadAhead(paths, load, wanted, opt.read_jobs, opt.parallel_min_bytes)
 
 
 def _keep_rank_summary(

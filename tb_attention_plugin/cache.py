@@ -77,6 +77,10 @@ class ReportCache:
     def _file(self, key: str) -> str:
         return os.path.join(self.dir, key + ".msgpack.z")
 
+    def has(self, key: str) -> bool:
+        """Whether an entry is stored under ``key`` (not whether it still decodes: :meth:`get` says)."""
+        return os.path.isfile(self._file(key))
+
     def get(self, key: str) -> Optional[dict]:
         try:
             with open(self._file(key), "rb") as f:

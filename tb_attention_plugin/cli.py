@@ -13,7 +13,7 @@ import os
 import re
 import shutil
 import sys
-from typing import Optional
+from typing import Any, Optional
 
 import msgspec
 
@@ -177,7 +177,7 @@ def _files(paths: list[str]) -> list[str]:
 
 
 def _reports(a, paths: list[str]) -> tuple[list[dict], list[dict]]:
-    from .analyze import analyze_path
+    from .analyze import analyze_path, read_ahead
 
     s = _settings(a)
     opt, cache = s.options, _cache(s)
@@ -186,17 +186,21 @@ def _reports(a, paths: list[str]) -> tuple[list[dict], list[dict]]:
     files = _files(paths)
     if not files:
         bad.append({"path": ", ".join(paths), "status": "error", "error": "no trace files found"})
-    for f in files:
-        rep = _known_error(a, f) or analyze_path(f, opt, cache)
-        (ok if rep.get("status") == "ok" else bad).append(rep)
+    ahead = read_ahead(files, opt, cache)
+    try:
+        for f in files:
+            rep = _known_error(a, f) or analyze_path(f, opt, cache, ahead)
+            (ok if rep.get("status") == "ok" else bad).append(rep)
+    finally:
+        if ahead is not None:
+            ahead.close()
     return ok, bad
 
 
 def _analyze_json(a, out) -> list[dict]:
     """Write the JSON envelope trace by trace; returns the error entries. A trace whose JSON is
     in the cache is copied from it without analysing anything."""
-    from .jsonout import envelope_head, iter_trace_body, trace_json_head
-    from .trace.files import shown_path
+    from .jsonout import envelope_head
 
     s = _settings(a)
     opt, cache = s.options, _cache(s)
@@ -205,43 +209,59 @@ def _analyze_json(a, out) -> list[dict]:
     if not files:
         bad.append({"path": ", ".join(a.paths), "status": "error", "error": "no trace files found"})
     out.write(envelope_head())
-    first = True
-    for f in files:
-        if not first:
-            out.write(b",")
-        first = False
-        key = None
-        if cache is not None:
-            try:
-                key = cache.key(f, os.stat(f), opt.key())
-            except OSError:
-                key = None
-            chunks = cache.get_json(key) if key else None
-            if chunks is not None:
-                out.write(trace_json_head(shown_path(f)))
-                for c in chunks:
-                    out.write(c)
-                continue
-        from .analyze import analyze_path
-
-        rep = _known_error(a, f) or analyze_path(f, opt, cache)
-        if rep.get("status") != "ok":
-            bad.append(rep)
-            out.write(to_json(rep))
-            continue
-        writer = cache.json_writer(key) if (cache is not None and key) else None
-        out.write(trace_json_head(shown_path(f)))
-        for c in iter_trace_body(rep):
-            out.write(c)
-            if writer:
-                writer.write(c)
-        if writer:
-            writer.commit()
+    _write_traces(a, out, files, opt, cache, bad)
     for b in bad:
         if b["path"] == ", ".join(a.paths) and not files:
             out.write(to_json(b))
     out.write(b"]}\n")
     return bad
+
+
+def _write_traces(a, out, files: list[str], opt, cache, bad: list[dict]) -> None:
+    """Each trace's JSON in turn: copied from the cache, or analysed and written (and cached).
+    From the first trace analysed on, the job's next file is read while one is analysed
+    (trace/ahead.py); a run served from the cache never imports the engine."""
+    from .jsonout import iter_trace_body, trace_json_head
+    from .trace.files import shown_path
+
+    ahead: Any = None  # the ReadAhead, made at the first trace analysed
+    made = False
+    try:
+        for i, f in enumerate(files):
+            if i:
+                out.write(b",")
+            key = None
+            if cache is not None:
+                try:
+                    key = cache.key(f, os.stat(f), opt.key())
+                except OSError:
+                    key = None
+                chunks = cache.get_json(key) if key else None
+                if chunks is not None:
+                    out.write(trace_json_head(shown_path(f)))
+                    for c in chunks:
+                        out.write(c)
+                    continue
+            from .analyze import analyze_path, read_ahead
+
+            if not made:
+                ahead, made = read_ahead(files[i:], opt, cache), True
+            rep = _known_error(a, f) or analyze_path(f, opt, cache, ahead)
+            if rep.get("status") != "ok":
+                bad.append(rep)
+                out.write(to_json(rep))
+                continue
+            writer = cache.json_writer(key) if (cache is not None and key) else None
+            out.write(trace_json_head(shown_path(f)))
+            for c in iter_trace_body(rep):
+                out.write(c)
+                if writer:
+                    writer.write(c)
+            if writer:
+                writer.commit()
+    finally:
+        if ahead is not None:
+            ahead.close()
 
 
 def _emit(text: str, output: Optional[str]) -> None:
