@@ -65,11 +65,7 @@ class _Cols:
         self.c = kt.columns
 
     def codes(self, name: str) -> tuple[np.ndarray, list]:
-        col = self.c.get(name)
-        if isinstance(col, Coded):
-            return np.asarray(col.codes), list(col.vocab)
-        n = len(self.kt)
-        return np.zeros(n, dtype=np.int32), [None]
+        return self.kt.codes(name)
 
     def among(self, name: str, values: Any) -> np.ndarray:
         """Per row: whether its ``name`` label is one of ``values`` (a collection, not a string)."""
@@ -81,10 +77,7 @@ class _Cols:
         return [vocab[i] for i in codes[rows].tolist()]
 
     def num(self, name: str) -> np.ndarray:
-        col = self.c.get(name)
-        if isinstance(col, np.ndarray):
-            return col.astype(np.float64)
-        return np.full(len(self.kt), np.nan)
+        return self.kt.num(name)
 
 
 @dataclass

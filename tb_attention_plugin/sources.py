@@ -15,7 +15,6 @@ from typing import Optional
 
 import numpy as np
 
-from .table import Coded
 from .trace.arrays import unique_ints
 from .trace.stacks import frame_json, innermost
 
@@ -126,13 +125,10 @@ def _time_per_line(group: np.ndarray, line: np.ndarray, dur: np.ndarray, n_lines
 def _codes(kt, name: str, rows: np.ndarray) -> tuple[np.ndarray, list]:
     """A string column's codes at ``rows`` and its vocabulary; equal values get one code (the
     lines are summed per value)."""
-    c = kt.columns[name]
-    if not isinstance(c, Coded):
-        c = Coded.from_values(kt._col_values(name, rows))
-        return c.codes.astype(np.int64), c.vocab
+    codes, vocab = kt.codes(name)
     first: dict = {}
-    canon = np.asarray([first.setdefault(v, i) for i, v in enumerate(c.vocab)], dtype=np.int64)
-    return canon[c.codes[rows]] if len(canon) else c.codes[rows].astype(np.int64), c.vocab
+    canon = np.asarray([first.setdefault(v, i) for i, v in enumerate(vocab)], dtype=np.int64)
+    return canon[codes[rows]] if len(canon) else codes[rows].astype(np.int64), vocab
 
 
 def _index(vocab: list, value) -> int:

@@ -215,6 +215,25 @@ class KernelTable(Sequence):
             return list(c[idx])
         return [c[i] for i in idx.tolist()]
 
+    def codes(self, name: str) -> tuple[np.ndarray, list]:
+        """A string column as codes (one per row) into a vocabulary, for whole-array grouping: a
+        :class:`Coded` column's own (a vocabulary may name a value twice); another column's values
+        coded in the order they first appear; a column the table lacks: code 0 of ``[None]``."""
+        c = self.columns.get(name)
+        if c is None:
+            return np.zeros(self._n, dtype=np.int32), [None]
+        if not isinstance(c, Coded):
+            c = Coded.from_values(self._col_values(name, slice(0, self._n)))
+        return c.codes, list(c.vocab)
+
+    def num(self, name: str) -> np.ndarray:
+        """A numeric column as a float64 array of its own (NaN where null); all NaN for a column
+        the table lacks or one that is not an array."""
+        c = self.columns.get(name)
+        if isinstance(c, np.ndarray):
+            return c.astype(np.float64)
+        return np.full(self._n, np.nan)
+
     def rows(self, idx, fields: Optional[Sequence[str]] = None) -> list[dict]:
         """Row dicts for an index array or a slice (only ``fields``, when given: cheaper)."""
         if isinstance(idx, slice):

@@ -51,3 +51,30 @@ def test_the_writer_gives_the_rows_json() -> None:
     t = _table(3000, 1)
     body = b"".join(jsonout.iter_trace_body({"path": "x", "status": "ok", "kernels": t}))
     assert body == b'"status":"ok","kernels":' + jsonout._ENCODER.encode(t.rows(slice(0, 3000))) + b"}"
+
+
+def test_codes_and_num_whatever_the_column_holds():
+    """KernelTable.codes and .num, the whole-array views the model, the boundary and the sources
+    group by: a coded column's own codes, a list column coded in order of first appearance, a
+    missing column code 0 of [None] (codes) or NaN (num)."""
+    kt = KernelTable(
+        {
+            "id": np.arange(4, dtype=np.int64),
+            "phase": Coded(np.array([2, 0, 2, 1]), ["softmax", "mask", "qk_matmul"]),
+            "scope": ["b", None, "a", "b"],
+            "dur_us": np.array([1.0, np.nan, 3.0, 4.0]),
+            "device": np.array([0, 1, 1, 0], dtype=np.int64),
+        }
+    )
+    codes, vocab = kt.codes("phase")
+    assert codes.tolist() == [2, 0, 2, 1] and vocab == ["softmax", "mask", "qk_matmul"]
+    codes, vocab = kt.codes("scope")
+    assert codes.tolist() == [0, 1, 2, 0] and vocab == ["b", None, "a"]
+    codes, vocab = kt.codes("cost_op")
+    assert codes.tolist() == [0, 0, 0, 0] and vocab == [None]
+    dur = kt.num("dur_us")
+    assert dur.dtype == np.float64 and np.array_equal(dur, [1.0, np.nan, 3.0, 4.0], equal_nan=True)
+    dur[0] = 9.0  # a copy: the table's column is not changed
+    assert kt.columns["dur_us"][0] == 1.0
+    assert kt.num("device").tolist() == [0.0, 1.0, 1.0, 0.0]
+    assert np.isnan(kt.num("scope")).all() and np.isnan(kt.num("bytes")).all()

@@ -41,7 +41,6 @@ from typing import Any, Optional
 import numpy as np
 
 from ..roofline.roles import is_matrix_kernel
-from ..table import Coded
 
 FUSED_BANDWIDTH_FRACTION = 0.8  # the rate at which a fused kernel moves the bytes it still moves
 MAX_BOUNDARY_KERNELS = 48  # a walk that finds no next matmul within this many kernels is cut
@@ -160,39 +159,27 @@ def _nan_to_num(x: float) -> float:
     return x
 
 
-def _col(kt: Any, name: str) -> tuple[np.ndarray, list]:
-    c = kt.columns.get(name)
-    if isinstance(c, Coded):
-        return np.asarray(c.codes), list(c.vocab)
-    return np.zeros(len(kt), dtype=np.int32), [None]
-
-
-def _num(kt: Any, name: str) -> np.ndarray:
-    c = kt.columns.get(name)
-    return c.astype(np.float64) if isinstance(c, np.ndarray) else np.full(len(kt), np.nan)
-
-
 def walk(kt: Any, calls: list, attr: Any = None) -> list[dict]:
     """Per forward attention call (model.Call: ``call``, ``rows``, ``site``), its boundary
     kernels by role, in GPU order."""
     n = len(kt)
     if not n:
         return []
-    ts = _num(kt, "ts")
-    dur = np.nan_to_num(_num(kt, "dur_us"))
-    nbytes = _num(kt, "bytes")
+    ts = kt.num("ts")
+    dur = np.nan_to_num(kt.num("dur_us"))
+    nbytes = kt.num("bytes")
     ids = np.asarray(kt.columns["id"], dtype=np.int64)
     reads = np.full(n, np.nan)
     if attr is not None and len(getattr(attr, "reads", ())):
         ok = (ids >= 0) & (ids < len(attr.reads))
         reads[ok] = np.asarray(attr.reads, dtype=np.float64)[ids[ok]]
-    kind_c, kind_v = _col(kt, "kind")
-    ph_c, ph_v = _col(kt, "phase")
-    dir_c, dir_v = _col(kt, "direction")
-    nm_c, nm_v = _col(kt, "name")
-    op_c, op_v = _col(kt, "cost_op")
-    md_c, md_v = _col(kt, "module")
-    inst = _num(kt, "instance")
+    kind_c, kind_v = kt.codes("kind")
+    ph_c, ph_v = kt.codes("phase")
+    dir_c, dir_v = kt.codes("direction")
+    nm_c, nm_v = kt.codes("name")
+    op_c, op_v = kt.codes("cost_op")
+    md_c, md_v = kt.codes("module")
+    inst = kt.num("instance")
     dev = np.asarray(kt.columns["device"], dtype=np.int64)
     stream = np.asarray(kt.columns["stream"], dtype=np.int64)
     streams: dict[tuple[int, int], _Stream] = {}
