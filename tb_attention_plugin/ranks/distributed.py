@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Callable, Optional
 
-from ..analyze import analyze_path, shown_path
+from ..analyze import analyze_path, read_ahead, shown_path
 from ..cache import ReportCache
 from ..options import Options
 from . import store
@@ -64,11 +64,17 @@ def plan(n_todo: int, scheduler: Optional[str], workers: Optional[int]) -> tuple
 
 
 def summarize_file(
-    path: str, options: Options, cache_dir: Optional[str], use_cache: bool, keep_json: bool = False
+    path: str,
+    options: Options,
+    cache_dir: Optional[str],
+    use_cache: bool,
+    keep_json: bool = False,
+    ahead: Any = None,
 ) -> dict:
     """The rank summary of one trace (from the summary cache, else by analysing it), or an error
     summary. With ``keep_json`` the report's JSON body is also kept in the cache for
-    ``analyze --format json``. Never raises for bad input."""
+    ``analyze --format json``. ``ahead``: in-process runs only, the job's files read one ahead
+    (analyze.read_ahead). Never raises for bad input."""
     shown = shown_path(path)
     cache = ReportCache(cache_dir) if (use_cache and cache_dir) else None
     key = store.summary_key(cache, path, options) if cache is not None else None
@@ -77,7 +83,7 @@ def summarize_file(
         if hit is not None:
             return dict(hit, path=shown, file=os.path.basename(shown))
     try:
-        rep = analyze_path(path, options, cache)
+        rep = analyze_path(path, options, cache, ahead)
         if rep.get("status") != "ok":
             return error_summary(shown, " ".join(str(rep.get("error") or "unknown error").split()))
         s = rank_summary(rep, shown)
@@ -286,11 +292,17 @@ def summarize_files(
             todo.append(p)
     cache_dir = cache.dir if cache is not None else cache_dir
     mode, n = plan(len(todo), scheduler, workers)
-    calls = [(p, summarize_file, (p, options, cache_dir, use_cache, keep_json)) for p in todo]
-    for label, res in run(
-        calls, scheduler=scheduler, workers=n or workers, worker_memory=worker_memory, mode=mode, timeout=timeout
-    ):
-        out[label] = res
+    # in this process the files are analysed in turn: the next one is read while one is analysed
+    ahead = read_ahead(todo, options, cache) if mode == "inprocess" else None
+    calls = [(p, summarize_file, (p, options, cache_dir, use_cache, keep_json, ahead)) for p in todo]
+    try:
+        for label, res in run(
+            calls, scheduler=scheduler, workers=n or workers, worker_memory=worker_memory, mode=mode, timeout=timeout
+        ):
+            out[label] = res
+    finally:
+        if ahead is not None:
+            ahead.close()
     info = {
         "mode": mode,
         "workers": n if mode == "local" else None,

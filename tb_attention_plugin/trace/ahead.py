@@ -125,8 +125,10 @@ class ReadAhead:
 
     def take(self, path: str) -> Optional[Trace]:
         """The trace of ``path`` read by the child (waiting for it), or None: no child read it,
-        or it failed (the caller then reads the file itself)."""
+        or it failed (the caller then reads the file itself). A child reading another file (one
+        the caller skipped: its report came from the cache after all) is stopped."""
         if self._path != path:
+            self.close()
             return None
         conn = self._conn
         try:

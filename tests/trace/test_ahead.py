@@ -16,11 +16,12 @@ from helpers import ROOT
 DDP2 = os.path.join(ROOT, "tests", "data", "ddp2", "ddp2_gpt_sdpa")
 RANKS = sorted(os.path.join(DDP2, f) for f in os.listdir(DDP2) if f.endswith(".pt.trace.json.gz"))
 
-# The CLI on the files, with the read-ahead on or off; stderr ends with what ReadAhead.take gave.
+# A CLI command on the files, with the read-ahead on or off; stderr ends with what ReadAhead.take
+# gave.
 CLI = r"""
 import io, json, os, sys
 from tb_attention_plugin.trace import ahead
-mode, files = sys.argv[1], sys.argv[2:]
+command, mode, files = sys.argv[1], sys.argv[2], sys.argv[3:]
 taken = []
 take = ahead.ReadAhead.take
 def recorded(self, path):
@@ -38,7 +39,7 @@ class Out:
     def flush(self): pass
 sys.stdout = Out()
 try:
-    rc = cli.main(["analyze", *files, "--format", "json", "--no-cache"])
+    rc = cli.main([command, *files, "--format", "json", "--no-cache"])
 except SystemExit as e:
     rc = e.code
 sys.stdout = sys.__stdout__
@@ -47,7 +48,7 @@ print("\n" + json.dumps({"rc": rc, "taken": taken}), file=sys.stderr)
 """
 
 
-def run_cli(files, mode, tmp_path):
+def run_cli(files, mode, tmp_path, command="analyze"):
     env = dict(
         os.environ,
         PYTHONPATH=ROOT,
@@ -55,7 +56,9 @@ def run_cli(files, mode, tmp_path):
         TB_ATTENTION_PARALLEL_MIN_BYTES="0",  # the test traces are small
         TB_ATTENTION_CACHE_DIR=str(tmp_path / "cache"),
     )
-    r = subprocess.run([sys.executable, "-c", CLI, mode, *map(str, files)], capture_output=True, env=env, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-c", CLI, command, mode, *map(str, files)], capture_output=True, env=env, timeout=300
+    )
     tail = json.loads(r.stderr.decode().strip().splitlines()[-1])
     return r.stdout, tail
 
@@ -70,6 +73,17 @@ def test_job_read_ahead_gives_the_same_reports(tmp_path):
     assert [t for _, t in tail_off["taken"]] == [False, False]
     assert on == off
     assert len(json.loads(on)["traces"]) == 2
+
+
+@pytest.mark.skipif(len(RANKS) < 2, reason="the 2-rank job is not in tests/data")
+def test_ranks_in_process_reads_ahead_too(tmp_path):
+    """``tb-attention ranks`` on a few files analyses them in this process (ranks/distributed.py):
+    the same read-ahead, the same summaries."""
+    on, tail_on = run_cli(RANKS, "on", tmp_path, "ranks")
+    off, tail_off = run_cli(RANKS, "off", tmp_path, "ranks")
+    assert tail_on["rc"] == tail_off["rc"] == 0
+    assert [t for _, t in tail_on["taken"]] == [False, True]
+    assert on == off and len(json.loads(on)["ranks"]) == 2
 
 
 @pytest.mark.skipif(len(RANKS) < 2, reason="the 2-rank job is not in tests/data")
