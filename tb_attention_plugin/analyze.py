@@ -180,7 +180,9 @@ def analyze_path(
     return report
 
 
-def read_ahead(paths: list[str], options: Optional[Options] = None, cache: Optional[ReportCache] = None):
+def read_ahead(
+    paths: list[str], options: Optional[Options] = None, cache: Optional[ReportCache] = None
+) -> Optional[ReadAhead]:
     """A :class:`~.trace.ahead.ReadAhead` over the files of a job that :func:`analyze_path` is
     about to analyse in this order (None for fewer than two): each file is read ahead unless its
     report is cached."""
