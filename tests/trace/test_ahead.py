@@ -156,3 +156,36 @@ def test_the_trace_read_ahead_is_the_serial_read(tmp_path):
 @pytest.mark.skipif(len(RANKS) < 2, reason="the 2-rank job is not in tests/data")
 def test_a_file_not_wanted_is_not_read_ahead():
     assert run_direct(RANKS[0], RANKS[1], False) == {"got": False}
+
+
+# A child that dies while reading (killed, out of memory) or that hangs up half-way: the caller
+# gets None and reads the file itself; nothing is left running.
+DYING = r"""
+import json, os, sys
+from tb_attention_plugin.trace.ahead import ReadAhead, serial_reader
+a, b, how = sys.argv[1], sys.argv[2], sys.argv[3]
+read = serial_reader(1 << 34, False)
+def load(path):
+    if how == "exit":
+        os._exit(9)  # as if killed
+    tr = read(path)
+    if how == "raise":
+        raise MemoryError("no room")
+    return tr
+ra = ReadAhead([a, b], load, jobs=2, min_bytes=0)
+ra.started(a)
+child = ra._proc
+got = ra.take(b)
+print(json.dumps({"got": got is not None, "started": child is not None, "alive": child.is_alive() if child else None}))
+"""
+
+
+@pytest.mark.skipif(len(RANKS) < 2, reason="the 2-rank job is not in tests/data")
+@pytest.mark.parametrize("how", ["exit", "raise"])
+def test_a_child_that_fails_hands_back_nothing(how):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    r = subprocess.run(
+        [sys.executable, "-c", DYING, RANKS[0], RANKS[1], how], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout) == {"got": False, "started": True, "alive": False}
