@@ -180,14 +180,10 @@ def analyze_path(
     return report
 
 
-def read_ahead(
-    paths: list[str], options: Optional[Options] = None, cache: Optional[ReportCache] = None
-) -> Optional[ReadAhead]:
+def read_ahead(paths: list[str], options: Optional[Options] = None, cache: Optional[ReportCache] = None) -> ReadAhead:
     """A :class:`~.trace.ahead.ReadAhead` over the files of a job that :func:`analyze_path` is
-    about to analyse in this order (None for fewer than two): each file is read ahead unless its
-    report is cached."""
-    if len(paths) < 2:
-        return None
+    about to analyse in this order: each file is read ahead unless its report is cached (with one
+    file there is none to read ahead)."""
     opt = options or Options()
 
     def wanted(path: str) -> bool:

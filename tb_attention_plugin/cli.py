@@ -8,6 +8,7 @@ reported; one ``error: <file>: <problem>`` line per bad file on stderr, never a 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import re
@@ -186,14 +187,10 @@ def _reports(a, paths: list[str]) -> tuple[list[dict], list[dict]]:
     files = _files(paths)
     if not files:
         bad.append({"path": ", ".join(paths), "status": "error", "error": "no trace files found"})
-    ahead = read_ahead(files, opt, cache)
-    try:
+    with read_ahead(files, opt, cache) as ahead:
         for f in files:
             rep = _known_error(a, f) or analyze_path(f, opt, cache, ahead)
             (ok if rep.get("status") == "ok" else bad).append(rep)
-    finally:
-        if ahead is not None:
-            ahead.close()
     return ok, bad
 
 
@@ -225,8 +222,7 @@ def _write_traces(a, out, files: list[str], opt, cache, bad: list[dict]) -> None
     from .trace.files import shown_path
 
     ahead: Any = None  # the ReadAhead, made at the first trace analysed
-    made = False
-    try:
+    with contextlib.ExitStack() as stack:
         for i, f in enumerate(files):
             if i:
                 out.write(b",")
@@ -244,8 +240,8 @@ def _write_traces(a, out, files: list[str], opt, cache, bad: list[dict]) -> None
                     continue
             from .analyze import analyze_path, read_ahead
 
-            if not made:
-                ahead, made = read_ahead(files[i:], opt, cache), True
+            if ahead is None:
+                ahead = stack.enter_context(read_ahead(files[i:], opt, cache))
             rep = _known_error(a, f) or analyze_path(f, opt, cache, ahead)
             if rep.get("status") != "ok":
                 bad.append(rep)
@@ -259,9 +255,6 @@ def _write_traces(a, out, files: list[str], opt, cache, bad: list[dict]) -> None
                     writer.write(c)
             if writer:
                 writer.commit()
-    finally:
-        if ahead is not None:
-            ahead.close()
 
 
 def _emit(text: str, output: Optional[str]) -> None:

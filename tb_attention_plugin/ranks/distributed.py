@@ -25,7 +25,7 @@ import logging
 import os
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, Callable, Optional
 
 from ..analyze import analyze_path, read_ahead, shown_path
@@ -293,16 +293,14 @@ def summarize_files(
     cache_dir = cache.dir if cache is not None else cache_dir
     mode, n = plan(len(todo), scheduler, workers)
     # in this process the files are analysed in turn: the next one is read while one is analysed
+    # (the workers of a cluster get None: each analyses its own files)
     ahead = read_ahead(todo, options, cache) if mode == "inprocess" else None
-    calls = [(p, summarize_file, (p, options, cache_dir, use_cache, keep_json, ahead)) for p in todo]
-    try:
+    with ahead if ahead is not None else nullcontext():
+        calls = [(p, summarize_file, (p, options, cache_dir, use_cache, keep_json, ahead)) for p in todo]
         for label, res in run(
             calls, scheduler=scheduler, workers=n or workers, worker_memory=worker_memory, mode=mode, timeout=timeout
         ):
             out[label] = res
-    finally:
-        if ahead is not None:
-            ahead.close()
     info = {
         "mode": mode,
         "workers": n if mode == "local" else None,

@@ -75,7 +75,7 @@ def _receive(conn: Connection) -> Optional[Trace]:
 class ReadAhead:
     """The traces of a job in the order they are analysed; :meth:`started` (called once a file
     has been read) reads the next one that ``wanted`` accepts in a forked child, and
-    :meth:`take` hands it over.
+    :meth:`take` hands it over. A context manager: leaving it stops a child still reading.
 
     ``load(path)``: the serial read the child runs (records.load_trace with ``jobs=1``).
     ``wanted(path)``: whether a file needs reading at all (False: its report is cached).
@@ -137,6 +137,12 @@ class ReadAhead:
             return None
         finally:
             self.close()
+
+    def __enter__(self) -> ReadAhead:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def close(self) -> None:
         """Stop the child (if any) and forget what it read."""
