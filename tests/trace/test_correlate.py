@@ -111,9 +111,21 @@ def test_lexorder_is_lexsort_with_the_major_key_first():
             rng.integers(0, 3, n).astype(np.int32),
         ][: int(rng.integers(1, 5))]
         assert lexorder(*keys).tolist() == np.lexsort(keys[::-1]).tolist()
-    # keys too wide for one int64 together, and float keys: lexsort's own answer
+    # keys too wide for one int64 together (minutes of nanosecond starts and durations): the keys
+    # that do not fit order only the rows that tie on the ones before them
     wide = [np.array([3, 1, 2, 1]) * 2**40, np.array([0, 5, 1, 2]) * 2**40]
     assert lexorder(*wide).tolist() == np.lexsort(wide[::-1]).tolist() == [3, 1, 2, 0]
+    for _ in range(500):
+        n = int(rng.integers(0, 300))
+        pool = [
+            rng.integers(0, 3, n).astype(np.int32),  # a thread
+            rng.integers(0, 40, n) * 2**33,  # starts far apart, with ties
+            -rng.integers(0, 2**30, n),  # durations, negated
+            rng.integers(-(2**62), 2**62, n),  # too wide to combine with anything
+            rng.integers(0, 2, n).astype(bool),
+        ]
+        keys = [pool[i] for i in rng.permutation(len(pool))[: int(rng.integers(1, 6))]]
+        assert lexorder(*keys).tolist() == np.lexsort(keys[::-1]).tolist()
     floats = [np.array([0.5, 0.25, 0.5]), np.array([2, 1, 0])]
     assert lexorder(*floats).tolist() == [1, 2, 0]
 
