@@ -544,7 +544,8 @@ def test_copy_group_totals_match_one_loop_over_the_ops_to_the_bit(monkeypatch):
         if top_nc[i] >= 0:
             g["nc"] = bool(top_nc[i]) or bool(g["nc"])
     groups: list[dict] = [{} for _ in range(n_groups)]
-    _sum_groups(groups, gi.astype(np.int64), order, inst_r, rdur, gdur, gpu_of, top_bytes, top_unsized, top_nc)
+    top = movement._TopCopies(order, gi.tolist(), top_bytes, top_unsized, top_nc)
+    _sum_groups(groups, top, inst_r, rdur, gdur, gpu_of)
     for g, want in zip(groups, loop):
         assert g["kernel_ids"] == want["ids"]
         assert (g["calls"], g["instances"], g["kernels"]) == (want["calls"], len(want["instances"]), want["kernels"])

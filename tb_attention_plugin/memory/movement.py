@@ -5,6 +5,7 @@ syncs (``.item()``)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from math import prod
 from typing import Optional
 
@@ -73,15 +74,29 @@ def _kernel_keep(report: dict, n_gpu: int) -> np.ndarray:
     return keep
 
 
-def _sum_groups(groups, gi, order, inst_r, rdur, gdur, gpu_of, top_bytes, top_unsized, top_nc) -> None:
-    """Each copy group's totals over its top copy ops (``order``, in time order; ``gi``: the group
-    of each), whole-array: calls, distinct calls of attention, CPU and GPU time, kernels, bytes and
-    flags, and the GPU activities of its copies in order. The sums add in the same order as one
-    loop over the ops would (np.bincount adds its weights in order), so every figure is the same
-    to the last bit."""
+@dataclass
+class _TopCopies:
+    """The top copy ops of attention, in time order (``order``: their ranges), each with its copy
+    group, its bytes (0 when unknown), whether those are estimated or unknown, and whether its
+    input is non-contiguous (1), contiguous (0) or not a tensor (-1)."""
+
+    order: np.ndarray
+    group: list[int] = field(default_factory=list)
+    nbytes: list[float] = field(default_factory=list)
+    unsized: list[bool] = field(default_factory=list)
+    noncontiguous: list[int] = field(default_factory=list)
+
+
+def _sum_groups(groups: list[dict], top: _TopCopies, inst_r, rdur, gdur, gpu_of: dict) -> None:
+    """Each copy group's totals over its top copy ops, whole-array: calls, distinct calls of
+    attention, CPU and GPU time, kernels, bytes and flags, and the GPU activities of its copies in
+    order. The sums add in the same order as one loop over the ops would (np.bincount adds its
+    weights in order), so every figure is the same to the last bit."""
     n = len(groups)
     if not n:
         return
+    order = top.order
+    gi = np.asarray(top.group, dtype=np.int64)
     ks = [gpu_of.get(t, ()) for t in order.tolist()]
     counts = [len(x) for x in ks]
     owner = np.repeat(np.arange(len(order)), counts)
@@ -96,9 +111,9 @@ def _sum_groups(groups, gi, order, inst_r, rdur, gdur, gpu_of, top_bytes, top_un
     cpu = np.bincount(gi, weights=rdur[order], minlength=n)
     gpu = np.bincount(gi, weights=gtime, minlength=n)
     nk = np.bincount(gi, weights=np.asarray(counts, dtype=np.float64), minlength=n)
-    nbytes = np.bincount(gi, weights=np.asarray(top_bytes, dtype=np.float64), minlength=n)
-    unsized = np.bincount(gi, weights=np.asarray(top_unsized, dtype=np.float64), minlength=n) > 0
-    nc = np.asarray(top_nc, dtype=np.int64)
+    nbytes = np.bincount(gi, weights=np.asarray(top.nbytes, dtype=np.float64), minlength=n)
+    unsized = np.bincount(gi, weights=np.asarray(top.unsized, dtype=np.float64), minlength=n) > 0
+    nc = np.asarray(top.noncontiguous, dtype=np.int64)
     any_nc = np.bincount(gi, weights=(nc == 1).astype(np.float64), minlength=n) > 0
     has_nc = np.bincount(gi, weights=(nc >= 0).astype(np.float64), minlength=n) > 0
     inst = inst_r[order] + 1  # non-negative keys (-1 would be "no call")
@@ -188,12 +203,9 @@ def data_movement(ctx: TraceContext, shapes: dict, report: dict, window) -> dict
             gpu_of.setdefault(o, []).append(k)
     groups: list[dict] = []  # the copy groups, in the order first seen
     group_of: dict = {}  # a group's key -> its index in groups
-    top_group: list[int] = []  # per top copy op (in time order): its group, bytes, flags
-    top_bytes: list[float] = []
-    top_unsized: list[bool] = []
-    top_nc: list[int] = []  # 1: a non-contiguous input, 0: contiguous, -1: no tensor input
     memo: dict = {}
     order = top_arr[np.argsort(R["ts_ns"][top_arr], kind="stable")]
+    top_copies = _TopCopies(order)
     parent_a = op_anc_a[order]
     per_top = zip(
         order.tolist(),
@@ -278,22 +290,11 @@ def data_movement(ctx: TraceContext, shapes: dict, report: dict, window) -> dict
                     "kernel_ids": [],
                 }
             )
-        top_group.append(gi)
-        top_bytes.append(0.0 if nbytes is None else nbytes)
-        top_unsized.append(est or nbytes is None)
-        top_nc.append(-1 if nc is None else int(not nc))
-    _sum_groups(
-        groups,
-        np.asarray(top_group, dtype=np.int64),
-        order,
-        inst_r,
-        R["dur"],
-        gdur,
-        gpu_of,
-        top_bytes,
-        top_unsized,
-        top_nc,
-    )
+        top_copies.group.append(gi)
+        top_copies.nbytes.append(0.0 if nbytes is None else nbytes)
+        top_copies.unsized.append(est or nbytes is None)
+        top_copies.noncontiguous.append(-1 if nc is None else int(not nc))
+    _sum_groups(groups, top_copies, inst_r, R["dur"], gdur, gpu_of)
     copies = sorted(groups, key=lambda g: (-(g["gpu_time_us"] or 0), -(g["bytes"] or 0), -(g["cpu_time_us"] or 0)))
     # allocator ops
     alloc_ops: dict = {}

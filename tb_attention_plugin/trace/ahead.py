@@ -112,7 +112,7 @@ class ReadAhead:
     def _start(self, path: str) -> None:
         ctx = multiprocessing.get_context("fork")
         recv, send = ctx.Pipe(duplex=False)
-        parallel._widen(send)
+        parallel.widen_pipe(send)
         try:
             proc = ctx.Process(target=_child, args=(send, self.load, path), daemon=True)
             proc.start()

@@ -191,7 +191,7 @@ class RawChunkParser(TraceParser):
 PIPE_BYTES = 4 << 20  # pipe buffer asked for (Linux caps it at /proc/sys/fs/pipe-max-size, 1 MiB by default)
 
 
-def _widen(conn: Connection) -> None:
+def widen_pipe(conn: Connection) -> None:
     """Grow the kernel buffer of the pipe behind ``conn`` where the system allows it (Linux).
 
     A result (the columns of one 4 MB segment: ~0.7 MB on the 250 MB llama trace) is written in
@@ -297,8 +297,8 @@ def load_parallel(
     ctx = multiprocessing.get_context("fork")
     jobs_r, jobs_w = ctx.Pipe(duplex=False)
     res_r, res_w = ctx.Pipe(duplex=False)
-    _widen(jobs_w)
-    _widen(res_w)
+    widen_pipe(jobs_w)
+    widen_pipe(res_w)
     make = builder.sibling  # fresh builders like the caller's, sharing its per-name caches
     proc = ctx.Process(target=_child, args=(jobs_r, res_w, make), daemon=True)
     proc.start()
@@ -635,7 +635,7 @@ def load_split(
     ctx = multiprocessing.get_context("fork")
     counter = ctx.Value("i", 1)  # the parent takes segment 0 (the header) first
     res_r, res_w = ctx.Pipe(duplex=False)
-    _widen(res_w)
+    widen_pipe(res_w)
     make = builder.sibling  # fresh builders like the caller's, sharing its per-name caches
     proc = ctx.Process(target=_split_child, args=(path, cuts, bare, max_bytes, make, counter, res_w), daemon=True)
     proc.start()

@@ -194,7 +194,7 @@ def test_result_pipes_are_widened_where_the_system_allows():
     r, w = multiprocessing.get_context("fork").Pipe(duplex=False)
     try:
         before = fcntl.fcntl(w.fileno(), fcntl.F_GETPIPE_SZ)
-        parallel._widen(w)
+        parallel.widen_pipe(w)
         after = fcntl.fcntl(w.fileno(), fcntl.F_GETPIPE_SZ)
     finally:
         r.close()
