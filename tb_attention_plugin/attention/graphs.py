@@ -45,6 +45,7 @@ from .structure import (  # noqa: F401 - re-exported: the structure of a replay
     NORM_KERNEL,
     ROTARY_KERNEL,
     SPLITK_REDUCE,
+    NameTraits,
     structure_phases,
 )
 from .tagger import SOURCES, Tagging
@@ -486,6 +487,7 @@ def apply(trace: Trace, links: Links, tagging: Tagging, ctx: GraphContext) -> No
     G = trace.gpu
     by_name = SOURCES.index("kernel_name")
     fused = P.PHASE_INDEX["fused_attention"]
+    traits = NameTraits()
     for g in _groups(trace, links, ctx.replayed):
         # adjacent kernels that are attention by name (a split-KV kernel and its combine) are one call
         for a, b in zip(g[:-1].tolist(), g[1:].tolist()):
@@ -495,7 +497,7 @@ def apply(trace: Trace, links: Links, tagging: Tagging, ctx: GraphContext) -> No
         kn = [names[i] for i in G["name"][g].tolist()]
         # anchors: the attention kernels themselves (a KV-cache write tagged by name is not one)
         att = ((inst[g] >= 0) & (phase[g] == fused)).tolist()
-        for i, (ph, anchor) in structure_phases(kn, att).items():
+        for i, (ph, anchor) in structure_phases(kn, att, traits).items():
             k, a = int(g[i]), int(g[anchor])
             if inst[k] >= 0:  # the reference (or its name) tagged it already
                 continue

@@ -10,6 +10,7 @@ and including the first GEMM are its output side (that GEMM: the output projecti
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Optional
 
 from . import patterns as P
@@ -27,22 +28,75 @@ ROTARY_KERNEL = re.compile(
 SPLITK_REDUCE = re.compile(r"splitKreduce", re.I)
 
 
+LAYOUT_KERNEL = re.compile(r"copy|transpose|permute", re.I)
+
+
 def _role(name: str) -> Optional[str]:
     lib = P.library_kernel(name)
     return lib.role if lib else None
 
 
-def structure_phases(names: list[str], attention: list[bool]) -> dict[int, tuple[str, int]]:
+@dataclass(frozen=True)
+class Traits:
+    """What the structure reads of one kernel name."""
+
+    gemm: bool
+    norm: bool  # a normalisation (a reduction): where the input side of an attention kernel begins
+    norm_stop: bool  # a normalisation that ends its output side (cuDNN's own kernels do not)
+    splitk: bool  # a split-K reduction: part of the GEMM before it
+    cache_write: bool  # a KV-cache write, generic or in the library catalogue
+    rotary: bool
+    layout: bool  # a copy, transpose or permute
+
+    @staticmethod
+    def of(name: str) -> Traits:
+        norm = bool(NORM_KERNEL.search(name))
+        return Traits(
+            gemm=bool(GEMM_KERNEL.search(name)),
+            norm=norm,
+            norm_stop=norm and not name.startswith("void cudnn"),
+            splitk=bool(SPLITK_REDUCE.search(name)),
+            cache_write=bool(CACHE_WRITE_KERNEL.search(name)) or _role(name) == "kv_cache_write",
+            rotary=bool(ROTARY_KERNEL.search(name)),
+            layout=bool(LAYOUT_KERNEL.search(name)),
+        )
+
+
+class NameTraits:
+    """:class:`Traits` of each distinct kernel name, found once: a trace replays the same few
+    hundred names hundreds of thousands of times, and a C++ template name of a few thousand
+    characters costs ~10 µs a pattern (a 250 MB decode trace replayed from CUDA graphs spent 19 s
+    searching them again for every kernel). One per analysis, shared by its sequences."""
+
+    def __init__(self) -> None:
+        self._memo: dict[str, Traits] = {}
+
+    def __call__(self, names: list[str]) -> list[Traits]:
+        memo = self._memo
+        out = []
+        for nm in names:
+            t = memo.get(nm)
+            if t is None:
+                t = memo[nm] = Traits.of(nm)
+            out.append(t)
+        return out
+
+
+def structure_phases(
+    names: list[str], attention: list[bool], traits: Optional[NameTraits] = None
+) -> dict[int, tuple[str, int]]:
     """Phases of the kernels around recognised attention kernels in one replayed sequence.
 
     ``attention[i]`` marks kernels that are attention by name. Returns {index: (phase, index of
     the attention kernel it belongs to)} for the kernels the structure adds (the attention
-    kernels themselves are not in it)."""
+    kernels themselves are not in it). ``traits``: the caller's memo of what each name is, shared
+    between its sequences."""
     out: dict[int, tuple[str, int]] = {}
     n = len(names)
     att_idx = [i for i in range(n) if attention[i]]
     if not att_idx:
         return out
+    tr = (traits or NameTraits())(names)
     # runs of adjacent attention kernels (a split-KV kernel and its combine) are one call
     runs: list[tuple[int, int]] = []
     for i in att_idx:
@@ -56,36 +110,36 @@ def structure_phases(names: list[str], attention: list[bool]) -> dict[int, tuple
         # input side: back from a to the last normalisation, then forward to the first GEMM
         lo = a
         j = a - 1
-        while j > prev_end and not NORM_KERNEL.search(names[j]):
+        while j > prev_end and not tr[j].norm:
             lo = j
             j -= 1
-        first_gemm = next((k for k in range(lo, a) if GEMM_KERNEL.search(names[k]) and not attention[k]), None)
+        first_gemm = next((k for k in range(lo, a) if tr[k].gemm and not attention[k]), None)
         if first_gemm is not None:
             for k in range(first_gemm, a):
-                nm = names[k]
+                t = tr[k]
                 if attention[k]:
                     continue
-                if GEMM_KERNEL.search(nm) or SPLITK_REDUCE.search(nm):
+                if t.gemm or t.splitk:
                     out[k] = ("qkv_proj", a)
-                elif CACHE_WRITE_KERNEL.search(nm) or _role(nm) == "kv_cache_write":
+                elif t.cache_write:
                     out[k] = ("layout", a)
-                elif ROTARY_KERNEL.search(nm):
+                elif t.rotary:
                     out[k] = ("rotary", a)
                 else:
                     out[k] = ("other", a)
         # output side: up to and including the first GEMM (and its split-K reduction)
         k = b + 1
         while k < nxt:
-            nm = names[k]
-            if GEMM_KERNEL.search(nm):
+            t = tr[k]
+            if t.gemm:
                 out[k] = ("out_proj", a)
-                if k + 1 < nxt and SPLITK_REDUCE.search(names[k + 1]):
+                if k + 1 < nxt and tr[k + 1].splitk:
                     out[k + 1] = ("out_proj", a)
                     k += 1
                 break
-            if NORM_KERNEL.search(nm) and not nm.startswith("void cudnn"):
+            if t.norm_stop:
                 break
-            out[k] = ("layout" if re.search(r"copy|transpose|permute", nm, re.I) else "other", a)
+            out[k] = ("layout" if t.layout else "other", a)
             k += 1
         prev_end = max(b, k)
     return out
