@@ -191,13 +191,23 @@ def walk(kt: Any, calls: list, attr: Any = None) -> list[dict]:
     # the loop below reads single rows: Python lists answer that faster than numpy scalars
     ph_l, dir_l, inst_l = ph_c.tolist(), dir_c.tolist(), inst.tolist()
     dur_l, nb_l, rd_l = dur.tolist(), nbytes.tolist(), reads.tolist()
+    op_l, nm_l, md_l, kernel_l = op_c.tolist(), nm_c.tolist(), md_c.tolist(), is_kernel.tolist()
+    # a kernel's matmul-ness and role depend on its op, name and module only: found once each
     matmul_memo: dict[tuple[int, int], bool] = {}
+    role_memo: dict[tuple[int, int, int], str] = {}
 
     def matmul(r: int) -> bool:
-        k = (int(op_c[r]), int(nm_c[r]))
+        k = (op_l[r], nm_l[r])
         hit = matmul_memo.get(k)
         if hit is None:
             hit = matmul_memo[k] = _is_matmul(op_v[k[0]], str(nm_v[k[1]] or ""))
+        return hit
+
+    def role_of(r: int) -> str:
+        k = (op_l[r], nm_l[r], md_l[r])
+        hit = role_memo.get(k)
+        if hit is None:
+            hit = role_memo[k] = _role(op_v[k[0]], str(nm_v[k[1]] or ""), md_v[k[2]])
         return hit
 
     out = []
@@ -207,7 +217,7 @@ def walk(kt: Any, calls: list, attr: Any = None) -> list[dict]:
         core = [
             int(r)
             for r in c.rows.tolist()
-            if ph_v[ph_l[r]] in _OUTPUT and dir_v[dir_l[r]] != "backward" and is_kernel[r]
+            if ph_v[ph_l[r]] in _OUTPUT and dir_v[dir_l[r]] != "backward" and kernel_l[r]
         ]
         if not core:
             continue
@@ -245,12 +255,12 @@ def walk(kt: Any, calls: list, attr: Any = None) -> list[dict]:
                     break
                 else:
                     state = "after"
-                    role = _role(op_v[op_c[r]], str(nm_v[nm_c[r]] or ""), md_v[md_c[r]])
+                    role = role_of(r)
             else:
                 if matmul(r):
                     nxt, complete = r, True
                     break
-                role = _role(op_v[op_c[r]], str(nm_v[nm_c[r]] or ""), md_v[md_c[r]])
+                role = role_of(r)
             if items and items[-1].role == role:
                 it = items[-1]
             else:
