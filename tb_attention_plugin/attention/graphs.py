@@ -488,12 +488,9 @@ def apply(trace: Trace, links: Links, tagging: Tagging, ctx: GraphContext) -> No
     by_name = SOURCES.index("kernel_name")
     fused = P.PHASE_INDEX["fused_attention"]
     traits = NameTraits()
+    named = source == by_name  # the launches are disjoint: what one changes, no other reads
     for g in _groups(trace, links, ctx.replayed):
-        # adjacent kernels that are attention by name (a split-KV kernel and its combine) are one call
-        for a, b in zip(g[:-1].tolist(), g[1:].tolist()):
-            if source[a] == by_name and source[b] == by_name and inst[a] != inst[b]:
-                tagging.instances.pop(int(inst[b]), None)
-                inst[b] = inst[a]
+        _join_named_runs(g, inst, named, tagging.instances)
         kn = [names[i] for i in G["name"][g].tolist()]
         # anchors: the attention kernels themselves (a KV-cache write tagged by name is not one)
         att = ((inst[g] >= 0) & (phase[g] == fused)).tolist()
@@ -506,6 +503,25 @@ def apply(trace: Trace, links: Links, tagging: Tagging, ctx: GraphContext) -> No
             source[k] = src_struct
             if ctx.how[k] == NONE:
                 ctx.how[k] = STRUCT
+
+
+def _join_named_runs(g: np.ndarray, inst: np.ndarray, named: np.ndarray, instances: dict[int, Any]) -> None:
+    """Adjacent kernels of one launch that are attention by name (a split-KV kernel and its
+    combine) are one call: each run of them takes the instance of its first, and the instances
+    it replaces are dropped. Whole-array per launch (a decode trace replays 10^5 kernels)."""
+    nm = named[g]
+    if np.count_nonzero(nm) < 2:
+        return
+    pos = np.arange(len(g))
+    start = nm.copy()
+    start[1:] &= ~nm[:-1]
+    head = np.maximum.accumulate(np.where(start, pos, -1))  # the run each position is in
+    follow = nm & ~start
+    ks = g[follow]
+    old, new = inst[ks], inst[g[head[follow]]]
+    for x in old[old != new].tolist():
+        instances.pop(int(x), None)
+    inst[ks] = new
 
 
 def column(tagging: Tagging, n: int) -> tuple[np.ndarray, list[Optional[str]]]:

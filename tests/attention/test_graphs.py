@@ -573,3 +573,28 @@ def test_a_cudagraph_trees_replay_takes_its_compiled_run_as_reference(tmp_path, 
     assert e.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--reference: the directory holds" in err[0] and "name one" in err[0]
+
+
+def test_named_runs_join_as_the_pairwise_loop_did():
+    """graphs._join_named_runs (whole-array per launch) gives each run of adjacent by-name kernels
+    the instance of its first and drops the instances it replaces, as the loop over adjacent pairs
+    it replaced did: on random launches with runs, gaps and shared instances."""
+    import numpy as np
+
+    from tb_attention_plugin.attention.graphs import _join_named_runs
+
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n = int(rng.integers(0, 40))
+        g = rng.permutation(60)[:n]
+        named = rng.random(60) < 0.6
+        inst = rng.integers(-1, 8, 60)
+        instances = {i: {"name": str(i)} for i in range(-1, 8)}
+        want_inst, want_instances = inst.copy(), dict(instances)
+        for a, b in zip(g[:-1].tolist(), g[1:].tolist()):
+            if named[a] and named[b] and want_inst[a] != want_inst[b]:
+                want_instances.pop(int(want_inst[b]), None)
+                want_inst[b] = want_inst[a]
+        _join_named_runs(g, inst, named, instances)
+        assert inst.tolist() == want_inst.tolist()
+        assert instances == want_instances
