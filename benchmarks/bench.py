@@ -74,8 +74,23 @@ CASES = {
     "llama": ["validation/traces/hf_llama_eager_fwdbwd/*.pt.trace.json*"],
     "cudnn": ["validation/traces/sdpa_cudnn_fwdbwd_causal/*.pt.trace.json*"],
 }
+REFERENCE_CASES = list(CASES)  # what a run measures unless --cases says otherwise
+# Other kernel mixes (issue #22: "on every kernel mix"), one recorded trace of each form that the
+# tests keep, repeated to 250 MB like the rest: a path that only one form takes (the replay of CUDA
+# graphs, Flex's block masks, jagged tensors...) and is slow shows here. `--cases mixes`: all of them.
+MIX_CASES = {
+    "flex": ["tests/data/modern/hf_llama_flex_fwdbwd/*.pt.trace.json*"],
+    "jagged": ["tests/data/round4/jagged_build_nt_fwdbwd/*.pt.trace.json*"],
+    "cgraph": ["tests/data/round4/ffn_block_b2_s2048_compiled_cudagraph/*.pt.trace.json*"],
+    "decode": ["tests/data/modern/decode_graph_replay/*.pt.trace.json*"],
+    "mla": ["tests/data/modern/mla_moe_hand_fwdbwd/*.pt.trace.json*"],
+    "t5": ["tests/data/twins/t5_eager/*.pt.trace.json*"],
+    "swin": ["tests/data/round3/r3_swin_fwdbwd/*.pt.trace.json*"],
+    "fp8": ["tests/data/round4/fp8_block_fwd_e4m3/*.pt.trace.json*"],
+}
+CASES.update(MIX_CASES)
 # MB a case is repeated to when --sizes is not given
-CASE_SIZES = {"eager": 267, "sdpa": 267, "ddp2": 267, "llama": 250, "cudnn": 250}
+CASE_SIZES = {"eager": 267, "sdpa": 267, "ddp2": 267, "llama": 250, "cudnn": 250, **{c: 250 for c in MIX_CASES}}
 CASE_NOTES = {
     "eager": "12-layer GPT training step on an H200, eager attention (matmul-softmax-dropout-matmul), "
     "shapes + stacks + memory events",
@@ -85,6 +100,14 @@ CASE_NOTES = {
     "llama": "HF Llama training step on an H200, eager attention, forward + backward (validation/traces)",
     "cudnn": "F.scaled_dot_product_attention forward + backward on the cuDNN backend, causal, on an H200 "
     "(validation/traces)",
+    "flex": "HF Llama with FlexAttention, forward + backward, on an H200",
+    "jagged": "SDPA on jagged (nested) tensors built per batch, forward + backward, on an H200",
+    "cgraph": "an attention + FFN block under torch.compile with CUDA graphs (replayed), on an H200",
+    "decode": "a decode step replayed from CUDA graphs (no CPU ops around its kernels), on an H200",
+    "mla": "a hand-written MLA attention + MoE block, forward + backward, on an H200",
+    "t5": "T5 with eager attention and a relative position bias, forward + backward, on an H200",
+    "swin": "Swin (windowed attention) forward + backward, on an H200",
+    "fp8": "an attention block in FP8 (e4m3), forward, on an H200",
 }
 
 
@@ -932,9 +955,10 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--cases",
         nargs="+",
-        choices=sorted(CASES),
-        default=list(CASES),
-        help="kernel mixes to measure (default: all; see CASES): eager attention, SDPA fwd+bwd, a 2-rank DDP job",
+        choices=sorted(CASES) + ["mixes"],
+        default=REFERENCE_CASES,
+        help="kernel mixes to measure (default: the reference set and issue #22's two traces; 'mixes': "
+        "the other forms in MIX_CASES)",
     )
     ap.add_argument("--skip-peers", action="store_true", help="no torch-tb-profiler/HTA/orjson rows")
     ap.add_argument("--skip-ours", action="store_true", help="no tb-attention rows")
@@ -1008,7 +1032,8 @@ def main(argv=None) -> int:
     if args.trace or args.source:
         plan = [("custom", [args.trace or args.source])]
     else:
-        plan = [(case, case_sources(case)) for case in args.cases]
+        cases = [c for name in args.cases for c in (MIX_CASES if name == "mixes" else [name])]
+        plan = [(case, case_sources(case)) for case in dict.fromkeys(cases)]
     trace_src = ", ".join(f"{c}: " + " + ".join(f"`{os.path.relpath(x, REPO)}`" for x in srcs) for c, srcs in plan)
     for (case, sources), size in [(p, z) for p in plan for z in sizes]:
         if size == 0:
