@@ -110,6 +110,7 @@ class Run:
         self._replay_done = False
         self._replay_low: Any = None
         self.predictions: dict[tuple[Any, ...], Any] = {}  # sdpa_choice.predict_once's memo
+        self._args: dict[int, list] = {}  # op_args' memo, per input signature
         self.has_backward = any(k.direction == "backward" for k in self.k) or self._trace_has_backward()
 
     def _trace_has_backward(self) -> bool:
@@ -197,10 +198,17 @@ class Run:
         return int(self.links.gpu_op[kernel_id])
 
     def op_args(self, r: int) -> list:
+        """The parsed inputs of op ``r`` (a list the caller must not change: it is shared by every
+        op with the same signature, parsed once: a mask's ops repeat in every layer and step)."""
         if self.trace is None or r < 0:
             return []
         sig = int(self.trace.ranges["sig"][r])
-        return parse_args(self.trace.signatures[sig]) if sig >= 0 else []
+        if sig < 0:
+            return []
+        args = self._args.get(sig)
+        if args is None:
+            args = self._args[sig] = parse_args(self.trace.signatures[sig])
+        return args
 
     def op_name(self, r: int) -> str:
         return self.trace.strings[self.trace.ranges["name"][r]] if self.trace is not None and r >= 0 else ""
