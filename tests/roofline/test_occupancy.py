@@ -130,3 +130,21 @@ def test_kernel_occupancy_prefers_the_recorded_estimate_and_never_reports_zero_f
     assert k.pct[1] == 100.0 and SOURCES[k.source[1]] == "recorded"
     assert np.isnan(k.pct[2]) and k.source[2] == -1 and np.isnan(k.pct[3])
     assert k.waves[0] == pytest.approx(1024 / (132 * 2))
+
+
+def test_each_launch_configuration_is_worked_out_once_with_the_same_answer():
+    """theoretical_occupancy computes each distinct (block, registers, shared memory) once and gives
+    it to every kernel launched with it: the same arrays as the element-wise arithmetic, on random
+    launches that repeat, with unknown, unlaunchable and negative values among them."""
+    from tb_attention_plugin.roofline.occupancy import _occupancy
+
+    rng = np.random.default_rng(5)
+    lim = sm_limits(H200)
+    for n in (1, 7, 500):
+        threads = rng.choice([0, 32, 96, 128, 256, 1024, 2048], n)
+        regs = rng.choice([0, 18, 64, 128, 255, 300], n)
+        smem = rng.choice([-1, 0, 4096, 49152, 1 << 20], n)
+        got, want = theoretical_occupancy(threads, regs, smem, lim), _occupancy(threads, regs, smem, lim)
+        for a, b in ((got.blocks_per_sm, want.blocks_per_sm), (got.fraction, want.fraction)):
+            assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True)
+        assert got.limiter.dtype == want.limiter.dtype and np.array_equal(got.limiter, want.limiter)
