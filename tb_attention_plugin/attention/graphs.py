@@ -163,34 +163,50 @@ def capture_nodes(trace: Trace, links: Links) -> tuple[np.ndarray, np.ndarray]:
 
 
 # -- alignment -------------------------------------------------------------------------------
-def _loose(name: str) -> str:
-    return " ".join(P.strip_templates(name).split())
+def _loose(name: str, memo: Optional[dict[str, str]] = None) -> str:
+    """The name without template arguments and with single spaces (``memo``: each name's, found
+    once: a gap of a long reference holds the same few hundred names many times over)."""
+    if memo is None:
+        return " ".join(P.strip_templates(name).split())
+    out = memo.get(name)
+    if out is None:
+        out = memo[name] = " ".join(P.strip_templates(name).split())
+    return out
 
 
-def align(query: list[str], ref: list[str]) -> list[tuple[int, int]]:
+def align(query: list[str], ref: list[str], loose: Optional[dict[str, str]] = None) -> list[tuple[int, int]]:
     """Pairs (i, j) of query[i] ~ ref[j], increasing in both: exact-name blocks first
     (difflib, no junk heuristics), then the gaps between blocks matched on names without template
     arguments (positionally when a gap has the same length on both sides and every name agrees,
-    else by a second difflib pass on the loose names)."""
+    else by a second difflib pass on the loose names). ``loose``: a memo of the loose names, for
+    a caller that aligns many queries against one reference."""
     sm = difflib.SequenceMatcher(None, query, ref, autojunk=False)
+    memo = {} if loose is None else loose
     pairs: list[tuple[int, int]] = []
     qi = rj = 0
     for a, b, size in sm.get_matching_blocks():
-        pairs.extend(_gap(query, ref, qi, a, rj, b))
+        pairs.extend(_gap(query, ref, qi, a, rj, b, memo))
         pairs.extend((a + t, b + t) for t in range(size))
         qi, rj = a + size, b + size
     return pairs
 
 
-def _gap(query: list[str], ref: list[str], q0: int, q1: int, r0: int, r1: int) -> list[tuple[int, int]]:
+def _gap(
+    query: list[str], ref: list[str], q0: int, q1: int, r0: int, r1: int, memo: dict[str, str]
+) -> list[tuple[int, int]]:
     if q1 <= q0 or r1 <= r0:
         return []
-    lq = [_loose(x) for x in query[q0:q1]]
-    lr = [_loose(x) for x in ref[r0:r1]]
-    if len(lq) == len(lr) and lq == lr:
-        return [(q0 + t, r0 + t) for t in range(len(lq))]
+    lq = lr = None
+    if q1 - q0 == r1 - r0:
+        lq = [_loose(x, memo) for x in query[q0:q1]]
+        lr = [_loose(x, memo) for x in ref[r0:r1]]
+        if lq == lr:
+            return [(q0 + t, r0 + t) for t in range(len(lq))]
     if (q1 - q0) * (r1 - r0) > 4_000_000:  # a gap that large is not the same step
         return []
+    if lq is None or lr is None:
+        lq = [_loose(x, memo) for x in query[q0:q1]]
+        lr = [_loose(x, memo) for x in ref[r0:r1]]
     sm = difflib.SequenceMatcher(None, lq, lr, autojunk=False)
     return [(q0 + a + t, r0 + b + t) for a, b, size in sm.get_matching_blocks() for t in range(size)]
 
@@ -232,6 +248,7 @@ def _merge(trace: Trace, ref: Trace, keeps: list[np.ndarray]) -> tuple[Trace, li
     r_parts: dict[str, list[np.ndarray]] = {k: [col] for k, col in R.items()}
     f_parts: dict[str, list[np.ndarray]] = {k: [col] for k, col in F.items()}
     offsets, n, threads = [], n0, list(trace.threads)
+    flows_of: dict[bytes, np.ndarray] = {}  # the reference flows of each distinct context (copies repeat)
     for c, keep in enumerate(keeps):
         offsets.append(n)
         n += len(keep)
@@ -252,8 +269,10 @@ def _merge(trace: Trace, ref: Trace, keeps: list[np.ndarray]) -> tuple[Trace, li
             # ids may outgrow their column's int32 once shifted: int64 here, narrowed after
             r_parts[k].append(np.asarray(add).astype(np.int64 if k in NARROWED_RANGE_IDS else col.dtype))
         if len(fkey):
-            rkey = Q["thread"][keep].astype(np.int64) * (1 << 40) + Q["ts_ns"][keep]
-            fsel = np.isin(fkey, rkey)
+            fsel = flows_of.get(keep.tobytes())
+            if fsel is None:
+                rkey = Q["thread"][keep].astype(np.int64) * (1 << 40) + Q["ts_ns"][keep]
+                fsel = flows_of[keep.tobytes()] = np.isin(fkey, rkey)
             for k, col in F.items():
                 add = FQ[k][fsel]
                 if k == "thread":
@@ -333,14 +352,20 @@ def _match_reference(
     if not len(seq):
         return out, kind
     G = trace.gpu
+    # every replay of a graph launches the same kernels: each distinct sequence is aligned once
+    aligned: dict[tuple[int, ...], list[tuple[int, int]]] = {}
+    loose: dict[str, str] = {}
     for g in groups:
         match: dict[int, int] = {}
         if kind == "capture":
             if len(g) == len(seq) and np.array_equal(G["kind"][g], rkinds):
                 match.update(zip(g.tolist(), seq.tolist()))
         else:
-            q = [trace.strings[i] for i in G["name"][g].tolist()]
-            for i, j in align(q, rnames):
+            codes = tuple(G["name"][g].tolist())
+            pairs = aligned.get(codes)
+            if pairs is None:
+                pairs = aligned[codes] = align([trace.strings[i] for i in codes], rnames, loose)
+            for i, j in pairs:
                 if G["kind"][g[i]] == rkinds[j]:
                     match[int(g[i])] = int(seq[j])
         out.append(match)
@@ -364,12 +389,17 @@ def _give_context(
     copies: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (activities, reference ranges/activities, keep)
     total = 0
     skipped = 0
+    contexts: dict[bytes, np.ndarray] = {}  # every replay of a graph matches the same reference ranges
     for m in per_group:
         if not m:
             continue
         ks = np.array(sorted(m), dtype=np.int64)
         rs = np.array([m[k] for k in ks.tolist()], dtype=np.int64)
-        keep = _context_ranges_of_ranges(ref, rlinks, rs) if kind == "capture" else _context_ranges(ref, rlinks, rs)
+        keep = contexts.get(rs.tobytes())
+        if keep is None:
+            keep = contexts[rs.tobytes()] = (
+                _context_ranges_of_ranges(ref, rlinks, rs) if kind == "capture" else _context_ranges(ref, rlinks, rs)
+            )
         if copies and total + len(keep) > MAX_COPIED_RANGES:
             skipped += 1
             continue

@@ -598,3 +598,35 @@ def test_named_runs_join_as_the_pairwise_loop_did():
         _join_named_runs(g, inst, named, instances)
         assert inst.tolist() == want_inst.tolist()
         assert instances == want_instances
+
+
+def test_each_distinct_launch_sequence_is_aligned_on_its_own(tmp_path):
+    """_match_reference aligns each distinct kernel sequence once and reuses it for the launches
+    that repeat it: a launch of another sequence (one kernel fewer) gets its own alignment, and
+    every launch's matches are those of aligning it alone."""
+    import numpy as np
+
+    from tb_attention_plugin.attention import graphs
+    from tb_attention_plugin.trace.correlate import link
+    from tb_attention_plugin.trace.records import load_trace
+
+    names = [n for n, _ in LAYER]
+    t = SynthTrace()
+    t.meta.update(record_shapes=1, with_stack=1)
+    for s, ks in enumerate([names, names[:5] + names[6:], names]):
+        with t.step(1 + s):
+            graph_launch(t, ks)
+    tr = load_trace(t.write(tmp_path / "replay.pt.trace.json"))
+    ref = load_trace(eager_trace(tmp_path, layers=1))
+    links = link(tr)
+    rep = graphs.replayed(tr, links)
+    groups = graphs._groups(tr, graphs._replace(links, gpu_op=np.where(rep, -1, links.gpu_op)), rep)
+    rlinks = link(ref)
+    per_group, _ = graphs._match_reference(tr, groups, ref, rlinks)
+    _, seq, rkinds, rnames = graphs._reference_sequence(ref, rlinks)
+    G = tr.gpu
+    for g, got in zip(groups, per_group):
+        q = [tr.strings[i] for i in G["name"][g].tolist()]
+        want = {int(g[i]): int(seq[j]) for i, j in align(q, rnames) if G["kind"][g[i]] == rkinds[j]}
+        assert got == want
+    assert [len(m) for m in per_group] == [len(names), len(names) - 1, len(names)]
