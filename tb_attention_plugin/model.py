@@ -28,7 +28,7 @@ from .roofline.classify import BOUNDS, decide
 from .table import Coded
 from .trace.arrays import unique_ints
 from .trace.jagged import JaggedLengths
-from .trace.shapes import parse_args
+from .trace.shapes import SignatureArgs
 
 _MISSING = object()  # a memo's "not looked up yet"
 MAX_LISTED_CALLS = 512  # per-call lists (ledger, boundary) beyond this are summarised, not listed
@@ -212,7 +212,7 @@ class _Ops:
         self.t, self.L = trace, links
         self.R = trace.ranges
         self.memo: dict[int, tuple[str, Optional[list]]] = {}
-        self.args: dict[int, list] = {}  # per signature: one parse for every op with those inputs
+        self.args = SignatureArgs(trace.signatures)  # one parse for every op with those inputs
         self.jagged = JaggedLengths(trace)  # the sequence lengths a jagged call's trace records
         self.geoms: dict[tuple[str, int], Any] = {}  # (op name, signature) -> its geometry
 
@@ -220,11 +220,7 @@ class _Ops:
         hit = self.memo.get(r)
         if hit is None:
             name = str(self.t.strings[self.R["name"][r]])
-            sig = int(self.R["sig"][r])
-            args = self.args.get(sig) if sig >= 0 else None
-            if args is None and sig >= 0:
-                args = self.args[sig] = parse_args(self.t.signatures[sig])
-            hit = self.memo[r] = (name, args)
+            hit = self.memo[r] = (name, self.args(int(self.R["sig"][r])))
         return hit
 
     def geometry(self, r: int) -> tuple[Optional[L.Geometry], str]:

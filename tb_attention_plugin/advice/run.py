@@ -11,7 +11,7 @@ import numpy as np
 from ..attention import patterns as P
 from ..roofline.cost import SDPA_SCHEMAS, sdpa_shapes
 from ..trace.records import OP
-from ..trace.shapes import parse_args
+from ..trace.shapes import SignatureArgs, parse_args
 
 FUSED_PEAK_FRACTION = 0.35  # a fused attention kernel's FLOP rate, as a fraction of the bf16/fp16 peak
 FUSED_PEAK_FRACTION_FP32 = 0.6  # ... and of the fp32 peak for fp32 inputs (mem-efficient kernel on CUDA cores)
@@ -110,7 +110,7 @@ class Run:
         self._replay_done = False
         self._replay_low: Any = None
         self.predictions: dict[tuple[Any, ...], Any] = {}  # sdpa_choice.predict_once's memo
-        self._args: dict[int, list] = {}  # op_args' memo, per input signature
+        self._args = SignatureArgs(trace.signatures) if trace is not None else None
         self.has_backward = any(k.direction == "backward" for k in self.k) or self._trace_has_backward()
 
     def _trace_has_backward(self) -> bool:
@@ -200,15 +200,9 @@ class Run:
     def op_args(self, r: int) -> list:
         """The parsed inputs of op ``r`` (a list the caller must not change: it is shared by every
         op with the same signature, parsed once: a mask's ops repeat in every layer and step)."""
-        if self.trace is None or r < 0:
+        if self._args is None or r < 0:
             return []
-        sig = int(self.trace.ranges["sig"][r])
-        if sig < 0:
-            return []
-        args = self._args.get(sig)
-        if args is None:
-            args = self._args[sig] = parse_args(self.trace.signatures[sig])
-        return args
+        return self._args(int(self.trace.ranges["sig"][r])) or []
 
     def op_name(self, r: int) -> str:
         return self.trace.strings[self.trace.ranges["name"][r]] if self.trace is not None and r >= 0 else ""

@@ -31,7 +31,7 @@ import numpy as np
 from ..trace.arrays import unique_ints
 from ..trace.correlate import Links, index_dtype, take_or
 from ..trace.records import ANNOTATION, LAUNCH, MODULE, OP, PYFUNC, Trace
-from ..trace.shapes import FLOAT_DTYPES, Arg, parse_args
+from ..trace.shapes import FLOAT_DTYPES, Arg, SignatureArgs
 from . import patterns as P
 from .structure import NameTraits, structure_phases
 
@@ -79,19 +79,13 @@ class _Ctx:
         self.strings = trace.strings
         self.module_re = module_re
         self.annotation_re = annotation_re
-        self._args_cache: dict[int, list[Arg]] = {}
+        self._args = SignatureArgs(trace.signatures)
 
     def name(self, r: int) -> str:
         return str(self.strings[self.name_id[r]])
 
     def args(self, r: int) -> Optional[list[Arg]]:
-        s = int(self.sig[r])
-        if s < 0:
-            return None
-        a = self._args_cache.get(s)
-        if a is None:
-            a = self._args_cache[s] = parse_args(self.t.signatures[s])
-        return a
+        return self._args(int(self.sig[r]))
 
 
 def _root_source(ctx: _Ctx, kinds: np.ndarray, names: list[str]) -> np.ndarray:

@@ -16,7 +16,7 @@ from ..attention.tagger import call_numbers
 from ..trace.arrays import lexorder, unique_ints
 from ..trace.correlate import Links
 from ..trace.records import Trace
-from ..trace.shapes import parse_args
+from ..trace.shapes import SignatureArgs
 from .outputs import op_outputs, short_name
 
 
@@ -31,7 +31,7 @@ class TraceContext:
         self.name_id = R["name"]
         self.sig = R["sig"]
         self.strings = trace.strings
-        self._args: dict[int, list] = {}
+        self._args = SignatureArgs(trace.signatures)
         self._outs: dict[tuple, list] = {}
         self._calls: Optional[dict] = None
         self.maker_memo: dict[tuple, dict] = {}  # (op stack, size, device type) -> maker (makers.py)
@@ -50,13 +50,7 @@ class TraceContext:
         return short_name(self.name(r))
 
     def args(self, r: int) -> Optional[list]:
-        s = int(self.sig[r])
-        if s < 0:
-            return None
-        a = self._args.get(s)
-        if a is None:
-            a = self._args[s] = parse_args(self.t.signatures[s])
-        return a
+        return self._args(int(self.sig[r]))
 
     def outputs(self, r: int) -> list:
         # an op's outputs depend only on its name and recorded inputs: memoised on those, so

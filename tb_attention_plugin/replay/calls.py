@@ -42,7 +42,7 @@ from ..roofline.cost import SDPA_SCHEMAS, flex_qkv, looks_like_flex
 from ..trace.correlate import Links
 from ..trace.jagged import JaggedLengths
 from ..trace.records import OP, Trace
-from ..trace.shapes import SCALAR_TYPE_CODES, Arg, parse_args
+from ..trace.shapes import SCALAR_TYPE_CODES, Arg, SignatureArgs
 
 KINDS = ("sdpa", "decode", "varlen", "eager", "mha", "flex")
 DECODE_MAX_SQ = 16  # a query of at most this many rows against a longer K/V: a decode step
@@ -157,20 +157,14 @@ class _Reader:
         R = trace.ranges
         self.kind, self.name_id, self.sig, self.ts = R["kind"], R["name"], R["sig"], R["ts_ns"]
         self.names = trace.strings
-        self._args: dict[int, list[Arg]] = {}
+        self._args = SignatureArgs(trace.signatures)
         self.jagged = JaggedLengths(trace)
 
     def name(self, r: int) -> str:
         return str(self.names[int(self.name_id[r])])
 
     def args(self, r: int) -> list[Arg]:
-        s = int(self.sig[r])
-        if s < 0:
-            return []
-        a = self._args.get(s)
-        if a is None:
-            a = self._args[s] = parse_args(self.t.signatures[s])
-        return a
+        return self._args(int(self.sig[r])) or []
 
     def phase(self, r: int) -> Optional[str]:
         c = int(self.tag.range_phase[r])

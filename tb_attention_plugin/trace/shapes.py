@@ -7,6 +7,7 @@ shapes for tensor lists), ``Input type`` (``c10::BFloat16``, ``float``, ``Scalar
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from math import prod
 from typing import Optional
@@ -152,3 +153,22 @@ def parse_args(sig: Signature) -> list[Arg]:
             continue
         out.append(Arg(shape=shape, dtype=dt[0], itemsize=dt[1], strides=_ints(s), value=v))
     return out
+
+
+class SignatureArgs:
+    """The parsed inputs of a trace's signatures, each parsed once: ops of one name and inputs
+    repeat in every layer and step. The lists are shared between the ops that have them: callers
+    read them and never change them."""
+
+    def __init__(self, signatures: Sequence[Signature]):
+        self._signatures = signatures
+        self._memo: dict[int, list[Arg]] = {}
+
+    def __call__(self, sig: int) -> Optional[list[Arg]]:
+        """The inputs of signature ``sig``; None for -1 (an op recorded without inputs)."""
+        if sig < 0:
+            return None
+        args = self._memo.get(sig)
+        if args is None:
+            args = self._memo[sig] = parse_args(self._signatures[sig])
+        return args
