@@ -163,11 +163,9 @@ def capture_nodes(trace: Trace, links: Links) -> tuple[np.ndarray, np.ndarray]:
 
 
 # -- alignment -------------------------------------------------------------------------------
-def _loose(name: str, memo: Optional[dict[str, str]] = None) -> str:
+def _loose(name: str, memo: dict[str, str]) -> str:
     """The name without template arguments and with single spaces (``memo``: each name's, found
     once: a gap of a long reference holds the same few hundred names many times over)."""
-    if memo is None:
-        return " ".join(P.strip_templates(name).split())
     out = memo.get(name)
     if out is None:
         out = memo[name] = " ".join(P.strip_templates(name).split())
@@ -196,17 +194,16 @@ def _gap(
 ) -> list[tuple[int, int]]:
     if q1 <= q0 or r1 <= r0:
         return []
-    lq = lr = None
-    if q1 - q0 == r1 - r0:
-        lq = [_loose(x, memo) for x in query[q0:q1]]
-        lr = [_loose(x, memo) for x in ref[r0:r1]]
-        if lq == lr:
-            return [(q0 + t, r0 + t) for t in range(len(lq))]
-    if (q1 - q0) * (r1 - r0) > 4_000_000:  # a gap that large is not the same step
+    same_length = q1 - q0 == r1 - r0
+    too_large = (q1 - q0) * (r1 - r0) > 4_000_000  # a gap that large is not the same step...
+    if too_large and not same_length:
+        return []  # ...known before any name is stripped (such a gap can hold most of the reference)
+    lq = [_loose(x, memo) for x in query[q0:q1]]
+    lr = [_loose(x, memo) for x in ref[r0:r1]]
+    if same_length and lq == lr:
+        return [(q0 + t, r0 + t) for t in range(len(lq))]
+    if too_large:
         return []
-    if lq is None or lr is None:
-        lq = [_loose(x, memo) for x in query[q0:q1]]
-        lr = [_loose(x, memo) for x in ref[r0:r1]]
     sm = difflib.SequenceMatcher(None, lq, lr, autojunk=False)
     return [(q0 + a + t, r0 + b + t) for a, b, size in sm.get_matching_blocks() for t in range(size)]
 
@@ -269,10 +266,11 @@ def _merge(trace: Trace, ref: Trace, keeps: list[np.ndarray]) -> tuple[Trace, li
             # ids may outgrow their column's int32 once shifted: int64 here, narrowed after
             r_parts[k].append(np.asarray(add).astype(np.int64 if k in NARROWED_RANGE_IDS else col.dtype))
         if len(fkey):
-            fsel = flows_of.get(keep.tobytes())
+            key = keep.tobytes()
+            fsel = flows_of.get(key)
             if fsel is None:
                 rkey = Q["thread"][keep].astype(np.int64) * (1 << 40) + Q["ts_ns"][keep]
-                fsel = flows_of[keep.tobytes()] = np.isin(fkey, rkey)
+                fsel = flows_of[key] = np.isin(fkey, rkey)
             for k, col in F.items():
                 add = FQ[k][fsel]
                 if k == "thread":
@@ -395,9 +393,10 @@ def _give_context(
             continue
         ks = np.array(sorted(m), dtype=np.int64)
         rs = np.array([m[k] for k in ks.tolist()], dtype=np.int64)
-        keep = contexts.get(rs.tobytes())
+        key = rs.tobytes()
+        keep = contexts.get(key)
         if keep is None:
-            keep = contexts[rs.tobytes()] = (
+            keep = contexts[key] = (
                 _context_ranges_of_ranges(ref, rlinks, rs) if kind == "capture" else _context_ranges(ref, rlinks, rs)
             )
         if copies and total + len(keep) > MAX_COPIED_RANGES:
