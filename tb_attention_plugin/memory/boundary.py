@@ -32,11 +32,9 @@ bandwidth; every figure is marked estimated. Times are the trace's (all steps).
 
 from __future__ import annotations
 
-import math
 import re
-import sys
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -102,7 +100,7 @@ class Item:
     """Boundary kernels of one role (in GPU order) of one call."""
 
     role: str
-    rows: list
+    kernels: int  # how many, consecutive on the stream
     time_us: float = 0.0
     bytes: float = 0.0
     reads: float = 0.0
@@ -113,176 +111,219 @@ class Item:
         return max(self.bytes - self.reads, 0.0)
 
 
-def _is_matmul(op: Optional[str], name: str) -> bool:
-    if op in MATMUL_OPS:
-        return True
+_ROLE = {r: i for i, r in enumerate(ROLES)}
+
+
+def _name_is_matmul(name: str) -> bool:
+    """A GEMM by its kernel name (an attention kernel whose name mentions a GEMM is not one)."""
     return is_matrix_kernel(name) and "attention" not in name.split("(", 1)[0].lower()
 
 
-def _role(op: Optional[str], name: str, module: Optional[str]) -> str:
-    """The role of a kernel after the projection: the norm (by op, module or Triton name), the
-    residual add, both in one kernel, or other."""
-    o = op or ""
-    if name.startswith("triton_"):
-        fused = name.split("fused", 1)[-1]
-        normish = bool(_NORM.search(fused)) or ("mean" in fused and "pow" in fused)
-        if normish and "add" in fused:
-            return "add_norm"
-        if normish:
-            return "norm"
-        return "residual_add" if re.search(r"(^|_)add(_|$)", fused) else "other"
-    if _NORM_OPS.search(o) or (module and _NORM.search(module)):
+def _triton_role(name: str) -> str:
+    """The role of a Triton kernel, by the ops its name says it fused."""
+    fused = name.split("fused", 1)[-1]
+    normish = bool(_NORM.search(fused)) or ("mean" in fused and "pow" in fused)
+    if normish and "add" in fused:
+        return "add_norm"
+    if normish:
         return "norm"
-    if o in _ADD_OPS:
-        return "residual_add"
-    return "other"
+    return "residual_add" if re.search(r"(^|_)add(_|$)", fused) else "other"
 
 
-class _Stream:
-    """Kernel rows of one (device, stream) in start order; ``pos`` (shared by every stream of a
-    table, whose kernels they partition): each row's place in its stream's order, -1 for a row
-    in no stream."""
+class _Column:
+    """A string column of the kernel table, asked per row what a test says of its value: each
+    distinct value is tested once, and only the values of the rows asked about (a C++ template
+    name takes microseconds to search; the table has hundreds of thousands of rows)."""
 
-    def __init__(self, rows: np.ndarray, ts: np.ndarray, pos: np.ndarray):
-        self.rows = rows[np.argsort(ts[rows], kind="stable")]
-        pos[self.rows] = np.arange(len(self.rows))
-        self.pos = pos
+    def __init__(self, kt: Any, name: str):
+        self.codes, self.values = kt.codes(name)
+
+    def test(self, fn: Callable[[Any], Any], rows: np.ndarray, dtype: Any = bool) -> np.ndarray:
+        codes = self.codes[rows]
+        used = np.zeros(len(self.values), dtype=bool)
+        used[codes] = True
+        per_value = np.zeros(len(self.values), dtype=dtype)
+        for code in np.flatnonzero(used).tolist():
+            per_value[code] = fn(self.values[code])
+        return per_value[codes]
 
 
-def _nan_to_num(x: float) -> float:
-    """``float(np.nan_to_num(x))`` of one Python float (NaN 0, infinities the largest finite
-    floats), without numpy's per-call cost."""
-    if x != x:
-        return 0.0
-    if x in (math.inf, -math.inf):
-        return math.copysign(sys.float_info.max, x)
-    return x
+def _first(mask: np.ndarray) -> np.ndarray:
+    """Per row of a 2-D mask, the column of its first True; the number of columns where none."""
+    return np.where(mask.any(axis=1), mask.argmax(axis=1), mask.shape[1])
+
+
+def _output_kernels(calls: list, end: np.ndarray, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(calls, rows): the calls with a row that ``ok`` marks, in call order, and of each the row
+    that ends last (the first of equals in the call's row order)."""
+    rows = np.concatenate([np.asarray(c.rows, dtype=np.int64) for c in calls])
+    owner = np.repeat(np.arange(len(calls)), [len(c.rows) for c in calls])
+    keep = ok[rows]
+    rows, owner = rows[keep], owner[keep]
+    order = np.lexsort((-end[rows], owner))  # stable: equals keep the call's row order
+    rows, owner = rows[order], owner[order]
+    first = np.ones(len(rows), dtype=bool)
+    first[1:] = owner[1:] != owner[:-1]
+    return owner[first], rows[first]
+
+
+def _following(kt: Any, ts: np.ndarray, is_kernel: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(grid, valid): per row, the MAX_BOUNDARY_KERNELS kernels after it on its (device, stream)
+    in start order (then row order); ``valid`` is False past the stream's last kernel."""
+    dev = np.asarray(kt.columns["device"], dtype=np.int64)
+    stream = np.asarray(kt.columns["stream"], dtype=np.int64)
+    k = np.flatnonzero(is_kernel)
+    in_order = k[np.lexsort((ts[k], stream[k], dev[k]))]  # each stream one run, by start
+    place = np.full(len(ts), -1, dtype=np.int64)
+    place[in_order] = np.arange(len(in_order))
+    starts = np.ones(len(in_order), dtype=bool)
+    starts[1:] = (dev[in_order][1:] != dev[in_order][:-1]) | (stream[in_order][1:] != stream[in_order][:-1])
+    first = np.flatnonzero(starts)
+    stream_end = np.repeat(np.r_[first[1:], len(in_order)], np.diff(np.r_[first, len(in_order)]))
+    at = place[rows]
+    pos = at[:, None] + np.arange(1, MAX_BOUNDARY_KERNELS + 1)[None, :]
+    valid = pos < stream_end[at][:, None]
+    return in_order[np.where(valid, pos, at[:, None])], valid
 
 
 def walk(kt: Any, calls: list, attr: Any = None) -> list[dict]:
     """Per forward attention call (model.Call: ``call``, ``rows``, ``site``), its boundary
-    kernels by role, in GPU order."""
-    n = len(kt)
-    if not n:
+    kernels by role, in GPU order.
+
+    From the call's output kernel the walk follows its stream: before the projection's first
+    GEMM (layout copies, the projection's own prologue), in the projection (its GEMMs and
+    out_proj kernels), after it (the add and the norm) until the next GEMM. Whole-array: the
+    kernels after each call's output make a row of a (call × step) grid, and each state ends at
+    the first step of the row where a condition holds."""
+    if not len(kt) or not calls:
         return []
     ts = kt.num("ts")
     dur = np.nan_to_num(kt.num("dur_us"))
-    nbytes = kt.num("bytes")
     ids = np.asarray(kt.columns["id"], dtype=np.int64)
-    reads = np.full(n, np.nan)
+    reads = np.full(len(kt), np.nan)
     if attr is not None and len(getattr(attr, "reads", ())):
         ok = (ids >= 0) & (ids < len(attr.reads))
         reads[ok] = np.asarray(attr.reads, dtype=np.float64)[ids[ok]]
-    kind_c, kind_v = kt.codes("kind")
-    ph_c, ph_v = kt.codes("phase")
-    dir_c, dir_v = kt.codes("direction")
+    phase, name, op, module = (_Column(kt, c) for c in ("phase", "name", "cost_op", "module"))
+    every = np.arange(len(kt))
+    is_kernel = _Column(kt, "kind").test(lambda v: v == "kernel", every)
+    backward = _Column(kt, "direction").test(lambda v: v == "backward", every)
+    # attention's output is written by its last fused or PV kernel (a call without one — e.g. a
+    # block mask's construction — has no output to follow)
+    output = phase.test(lambda v: v in _OUTPUT, every) & ~backward & is_kernel
+    who, last = _output_kernels(calls, ts + dur, output)
+    if not len(who):
+        return []
+    grid, valid = _following(kt, ts, is_kernel, last)
+    step = np.arange(MAX_BOUNDARY_KERNELS)[None, :]
+    call = np.asarray([calls[i].call for i in who.tolist()], dtype=np.float64)[:, None]
+    inst = kt.num("instance")[grid]
+    mine = (inst == inst) & (np.trunc(inst) == call)
+    # it stops at the stream's end, a backward kernel or another call's core attention
+    stop = _first(~valid | backward[grid] | (~mine & phase.test(lambda v: v in _CORE, grid)))
+    live = step < stop[:, None]
+    matmul = live & (
+        name.test(lambda v: _name_is_matmul(str(v or "")), grid) | op.test(lambda v: v in MATMUL_OPS, grid)
+    )
+    out_proj = mine & phase.test(lambda v: v == "out_proj", grid)
+    gemm = _first(matmul)  # the projection's first GEMM
+    leave = _first(live & (step > gemm[:, None]) & ~(out_proj | (matmul & mine)))  # its first other kernel
+    rows_ = np.arange(len(who))
+    next_mm = np.where(
+        (leave < stop) & matmul[rows_, np.minimum(leave, MAX_BOUNDARY_KERNELS - 1)],
+        leave,  # a GEMM not the call's own: the next matmul, right after the projection
+        _first(matmul & (step > leave[:, None])),
+    )
+    end = np.minimum(next_mm, stop)
+    layout = mine & phase.test(lambda v: v == "layout", grid)
+    role = np.where(out_proj, _ROLE["o_proj"], np.where(layout, _ROLE["layout"], _ROLE["other"]))
+    role[(step >= gemm[:, None]) & (step < leave[:, None])] = _ROLE["o_proj"]
+    after = (step >= leave[:, None]) & (step < end[:, None])
+    role[after] = _after_roles(grid[after], name, op, module)
+    return _items(kt, calls, who, grid, role, end, next_mm < stop, dur, reads)
+
+
+def _after_roles(rows: np.ndarray, name: _Column, op: _Column, module: _Column) -> np.ndarray:
+    """The role of each kernel after the projection: a Triton kernel's by the ops its name fused;
+    another's the norm (by op or module), the residual add (by op), else other."""
+    triton = name.test(lambda v: str(v or "").startswith("triton_"), rows)
+    out = np.empty(len(rows), dtype=np.int64)
+    out[triton] = name.test(lambda v: _ROLE[_triton_role(str(v or ""))], rows[triton], dtype=np.int64)
+    eager = rows[~triton]
+    norm = op.test(lambda v: _NORM_OPS.search(v or ""), eager) | module.test(lambda v: v and _NORM.search(v), eager)
+    add = op.test(lambda v: (v or "") in _ADD_OPS, eager)
+    out[~triton] = np.where(norm, _ROLE["norm"], np.where(add, _ROLE["residual_add"], _ROLE["other"]))
+    return out
+
+
+def _items(
+    kt: Any,
+    calls: list,
+    who: np.ndarray,
+    grid: np.ndarray,
+    role: np.ndarray,
+    end: np.ndarray,
+    has_next: np.ndarray,
+    dur: np.ndarray,
+    reads: np.ndarray,
+) -> list[dict]:
+    """The walks: each call's steps before ``end`` as Items, a run of equal roles each. Sums are
+    added a step at a time, in GPU order (the order a loop over the kernels adds them in)."""
+    nbytes = kt.num("bytes")
+    m, width = grid.shape
+    step = np.arange(width)[None, :]
+    within = step < end[:, None]
+    role = np.where(within, role, -1)
+    starts = within & (role != np.concatenate([np.full((m, 1), -1), role[:, :-1]], axis=1))
+    # running sums along each row, restarted where an item starts: one Python add per kernel in
+    # a loop is the same sequence of float additions
+    b, x = nbytes[grid].T, reads[grid].T
+    adds = (dur[grid].T, np.where(b != b, 0.0, b), np.where(x != x, 0.0, x))
+    w = b - np.nan_to_num(x)
+    last_writes = np.where(b != b, 0.0, np.where(0.0 > w, 0.0, w)).T
+    restart = starts.T
+    sums = [np.empty((width, m)) for _ in adds]
+    for total, add in zip(sums, adds):
+        total[0] = 0.0 + add[0]
+        for j in range(1, width):
+            total[j] = np.where(restart[j], 0.0, total[j - 1]) + add[j]
+    time_us, nb, rd = (t.T for t in sums)
+    costed = ~(np.isnan(nbytes[grid]) & within).any(axis=1)
+    ci, js = np.nonzero(starts)  # row-major: by call, then step
+    same = np.r_[ci[1:] == ci[:-1], False]
+    stops = np.where(same, np.r_[js[1:], 0], end[ci])
+    at = (ci, stops - 1)  # an item's last step: its sums, its last kernel's writes
+    items: list[list[Item]] = [[] for _ in range(m)]
+    vals = zip(
+        ci.tolist(),
+        js.tolist(),
+        stops.tolist(),
+        role[ci, js].tolist(),
+        time_us[at].tolist(),
+        nb[at].tolist(),
+        rd[at].tolist(),
+        last_writes[at].tolist(),
+    )
+    for c, a, z, ro, t, b, x, lw in vals:
+        items[c].append(Item(ROLES[ro], z - a, t, b, x, lw))
     nm_c, nm_v = kt.codes("name")
     op_c, op_v = kt.codes("cost_op")
     md_c, md_v = kt.codes("module")
-    inst = kt.num("instance")
-    dev = np.asarray(kt.columns["device"], dtype=np.int64)
-    stream = np.asarray(kt.columns["stream"], dtype=np.int64)
-    streams: dict[tuple[int, int], _Stream] = {}
-    is_kernel = np.asarray([v == "kernel" for v in kind_v], dtype=bool)[kind_c]
-    pos = np.full(n, -1, dtype=np.int64)
-    for a, b in sorted(set(zip(dev.tolist(), stream.tolist()))):  # np.unique(axis=0): 10x slower
-        m = np.flatnonzero((dev == a) & (stream == b) & is_kernel)
-        streams[(a, b)] = _Stream(m, ts, pos)
-    # the loop below reads single rows: Python lists answer that faster than numpy scalars
-    ph_l, dir_l, inst_l = ph_c.tolist(), dir_c.tolist(), inst.tolist()
-    dur_l, nb_l, rd_l = dur.tolist(), nbytes.tolist(), reads.tolist()
-    op_l, nm_l, md_l, kernel_l = op_c.tolist(), nm_c.tolist(), md_c.tolist(), is_kernel.tolist()
-    # a kernel's matmul-ness and role depend on its op, name and module only: found once each
-    matmul_memo: dict[tuple[int, int], bool] = {}
-    role_memo: dict[tuple[int, int, int], str] = {}
-
-    def matmul(r: int) -> bool:
-        k = (op_l[r], nm_l[r])
-        hit = matmul_memo.get(k)
-        if hit is None:
-            hit = matmul_memo[k] = _is_matmul(op_v[k[0]], str(nm_v[k[1]] or ""))
-        return hit
-
-    def role_of(r: int) -> str:
-        k = (op_l[r], nm_l[r], md_l[r])
-        hit = role_memo.get(k)
-        if hit is None:
-            hit = role_memo[k] = _role(op_v[k[0]], str(nm_v[k[1]] or ""), md_v[k[2]])
-        return hit
-
+    complete = has_next & ((role == _ROLE["o_proj"]) & within).any(axis=1)
+    end_l, next_l, complete_l, costed_l = end.tolist(), has_next.tolist(), complete.tolist(), costed.tolist()
     out = []
-    for c in calls:
-        # attention's output is written by its last fused or PV kernel (a call without one — e.g.
-        # a block mask's construction — has no output to follow)
-        core = [
-            int(r)
-            for r in c.rows.tolist()
-            if ph_v[ph_l[r]] in _OUTPUT and dir_v[dir_l[r]] != "backward" and kernel_l[r]
-        ]
-        if not core:
-            continue
-        last = max(core, key=lambda r: ts[r] + dur[r])
-        st = streams.get((int(dev[last]), int(stream[last])))
-        if st is None or st.pos[last] < 0:
-            continue
-        items: list[Item] = []
-        state, nxt, complete = "before", None, False
-        at = int(st.pos[last])
-        seq = st.rows[at + 1 : at + 1 + MAX_BOUNDARY_KERNELS].tolist()
-        for r in seq:
-            iv = inst_l[r]
-            mine = iv == iv and int(iv) == c.call
-            ph = ph_v[ph_l[r]]
-            if dir_v[dir_l[r]] == "backward" or (not mine and ph in _CORE):
-                break
-            if state == "before":
-                # up to the projection's GEMM: its own prologue (the out_proj phase: an FP8
-                # projection's quantisation of its input), layout copies, other kernels
-                if matmul(r):
-                    role = "o_proj"
-                    state = "oproj"
-                elif mine and ph == "out_proj":
-                    role = "o_proj"
-                elif mine and ph == "layout":
-                    role = "layout"
-                else:
-                    role = "other"
-            elif state == "oproj":
-                if (mine and ph == "out_proj") or (matmul(r) and mine):
-                    role = "o_proj"
-                elif matmul(r):
-                    nxt, complete = r, True
-                    break
-                else:
-                    state = "after"
-                    role = role_of(r)
-            else:
-                if matmul(r):
-                    nxt, complete = r, True
-                    break
-                role = role_of(r)
-            if items and items[-1].role == role:
-                it = items[-1]
-            else:
-                it = Item(role, [])
-                items.append(it)
-            it.rows.append(r)
-            b, rd = nb_l[r], rd_l[r]
-            it.time_us += dur_l[r]
-            it.bytes += 0.0 if b != b else b
-            it.reads += 0.0 if rd != rd else rd
-            it.last_writes = 0.0 if b != b else max(b - _nan_to_num(rd), 0.0)
-        costed = all(nb_l[r] == nb_l[r] for it in items for r in it.rows)
+    for i, c in enumerate(who.tolist()):
+        nxt = int(grid[i, end_l[i]]) if next_l[i] else None
         out.append(
             {
-                "call": c.call,
-                "site": c.site,
-                "items": items,
+                "call": calls[c].call,
+                "site": calls[c].site,
+                "items": items[i],
                 "next": None
                 if nxt is None
                 else {"name": nm_v[nm_c[nxt]], "op": op_v[op_c[nxt]], "module": md_v[md_c[nxt]]},
-                "complete": complete and any(it.role == "o_proj" for it in items),
-                "costed": costed,
+                "complete": complete_l[i],
+                "costed": costed_l[i],
             }
         )
     return out
@@ -291,8 +332,8 @@ def walk(kt: Any, calls: list, attr: Any = None) -> list[dict]:
 def _by_role(items: list[Item]) -> dict[str, Item]:
     out: dict[str, Item] = {}
     for it in items:
-        agg = out.setdefault(it.role, Item(it.role, []))
-        agg.rows += it.rows
+        agg = out.setdefault(it.role, Item(it.role, 0))
+        agg.kernels += it.kernels
         agg.time_us += it.time_us
         agg.bytes += it.bytes
         agg.reads += it.reads
@@ -377,8 +418,7 @@ def _call_json(w: dict, items: list[Item], b: float, t: float, rb: float, g: Opt
         "removable_bytes": _sig(rb),
         "estimated_gain_us": _r(g),
         "items": [
-            {"role": it.role, "kernels": len(it.rows), "time_us": _r(it.time_us), "bytes": _sig(it.bytes)}
-            for it in items
+            {"role": it.role, "kernels": it.kernels, "time_us": _r(it.time_us), "bytes": _sig(it.bytes)} for it in items
         ],
         "fusions": sorted(fus),
     }
@@ -424,7 +464,7 @@ def boundary_block(kt: Any, calls: list, attr: Any, bandwidth: Optional[float]) 
             continue
         for it in w["items"]:
             r = roles.setdefault(it.role, {"role": it.role, "kernels": 0, "time_us": 0.0, "bytes": 0.0})
-            r["kernels"] += len(it.rows)
+            r["kernels"] += it.kernels
             r["time_us"] += it.time_us
             r["bytes"] += it.bytes
     complete = sum(1 for w in walks if w["complete"])
