@@ -30,7 +30,6 @@ from .trace.arrays import unique_ints
 from .trace.jagged import JaggedLengths
 from .trace.shapes import SignatureArgs
 
-_MISSING = object()  # a memo's "not looked up yet"
 MAX_LISTED_CALLS = 512  # per-call lists (ledger, boundary) beyond this are summarised, not listed
 TOP_SHAPES = 3
 _BASES = ("useful", "executed", "dense")
@@ -122,41 +121,41 @@ def _common_prefix(paths: list[tuple[str, ...]]) -> tuple[str, ...]:
 _SIGNATURE_PHASES = ("fused_attention", "qk_matmul", "pv_matmul")
 
 
-def _signature_row(use: np.ndarray, phase_of: list, core: list[int], dur: np.ndarray) -> int:
+def _signature_row(use: list[int], phase_of: list, core: list[int], dur: list[float]) -> int:
     """The kernel row whose op and shapes sign a call: its attention matmul (the longest fused
     kernel, else QK^T, else PV), whose inputs are the call's geometry. Not the longest core
     kernel of any phase: that changes from layer to layer of one site (T5's first layer computes
     the relative position bias, whose gather is its longest kernel), and a signature that changes
     keeps repeated layers from folding."""
-    rows = use.tolist()
     for phase in _SIGNATURE_PHASES:
-        hits = [x for x in rows if phase_of[x] == phase]
+        hits = [x for x in use if phase_of[x] == phase]
         if hits:
-            return int(max(hits, key=lambda x: dur[x]))
-    return max(core, key=lambda x: dur[x]) if core else int(use[np.argmax(dur[use])])
+            return max(hits, key=dur.__getitem__)
+    return max(core or use, key=dur.__getitem__)
 
 
 def _places(kt: Any, calls: list[Call]) -> None:
     """Fill each call's CallPlace: module path (the common prefix of its forward kernels'
     modules, cut at its scope module), scope annotation, source line and op signature."""
     cols = _Cols(kt)
-    is_core, backward = cols.among("phase", _CORE), cols.among("direction", ("backward",))
+    # the loop reads single rows: Python lists answer that faster than numpy scalars
+    is_core, backward = cols.among("phase", _CORE).tolist(), cols.among("direction", ("backward",)).tolist()
     mp_codes, mp_vocab = cols.codes("module_path")
+    mp_l = mp_codes.tolist()
     sc_codes, sc_vocab = cols.codes("scope")
     ts_codes, ts_vocab = cols.codes("tag_source")
     op_codes, op_vocab = cols.codes("cost_op")
     st_codes, st_vocab = cols.codes("step")
-    dur = np.nan_to_num(cols.num("dur_us"))
+    dur = np.nan_to_num(cols.num("dur_us")).tolist()
     ph_codes, ph_vocab = cols.codes("phase")
     phase_of = [ph_vocab[x] for x in ph_codes.tolist()]
     split_memo: dict[int, tuple[str, ...]] = {}
     extras = getattr(kt, "extras", {}) or {}
     for c in calls:
-        r = c.rows
-        fwd = r[~backward[r]]
-        use = fwd if len(fwd) else r
+        r = c.rows.tolist()
+        use = [x for x in r if not backward[x]] or r
         paths = []
-        for code in sorted(set(mp_codes[use].tolist())):
+        for code in sorted({mp_l[x] for x in use}):
             if mp_vocab[code] is None:
                 continue
             p = split_memo.get(code)
@@ -171,7 +170,7 @@ def _places(kt: Any, calls: list[Call]) -> None:
             if own in mods:
                 mods = mods[: mods.index(own) + 1]
         annotation = str(scope) if source == "annotation" and scope else None
-        core = use[is_core[use]].tolist()
+        core = [x for x in use if is_core[x]]
         main = _signature_row(use, phase_of, core, dur)
         e = extras.get(main) or {}
         shapes = e.get("shapes") or []
@@ -179,7 +178,7 @@ def _places(kt: Any, calls: list[Call]) -> None:
         sig = " ".join([str(op_vocab[op_codes[main]] or "")] + ["[" + ",".join(map(str, s)) + "]" for s in tensors])
         src = None
         best = -1.0
-        for x in core or use.tolist():
+        for x in core or use:
             s = (extras.get(x) or {}).get("source")
             if s and dur[x] > best:
                 best, src = dur[x], f"{s.get('file')}:{s.get('line')}"
@@ -214,7 +213,7 @@ class _Ops:
         self.memo: dict[int, tuple[str, Optional[list]]] = {}
         self.args = SignatureArgs(trace.signatures)  # one parse for every op with those inputs
         self.jagged = JaggedLengths(trace)  # the sequence lengths a jagged call's trace records
-        self.geoms: dict[tuple[str, int], Any] = {}  # (op name, signature) -> its geometry
+        self.geoms: dict[tuple[int, int], Any] = {}  # (name, signature) codes -> (geometry, name)
 
     def get(self, r: int) -> tuple[str, Optional[list]]:
         hit = self.memo.get(r)
@@ -225,15 +224,14 @@ class _Ops:
 
     def geometry(self, r: int) -> tuple[Optional[L.Geometry], str]:
         """(L.geometry of the op's name and recorded inputs, its name), memoised per name and
-        signature: every step repeats the same calls."""
-        name, args = self.get(r)
-        if not args:
-            return None, name
-        key = (name, int(self.R["sig"][r]))
-        hit = self.geoms.get(key, _MISSING)
-        if hit is _MISSING:
-            hit = self.geoms[key] = L.geometry(name, args)
-        return hit, name
+        signature: every step repeats the same calls, and a call's owners share the ops around
+        them (the ledger walks up to 12 of them per owner)."""
+        key = (int(self.R["name"][r]), int(self.R["sig"][r]))
+        hit = self.geoms.get(key)
+        if hit is None:
+            name, args = self.get(r)
+            hit = self.geoms[key] = (L.geometry(name, args) if args else None, name)
+        return hit
 
     def recorded_blocks(self, r: int) -> Optional[L.RecordedBlocks]:
         """The block counts of the innermost ``flex_blocks:`` record_function around range ``r``
@@ -284,11 +282,14 @@ def ledger_entries(kt: Any, calls: list[Call], trace: Any, links: Any, attr: Any
     ids = np.asarray(kt.columns["id"], dtype=np.int64)
     ops = _Ops(trace, links) if trace is not None else None
     owner = attr.owner if attr is not None else None
+    owners = _Owners.of(owner, getattr(links, "gpu_op", None), ids) if ops is not None and owner is not None else None
     out: list[LedgerEntry] = []
     counts_memo: dict[tuple, L.Counts] = {}
     # the loops below read single rows: Python lists answer that faster than numpy scalars
     core_l, math_l, qk_pv_l, dir_l = is_core.tolist(), is_math.tolist(), is_qk_pv.tolist(), dir_codes.tolist()
     dur_l, flops0_l = dur.tolist(), flops0.tolist()
+    has_roof = (~np.isnan(peak) & ~np.isnan(flops) & (flops > 0)).tolist()
+    phase_of = [ph_vocab[x] for x in ph_codes.tolist()]
     for c in calls:
         fwd_geom: Optional[L.Geometry] = None
         fwd_backend: Optional[str] = None
@@ -310,10 +311,10 @@ def ledger_entries(kt: Any, calls: list[Call], trace: Any, links: Any, attr: Any
             )
             geom: Optional[L.Geometry] = None
             source_op: Optional[str] = None
-            if ops is not None and owner is not None:
+            if ops is not None and owners is not None:
                 # a backward's matmuls are not the forward's QK^T and PV: its geometry comes from
                 # its own attention op, else from the forward's
-                geom, source_op = _geometry(ops, owner, attr, ids, arr, ph_codes, ph_vocab, direction == "forward")
+                geom, source_op = _geometry(ops, owners, attr, rows, phase_of, direction == "forward")
             if source_op in _SDPA_OUTER and backend in ("eager", "compiled"):
                 backend = "math"  # decomposed kernels under scaled_dot_product_attention
             if direction == "forward":
@@ -342,7 +343,7 @@ def ledger_entries(kt: Any, calls: list[Call], trace: Any, links: Any, attr: Any
             rb = L.row_block_from_name(name) if tile is not None else None
             counts = _counts(counts_memo, geom, direction, backend, tile, decomposed, rb) if geom else None
             t = float(dur[arr].sum())
-            pr = _call_peak(arr, dur, flops, peak, is_math[arr])
+            pr = _call_peak(rows, math_l, has_roof, dur_l)
             pk = float(peak[pr]) if pr is not None else 0.0
             out.append(
                 LedgerEntry(c.call, c.site, direction, backend, op, geom, counts, tile, t, t * pk, arr, c.step, pr)
@@ -402,36 +403,47 @@ def _with_block_counts(
     return geom
 
 
-def _call_peak(
-    rows: np.ndarray, dur: np.ndarray, flops: np.ndarray, peak: np.ndarray, math: np.ndarray
-) -> Optional[int]:
+def _call_peak(rows: list[int], math: list[bool], has_roof: list[bool], dur: list[float]) -> Optional[int]:
     """The roof of a call's attention math: that of its longest fused / QKᵀ / PV kernel with FLOPs."""
-    r = rows[math]
-    cand = r[~np.isnan(peak[r]) & ~np.isnan(flops[r]) & (flops[r] > 0)].tolist()
+    cand = [x for x in rows if math[x] and has_roof[x]]
     return max(cand, key=lambda x: dur[x]) if cand else None
+
+
+@dataclass(frozen=True)
+class _Owners:
+    """Per kernel-table row (lists: the ledger reads a few rows per call): the op its cost is
+    attributed to and the op that launched it, -1 for none."""
+
+    cost: list[int]
+    launch: list[int]
+
+    @staticmethod
+    def of(owner: np.ndarray, launch: Optional[Any], ids: np.ndarray) -> _Owners:
+        ok = (ids >= 0) & (ids < len(owner))
+        at = np.where(ok, ids, 0)
+        cost = np.where(ok, owner[at], -1) if len(owner) else np.full(len(ids), -1)
+        by_launch = np.full(len(ids), -1)
+        if launch is not None and len(owner):
+            by_launch = np.where(ok, np.asarray(launch)[at], -1)
+        return _Owners(cost.tolist(), by_launch.tolist())
 
 
 def _geometry(
     ops: _Ops,
-    owner: np.ndarray,
+    owners: _Owners,
     attr: Any,
-    ids: np.ndarray,
-    rows: np.ndarray,
-    ph_codes: np.ndarray,
-    ph_vocab: list,
+    rows: list[int],
+    phase_of: list,
     decomposed: bool,
 ) -> tuple[Optional[L.Geometry], Optional[str]]:
     """The call's geometry in one direction and the op it came from: its fused op's recorded
     inputs, the SDPA op around a math-backend call, or the QKᵀ and PV matmuls of decomposed
     attention (no op)."""
-    gids = ids[rows]
-    ok = (gids >= 0) & (gids < len(owner))
-    owners = [int(o) for o in owner[gids[ok]].tolist() if o >= 0]
-    launch = getattr(ops.L, "gpu_op", None)
-    if launch is not None:  # ops without a cost formula (varlen FlashAttention) own no kernel
-        owners += [int(o) for o in np.asarray(launch)[gids[ok]].tolist() if o >= 0]
+    cost = [owners.cost[x] for x in rows]
+    # then the launching ops: ops without a cost formula (varlen FlashAttention) own no kernel
+    found = [o for o in cost if o >= 0] + [o for o in (owners.launch[x] for x in rows) if o >= 0]
     parent = ops.L.parent
-    for o in dict.fromkeys(owners):
+    for o in dict.fromkeys(found):
         # o and the ops around it, innermost first (ops.ancestors' 12 hops), walked only as far as
         # the first one with a geometry: usually o itself
         r, hops = o, 0
@@ -445,10 +457,10 @@ def _geometry(
     qk = pv = None
     qk_owner = -1
     has_mask = False
-    for x, o in zip(rows.tolist(), owner[np.clip(gids, 0, max(len(owner) - 1, 0))].tolist()):
-        ph = ph_vocab[ph_codes[x]]
+    for x, o in zip(rows, cost):
+        ph = phase_of[x]
         has_mask = has_mask or ph == "mask"
-        c = attr.costs.get(int(o)) if o >= 0 else None
+        c = attr.costs.get(o) if o >= 0 else None
         d = c.detail if c is not None else None
         if not d or "m" not in d:
             continue
