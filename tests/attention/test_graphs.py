@@ -79,7 +79,7 @@ def graph_launch(t: SynthTrace, kernels: list[str], dur: float = 5.0) -> None:
                     "context": 1,
                     "stream": 7,
                     "correlation": t.corr,
-                    "grid": [32, 1, 1],
+                    "grid": [132, 1, 1],  # as the eager run launched it (synth.kernel)
                     "block": [128, 1, 1],
                     "registers per thread": 32,
                     "shared memory": 0,
@@ -630,3 +630,36 @@ def test_each_distinct_launch_sequence_is_aligned_on_its_own(tmp_path):
         want = {int(g[i]): int(seq[j]) for i, j in align(q, rnames) if G["kind"][g[i]] == rkinds[j]}
         assert got == want
     assert [len(m) for m in per_group] == [len(names), len(names) - 1, len(names)]
+
+
+R4 = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "round4")
+TWINS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "twins")
+
+
+@pytest.mark.parametrize(
+    "sibling, found",
+    [
+        (os.path.join(R4, "ffn_block_b2_s2048_eager"), True),  # the same block, eager
+        (os.path.join(R4, "ffn_block_b8_s4096_eager"), False),  # the same block at B 8, S 4096: names, not shapes
+        (os.path.join(TWINS, "t5_eager"), False),  # another model: common kernel names
+        (os.path.join(TWINS, "llama_eager_h7"), False),
+    ],
+    ids=["same_block", "block_b8_s4096", "t5", "llama"],
+)
+def test_a_sibling_is_the_reference_only_when_it_ran_the_replayed_launches(tmp_path, sibling, found):
+    """A trace named like a reference beside a CUDA-graph replay gives it ops, shapes and costs only
+    when it ran the replayed kernels with the same grid and block. Matched by name alone, a T5 or
+    Llama training step "matched" 67-70 % of an FFN block's replayed kernels, and the block run at
+    another batch size and sequence length 97 %, and their ops lent the replay their shapes
+    (recorded H200 traces, round 4 and the twins)."""
+    replay = os.path.join(R4, "ffn_block_b2_s2048_eager_cudagraph")
+    shutil.copy(glob.glob(os.path.join(replay, "*.pt.trace.json.gz"))[0], tmp_path / "block.replay.pt.trace.json.gz")
+    shutil.copy(glob.glob(os.path.join(sibling, "*.pt.trace.json.gz"))[0], tmp_path / "block.eager.pt.trace.json.gz")
+    rep = analyze_path(str(tmp_path / "block.replay.pt.trace.json.gz"))
+    if found:
+        assert rep["graphs"]["reference"].endswith("block.eager.pt.trace.json.gz")
+        assert rep["graphs"]["attributed"]["reference"] == 66
+    else:
+        assert rep["graphs"]["reference"] is None
+        assert rep["graphs"]["attributed"]["reference"] == 0
+        assert "graph_replay" in {n["code"] for n in rep["notices"]}
