@@ -534,20 +534,32 @@ def apply(trace: Trace, links: Links, tagging: Tagging, ctx: GraphContext) -> No
     fused = P.PHASE_INDEX["fused_attention"]
     traits = NameTraits()
     named = source == by_name  # the launches are disjoint: what one changes, no other reads
+    # every replay of a graph launches the same sequence: its structure is read once
+    structures: dict[tuple[bytes, bytes], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     for g in _groups(trace, links, ctx.replayed):
         _join_named_runs(g, inst, named, tagging.instances)
-        kn = [names[i] for i in G["name"][g].tolist()]
+        codes = G["name"][g]
         # anchors: the attention kernels themselves (a KV-cache write tagged by name is not one)
-        att = ((inst[g] >= 0) & (phase[g] == fused)).tolist()
-        for i, (ph, anchor) in structure_phases(kn, att, traits).items():
-            k, a = int(g[i]), int(g[anchor])
-            if inst[k] >= 0:  # the reference (or its name) tagged it already
-                continue
-            inst[k] = inst[a]
-            phase[k] = P.PHASE_INDEX[ph]
-            source[k] = src_struct
-            if ctx.how[k] == NONE:
-                ctx.how[k] = STRUCT
+        att = (inst[g] >= 0) & (phase[g] == fused)
+        key = (codes.tobytes(), att.tobytes())
+        found = structures.get(key)
+        if found is None:
+            kn = [names[i] for i in codes.tolist()]
+            by_pos = structure_phases(kn, att.tolist(), traits)
+            found = structures[key] = (
+                np.fromiter(by_pos, dtype=np.int64, count=len(by_pos)),
+                np.asarray([P.PHASE_INDEX[ph] for ph, _ in by_pos.values()], dtype=phase.dtype),
+                np.fromiter((a for _, a in by_pos.values()), dtype=np.int64, count=len(by_pos)),
+            )
+        at, ph, anchor = found
+        k, a = g[at], g[anchor]
+        free = inst[k] < 0  # not tagged by the reference (or its name) already
+        k, a = k[free], a[free]
+        # the anchors are tagged and never among the kernels tagged here: no write below feeds a read
+        inst[k] = inst[a]
+        phase[k] = ph[free]
+        source[k] = src_struct
+        ctx.how[k[ctx.how[k] == NONE]] = STRUCT
 
 
 def _join_named_runs(g: np.ndarray, inst: np.ndarray, named: np.ndarray, instances: dict[int, Any]) -> None:
