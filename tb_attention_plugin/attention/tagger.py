@@ -713,9 +713,8 @@ def tag(
         refine = {P.PHASE_INDEX[p] for p in P.COPY_REFINED_PHASES}
         layout = P.PHASE_INDEX["layout"]
         cand = np.flatnonzero((g_inst >= 0) & (gop >= 0))
-        for k in cand.tolist():
-            if int(g_phase[k]) in refine and int(R["name"][gop[k]]) in copy_ids:
-                g_phase[k] = layout
+        copies = np.isin(g_phase[cand], list(refine)) & np.isin(R["name"][gop[cand]], list(copy_ids))
+        g_phase[cand[copies]] = layout
     # unscoped kernels that are attention by name
     uniq = unique_ints(gname[g_inst < 0]).tolist()
     by_name = {}
@@ -731,14 +730,16 @@ def tag(
             if tp in ("softmax", "fused_attention"):
                 by_name[nid] = P.PHASE_INDEX[tp]
     if by_name:
-        for k in np.flatnonzero(g_inst < 0).tolist():
-            code = by_name.get(int(gname[k]))
-            if code is not None:
-                key = n + k  # kernel-only instances: ids past the range indices
-                g_inst[k] = key
-                g_phase[k] = code
-                g_src[k] = _SRC["kernel_name"]
-                instances[key] = {"name": names[gname[k]], "source": "kernel_name"}
+        phase_of_name = np.full(len(names), -1, dtype=np.int64)
+        phase_of_name[list(by_name)] = list(by_name.values())
+        unscoped = np.flatnonzero(g_inst < 0)
+        code = phase_of_name[gname[unscoped]]
+        hit = unscoped[code >= 0]
+        g_inst[hit] = n + hit  # kernel-only instances: ids past the range indices
+        g_phase[hit] = code[code >= 0]
+        g_src[hit] = _SRC["kernel_name"]
+        for k, nid in zip(hit.tolist(), gname[hit].tolist()):
+            instances[n + k] = {"name": names[nid], "source": "kernel_name"}
     _compiled_structure(trace, links, g_inst, g_phase, g_src, instances)
     return Tagging(
         range_instance=inst.astype(index_dtype(n), copy=False),  # range indices: int32 (1.5 MB per 370k ranges)

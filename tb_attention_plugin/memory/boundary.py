@@ -341,10 +341,10 @@ def _by_role(items: list[Item]) -> dict[str, Item]:
     return out
 
 
-def call_fusions(items: list[Item], bandwidth: Optional[float]) -> dict[str, dict]:
-    """Per fusion that applies to one call's boundary: removable bytes and estimated gain (µs)."""
+def call_fusions(roles: dict[str, Item], bandwidth: Optional[float]) -> dict[str, dict]:
+    """Per fusion that applies to one call's boundary (its items summed by role, :func:`_by_role`):
+    removable bytes and estimated gain (µs)."""
     bw = bandwidth * FUSED_BANDWIDTH_FRACTION if bandwidth else None
-    roles = _by_role(items)
     op, add, norm, both = roles.get("o_proj"), roles.get("residual_add"), roles.get("norm"), roles.get("add_norm")
     out: dict[str, dict] = {}
 
@@ -391,12 +391,13 @@ def call_fusions(items: list[Item], bandwidth: Optional[float]) -> dict[str, dic
     return out
 
 
-def _all_fusions(items: list[Item], bandwidth: Optional[float]) -> tuple[float, float, Optional[float]]:
+def _all_fusions(
+    items: list[Item], roles: dict[str, Item], bandwidth: Optional[float]
+) -> tuple[float, float, Optional[float]]:
     """(removable bytes, removable µs, estimated gain µs) with every fusion applied: the layout
     copies, the residual add and the norm go, the projection reads the residual in its epilogue;
     ``other`` kernels (dropout, quantisation for an FP8 matmul...) stay."""
     bw = bandwidth * FUSED_BANDWIDTH_FRACTION if bandwidth else None
-    roles = _by_role(items)
     rest = [it for it in items if it.role in _REMOVABLE]
     b = sum(it.bytes for it in rest)
     t = sum(it.time_us for it in rest)
@@ -437,8 +438,9 @@ def boundary_block(kt: Any, calls: list, attr: Any, bandwidth: Optional[float]) 
         items: list[Item] = w["items"]
         b = sum(it.bytes for it in items)
         t = sum(it.time_us for it in items)
-        rb, rt, g = _all_fusions(items, bandwidth)
-        fus = call_fusions(items, bandwidth) if w["complete"] else {}
+        roles_of = _by_role(items)
+        rb, rt, g = _all_fusions(items, roles_of, bandwidth)
+        fus = call_fusions(roles_of, bandwidth) if w["complete"] else {}
         if not w["complete"]:  # no projection and next matmul found: listed, not counted
             rb, rt, g = 0.0, 0.0, None
         if len(per_call) < MAX_LISTED_CALLS:
