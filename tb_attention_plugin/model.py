@@ -204,6 +204,10 @@ class LedgerEntry:
     peak_row: Optional[int] = None  # the kernel row whose roof the call's MFU is measured on
 
 
+GEOMETRY_HOPS = 12  # how far out from a kernel's op the ledger looks for the attention op that sizes it
+_ALL = 1 << 30
+
+
 class _Ops:
     """Per cost-owner range: op name and parsed inputs, memoised."""
 
@@ -214,6 +218,9 @@ class _Ops:
         self.args = SignatureArgs(trace.signatures)  # one parse for every op with those inputs
         self.jagged = JaggedLengths(trace)  # the sequence lengths a jagged call's trace records
         self.geoms: dict[tuple[int, int], Any] = {}  # (name, signature) codes -> (geometry, name)
+        # range -> how many ranges from it outwards hold no geometry (a call's owners share the ops
+        # around them: a decomposed call's nine kernels walk the same module ranges)
+        self.barren: dict[int, int] = {}
 
     def get(self, r: int) -> tuple[str, Optional[list]]:
         hit = self.memo.get(r)
@@ -232,6 +239,25 @@ class _Ops:
             name, args = self.get(r)
             hit = self.geoms[key] = (L.geometry(name, args) if args else None, name)
         return hit
+
+    def nearest_geometry(self, r: int, hops: int = GEOMETRY_HOPS) -> Optional[tuple[L.Geometry, str]]:
+        """(geometry, op name) of the first of ``r`` and the ops around it, innermost first, up to
+        ``hops`` ranges, that has one: usually ``r`` itself; the SDPA op around a math-backend
+        matmul a few ranges up."""
+        parent = self.L.parent
+        walked: list[int] = []
+        while r >= 0 and len(walked) < hops:
+            if self.barren.get(r, 0) >= hops - len(walked):
+                break  # walked from here before, as far: nothing
+            g, name = self.geometry(r)
+            if g is not None:
+                return g, name
+            walked.append(r)
+            r = int(parent[r])
+        everything = r < 0  # the walk reached the outermost range: nothing at any distance
+        for i, x in enumerate(walked):
+            self.barren[x] = max(self.barren.get(x, 0), _ALL if everything else hops - i)
+        return None
 
     def recorded_blocks(self, r: int) -> Optional[L.RecordedBlocks]:
         """The block counts of the innermost ``flex_blocks:`` record_function around range ``r``
@@ -442,16 +468,10 @@ def _geometry(
     cost = [owners.cost[x] for x in rows]
     # then the launching ops: ops without a cost formula (varlen FlashAttention) own no kernel
     found = [o for o in cost if o >= 0] + [o for o in (owners.launch[x] for x in rows) if o >= 0]
-    parent = ops.L.parent
     for o in dict.fromkeys(found):
-        # o and the ops around it, innermost first (ops.ancestors' 12 hops), walked only as far as
-        # the first one with a geometry: usually o itself
-        r, hops = o, 0
-        while r >= 0 and hops < 12:
-            g, name = ops.geometry(r)
-            if g is not None:
-                return g, name
-            r, hops = int(parent[r]), hops + 1
+        hit = ops.nearest_geometry(o)
+        if hit is not None:
+            return hit
     if not decomposed:
         return None, None
     qk = pv = None
