@@ -57,32 +57,47 @@ def mark_partial(report: dict) -> None:
             n["fix"] = PARTIAL_FIX
 
 
-def find_reference(path: str, trace, max_bytes: int = DEFAULT_MAX_BYTES, side: Optional[Sidecars] = None):
-    """(trace, path) of a sibling file that gives most of ``trace``'s CUDA-graph replays their
-    context (an eager run or the capture of the same step), or (None, None). Only looked for when
-    the trace has replayed kernels and no capture of its own. The candidates are the ones
-    trace/sidecars.py lists beside the trace (``side``, found here when not given)."""
+def find_reference(
+    path: str, trace, max_bytes: int = DEFAULT_MAX_BYTES, side: Optional[Sidecars] = None
+) -> tuple[Any, Optional[str], list[str]]:
+    """(trace, path, notes) of a sibling file that gives most of ``trace``'s CUDA-graph replays
+    their context (an eager run or the capture of the same step), or (None, None, notes): notes
+    say which siblings were read and why none was taken. Only looked for when the trace has
+    replayed kernels and no capture of its own. The candidates are the ones trace/sidecars.py
+    lists beside the trace (``side``, found here when not given)."""
     from .attention import graphs
     from .trace.correlate import link
 
     if not graphs.has_graph_launches(trace):  # most traces: no replay, no second link pass
-        return None, None
+        return None, None, []
     links = link(trace)
     if not graphs.replayed(trace, links).any() or len(graphs.capture_nodes(trace, links)[0]):
-        return None, None
+        return None, None, []
     side = side if side is not None else sidecars.find(path)
     best: tuple[Any, Optional[str]] = (None, None)
     best_n = 0
+    read: list[tuple[str, int]] = []
     for c in (side.path(name) for name, _, _ in side.references):
         try:
             ref = load_trace(c, max_bytes=max_bytes)
         except (TraceReadError, OSError, ValueError, MemoryError):
             continue
         n = graphs.matches(trace, links, ref)
+        read.append((shown_path(c), n))
         if n > best_n:
             best, best_n = (ref, shown_path(c)), n
-    rep = graphs.replayed(trace, links).sum()
-    return best if best_n >= 0.5 * rep else (None, None)
+    rep = int(graphs.replayed(trace, links).sum())
+    if best_n >= 0.5 * rep:
+        return best[0], best[1], []
+    return (
+        None,
+        None,
+        [
+            f"{p} beside it was read as a reference and not used: {n} of {rep} replayed kernels found a kernel "
+            "of the same name, grid and block there, and a reference needs half"
+            for p, n in read
+        ],
+    )
 
 
 @contextlib.contextmanager
@@ -143,15 +158,18 @@ def analyze_path(
         if ahead is not None:
             ahead.started(path)
         ref, ref_path = None, None
+        ref_notes: list[str] = []
         if opt.reference:
             try:
                 ref, ref_path = load_trace(opt.reference, max_bytes=max_bytes), shown_path(opt.reference)
             except TraceReadError as e:
                 return error_entry(shown, f"reference {shown_path(opt.reference)}: {e}")
         else:
-            ref, ref_path = find_reference(path, trace, max_bytes, side)
+            ref, ref_path, ref_notes = find_reference(path, trace, max_bytes, side)
         with _collector_paused():
-            report = analyze_trace(trace, opt, reference=ref, reference_path=ref_path, sidecars=side)
+            report = analyze_trace(
+                trace, opt, reference=ref, reference_path=ref_path, sidecars=side, reference_notes=ref_notes
+            )
     except TraceTruncated as e:
         return error_entry(shown, truncation_error(str(e)))
     except TraceReadError as e:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -169,10 +170,13 @@ def analyze_trace(
     reference: Optional[Trace] = None,
     reference_path: Optional[str] = None,
     sidecars: Optional[Sidecars] = None,
+    reference_notes: Sequence[str] = (),
 ) -> dict:
     """The report dict of one loaded trace. ``reference``: a trace of the same step run without
     CUDA graphs (or of the graph capture), whose CPU context is given to replayed kernels.
     ``sidecars``: the files beside the trace (trace/sidecars.py), listed here when not given.
+    ``reference_notes``: what the search for a reference beside the trace read and did not take
+    (analyze.find_reference), for the graph_replay notice.
     The trace is consumed: the columns no later stage reads are released as the analysis goes
     (``_LAST_READS``), so a caller that needs the whole trace afterwards loads it again."""
     opt = options or Options()
@@ -180,7 +184,7 @@ def analyze_trace(
     if sidecars is None and trace.path:
         sidecars = find_sidecars(trace.path)
     links = link(trace)
-    trace, links, graph = graphs.attach(trace, links, reference, reference_path)
+    trace, links, graph = graphs.attach(trace, links, reference, reference_path, reference_notes)
     _release_before(trace, "tag")  # the flows, External ids, sequence numbers: read by the linking alone
     tagging = tag(trace, links, opt.module_pattern, opt.annotation_pattern)
     graphs.apply(trace, links, tagging, graph)

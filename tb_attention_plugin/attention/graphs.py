@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -448,13 +449,18 @@ def _give_context(
 
 
 def attach(
-    trace: Trace, links: Links, reference: Optional[Trace] = None, reference_path: Optional[str] = None
+    trace: Trace,
+    links: Links,
+    reference: Optional[Trace] = None,
+    reference_path: Optional[str] = None,
+    notes: Sequence[str] = (),
 ) -> tuple[Trace, Links, GraphContext]:
     """Find replayed kernels and, where a reference is at hand (``reference`` or the trace's own
     capture), give them the reference's CPU context: one copy of it per graph launch. Returns the
-    (possibly merged) trace, its links, and what was done."""
+    (possibly merged) trace, its links, and what was done. ``notes``: what the caller's search for
+    a reference found, for the notice."""
     rep = replayed(trace, links)
-    ctx = GraphContext(replayed=rep, how=np.where(rep, NONE, -1).astype(np.int8))
+    ctx = GraphContext(replayed=rep, how=np.where(rep, NONE, -1).astype(np.int8), notes=list(notes))
     _given(ctx, reference, reference_path)
     if not rep.any():
         return trace, links, ctx

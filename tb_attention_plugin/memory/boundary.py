@@ -228,9 +228,9 @@ def walk(kt: Any, calls: list, attr: Any = None) -> list[dict]:
     out_proj = mine & phase.test(lambda v: v == "out_proj", grid)
     gemm = _first(matmul)  # the projection's first GEMM
     leave = _first(live & (step > gemm[:, None]) & ~(out_proj | (matmul & mine)))  # its first other kernel
-    rows_ = np.arange(len(who))
+    each = np.arange(len(who))
     next_mm = np.where(
-        (leave < stop) & matmul[rows_, np.minimum(leave, MAX_BOUNDARY_KERNELS - 1)],
+        (leave < stop) & matmul[each, np.minimum(leave, MAX_BOUNDARY_KERNELS - 1)],
         leave,  # a GEMM not the call's own: the next matmul, right after the projection
         _first(matmul & (step > leave[:, None])),
     )
@@ -250,7 +250,9 @@ def _after_roles(rows: np.ndarray, name: _Column, op: _Column, module: _Column) 
     out = np.empty(len(rows), dtype=np.int64)
     out[triton] = name.test(lambda v: _ROLE[_triton_role(str(v or ""))], rows[triton], dtype=np.int64)
     eager = rows[~triton]
-    norm = op.test(lambda v: _NORM_OPS.search(v or ""), eager) | module.test(lambda v: v and _NORM.search(v), eager)
+    norm = op.test(lambda v: bool(_NORM_OPS.search(v or "")), eager) | module.test(
+        lambda v: bool(v and _NORM.search(v)), eager
+    )
     add = op.test(lambda v: (v or "") in _ADD_OPS, eager)
     out[~triton] = np.where(norm, _ROLE["norm"], np.where(add, _ROLE["residual_add"], _ROLE["other"]))
     return out

@@ -5,6 +5,7 @@ decode step (tests/data/modern: eager, replay, capture of the same 4-layer GQA d
 import glob
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -662,4 +663,8 @@ def test_a_sibling_is_the_reference_only_when_it_ran_the_replayed_launches(tmp_p
     else:
         assert rep["graphs"]["reference"] is None
         assert rep["graphs"]["attributed"]["reference"] == 0
-        assert "graph_replay" in {n["code"] for n in rep["notices"]}
+        # the notice says which sibling was read, and why it was not taken
+        msg = next(n for n in rep["notices"] if n["code"] == "graph_replay")["message"]
+        assert "block.eager.pt.trace.json.gz beside it was read as a reference and not used" in msg
+        assert re.search(r": (\d+) of 66 replayed kernels found a kernel of the same name, grid and block", msg)
+        assert int(re.search(r"(\d+) of 66 replayed", msg).group(1)) < 33
