@@ -10,7 +10,7 @@ iteration), with the fields documented in docs/report-schema.md.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Optional
 
 import msgspec
@@ -115,7 +115,12 @@ def group_rows(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     (a sort of opaque row bytes): each column is factorised on its own — small non-negative
     integers as they are, other values by sorting only the rows where they are not 0 — and the
     codes are combined, re-factorised when the code space grows large. NaN equals NaN."""
-    n = len(columns[0]) if columns else 0
+    return group_rows_of(len(columns[0]) if columns else 0, columns)
+
+
+def group_rows_of(n: int, columns: Iterable[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`group_rows` of ``n`` rows whose columns come one at a time (a generator: only the
+    column being factorised need exist)."""
     code = np.zeros(n, dtype=np.int64)
     size = 1
     for c in columns:

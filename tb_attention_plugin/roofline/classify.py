@@ -24,12 +24,13 @@ in the JSON's ``thresholds`` and checked against Nsight Compute in validation/.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import numpy as np
 
-from ..table import Coded, group_rows
+from ..table import Coded, group_rows_of
 from ..trace.arrays import unique_ints
 from ..trace.records import KERNEL
 from .cost import MATRIX, NONE
@@ -419,52 +420,54 @@ def word(frame: KernelFrame, code: np.ndarray) -> Coded:
     f_lat = np.where(lat, flags, 0)
     cu0 = np.where(np.isnan(frame.compute_util), 0.0, frame.compute_util)
     roofed = (code == R_COMPUTE) | (code == R_LATENCY) | (code == R_UPPER)
-    cols = [
-        code.astype(np.float64),
-        np.where(roofed, frame.peak.codes, 0),
-        np.where(code == R_HOST, frame.bytes, z),
-        np.where(
+
+    def shown() -> Iterator[np.ndarray]:
+        """The numbers each row's sentence shows, a column at a time: each is factorised and
+        dropped before the next is built (19-26 float columns of every GPU activity at once were
+        the largest transient of a 250 MB trace's analysis)."""
+        yield code.astype(np.float64)
+        yield np.where(roofed, frame.peak.codes, 0)
+        yield np.where(code == R_HOST, frame.bytes, z)
+        yield np.where(
             code == R_COMPUTE,
             _pct_key(frame.compute_util),
             np.where((code == R_LATENCY) | (code == R_UPPER), _pct_key(cu0), z),
-        ),
-        np.where((code == R_MEMORY) | (code == R_LATENCY) | (code == R_UPPER), _pct_key(frame.memory_util), z),
-        np.where(code == R_HOST, 0, frame.note).astype(np.float64),
-        np.where(frame.note & N_ROOF_RAISED, _sig_key(frame.peak_flops), z),
-        np.where(frame.note & N_L2, frame.l2_hint.codes, 0),
-        np.where(
+        )
+        yield np.where((code == R_MEMORY) | (code == R_LATENCY) | (code == R_UPPER), _pct_key(frame.memory_util), z)
+        yield np.where(code == R_HOST, 0, frame.note).astype(np.float64)
+        yield np.where(frame.note & N_ROOF_RAISED, _sig_key(frame.peak_flops), z)
+        yield np.where(frame.note & N_L2, frame.l2_hint.codes, 0)
+        yield np.where(
             code == R_COMPUTE,
             _sig_key(frame.achieved_flops),
             np.where(code == R_MEMORY, _sig_key(frame.achieved_bytes), z),
-        ),
-        f_lat.astype(np.float64),
-        np.where(f_lat & E_SHORT, frame.dur_us, z),
-        np.where(f_lat & E_SMALL_GRID, frame.blocks, z),
-        np.where(f_lat & E_SMALL_GRID, frame.num_sms, z),
-        np.where(f_lat & E_LOW_OCCUPANCY, frame.occupancy, z),
-        np.where(f_lat & E_LOW_OCCUPANCY, frame.occupancy_source, z),
-        np.where(f_lat & E_FEW_WAVES, np.round(frame.waves, 2), z),
-        np.where(lat, frame.cause, z),
-        np.where((code == R_LATENCY_UNCOSTED) | (code == R_NO_COST), frame.missing, z),
-        np.where(frame.note & N_BYTES_HIGH, _times_key(frame.bytes_over_roof), z),
-    ]
-    high = code == R_BYTES_HIGH
-    if high.any():
-        mem = high & (frame.bound == BOUND_MEMORY)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            need = frame.dram_bytes / (frame.dur_us * 1e-6)
-        cols += [
-            np.where(high, _sig_key(need), z),
-            np.where(high, _sig_key(frame.bandwidth), z),
-            np.where(high, _times_key(frame.bytes_over_roof), z),
-            np.where(mem, _sig_key(frame.l2_bytes), z),
-            np.where(mem, _pct_key(frame.memory_floor), z),
-            np.where(high & ~mem, _pct_key(cu0), z),
-            np.where(high & ~mem, frame.peak.codes, 0),
-        ]
+        )
+        yield f_lat.astype(np.float64)
+        yield np.where(f_lat & E_SHORT, frame.dur_us, z)
+        yield np.where(f_lat & E_SMALL_GRID, frame.blocks, z)
+        yield np.where(f_lat & E_SMALL_GRID, frame.num_sms, z)
+        yield np.where(f_lat & E_LOW_OCCUPANCY, frame.occupancy, z)
+        yield np.where(f_lat & E_LOW_OCCUPANCY, frame.occupancy_source, z)
+        yield np.where(f_lat & E_FEW_WAVES, np.round(frame.waves, 2), z)
+        yield np.where(lat, frame.cause, z)
+        yield np.where((code == R_LATENCY_UNCOSTED) | (code == R_NO_COST), frame.missing, z)
+        yield np.where(frame.note & N_BYTES_HIGH, _times_key(frame.bytes_over_roof), z)
+        high = code == R_BYTES_HIGH
+        if high.any():
+            mem = high & (frame.bound == BOUND_MEMORY)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                need = frame.dram_bytes / (frame.dur_us * 1e-6)
+            yield np.where(high, _sig_key(need), z)
+            yield np.where(high, _sig_key(frame.bandwidth), z)
+            yield np.where(high, _times_key(frame.bytes_over_roof), z)
+            yield np.where(mem, _sig_key(frame.l2_bytes), z)
+            yield np.where(mem, _pct_key(frame.memory_floor), z)
+            yield np.where(high & ~mem, _pct_key(cu0), z)
+            yield np.where(high & ~mem, frame.peak.codes, 0)
+
     if not n:
         return Coded(np.zeros(0, np.int32), [])
-    first, inv = group_rows(*cols)
+    first, inv = group_rows_of(n, shown())
     vocab = [_sentence(frame, int(code[i]), int(flags[i]), i) + _notes(frame, int(code[i]), i) for i in first.tolist()]
     return Coded(inv.reshape(-1), vocab)
 
