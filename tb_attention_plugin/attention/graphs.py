@@ -46,7 +46,7 @@ from .structure import (  # noqa: F401 - re-exported: the structure of a replay
     NORM_KERNEL,
     ROTARY_KERNEL,
     SPLITK_REDUCE,
-    NameTraits,
+    StructureTagger,
     structure_phases,
 )
 from .tagger import SOURCES, Tagging
@@ -538,33 +538,13 @@ def apply(trace: Trace, links: Links, tagging: Tagging, ctx: GraphContext) -> No
     G = trace.gpu
     by_name = SOURCES.index("kernel_name")
     fused = P.PHASE_INDEX["fused_attention"]
-    traits = NameTraits()
     named = source == by_name  # the launches are disjoint: what one changes, no other reads
-    # every replay of a graph launches the same sequence: its structure is read once
-    structures: dict[tuple[bytes, bytes], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    structure = StructureTagger(names)
     for g in _groups(trace, links, ctx.replayed):
         _join_named_runs(g, inst, named, tagging.instances)
-        codes = G["name"][g]
         # anchors: the attention kernels themselves (a KV-cache write tagged by name is not one)
         att = (inst[g] >= 0) & (phase[g] == fused)
-        key = (codes.tobytes(), att.tobytes())
-        found = structures.get(key)
-        if found is None:
-            kn = [names[i] for i in codes.tolist()]
-            by_pos = structure_phases(kn, att.tolist(), traits)
-            found = structures[key] = (
-                np.fromiter(by_pos, dtype=np.int64, count=len(by_pos)),
-                np.asarray([P.PHASE_INDEX[ph] for ph, _ in by_pos.values()], dtype=phase.dtype),
-                np.fromiter((a for _, a in by_pos.values()), dtype=np.int64, count=len(by_pos)),
-            )
-        at, ph, anchor = found
-        k, a = g[at], g[anchor]
-        free = inst[k] < 0  # not tagged by the reference (or its name) already
-        k, a = k[free], a[free]
-        # the anchors are tagged and never among the kernels tagged here: no write below feeds a read
-        inst[k] = inst[a]
-        phase[k] = ph[free]
-        source[k] = src_struct
+        k = structure.tag(g, G["name"][g], att, inst, phase, source, src_struct)
         ctx.how[k[ctx.how[k] == NONE]] = STRUCT
 
 

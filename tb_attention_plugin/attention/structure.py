@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+import numpy as np
+
 from . import patterns as P
 
 GEMM_KERNEL = re.compile(r"gemm|nvjet|cutlass|cublas|Cijk_|sm\d\d_xmma|_mm_|matmul|triton_tem_fused_(mm|addmm)", re.I)
@@ -143,3 +145,48 @@ def structure_phases(
             k += 1
         prev_end = max(b, k)
     return out
+
+
+class StructureTagger:
+    """:func:`structure_phases` over the kernel sequences of one trace, written into its per-GPU-
+    activity tag columns. Every replay of a graph, and every step's call of a compiled region,
+    launches the same sequence: each distinct sequence (names and anchors) is read once."""
+
+    def __init__(self, names: list[str]):
+        self.names = names  # the trace's strings: the sequences come as name codes
+        self.traits = NameTraits()
+        self._read: dict[tuple[bytes, bytes], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def tag(
+        self,
+        g: np.ndarray,
+        name_codes: np.ndarray,
+        anchors: np.ndarray,
+        inst: np.ndarray,
+        phase: np.ndarray,
+        source: np.ndarray,
+        source_code: int,
+    ) -> np.ndarray:
+        """Give the kernels ``g`` (one sequence, in GPU order) that the structure places and no
+        one tagged yet (``inst`` < 0) the instance of their attention kernel, the structure's phase
+        and ``source_code``. ``anchors``: per kernel of ``g``, whether it is a tagged attention
+        kernel. Returns the activities tagged."""
+        key = (name_codes.tobytes(), anchors.tobytes())
+        read = self._read.get(key)
+        if read is None:
+            by_pos = structure_phases([self.names[i] for i in name_codes.tolist()], anchors.tolist(), self.traits)
+            read = self._read[key] = (
+                np.fromiter(by_pos, dtype=np.int64, count=len(by_pos)),
+                np.asarray([P.PHASE_INDEX[ph] for ph, _ in by_pos.values()], dtype=np.int64),
+                np.fromiter((a for _, a in by_pos.values()), dtype=np.int64, count=len(by_pos)),
+            )
+        at, ph, anchor = read
+        placed, a = g[at], g[anchor]
+        free = inst[placed] < 0
+        k: np.ndarray = placed[free]
+        a = a[free]
+        # the anchors are tagged and never among the kernels placed: no write below feeds a read
+        inst[k] = inst[a]
+        phase[k] = ph[free]
+        source[k] = source_code
+        return k

@@ -33,7 +33,7 @@ from ..trace.correlate import Links, index_dtype, take_or
 from ..trace.records import ANNOTATION, LAUNCH, MODULE, OP, PYFUNC, Trace
 from ..trace.shapes import FLOAT_DTYPES, Arg, SignatureArgs
 from . import patterns as P
-from .structure import NameTraits, structure_phases
+from .structure import StructureTagger
 
 SOURCES = (
     "module",
@@ -782,16 +782,8 @@ def _compiled_structure(
         return
     idx = idx[np.lexsort((G["ts_ns"][idx], k_region[idx]))]
     cuts = np.flatnonzero(np.diff(k_region[idx])) + 1
-    traits = NameTraits()
+    structure = StructureTagger(names)
     for g in np.split(idx, cuts):
-        att = ((g_inst[g] >= 0) & (g_phase[g] == fused)).tolist()
-        if not any(att):
-            continue
-        kn = [names[i] for i in G["name"][g].tolist()]
-        for i, (ph, anchor) in structure_phases(kn, att, traits).items():
-            k, a = int(g[i]), int(g[anchor])
-            if g_inst[k] >= 0:
-                continue
-            g_inst[k] = g_inst[a]
-            g_phase[k] = P.PHASE_INDEX[ph]
-            g_src[k] = src
+        att = (g_inst[g] >= 0) & (g_phase[g] == fused)
+        if att.any():
+            structure.tag(g, G["name"][g], att, g_inst, g_phase, g_src, src)
