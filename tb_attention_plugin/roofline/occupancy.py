@@ -40,7 +40,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..trace.arrays import unique_ints
+from ..table import group_rows
 from .devices import SmLimits
 
 # why a launch's blocks per SM is what it is (the first limit reached)
@@ -71,21 +71,9 @@ def theoretical_occupancy(
     # every call of a kernel launches with the same block, registers and shared memory: each
     # distinct launch configuration is worked out once (a 250 MB decode trace has 266k kernels of a
     # few hundred configurations, and the per-kernel arithmetic held ~30 temporaries of 2 MB each)
-    inv, first = _configurations(threads, regs, smem)
+    first, inv = group_rows(threads, regs, smem)
     o = _occupancy(threads[first], regs[first], smem[first], limits)
     return Occupancy(o.blocks_per_sm[inv], o.fraction[inv], o.limiter[inv])
-
-
-def _configurations(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's distinct combination of the integer ``columns`` (codes 0..k-1), and a row of
-    each combination."""
-    code = np.zeros(len(columns[0]), dtype=np.int64)
-    for c in columns:
-        u, inv = unique_ints(c, return_inverse=True)
-        code = code * len(u) + inv.reshape(-1)
-        code = unique_ints(code, return_inverse=True)[1].reshape(-1).astype(np.int64)  # back to 0..k-1
-    _, first, inv = unique_ints(code, return_index=True, return_inverse=True)
-    return inv.reshape(-1), first
 
 
 def _occupancy(threads: np.ndarray, regs: np.ndarray, smem: np.ndarray, limits: SmLimits) -> Occupancy:
