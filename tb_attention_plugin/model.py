@@ -350,7 +350,7 @@ def ledger_entries(kt: Any, calls: list[Call], trace: Any, links: Any, attr: Any
             if geom is None and direction == "backward":
                 geom = fwd_geom
             if geom is not None and geom.block is not None and geom.block.visited is None and owner is not None:
-                geom = _with_block_counts(geom, ops, owner, ids, arr, fwd_geom if direction == "backward" else None)
+                geom = _with_block_counts(geom, ops, owners, rows, fwd_geom if direction == "backward" else None)
             if geom is not None and geom.lengths == "total_max" and ops is not None and geom.total_q == geom.total_k:
                 n, total = geom.b, int(geom.total_q or 0)
                 lens = ops.jagged.sequence_lengths(n, total, geom.sq)
@@ -401,9 +401,8 @@ def _counts(
 def _with_block_counts(
     geom: L.Geometry,
     ops: Optional[_Ops],
-    owner: np.ndarray,
-    ids: np.ndarray,
-    rows: np.ndarray,
+    owners: Optional[_Owners],
+    rows: list[int],
     fwd: Optional[L.Geometry],
 ) -> L.Geometry:
     """A Flex call's geometry with its block counts where the trace carries them: a
@@ -414,15 +413,9 @@ def _with_block_counts(
         b, fb = geom.block, fwd.block
         if b is not None and (b.q_block, b.kv_block, b.total) == (fb.q_block, fb.kv_block, fb.total):
             return dataclasses.replace(geom, block=fb)
-    if ops is None:
+    if ops is None or owners is None:
         return geom
-    gids = ids[rows]
-    ok = (gids >= 0) & (gids < len(owner))
-    owners = owner[gids[ok]].tolist()
-    launch = getattr(ops.L, "gpu_op", None)
-    if launch is not None:
-        owners += np.asarray(launch)[gids[ok]].tolist()
-    for o in dict.fromkeys(int(x) for x in owners if x >= 0):
+    for o in owners.ops_of(rows):
         rb = ops.recorded_blocks(o)
         if rb is not None:
             return L.with_recorded_blocks(geom, rb) or geom
@@ -453,6 +446,14 @@ class _Owners:
             by_launch = np.where(ok, np.asarray(launch)[at], -1)
         return _Owners(cost.tolist(), by_launch.tolist())
 
+    def ops_of(self, rows: list[int]) -> list[int]:
+        """The ops of kernel rows ``rows``, each once, in order: those their costs are attributed
+        to, then those that launched them (an op without a cost formula, such as varlen
+        FlashAttention, owns no kernel)."""
+        found = [o for o in (self.cost[x] for x in rows) if o >= 0]
+        found += [o for o in (self.launch[x] for x in rows) if o >= 0]
+        return list(dict.fromkeys(found))
+
 
 def _geometry(
     ops: _Ops,
@@ -465,10 +466,7 @@ def _geometry(
     """The call's geometry in one direction and the op it came from: its fused op's recorded
     inputs, the SDPA op around a math-backend call, or the QKᵀ and PV matmuls of decomposed
     attention (no op)."""
-    cost = [owners.cost[x] for x in rows]
-    # then the launching ops: ops without a cost formula (varlen FlashAttention) own no kernel
-    found = [o for o in cost if o >= 0] + [o for o in (owners.launch[x] for x in rows) if o >= 0]
-    for o in dict.fromkeys(found):
+    for o in owners.ops_of(rows):
         hit = ops.nearest_geometry(o)
         if hit is not None:
             return hit
@@ -477,8 +475,8 @@ def _geometry(
     qk = pv = None
     qk_owner = -1
     has_mask = False
-    for x, o in zip(rows, cost):
-        ph = phase_of[x]
+    for x in rows:
+        o, ph = owners.cost[x], phase_of[x]
         has_mask = has_mask or ph == "mask"
         c = attr.costs.get(o) if o >= 0 else None
         d = c.detail if c is not None else None
