@@ -71,7 +71,8 @@ def find_reference(
     if not graphs.has_graph_launches(trace):  # most traces: no replay, no second link pass
         return None, None, []
     links = link(trace)
-    if not graphs.replayed(trace, links).any() or len(graphs.capture_nodes(trace, links)[0]):
+    replayed = int(graphs.replayed(trace, links).sum())
+    if not replayed or len(graphs.capture_nodes(trace, links)[0]):
         return None, None, []
     side = side if side is not None else sidecars.find(path)
     best: tuple[Any, Optional[str]] = (None, None)
@@ -86,14 +87,13 @@ def find_reference(
         read.append((shown_path(c), n))
         if n > best_n:
             best, best_n = (ref, shown_path(c)), n
-    rep = int(graphs.replayed(trace, links).sum())
-    if best_n >= 0.5 * rep:
+    if best_n >= 0.5 * replayed:
         return best[0], best[1], []
     return (
         None,
         None,
         [
-            f"{p} beside it was read as a reference and not used: {n} of {rep} replayed kernels found a kernel "
+            f"{p} beside it was read as a reference and not used: {n} of {replayed} replayed kernels found a kernel "
             "of the same name, grid and block there, and a reference needs half"
             for p, n in read
         ],
