@@ -152,15 +152,21 @@ def _notices(
                 "fix": "profile with with_stack=True to attribute projections to attention modules",
             }
         )
+    unknown: dict[str, list[int]] = {}
     for d in devices:
         if d.id in used_devices and not d.known:
-            out.append(
-                {
-                    "code": "unknown_gpu",
-                    "message": f"unknown GPU '{d.name}': utilisation and bound cannot be computed",
-                    "fix": "give its peaks: --peaks bf16=<TFLOP/s>,fp32=<TFLOP/s>,memory=<TB/s> or a JSON file",
-                }
-            )
+            unknown.setdefault(d.name, []).append(d.id)
+    for name, ids in unknown.items():  # once per kind of device, not once per rank or GCD
+        which = f"device {ids[0]}" if len(ids) == 1 else f"devices {', '.join(map(str, ids))}"
+        out.append(
+            {
+                "code": "unknown_gpu",
+                "message": f"unknown GPU '{name}' ({which}): neither its name nor its recorded properties "
+                "are in the peak table, so utilisation and bound cannot be computed",
+                "fix": "give its peaks: --peaks bf16=<TFLOP/s>,fp32=<TFLOP/s>,memory=<TB/s> or a JSON file "
+                "(tb-attention devices lists the built-in ones)",
+            }
+        )
     return out
 
 

@@ -31,6 +31,66 @@ T = 1e12
 # name regex, key, label, datasheet peaks, source
 _TABLE: list[dict[str, Any]] = [
     dict(
+        key="GB200",
+        l2_mib=126,
+        match=r"GB200",
+        label="NVIDIA GB200 (one Blackwell GPU)",
+        flops=dict(
+            fp64=40 * T,
+            fp32=80 * T,
+            fp64_tensor=40 * T,
+            tf32=1250 * T,
+            bf16=2500 * T,
+            fp16=2500 * T,
+            fp8=5000 * T,
+            int8=5000 * T,
+        ),
+        memory_bandwidth=8.0e12,
+        source=(
+            "NVIDIA GB200 NVL72 datasheet, per GPU (dense = half the sparsity figures: BF16 5 PF, "
+            "FP8 10 PF, TF32 2.5 PF sparse; FP32 80 TF, FP64 40 TF; 186 GB HBM3e at 8 TB/s)"
+        ),
+    ),
+    dict(
+        key="B200",
+        l2_mib=126,
+        match=r"\bB200\b",
+        label="NVIDIA B200 (HGX, 1000 W)",
+        flops=dict(
+            fp64=37 * T,
+            fp32=75 * T,
+            fp64_tensor=37 * T,
+            tf32=1100 * T,
+            bf16=2250 * T,
+            fp16=2250 * T,
+            fp8=4500 * T,
+            int8=4500 * T,
+        ),
+        memory_bandwidth=7.7e12,
+        source=(
+            "NVIDIA HGX B200 datasheet, per GPU (dense = half the sparsity figures: BF16 4.5 PF, FP8 "
+            "9 PF, TF32 2.2 PF sparse; FP32 75 TF, FP64 37 TF; 180 GB HBM3e at 7.7 TB/s)"
+        ),
+    ),
+    dict(
+        key="B100",
+        l2_mib=126,
+        match=r"\bB100\b",
+        label="NVIDIA B100 (700 W)",
+        flops=dict(
+            fp64=30 * T,
+            fp32=60 * T,
+            fp64_tensor=30 * T,
+            tf32=900 * T,
+            bf16=1750 * T,
+            fp16=1750 * T,
+            fp8=3500 * T,
+            int8=3500 * T,
+        ),
+        memory_bandwidth=8.0e12,
+        source="NVIDIA Blackwell launch figures for B100 (dense = half of BF16 3.5 PF / FP8 7 PF sparse; 8 TB/s)",
+    ),
+    dict(
         key="H200-SXM",
         l2_mib=60,
         match=r"H200(?!.*NVL)",
@@ -138,9 +198,36 @@ _TABLE: list[dict[str, Any]] = [
         source="NVIDIA H100 NVL datasheet (per GPU, dense)",
     ),
     dict(
+        key="H20",
+        l2_mib=60,
+        match=r"\bH20\b",
+        label="NVIDIA H20 96GB",
+        flops=dict(fp64=1 * T, fp32=44 * T, fp64_tensor=1 * T, tf32=74 * T, bf16=148 * T, fp16=148 * T, fp8=296 * T, int8=296 * T),
+        memory_bandwidth=4.0e12,
+        source="NVIDIA H20 product brief (dense: BF16 148, FP8 296, TF32 74, FP32 44 TFLOP/s; 96 GB HBM3 at 4.0 TB/s)",
+    ),
+    dict(
+        key="H800",
+        l2_mib=50,
+        match=r"H800",
+        label="NVIDIA H800 SXM5 80GB",
+        flops=dict(
+            fp64=1 * T,
+            fp32=67 * T,
+            fp64_tensor=1 * T,
+            tf32=494.7 * T,
+            bf16=989.4 * T,
+            fp16=989.4 * T,
+            fp8=1978.9 * T,
+            int8=1978.9 * T,
+        ),
+        memory_bandwidth=3.35e12,
+        source="NVIDIA H800 SXM5 datasheet (dense): H100 SXM's Tensor Core and memory figures, FP64 cut to 1 TFLOP/s",
+    ),
+    dict(
         key="H100-SXM",
         l2_mib=50,
-        match=r"H100|H800",
+        match=r"H100",
         label="NVIDIA H100 SXM5 80GB",
         flops=dict(
             fp64=34 * T,
@@ -254,6 +341,87 @@ _TABLE: list[dict[str, Any]] = [
         source="NVIDIA Ada GPU architecture whitepaper, RTX 4090 (Tensor peaks with FP32 accumulate, as PyTorch uses)",
     ),
     dict(
+        key="RTX5090",
+        l2_mib=96,
+        match=r"RTX 5090",
+        label="NVIDIA GeForce RTX 5090",
+        flops=dict(fp32=104.8 * T, tf32=104.8 * T, bf16=209.5 * T, fp16=209.5 * T, fp8=419 * T, int8=838 * T),
+        memory_bandwidth=1.792e12,
+        source="NVIDIA RTX Blackwell GPU architecture whitepaper, RTX 5090 (dense, Tensor peaks with FP32 accumulate)",
+    ),
+    dict(
+        key="RTX6000Ada",
+        l2_mib=96,
+        match=r"RTX 6000 Ada",
+        label="NVIDIA RTX 6000 Ada Generation",
+        flops=dict(fp32=91.1 * T, tf32=182.1 * T, bf16=364.2 * T, fp16=364.2 * T, fp8=728.5 * T, int8=728.5 * T),
+        memory_bandwidth=0.96e12,
+        source="NVIDIA RTX 6000 Ada datasheet (dense = half the sparsity figures)",
+    ),
+    dict(
+        key="L40",
+        l2_mib=96,
+        match=r"\bL40\b",
+        label="NVIDIA L40",
+        flops=dict(fp32=90.5 * T, tf32=90.5 * T, bf16=181 * T, fp16=181 * T, fp8=362 * T, int8=362 * T),
+        memory_bandwidth=0.864e12,
+        source="NVIDIA L40 datasheet (dense = half the sparsity figures)",
+    ),
+    dict(
+        key="RTX4080",
+        l2_mib=64,
+        match=r"RTX 4080",
+        label="NVIDIA GeForce RTX 4080",
+        flops=dict(fp32=48.7 * T, tf32=48.7 * T, bf16=97.5 * T, fp16=97.5 * T, fp8=194.9 * T, int8=389.9 * T),
+        memory_bandwidth=0.7168e12,
+        source="NVIDIA Ada GPU architecture whitepaper, RTX 4080 (dense, Tensor peaks with FP32 accumulate)",
+    ),
+    dict(
+        key="RTX3090",
+        l2_mib=6,
+        match=r"RTX 3090",
+        label="NVIDIA GeForce RTX 3090",
+        flops=dict(fp32=35.6 * T, tf32=35.6 * T, bf16=71 * T, fp16=71 * T, int8=284 * T),
+        memory_bandwidth=0.936e12,
+        source="NVIDIA Ampere GA102 GPU architecture whitepaper, RTX 3090 (dense, Tensor peaks with FP32 accumulate)",
+    ),
+    dict(
+        key="RTX3080",
+        l2_mib=5,
+        match=r"RTX 3080",
+        label="NVIDIA GeForce RTX 3080",
+        flops=dict(fp32=29.8 * T, tf32=29.8 * T, bf16=59.5 * T, fp16=59.5 * T, int8=238 * T),
+        memory_bandwidth=0.76e12,
+        source="NVIDIA Ampere GA102 GPU architecture whitepaper, RTX 3080 (dense, Tensor peaks with FP32 accumulate)",
+    ),
+    dict(
+        key="RTXA6000",
+        l2_mib=6,
+        match=r"RTX A6000",
+        label="NVIDIA RTX A6000",
+        flops=dict(fp32=38.7 * T, tf32=77.4 * T, bf16=154.8 * T, fp16=154.8 * T, int8=309.7 * T),
+        memory_bandwidth=0.768e12,
+        source="NVIDIA RTX A6000 datasheet (dense = half the sparsity figures)",
+    ),
+    dict(
+        key="A40",
+        l2_mib=6,
+        match=r"\bA40\b",
+        label="NVIDIA A40",
+        flops=dict(fp32=37.4 * T, tf32=74.8 * T, bf16=149.7 * T, fp16=149.7 * T, int8=299.3 * T),
+        memory_bandwidth=0.696e12,
+        source="NVIDIA A40 datasheet (dense = half the sparsity figures)",
+    ),
+    dict(
+        key="A30",
+        l2_mib=24,
+        match=r"\bA30\b",
+        label="NVIDIA A30",
+        flops=dict(fp64=5.2 * T, fp32=10.3 * T, fp64_tensor=10.3 * T, tf32=82 * T, bf16=165 * T, fp16=165 * T, int8=330 * T),
+        memory_bandwidth=0.933e12,
+        source="NVIDIA A30 datasheet (dense)",
+    ),
+    dict(
         key="T4",
         l2_mib=4,
         match=r"\bT4\b",
@@ -270,6 +438,76 @@ _TABLE: list[dict[str, Any]] = [
         flops=dict(fp64=5.2 * T, fp32=10.3 * T),
         memory_bandwidth=0.717e12,
         source="NVIDIA Quadro GP100 datasheet (no Tensor Cores)",
+    ),
+    dict(
+        key="MI355X",
+        l2_mib=256,
+        match=r"MI355X",
+        label="AMD Instinct MI355X",
+        flops=dict(
+            fp64=78.6 * T,
+            fp32=157.3 * T,
+            fp64_tensor=78.6 * T,
+            bf16=2516.6 * T,
+            fp16=2516.6 * T,
+            fp8=5033.2 * T,
+            int8=5033.2 * T,
+        ),
+        memory_bandwidth=8.0e12,
+        source="AMD Instinct MI355X data sheet (dense; 256 CUs, 288 GB HBM3E at 8 TB/s, 256 MB Infinity Cache)",
+    ),
+    dict(
+        key="MI350X",
+        l2_mib=256,
+        match=r"MI350X",
+        label="AMD Instinct MI350X",
+        flops=dict(
+            fp64=72.1 * T,
+            fp32=144.2 * T,
+            fp64_tensor=72.1 * T,
+            bf16=2306.9 * T,
+            fp16=2306.9 * T,
+            fp8=4613.7 * T,
+            int8=4613.7 * T,
+        ),
+        memory_bandwidth=8.0e12,
+        source="AMD Instinct MI350X data sheet (dense; 256 CUs, 288 GB HBM3E at 8 TB/s)",
+    ),
+    dict(
+        key="MI325X",
+        l2_mib=256,
+        match=r"MI325X",
+        label="AMD Instinct MI325X",
+        flops=dict(
+            fp64=81.7 * T,
+            fp32=163.4 * T,
+            fp64_tensor=163.4 * T,
+            tf32=653.7 * T,
+            bf16=1307.4 * T,
+            fp16=1307.4 * T,
+            fp8=2614.9 * T,
+            int8=2614.9 * T,
+        ),
+        memory_bandwidth=6.0e12,
+        source="AMD Instinct MI325X data sheet (dense; MI300X's 304 CUs with 256 GB HBM3E at 6 TB/s)",
+    ),
+    dict(
+        key="MI300A",
+        l2_mib=256,
+        match=r"MI300A",
+        label="AMD Instinct MI300A",
+        flops=dict(
+            fp64=61.3 * T,
+            fp32=122.6 * T,
+            fp64_tensor=122.6 * T,
+            tf32=490.3 * T,
+            bf16=980.6 * T,
+            fp16=980.6 * T,
+            fp8=1961.2 * T,
+            int8=1961.2 * T,
+        ),
+        memory_bandwidth=5.3e12,
+        source="AMD Instinct MI300A data sheet (dense; 228 CUs, 128 GB unified HBM3 at 5.3 TB/s)",
     ),
     dict(
         key="MI300X",
@@ -312,12 +550,52 @@ _TABLE: list[dict[str, Any]] = [
 ]
 _BY_KEY = {d["key"]: d for d in _TABLE}
 
-# Generic AMD names ("AMD Radeon Graphics") identified by (major, minor, compute units).
-_AMD_BY_ARCH: dict[tuple[Any, Any, Any], str] = {
-    (9, 0, 104): "MI250-GCD",
-    (9, 0, 110): "MI250X-GCD",
-    (9, 4, 304): "MI300X",
-}
+
+@dataclass(frozen=True)
+class _Signature:
+    """A device known by its recorded properties alone, for traces whose device name is generic
+    ("AMD Radeon Graphics"), empty (GPUs under some virtualisation) or unknown to the table:
+    compute capability (ROCm: the gfx major/minor), SM or CU count and, where one chip comes with
+    several memory sizes, a memory range in GiB."""
+
+    major: int
+    minor: int
+    sms: int
+    key: str
+    mem_gib: tuple[float, float] = (0.0, float("inf"))
+    note: str = ""
+
+
+# One row per (capability, SMs/CUs[, memory]) that only one table entry has. Counts are the shipped
+# products' (CUDA deviceQuery / rocminfo); a signature two products share (L40, L40S and RTX 6000
+# Ada: 8.9 with 142 SMs and 48 GB) is left out rather than guessed.
+_SIGNATURES: tuple[_Signature, ...] = (
+    _Signature(10, 0, 148, "B200", (0, 182)),
+    _Signature(10, 0, 148, "GB200", (182, 400)),
+    _Signature(9, 0, 132, "H100-SXM", (0, 88), "an H800 SXM has the same properties"),
+    _Signature(9, 0, 132, "H100-NVL", (88, 100)),
+    _Signature(9, 0, 132, "H200-SXM", (100, 400), "an H200 NVL has the same properties"),
+    _Signature(9, 0, 114, "H100-PCIe"),
+    _Signature(9, 0, 78, "H20"),
+    _Signature(8, 0, 108, "A100-40GB", (0, 60)),
+    _Signature(8, 0, 108, "A100-80GB", (60, 200)),
+    _Signature(8, 0, 56, "A30"),
+    _Signature(8, 9, 128, "RTX4090"),
+    _Signature(8, 9, 76, "RTX4080"),
+    _Signature(8, 9, 58, "L4"),
+    _Signature(8, 6, 82, "RTX3090"),
+    _Signature(8, 6, 68, "RTX3080"),
+    _Signature(8, 6, 72, "A10"),
+    _Signature(7, 0, 80, "V100-SXM2"),
+    _Signature(7, 5, 40, "T4"),
+    # ROCm: gfx90a (CDNA2, one GCD a device), gfx942 (CDNA3), gfx950 (CDNA4)
+    _Signature(9, 0, 104, "MI250-GCD"),
+    _Signature(9, 0, 110, "MI250X-GCD"),
+    _Signature(9, 4, 304, "MI300X", (0, 200)),
+    _Signature(9, 4, 304, "MI325X", (200, 400)),
+    _Signature(9, 4, 228, "MI300A"),
+    _Signature(9, 5, 256, "MI355X", note="an MI350X has the same properties at lower clocks (8 % lower peaks)"),
+)
 
 PEAK_KEYS = ("fp64", "fp32", "fp64_tensor", "tf32", "bf16", "fp16", "fp8", "int8")
 
@@ -356,9 +634,16 @@ _SM_LIMITS: dict[tuple[int, int], SmLimits] = {
     (8, 7): SmLimits("sm_87", 1536, 16, 65536, 65536, 256, 4, 164 * 1024, 128, 1024, 163 * 1024, source=_CUDA_GUIDE),
     (8, 9): SmLimits("sm_89", 1536, 24, 65536, 65536, 256, 4, 100 * 1024, 128, 1024, 99 * 1024, source=_CUDA_GUIDE),
     (9, 0): SmLimits("sm_90", 2048, 32, 65536, 65536, 256, 4, 228 * 1024, 128, 1024, 227 * 1024, source=_CUDA_GUIDE),
+    (10, 0): SmLimits("sm_100", 2048, 32, 65536, 65536, 256, 4, 228 * 1024, 128, 1024, 227 * 1024, source=_CUDA_GUIDE),
+    (12, 0): SmLimits("sm_120", 1536, 32, 65536, 65536, 256, 4, 100 * 1024, 128, 1024, 99 * 1024, source=_CUDA_GUIDE),
 }
 # Table entries without compute capability in the trace: their architecture.
 _ARCH_OF_KEY = {
+    "GB200": (10, 0),
+    "B200": (10, 0),
+    "B100": (10, 0),
+    "H20": (9, 0),
+    "H800": (9, 0),
     "H200-SXM": (9, 0),
     "H200-NVL": (9, 0),
     "H100-PCIe": (9, 0),
@@ -375,6 +660,16 @@ _ARCH_OF_KEY = {
     "A10": (8, 6),
     "RTX4090": (8, 9),
     "T4": (7, 5),
+    "GP100": (6, 0),
+    "RTX5090": (12, 0),
+    "RTX6000Ada": (8, 9),
+    "L40": (8, 9),
+    "RTX4080": (8, 9),
+    "RTX3090": (8, 6),
+    "RTX3080": (8, 6),
+    "RTXA6000": (8, 6),
+    "A40": (8, 6),
+    "A30": (8, 0),
 }
 
 
@@ -385,8 +680,7 @@ def sm_limits(props: dict[str, Any], key: Optional[str] = None) -> Optional[SmLi
     architectures (their occupancy rules differ: wavefronts of 64, VGPR/LDS granularity)."""
     major, minor = props.get("computeMajor", props.get("major")), props.get("computeMinor", props.get("minor"))
     cc = (major, minor) if isinstance(major, int) and isinstance(minor, int) else _ARCH_OF_KEY.get(key or "")
-    name = str(props.get("name", "")).upper()
-    if cc is None or "AMD" in name or "RADEON" in name or "INSTINCT" in name:
+    if cc is None or is_amd(props, key):
         return None
     base = _SM_LIMITS.get(cc)
     if base is None:
@@ -456,13 +750,47 @@ def _match(props: dict[str, Any]) -> tuple[Optional[dict[str, Any]], Optional[st
                 entry = _BY_KEY["A100-80GB"] if "PCIE" not in name.upper() else _BY_KEY["A100-PCIe-80GB"]
                 return entry, f"name '{name}' and {mem / 2**30:.0f} GiB of memory"
             return entry, f"name '{name}'"
+    return _by_signature(props)
+
+
+def _by_signature(props: dict[str, Any]) -> tuple[Optional[dict[str, Any]], Optional[str]]:
+    """The table entry whose recorded properties (capability, SMs/CUs, memory) the device has."""
     major = props.get("computeMajor", props.get("major"))
     minor = props.get("computeMinor", props.get("minor"))
     sms = props.get("numSms")
-    key = _AMD_BY_ARCH.get((major, minor, sms))
-    if key and ("AMD" in name.upper() or "RADEON" in name.upper() or "INSTINCT" in name.upper()):
-        return _BY_KEY[key], f"AMD device of compute capability {major}.{minor} with {sms} compute units"
+    mem = props.get("totalGlobalMem")
+    gib = mem / 2**30 if isinstance(mem, (int, float)) and mem > 0 else None
+    for sig in _SIGNATURES:
+        if (sig.major, sig.minor, sig.sms) != (major, minor, sms):
+            continue
+        lo, hi = sig.mem_gib
+        if gib is None and (lo, hi) != (0.0, float("inf")):
+            continue  # several memory sizes and none recorded
+        if gib is not None and not lo <= gib < hi:
+            continue
+        units = "compute units" if _is_amd_signature(sig) else "SMs"
+        how = f"compute capability {major}.{minor} with {sms} {units}"
+        how += f" and {gib:.0f} GiB of memory" if gib is not None else ""
+        name = str(props.get("name") or "")
+        how = (f"device named '{name}': " if name else "unnamed device: ") + how
+        return _BY_KEY[sig.key], how + (f" ({sig.note})" if sig.note else "")
     return None, None
+
+
+def _is_amd_signature(sig: _Signature) -> bool:
+    return sig.key.startswith("MI")
+
+
+def is_amd(props: dict[str, Any], key: Optional[str] = None) -> bool:
+    """An AMD GPU: by its name, its table entry, or its wavefront of 64 (an unnamed ROCm device)."""
+    name = str(props.get("name", "")).upper()
+    return (
+        "AMD" in name
+        or "RADEON" in name
+        or "INSTINCT" in name
+        or (key or "").startswith("MI")
+        or props.get("warpSize") == 64
+    )
 
 
 def load_user_peaks(spec: Optional[str]) -> dict[str, Any]:

@@ -28,6 +28,22 @@ def res(name, mem=80 * 2**30, **extra):
         ("NVIDIA L40S", 48e9, "L40S"),
         ("NVIDIA GeForce RTX 4090", 24e9, "RTX4090"),
         ("AMD Instinct MI300X", 192e9, "MI300X"),
+        ("NVIDIA B200", 180e9, "B200"),
+        ("NVIDIA GB200", 186e9, "GB200"),
+        ("NVIDIA B100", 192e9, "B100"),
+        ("NVIDIA H20", 96e9, "H20"),
+        ("NVIDIA H800", 80e9, "H800"),
+        ("NVIDIA L40", 48e9, "L40"),
+        ("NVIDIA A30", 24e9, "A30"),
+        ("NVIDIA A40", 48e9, "A40"),
+        ("NVIDIA GeForce RTX 3090", 24e9, "RTX3090"),
+        ("NVIDIA GeForce RTX 4080", 16e9, "RTX4080"),
+        ("NVIDIA GeForce RTX 5090", 32e9, "RTX5090"),
+        ("NVIDIA RTX 6000 Ada Generation", 48e9, "RTX6000Ada"),
+        ("NVIDIA RTX A6000", 48e9, "RTXA6000"),
+        ("AMD Instinct MI325X", 256e9, "MI325X"),
+        ("AMD Instinct MI355X", 288e9, "MI355X"),
+        ("AMD Instinct MI210", 64e9, "MI250-GCD"),
     ],
 )
 def test_table_lookup(name, mem, key):
@@ -68,6 +84,46 @@ def test_a_benchmark_beaten_by_a_real_kernel_is_no_roof():
 def test_generic_amd_name_by_architecture():
     d = res("AMD Radeon Graphics", 64 * 2**30, computeMajor=9, computeMinor=0, numSms=104)
     assert d.key == "MI250-GCD" and d.memory_bandwidth == 1.6e12
+
+
+@pytest.mark.parametrize(
+    "name,mem,cc,sms,warp,key",
+    [
+        # MI300X under virtualisation: no name, the properties say gfx942 with 304 CUs and 192 GB
+        ("", 191.98e9, (9, 4), 304, 64, "MI300X"),
+        ("AMD Radeon Graphics", 256e9, (9, 4), 304, 64, "MI325X"),
+        ("", 288e9, (9, 5), 256, 64, "MI355X"),
+        ("", 64 * 2**30, (9, 0), 104, 64, "MI250-GCD"),
+        ("NVIDIA Graphics Device", 179 * 2**30, (10, 0), 148, 32, "B200"),
+        ("", 80e9, (9, 0), 132, 32, "H100-SXM"),
+        ("", 143e9, (9, 0), 132, 32, "H200-SXM"),
+        ("", 96e9, (9, 0), 78, 32, "H20"),
+        ("", 80e9, (8, 0), 108, 32, "A100-80GB"),
+    ],
+)
+def test_unnamed_or_generic_device_by_its_properties(name, mem, cc, sms, warp, key):
+    d = res(name, mem, computeMajor=cc[0], computeMinor=cc[1], numSms=sms, warpSize=warp)
+    assert d.key == key and d.known
+    assert f"{cc[0]}.{cc[1]}" in d.matched_by and str(sms) in d.matched_by
+
+
+def test_an_unnamed_amd_device_gets_no_cuda_occupancy_limits():
+    props = dict(name="", computeMajor=9, computeMinor=0, numSms=104, warpSize=64)
+    assert D.sm_limits(props) is None
+    assert D.sm_limits(dict(name="", computeMajor=9, computeMinor=0, numSms=132, warpSize=32)) is not None
+
+
+def test_a_shared_signature_is_not_guessed():
+    """L40, L40S and RTX 6000 Ada all report 8.9 with 142 SMs and 48 GB: no pick among them."""
+    d = res("", 48e9, computeMajor=8, computeMinor=9, numSms=142, warpSize=32)
+    assert d.key is None and not d.known
+
+
+def test_every_entry_has_an_architecture_or_is_amd():
+    for e in D.table():
+        assert e["key"] in D._ARCH_OF_KEY or e["key"].startswith("MI"), e["key"]
+    for sig in D._SIGNATURES:
+        assert sig.key in {e["key"] for e in D.table()}
 
 
 def test_unknown_gpu_and_user_peaks(tmp_path):
