@@ -70,6 +70,33 @@ ATTENTION_KERNEL = re.compile(
 )
 
 
+# Collective communication: never attention, whatever scope launched it. A tensor-parallel
+# attention layer ends in an all-reduce launched from inside its output projection's module, and
+# serving engines name their own all-reduce kernels. Kernels by name (NCCL/RCCL/MSCCL++, PyTorch
+# symmetric memory's one-/two-shot and multimem kernels, vLLM/SGLang/aiter/TensorRT-LLM custom
+# all-reduce, quick-reduce, DeepEP dispatch/combine, NVSHMEM, Transformer Engine userbuffers)...
+COMMUNICATION_KERNEL = re.compile(
+    r"(?i:nccl|rccl|msccl|multimem|cross_device_reduce|quick_?reduce|deep_ep::|nvshmem|userbuffers)"
+    r"|(?<![A-Za-z])(?i:all_?reduce|all_?gather|reduce_?scatter|all_?to_?all)"
+    r"|AllReduce|AllGather|ReduceScatter|AllToAll|Alltoall"
+)
+# ...and everything launched under a collective op, annotation or Python function: c10d and its
+# functional collectives, the "nccl:all_reduce" ranges c10d records, record_param_comms, custom
+# ops of serving engines (vllm::all_reduce, sglang / aiter / _C_custom_ar all-reduce), symm_mem ops,
+# and with_stack frames such as tensor_model_parallel_all_reduce (their copies into registered
+# buffers included).
+COMMUNICATION_RANGE = re.compile(
+    r"^(c10d::|_?c10d_functional::|nccl:|gloo:|rccl:|symm_mem::|record_param_comms$)"
+    r"|(?<![A-Za-z])(?i:all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast_?coalesced)(?![A-Za-z])"
+    r"|(?i:deep_ep|custom_ar|quick_?reduce|multimem)"
+)
+
+
+def is_communication(name: str) -> bool:
+    """A kernel or CPU range name that is collective communication."""
+    return bool(COMMUNICATION_KERNEL.search(name) or COMMUNICATION_RANGE.search(name))
+
+
 @dataclass(frozen=True)
 class LibraryKernel:
     """A kernel family of an attention library: what its name looks like, where the name comes

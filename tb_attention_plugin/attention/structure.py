@@ -49,6 +49,7 @@ class Traits:
     cache_write: bool  # a KV-cache write, generic or in the library catalogue
     rotary: bool
     layout: bool  # a copy, transpose or permute
+    communication: bool  # a collective: never placed, and it ends a side like a normalisation
 
     @staticmethod
     def of(name: str) -> Traits:
@@ -61,6 +62,7 @@ class Traits:
             cache_write=bool(CACHE_WRITE_KERNEL.search(name)) or _role(name) == "kv_cache_write",
             rotary=bool(ROTARY_KERNEL.search(name)),
             layout=bool(LAYOUT_KERNEL.search(name)),
+            communication=P.is_communication(name),
         )
 
 
@@ -112,7 +114,7 @@ def structure_phases(
         # input side: back from a to the last normalisation, then forward to the first GEMM
         lo = a
         j = a - 1
-        while j > prev_end and not tr[j].norm:
+        while j > prev_end and not tr[j].norm and not tr[j].communication:
             lo = j
             j -= 1
         first_gemm = next((k for k in range(lo, a) if tr[k].gemm and not attention[k]), None)
@@ -139,7 +141,7 @@ def structure_phases(
                     out[k + 1] = ("out_proj", a)
                     k += 1
                 break
-            if t.norm_stop:
+            if t.norm_stop or t.communication:
                 break
             out[k] = ("layout" if t.layout else "other", a)
             k += 1

@@ -669,6 +669,13 @@ def tag(
         source[opened] = _SRC["sdpa_op"]
         phase[opened] = np.array([top_phase[r] for r in sd[opened].tolist()], dtype=np.int8)
 
+    # collective communication is never attention: ranges under a collective lose their tags
+    comm_names = _communication_names(trace.strings)
+    comm_range = _communication_ranges(ctx, links, comm_names)
+    inst[comm_range] = -1
+    phase[comm_range] = -1
+    source[comm_range] = -1
+
     # 5. GPU activities
     gp = links.gpu_parent
     has = gp >= 0
@@ -715,11 +722,18 @@ def tag(
         cand = np.flatnonzero((g_inst >= 0) & (gop >= 0))
         copies = np.isin(g_phase[cand], list(refine)) & np.isin(R["name"][gop[cand]], list(copy_ids))
         g_phase[cand[copies]] = layout
+    # communication kernels by their own name (a collective launched with no CPU range around it)
+    g_comm = take_or(comm_range, gp, False).astype(bool) | comm_names[gname]
+    g_inst[g_comm] = -1
+    g_phase[g_comm] = -1
+    g_src[g_comm] = -1
     # unscoped kernels that are attention by name
     uniq = unique_ints(gname[g_inst < 0]).tolist()
     by_name = {}
     for nid in uniq:
         nm = names[nid]
+        if comm_names[nid]:
+            continue
         lib = P.library_kernel(nm)  # the library catalogue first: it knows KV-cache writes
         if lib is not None:
             by_name[nid] = P.PHASE_INDEX[lib.phase]
@@ -751,6 +765,21 @@ def tag(
         gpu_backward=g_bwd.astype(bool),
         instances=instances,
     )
+
+
+def _communication_names(names: list[str]) -> np.ndarray:
+    """Per string of the trace: whether it names collective communication."""
+    return np.fromiter((P.is_communication(nm) for nm in names), dtype=bool, count=len(names))
+
+
+def _communication_ranges(ctx: _Ctx, links: Links, comm_names: np.ndarray) -> np.ndarray:
+    """Per CPU range: whether it is, or runs inside, a collective (an op, an annotation such as
+    ``nccl:all_reduce`` or a Python frame such as ``tensor_model_parallel_all_reduce``)."""
+    kinds = ctx.kind
+    is_comm = comm_names[ctx.name_id] & (kinds != LAUNCH) & (kinds != MODULE)
+    if not is_comm.any():
+        return is_comm
+    return np.asarray(links.outermost_marked(is_comm) >= 0)
 
 
 def _compiled_structure(

@@ -1,0 +1,53 @@
+"""Tagging rules that traces from the field (serving engines, tensor-parallel jobs, ROCm) need,
+each on a small hand-made trace shaped like the published one that showed the problem."""
+
+from synth import BF16, SynthTrace
+from test_tagger import run
+
+Q = [[8, 4096], [4096, 4096]]
+
+
+def tp_attention_layer(t: SynthTrace, comm: str) -> None:
+    """A tensor-parallel attention layer as vLLM runs it: the QKV GEMM, the attention op, the
+    row-parallel output projection whose forward ends in an all-reduce."""
+    with t.module("LlamaAttention_0"):
+        with t.module("QKVParallelLinear_0"):
+            with t.op("aten::linear", dims=Q, types=[BF16] * 2):
+                t.kernel("nvjet_tst_128x64_64x4_1x2_h_bz_TNT", dur=20)
+        with t.op("vllm::unified_attention_with_output", dims=[[8, 32, 128]] * 3, types=[BF16] * 3):
+            t.kernel("void flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128>>", dur=30)
+        with t.module("RowParallelLinear_0"):
+            with t.op("aten::linear", dims=Q, types=[BF16] * 2):
+                t.kernel("nvjet_tst_64x8_64x16_4x1_v_bz_TNT", dur=15)
+            if comm == "custom":
+                with t.function("vllm/distributed/communication_op.py(11): tensor_model_parallel_all_reduce"):
+                    with t.op("vllm::all_reduce"):
+                        t.memcpy("DtoD (Device -> Device)", nbytes=65536)
+                        t.kernel("void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*)", dur=12)
+            elif comm == "nccl":
+                with t.op("c10d::allreduce_"):
+                    with t.annotation("nccl:all_reduce"):
+                        t.kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", dur=12)
+            elif comm == "symm":
+                with t.op("symm_mem::multimem_all_reduce_"):
+                    t.kernel("multimem_all_reduce_kernel", dur=12)
+
+
+def test_collectives_inside_an_attention_module_are_not_attention(tmp_path):
+    for comm in ("custom", "nccl", "symm"):
+        t = SynthTrace()
+        tp_attention_layer(t, comm)
+        rows, _ = run(t, tmp_path)
+        got = {name: phase for name, phase, _ in rows}
+        assert [p for n, p in got.items() if n.startswith("nvjet")] == ["qkv_proj", "out_proj"], comm
+        assert any(p == "fused_attention" for p in got.values())
+        comm_rows = [(n, p) for n, p in got.items() if not n.startswith(("nvjet", "void flash"))]
+        assert comm_rows and all(p is None for _, p in comm_rows), (comm, comm_rows)
+
+
+def test_a_collective_kernel_with_no_cpu_range_is_not_attention(tmp_path):
+    t = SynthTrace()
+    t.kernel("two_shot_all_reduce_kernel<c10::BFloat16, 16, 8>", dur=10)
+    t.kernel("void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128>>", dur=10)
+    rows, _ = run(t, tmp_path)
+    assert [r[1] for r in rows] == [None, "fused_attention"]
