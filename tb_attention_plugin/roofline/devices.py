@@ -202,7 +202,16 @@ _TABLE: list[dict[str, Any]] = [
         l2_mib=60,
         match=r"\bH20\b",
         label="NVIDIA H20 96GB",
-        flops=dict(fp64=1 * T, fp32=44 * T, fp64_tensor=1 * T, tf32=74 * T, bf16=148 * T, fp16=148 * T, fp8=296 * T, int8=296 * T),
+        flops=dict(
+            fp64=1 * T,
+            fp32=44 * T,
+            fp64_tensor=1 * T,
+            tf32=74 * T,
+            bf16=148 * T,
+            fp16=148 * T,
+            fp8=296 * T,
+            int8=296 * T,
+        ),
         memory_bandwidth=4.0e12,
         source="NVIDIA H20 product brief (dense: BF16 148, FP8 296, TF32 74, FP32 44 TFLOP/s; 96 GB HBM3 at 4.0 TB/s)",
     ),
@@ -417,7 +426,9 @@ _TABLE: list[dict[str, Any]] = [
         l2_mib=24,
         match=r"\bA30\b",
         label="NVIDIA A30",
-        flops=dict(fp64=5.2 * T, fp32=10.3 * T, fp64_tensor=10.3 * T, tf32=82 * T, bf16=165 * T, fp16=165 * T, int8=330 * T),
+        flops=dict(
+            fp64=5.2 * T, fp32=10.3 * T, fp64_tensor=10.3 * T, tf32=82 * T, bf16=165 * T, fp16=165 * T, int8=330 * T
+        ),
         memory_bandwidth=0.933e12,
         source="NVIDIA A30 datasheet (dense)",
     ),

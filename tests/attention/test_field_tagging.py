@@ -1,8 +1,9 @@
 """Tagging rules that traces from the field (serving engines, tensor-parallel jobs, ROCm) need,
 each on a small hand-made trace shaped like the published one that showed the problem."""
 
-from synth import BF16, SynthTrace
 from test_tagger import run
+
+from synth import BF16, SynthTrace
 
 Q = [[8, 4096], [4096, 4096]]
 
