@@ -422,6 +422,10 @@ COPY_OPS = frozenset(
         "gather",
     }
 )
+# Helper kernels a fused attention op launches besides its attention kernel: zero-fills of its
+# outputs or accumulators (FillFunctor, memset), copies of its inputs. They are data movement, not
+# attention math: 'layout', whatever op launched them.
+HELPER_KERNEL = re.compile(r"FillFunctor|^Memset\b|^Memcpy\b|\bmemset|direct_copy_kernel|\bcopy_kernel|zero_kernel")
 COPY_REFINED_PHASES = ("qkv_proj", "out_proj", "qk_matmul", "pv_matmul", "softmax", "scale")
 LINEAR_MODULE = re.compile(r"(?i)linear|conv1d|^dense")
 # a norm inside an attention module: MLA's latent norms between the low-rank down and up

@@ -722,6 +722,10 @@ def tag(
         cand = np.flatnonzero((g_inst >= 0) & (gop >= 0))
         copies = np.isin(g_phase[cand], list(refine)) & np.isin(R["name"][gop[cand]], list(copy_ids))
         g_phase[cand[copies]] = layout
+    # helper kernels of a fused attention op (zero-fills, memsets, copies) keep their own phase
+    helper_names = np.fromiter((bool(P.HELPER_KERNEL.search(nm)) for nm in names), dtype=bool, count=len(names))
+    helpers = (g_phase == fused_phase) & helper_names[gname]
+    g_phase[helpers] = P.PHASE_INDEX["layout"]
     # communication kernels by their own name (a collective launched with no CPU range around it)
     g_comm = take_or(comm_range, gp, False).astype(bool) | comm_names[gname]
     g_inst[g_comm] = -1

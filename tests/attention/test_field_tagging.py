@@ -52,3 +52,14 @@ def test_a_collective_kernel_with_no_cpu_range_is_not_attention(tmp_path):
     t.kernel("void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128>>", dur=10)
     rows, _ = run(t, tmp_path)
     assert [r[1] for r in rows] == [None, "fused_attention"]
+
+
+def test_helper_kernels_of_a_fused_op_are_layout_not_fused_attention(tmp_path):
+    t = SynthTrace()
+    with t.module("Attention_0"):
+        with t.op("aten::_efficient_attention_backward", dims=[[1, 8, 512, 64]] * 3, types=[BF16] * 3):
+            t.kernel("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>", dur=2)
+            t.kernel("Memset (Device)", dur=1, cat="gpu_memset")
+            t.kernel("fmha_cutlassB_bf16_aligned_64x64_k64_sm80(PyTorchMemEffAttention::AttentionBackwardKernel)")
+    rows, _ = run(t, tmp_path)
+    assert [r[1] for r in rows] == ["layout", "layout", "fused_attention"]

@@ -72,7 +72,7 @@ def test_hand_computed_cases(props, threads, regs, smem, blocks, frac, limiter):
 def test_architecture_from_the_table_key_and_amd_unknown():
     assert sm_limits({"name": "NVIDIA H100 80GB HBM3"}, "H100-SXM").arch == "sm_90"
     assert sm_limits({"name": "AMD Instinct MI250X", "computeMajor": 9, "computeMinor": 0}) is None
-    assert sm_limits({"name": "Future GPU", "computeMajor": 12, "computeMinor": 0}) is None
+    assert sm_limits({"name": "Future GPU", "computeMajor": 13, "computeMinor": 0}) is None
     b, f, lim = occ({"name": "AMD Instinct MI250X"}, 256, 32, 0)
     assert np.isnan(b) and np.isnan(f) and lim is None
 
