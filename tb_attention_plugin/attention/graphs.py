@@ -51,14 +51,14 @@ from .structure import (  # noqa: F401 - re-exported: the structure of a replay
 )
 from .tagger import SOURCES, Tagging
 
-GRAPH_LAUNCH = re.compile(r"^cu(da)?GraphLaunch")
-CAPTURE_BEGIN = re.compile(r"^cu(da)?StreamBeginCapture")
-CAPTURE_END = re.compile(r"^cu(da)?StreamEndCapture")
+GRAPH_LAUNCH = re.compile(r"^(cu(da)?|hip)GraphLaunch")  # ROCm: hipGraphLaunch
+CAPTURE_BEGIN = re.compile(r"^(cu(da)?|hip)StreamBeginCapture")
+CAPTURE_END = re.compile(r"^(cu(da)?|hip)StreamEndCapture")
 # runtime / driver calls that put one node into a graph being captured, by GPU activity kind
 NODE_CALL = (
-    (KERNEL, re.compile(r"^(cudaLaunch\w*|cuLaunch\w*)$")),
-    (MEMCPY, re.compile(r"^cu(da)?Memcpy\w*Async")),
-    (MEMSET, re.compile(r"^cu(da)?Memset\w*Async")),
+    (KERNEL, re.compile(r"^(cudaLaunch\w*|cuLaunch\w*|hip(Ext)?(Module)?Launch\w*)$")),
+    (MEMCPY, re.compile(r"^(cu(da)?|hip)Memcpy\w*Async")),
+    (MEMSET, re.compile(r"^(cu(da)?|hip)Memset\w*Async")),
 )
 _STEP = re.compile(r"^ProfilerStep#\d+$")
 

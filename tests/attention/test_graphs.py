@@ -668,3 +668,35 @@ def test_a_sibling_is_the_reference_only_when_it_ran_the_replayed_launches(tmp_p
         assert "block.eager.pt.trace.json.gz beside it was read as a reference and not used" in msg
         assert re.search(r": (\d+) of 66 replayed kernels found a kernel of the same name, grid and block", msg)
         assert int(re.search(r"(\d+) of 66 replayed", msg).group(1)) < 33
+
+
+def as_rocm(src: str, dst) -> str:
+    """The recorded trace as ROCm's profiler names its runtime calls: hipGraphLaunch,
+    hipLaunchKernel, hipStreamBeginCapture... (Kineto keeps the cuda_runtime category)."""
+    import gzip
+
+    with gzip.open(src, "rt") as f:
+        doc = json.load(f)
+    renames = {"cudaGraphLaunch": "hipGraphLaunch", "cudaLaunchKernel": "hipLaunchKernel"}
+    for ev in doc["traceEvents"]:
+        if ev.get("cat") in ("cuda_runtime", "cuda_driver"):
+            nm = ev.get("name", "")
+            ev["name"] = renames.get(nm, re.sub(r"^cuda", "hip", nm))
+    with gzip.open(dst, "wt") as f:
+        json.dump(doc, f)
+    return str(dst)
+
+
+def test_hip_graph_replays_are_graph_replays(tmp_path):
+    """A ROCm trace: hipGraphLaunch replays its kernels as cudaGraphLaunch does; --reference
+    to the eager step and the trace's own capture (hipStreamBeginCapture) work the same."""
+    eager = analyze_path(one("decode_graph_eager"))
+    replay = as_rocm(one("decode_graph_replay"), tmp_path / "replay.pt.trace.json.gz")
+    alone = analyze_path(replay)
+    assert alone["graphs"] is not None and alone["graphs"]["replayed_kernels"] > 0
+    assert [k["attention"] for k in kernels(alone)] == [k["attention"] for k in kernels(eager)]
+    ref = analyze_path(replay, Options(reference=one("decode_graph_eager")))
+    assert all(k["graph"] == "reference" for k in kernels(ref))
+    assert [(k["phase"], k["cost_op"]) for k in kernels(ref)] == [(e["phase"], e["cost_op"]) for e in kernels(eager)]
+    capture = analyze_path(as_rocm(one("decode_graph_capture"), tmp_path / "capture.pt.trace.json.gz"))
+    assert capture["graphs"]["reference_kind"] == "capture" and capture["graphs"]["attributed"]["none"] == 0
