@@ -474,9 +474,10 @@ def _merge_backends(lists: list[list[dict]]) -> list[dict]:
     for rows in lists:
         for r in rows:
             e = out.setdefault(
-                r["backend"],
+                (r["backend"], r.get("family")),
                 {
                     "backend": r["backend"],
+                    "family": r.get("family"),
                     "label": r.get("label") or BACKEND_LABELS.get(r["backend"], r["backend"]),
                     "time_us": 0.0,
                     "kernels": 0,

@@ -46,12 +46,16 @@ _FUSED_OPS = (
     ("cudnn_attention", "cudnn"),
     ("fused_attention_overrideable", "fused_other"),
 )
-_FUSED_NAMES = (
+# PyTorch's own SDPA kernels by name, before the library catalogue (their names are also a
+# library's: PyTorch ships copies of FlashAttention-2 and of xFormers' CUTLASS kernels)
+_SDPA_NAMES = (
     ("flex_attention", "flex"),
     ("pytorch_flash::", "flash"),
     ("fmha_cutlass", "efficient"),
     ("PyTorchMemEffAttention", "efficient"),
     ("cudnn", "cudnn"),
+)
+_FUSED_NAMES = (
     ("triton_", "compiled"),
     ("flash_fwd", "library"),
     ("flash_bwd", "library"),
@@ -77,10 +81,23 @@ def fused_backend(op: Optional[str], name: Optional[str]) -> Optional[str]:
     # (FP8 Flex: triton_tem_fused__to_copy_clone_flex_attention_...)
     if any(g in low for g in _GENERIC) and not low.startswith("triton_tem"):
         return None
+    for key, be in _SDPA_NAMES:
+        if key.lower() in low:
+            return be
+    if P.library_kernel(n) is not None:  # FlashAttention 2/3/4, FlashInfer, CK, aiter, SageAttention...
+        return "library"
     for key, be in _FUSED_NAMES:
         if key.lower() in low:
             return be
     return "fused_other" if n else None
+
+
+@functools.lru_cache(maxsize=4096)
+def library_family(name: Optional[str]) -> Optional[str]:
+    """The attention library a kernel name belongs to ("FlashAttention-3", "CK-tile FMHA"...), from
+    the catalogue (attention/patterns.py), or None."""
+    lib = P.library_kernel(name or "")
+    return lib.library if lib is not None else None
 
 
 def _rows(kernels: Any) -> Iterable[tuple[Any, ...]]:
@@ -133,14 +150,15 @@ def backends(kernels: Any, math_ids: frozenset[int] = frozenset()) -> list[dict[
     ``[{backend, label, time_us, kernels, forward_us, backward_us}]``. ``math_ids``: ids of the
     kernels the trace shows inside SDPA's math backend (the op tree, which the rows do not hold)."""
     memo: dict[tuple[Any, Any], Optional[str]] = {}
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[tuple[str, Optional[str]], dict[str, Any]] = {}
 
-    def add(be: str, direction: str, d: float) -> None:
+    def add(be: str, direction: str, d: float, family: Optional[str] = None) -> None:
         e = out.setdefault(
-            be,
+            (be, family),
             {
                 "backend": be,
-                "label": BACKEND_LABELS[be],
+                "family": family,
+                "label": family or BACKEND_LABELS[be],
                 "time_us": 0.0,
                 "kernels": 0,
                 "forward_us": 0.0,
@@ -153,9 +171,14 @@ def backends(kernels: Any, math_ids: frozenset[int] = frozenset()) -> list[dict[
 
     triton = False
     eager: list[tuple[Any, float]] = []
-    for phase, direction, dur, op, name, scope, kid in _rows(kernels):
-        if phase not in P.CORE_PHASES:
-            continue
+    rows = [r for r in _rows(kernels) if r[0] in P.CORE_PHASES]
+    # a kernel that ran with no CPU op (launched before the profiling window opened) is the backend
+    # its name has where the same name ran under an op: a flash kernel stays FlashAttention
+    by_name: dict[Any, Optional[str]] = {}
+    for phase, _, _, op, name, _, _ in rows:
+        if phase == "fused_attention" and op and name not in by_name:
+            by_name[name] = fused_backend(op, name)
+    for phase, direction, dur, op, name, scope, kid in rows:
         d = float(dur or 0.0)
         if d != d:
             d = 0.0
@@ -163,9 +186,9 @@ def backends(kernels: Any, math_ids: frozenset[int] = frozenset()) -> list[dict[
             key = (op, name)
             be = memo.get(key, "?")
             if be == "?":
-                be = memo[key] = fused_backend(op, name)
+                be = memo[key] = (by_name.get(name) if not op else None) or fused_backend(op, name)
             if be is not None:
-                add(be, direction, d)
+                add(be, direction, d, library_family(name) if be in ("library", "fused_other") else None)
             continue
         if (
             kid in math_ids
@@ -178,11 +201,11 @@ def backends(kernels: Any, math_ids: frozenset[int] = frozenset()) -> list[dict[
         eager.append((direction, d))
     for direction, d in eager:
         add("compiled" if triton else "eager", direction, d)
-    rows = sorted(out.values(), key=lambda e: -e["time_us"])
-    for e in rows:
+    ordered = sorted(out.values(), key=lambda e: -e["time_us"])
+    for e in ordered:
         for k in ("time_us", "forward_us", "backward_us"):
             e[k] = round(e[k], 3)
-    return rows
+    return ordered
 
 
 def describe(rows: list[dict[str, Any]], share: float = 0.05) -> str:

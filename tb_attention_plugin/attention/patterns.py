@@ -30,6 +30,12 @@ ATTENTION_FUNCTION = re.compile(
 )
 ROTARY_NAME = re.compile(r"(?i)rotary|\brope\b|apply_rotary|rotate_half")
 
+# Attention ops of libraries whose namespace also holds other ops (aiter's norms and GEMMs,
+# FlashInfer's sampling): only the ones whose name says attention.
+_LIBRARY_ATTENTION_OP = (
+    r"^(sageattention|sageattn|aiter|flashinfer|flash_attn_3|_flash_attn_3|flash_attn_4)::"
+    r"\w*(attn|attention|fmha|mha|paged|pa_fwd|mla_decode|mla_prefill)\w*"
+)
 # Ops that *are* attention (any part of the SDPA family, forward or backward).
 SDPA_OP = re.compile(
     r"^aten::(scaled_dot_product_attention|_scaled_dot_product_\w+|_flash_attention_\w+|"
@@ -38,6 +44,7 @@ SDPA_OP = re.compile(
     r"|^(flash_attn|flash_attn_\d|xformers|xformers_flash|fa3|torch_flash|vllm|sglang|mha)::\w*(attn|attention|fwd|bwd|mha)\w*$"
     r"|^(FlashAttnFunc|FlashAttnQKVPackedFunc|FlashAttnVarlenFunc|MemoryEfficientAttention\w*)\b"
     r"|^(FusedAttnFunc\w*|(transformer_engine\w*::|tex::)?fused_attn_(fwd|bwd)\w*)$"
+    r"|" + _LIBRARY_ATTENTION_OP + r"$"
 )
 # SDPA-family ops whose own kernels compute the whole attention (no per-phase children).
 FUSED_OP = re.compile(
@@ -46,6 +53,7 @@ FUSED_OP = re.compile(
     r"|^(flash_attn|flash_attn_\d|xformers|xformers_flash|fa3|torch_flash|vllm|sglang|mha)::"
     r"|^(FlashAttnFunc|FlashAttnQKVPackedFunc|FlashAttnVarlenFunc|MemoryEfficientAttention\w*)\b"
     r"|^(FusedAttnFunc\w*|(transformer_engine\w*::|tex::)?fused_attn_(fwd|bwd)\w*)$"
+    r"|" + _LIBRARY_ATTENTION_OP + r"$"
 )
 # Composite ops: their children carry the work (math backend, nn.MultiheadAttention fast path).
 TRANSPARENT_OP = re.compile(
@@ -95,6 +103,15 @@ COMMUNICATION_RANGE = re.compile(
 def is_communication(name: str) -> bool:
     """A kernel or CPU range name that is collective communication."""
     return bool(COMMUNICATION_KERNEL.search(name) or COMMUNICATION_RANGE.search(name))
+
+
+def attention_by_name(name: str) -> bool:
+    """A kernel whose name alone says it computes attention. Not an Inductor pointwise or reduction
+    kernel: those are named after the ops they were fused from, and compute none of it."""
+    if not ATTENTION_KERNEL.search(name):
+        return False
+    m = TRITON_KERNEL.match(name)
+    return m is None or m.group(1) not in ("poi", "red", "per")
 
 
 @dataclass(frozen=True)
@@ -169,7 +186,67 @@ KERNEL_CATALOGUE: tuple[LibraryKernel, ...] = (
         "combine",
         "vllm csrc/attention/attention_kernels.cuh; vllm/v1/attention/ops/triton_unified_attention.py",
     ),
+    _k(
+        "CK-tile FMHA",
+        r"FmhaFwdSplitKVCombineKernel|FmhaFwdAppendKVKernel",
+        "fused_attention",
+        "combine",
+        "composable_kernel include/ck_tile/ops/fmha/kernel (fmha_fwd_splitkv_combine_kernel.hpp)",
+    ),
+    _k(
+        "vLLM (ROCm)",
+        r"paged_attention_ll4mi_reduce_kernel",
+        "fused_attention",
+        "combine",
+        "vllm csrc/rocm/attention.cu",
+    ),
+    # --- pre- and post-processing that belongs to one attention call
+    _k(
+        "CK-tile FMHA",
+        r"FmhaBwdOGradDotOKernel|FmhaBwdConvertQGradKernel",
+        "fused_attention",
+        "aux",
+        "composable_kernel include/ck_tile/ops/fmha/kernel (fmha_bwd_kernel.hpp)",
+    ),
+    _k(
+        "SageAttention",
+        r"\bQuantInt8Kernel|\bSubMeanKernel|\bMeanScaleKernel|\bTransposePadPermuteKernel|"
+        r"\bquant_per_(block|warp|thread)_int8\w*|\bquant_query_per_thread_int8\w*|\bsage_?quant\w*",
+        "layout",
+        "quantize",
+        "SageAttention csrc/fused/fused.cu, sageattention/triton/quant_per_block.py (Q/K to INT8, V to FP8)",
+    ),
     # --- the attention kernels
+    _k(
+        "SageAttention",
+        r"\bqk_int8?_sv_f(8|16)\w*attn\w*|\bsage_?(attn|attention|fwd)\w*|\bsageattn\w*",
+        "fused_attention",
+        "attention",
+        "SageAttention csrc/qattn (qk_int_sv_f16_attn_kernel, qk_int_sv_f8_attn_kernel); sageattention/core.py",
+    ),
+    _k(
+        "CK-tile FMHA",
+        r"\bFmha(Fwd|Bwd)\w*Kernel|\bck(_tile)?::\w*(fmha|multihead_attention)\w*|"
+        r"kernel_batched_multihead_attention_(forward|backward)",
+        "fused_attention",
+        "attention",
+        "composable_kernel include/ck_tile/ops/fmha (FmhaFwdKernel, FmhaBwdDQDKDVKernel...); ck device_batched_mha",
+    ),
+    _k(
+        "aiter",
+        r"\baiter::\w*(fmha|mha|attn|pa_|mla)\w*|\bfmha_(v3_)?(fwd|bwd)(_v3)?_\w*(hd|bf16|fp16|fp8)\w*|"
+        r"\b_ZN5aiter\w*(fmha|mha|pa_|mla)\w*",
+        "fused_attention",
+        "attention",
+        "aiter csrc/py_itfs_cu/asm_fmha_*.cu, asm_pa.cu, asm_mla.cu (hand-written assembly kernels)",
+    ),
+    _k(
+        "vLLM (ROCm)",
+        r"paged_attention_ll4mi\w*kernel",
+        "fused_attention",
+        "attention",
+        "vllm csrc/rocm/attention.cu",
+    ),
     _k(
         "FlashAttention-2",
         r"flash_fwd_kernel|flash_fwd_splitkv_kernel|flash_bwd_dq_dk_dv_loop\w*_kernel",
@@ -249,6 +326,15 @@ KERNEL_CATALOGUE: tuple[LibraryKernel, ...] = (
         "fused_attention",
         "attention",
         "TensorRT-LLM cpp/tensorrt_llm/kernels (trtllm-gen fmha, fmha_v2)",
+    ),
+    # generic Triton attention names last: every library above is more specific
+    _k(
+        "Triton attention",
+        r"^_?attn_(fwd|bwd)\w*$|^_fwd_(grouped_)?kernel_stage[12]$",
+        "fused_attention",
+        "attention",
+        "Triton attention kernels: the tutorial's _attn_fwd (vLLM ROCm triton_flash_attention, SageAttention "
+        "v1), SGLang decode_attention.py (_fwd_(grouped_)kernel_stage1/2)",
     ),
 )
 
@@ -470,7 +556,7 @@ def triton_ops(kernel_name: str) -> list[str]:
             if i < len(words) and words[i]:
                 words[i] = "_" + words[i]
             continue
-        for j in range(min(len(words), i + 4), i, -1):
+        for j in range(min(len(words), i + 6), i, -1):
             cand = "_".join(words[i:j])
             if cand in _KNOWN_OPS or cand.lstrip("_") in _KNOWN_OPS:
                 out.append(cand)
@@ -487,7 +573,15 @@ def triton_phase(kernel_name: str) -> str | None:
     if not kernel_name.startswith("triton_"):
         return None
     low = kernel_name.lower()
-    if "flex_attention" in low or "sdpa" in low or "attention" in low:
+    m = TRITON_KERNEL.match(kernel_name)
+    # Inductor names a kernel after the ops fused into it: a pointwise or reduction kernel whose
+    # name lists an attention op (the cat/transpose before it, a norm after it) computes no attention
+    fused_kind = m.group(1) if m else None
+    if ("flex_attention" in low or "sdpa" in low or "attention" in low or "fmha" in low) and fused_kind not in (
+        "poi",
+        "red",
+        "per",
+    ):
         return "fused_attention"
     if "log_softmax" in low or "nll_loss" in low or "cross_entropy" in low:
         return None
@@ -515,6 +609,17 @@ _KNOWN_OPS = (
     | frozenset(
         {"_softmax_backward_data", "native_dropout_backward", "prepare_softmax_online", "masked_fill", "exp", "log"}
     )
+    # attention ops whose inputs' views a pointwise kernel can be fused from
+    | frozenset(
+        {
+            "scaled_dot_product_attention",
+            "_scaled_dot_product_flash_attention",
+            "_scaled_dot_product_efficient_attention",
+            "_scaled_dot_product_cudnn_attention",
+            "flex_attention",
+            "flex_attention_backward",
+        }
+    )
 )
 
 
@@ -527,7 +632,8 @@ def triton_unit(kernel_name: str) -> str:
         return "mm"
     if ph in ("softmax", "dropout", "mask"):
         return ph
-    ops = {t.lstrip("_") for t in triton_ops(kernel_name)}
+    # the attention op a pointwise kernel was fused from names no work of its own (its inputs' view)
+    ops = {t.lstrip("_") for t in triton_ops(kernel_name) if not re.search(r"attention|fmha|sdpa", t)}
     if not ops:
         return "other"
     if ops <= {o.lstrip("_") for o in LAYOUT_OPS}:

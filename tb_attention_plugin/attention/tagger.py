@@ -688,29 +688,17 @@ def tag(
     names = trace.strings
     gname = G["name"]
     other = P.PHASE_INDEX["other"]
-    # kernels launched straight from Python in an attention scope (a custom Triton kernel, say)
-    # get the phase their name implies
-    for k in np.flatnonzero((g_inst >= 0) & (g_phase == other)).tolist():
-        nm = names[gname[k]]
-        lib = P.library_kernel(nm)
-        if lib is not None:
-            g_phase[k] = P.PHASE_INDEX[lib.phase]
-        elif P.ATTENTION_KERNEL.search(nm):
-            g_phase[k] = fused_phase
-        else:
-            tp = P.triton_phase(nm)
-            if tp and tp != "matmul":
-                g_phase[k] = P.PHASE_INDEX[tp]
-    for k in np.flatnonzero((g_inst >= 0) & (g_phase < 0)).tolist():
-        tp = P.triton_phase(names[gname[k]])
-        lib = P.library_kernel(names[gname[k]])
-        if lib is not None:
-            g_phase[k] = P.PHASE_INDEX[lib.phase]
-        elif P.ATTENTION_KERNEL.search(names[gname[k]]):
-            g_phase[k] = fused_phase
-        elif tp and tp != "matmul":
-            g_phase[k] = P.PHASE_INDEX[tp]
-        else:
+    # kernels launched straight from Python in an attention scope (a custom Triton kernel, say),
+    # or whose unit says nothing, get the phase their name implies
+    by_kernel_name: dict[int, int] = {}
+    for k in np.flatnonzero((g_inst >= 0) & ((g_phase == other) | (g_phase < 0))).tolist():
+        nid = int(gname[k])
+        code = by_kernel_name.get(nid)
+        if code is None:
+            code = by_kernel_name[nid] = _phase_by_kernel_name(names[nid])
+        if code >= 0:
+            g_phase[k] = code
+        elif g_phase[k] < 0:
             g_phase[k] = other
     # copies launched inside a matmul, projection or softmax unit (non-contiguous inputs,
     # autocast casts, .float() around softmax) are data movement: report them as layout
@@ -741,7 +729,7 @@ def tag(
         lib = P.library_kernel(nm)  # the library catalogue first: it knows KV-cache writes
         if lib is not None:
             by_name[nid] = P.PHASE_INDEX[lib.phase]
-        elif P.ATTENTION_KERNEL.search(nm):
+        elif P.attention_by_name(nm):
             by_name[nid] = fused_phase
         else:
             tp = P.triton_phase(nm)
@@ -769,6 +757,23 @@ def tag(
         gpu_backward=g_bwd.astype(bool),
         instances=instances,
     )
+
+
+def _phase_by_kernel_name(nm: str) -> int:
+    """The phase code a kernel's name implies inside an attention scope, or -1: a library kernel's
+    catalogue phase, fused attention by name, an Inductor kernel's phase from the ops in its name
+    (layout when it fuses only copies and views)."""
+    lib = P.library_kernel(nm)
+    if lib is not None:
+        return P.PHASE_INDEX[lib.phase]
+    if P.attention_by_name(nm):
+        return P.PHASE_INDEX["fused_attention"]
+    tp = P.triton_phase(nm)
+    if tp and tp != "matmul":
+        return P.PHASE_INDEX[tp]
+    if P.triton_unit(nm) == "layout":
+        return P.PHASE_INDEX["layout"]
+    return -1
 
 
 def _communication_names(names: list[str]) -> np.ndarray:

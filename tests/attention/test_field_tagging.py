@@ -63,3 +63,61 @@ def test_helper_kernels_of_a_fused_op_are_layout_not_fused_attention(tmp_path):
             t.kernel("fmha_cutlassB_bf16_aligned_64x64_k64_sm80(PyTorchMemEffAttention::AttentionBackwardKernel)")
     rows, _ = run(t, tmp_path)
     assert [r[1] for r in rows] == ["layout", "layout", "fused_attention"]
+
+
+def test_inductor_kernels_named_after_attention_ops_are_what_they_compute(tmp_path):
+    """A pointwise kernel fused from the cat/transpose before SDPA, a reduction that is a norm:
+    their names list an attention op, their work is layout and a norm, not fused attention."""
+    t = SynthTrace()
+    with t.module("Attention_0"):
+        with t.op("Torch-Compiled Region: 0/0"):
+            t.kernel("triton_poi_fused__scaled_dot_product_flash_attention_cat_transpose_0", dur=3)
+            with t.op("aten::_scaled_dot_product_flash_attention", dims=[[1, 8, 512, 64]] * 3, types=[BF16] * 3):
+                t.kernel("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>", dur=20)
+            t.kernel("triton_red_fused_add_fmha_v3_fwd_mean_mul_pow_rsqrt_1", dur=3)
+    t.kernel("triton_poi_fused__scaled_dot_product_flash_attention_cat_transpose_0", dur=3)  # unscoped
+    rows, _ = run(t, tmp_path)
+    assert [r[1] for r in rows] == ["layout", "fused_attention", "other", None]
+
+
+def test_library_attention_ops_open_a_call_and_their_norms_do_not(tmp_path):
+    t = SynthTrace()
+    with t.op("aiter::rmsnorm2d_fwd", dims=[[8, 4096]], types=[BF16]):
+        t.kernel("void ck_tile::kentry<ck_tile::Rmsnorm2dFwd<>>", dur=3)
+    with t.op("sageattention::qk_int8_sv_f8_accum_f32_attn", dims=[[1, 24, 4096, 128]] * 3, types=[BF16] * 3):
+        t.kernel("void qk_int_sv_f8_attn_kernel<128u, 64u>(signed char*)", dur=40)
+    rows, _ = run(t, tmp_path)
+    assert [r[1] for r in rows] == [None, "fused_attention"]
+
+
+def _row(phase, name, op=None, dur=10.0, direction="forward"):
+    return {"attention": True, "phase": phase, "name": name, "op": op, "dur_us": dur, "direction": direction}
+
+
+def test_backends_name_the_library_family_forward_and_backward():
+    from tb_attention_plugin.attention.backends import backends, describe
+
+    fa3 = "void cutlass::device_kernel<flash::FlashAttnFwdSm90<flash::CollectiveMainloopFwdSm90<>>>"
+    fa3b = "void cutlass::device_kernel<flash::FlashAttnBwdSm90<flash::CollectiveMainloopBwdSm90<>>>"
+    rows = backends(
+        [_row("fused_attention", fa3, "flash_attn_3::fwd"), _row("fused_attention", fa3b, None, 20, "backward")]
+    )
+    assert [(r["backend"], r["family"]) for r in rows] == [("library", "FlashAttention-3")]
+    assert rows[0]["forward_us"] == 10 and rows[0]["backward_us"] == 20
+    sage = backends([_row("fused_attention", "void qk_int_sv_f8_attn_kernel<128u>(signed char*)", "sageattention::x")])
+    assert describe(sage) == "SageAttention"
+    ck = backends([_row("fused_attention", "void ck_tile::kentry<ck_tile::FmhaFwdKernel<>>", None)])
+    assert describe(ck) == "CK-tile FMHA"
+
+
+def test_a_kernel_launched_before_the_window_keeps_its_backend():
+    """Its name ran under aten::_flash_attention_forward elsewhere in the trace (PyTorch on ROCm runs
+    AOTriton's attn_fwd for it): FlashAttention, not "FlashAttention + Triton attention"."""
+    from tb_attention_plugin.attention.backends import backends, describe
+
+    name = "attn_fwd"
+    rows = backends(
+        [_row("fused_attention", name, None, 50)]
+        + [_row("fused_attention", name, "aten::_flash_attention_forward")] * 3
+    )
+    assert describe(rows) == "FlashAttention (SDPA)"
