@@ -26,7 +26,7 @@ DEFAULT_ANNOTATION_PATTERN = r"(?i)attention|attn|sdpa|\bmha\b|flash"
 # Python functions (with_stack=True) that are attention implementations.
 ATTENTION_FUNCTION = re.compile(
     r"(?i)(scaled_dot_product_attention|multi_head_attention_forward|eager_attention_forward|"
-    r"sdpa_attention_forward|flash_attention_forward|flex_attention|_attn\b|attention_forward)"
+    r"sdpa_attention_forward|flash_attention_forward|flex_attention|^_attn$|attention_forward)"
 )
 ROTARY_NAME = re.compile(r"(?i)rotary|\brope\b|apply_rotary|rotate_half")
 

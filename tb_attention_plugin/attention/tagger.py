@@ -80,6 +80,25 @@ class _Ctx:
         self.module_re = module_re
         self.annotation_re = annotation_re
         self._args = SignatureArgs(trace.signatures)
+        # per range: the name code of the kernel a launch range launched, -1 elsewhere (a launch unit
+        # is what it launched: a Triton attention kernel launched from Python advances the phases)
+        self.launched = np.full(len(self.kind), -1, dtype=np.int64)
+        gl = links.gpu_launch
+        ok = gl >= 0
+        self.launched[gl[ok]] = trace.gpu["name"][ok]
+
+    def launched_name(self, r: int) -> Optional[str]:
+        code = int(self.launched[r])
+        return str(self.strings[code]) if code >= 0 else None
+
+    def launches_attention(self, r: int) -> bool:
+        """Whether an op launches, itself, a kernel that is attention by name (a library's custom
+        op this module does not know by name)."""
+        for c in self.L.children(r).tolist():
+            nm = self.launched_name(c) if self.kind[c] == LAUNCH else None
+            if nm is not None and _attention_kernel_name(nm):
+                return True
+        return False
 
     def name(self, r: int) -> str:
         return str(self.strings[self.name_id[r]])
@@ -183,6 +202,8 @@ def _op_unit(ctx: _Ctx, r: int) -> _Unit:
         return _Unit(r, "layout", op)
     if op in P.ROTARY_MARKERS:
         return _Unit(r, "rotary?", op)
+    if ctx.launches_attention(r):
+        return _Unit(r, "fused", op)
     return _Unit(r, "other", op)
 
 
@@ -223,7 +244,7 @@ def _units(ctx: _Ctx, root: int) -> list[_Unit]:
                 out.append(_op_unit(ctx, r))
                 return
         elif k == LAUNCH:
-            out.append(_Unit(r, "launch", name))
+            out.append(_Unit(r, "launch", ctx.launched_name(r) or name))
             return
         for c in ctx.L.children(r):
             visit(int(c), False)
@@ -459,7 +480,9 @@ def _assign_phases(units: list[_Unit]) -> list[str]:
                 ph = "layout"
         elif c == "launch":
             tp = P.triton_phase(u.op)
-            if tp == "matmul":
+            if _attention_kernel_name(u.op):
+                ph, stage = "fused_attention", 3
+            elif tp == "matmul":
                 ph, stage = ("pv_matmul", 3) if stage in (1, 2) else ("qk_matmul", 1)
             elif tp:
                 ph = tp
@@ -611,6 +634,7 @@ def tag(
             ctx.name_id[sub].tobytes(),
             ctx.sig[sub].tobytes(),
             pre_size[sub].tobytes(),
+            ctx.launched[sub].tobytes(),
         )
         hit = patterns.get(key) if _REUSE else None
         if hit is None:
@@ -757,6 +781,14 @@ def tag(
         gpu_backward=g_bwd.astype(bool),
         instances=instances,
     )
+
+
+def _attention_kernel_name(nm: str) -> bool:
+    """A kernel whose name says it computes attention (a library's or by the generic pattern)."""
+    lib = P.library_kernel(nm)
+    if lib is not None:
+        return lib.phase == "fused_attention"
+    return P.attention_by_name(nm)
 
 
 def _phase_by_kernel_name(nm: str) -> int:

@@ -852,7 +852,7 @@ def resolve(
     if props is None and device_properties(meta):
         props = device_properties(meta)[0]
     props = props or {}
-    name = str(props.get("name") or "unknown GPU")
+    name = str(props.get("name") or "unnamed device")
     entry, how = _match(props)
     sms = props.get("numSms") if isinstance(props.get("numSms"), int) else None
     if entry is not None:

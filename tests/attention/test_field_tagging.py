@@ -121,3 +121,26 @@ def test_a_kernel_launched_before_the_window_keeps_its_backend():
         + [_row("fused_attention", name, "aten::_flash_attention_forward")] * 3
     )
     assert describe(rows) == "FlashAttention (SDPA)"
+
+
+def test_o_proj_after_a_kernel_launched_from_python_is_the_output_projection(tmp_path):
+    """SGLang's Triton backend launches its decode attention kernels from Python (no op around
+    them); the o_proj after them is the output projection, not a second QKV projection. The
+    pre-attention norm of the layer communicator (prepare_attn) is not attention."""
+    t = SynthTrace()
+    with t.function("sglang/srt/layers/communicator.py(210): prepare_attn"):
+        with t.op("sgl_kernel::rmsnorm", dims=[[8, 4096]], types=[BF16]):
+            t.kernel("void flashinfer::norm::RMSNormKernel<8u, __nv_bfloat16>", dur=3)
+    with t.module("Qwen3Attention_0"):
+        with t.module("QKVParallelLinear_0"):
+            with t.op("aten::linear", dims=Q, types=[BF16] * 2):
+                t.kernel("nvjet_tst_128x64_64x4_1x2_h_bz_TNT", dur=20)
+        with t.module("RadixAttention_0"):
+            with t.function("sglang/srt/layers/attention/triton_ops/decode_attention.py(300): decode_attention_fwd"):
+                t.kernel("_fwd_grouped_kernel_stage1", dur=25)
+                t.kernel("_fwd_kernel_stage2", dur=5)
+        with t.module("RowParallelLinear_0"):
+            with t.op("aten::linear", dims=Q, types=[BF16] * 2):
+                t.kernel("nvjet_tst_64x8_64x16_4x1_v_bz_TNT", dur=15)
+    rows, _ = run(t, tmp_path)
+    assert [r[1] for r in rows] == [None, "qkv_proj", "fused_attention", "fused_attention", "out_proj"]
