@@ -36,6 +36,15 @@ _LIBRARY_ATTENTION_OP = (
     r"^(sageattention|sageattn|aiter|flashinfer|flash_attn_3|_flash_attn_3|flash_attn_4)::"
     r"\w*(attn|attention|fmha|mha|paged|pa_fwd|mla_decode|mla_prefill)\w*"
 )
+# CPU ranges that mark backward work outside the autograd engine's own ranges: pipeline schedules
+# that run the input-gradient and weight-gradient halves of a layer's backward themselves
+# (DualPipe / zero-bubble: "attn(B)", "attn(W)", "mlp(W)"), and record_function ranges named so.
+BACKWARD_RANGE = re.compile(
+    r"\((B|W|dgrad|wgrad)\)$|(?i:\bbackward\b|_backward\b|\bbwd\b|_bwd\b|\bwgrad\b|\bdgrad\b|weight_grad|input_grad)"
+)
+# Custom autograd Functions (an op name with no namespace, as the profiler records them) that
+# wrap attention or a projection: RopeLoraFlashAttnVarlenFunc, LinearWithGradAccumulationFP8.
+AUTOGRAD_ATTENTION_FUNCTION = re.compile(r"(?i)flash_?attn|attention|sdpa|fmha")
 # Ops that *are* attention (any part of the SDPA family, forward or backward).
 SDPA_OP = re.compile(
     r"^aten::(scaled_dot_product_attention|_scaled_dot_product_\w+|_flash_attention_\w+|"
@@ -85,6 +94,7 @@ ATTENTION_KERNEL = re.compile(
 # all-reduce, quick-reduce, DeepEP dispatch/combine, NVSHMEM, Transformer Engine userbuffers)...
 COMMUNICATION_KERNEL = re.compile(
     r"(?i:nccl|rccl|msccl|multimem|cross_device_reduce|quick_?reduce|deep_ep::|nvshmem|userbuffers)"
+    r"|\b(internode|intranode)::(dispatch|combine|notify|cached_notify)\b"
     r"|(?<![A-Za-z])(?i:all_?reduce|all_?gather|reduce_?scatter|all_?to_?all)"
     r"|AllReduce|AllGather|ReduceScatter|AllToAll|Alltoall"
 )
@@ -263,7 +273,7 @@ KERNEL_CATALOGUE: tuple[LibraryKernel, ...] = (
     ),
     _k(
         "FlashAttention-3",
-        r"flash::FlashAttn(Fwd|Bwd)Sm\d+",
+        r"flash::FlashAttn(Fwd|Bwd)(Sm\d+)?<|flash::compute_attn(_ws)?\b|flash::compute_dq_dk_dv\w*",
         "fused_attention",
         "attention",
         "flash-attention hopper/flash_fwd_kernel_sm90.h, flash_bwd_kernel_sm90.h (in cutlass::device_kernel<...>)",

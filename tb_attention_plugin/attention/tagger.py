@@ -130,7 +130,7 @@ def _root_source(ctx: _Ctx, kinds: np.ndarray, names: list[str]) -> np.ndarray:
             if ctx.annotation_re.search(nm) and not nm.startswith("ProfilerStep"):
                 c = _SRC["annotation"]
         elif k == OP:
-            if P.SDPA_OP.search(nm):
+            if P.SDPA_OP.search(nm) or _is_attention_function(nm):
                 c = _SRC["sdpa_op"]
         codes[j] = c
     src[:] = codes[inverse]
@@ -166,6 +166,9 @@ def _op_unit(ctx: _Ctx, r: int) -> _Unit:
     op = P.short_op(name)
     if P.FUSED_OP.search(name):
         return _Unit(r, "fused", op)
+    fn = _autograd_function_unit(r, name)
+    if fn is not None:
+        return fn
     if name.startswith("triton_"):
         return _Unit(r, P.triton_unit(name), op)
     if op in P.PROJ_OPS:
@@ -207,6 +210,32 @@ def _op_unit(ctx: _Ctx, r: int) -> _Unit:
     return _Unit(r, "other", op)
 
 
+def _is_autograd_function(name: str) -> bool:
+    """An op named by a custom autograd Function's class (no namespace, CamelCase), forward or
+    its ``...Backward`` node."""
+    return "::" not in name and name[:1].isupper() and " " not in name
+
+
+def _is_attention_function(name: str) -> bool:
+    """A custom autograd Function that wraps attention (its forward or its backward node)."""
+    return _is_autograd_function(name) and bool(P.AUTOGRAD_ATTENTION_FUNCTION.search(name))
+
+
+def _autograd_function_unit(r: int, name: str) -> Optional[_Unit]:
+    """A custom autograd Function (an op with no namespace, named by its class) whose name says what
+    it wraps: attention (RopeLoraFlashAttnVarlenFunc), a projection (LinearWithGradAccumulationFP8)
+    or a norm. Its kernels are that unit's, whatever ops it runs inside."""
+    if not _is_autograd_function(name):
+        return None
+    if P.AUTOGRAD_ATTENTION_FUNCTION.search(name):
+        return _Unit(r, "fused", name)
+    if P.LINEAR_MODULE.search(name):
+        return _Unit(r, "proj", name)
+    if P.NORM_MODULE.search(name):
+        return _Unit(r, "norm", name)
+    return None
+
+
 def _units(ctx: _Ctx, root: int) -> list[_Unit]:
     """Units of an instance rooted at a range, in call order."""
     out: list[_Unit] = []
@@ -236,6 +265,10 @@ def _units(ctx: _Ctx, root: int) -> list[_Unit]:
                 out.append(_Unit(r, "rotary", P.python_function(name), "rotary"))
                 return
         elif k == OP:
+            fn = _autograd_function_unit(r, name) if not top else None
+            if fn is not None:
+                out.append(fn)
+                return
             kids = ctx.L.children(r)
             # Wrappers that are not operators (torch.compile's "Torch-Compiled Region",
             # "CompiledFunction"...) hold the real ops: look inside them.
@@ -694,7 +727,8 @@ def tag(
         phase[opened] = np.array([top_phase[r] for r in sd[opened].tolist()], dtype=np.int8)
 
     # collective communication is never attention: ranges under a collective lose their tags
-    comm_names = _communication_names(trace.strings)
+    names_all = trace.strings
+    comm_names = _communication_names(names_all)
     comm_range = _communication_ranges(ctx, links, comm_names)
     inst[comm_range] = -1
     phase[comm_range] = -1
@@ -707,6 +741,11 @@ def tag(
     g_phase = take_or(phase, gp).astype(np.int8)
     g_src = take_or(source, gp).astype(np.int8)
     g_bwd = has & (take_or(broot, gp) >= 0)
+    # ...or inside a range that marks backward work run outside the autograd engine's ranges
+    marks_bwd = np.fromiter((bool(P.BACKWARD_RANGE.search(s)) for s in names_all), dtype=bool, count=len(names_all))
+    bwd_range = marks_bwd[ctx.name_id] & np.isin(kinds, (ANNOTATION, PYFUNC))
+    if bwd_range.any():
+        g_bwd |= has & take_or(links.outermost_marked(bwd_range) >= 0, gp, False).astype(bool)
     # a launch on an autograd thread outside any evaluate_function is still backward
     # kernels in scope whose phase is unknown: use the kernel name, else "other"
     names = trace.strings
@@ -734,6 +773,9 @@ def tag(
         cand = np.flatnonzero((g_inst >= 0) & (gop >= 0))
         copies = np.isin(g_phase[cand], list(refine)) & np.isin(R["name"][gop[cand]], list(copy_ids))
         g_phase[cand[copies]] = layout
+    # kernels of a composite fused op (a custom autograd Function around attention: LoRA up-
+    # projections, rotary, casts and the attention kernel in one Function) are what they compute
+    _split_composite(ctx, links, g_inst, g_phase, names)
     # helper kernels of a fused attention op (zero-fills, memsets, copies) keep their own phase
     helper_names = np.fromiter((bool(P.HELPER_KERNEL.search(nm)) for nm in names), dtype=bool, count=len(names))
     helpers = (g_phase == fused_phase) & helper_names[gname]
@@ -789,6 +831,69 @@ def _attention_kernel_name(nm: str) -> bool:
     if lib is not None:
         return lib.phase == "fused_attention"
     return P.attention_by_name(nm)
+
+
+def _split_composite(ctx: _Ctx, links: Links, g_inst: np.ndarray, g_phase: np.ndarray, names: list[str]) -> None:
+    """Within each call of a custom autograd Function that wraps attention, the kernels that are not
+    attention by name get the phase of what they compute, by their place around its attention
+    kernels: GEMMs before the first one are input projections, after the last one the output
+    projection; rotary kernels rotary; the rest (casts to FP8, transposes, copies) layout."""
+    from .structure import GEMM_KERNEL, ROTARY_KERNEL
+
+    fused = P.PHASE_INDEX["fused_attention"]
+    gop = links.gpu_op
+    cand = np.flatnonzero((g_inst >= 0) & (g_phase == fused) & (gop >= 0))
+    if not len(cand):
+        return
+    is_fn = np.fromiter((_is_attention_function(nm) for nm in names), dtype=bool, count=len(names))
+    cand = cand[is_fn[ctx.name_id[gop[cand]]]]
+    if not len(cand):
+        return
+    ts = ctx.t.gpu["ts_ns"]
+    gname = ctx.t.gpu["name"]
+    memo: dict[int, tuple[bool, bool, bool]] = {}
+    # forwards first: a backward node has the gradients of the projections its forward had (an
+    # output projection inside the Function, or only input ones such as LoRA up-projections)
+    ops = unique_ints(gop[cand]).tolist()
+    fn_name = {op: ctx.name(op) for op in ops}
+    ops.sort(key=lambda op: fn_name[op].endswith("Backward"))
+    out_side: dict[str, bool] = {}
+    for op in ops:
+        name = fn_name[op]
+        backward = name.endswith("Backward")
+        ks = cand[gop[cand] == op]
+        ks = ks[np.argsort(ts[ks], kind="stable")]
+        kinds = []
+        for k in ks.tolist():
+            nid = int(gname[k])
+            t = memo.get(nid)
+            if t is None:
+                nm = names[nid]
+                t = memo[nid] = (
+                    _attention_kernel_name(nm),
+                    bool(GEMM_KERNEL.search(nm)),
+                    bool(ROTARY_KERNEL.search(nm)),
+                )
+            kinds.append(t)
+        att = [i for i, t in enumerate(kinds) if t[0]]
+        if not att:
+            continue
+        first, last = att[0], att[-1]
+        if not backward:
+            out_side[name] = out_side.get(name, False) or any(t[1] for t in kinds[last + 1 :])
+        # backward runs the layer in reverse: the output projection's gradients come first, and
+        # only where the forward had one; anything else is an input projection's (or its recompute)
+        has_out = out_side.get(name[: -len("Backward")], False) if backward else True
+        for i, (k, (is_att, gemm, rot)) in enumerate(zip(ks.tolist(), kinds)):
+            if is_att or first < i < last:
+                continue
+            if gemm:
+                outside = (i < first) if backward else (i > last)
+                g_phase[k] = P.PHASE_INDEX["out_proj" if outside and has_out else "qkv_proj"]
+            elif rot:
+                g_phase[k] = P.PHASE_INDEX["rotary"]
+            else:
+                g_phase[k] = P.PHASE_INDEX["layout"]
 
 
 def _phase_by_kernel_name(nm: str) -> int:

@@ -144,3 +144,45 @@ def test_o_proj_after_a_kernel_launched_from_python_is_the_output_projection(tmp
                 t.kernel("nvjet_tst_64x8_64x16_4x1_v_bz_TNT", dur=15)
     rows, _ = run(t, tmp_path)
     assert [r[1] for r in rows] == [None, "qkv_proj", "fused_attention", "fused_attention", "out_proj"]
+
+
+def test_pipeline_chunks_mark_direction_and_autograd_functions_say_what_they_wrap(tmp_path):
+    """A DualPipe-style training step (DeepSeek-V3's published trace): ranges attn(F), attn(B),
+    attn(W) run a layer's forward, input-gradient and weight-gradient chunks; projections and
+    attention are custom autograd Functions; the backward node is not linked to its forward."""
+    fa = "void cutlass::device_kernel<flash::FlashAttnFwdSm90<flash::CollectiveMainloopFwdSm90<>>>"
+    fab = "void cutlass::device_kernel<flash::FlashAttnBwd<flash::CollectiveMainloopBwd<2>>>"
+    gemm = "void cutlass::device_kernel<dpsk::grouped_gemm::cuda::fp8_ptp128c::GemmKernel>(Params)"
+    t = SynthTrace()
+    with t.annotation("attn(F)"):
+        with t.op("LinearWithGradAccumulationFP8"):
+            with t.op("aten::empty"):
+                pass
+            t.kernel(gemm, dur=30)
+        with t.op("RopeLoraFlashAttnVarlenFunc"):
+            t.kernel(gemm, dur=20)
+            t.kernel("rotary_kernel", dur=5)
+            t.kernel(fa, dur=60)
+        with t.op("LinearWithGradAccumulationFP8"):
+            with t.op("aten::empty"):
+                pass
+            t.kernel(gemm, dur=40)
+    with t.annotation("attn(W)"):
+        t.kernel(gemm, dur=35)
+    with t.op("autograd::engine::evaluate_function: RopeLoraFlashAttnVarlenFuncBackward", tid=200):
+        with t.op("RopeLoraFlashAttnVarlenFuncBackward", tid=200):
+            t.kernel(fab, dur=120, tid=200)
+            t.kernel("rotary_kernel", dur=5, tid=200)
+            t.kernel(gemm, dur=25, tid=200)
+    rows, _ = run(t, tmp_path)
+    assert [(r[1], r[2]) for r in rows] == [
+        ("qkv_proj", "fwd"),
+        ("qkv_proj", "fwd"),
+        ("rotary", "fwd"),
+        ("fused_attention", "fwd"),
+        ("out_proj", "fwd"),
+        ("other", "bwd"),  # attn(W): a weight gradient, whichever projection's
+        ("fused_attention", "bwd"),
+        ("rotary", "bwd"),
+        ("qkv_proj", "bwd"),
+    ]
