@@ -922,10 +922,11 @@ def _communication_ranges(ctx: _Ctx, links: Links, comm_names: np.ndarray) -> np
     """Per CPU range: whether it is, or runs inside, a collective (an op, an annotation such as
     ``nccl:all_reduce`` or a Python frame such as ``tensor_model_parallel_all_reduce``)."""
     kinds = ctx.kind
-    is_comm = comm_names[ctx.name_id] & (kinds != LAUNCH) & (kinds != MODULE)
+    is_comm: np.ndarray = comm_names[ctx.name_id] & (kinds != LAUNCH) & (kinds != MODULE)
     if not is_comm.any():
         return is_comm
-    return np.asarray(links.outermost_marked(is_comm) >= 0)
+    inside: np.ndarray = links.outermost_marked(is_comm) >= 0
+    return inside
 
 
 def _compiled_structure(
