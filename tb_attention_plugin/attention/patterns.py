@@ -523,6 +523,9 @@ COPY_OPS = frozenset(
 # attention math: 'layout', whatever op launched them.
 HELPER_KERNEL = re.compile(r"FillFunctor|^Memset\b|^Memcpy\b|\bmemset|direct_copy_kernel|\bcopy_kernel|zero_kernel")
 COPY_REFINED_PHASES = ("qkv_proj", "out_proj", "qk_matmul", "pv_matmul", "softmax", "scale")
+# Modules of the feed-forward half of a block: an attention-named module around one is a block or a
+# model, not an attention call
+FFN_MODULE = re.compile(r"(?i)mlp|feed_?forward|\bffn|ffn\b|experts?\b|\bmoe|moe\b|SwiGLU|GatedMLP")
 LINEAR_MODULE = re.compile(r"(?i)linear|conv1d|^dense")
 # a norm inside an attention module: MLA's latent norms between the low-rank down and up
 # projections (q_a_layernorm, kv_a_layernorm), QK-norm (q_norm, k_norm) — part of the projection path

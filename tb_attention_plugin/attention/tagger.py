@@ -210,6 +210,37 @@ def _op_unit(ctx: _Ctx, r: int) -> _Unit:
     return _Unit(r, "other", op)
 
 
+def _containers(ctx: _Ctx, links: Links, marked: np.ndarray) -> np.ndarray:
+    """Attention-named modules that are containers, not one attention call: a model or block class
+    whose name says attention (LinearAttentionTransformer, AttentionBlock) around two or more
+    attention modules, or around an MLP / feed-forward / experts module. The attention modules
+    inside them are the calls; the MLP, norms and the rest of the model are not attention."""
+    out = np.zeros(len(marked), dtype=bool)
+    idx = np.flatnonzero(marked)
+    if not len(idx):
+        return out
+    parent = links.parent
+    is_module = ctx.kind == MODULE
+    mlp_names = np.zeros(len(ctx.strings), dtype=bool)
+    for nid in unique_ints(ctx.name_id[is_module]).tolist():
+        mlp_names[nid] = bool(P.FFN_MODULE.search(P.module_class(ctx.strings[nid])))
+    ffn = np.flatnonzero(is_module & mlp_names[ctx.name_id])
+    # nearest marked ancestor (strictly above) of each marked module and of each FFN module
+    members = np.concatenate([idx, ffn])
+    anc = parent[members].astype(np.int64)
+    while True:
+        open_ = (anc >= 0) & ~marked[np.maximum(anc, 0)]
+        if not open_.any():
+            break
+        anc[open_] = parent[anc[open_]]
+    inner = anc[: len(idx)]
+    counts = np.bincount(inner[inner >= 0], minlength=len(marked))
+    out[counts >= 2] = True
+    holds_ffn = anc[len(idx) :]
+    out[holds_ffn[holds_ffn >= 0]] = True
+    return out & marked
+
+
 def _is_autograd_function(name: str) -> bool:
     """An op named by a custom autograd Function's class (no namespace, CamelCase), forward or
     its ``...Backward`` node."""
@@ -640,6 +671,7 @@ def tag(
     #    ops around them (a record_function around several layers must not merge them into one
     #    call); among scopes of one precedence the outermost wins (BertAttention > BertSelfAttention).
     fwd_mask = broot < 0
+    own = np.where(_containers(ctx, links, own == _SRC["module"]), -1, own)
     strong = (own == _SRC["module"]) | (own == _SRC["function"])
     inst_strong = links.outermost_marked(strong & fwd_mask)
     inst_weak = links.outermost_marked((own >= 0) & ~strong & fwd_mask)

@@ -186,3 +186,34 @@ def test_pipeline_chunks_mark_direction_and_autograd_functions_say_what_they_wra
         ("rotary", "bwd"),
         ("qkv_proj", "bwd"),
     ]
+
+
+def test_an_attention_named_model_is_a_container_and_linear_attention_is_attention(tmp_path):
+    """A linear-attention model (elu+1 feature map, einsums, no softmax) whose model class is
+    named LinearAttentionTransformer: its LinearAttention modules are the calls; the MLP, the norms
+    and the loss are not attention."""
+    t = SynthTrace()
+    with t.module("LinearAttentionTransformer_0"):
+        for i in range(2):
+            with t.module(f"Block_{i}"):
+                with t.module("LayerNorm_0"):
+                    with t.op("aten::layer_norm", dims=[[4, 256, 512]], types=[BF16]):
+                        t.kernel("void at::native::vectorized_layer_norm_kernel<float>", dur=3)
+                with t.module("LinearAttention_0"):
+                    with t.module("Linear_0"):
+                        with t.op("aten::linear", dims=[[4, 256, 512], [1536, 512]], types=[BF16] * 2):
+                            t.kernel("nvjet_tst_128x64_64x4_1x2_h_bz_TNT", dur=10)
+                    with t.op("aten::elu", dims=[[4, 8, 256, 64]], types=[BF16]):
+                        t.kernel("void at::native::vectorized_elementwise_kernel<4, elu_kernel>", dur=2)
+                    with t.op("aten::einsum", dims=[[4, 8, 256, 64], [4, 8, 256, 64]], types=[BF16] * 2):
+                        t.kernel("nvjet_tst_64x64_64x4_1x1_v_bz_TNN", dur=4)
+                    with t.op("aten::einsum", dims=[[4, 8, 256, 64], [4, 8, 64, 64]], types=[BF16] * 2):
+                        t.kernel("nvjet_tst_64x64_64x4_1x1_v_bz_NNN", dur=4)
+                with t.module("MLP_0"):
+                    with t.op("aten::linear", dims=[[4, 256, 512], [2048, 512]], types=[BF16] * 2):
+                        t.kernel("nvjet_tst_256x128_64x4_1x2_h_bz_TNT", dur=20)
+    rows, T = run(t, tmp_path)
+    att = [r[1] is not None for r in rows]
+    assert att == [False, True, True, True, True, False] * 2
+    assert len({T.instances[i]["name"] for i in set(T.gpu_instance.tolist()) if i >= 0}) == 1  # LinearAttention
+    assert sum(1 for i in set(T.gpu_instance.tolist()) if i >= 0) == 2
