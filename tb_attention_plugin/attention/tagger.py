@@ -238,7 +238,8 @@ def _containers(ctx: _Ctx, links: Links, marked: np.ndarray) -> np.ndarray:
     out[counts >= 2] = True
     holds_ffn = anc[len(idx) :]
     out[holds_ffn[holds_ffn >= 0]] = True
-    return out & marked
+    containers: np.ndarray = out & marked
+    return containers
 
 
 def _is_autograd_function(name: str) -> bool:
