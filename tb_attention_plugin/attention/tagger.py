@@ -810,7 +810,11 @@ def tag(
     # projections, rotary, casts and the attention kernel in one Function) are what they compute
     _split_composite(ctx, links, g_inst, g_phase, names)
     # helper kernels of a fused attention op (zero-fills, memsets, copies) keep their own phase
-    helper_names = np.fromiter((bool(P.HELPER_KERNEL.search(nm)) for nm in names), dtype=bool, count=len(names))
+    # (and a library's KV-cache writes and quantisation kernels launched inside its attention op:
+    # the catalogue's phase, layout)
+    helper_names = np.zeros(len(names), dtype=bool)
+    for nid in unique_ints(gname[g_phase == fused_phase]).tolist():
+        helper_names[nid] = bool(P.HELPER_KERNEL.search(names[nid])) or _library_data_movement(names[nid])
     helpers = (g_phase == fused_phase) & helper_names[gname]
     g_phase[helpers] = P.PHASE_INDEX["layout"]
     # communication kernels by their own name (a collective launched with no CPU range around it)
@@ -856,6 +860,12 @@ def tag(
         gpu_backward=g_bwd.astype(bool),
         instances=instances,
     )
+
+
+def _library_data_movement(nm: str) -> bool:
+    """A library kernel that only moves data for attention (a KV-cache write, a quantisation)."""
+    lib = P.library_kernel(nm)
+    return lib is not None and lib.phase == "layout"
 
 
 def _attention_kernel_name(nm: str) -> bool:
