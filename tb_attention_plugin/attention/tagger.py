@@ -761,7 +761,11 @@ def tag(
 
     # collective communication is never attention: ranges under a collective lose their tags
     names_all = trace.strings
-    comm_names = _communication_names(names_all)
+    comm_names = _names_where(
+        names_all,
+        np.concatenate([ctx.name_id[(kinds != LAUNCH) & (kinds != MODULE)], trace.gpu["name"]]),
+        P.is_communication,
+    )
     comm_range = _communication_ranges(ctx, links, comm_names)
     inst[comm_range] = -1
     phase[comm_range] = -1
@@ -775,8 +779,9 @@ def tag(
     g_src = take_or(source, gp).astype(np.int8)
     g_bwd = has & (take_or(broot, gp) >= 0)
     # ...or inside a range that marks backward work run outside the autograd engine's ranges
-    marks_bwd = np.fromiter((bool(P.BACKWARD_RANGE.search(s)) for s in names_all), dtype=bool, count=len(names_all))
-    bwd_range = marks_bwd[ctx.name_id] & np.isin(kinds, (ANNOTATION, PYFUNC))
+    user_range = np.isin(kinds, (ANNOTATION, PYFUNC))
+    marks_bwd = _names_where(names_all, ctx.name_id[user_range], lambda s: bool(P.BACKWARD_RANGE.search(s)))
+    bwd_range = marks_bwd[ctx.name_id] & user_range
     if bwd_range.any():
         g_bwd |= has & take_or(links.outermost_marked(bwd_range) >= 0, gp, False).astype(bool)
     # a launch on an autograd thread outside any evaluate_function is still backward
@@ -888,7 +893,7 @@ def _split_composite(ctx: _Ctx, links: Links, g_inst: np.ndarray, g_phase: np.nd
     cand = np.flatnonzero((g_inst >= 0) & (g_phase == fused) & (gop >= 0))
     if not len(cand):
         return
-    is_fn = np.fromiter((_is_attention_function(nm) for nm in names), dtype=bool, count=len(names))
+    is_fn = _names_where(names, ctx.name_id[gop[cand]], _is_attention_function)
     cand = cand[is_fn[ctx.name_id[gop[cand]]]]
     if not len(cand):
         return
@@ -956,9 +961,13 @@ def _phase_by_kernel_name(nm: str) -> int:
     return -1
 
 
-def _communication_names(names: list[str]) -> np.ndarray:
-    """Per string of the trace: whether it names collective communication."""
-    return np.fromiter((P.is_communication(nm) for nm in names), dtype=bool, count=len(names))
+def _names_where(names: list[str], used: np.ndarray, test: Any) -> np.ndarray:
+    """Per string of the trace: ``test(name)`` for the strings in ``used`` (name codes, repeated),
+    False for the rest; each distinct name tested once."""
+    out = np.zeros(len(names), dtype=bool)
+    for nid in unique_ints(np.asarray(used, dtype=np.int64)).tolist():
+        out[nid] = bool(test(names[nid]))
+    return out
 
 
 def _communication_ranges(ctx: _Ctx, links: Links, comm_names: np.ndarray) -> np.ndarray:
