@@ -45,12 +45,16 @@ BACKWARD_RANGE = re.compile(
 # Custom autograd Functions (an op name with no namespace, as the profiler records them) that
 # wrap attention or a projection: RopeLoraFlashAttnVarlenFunc, LinearWithGradAccumulationFP8.
 AUTOGRAD_ATTENTION_FUNCTION = re.compile(r"(?i)flash_?attn|attention|sdpa|fmha")
+# Serving engines' custom ops: their namespace holds norms, GEMMs, MoE and all-reduce too
+# (vllm::rocm_aiter_rmsnorm2d_fwd_with_add): only the ones named after attention
+_ENGINE_ATTENTION_OP = r"^(vllm|sglang)::\w*(attn|attention)\w*"
 # Ops that *are* attention (any part of the SDPA family, forward or backward).
 SDPA_OP = re.compile(
     r"^aten::(scaled_dot_product_attention|_scaled_dot_product_\w+|_flash_attention_\w+|"
     r"_efficient_attention_\w+|_cudnn_attention_\w+|_native_multi_head_attention|_fused_sdp_choice|"
     r"_triton_multi_head_attention|_masked_softmax|flex_attention\w*)$"
-    r"|^(flash_attn|flash_attn_\d|xformers|xformers_flash|fa3|torch_flash|vllm|sglang|mha)::\w*(attn|attention|fwd|bwd|mha)\w*$"
+    r"|^(flash_attn|flash_attn_\d|xformers|xformers_flash|fa3|torch_flash|mha)::\w*(attn|attention|fwd|bwd|mha)\w*$"
+    r"|" + _ENGINE_ATTENTION_OP + r"$"
     r"|^(FlashAttnFunc|FlashAttnQKVPackedFunc|FlashAttnVarlenFunc|MemoryEfficientAttention\w*)\b"
     r"|^(FusedAttnFunc\w*|(transformer_engine\w*::|tex::)?fused_attn_(fwd|bwd)\w*)$"
     r"|" + _LIBRARY_ATTENTION_OP + r"$"
@@ -59,7 +63,8 @@ SDPA_OP = re.compile(
 FUSED_OP = re.compile(
     r"^aten::(_scaled_dot_product_(flash|efficient|cudnn|fused)_attention\w*|_flash_attention_\w+|"
     r"_efficient_attention_\w+|_cudnn_attention_\w+|_scaled_dot_product_flash_attention_for_cpu\w*|flex_attention\w*)$"
-    r"|^(flash_attn|flash_attn_\d|xformers|xformers_flash|fa3|torch_flash|vllm|sglang|mha)::"
+    r"|^(flash_attn|flash_attn_\d|xformers|xformers_flash|fa3|torch_flash|mha)::"
+    r"|" + _ENGINE_ATTENTION_OP + r"$"
     r"|^(FlashAttnFunc|FlashAttnQKVPackedFunc|FlashAttnVarlenFunc|MemoryEfficientAttention\w*)\b"
     r"|^(FusedAttnFunc\w*|(transformer_engine\w*::|tex::)?fused_attn_(fwd|bwd)\w*)$"
     r"|" + _LIBRARY_ATTENTION_OP + r"$"

@@ -111,10 +111,21 @@ def structure_phases(
     prev_end = -1
     for ri, (a, b) in enumerate(runs):
         nxt = runs[ri + 1][0] if ri + 1 < len(runs) else n
-        # input side: back from a to the last normalisation, then forward to the first GEMM
+        # input side: back from a over what runs between the projections and the attention kernel
+        # (rotary, KV-cache writes, copies, QK-norms: a norm with a GEMM before it), then over the
+        # projection GEMMs, to the normalisation before them; forward from there to the first GEMM
         lo = a
         j = a - 1
-        while j > prev_end and not tr[j].norm and not tr[j].communication:
+        seen_gemm = False
+        qk_norms = 0  # QK-norm normalises q and k: at most two norm kernels between GEMM and attention
+        while j > prev_end and not attention[j] and not tr[j].communication:
+            t = tr[j]
+            if t.gemm:
+                seen_gemm = True
+            elif t.norm:
+                if seen_gemm or qk_norms == 2 or not _gemm_before(tr, attention, j, prev_end):
+                    break
+                qk_norms += 1
             lo = j
             j -= 1
         first_gemm = next((k for k in range(lo, a) if tr[k].gemm and not attention[k]), None)
@@ -123,7 +134,7 @@ def structure_phases(
                 t = tr[k]
                 if attention[k]:
                     continue
-                if t.gemm or t.splitk:
+                if t.gemm or t.splitk or t.norm:  # a norm after the first GEMM: QK-norm
                     out[k] = ("qkv_proj", a)
                 elif t.cache_write:
                     out[k] = ("layout", a)
@@ -147,6 +158,23 @@ def structure_phases(
             k += 1
         prev_end = max(b, k)
     return out
+
+
+def _gemm_before(tr: list[Traits], attention: list[bool], j: int, stop: int) -> bool:
+    """Whether a GEMM runs before the normalisation at ``j`` with at most one other normalisation
+    between (q's norm before k's): a QK-norm on the projections' output, not a layer's input norm
+    (the kernels before that are the previous layer's)."""
+    k = j - 1
+    norms = 0
+    while k > stop and not attention[k] and not tr[k].communication:
+        if tr[k].gemm:
+            return True
+        if tr[k].norm:
+            norms += 1
+            if norms > 1:
+                return False
+        k -= 1
+    return False
 
 
 class StructureTagger:

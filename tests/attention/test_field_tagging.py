@@ -217,3 +217,15 @@ def test_an_attention_named_model_is_a_container_and_linear_attention_is_attenti
     assert att == [False, True, True, True, True, False] * 2
     assert len({T.instances[i]["name"] for i in set(T.gpu_instance.tolist()) if i >= 0}) == 1  # LinearAttention
     assert sum(1 for i in set(T.gpu_instance.tolist()) if i >= 0) == 2
+
+
+def test_a_serving_engines_norm_op_is_not_attention(tmp_path):
+    """vLLM's namespace holds norms and MoE ops beside its attention op: a name with "fwd" in it
+    (rocm_aiter_rmsnorm2d_fwd_with_add) is no attention call."""
+    t = SynthTrace()
+    with t.op("vllm::rocm_aiter_rmsnorm2d_fwd_with_add", dims=[[8, 2880]], types=[BF16]):
+        t.kernel("_ZN7ck_tile6kentryILi1ENS_12Rmsnorm2dFwdINS_27Rmsnorm2dFwdPipelineOnePass", dur=3)
+    with t.op("vllm::unified_attention_with_output", dims=[[8, 64, 64]] * 3, types=[BF16] * 3):
+        t.kernel("kernel_unified_attention_2d", dur=10)
+    rows, _ = run(t, tmp_path)
+    assert [r[1] for r in rows] == [None, "fused_attention"]

@@ -1,0 +1,240 @@
+"""The field corpus: torch.profiler traces that other people recorded and published (tool test
+suites, profile dumps, bug reports), and what an expert reads in each one.
+
+``corpus.json`` lists the traces (repository, commit, path, licence, sha256); ``expectations/<id>.json``
+says, from a reading of the trace itself and not from this tool's output, which kernels are
+attention (phase, direction, family), which are not (collectives, norms, MoE GEMMs, fills), which
+GEMMs are which projection, the device, and whether graphs replay. :func:`check` holds a report
+against them; a disagreement is fixed in the engine or argued in the expectation file.
+
+The traces are not in this repository (they are other projects' files): they are read from
+``$TB_ATTENTION_FIELD_CORPUS``, else ``../shared/traces/field`` or ``../field`` beside the checkout.
+``shared:`` paths are the public traces under ``../shared/traces``.
+
+    python validation/field/corpus.py                 # the table of validation/field/RESULTS.md
+    python validation/field/corpus.py --check         # and every disagreement
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, ROOT)
+
+from tb_attention_plugin.analyze import analyze_path  # noqa: E402
+from tb_attention_plugin.options import Options  # noqa: E402
+
+SHARED = os.path.join(os.path.dirname(ROOT), "shared", "traces")
+
+
+def roots() -> list[str]:
+    """Where the corpus's traces may lie, first found first."""
+    env = os.environ.get("TB_ATTENTION_FIELD_CORPUS")
+    out = [env] if env else []
+    return out + [os.path.join(SHARED, "field"), os.path.join(os.path.dirname(ROOT), "field")]
+
+
+def entries() -> list[dict[str, Any]]:
+    with open(os.path.join(HERE, "corpus.json"), encoding="utf-8") as f:
+        data: list[dict[str, Any]] = json.load(f)
+    return data
+
+
+def expectation(trace_id: str) -> dict[str, Any]:
+    with open(os.path.join(HERE, "expectations", f"{trace_id}.json"), encoding="utf-8") as f:
+        data: dict[str, Any] = json.load(f)
+    return data
+
+
+def _resolve(rel: str) -> Optional[str]:
+    if rel.startswith("shared:"):
+        p = os.path.join(SHARED, rel[len("shared:") :])
+        return p if os.path.exists(p) else None
+    for r in roots():
+        p = os.path.join(r, rel)
+        if os.path.exists(p):
+            return p
+    return None
+
+
+@dataclass
+class Located:
+    trace: str  # the file analysed
+    reference: Optional[str]  # --reference (a capture or eager trace of the same step), if the entry has one
+
+
+def locate(entry: dict[str, Any]) -> Optional[Located]:
+    """The entry's files on this machine, or None when the corpus is not here."""
+    main = _resolve(entry["files"][0])
+    if main is None:
+        return None
+    ref = entry.get("reference")
+    return Located(main, _resolve(ref) if ref else None)
+
+
+def analyze(entry: dict[str, Any], where: Located) -> dict[str, Any]:
+    opts = Options(reference=where.reference) if where.reference else Options()
+    rep: dict[str, Any] = analyze_path(where.trace, opts)
+    return rep
+
+
+def _kernels(rep: dict[str, Any]) -> list[dict[str, Any]]:
+    return [k for k in rep.get("kernels") or [] if k.get("kind") in ("kernel", "memcpy", "memset")]
+
+
+def _ranges_text(k: dict[str, Any]) -> str:
+    """The CPU ranges around a kernel's launch, one a line, as the trace names them."""
+    lines = [str(k.get("scope") or "")]
+    lines += [f"nn.Module: {m}" for m in str(k.get("module_path") or "").split("/") if m]
+    return "\n".join(lines)
+
+
+def _matching(rows: list[dict[str, Any]], rule: dict[str, Any]) -> list[dict[str, Any]]:
+    """The kernels a rule speaks of: ``kernel_re`` on the name, ``op_re`` on the innermost launching
+    op, ``range_re`` on the ranges around the launch (scope and module path), ``input_dims_re`` on the
+    launching op's recorded input dims."""
+    kre = re.compile(rule["kernel_re"]) if rule.get("kernel_re") else None
+    ore = re.compile(rule["op_re"]) if rule.get("op_re") else None
+    rre = re.compile(rule["range_re"], re.M) if rule.get("range_re") else None
+    dre = re.compile(rule["input_dims_re"]) if rule.get("input_dims_re") else None
+    out = []
+    for k in rows:
+        if kre and not kre.search(k.get("name") or ""):
+            continue
+        if ore and not ore.search(k.get("op") or ""):
+            continue
+        if rre and not rre.search(_ranges_text(k)):
+            continue
+        if dre and not dre.search(json.dumps([s if s is not None else [] for s in k.get("shapes") or []])):
+            continue
+        out.append(k)
+    return out
+
+
+def _summarise(bad: list[dict[str, Any]], field: str) -> str:
+    seen: dict[Any, int] = {}
+    for k in bad:
+        seen[k.get(field)] = seen.get(k.get(field), 0) + 1
+    return ", ".join(f"{v}× {key}" for key, v in sorted(seen.items(), key=lambda kv: -kv[1]))
+
+
+def check(exp: dict[str, Any], rep: dict[str, Any]) -> list[str]:
+    """Every way the report disagrees with what an expert reads in the trace."""
+    out: list[str] = []
+    if rep.get("status") != "ok":
+        return [f"analysis failed: {rep.get('error')}"]
+    rows = _kernels(rep)
+    dev = exp.get("device") or {}
+    if exp.get("gpu_kernels", True) and dev.get("known_as"):
+        d = rep.get("device") or {}
+        if not d.get("key"):
+            out.append(f"device unknown, expected {dev['known_as']}")
+        else:
+            want = re.sub(r"[^A-Z0-9]", "", str(dev["known_as"]).upper())
+            got = re.sub(r"[^A-Z0-9]", "", str(d.get("key")).upper())
+            if not (want.startswith(got[:5]) or got.startswith(want[:5])):
+                out.append(f"device {d.get('key')}, expected {dev['known_as']}")
+    if "graph_replays" in exp:
+        g = rep.get("graphs") or {}
+        replayed = bool(g.get("replayed_kernels"))
+        if replayed != bool(exp["graph_replays"]):
+            out.append(f"graph replays {'seen' if replayed else 'not seen'}, expected {exp['graph_replays']}")
+    if "has_attention" in exp:
+        has = bool(rep.get("attention_kernels"))
+        if has != bool(exp["has_attention"]):
+            out.append(f"attention {'found' if has else 'not found'}, expected {exp['has_attention']}")
+    for rule in (exp.get("attention") or []) + (exp.get("attention_scoped") or []):
+        hit = _matching(rows, rule)
+        if not hit:
+            out.append(f"no kernel matches the attention rule {rule['kernel_re']!r}")
+            continue
+        missed = [k for k in hit if not k.get("attention")]
+        if missed:
+            out.append(f"{len(missed)} of {len(hit)} {rule['kernel_re']!r} not attention")
+        if rule.get("phase"):
+            wrong = [k for k in hit if k.get("attention") and k.get("phase") != rule["phase"]]
+            if wrong:
+                out.append(f"{rule['kernel_re']!r}: phase {_summarise(wrong, 'phase')}, expected {rule['phase']}")
+        if rule.get("direction"):
+            wrong = [k for k in hit if k.get("attention") and k.get("direction") != rule["direction"]]
+            if wrong:
+                out.append(f"{rule['kernel_re']!r}: {_summarise(wrong, 'direction')}, expected {rule['direction']}")
+    for rule in (exp.get("not_attention") or []) + (exp.get("not_attention_scoped") or []):
+        hit = _matching(rows, rule)
+        if not hit:
+            out.append(f"no kernel matches the not-attention rule {rule['kernel_re']!r}")
+            continue
+        wrong = [k for k in hit if k.get("attention")]
+        if wrong:
+            out.append(f"{len(wrong)} of {len(hit)} {rule['kernel_re']!r} tagged {_summarise(wrong, 'phase')}")
+    for rule in (exp.get("projections") or []) + (exp.get("projections_scoped") or []):
+        hit = _matching(rows, rule)
+        if not hit:
+            out.append(f"no kernel matches the projection rule {rule['kernel_re']!r}")
+            continue
+        wrong = [k for k in hit if not k.get("attention") or k.get("phase") != rule["phase"]]
+        if wrong:
+            got = [dict(k, phase=k.get("phase") if k.get("attention") else "not attention") for k in wrong]
+            out.append(
+                f"{len(wrong)} of {len(hit)} {rule['kernel_re']!r}: {_summarise(got, 'phase')}, "
+                f"expected {rule['phase']}"
+            )
+        if rule.get("direction"):
+            wrong = [k for k in hit if k.get("direction") != rule["direction"]]
+            if wrong:
+                out.append(f"{rule['kernel_re']!r}: {_summarise(wrong, 'direction')}, expected {rule['direction']}")
+    return out
+
+
+def row(entry: dict[str, Any], rep: dict[str, Any]) -> dict[str, Any]:
+    """One line of the corpus table: what the analysis says of the trace."""
+    backs = rep.get("attention_backends") or []
+    total = sum(b.get("time_us") or 0 for b in backs)
+    backend = " + ".join(b["label"] for b in backs if total and (b.get("time_us") or 0) >= 0.05 * total) or "none"
+    d = rep.get("device") or {}
+    g = rep.get("graphs") or {}
+    return {
+        "id": entry["id"],
+        "device": d.get("key") or "unknown",
+        "gpu_ms": round((rep.get("gpu_time_us") or 0) / 1000, 2),
+        "attention_ms": round((rep.get("attention_time_us") or 0) / 1000, 3),
+        "share": rep.get("attention_share"),
+        "backend": backend,
+        "replayed": g.get("replayed_kernels") or 0,
+    }
+
+
+def main(argv: list[str]) -> int:
+    show = "--check" in argv
+    print("| trace | device | GPU ms | attention ms | share | backend | replayed | disagreements |")
+    print("|---|---|---|---|---|---|---|---|")
+    bad = 0
+    for e in entries():
+        where = locate(e)
+        if where is None:
+            print(f"| {e['id']} | (not here) | | | | | | |")
+            continue
+        rep = analyze(e, where)
+        problems = check(expectation(e["id"]), rep)
+        bad += bool(problems)
+        r = row(e, rep)
+        share = f"{100 * r['share']:.1f} %" if r["share"] is not None else "–"
+        print(
+            f"| {r['id']} | {r['device']} | {r['gpu_ms']} | {r['attention_ms']} | {share} | {r['backend']} "
+            f"| {r['replayed']} | {len(problems)} |"
+        )
+        if show:
+            for p in problems:
+                print(f"|   | | | | | | | {p} |")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
