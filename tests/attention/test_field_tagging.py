@@ -229,3 +229,28 @@ def test_a_serving_engines_norm_op_is_not_attention(tmp_path):
         t.kernel("kernel_unified_attention_2d", dur=10)
     rows, _ = run(t, tmp_path)
     assert [r[1] for r in rows] == [None, "fused_attention"]
+
+
+def test_replay_structure_reaches_back_over_qk_norms_to_the_projection():
+    """SGLang's Qwen3 decode replayed from a HIP graph: input norm, QKV GEMM, q_norm and k_norm (each
+    behind a copy), rotary, KV-cache store, paged attention and its reduce, o_proj."""
+    from tb_attention_plugin.attention.structure import structure_phases
+
+    seq = [
+        ("Cijk_Alik_Bljk_BBS_BH_MT256x32x64_MI16x16x1 (previous MLP down)", None),
+        ("_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi256", None),  # input norm
+        ("Cijk_Alik_Bljk_BBS_BH_Bias_MT64x32x256_MI16x16x1", "qkv_proj"),
+        ("void at::native::elementwise_kernel_manual_unroll<direct_copy_kernel_cuda>", "other"),
+        ("_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi64", "qkv_proj"),  # q_norm
+        ("void at::native::elementwise_kernel_manual_unroll<direct_copy_kernel_cuda>", "other"),
+        ("_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi64", "qkv_proj"),  # k_norm
+        ("void rotary_embedding_kernel<c10::BFloat16, true>", "rotary"),
+        ("void (anonymous namespace)::store_kvcache<2048l, 4, false, long>", "layout"),
+        ("void paged_attention_ll4mi_QKV_mfma16_kernel<0, __hip_bfloat16>", "attention"),
+        ("void paged_attention_ll4mi_reduce_kernel<__hip_bfloat16>", "attention"),
+        ("Cijk_Alik_Bljk_BBS_BH_Bias_MT16x32x512_MI16x16x1", "out_proj"),
+        ("_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi256", None),  # post-attention norm
+    ]
+    names = [n for n, _ in seq]
+    got = structure_phases(names, [p == "attention" for _, p in seq])
+    assert [got.get(i, (None,))[0] for i in range(len(seq))] == [p if p != "attention" else None for _, p in seq]
