@@ -37,7 +37,12 @@ RECORDED = [
 RECORDED_PAIRS = [p for m in RECORDED if os.path.exists(m) for p in T.load_pairs(m)]
 
 # Misses reported in validation/advice_twins.md, kept visible: strict xfails fail the run the day they pass.
-KNOWN_MISSES: dict[tuple[str, str], str] = {}  # none since the seventh recording (advice_twins.md)
+KNOWN_MISSES: dict[tuple[str, str], str] = {
+    ("recorded", "t5_eager_to_sdpa_contiguous_bias_h8"): (
+        "0.71x since the T5 layer's pre-norm casts are no longer attention (2026-12-08): they had been counted as "
+        "removable copies and hid a fused-kernel time predicted 1.3x too slow (advice_twins.md, field round)"
+    ),
+}
 
 
 def _known(kind, pair):

@@ -108,7 +108,8 @@ def test_unknown_gpu_peaks_option(tmp_path, capsys):
     import gzip
 
     raw = json.load(gzip.open(sample("sdpa_flash_s2048_fwd")))
-    raw["deviceProperties"][0]["name"] = "Mystery Accelerator 9000"
+    # neither its name nor its properties are in the table (a renamed H200 is still found by them)
+    raw["deviceProperties"][0].update(name="Mystery Accelerator 9000", computeMajor=13, numSms=999)
     p = tmp_path / "m.json"
     p.write_text(json.dumps(raw))
     code, out, _ = run(["analyze", str(p), "-f", "json"], capsys)

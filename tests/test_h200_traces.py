@@ -102,7 +102,11 @@ def test_fused_sdpa_backends(run, kernel):
         # attention sits far right of the ridge point: never memory-bound
         assert k["intensity"] > 200 and k["compute_util"] > k["memory_util"]
         assert k["bound"] in ("compute", "latency")
-    assert rep["fused_time_us"] == rep["attention_time_us"] == rep["gpu_time_us"]
+    # cuDNN's memsets of its outputs are the call's data movement (layout), not attention math
+    helpers = [k for k in rep["kernels"] if k["kind"] != "kernel"]
+    assert all(k["attention"] and k["phase"] == "layout" for k in helpers)
+    assert rep["fused_time_us"] + sum(k["dur_us"] for k in helpers) == pytest.approx(rep["attention_time_us"], abs=0.01)
+    assert rep["attention_time_us"] == rep["gpu_time_us"]
 
 
 def test_sdpa_math_backend_upcasts_to_fp32():

@@ -480,6 +480,10 @@ def _resolve_ambiguous(units: list[_Unit]) -> None:
             u.cat = "proj"
 
 
+# _assign_phases' word for a unit of the block around attention, not of attention
+BLOCK = "block"
+
+
 def _assign_phases(units: list[_Unit]) -> list[str]:
     additive = _additive_scores(units)
     for i in additive:  # the score projection (v^T ...) is no Q/K/V projection
@@ -496,8 +500,18 @@ def _assign_phases(units: list[_Unit]) -> list[str]:
     )
     stage = 0  # 0 before QK^T, 1 after QK^T, 2 after softmax, 3 after PV / fused
     phases = []
+    proj_seen = out_seen = False
     for i, u in enumerate(units):
         c = u.cat
+        # the block's own work inside an attention-named scope is not attention: its input norm
+        # (a norm before any projection: T5LayerSelfAttention's pre-norm, a VAE attention block's
+        # group norm), and after the output projection the residual branch's dropout, the residual
+        # add and the norm after it (BertSelfOutput)
+        if (c == "norm" and not proj_seen and stage == 0) or (
+            out_seen and (c in ("norm", "dropout") or (c == "mask" and u.op in ("add", "add_")))
+        ):
+            phases.append(BLOCK)
+            continue
         if u.fixed_phase:
             ph = u.fixed_phase
         elif i in additive:
@@ -559,6 +573,8 @@ def _assign_phases(units: list[_Unit]) -> list[str]:
                 ph = "other"
         else:
             ph = "other"
+        proj_seen = proj_seen or c == "proj"
+        out_seen = out_seen or ph == "out_proj"
         phases.append(ph)
     return phases
 
@@ -692,7 +708,7 @@ def tag(
     #    the same places (units and phases are functions of the subtree alone), and the units of
     #    one instance are disjoint subtrees, so its phases are one pattern over its slice.
     pre_pos, pre_size, _ = links.preorder()
-    patterns: dict[tuple[bytes, ...], tuple[np.ndarray, np.ndarray]] = {}
+    patterns: dict[tuple[bytes, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     for root in instances:
         sub = links.subtree(root)
         key = (
@@ -709,15 +725,20 @@ def tag(
             p0 = int(pre_pos[root])
             for u, ph in zip(units, _assign_phases(units)):
                 a = int(pre_pos[u.range]) - p0
-                codes[a : a + int(pre_size[u.range])] = P.PHASE_INDEX[ph]
+                codes[a : a + int(pre_size[u.range])] = P.PHASE_INDEX[ph] if ph != BLOCK else -2
             where = np.flatnonzero(codes >= 0)
-            hit = patterns[key] = (where, codes[where])
+            hit = patterns[key] = (where, codes[where], np.flatnonzero(codes == -2))
         phase[sub[hit[0]]] = hit[1]
+        if len(hit[2]):  # the block's own units leave the call
+            inst[sub[hit[2]]] = -1
+            source[sub[hit[2]]] = -1
     for group in groups:
         gid = group[0]
         units = [_op_unit(ctx, g) for g in group]
         instances[gid] = {"name": "matmul-softmax-matmul at " + ctx.name(gid), "source": "pattern"}
         for u, ph in zip(units, _assign_phases(units)):
+            if ph == BLOCK:
+                continue
             sub = links.subtree(u.range)
             inst[sub] = gid
             source[sub] = _SRC["pattern"]
