@@ -122,7 +122,7 @@ def structure_phases(
             t = tr[j]
             if t.gemm:
                 seen_gemm = True
-            elif t.norm:
+            elif t.norm and not t.rotary:  # a kernel that norms and rotates q, k is on the input side
                 if seen_gemm or qk_norms == 2 or not _gemm_before(tr, attention, j, prev_end):
                     break
                 qk_norms += 1
@@ -134,12 +134,14 @@ def structure_phases(
                 t = tr[k]
                 if attention[k]:
                     continue
-                if t.gemm or t.splitk or t.norm:  # a norm after the first GEMM: QK-norm
+                if t.gemm or t.splitk:
                     out[k] = ("qkv_proj", a)
                 elif t.cache_write:
                     out[k] = ("layout", a)
                 elif t.rotary:
                     out[k] = ("rotary", a)
+                elif t.norm:  # a norm after the first GEMM: QK-norm
+                    out[k] = ("qkv_proj", a)
                 else:
                     out[k] = ("other", a)
         # output side: up to and including the first GEMM (and its split-K reduction)
