@@ -165,6 +165,13 @@ KERNEL_CATALOGUE: tuple[LibraryKernel, ...] = (
         "kv_cache_write",
         "flashinfer include/flashinfer/page.cuh, pos_enc.cuh",
     ),
+    _k(
+        "SGLang",
+        r"\bstore_kvcache\b",
+        "layout",
+        "kv_cache_write",
+        "sglang sgl-kernel store_kvcache (memory_pool set_kv_buffer)",
+    ),
     # --- split-KV / cascade combine kernels: part of the fused attention call
     _k(
         "FlashAttention-2",
@@ -535,6 +542,9 @@ LINEAR_MODULE = re.compile(r"(?i)linear|conv1d|^dense")
 # a norm inside an attention module: MLA's latent norms between the low-rank down and up
 # projections (q_a_layernorm, kv_a_layernorm), QK-norm (q_norm, k_norm) — part of the projection path
 NORM_MODULE = re.compile(r"(?i)norm")
+# ops that normalise (aten::layer_norm, rms_norm, group_norm; libraries' rmsnorm ops, qk_norm helpers);
+# not vector norms used as a reduction elsewhere
+NORM_OP = re.compile(r"(?i)(layer|rms|group|batch|qk|instance)_?norm")
 DROPOUT_MODULE = re.compile(r"(?i)dropout")
 SOFTMAX_MODULE = re.compile(r"(?i)^softmax")
 LOG_SOFTMAX = re.compile(r"log_softmax")

@@ -92,11 +92,16 @@ class _Ctx:
         return str(self.strings[code]) if code >= 0 else None
 
     def launches_attention(self, r: int) -> bool:
-        """Whether an op launches, itself, a kernel that is attention by name (a library's custom
-        op this module does not know by name)."""
-        for c in self.L.children(r).tolist():
-            nm = self.launched_name(c) if self.kind[c] == LAUNCH else None
-            if nm is not None and _attention_kernel_name(nm):
+        """Whether an op runs attention inside: it launches a kernel that is attention by name (a
+        library's custom op this module does not know by name), or an op it wraps is a fused
+        attention op (a profiler's wrapper op around aiter::mha_batch_prefill)."""
+        for c in self.L.subtree(r).tolist()[1:]:
+            k = self.kind[c]
+            if k == LAUNCH:
+                nm = self.launched_name(c)
+                if nm is not None and _attention_kernel_name(nm):
+                    return True
+            elif k == OP and P.FUSED_OP.search(self.name(c)):
                 return True
         return False
 
@@ -207,6 +212,8 @@ def _op_unit(ctx: _Ctx, r: int) -> _Unit:
         return _Unit(r, "rotary?", op)
     if ctx.launches_attention(r):
         return _Unit(r, "fused", op)
+    if P.NORM_OP.search(op):
+        return _Unit(r, "norm", op)
     return _Unit(r, "other", op)
 
 

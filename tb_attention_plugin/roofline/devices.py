@@ -433,6 +433,15 @@ _TABLE: list[dict[str, Any]] = [
         source="NVIDIA A30 datasheet (dense)",
     ),
     dict(
+        key="RTX2080Ti",
+        l2_mib=5.5,
+        match=r"RTX 2080 Ti",
+        label="NVIDIA GeForce RTX 2080 Ti",
+        flops=dict(fp32=13.4 * T, fp16=53.8 * T, int8=215.2 * T),
+        memory_bandwidth=0.616e12,
+        source="NVIDIA Turing GPU architecture whitepaper, RTX 2080 Ti reference (FP16 Tensor with FP32 accumulate)",
+    ),
+    dict(
         key="T4",
         l2_mib=4,
         match=r"\bT4\b",
@@ -599,6 +608,7 @@ _SIGNATURES: tuple[_Signature, ...] = (
     _Signature(8, 6, 72, "A10"),
     _Signature(7, 0, 80, "V100-SXM2"),
     _Signature(7, 5, 40, "T4"),
+    _Signature(7, 5, 68, "RTX2080Ti"),
     # ROCm: gfx90a (CDNA2, one GCD a device), gfx942 (CDNA3), gfx950 (CDNA4)
     _Signature(9, 0, 104, "MI250-GCD"),
     _Signature(9, 0, 110, "MI250X-GCD"),
@@ -671,6 +681,7 @@ _ARCH_OF_KEY = {
     "A10": (8, 6),
     "RTX4090": (8, 9),
     "T4": (7, 5),
+    "RTX2080Ti": (7, 5),
     "GP100": (6, 0),
     "RTX5090": (12, 0),
     "RTX6000Ada": (8, 9),

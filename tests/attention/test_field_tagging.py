@@ -254,3 +254,28 @@ def test_replay_structure_reaches_back_over_qk_norms_to_the_projection():
     names = [n for n, _ in seq]
     got = structure_phases(names, [p == "attention" for _, p in seq])
     assert [got.get(i, (None,))[0] for i in range(len(seq))] == [p if p != "attention" else None for _, p in seq]
+
+
+def test_a_profilers_wrapper_op_around_the_attention_op_is_attention(tmp_path):
+    """SGLang's profiler wraps calls in ops of its own (sglang_profiler::mha__mha_batch_prefill_167 around
+    aiter::mha_batch_prefill): the o_proj after it is the output projection; its QK-norm op is on the
+    projection path; its KV-cache store is layout."""
+    t = SynthTrace()
+    with t.module("Qwen3Attention_0"):
+        with t.module("QKVParallelLinear_0"):
+            with t.op("aten::mm", dims=Q, types=[BF16] * 2):
+                t.kernel("Cijk_Alik_Bljk_BBS_BH_MT256x192x64_MI16x16x1", dur=20)
+        with t.op("sglang_profiler::utils_apply_qk_norm_487"):
+            with t.op("aiter::rmsnorm", dims=[[8, 32, 128]], types=[BF16]):
+                t.kernel("_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi64ELi8", dur=3)
+        with t.op("sglang_profiler::memory_pool__set_kv_buffer_impl_353"):
+            with t.op("sglang::store_cache"):
+                t.kernel("void (anonymous namespace)::store_kvcache<2048l, 4, false, long>(Params)", dur=2)
+        with t.op("sglang_profiler::mha__mha_batch_prefill_167"):
+            with t.op("aiter::mha_batch_prefill", dims=[[8, 32, 128]] * 3, types=[BF16] * 3):
+                t.kernel("void ck_tile::kentry<ck_tile::FmhaBatchPrefillWithPagedKVCacheKernel<>>", dur=30)
+        with t.module("RowParallelLinear_0"):
+            with t.op("aten::mm", dims=Q, types=[BF16] * 2):
+                t.kernel("Cijk_Alik_Bljk_BBS_BH_MT320x224x64_MI16x16x1", dur=15)
+    rows, _ = run(t, tmp_path)
+    assert [r[1] for r in rows] == ["qkv_proj", "qkv_proj", "layout", "fused_attention", "out_proj"]
