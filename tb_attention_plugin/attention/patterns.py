@@ -248,7 +248,7 @@ KERNEL_CATALOGUE: tuple[LibraryKernel, ...] = (
     ),
     _k(
         "CK-tile FMHA",
-        r"\bFmha(Fwd|Bwd)\w*Kernel|\bck(_tile)?::\w*(fmha|multihead_attention)\w*|"
+        r"\bFmha(Fwd|Bwd|Batch)\w*Kernel|\bck(_tile)?::\w*(fmha|multihead_attention)\w*|"
         r"kernel_batched_multihead_attention_(forward|backward)",
         "fused_attention",
         "attention",
