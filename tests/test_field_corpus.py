@@ -28,4 +28,4 @@ def test_field_trace_reads_as_an_expert_reads_it(entry):
     if where is None:
         pytest.skip("the field corpus is not on this machine")
     rep = C.analyze(entry, where)
-    assert C.check(C.expectation(entry["id"]), rep) == []
+    assert C.check(C.expectation(entry["id"]), rep, C.launches(where.trace)) == []

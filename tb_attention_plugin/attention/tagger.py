@@ -5,7 +5,8 @@
    ``record_function`` range named like attention, or an SDPA-family op. The outermost one wins;
    everything nested inside belongs to that instance.
 2. **Pattern.** Without any scope (no stack, no annotation), an eager ``matmul -> softmax ->
-   matmul`` sequence among sibling ops is recognised as an instance of its own.
+   matmul`` sequence among sibling ops is recognised as an instance of its own, reaching back over
+   mask, scale and layout ops to the input projection and forward to the output projection.
 3. **Phases.** An instance is cut into *units* in call order: projection modules/ops, matmuls,
    softmax, dropout, elementwise ops, layout ops, fused SDPA ops, rotary functions. A small state
    machine (before QK^T / after QK^T / after softmax / after PV) names each unit's phase, so the
@@ -643,12 +644,70 @@ def _pattern_instances(ctx: _Ctx, inst: np.ndarray, broot: np.ndarray) -> list[l
                 break
         if qk is None or pv is None:
             continue
-        group = sib[qk : pv + 1]
+        lo, hi = _projection_reach(ctx, sib, qk, pv, inst, used)
+        group = sib[lo : hi + 1]
         if any(inst[g] >= 0 or g in used for g in group):
             continue
         used.update(group)
         found.append(group)
     return found
+
+
+# sibling ops the reach from the core to its projections walks at most (an MHA's in-projection is
+# a few views, transposes and mask ops away from its QK^T)
+_REACH = 24
+
+
+def _projection_reach(ctx: _Ctx, sib: list[int], qk: int, pv: int, inst: np.ndarray, used: set[int]) -> tuple[int, int]:
+    """An unscoped eager call's extent among its sibling ops: back from QK^T over the mask, scale and
+    layout ops to the input projection, forward from PV over layout ops to the output projection and
+    past it the ops that read the attention weights (need_weights' head average). Where no
+    projection is within reach on a side, that side stays at the core."""
+
+    def free(j: int) -> bool:
+        return inst[sib[j]] < 0 and sib[j] not in used
+
+    lo = qk
+    for j in range(qk - 1, max(-1, qk - 1 - _REACH), -1):
+        if not free(j):
+            break
+        u = _op_unit(ctx, sib[j])
+        if u.cat in ("proj", "proj?"):
+            lo = j
+            break
+        if u.cat not in ("scale", "mask", "layout", "other", "rotary?"):
+            break
+    hi = pv
+    for j in range(pv + 1, min(len(sib), pv + 1 + _REACH)):
+        if not free(j):
+            break
+        u = _op_unit(ctx, sib[j])
+        if u.cat in ("proj", "proj?"):
+            hi = j
+            break
+        if u.cat not in ("layout", "other"):
+            break
+    if hi > pv:  # the attention weights' reductions after the output projection
+        score = _score_numel(ctx, sib[qk])
+        j = hi + 1
+        while (
+            score
+            and j < len(sib)
+            and free(j)
+            and any(prod(a.dims) == score for a in (ctx.args(sib[j]) or []) if a.is_tensor and a.dims)
+        ):
+            hi = j
+            j += 1
+    return lo, hi
+
+
+def _score_numel(ctx: _Ctx, qk_op: int) -> int:
+    """Elements of the score matrix a QK^T matmul makes (batch·heads × Sq × Sk), 0 when unknown."""
+    t = [a.dims for a in (ctx.args(qk_op) or []) if a.is_tensor and len(a.dims) >= 2]
+    if len(t) < 2:
+        return 0
+    q, k = t[-2], t[-1]  # baddbmm(bias, q, k^T): the last two; bmm / matmul: both
+    return int(prod(q[:-1]) * k[-1]) if q[-1] == k[-2] else 0
 
 
 def call_numbers(trace: Trace, tagging: Tagging) -> dict[int, int]:

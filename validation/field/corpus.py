@@ -89,14 +89,52 @@ def _kernels(rep: dict[str, Any]) -> list[dict[str, Any]]:
     return [k for k in rep.get("kernels") or [] if k.get("kind") in ("kernel", "memcpy", "memset")]
 
 
-def _ranges_text(k: dict[str, Any]) -> str:
+@dataclass
+class Launch:
+    """What the trace says around one kernel's launch: every CPU range around it, innermost first,
+    one a line, and its innermost op's recorded input dims (JSON, as Kineto writes them)."""
+
+    ranges: str
+    dims: str
+
+
+def launches(path: str) -> dict[int, Launch]:
+    """Per GPU activity id, its :class:`Launch`, read from the trace itself (``range_re``,
+    ``input_dims_re``)."""
+    from tb_attention_plugin.trace.correlate import link
+    from tb_attention_plugin.trace.records import load_trace
+
+    tr = load_trace(path)
+    links = link(tr)
+    names, rname, sig, parent = tr.strings, tr.ranges["name"], tr.ranges["sig"], links.parent
+    memo: dict[int, str] = {}
+    out: dict[int, Launch] = {}
+    for g, (r, op) in enumerate(zip(links.gpu_parent.tolist(), links.gpu_op.tolist())):
+        if r < 0:
+            continue
+        text = memo.get(r)
+        if text is None:
+            chain, x = [], r
+            while x >= 0:
+                chain.append(names[rname[x]])
+                x = int(parent[x])
+            text = memo[r] = "\n".join(chain)
+        dims = ""
+        if op >= 0 and sig[op] >= 0:
+            raw = tr.signatures[int(sig[op])].dims
+            dims = json.dumps(json.loads(raw)) if raw else ""
+        out[g] = Launch(text, dims)
+    return out
+
+
+def _ranges_text(k: dict[str, Any], launch: Optional[Launch]) -> str:
     """The CPU ranges around a kernel's launch, one a line, as the trace names them."""
     lines = [str(k.get(f) or "") for f in ("scope", "op", "cost_op")]
     lines += [f"nn.Module: {m}" for m in str(k.get("module_path") or "").split("/") if m]
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n" + (launch.ranges if launch else "")
 
 
-def _matching(rows: list[dict[str, Any]], rule: dict[str, Any]) -> list[dict[str, Any]]:
+def _matching(rows: list[dict[str, Any]], rule: dict[str, Any], ctx: dict[int, Launch]) -> list[dict[str, Any]]:
     """The kernels a rule speaks of: ``kernel_re`` on the name, ``op_re`` on the innermost launching
     op, ``range_re`` on the ranges around the launch (scope and module path), ``input_dims_re`` on the
     launching op's recorded input dims."""
@@ -110,9 +148,10 @@ def _matching(rows: list[dict[str, Any]], rule: dict[str, Any]) -> list[dict[str
             continue
         if ore and not ore.search(k.get("op") or ""):
             continue
-        if rre and not rre.search(_ranges_text(k)):
+        launch = ctx.get(int(k["id"]))
+        if rre and not rre.search(_ranges_text(k, launch)):
             continue
-        if dre and not dre.search(json.dumps([s if s is not None else [] for s in k.get("shapes") or []])):
+        if dre and not dre.search(launch.dims if launch else ""):
             continue
         out.append(k)
     return out
@@ -141,8 +180,10 @@ def _device_matches(known_as: str, d: dict[str, Any]) -> bool:
     return model is not None and model in text
 
 
-def check(exp: dict[str, Any], rep: dict[str, Any]) -> list[str]:
-    """Every way the report disagrees with what an expert reads in the trace."""
+def check(exp: dict[str, Any], rep: dict[str, Any], ctx: Optional[dict[int, Launch]] = None) -> list[str]:
+    """Every way the report disagrees with what an expert reads in the trace. ``ctx``: each kernel's
+    :class:`Launch` (:func:`launches`), for rules with ``range_re`` or ``input_dims_re``."""
+    ctx = ctx or {}
     out: list[str] = []
     if rep.get("status") != "ok":
         return [f"analysis failed: {rep.get('error')}"]
@@ -164,7 +205,7 @@ def check(exp: dict[str, Any], rep: dict[str, Any]) -> list[str]:
         if has != bool(exp["has_attention"]):
             out.append(f"attention {'found' if has else 'not found'}, expected {exp['has_attention']}")
     for rule in (exp.get("attention") or []) + (exp.get("attention_scoped") or []):
-        hit = _matching(rows, rule)
+        hit = _matching(rows, rule, ctx)
         if not hit:
             out.append(f"no kernel matches the attention rule {rule['kernel_re']!r}")
             continue
@@ -180,7 +221,7 @@ def check(exp: dict[str, Any], rep: dict[str, Any]) -> list[str]:
             if wrong:
                 out.append(f"{rule['kernel_re']!r}: {_summarise(wrong, 'direction')}, expected {rule['direction']}")
     for rule in (exp.get("not_attention") or []) + (exp.get("not_attention_scoped") or []):
-        hit = _matching(rows, rule)
+        hit = _matching(rows, rule, ctx)
         if not hit:
             out.append(f"no kernel matches the not-attention rule {rule['kernel_re']!r}")
             continue
@@ -188,7 +229,7 @@ def check(exp: dict[str, Any], rep: dict[str, Any]) -> list[str]:
         if wrong:
             out.append(f"{len(wrong)} of {len(hit)} {rule['kernel_re']!r} tagged {_summarise(wrong, 'phase')}")
     for rule in (exp.get("projections") or []) + (exp.get("projections_scoped") or []):
-        hit = _matching(rows, rule)
+        hit = _matching(rows, rule, ctx)
         if not hit:
             out.append(f"no kernel matches the projection rule {rule['kernel_re']!r}")
             continue
@@ -235,7 +276,7 @@ def main(argv: list[str]) -> int:
             print(f"| {e['id']} | (not here) | | | | | | |")
             continue
         rep = analyze(e, where)
-        problems = check(expectation(e["id"]), rep)
+        problems = check(expectation(e["id"]), rep, launches(where.trace))
         bad += bool(problems)
         r = row(e, rep)
         share = f"{100 * r['share']:.1f} %" if r["share"] is not None else "–"
