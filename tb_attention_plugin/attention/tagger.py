@@ -674,6 +674,15 @@ def _projection_reach(ctx: _Ctx, sib: list[int], qk: int, pv: int, inst: np.ndar
         u = _op_unit(ctx, sib[j])
         if u.cat in ("proj", "proj?"):
             lo = j
+            # the call's mask made before its projection (F.multi_head_attention_forward turns a
+            # bool key-padding mask into an additive one first: zeros_like, masked_fill_)
+            k = lo - 1
+            while k >= max(0, lo - _REACH) and free(k):
+                if P.short_op(ctx.name(sib[k])) in _MASK_BUILDERS:
+                    lo = k
+                elif _op_unit(ctx, sib[k]).cat not in ("layout", "proj", "proj?"):
+                    break
+                k -= 1
             break
         if u.cat not in ("scale", "mask", "layout", "other", "rotary?"):
             break
@@ -687,18 +696,22 @@ def _projection_reach(ctx: _Ctx, sib: list[int], qk: int, pv: int, inst: np.ndar
             break
         if u.cat not in ("layout", "other"):
             break
-    if hi > pv:  # the attention weights' reductions after the output projection
+    if hi > pv:  # the attention weights' reads after the output projection (need_weights' head average)
         score = _score_numel(ctx, sib[qk])
-        j = hi + 1
-        while (
-            score
-            and j < len(sib)
-            and free(j)
-            and any(prod(a.dims) == score for a in (ctx.args(sib[j]) or []) if a.is_tensor and a.dims)
-        ):
-            hi = j
-            j += 1
+        for j in range(hi + 1, min(len(sib), hi + 1 + _REACH)):
+            if not score or not free(j):
+                break
+            if any(prod(a.dims) == score for a in (ctx.args(sib[j]) or []) if a.is_tensor and a.dims):
+                hi = j
+            elif _op_unit(ctx, sib[j]).cat != "layout":
+                break
     return lo, hi
+
+
+# ops that build an additive mask from a bool one
+_MASK_BUILDERS = frozenset(
+    {"zeros_like", "zeros", "full", "full_like", "masked_fill", "masked_fill_", "fill_", "where"}
+)
 
 
 def _score_numel(ctx: _Ctx, qk_op: int) -> int:
