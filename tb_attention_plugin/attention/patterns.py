@@ -47,7 +47,9 @@ BACKWARD_RANGE = re.compile(
 AUTOGRAD_ATTENTION_FUNCTION = re.compile(r"(?i)flash_?attn|attention|sdpa|fmha")
 # Serving engines' custom ops: their namespace holds norms, GEMMs, MoE and all-reduce too
 # (vllm::rocm_aiter_rmsnorm2d_fwd_with_add): only the ones named after attention
-_ENGINE_ATTENTION_OP = r"^(vllm|sglang)::\w*(attn|attention)\w*"
+# (sglang_profiler:: ops wrap calls and are named after the code they wrap:
+# attention_paged_attention_ragged_100)
+_ENGINE_ATTENTION_OP = r"^(vllm|sglang|sglang_profiler)::\w*(attn|attention)\w*"
 # Ops that *are* attention (any part of the SDPA family, forward or backward).
 SDPA_OP = re.compile(
     r"^aten::(scaled_dot_product_attention|_scaled_dot_product_\w+|_flash_attention_\w+|"
