@@ -546,6 +546,32 @@ def apply(trace: Trace, links: Links, tagging: Tagging, ctx: GraphContext) -> No
         att = (inst[g] >= 0) & (phase[g] == fused)
         k = structure.tag(g, G["name"][g], att, inst, phase, source, src_struct)
         ctx.how[k[ctx.how[k] == NONE]] = STRUCT
+    _piecewise(trace, tagging, ctx, structure, src_struct)
+
+
+def _piecewise(trace: Trace, tagging: Tagging, ctx: GraphContext, structure: StructureTagger, code: int) -> None:
+    """Piecewise graphs (vLLM's PIECEWISE mode, torch.compile splitting graphs at attention):
+    attention runs eagerly between two graph launches, and its projections, rotary and norms are
+    replayed in the launches before and after it. The structure is read per stream over the eager
+    attention calls and the replayed kernels around them; only replayed kernels are placed."""
+    inst, phase, source = tagging.gpu_instance, tagging.gpu_phase, tagging.gpu_source
+    eager_att = (inst >= 0) & (phase == P.PHASE_INDEX["fused_attention"]) & ~ctx.replayed
+    if not eager_att.any():
+        return
+    G = trace.gpu
+    streams = G["device"].astype(np.int64) * (1 << 32) + G["stream"].astype(np.int64)
+    for s in np.unique(streams[eager_att]).tolist():
+        g = np.flatnonzero(streams == s)
+        g = g[np.argsort(G["ts_ns"][g], kind="stable")]
+        if not ctx.replayed[g].any():
+            continue
+        k = structure.tag(g, G["name"][g], eager_att[g], inst, phase, source, code)
+        eager = k[~ctx.replayed[k]]  # an eager kernel has its own context: not the structure's to place
+        inst[eager] = -1
+        phase[eager] = -1
+        source[eager] = -1
+        placed = k[ctx.replayed[k]]
+        ctx.how[placed[ctx.how[placed] == NONE]] = STRUCT
 
 
 def _join_named_runs(g: np.ndarray, inst: np.ndarray, named: np.ndarray, instances: dict[int, Any]) -> None:

@@ -700,3 +700,20 @@ def test_hip_graph_replays_are_graph_replays(tmp_path):
     assert [(k["phase"], k["cost_op"]) for k in kernels(ref)] == [(e["phase"], e["cost_op"]) for e in kernels(eager)]
     capture = analyze_path(as_rocm(one("decode_graph_capture"), tmp_path / "capture.pt.trace.json.gz"))
     assert capture["graphs"]["reference_kind"] == "capture" and capture["graphs"]["attributed"]["none"] == 0
+
+
+def test_piecewise_graphs_around_an_eager_attention_call(tmp_path):
+    """vLLM's PIECEWISE mode: the graph launch before the attention op replays the input norm, the
+    QKV GEMM and rotary; the attention op runs eagerly; the launch after it replays o_proj and the
+    MLP. The replayed projections are placed around the eager attention kernel."""
+    t = SynthTrace()
+    norm = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, MeanOps>>"
+    gemm = "Cijk_Alik_Bljk_BBS_BH_Bias_MT256x192x64_MI16x16x1"
+    graph_launch(t, [norm, gemm, "void vllm::rotary_embedding_kernel<c10::BFloat16, true>"])
+    with t.op("vllm::unified_attention_with_output", dims=[[8, 64, 64]] * 3, types=[BF16] * 3):
+        t.kernel("void vllm::reshape_and_cache_flash_kernel<__hip_bfloat16>", dur=2)
+        t.kernel("kernel_unified_attention_2d", dur=10)
+    graph_launch(t, [gemm, norm, gemm, gemm])
+    rep = analyze_path(t.write(tmp_path / "piecewise.pt.trace.json"))
+    got = [(k["attention"] and k["phase"]) or None for k in kernels(rep)]
+    assert got == [None, "qkv_proj", "rotary", "layout", "fused_attention", "out_proj", None, None, None]
