@@ -30,7 +30,7 @@ ROTARY_KERNEL = re.compile(
 SPLITK_REDUCE = re.compile(r"splitKreduce", re.I)
 
 
-LAYOUT_KERNEL = re.compile(r"copy|transpose|permute", re.I)
+LAYOUT_KERNEL = re.compile(r"copy|transpose|permute|CatArrayBatchedCopy", re.I)
 
 
 def _role(name: str) -> Optional[str]:
@@ -61,7 +61,7 @@ class Traits:
             splitk=bool(SPLITK_REDUCE.search(name)),
             cache_write=bool(CACHE_WRITE_KERNEL.search(name)) or _role(name) == "kv_cache_write",
             rotary=bool(ROTARY_KERNEL.search(name)),
-            layout=bool(LAYOUT_KERNEL.search(name)),
+            layout=bool(LAYOUT_KERNEL.search(name)) or P.triton_unit(name) == "layout",
             communication=P.is_communication(name),
         )
 
@@ -142,6 +142,8 @@ def structure_phases(
                     out[k] = ("rotary", a)
                 elif t.norm:  # a norm after the first GEMM: QK-norm
                     out[k] = ("qkv_proj", a)
+                elif t.layout:  # q, k, v's copies, transposes and concatenations
+                    out[k] = ("layout", a)
                 else:
                     out[k] = ("other", a)
         # output side: up to and including the first GEMM (and its split-K reduction)

@@ -240,9 +240,9 @@ def test_replay_structure_reaches_back_over_qk_norms_to_the_projection():
         ("Cijk_Alik_Bljk_BBS_BH_MT256x32x64_MI16x16x1 (previous MLP down)", None),
         ("_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi256", None),  # input norm
         ("Cijk_Alik_Bljk_BBS_BH_Bias_MT64x32x256_MI16x16x1", "qkv_proj"),
-        ("void at::native::elementwise_kernel_manual_unroll<direct_copy_kernel_cuda>", "other"),
+        ("void at::native::elementwise_kernel_manual_unroll<direct_copy_kernel_cuda>", "layout"),
         ("_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi64", "qkv_proj"),  # q_norm
-        ("void at::native::elementwise_kernel_manual_unroll<direct_copy_kernel_cuda>", "other"),
+        ("void at::native::elementwise_kernel_manual_unroll<direct_copy_kernel_cuda>", "layout"),
         ("_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi64", "qkv_proj"),  # k_norm
         ("void rotary_embedding_kernel<c10::BFloat16, true>", "rotary"),
         ("void (anonymous namespace)::store_kvcache<2048l, 4, false, long>", "layout"),
