@@ -11,6 +11,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import corpus as C  # noqa: E402
 
 ENTRIES = C.entries() if os.path.exists(os.path.join(C.HERE, "corpus.json")) else []
+# Disagreements not yet fixed in the engine, kept visible: a strict xfail fails the day it passes.
+KNOWN = {
+    "tracelens_xdit_sd35": (
+        "SD3.5's compiled joint attention interleaves each stream's q/k projections with their QK-norms and "
+        "its two output projections with the next layer norm: the name-only structure of compiled regions "
+        "finds the value projections and the first output projection only (validation/field/RESULTS.md)"
+    ),
+}
 
 
 def test_every_entry_has_its_sources_and_an_expectation():
@@ -22,7 +30,14 @@ def test_every_entry_has_its_sources_and_an_expectation():
         assert exp["id"] == e["id"] and "has_attention" in exp and "expert_note" in exp
 
 
-@pytest.mark.parametrize("entry", ENTRIES, ids=[e["id"] for e in ENTRIES])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        pytest.param(e, marks=[pytest.mark.xfail(strict=True, reason=KNOWN[e["id"]])] if e["id"] in KNOWN else [])
+        for e in ENTRIES
+    ],
+    ids=[e["id"] for e in ENTRIES],
+)
 def test_field_trace_reads_as_an_expert_reads_it(entry):
     where = C.locate(entry)
     if where is None:

@@ -7,6 +7,7 @@ The phase vocabulary lives in :mod:`.vocabulary` (re-exported here for the engin
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Optional
@@ -117,11 +118,13 @@ COMMUNICATION_RANGE = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=16384)
 def is_communication(name: str) -> bool:
     """A kernel or CPU range name that is collective communication."""
     return bool(COMMUNICATION_KERNEL.search(name) or COMMUNICATION_RANGE.search(name))
 
 
+@functools.lru_cache(maxsize=16384)
 def attention_by_name(name: str) -> bool:
     """A kernel whose name alone says it computes attention. Not an Inductor pointwise or reduction
     kernel: those are named after the ops they were fused from, and compute none of it."""
@@ -363,6 +366,7 @@ KERNEL_CATALOGUE: tuple[LibraryKernel, ...] = (
 )
 
 
+@functools.lru_cache(maxsize=16384)
 def library_kernel(name: str) -> Optional[LibraryKernel]:
     """The catalogue entry a kernel name belongs to, or None."""
     for e in KERNEL_CATALOGUE:
@@ -568,13 +572,20 @@ def short_op(name: str) -> str:
 
 
 def triton_ops(kernel_name: str) -> list[str]:
+    """:func:`_triton_ops` as a list of the caller's own (the parse is memoised: a compiled model
+    repeats its few hundred kernel names in every step)."""
+    return list(_triton_ops(kernel_name))
+
+
+@functools.lru_cache(maxsize=16384)
+def _triton_ops(kernel_name: str) -> tuple[str, ...]:
     """Op names fused into an Inductor Triton kernel name, e.g. ['_softmax', 'div', 'masked_fill'].
 
     Inductor joins op names with '_' (ops that start with '_' give '__'), so multi-word names are
     matched against the known vocabulary first (longest first); unknown words stay single."""
     m = TRITON_KERNEL.match(kernel_name)
     if not m:
-        return []
+        return ()
     body = kernel_name.split("fused", 1)[1] if "fused" in kernel_name else ""
     body = re.sub(r"_\d+$", "", body)
     body = body[1:] if body.startswith("_") else body  # the separator after 'fused'
@@ -595,9 +606,10 @@ def triton_ops(kernel_name: str) -> list[str]:
         else:
             out.append(words[i])
             i += 1
-    return out
+    return tuple(out)
 
 
+@functools.lru_cache(maxsize=16384)
 def triton_phase(kernel_name: str) -> str | None:
     """Phase of an Inductor kernel from the ops in its name, or None if it says nothing."""
     if not kernel_name.startswith("triton_"):
@@ -653,6 +665,7 @@ _KNOWN_OPS = (
 )
 
 
+@functools.lru_cache(maxsize=16384)
 def triton_unit(kernel_name: str) -> str:
     """Unit category of an Inductor kernel from the ops fused into it (see tagger._assign_phases)."""
     ph = triton_phase(kernel_name)
