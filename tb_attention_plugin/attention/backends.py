@@ -78,8 +78,9 @@ def fused_backend(op: Optional[str], name: Optional[str]) -> Optional[str]:
     n = name or ""
     low = n.lower()
     # a Triton template is never a copy or a fill: Inductor names it after the ops fused into it
-    # (FP8 Flex: triton_tem_fused__to_copy_clone_flex_attention_...)
-    if any(g in low for g in _GENERIC) and not low.startswith("triton_tem"):
+    # (FP8 Flex: triton_tem_fused__to_copy_clone_flex_attention_...); and a library kernel is what its
+    # family says, whatever its template arguments spell (CK's BatchPrefill holds "fill")
+    if any(g in low for g in _GENERIC) and not low.startswith("triton_tem") and P.library_kernel(n) is None:
         return None
     for key, be in _SDPA_NAMES:
         if key.lower() in low:

@@ -262,7 +262,7 @@ KERNEL_CATALOGUE: tuple[LibraryKernel, ...] = (
     _k(
         "aiter",
         r"\baiter::\w*(fmha|mha|attn|pa_|mla)\w*|\bfmha_(v3_)?(fwd|bwd)(_v3)?_\w*(hd|bf16|fp16|fp8)\w*|"
-        r"\b_ZN5aiter\w*(fmha|mha|pa_|mla)\w*",
+        r"\b_ZN aiter \w*(fmha|mha|pa_|mla)\w*",
         "fused_attention",
         "attention",
         "aiter csrc/py_itfs_cu/asm_fmha_*.cu, asm_pa.cu, asm_mla.cu (hand-written assembly kernels)",
@@ -368,11 +368,39 @@ KERNEL_CATALOGUE: tuple[LibraryKernel, ...] = (
 
 @functools.lru_cache(maxsize=16384)
 def library_kernel(name: str) -> Optional[LibraryKernel]:
-    """The catalogue entry a kernel name belongs to, or None."""
+    """The catalogue entry a kernel name belongs to, or None. ROCm traces give mangled names
+    (``_ZN7ck_tile6kentry...38FmhaBatchPrefill...``): their identifiers are read apart first."""
+    text = unmangled(name)
     for e in KERNEL_CATALOGUE:
-        if e.pattern.search(name):
+        if e.pattern.search(text):
             return e
     return None
+
+
+def unmangled(name: str) -> str:
+    """An Itanium-mangled name (``_Z...``) with each length-prefixed identifier set apart by spaces
+    (``_ZN7ck_tile6kentry`` -> ``_ZN ck_tile kentry``), enough for word-bounded patterns; any other
+    name as it is. Not a demangler: template arguments stay encoded."""
+    if not name.startswith("_Z"):
+        return name
+    out, i, n = [], 0, len(name)
+    while i < n:
+        c = name[i]
+        if c.isdigit():
+            j = i
+            while j < n and name[j].isdigit():
+                j += 1
+            length = int(name[i:j])
+            if 0 < length <= n - j and (name[j].isalpha() or name[j] == "_"):
+                out.append(" " + name[j : j + length] + " ")
+                i = j + length
+                continue
+            out.append(name[i:j])
+            i = j
+            continue
+        out.append(c)
+        i += 1
+    return re.sub(" +", " ", "".join(out))
 
 
 # Triton kernels produced by Inductor: triton_<kind>_fused_<op>_<op>..._<n>

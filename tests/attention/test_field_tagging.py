@@ -279,3 +279,17 @@ def test_a_profilers_wrapper_op_around_the_attention_op_is_attention(tmp_path):
                 t.kernel("Cijk_Alik_Bljk_BBS_BH_MT320x224x64_MI16x16x1", dur=15)
     rows, _ = run(t, tmp_path)
     assert [r[1] for r in rows] == ["qkv_proj", "qkv_proj", "layout", "fused_attention", "out_proj"]
+
+
+def test_mangled_rocm_kernel_names_are_read_apart():
+    """ROCm traces give mangled names: the length-prefixed identifiers are set apart so the catalogue's
+    word-bounded patterns see them (a CK-tile batch-prefill kernel, an aiter kernel)."""
+    from tb_attention_plugin.attention.backends import fused_backend, library_family
+    from tb_attention_plugin.attention.patterns import unmangled
+
+    ck = "_ZN7ck_tile6kentryILi2ENS_38FmhaBatchPrefillWithPagedKVCacheKernelINS_40BlockFmhaBatchPrefillPipeline"
+    assert unmangled(ck).startswith("_ZN ck_tile kentry ")
+    assert library_family(ck) == "CK-tile FMHA" and fused_backend("aiter::mha_batch_prefill", ck) == "library"
+    assert library_family("_ZN5aiter23fmha_bwd_hd128_bf16_a16E") == "aiter"
+    assert library_family("_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi64ELi8") is None
+    assert unmangled("void flash::flash_fwd_kernel<>") == "void flash::flash_fwd_kernel<>"

@@ -220,6 +220,19 @@ def check(exp: dict[str, Any], rep: dict[str, Any], ctx: Optional[dict[int, Laun
             wrong = [k for k in hit if k.get("attention") and k.get("direction") != rule["direction"]]
             if wrong:
                 out.append(f"{rule['kernel_re']!r}: {_summarise(wrong, 'direction')}, expected {rule['direction']}")
+    # every fused attention family named: a backend row for it, none of them "other fused kernel"
+    fused_rules = (
+        [r for r in (exp.get("attention") or []) if "fused_attention" in _phases(r)]
+        if any("phase" in r for r in exp.get("attention") or [])
+        else []
+    )
+    if fused_rules and any(_matching(rows, r, ctx) for r in fused_rules):
+        backs = rep.get("attention_backends") or []
+        if not backs:
+            out.append("no attention backend named although fused attention kernels ran")
+        unnamed = [b for b in backs if b.get("backend") == "fused_other" and not b.get("family")]
+        if unnamed:
+            out.append(f"fused kernels of no known family: {unnamed[0].get('time_us')} µs 'other fused kernel'")
     for rule in (exp.get("not_attention") or []) + (exp.get("not_attention_scoped") or []):
         hit = _matching(rows, rule, ctx)
         if not hit:
@@ -267,16 +280,19 @@ def row(entry: dict[str, Any], rep: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     show = "--check" in argv
+    notes = "--notes" in argv  # what an expert says of each trace, below the table
     print("| trace | device | GPU ms | attention ms | share | backend | replayed | disagreements |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---:|")
     bad = 0
+    said: list[str] = []
     for e in entries():
         where = locate(e)
         if where is None:
             print(f"| {e['id']} | (not here) | | | | | | |")
             continue
         rep = analyze(e, where)
-        problems = check(expectation(e["id"]), rep, launches(where.trace))
+        exp = expectation(e["id"])
+        problems = check(exp, rep, launches(where.trace))
         bad += bool(problems)
         r = row(e, rep)
         share = f"{100 * r['share']:.1f} %" if r["share"] is not None else "–"
@@ -287,6 +303,10 @@ def main(argv: list[str]) -> int:
         if show:
             for p in problems:
                 print(f"|   | | | | | | | {p} |")
+        said.append(f"- **{e['id']}** ({e['repository']}): {exp.get('expert_note', '').strip()}")
+    if notes:
+        print("\nWhat an expert reads in each trace (from its expectation file):\n")
+        print("\n".join(said))
     return 1 if bad else 0
 
 
