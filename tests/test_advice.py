@@ -133,7 +133,9 @@ def test_fuse_attention_predicts_the_backend_sdpa_would_pick(reports):
         "TFLOP/s (measured table: rows nearest S 2048x2048, D 128" in a["detail"]
         and "scaled_dot_product_attention" in a["how"]
     )
-    assert "is_causal=True if the mask" in a["how"] and "dropout_p=" in a["how"]
+    # the trace builds the mask with aten::triu at the call's size: is_causal is shown equivalent, and said why
+    assert "is_causal=True (" in a["how"] and "aten::triu" in a["how"] and "dropout_p=" in a["how"]
+    assert "is_causal=True" in a["fix_code"] and "attn_mask" not in a["fix_code"]
     assert a["severity"] == "high" and a["step_gain_us"] is not None
     g = by_id(reports["gpt4l_naive_train"], "fuse_attention")
     assert {p["direction"] for p in g["evidence"]["phases"]} == {"forward", "backward"}
@@ -163,7 +165,9 @@ def test_fuse_attention_names_the_fallback_peak_of_the_dtype(tmp_path):
     t = SynthTrace()
     naive_attention(t, dtype="c10::Half")
     a = by_id(synth_report(tmp_path, t, "fp16.json"), "fuse_attention")
-    assert a["evidence"]["dtype"] == "fp16" and a["evidence"]["predicted_backend"] == "flash"
+    # nothing in this trace shows its bool mask is the causal one: kept as attn_mask, which flash refuses
+    assert a["evidence"]["dtype"] == "fp16" and a["evidence"]["predicted_backend"] == "efficient"
+    assert "attn_mask=mask" in a["fix_code"] and "is_causal" not in a["fix_code"]
     assert "fp16 peak" not in a["detail"]  # the table's rows, not a peak fraction
 
 

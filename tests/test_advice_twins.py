@@ -45,6 +45,15 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
 }
 
 
+# Pairs whose fix the trace does not show to be equivalent: the rule stays silent, saying why (issue #40,
+# "safe advice"). Their causal masks were built before the profiler started, so nothing in the trace shows
+# the mask tensor is the causal one; is_causal=True is proposed only where it is shown.
+SILENT_BY_DESIGN: dict[str, str] = {
+    "math_fallback_to_flash": "would change the result",
+    "gqa_mask_to_is_causal_h2": "would change the result",
+}
+
+
 def _known(kind, pair):
     why = KNOWN_MISSES.get((kind, pair["name"]))
     return [pytest.mark.xfail(strict=True, reason=why)] if why else []
@@ -113,5 +122,8 @@ def test_recorded_twins(pair):
     their bounds, premise-absent runs silent, held-out pairs never predicting a gain the twin lost."""
     r = T.evaluate(pair)
     assert r["verdict"] != "predicts a gain where the twin measured a loss", r
+    if pair["name"] in SILENT_BY_DESIGN:
+        assert r["verdict"].startswith("silent") and SILENT_BY_DESIGN[pair["name"]] in (r["reason"] or ""), r
+        return
     # held-out pairs too: every recorded pair is within its bounds (a new miss goes to KNOWN_MISSES, visibly)
     assert r["ok"], (r["verdict"], r["ratio"], r["predicted_us"], r["measured_us"], r["reason"])

@@ -108,6 +108,7 @@ class Run:
         self._sdpa: Optional[list[dict]] = None
         self._replay: Any = None
         self._replay_done = False
+        self._mask_builders: Any = None  # equivalence._Builders, read once
         self._replay_low: Any = None
         self.predictions: dict[tuple[Any, ...], Any] = {}  # sdpa_choice.predict_once's memo
         self._args = SignatureArgs(trace.signatures) if trace is not None else None

@@ -38,6 +38,7 @@ from ..base import (
     phase_rows,
     total,
 )
+from ..equivalence import mask_facts, sdpa_line, softcap
 from ..replay import WhatIf
 from ..run import FUSED_BANDWIDTH_FRACTION, Run
 from ..sdpa_choice import LABELS, Inputs, arch_of, choose, predict_once
@@ -68,6 +69,12 @@ def check(run: Run) -> Any:
     qk = [k for k in rows if k.phase == "qk_matmul"]
     if not qk and not any(k.phase == "pv_matmul" for k in rows):
         return Silent("no QK^T or PV matmul: not the matmul-softmax-matmul pattern")
+    capped = softcap(run.k) if qk and not any((k.get("cost_detail") or {}).get("n") == 1 for k in qk) else None
+    if capped:
+        return Silent(
+            f"the scores are soft-capped ({capped}): no SDPA backend computes that, so SDPA would change the "
+            "model; FlexAttention with the soft-cap as its score_mod is the fused option that keeps it"
+        )
     additive = _additive(run, qk)
     if additive:
         return Silent(f"additive attention ({additive}): not a dot product, SDPA does not compute it")
@@ -202,10 +209,28 @@ def check(run: Run) -> Any:
             "as_is": as_is_ev,
         },
         how=how,
+        fix_code=_fix_code(rows, mask, mismatched, dtype, fixed_x),
         removable_us=unfused,
         gpu_gain_us=gain,
         what_if=_what_if(run, rows, fused_us, unfused),
     )
+
+
+def _fix_code(rows: list[Any], mask: dict, cast: bool, dtype: Optional[str], x: Optional[Inputs]) -> str:
+    """The SDPA call that replaces this run's eager attention and computes the same thing: its mask or
+    bias kept (is_causal only for a mask the trace shows causal), dropout where it drops, GQA where
+    K/V have fewer heads."""
+    kind = mask["kind"]
+    m = "causal" if kind == "causal" else ("tensor" if kind in ("bool", "float") else "none")
+    line = sdpa_line(
+        m,
+        gqa=x is not None and x.hk != x.h,
+        dropout=any(k["phase"] == "dropout" for k in rows),
+        mask_cast=dtype if cast else None,
+    )
+    if kind == "float" and mask.get("strided"):
+        line = line.replace("attn_mask=mask", "attn_mask=mask.contiguous()")
+    return "import torch.nn.functional as F\n# q, k, v: [batch, heads, seq, head_dim]\n" + line
 
 
 def _score_copies(run: Run, rows: list[Any], math_ids: set) -> list[Any]:
@@ -343,7 +368,10 @@ def _mask_kind(run: Run, rows: list[Any]) -> dict[str, Any]:
     masks = [k for k in rows if k["phase"] == "mask"]
     if not masks:
         return {"kind": "none"}
-    seen: dict[str, Any] = {"kind": "causal", "detail": "mask kernels without recorded inputs: taken as causal"}
+    seen: dict[str, Any] = {
+        "kind": "bool",
+        "detail": "mask kernels without recorded inputs: a mask tensor, kept as attn_mask",
+    }
     for k in masks:
         r = run.op_of(k["id"])
         if r < 0:
@@ -351,7 +379,7 @@ def _mask_kind(run: Run, rows: list[Any]) -> dict[str, Any]:
         name = P.short_op(run.op_name(r))
         args = [a for a in run.op_args(r) if a.is_tensor]
         if name in ("masked_fill", "masked_fill_", "where"):
-            return {"kind": "causal", "detail": f"{name} with a bool mask (is_causal=True if it is the causal one)"}
+            return _shown_causal(run, args, name, {"kind": "bool", "detail": f"{name} with a bool mask"})
         if name in ("add", "add_") and len(args) >= 2:
             s, m = args[0], args[1]
             if m.dtype == "bool":
@@ -399,13 +427,31 @@ def _mask_kind(run: Run, rows: list[Any]) -> dict[str, Any]:
                     + (f" (strides {list(m.strides or ())}: last dim not contiguous)" if strided else "")
                     + (" that is learned (its gradient is computed)" if grad else ""),
                 }
-            seen = {
-                "kind": "causal",
-                "dtype": m.dtype,
-                "shape": list(m.dims),
-                "detail": f"a {m.dtype} mask {list(m.dims)} broadcast over heads (taken as causal: is_causal=True)",
-            }
+            seen = _shown_causal(
+                run,
+                args,
+                "add",
+                {
+                    "kind": "float",
+                    "dtype": m.dtype,
+                    "shape": list(m.dims),
+                    "detail": f"a {m.dtype} mask {list(m.dims)} broadcast over heads",
+                },
+            )
     return seen
+
+
+def _shown_causal(run: Run, args: list[Any], name: str, otherwise: dict[str, Any]) -> dict[str, Any]:
+    """The mask as causal where the trace shows it is the causal one (equivalence.py), else as the
+    tensor it is (kept as attn_mask: an encoder's padding mask stays a padding mask)."""
+    scores = next((a.dims for a in args if len(a.dims) >= 2), None)
+    mshape = tuple(args[1].dims) if len(args) > 1 else None
+    if scores is None:
+        return dict(otherwise, detail=otherwise["detail"] + " (not shown causal: kept as attn_mask)")
+    facts = mask_facts(run, int(scores[-2]), int(scores[-1]), mshape)
+    if facts.causal:
+        return {"kind": "causal", "detail": f"{name}: the causal mask ({facts.reason})"}
+    return dict(otherwise, detail=otherwise["detail"] + f" kept as attn_mask ({facts.reason})")
 
 
 Shape = tuple[int, int, int, int]  # (batch·heads, Sq, Sk, head dim) of one call's QK^T
@@ -510,13 +556,13 @@ def _how(rows: list[Any], mask: dict, ctx: str, cast: bool, dtype: Optional[str]
     text = (
         f"Replace the explicit matmul → softmax → matmul with torch.nn.functional.scaled_dot_product_attention({args})"
     )
-    if mask["kind"] == "float":
+    if mask["kind"] == "float" and mask.get("bias_shapes") is not None:
         fixed = (f".to({dtype})" if cast and dtype else "") + (".contiguous()" if mask.get("strided") else "")
         text += f" plus attn_mask=bias{fixed} (the per-head bias the run adds)"
+    elif mask["kind"] == "causal":
+        text += f" plus is_causal=True ({mask['detail']})"
     elif "mask" in phases:
-        text += (
-            " plus is_causal=True if the mask this run applies is the causal one, or attn_mask=mask for any other mask"
-        )
+        text += f" plus attn_mask=mask, the mask this run applies ({mask['detail']})"
     text += "; it dispatches to FlashAttention, memory-efficient or cuDNN kernels."
     if cast and dtype:
         text += f" Cast the bias to the inputs' dtype ({dtype}) once: a mismatched float mask sends SDPA to math."

@@ -17,6 +17,7 @@ from typing import Any
 
 from ...formats import rounded as _r, us as _us
 from ..base import GPU, MIN_SHARE, Finding, Rule, Silent
+from ..equivalence import softcap
 from ..replay import WhatIf
 from ..run import Run
 
@@ -30,7 +31,7 @@ COPY_CPU_US = 5.0  # unprofiled CPU time of one copy/cast op
 
 FIX = """\
 model.to(torch.bfloat16)                      # weights stored in the compute dtype: autocast stops recasting them
-out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)   # instead of repeat_kv(k), repeat_kv(v)
+out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)  # the call's own mask; no repeat_kv
 cache = StaticCache(...)                      # or a preallocated [B, H, max_len, D] buffer written with index_copy_"""
 # each flag kind's line of FIX: a finding shows the code of its own kind (a repeat_kv finding
 # showed the autocast and KV cache lines too); transfers have none of their own and keep all of FIX
@@ -39,6 +40,13 @@ KIND_FIX = {
     "kv_expand": FIX.splitlines()[1],
     "kv_cache_cat": FIX.splitlines()[2],
 }
+
+
+FLEX_GQA_FIX = """\
+from torch.nn.attention.flex_attention import flex_attention
+def softcap(score, b, h, q_idx, kv_idx):          # the model's own logit soft-capping, kept
+    return cap * torch.tanh(score / cap)
+out = flex_attention(q, k, v, score_mod=softcap, enable_gqa=True)   # instead of repeat_kv(k), repeat_kv(v)"""
 
 
 def check(run: Run) -> Any:
@@ -65,6 +73,14 @@ def check(run: Run) -> Any:
         if m is not None:
             launched = m.launches(list(w.removed)).tolist()
             w.cpu_saved.extend((la, COPY_CPU_US) for la in launched if la == la)  # NaN: not replayed
+        fix, how = KIND_FIX.get(code), "; ".join(x for x in dict.fromkeys(f.get("fix") or "" for f in fs) if x)
+        capped = softcap(run.k) if code == "kv_expand" else None
+        if capped:  # SDPA cannot soft-cap: the GQA-aware fused option that keeps the model is Flex
+            fix = FLEX_GQA_FIX
+            how = (
+                f"The scores are soft-capped ({capped}), which no SDPA backend computes: use FlexAttention with "
+                "the soft-cap as its score_mod and enable_gqa=True instead of repeating K/V per query head"
+            )
         lines = "; ".join(f"{f['message']} ({f['evidence']})" for f in fs[:4])
         more = f"; and {len(fs) - 4} more" if len(fs) > 4 else ""
         out.append(
@@ -88,8 +104,8 @@ def check(run: Run) -> Any:
                 },
                 # the flags' distinct fixes, one clause each (joined with a bare space they read as one
                 # run-on sentence in the tab and the text output)
-                fix_code=KIND_FIX.get(code),
-                how="; ".join(x for x in dict.fromkeys(f.get("fix") or "" for f in fs) if x),
+                fix_code=fix,
+                how=how,
                 removable_us=min(t, run.att_time),
                 gpu_gain_us=min(t, run.att_time),
                 what_if=w,

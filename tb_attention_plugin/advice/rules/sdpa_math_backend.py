@@ -12,6 +12,7 @@ from typing import Any
 
 from ...formats import rounded as _r, us as _us
 from ..base import GPU, Finding, Rule, Silent, group_kernels, pct0, phase_rows, total
+from ..equivalence import sdpa_line
 from ..replay import WhatIf
 from ..run import Run
 from ..sdpa_choice import LABELS, Inputs, arch_of, choose, inputs_of_call, predict_once, why_not
@@ -23,7 +24,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 # let the dispatcher pick a fused backend (it raises, with the reason, if none applies)
 with sdpa_kernel([SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):
     out = F.scaled_dot_product_attention(q.to(torch.bfloat16), k.to(torch.bfloat16), v.to(torch.bfloat16),
-                                         is_causal=True, enable_gqa=(q.size(1) != k.size(1)))"""
+                                         attn_mask=mask, enable_gqa=(q.size(1) != k.size(1)))  # the call's mask"""
 
 
 def _shape_key(c: dict) -> tuple:
@@ -190,6 +191,7 @@ def check(run: Run) -> Any:
             w.dur[k["id"]] = (k["dur_us"] or 0.0) * (est / t)
     return Finding(
         detail=detail,
+        fix_code=_fix_code(inputs),
         evidence={
             "time_us": _r(t),
             "share_of_attention": _r(t / run.att_time, 4),
@@ -206,6 +208,31 @@ def check(run: Run) -> Any:
         removable_us=t,
         gpu_gain_us=gain,
         what_if=w if gain is not None else None,
+    )
+
+
+def _fix_code(inputs: list[dict]) -> str:
+    """The fix for the first call shape, computing what the call computed: its mask or bias kept as
+    attn_mask (in the inputs' dtype), is_causal only where the call passed it, enable_gqa only where
+    K/V have fewer heads, the inputs cast to bf16 where they were fp32."""
+    x = inputs[0] if inputs else {}
+    dt = x.get("dtype")
+    mask = "causal" if x.get("causal") else ("tensor" if x.get("attn_mask") else "none")
+    target = dt if dt in ("bf16", "fp16") else "bf16"
+    cast = x.get("mask_dtype") not in (None, "bool", target)
+    line = sdpa_line(
+        mask,
+        gqa=bool(x.get("h") and x.get("hk") and x["h"] != x["hk"]),
+        dropout=bool(x.get("dropout_p")),
+        mask_cast=target if cast else None,
+    )
+    if dt not in ("bf16", "fp16"):
+        line = line.replace("(q, k, v", "(q.to(torch.bfloat16), k.to(torch.bfloat16), v.to(torch.bfloat16)", 1)
+    return (
+        "from torch.nn.attention import SDPBackend, sdpa_kernel\n"
+        "# let the dispatcher pick a fused backend (it raises, with the reason, if none applies)\n"
+        "with sdpa_kernel([SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):\n"
+        f"    {line}"
     )
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from ...formats import rounded as _r, us as _us
 from ..base import GPU, Finding, Rule, Silent, group_kernels, phase_rows, total
+from ..equivalence import mask_facts, sdpa_line
 from ..replay import WhatIf
 from ..run import Run
 from ..sdpa_choice import LABELS, SDP_ENUM, Prediction, arch_of, choose, inputs_of_call, predict_once, rate, why_not
@@ -28,7 +29,8 @@ FUSED = ("flash", "efficient", "cudnn")
 FIX = """\
 from torch.nn.attention import SDPBackend, sdpa_kernel
 with sdpa_kernel([SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION]):   # the faster backends first
-    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # is_causal instead of a causal attn_mask"""
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # the same mask (is_causal=True only for one
+                                                                    # the trace shows is the causal mask)"""
 
 
 def check(run: Run) -> Any:
@@ -40,6 +42,8 @@ def check(run: Run) -> Any:
         return Silent(f"no measured backend table for this GPU family ({arch or run.device or 'unknown'})")
     hits: dict = {}
     outside = 0
+    evidence: set[str] = set()  # what shows a call's mask tensor is the causal one
+    not_shown: set[str] = set()  # why a score-shaped mask tensor is not shown causal
     # every step repeats its calls: the inputs, the alternatives and each (alternative, pass)'s
     # prediction are worked out once per distinct call; only the kernel times are per call
     inputs: dict[tuple, tuple] = {}
@@ -52,8 +56,15 @@ def check(run: Run) -> Any:
         got = inputs.get(ck)
         if got is None:
             x = inputs_of_call(c, bwd)
-            opts = _options(now, x, arch, _score_shaped_mask(c, x)) if x is not None else []
+            # is_causal only where the trace shows the mask is the causal one (never an encoder's padding)
+            facts = mask_facts(run, x.sq, x.sk, c.get("mask_shape")) if x is not None else None
+            causal = x is not None and _score_shaped_mask(c, x) and facts is not None and facts.causal
+            opts = _options(now, x, arch, causal) if x is not None else []
             got = inputs[ck] = (x, opts)
+            if facts is not None and causal:
+                evidence.add(facts.reason)
+            elif facts is not None and _score_shaped_mask(c, x):
+                not_shown.add(facts.reason)
         x, opts = got
         if x is None:
             continue
@@ -107,7 +118,10 @@ def check(run: Run) -> Any:
     if not hits_fast:
         if outside == len(calls):
             return Silent("every fused SDPA call is smaller than the measured table's range (Sq·Sk < 512²)")
-        return Silent(f"no other backend these inputs allow is predicted {FASTER:g}× faster than the one that ran")
+        why = f"no other backend these inputs allow is predicted {FASTER:g}× faster than the one that ran"
+        if not_shown:  # a mask tensor that may be causal, but the trace does not show it is
+            why += f"; is_causal=True was not weighed, as it would change the result: {sorted(not_shown)[0]}"
+        return Silent(why)
     # per backend that ran, the best alternative
     best: dict = {}
     for (now, alt, _causal), e in hits_fast.items():
@@ -151,13 +165,13 @@ def check(run: Run) -> Any:
         title = f"Causal mask passed as a tensor: is_causal=True would be ~{speedup:.1f}x faster on {LABELS[now]}"
         detail = (
             f"{e['calls']} SDPA call(s) ran on {LABELS[now]} with an attn_mask tensor of the score's shape "
-            f"({_us(e['now_us'])}). A mask tensor's values are not in the trace; if it is the causal mask, "
+            f"({_us(e['now_us'])}), and the trace shows it is the causal mask ({'; '.join(sorted(evidence))}): "
             f"is_causal=True lets {LABELS[now]} skip the masked half and not read the mask: {per} "
             f"({'; '.join(sorted(e['notes']))})."
         )
         how = (
             "Pass is_causal=True instead of the causal attn_mask tensor (HF models: build no 4D causal mask "
-            "when there is no padding); the gain holds only if the mask is causal."
+            "when there is no padding)."
         )
     else:
         title = f"Slow SDPA backend: {LABELS[now]} where {LABELS[alt]} is ~{speedup:.1f}x faster"
@@ -181,9 +195,19 @@ def check(run: Run) -> Any:
     ratio = e["alt_us"] / e["now_us"] if e["now_us"] else 1.0
     for k in e["rows"]:
         w.dur[k["id"]] = (k["dur_us"] or 0.0) * ratio
+    x0 = e["inputs"]
+    mask = (
+        "causal" if e["needs_causal"] or x0.mask == "causal" else ("tensor" if x0.mask in ("bool", "float") else "none")
+    )
+    fix = (
+        "from torch.nn.attention import SDPBackend, sdpa_kernel\n"
+        f"with sdpa_kernel([{SDP_ENUM[alt]}]):\n"
+        f"    {sdpa_line(mask, gqa=x0.h != x0.hk, dropout=bool(x0.dropout_p))}"
+    )
     return Finding(
         detail=detail,
         title=title,
+        fix_code=fix,
         evidence={
             "backend": now,
             "faster_backend": alt,
@@ -194,6 +218,7 @@ def check(run: Run) -> Any:
             "passes": {p: {k: _r(v) for k, v in d.items()} for p, d in e["passes"].items()},
             "prediction": sorted(e["notes"]),
             "why": why,
+            "causal_mask_evidence": sorted(evidence) if e["needs_causal"] else None,
             "phases": phase_rows(e["rows"]),
             "kernels": group_kernels(e["rows"]),
         },
@@ -235,13 +260,14 @@ def _score_shaped_mask(c: dict, x: Any) -> bool:
     return x.mask in ("bool", "float") and x.sq == x.sk and mb >= x.sq * x.sk
 
 
-def _options(now: str, x: Any, arch: Any, score_mask: bool) -> list[tuple[str, Any]]:
+def _options(now: str, x: Any, arch: Any, causal: bool) -> list[tuple[str, Any]]:
     """(backend, inputs) alternatives to the backend that ran: each other fused backend these inputs
-    allow, and, for a score-shaped mask tensor, each fused backend (the running one too) with the
-    mask passed as is_causal=True, which skips the masked half that no backend skips for a tensor."""
+    allow, and, for a mask tensor the trace shows is the causal mask (``causal``), each fused backend
+    (the running one too) with it passed as is_causal=True, which skips the masked half that no
+    backend skips for a tensor."""
     out = [(alt, x) for alt in FUSED if alt != now and why_not(alt, x, arch) is None]
     xc = _as_is_causal(x)
-    if score_mask and xc is not x:
+    if causal and xc is not x:
         out += [(alt, xc) for alt in FUSED if why_not(alt, xc, arch) is None]
     return out
 
