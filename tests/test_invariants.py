@@ -382,6 +382,29 @@ def test_every_advice_premise_is_in_the_run(name):
     assert not bad, "; ".join(bad)
 
 
+@param
+def test_no_finding_changes_the_model_the_trace_does_not_show_equivalent(name):
+    """is_causal=True is proposed only where the trace shows a causal mask (its builder: triu/tril, a
+    position comparison, a causal-mask frame) or the call already passed is_causal; never for an
+    encoder's padding mask (advice/equivalence.py)."""
+    a = _ok(name)
+    shown = any(
+        re.search(r"^aten::(triu|tril|le|ge|lt|gt)_?$|causal_mask|create_causal_mask|causal_mask_function", s)
+        for s in a.names
+    )
+    for f in a.rep.get("advice") or []:
+        code = (f.get("fix_code") or "") + "\n" + (f.get("how") or "")
+        if "is_causal=True" in code and "attn_mask" not in code.split("is_causal=True")[0][-40:]:
+            ev = f.get("evidence") or {}
+            already = (
+                any((i or {}).get("causal") for i in ev.get("inputs") or [])
+                or ev.get("causal_mask_evidence")
+                or ev.get("call_is_causal")
+                or ev.get("call_mask") == "causal"
+            )
+            assert shown or already, f"{f['id']} proposes is_causal=True with no causal mask in the trace"
+
+
 def _notice_premise(a: _Analysed, code: str) -> Optional[str]:
     rep = a.rep
     kinds = a.col("kind").tolist() if len(a.kernels) else []

@@ -144,7 +144,9 @@ def softcap(rows: list[Any]) -> Optional[str]:
 _TORCH_DTYPE = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp32": "torch.float32"}
 
 
-def sdpa_line(mask: str, gqa: bool = False, dropout: bool = False, mask_cast: Optional[str] = None) -> str:
+def sdpa_line(
+    mask: str, gqa: bool = False, dropout: bool = False, mask_cast: Optional[str] = None, scale: Optional[str] = None
+) -> str:
     """The SDPA call of a fix, equivalent to the call it replaces: ``mask`` is ``"causal"`` (shown
     causal: is_causal=True), ``"tensor"`` (the mask or bias the call applies, kept as attn_mask,
     cast to ``mask_cast`` where its dtype rules the fused backends out) or ``"none"``."""
@@ -157,4 +159,6 @@ def sdpa_line(mask: str, gqa: bool = False, dropout: bool = False, mask_cast: Op
         args.append("dropout_p=p if self.training else 0.0")
     if gqa:
         args.append("enable_gqa=True")
+    if scale:
+        args.append(f"scale={scale}")
     return f"out = F.scaled_dot_product_attention({', '.join(args)})"

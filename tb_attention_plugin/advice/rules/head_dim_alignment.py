@@ -19,6 +19,7 @@ from typing import Any, Optional
 from ...attention.headdim import head_dims
 from ...formats import rounded as _r, us as _us
 from ..base import GPU, Finding, Rule, Silent, total
+from ..equivalence import sdpa_line
 from ..replay import WhatIf
 from ..run import Run
 from ..sdpa_choice import LABELS, Inputs, arch_of, choose, inputs_of_call, predict_once
@@ -29,7 +30,7 @@ FIX = """\
 # pad the head dim to the next multiple of 8 once (zeros change nothing when the scale is explicit)
 pad = (-q.size(-1)) % 8
 q, k, v = (F.pad(t, (0, pad)) for t in (q, k, v))
-out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1 / math.sqrt(head_dim))[..., :head_dim]
+out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1 / math.sqrt(head_dim))[..., :head_dim]
 # or choose n_heads so that hidden // n_heads is a multiple of 8 (64, 80, 96, 128)"""
 
 
@@ -45,10 +46,13 @@ def check(run: Run) -> Any:
     copies = 0.0  # the SDPA calls' pad and copy kernels (they stay with a per-call F.pad)
     notes: list[str] = []
     w = WhatIf()
+    mask_kind = "none"  # the misaligned calls' mask, kept by the fix
     for c in run.sdpa_calls():
         s = c["shapes"]
         if not s:
             continue
+        if s["d"] % HEAD_DIM_ALIGN or s["dv"] % HEAD_DIM_ALIGN:
+            mask_kind = "causal" if s.get("causal") else ("tensor" if s.get("mask_bytes") else mask_kind)
         seen.update(c["kernel_ids"])
         rows = run.call_rows(c)
         t = total(rows)
@@ -132,9 +136,17 @@ def check(run: Run) -> Any:
             f" The calls' pad and copy kernels ({_us(copies)}) stay when q/k/v are padded per call; an aligned "
             f"head count, or projection weights padded with zero rows, removes them too (not in the estimate)."
         )
+    line = sdpa_line(mask_kind, scale="1 / math.sqrt(head_dim)") + "[..., :head_dim]"
+    fix = (
+        "# pad the head dim to the next multiple of 8 once (zeros change nothing when the scale is explicit)\n"
+        "pad = (-q.size(-1)) % 8\n"
+        "q, k, v = (F.pad(t, (0, pad)) for t in (q, k, v))\n" + line
+    )
     return Finding(
         detail=detail,
+        fix_code=fix,
         evidence={
+            "call_mask": mask_kind,
             "head_dims": {
                 str(d): {"time_us": _r(e["time_us"]), "calls": e["calls"], "source": e["source"], "padded": _pad(d)}
                 for d, e in sorted(bad.items())

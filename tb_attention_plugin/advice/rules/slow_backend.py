@@ -219,6 +219,7 @@ def check(run: Run) -> Any:
             "prediction": sorted(e["notes"]),
             "why": why,
             "causal_mask_evidence": sorted(evidence) if e["needs_causal"] else None,
+            "call_is_causal": x0.mask == "causal",
             "phases": phase_rows(e["rows"]),
             "kernels": group_kernels(e["rows"]),
         },
