@@ -51,8 +51,8 @@ _ELEMENTWISE = ("scale", "mask", "softmax", "dropout")
 FIX = """\
 import torch.nn.functional as F
 # q, k, v: [batch, heads, seq, head_dim]
-out = F.scaled_dot_product_attention(q, k, v, is_causal=True)        # a causal mask
-# out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype))  # any other mask or bias
+out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)        # the mask or bias the run applies
+# is_causal=True instead only where the trace shows the mask is the causal one (a finding says so)
 # Hugging Face: AutoModelForCausalLM.from_pretrained(name, attn_implementation="sdpa")
 # nn.MultiheadAttention: mha(q, k, v, need_weights=False)"""
 

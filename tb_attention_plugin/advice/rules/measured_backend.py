@@ -17,7 +17,7 @@ FIX = """\
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):  # the backend the replay measured fastest
-    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)"""
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # the call's own mask (or is_causal as it had)"""
 
 
 def check(run: Run) -> Any:

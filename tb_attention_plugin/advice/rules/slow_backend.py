@@ -143,7 +143,7 @@ def check(run: Run) -> Any:
         why = (
             "an attn_mask tensor is passed: every backend computes the masked scores of a mask tensor"
             + (f" and it rules out {LABELS[alt]}" if why_not(alt, e["inputs"], arch) is not None else "")
-            + "; if it is the causal mask, is_causal=True skips the masked half"
+            + "; the trace shows it is the causal mask, and is_causal=True skips the masked half"
         )
     elif default == alt:
         why = (
