@@ -70,8 +70,8 @@ def math_reasons(c: dict) -> list[str]:
             why.append(f"the attn_mask is {md} while q/k/v are {dt}: cast it to {dt} (or pass a bool mask)")
         else:
             why.append(
-                "an explicit attn_mask tensor is passed: flash takes no mask (is_causal=True only where the mask is the causal "
-                "mask); mem-efficient and cuDNN take one, with its last dim aligned to 16 bytes"
+                "an explicit attn_mask tensor is passed: flash takes no mask (is_causal=True only where the mask "
+                "is the causal mask); mem-efficient and cuDNN take one, with its last dim aligned to 16 bytes"
             )
     for name, a in zip(("query", "key", "value"), c["qkv"]):
         if a.strides and a.strides[-1] != 1:
@@ -182,7 +182,7 @@ def check(run: Run) -> Any:
         "applies). Flash and cuDNN need fp16/bf16 inputs (torch.autocast('cuda', dtype=torch.bfloat16)), "
         "head dims ≤ 256 and a multiple of 8"
         + (
-            ", a mask in the inputs' dtype or none (is_causal=True instead only where the trace shows the mask is causal)"
+            ", a mask in the inputs' dtype or none (is_causal=True instead only where the trace shows it causal)"
             if masked
             else ""
         )
