@@ -352,11 +352,12 @@ def cmd_replay(a) -> int:
         import tempfile
 
         path = a.emit or os.path.join(tempfile.mkdtemp(prefix="tb-attention-"), "replay.py")
-        n_calls, n_traces = RC.write_script(ok, path)
+        w = RC.write_script(ok, path)
         note = sys.stderr if (a.list and a.format == "json") else sys.stdout
         print(
-            f"wrote {path}: {n_calls} distinct attention call(s) of {n_traces} trace(s); run it on the machine with "
-            f"the GPU (python {os.path.basename(path)}) and put the .replay.json files it writes beside the traces",
+            f"wrote {path}: {w.calls} distinct attention call(s) of {w.traces} trace(s); {w.sentence()}. Run it on "
+            f"the machine with the GPU (python {os.path.basename(path)}) and put the .replay.json files it writes "
+            "beside the traces",
             file=note,
         )
         if a.run:

@@ -246,11 +246,22 @@ LIST_KEYS = (
     "trace_time_us",
     "backends",
 )
-EXTRA_KEYS = ("q_stride", "k_stride", "v_stride", "trace_backend", "per_call_us", "instances", "detail", "notes")
+EXTRA_KEYS = (
+    "q_stride",
+    "k_stride",
+    "v_stride",
+    "autocast",
+    "trace_backend",
+    "per_call_us",
+    "instances",
+    "detail",
+    "notes",
+)
 
 
 def _ordered(c: dict[str, Any]) -> dict[str, Any]:
-    return {k: c.get(k) for k in LIST_KEYS + EXTRA_KEYS}
+    # ``autocast`` only where the call ran under it (the signature, and so the id, has it only then)
+    return {k: c.get(k) for k in LIST_KEYS + EXTRA_KEYS if k != "autocast" or c.get(k)}
 
 
 def call_id(sig: dict[str, Any]) -> str:
@@ -438,7 +449,32 @@ def _sdpa(rd: _Reader, inst: int, r: int) -> Optional[Occurrence]:
     }
     if mask is not None:
         sig["notes"].append("attn_mask values are not recorded: the replay fills it with a causal mask")
+    _mark_autocast(rd, sig, [r])
     return Occurrence(inst, sig, tops={r})
+
+
+# ops that do an attention call's math: under autocast they take the cast inputs
+_MATH_OPS = frozenset({"bmm", "mm", "baddbmm", "addmm"})
+
+
+def _mark_autocast(rd: _Reader, sig: dict[str, Any], ops: list[int]) -> None:
+    """An fp32 call whose math ran in bf16/fp16 ran under torch.autocast (the cast ops in the trace
+    say so: an op inside takes the cast operands): the replay runs it under autocast too, with the
+    recorded fp32 inputs, instead of timing fp32 math the trace never ran."""
+    if sig.get("dtype") != "fp32":
+        return
+    for r in ops:
+        for c in rd.subtree_ops(r)[1:]:
+            op = P.short_op(rd.name(c))
+            if op in _MATH_OPS or op.startswith(("_scaled_dot_product_", "_flash_attention", "_efficient_attention")):
+                t = [a for a in rd.args(c) if a.is_tensor]
+                if t and t[0].dtype in ("bf16", "fp16"):
+                    sig["autocast"] = t[0].dtype
+                    sig["notes"].append(
+                        f"recorded in fp32 under torch.autocast: aten::{op} ran in {t[0].dtype}; replayed under "
+                        f"torch.autocast({t[0].dtype})"
+                    )
+                    return
 
 
 def _op_backend(op: str) -> Optional[str]:
@@ -675,6 +711,7 @@ def _eager_call(rd: _Reader, inst: int, span: list[int], before: list[int]) -> O
         },
         "notes": notes,
     }
+    _mark_autocast(rd, sig, [qk, pv])
     return Occurrence(inst, sig, tops=set(span))
 
 

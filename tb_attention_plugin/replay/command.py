@@ -6,15 +6,17 @@ The calls come from the report (``replay.calls``, replay/block.py), so a cached 
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from ..formats import text_table, us
-from . import emit
+from . import emit, runner
 from .calls import LIST_KEYS, merge_call
 
 LIST_SCHEMA = 1
@@ -113,15 +115,43 @@ def list_text(reports: list[dict[str, Any]], width: Optional[int] = None) -> str
     return "\n".join(out).rstrip() + "\n"
 
 
-def write_script(reports: list[dict[str, Any]], path: str) -> tuple[int, int]:
-    """Write the replay script of the reports' calls; (calls, traces)."""
+@dataclass(frozen=True)
+class Written:
+    """A replay script written: its calls and traces, and how long it takes (seconds: its default
+    run, the calls carrying most of the time within its budget; and every call with --all)."""
+
+    calls: int
+    traces: int
+    default_calls: int
+    default_s: float
+    all_s: float
+
+    def sentence(self) -> str:
+        return (
+            f"by default it replays the {self.default_calls} call(s) that carry most of the attention time in "
+            f"~{self.default_s:.0f} s; --all replays all {self.calls} in ~{self.all_s:.0f} s"
+        )
+
+
+def write_script(reports: list[dict[str, Any]], path: str) -> Written:
+    """Write the replay script of the reports' calls."""
     pl = emit.payload([(str(rep.get("path")), (rep.get("replay") or {}).get("calls") or []) for rep in reports])
     text = emit.script(pl)
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
-    return len(pl["calls"]), len(pl["traces"])
+    by_id = {c["id"]: c for c in pl["calls"]}
+    picked = {cid for tr in pl["traces"] for cid in runner.default_calls([by_id[c] for c in tr["calls"] if c in by_id])}
+    dflt = argparse.Namespace(no_compile=False, budget_s=runner.DEFAULT_BUDGET_S)
+    every = argparse.Namespace(no_compile=False, budget_s=0.0)
+    return Written(
+        calls=len(pl["calls"]),
+        traces=len(pl["traces"]),
+        default_calls=len(picked),
+        default_s=runner.estimate_s([by_id[c] for c in picked], set(), dflt),
+        all_s=runner.estimate_s(pl["calls"], set(), every),
+    )
 
 
 def gpu_problem(python: str = sys.executable) -> Optional[str]:

@@ -47,6 +47,13 @@ LABELS = {
 }
 COMPILED = ("flex", "compiled")
 TOLERANCE = {"bf16": 4e-2, "fp16": 1e-2, "fp32": 5e-3, "fp64": 1e-6}  # max |x - math| / max |math|
+DEFAULT_BUDGET_S = 75.0  # the default run (the calls carrying most of the time) ends in about a minute
+DEFAULT_SHARE = 0.8  # the default calls: the longest ones up to this share of the trace's attention time...
+DEFAULT_MAX_CALLS = 6  # ...and at most this many
+# what one backend of one call costs, for the estimate the script prints (seconds; measured on an H100:
+# warm-up, 10 repeats of >= 1 ms and the profiler pass; a compiled backend adds its compilation)
+SECONDS_PER_BACKEND = {"compiled": 20.0, "flex": 20.0}
+SECONDS_PER_BACKEND_DEFAULT = 1.5
 
 
 class Refused(Exception):
@@ -71,7 +78,18 @@ def parse_args(argv):
     ap.add_argument("--calls", default="", help="comma list of call ids (default: all)")
     ap.add_argument("--no-compile", action="store_true", help="skip FlexAttention and torch.compile")
     ap.add_argument("--no-profile", action="store_true", help="skip the torch.profiler pass (no kernel times)")
-    ap.add_argument("--budget-s", type=float, default=0.0, help="start no backend after this many seconds (0: none)")
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="start no call or backend after this many seconds, so the run ends within one measurement of it "
+        f"(default {DEFAULT_BUDGET_S:g} s for the calls picked by default, none with --all; 0: none)",
+    )
+    ap.add_argument(
+        "--all",
+        action="store_true",
+        help="every call (default: the calls that carry most of the trace's attention time, about a minute's work)",
+    )
     ap.add_argument("--out-dir", default=".", help="where the .replay.json files go (default: here)")
     ap.add_argument("--list", action="store_true", help="print the calls and exit")
     ap.add_argument(
@@ -403,6 +421,22 @@ class Call:
         return (q, k, v), kw
 
     def runner(self, backend, check=False):
+        """The backend as a closure; under torch.autocast where the trace's call ran under it (its
+        inputs recorded in fp32, its matmuls in bf16/fp16): the replay runs what ran."""
+        fn = self._runner(backend, check)
+        amp = self.spec.get("autocast")
+        if not amp:
+            return fn
+        torch = self.torch
+        dt, dev = _dtype(torch, amp), ("cuda" if str(self.device).startswith("cuda") else "cpu")
+
+        def under_autocast():
+            with torch.autocast(dev, dtype=dt):
+                return fn()
+
+        return under_autocast
+
+    def _runner(self, backend, check=False):
         torch = self.torch
         F = torch.nn.functional
         if self.kind == "mha":
@@ -412,6 +446,11 @@ class Call:
                 return self._varlen_runner(backend, check)
             be = _sdpa_backend(torch, backend)
             (q, k, v), kw = self.sdpa_args(check)
+            if kw.get("enable_gqa") and backend == "efficient" and k.shape[-3] != q.shape[-3]:
+                # mem-efficient takes no enable_gqa: K/V repeated per query head, as a model does for it
+                rep = q.shape[-3] // k.shape[-3]
+                k, v = k.repeat_interleave(rep, dim=-3), v.repeat_interleave(rep, dim=-3)
+                kw = dict(kw, enable_gqa=False)
 
             def fn():
                 with _sdpa_kernel(torch, be):
@@ -1204,12 +1243,24 @@ def main(argv=None, payload=None):
     calls = {c["id"]: c for c in payload["calls"]}
     pick = [x for x in args.calls.split(",") if x]
     wanted = {x for x in args.backends.split(",") if x}
+    if not pick and not args.all and not args.child_json:
+        by_id = {c["id"]: c for c in payload["calls"]}
+        pick = sorted(
+            {cid for tr in payload["traces"] for cid in default_calls([by_id[c] for c in tr["calls"] if c in by_id])}
+        )
+    if args.budget_s is None:
+        args.budget_s = 0.0 if (args.all or args.child_json or args.calls) else DEFAULT_BUDGET_S
+    chosen = [c for c in payload["calls"] if not pick or c["id"] in pick]
     if args.list:
         for c in payload["calls"]:
             print(
                 f"{c['id']}  {c['kind']:7s} x{c['count']}  q{c['q_shape']} k{c['k_shape']}  {c['dtype']}  "
                 f"{','.join(c['directions'])}  backends: {','.join(c['backends'])}"
+                + ("" if c in chosen else "  (not run by default: --all)")
             )
+        print(
+            f"estimated: ~{estimate_s(chosen, wanted, args):.0f} s for {len(chosen)} of {len(payload['calls'])} calls"
+        )
         return 0
     try:
         import torch
@@ -1236,6 +1287,16 @@ def main(argv=None, payload=None):
     isolate = not args.child_json and (
         args.isolate == "yes" or (args.isolate == "auto" and args.device.startswith("cuda"))
     )
+    total_s = estimate_s(chosen, wanted, args)
+    if not args.child_json:
+        print(
+            f"replay: {len(chosen)} of {len(calls)} calls, ~{total_s:.0f} s estimated"
+            + (f", --budget-s {args.budget_s:g}" if args.budget_s else "")
+            + ("" if len(chosen) == len(calls) else " (--all for every call)"),
+            file=sys.stderr,
+            flush=True,
+        )
+    done = 0
     # two passes: every call's backends that need no compilation first, then FlexAttention and
     # torch.compile (their compile time would otherwise spend --budget-s before the others ran)
     for only in ([b for b in LABELS if b not in COMPILED], list(COMPILED)):
@@ -1244,7 +1305,17 @@ def main(argv=None, payload=None):
                 continue
             if not any(b in only for b in spec.get("backends") or []):
                 continue
-            if isolate:
+            if args.budget_s and time.time() - t_start > args.budget_s:  # a promise: no new work after it
+                rec = {
+                    "id": cid,
+                    "kind": spec["kind"],
+                    "backends": [
+                        {"backend": b, "label": LABELS.get(b, b), "status": "skipped", "reason": _spent(args)}
+                        for b in spec.get("backends") or []
+                        if b in only and (not wanted or b in wanted)
+                    ],
+                }
+            elif isolate:
                 rec = _isolated_call(spec, only, wanted, args, t_start)
             else:
                 try:
@@ -1257,21 +1328,88 @@ def main(argv=None, payload=None):
                         "error": _one_line(f"{type(e).__name__}: {e}"),
                     }
                     traceback.print_exc()
-            if cid in recs:
-                recs[cid]["backends"] += rec["backends"]
-                for k in ("error", "profile_error"):
-                    if rec.get(k):
-                        recs[cid][k] = rec[k]
-            else:
-                recs[cid] = rec
+            _merge(recs, cid, rec)
+            if not args.child_json:
+                done += 1
+                _progress(rec, done, len(chosen) * 2, t_start, total_s, args)
+                # each call's result on disk as soon as it is measured: a killed run keeps what it measured
+                _write(payload, recs, calls, args, env, t_start, complete=False)
     if args.child_json:  # a child of --isolate: the parent prints and writes
         with open(args.child_json, "w") as f:
             json.dump(recs, f)
         return 0
+    _print_table(recs.values())
+    for p in _write(payload, recs, calls, args, env, t_start, complete=True):
+        print(f"wrote {p}")
+    return 0
+
+
+def default_calls(calls):
+    """The calls of one trace a run without --all replays: the longest by the trace's time, until
+    they carry DEFAULT_SHARE of it, at most DEFAULT_MAX_CALLS."""
+    ranked = sorted(calls, key=lambda c: -(c.get("trace_time_us") or 0.0))
+    total = sum(c.get("trace_time_us") or 0.0 for c in calls)
+    out, got = [], 0.0
+    for c in ranked:
+        if len(out) >= DEFAULT_MAX_CALLS or (total and got >= DEFAULT_SHARE * total):
+            break
+        out.append(c["id"])
+        got += c.get("trace_time_us") or 0.0
+    return out
+
+
+def estimate_s(calls, wanted, args):
+    """Seconds the run is expected to take (the budget caps it)."""
+    t = 0.0
+    for c in calls:
+        for b in c.get("backends") or []:
+            if wanted and b not in wanted:
+                continue
+            if b in COMPILED and args.no_compile:
+                continue
+            t += SECONDS_PER_BACKEND.get(b, SECONDS_PER_BACKEND_DEFAULT) * (
+                2 if "backward" in (c.get("directions") or []) else 1
+            )
+    return min(t, args.budget_s) if args.budget_s else t
+
+
+def _spent(args):
+    return f"time budget spent (--budget-s {args.budget_s:g})"
+
+
+def _merge(recs, cid, rec):
+    if cid in recs:
+        recs[cid]["backends"] += rec["backends"]
+        for k in ("error", "profile_error"):
+            if rec.get(k):
+                recs[cid][k] = rec[k]
+    else:
+        recs[cid] = rec
+
+
+def _progress(rec, done, passes, t_start, total_s, args):
+    """One line per call and pass: what each backend did, and the time left."""
+    el = time.time() - t_start
+    left = max(0.0, total_s - el) if total_s else 0.0
+    if args.budget_s:
+        left = min(left, max(0.0, args.budget_s - el))
+    what = ", ".join(
+        f"{e['backend']} {e['status']}"
+        + (f" {e['forward']['time_us']:.0f} us" if e.get("status") == "ok" and e.get("forward") else "")
+        for e in rec.get("backends") or []
+    )
+    print(
+        f"replay: [{el:5.1f} s] {rec['id']} {rec['kind']}: {what or 'nothing to run'}; ~{left:.0f} s left",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _write(payload, recs, calls, args, env, t_start, complete):
+    """Every trace's .replay.json with the calls measured so far (``complete``: the run ended)."""
     for cid, rec in recs.items():  # the backends in the call's own order
         order = {b: i for i, b in enumerate(calls[cid].get("backends") or [])}
         rec["backends"].sort(key=lambda e: order.get(e["backend"], 99))
-    _print_table(recs.values())
     os.makedirs(args.out_dir, exist_ok=True)
     written = []
     for tr in payload["traces"]:
@@ -1281,24 +1419,27 @@ def main(argv=None, payload=None):
             "trace": tr["file"],
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "scaled_down": bool(args.scale_down),
+            "complete": complete,
             "settings": {
                 "device": args.device,
                 "warmup": args.warmup,
                 "repeats": args.repeats,
                 "min_time_ms": args.min_time_ms,
                 "profiled": args.device.startswith("cuda") and not args.no_profile,
+                "budget_s": args.budget_s or None,
+                "all_calls": bool(args.all),
             },
             **env,
             "wall_s": round(time.time() - t_start, 2),
             "calls": [recs[c] for c in tr["calls"] if c in recs],
         }
         path = os.path.join(args.out_dir, os.path.basename(tr["file"]) + ".replay.json")
-        with open(path, "w") as f:
+        tmp = path + ".part"
+        with open(tmp, "w") as f:
             json.dump(out, f, indent=1)
+        os.replace(tmp, path)  # never a half-written file
         written.append(path)
-    for p in written:
-        print(f"wrote {p}")
-    return 0
+    return written
 
 
 if __name__ == "__main__":

@@ -161,6 +161,7 @@ def test_the_script_runs_on_the_cpu_at_tiny_shapes(tmp_path):
     cli("replay", *paths, "--emit", script)
     r = _run(
         script,
+        "--all",
         "--device",
         "cpu",
         "--scale-down",
@@ -316,3 +317,64 @@ def test_isolate_a_fault_that_ends_the_process_costs_one_backend(tmp_path):
     assert by["math"]["status"] == "ok" and by["math"]["check"] == "reference"
     assert by["flash"]["status"] in ("ok", "refused")  # ran after the fault, in a process of its own
     assert list(by) == calls_of(path)[0]["backends"]
+
+
+def test_budget_default_calls_progress_and_results_written_as_measured(tmp_path):
+    """--budget-s is a promise (no call or backend starts after it; they are listed as skipped), the
+    default run picks the calls carrying most of the time (--all for the rest), every call's result
+    is on disk as soon as it is measured, and each call prints one progress line with the time left."""
+    pytest.importorskip("torch")
+    p = [t for t in TRACES if "/hf_llama_eager_fwdbwd/" in t][0]
+    script = str(tmp_path / "r.py")
+    cli("replay", p, "--emit", script)
+    listing = _run(script, "--list")
+    assert listing.returncode == 0 and "estimated: ~" in listing.stdout
+    common = ("--device", "cpu", "--scale-down", "--no-compile", "--repeats", "1", "--warmup", "0")
+    r = _run(script, "--all", "--budget-s", "0.000001", *common, "--out-dir", str(tmp_path / "b"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.load(open(tmp_path / "b" / (os.path.basename(p) + ".replay.json")))
+    assert out["complete"] is True and out["settings"]["budget_s"] == 0.000001
+    backends = [b for c in out["calls"] for b in c["backends"]]
+    assert backends and all(b["status"] == "skipped" and "budget" in b["reason"] for b in backends)
+    assert sum(1 for line in r.stderr.splitlines() if line.startswith("replay: [")) >= len(out["calls"])
+    r = _run(script, *common, "--out-dir", str(tmp_path / "d"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "estimated" in r.stderr and "--budget-s 75" in r.stderr
+    out = json.load(open(tmp_path / "d" / (os.path.basename(p) + ".replay.json")))
+    assert 1 <= len(out["calls"]) <= 6 and out["settings"]["all_calls"] is False
+
+
+def test_an_amp_call_runs_under_autocast(tmp_path):
+    pytest.importorskip("torch")
+    from synth import BF16, F32, SynthTrace
+
+    t = SynthTrace()
+    q, kt, s, v = [2, 8, 256, 64], [2, 8, 64, 256], [2, 8, 256, 256], [2, 8, 256, 64]
+    with t.module("LlamaAttention_0"):
+        with t.op("aten::matmul", dims=[q, kt], types=[F32, F32]):
+            with t.op("aten::bmm", dims=[[16, 256, 64], [16, 64, 256]], types=[BF16, BF16]):
+                t.kernel("nvjet_tst_64x64_64x4_1x1_v_bz_TNN", dur=5)
+        with t.op("aten::_softmax", dims=[s, [], []], types=[BF16, "Scalar", "Scalar"], concrete=["", "-1", "False"]):
+            t.kernel("void (anonymous namespace)::softmax_warp_forward<float, float, float, 8>", dur=3)
+        with t.op("aten::matmul", dims=[s, v], types=[BF16, BF16]):
+            with t.op("aten::bmm", dims=[[16, 256, 256], [16, 256, 64]], types=[BF16, BF16]):
+                t.kernel("nvjet_tst_64x64_64x4_1x1_v_bz_NNN", dur=5)
+    p = t.write(tmp_path / "amp.pt.trace.json")
+    script = str(tmp_path / "r.py")
+    cli("replay", p, "--emit", script)
+    r = _run(
+        script,
+        "--all",
+        "--device",
+        "cpu",
+        "--scale-down",
+        "--no-compile",
+        "--repeats",
+        "1",
+        "--out-dir",
+        str(tmp_path / "o"),
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    rec = json.load(open(tmp_path / "o" / "amp.pt.trace.json.replay.json"))["calls"][0]
+    by = {b["backend"]: b for b in rec["backends"]}
+    assert by["eager"]["status"] == "ok" and by["math"]["status"] == "ok", by
