@@ -242,6 +242,8 @@ export interface AdviceCheck {
 
 export interface BackendRow {
   backend: string;
+  /** the attention library a "library" or "other fused" row's kernels belong to ("FlashAttention-3"), else null */
+  family?: string | null;
   label: string;
   time_us: number;
   kernels: number;

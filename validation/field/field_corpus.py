@@ -11,8 +11,8 @@ The traces are not in this repository (they are other projects' files): they are
 ``$TB_ATTENTION_FIELD_CORPUS``, else ``../shared/traces/field`` or ``../field`` beside the checkout.
 ``shared:`` paths are the public traces under ``../shared/traces``.
 
-    python validation/field/corpus.py                 # the table of validation/field/RESULTS.md
-    python validation/field/corpus.py --check         # and every disagreement
+    python validation/field/field_corpus.py                 # the table of validation/field/RESULTS.md
+    python validation/field/field_corpus.py --check         # and every disagreement
 """
 
 from __future__ import annotations
