@@ -36,6 +36,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ..advice.equivalence import mask_facts
 from ..attention import backends as B, patterns as P
 from ..attention.tagger import Tagging, call_numbers
 from ..roofline.cost import SDPA_SCHEMAS, flex_qkv, looks_like_flex
@@ -159,12 +160,17 @@ class _Reader:
         self.names = trace.strings
         self._args = SignatureArgs(trace.signatures)
         self.jagged = JaggedLengths(trace)
+        self.trace = trace  # what advice/equivalence.mask_facts reads (with op_args)
+        self._mask_builders: Any = None
 
     def name(self, r: int) -> str:
         return str(self.names[int(self.name_id[r])])
 
     def args(self, r: int) -> list[Arg]:
         return self._args(int(self.sig[r])) or []
+
+    def op_args(self, r: int) -> list[Arg]:
+        return self.args(r)
 
     def phase(self, r: int) -> Optional[str]:
         c = int(self.tag.range_phase[r])
@@ -448,7 +454,7 @@ def _sdpa(rd: _Reader, inst: int, r: int) -> Optional[Occurrence]:
         "notes": [],
     }
     if mask is not None:
-        sig["notes"].append("attn_mask values are not recorded: the replay fills it with a causal mask")
+        sig["notes"].append("attn_mask values are not recorded: the replay keeps every position")
     _mark_autocast(rd, sig, [r])
     return Occurrence(inst, sig, tops={r})
 
@@ -677,10 +683,19 @@ def _eager_call(rd: _Reader, inst: int, span: list[int], before: list[int]) -> O
         else:
             notes.append(f"aten::{op} between QK^T and PV is not replayed")
     steps.append({"op": "pv", "fn": P.short_op(rd.name(pv))})
-    if mask is not None and mask["kind"] == "tensor":
+    if mask is not None and mask["kind"] == "tensor" and score[-2] == score[-1]:
+        facts = mask_facts(rd, score[-2], score[-1], tuple(mask["shape"]))
+        if facts.causal:  # shown causal elsewhere in the trace (a causal-mask builder)
+            mask["kind"], causal = "causal_tensor", True
+    if mask is not None and mask["kind"] == "causal_tensor":
         notes.append(
-            "the mask's values are not recorded: the replay fills it with a causal mask and the SDPA and Flex "
-            "alternatives run causal (is_causal=True)"
+            "the mask is the causal one (the trace builds it so): the replay fills it causal and the SDPA and Flex "
+            "alternatives run is_causal=True"
+        )
+    elif mask is not None:
+        notes.append(
+            "the mask's values are not recorded and nothing shows it causal: the replay keeps every position and "
+            "the SDPA and Flex alternatives take it as attn_mask"
         )
     kv_heads = _repeated_kv(rd, before, q)
     if kv_heads is not None:

@@ -246,15 +246,16 @@ class Call:
         return j <= i + (sk - sq if bottom_right else 0)
 
     def _mask_tensor(self, m, sq, sk):
-        """The recorded mask's shape, strides and dtype, filled with a causal mask (its values are not
-        recorded). bool: True = keep for SDPA, True = masked for masked_fill; float: additive."""
+        """The recorded mask's shape, strides and dtype, filled with a causal mask where the trace shows
+        it is one, else keeping everything (its values are not recorded). bool: True = keep for SDPA,
+        True = masked for masked_fill; float: additive."""
         torch = self.torch
         dt = _dtype(torch, m.get("dtype") or "bool")
         shape, stride = m["shape"], m.get("stride")
         mq, mk = (shape[-2], shape[-1]) if len(shape) >= 2 else (1, shape[-1] if shape else 1)
-        if (mq, mk) == (sq, sk):  # a score-shaped mask: causal (bottom-right when the lengths differ)
+        if (mq, mk) == (sq, sk) and m.get("kind") == "causal_tensor":  # shown causal in the trace
             keep = self._keep(sq, sk, self.device, sq != sk)
-        else:  # a broadcast (e.g. key-padding) mask: keep everything
+        else:  # a key-padding or any other mask: its values are not recorded, keep everything
             keep = torch.ones(mq, mk, dtype=torch.bool, device=self.device)
         x = self.tensor(shape, stride, dtype=dt)
         full = keep.expand(*shape[:-2], mq, mk) if len(shape) >= 2 else keep.view(-1)
@@ -312,11 +313,11 @@ class Call:
         self.gqa = (bool(s.get("enable_gqa")) and s["q_shape"][1] != s["k_shape"][1] and len(s["q_shape"]) == 4) or (
             self.kg is not None
         )
-        # what the SDPA and Flex alternatives run: causal when the call is causal or its mask is
-        # assumed causal (same query and key lengths), else the mask as attn_mask
+        # what the SDPA and Flex alternatives run: causal when the call is causal or the trace shows its
+        # mask is the causal one, else the mask as attn_mask (never a padding mask made causal)
         bm = self.det.get("block_mask") or {}
         self.mask_mod = bm.get("mask_mod")
-        causal_mask = self.mask is not None and self.sq == self.sk and self.kind in ("eager",)
+        causal_mask = self.mask is not None and (s.get("mask") or {}).get("kind") == "causal_tensor"
         self.is_causal = bool(s.get("causal")) and self.mask is None or causal_mask
         if self.kind == "flex":
             self.is_causal = self.mask_mod == "causal"

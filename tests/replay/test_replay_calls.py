@@ -94,9 +94,10 @@ def test_eager_hf_llama_pattern_as_recorded():
         "shape": [2, 1, 2048, 2048],
         "stride": [4194304, 4194304, 2048, 1],
         "dtype": "bf16",
-        "kind": "tensor",
+        "kind": "causal_tensor",  # transformers' sdpa_mask compares query and key positions in the trace
         "apply": "add",
     }
+    assert any("the mask is the causal one" in n for n in c["notes"])
     assert c["scale"] is None and c["detail"]["assumed_scale"] == pytest.approx(128**-0.5, rel=1e-6)
     assert any("not recorded" in n for n in c["notes"])
     # its time: the kernels from the QK^T matmul to the PV matmul and their backward, at least the
