@@ -29,6 +29,7 @@ from .settings import Settings
 # cache hit prints without paying for them.
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_USAGE = 3  # check: no budget given, or a budget that cannot be read (not an unreadable trace: 2)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -139,6 +140,13 @@ def _partial_opt(p: argparse.ArgumentParser) -> None:
 def _fail(msg: str) -> int:
     print(msg, file=sys.stderr)
     return EXIT_BAD_INPUT
+
+
+def _usage(msg: str) -> int:
+    """A gate asked for wrongly (no budget, a budget that cannot be read): its own exit code, so CI
+    tells a misconfigured gate from an unreadable trace."""
+    print(msg, file=sys.stderr)
+    return EXIT_USAGE
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -422,15 +430,15 @@ def cmd_check(a) -> int:
     from .compare import check, parse_share
 
     if a.max_regression is None and a.max_attention_share is None:
-        return _fail("error: check: give --max-regression PCT and/or --max-attention-share X")
+        return _usage("error: check: give --max-regression PCT and/or --max-attention-share X")
     if a.max_regression is not None and not a.baseline:
-        return _fail("error: check: --max-regression needs --baseline BASE")
+        return _usage("error: check: --max-regression needs --baseline BASE")
     share = None
     if a.max_attention_share is not None:
         try:
             share = parse_share(a.max_attention_share)
         except ValueError:
-            return _fail(f"error: --max-attention-share: not a share: {a.max_attention_share!r} (e.g. 0.4 or 40%)")
+            return _usage(f"error: --max-attention-share: not a share: {a.max_attention_share!r} (e.g. 0.4 or 40%)")
     cmp = _compare(a, a.baseline or a.new, a.new)
     if cmp is None:
         return EXIT_BAD_INPUT

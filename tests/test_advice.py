@@ -518,7 +518,8 @@ def test_memory_flags_become_findings_with_their_gain(reports):
 
 def test_advice_rendered_in_table_and_markdown(reports):
     text = render_text([reports["naive_bf16_s2048_fwd"]])
-    assert "advice [high, ~" in text and " GPU, ~" in text and " step]: Use fused attention" in text
+    # gains per step, the step time first (the figure users act on), then the GPU time
+    assert "advice [high, " in text and " of step time, ~" in text and " of GPU time]: Use fused attention" in text
     assert "  how: Replace the explicit matmul" in text
     md = render_text([reports["naive_bf16_s2048_fwd"]], markdown=True)
     assert "Use fused attention" in md

@@ -125,9 +125,9 @@ def test_check_corrupt_baseline_exits_2(tmp_path, capsys):
 
 def test_check_needs_a_budget_and_a_baseline_for_regressions(capsys):
     code, _, err = run(["check", FLASH, "--baseline", FLASH], capsys)
-    assert code == 2 and err.startswith("error: check:")
+    assert code == 3 and err.startswith("error: check:")  # a gate asked for wrongly: 3, not 2 (unreadable)
     code, _, err = run(["check", FLASH, "--max-regression", "5"], capsys)
-    assert code == 2 and "--baseline" in err
+    assert code == 3 and "--baseline" in err
 
 
 def test_check_decode_gqa_math_vs_flash(tmp_path, capsys):
@@ -146,3 +146,14 @@ def test_console_script_check_exit_code():
         [exe, "check", MATH, "--baseline", FLASH, "--max-regression", "5", "--no-cache"], capture_output=True, text=True
     )
     assert p.returncode == 1 and p.stdout.startswith("FAIL:")
+
+
+def test_check_without_a_budget_has_its_own_exit_code(capsys):
+    """Issue #41: a gate asked for wrongly exits 3, apart from an unreadable trace (2)."""
+    from helpers import sample
+    from tb_attention_plugin.cli import main
+
+    assert main(["check", sample("sdpa_flash_s2048_fwd")]) == 3
+    assert "give --max-regression" in capsys.readouterr().err
+    assert main(["check", sample("sdpa_flash_s2048_fwd"), "--max-attention-share", "lots"]) == 3
+    assert main(["check", "/nonexistent.pt.trace.json", "--max-attention-share", "0.5"]) == 2

@@ -196,3 +196,19 @@ def test_annotate_writes_files_like_any_program(umask, mode, tmp_path, capsys):
     assert code == 0
     assert stat.S_IMODE(os.stat(out).st_mode) == mode
     assert [p.name for p in tmp_path.iterdir()] == ["a.json.gz"]  # no temporary left behind
+
+
+def test_the_cli_says_the_step_and_attentions_share_of_it_at_80_columns(capsys, monkeypatch):
+    """Issue #41: the step time, GPU busy and idle, attention's share of the step and per-step gains,
+    on the same basis as the tab's strip (steps.per_step)."""
+    from helpers import sample
+    from tb_attention_plugin.cli import main
+
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["analyze", sample("gpt4l_sdpa_train")]) == 0
+    out = capsys.readouterr().out
+    assert "step 21.87 ms (mean of 2 profiled steps): GPU busy 8.16 ms, idle 13.70 ms" in " ".join(out.split())
+    assert "attention 1.74 ms, 8.0% of the step" in " ".join(out.split())
+    assert "over the 2 profiled steps: GPU time" in " ".join(out.split())
+    assert all(len(line) <= 80 for line in out.splitlines())
+    assert ", per step: ~" in out

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ..formats import rounded as _r
+from ..steps import finding_per_step
 from .base import GPU, HIGH, MEDIUM, STEP, Finding, Rule, Silent
 from .rules import (
     decode_kv_heads,
@@ -63,6 +64,7 @@ FINDING_KEYS = (
     "step_gain_us",
     "fix_code",
     "twin",
+    "per_step",
 )
 
 
@@ -109,11 +111,14 @@ def _finding(rule: Rule, f: Finding, run: Run) -> dict[str, Any]:
 
 
 def rank_key(a: dict[str, Any]) -> float:
-    """Step time saved where it was estimated, else the finding's own gain; unknown last."""
-    v = a.get("step_gain_us")
-    if v is None:
-        v = a.get("estimated_gain_us")
-    return -(v if v is not None else -1.0)
+    """Step time saved where it was estimated; else the GPU time saved, the most a GPU saving can
+    take off the step (a math fallback with no step estimate is not outranked by small casts that
+    have one); else the finding's own gain; unknown last."""
+    for k in ("step_gain_us", "gpu_gain_us", "estimated_gain_us"):
+        v = a.get(k)
+        if v is not None:
+            return -float(v)
+    return 1.0
 
 
 def run_rules(run: Run) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -141,6 +146,8 @@ def run_rules(run: Run) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         checks.append(dict(check, fired=True, reason=None, findings=[m["id"] for m in made]))
     if usable:
         _measured(run, findings)
+    for f in findings:  # after the measured gains: per step, on the basis the finding ended with
+        f["per_step"] = finding_per_step(f, report)
     findings.sort(key=rank_key)
     return findings, checks
 

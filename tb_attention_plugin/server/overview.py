@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from ..steps import per_step
+
 BOUNDS = ("compute", "memory", "latency", "unknown")
 
 
@@ -59,32 +61,6 @@ def overview_row(summary: dict[str, Any]) -> dict[str, Any]:
         "advice": len(advice),
         "top_advice": best,
         "partial": bool((summary.get("trace") or {}).get("partial") or (summary.get("trace") or {}).get("truncated")),
-    }
-
-
-def per_step(summary: dict[str, Any]) -> dict[str, Any]:
-    """The run on one basis, per step (the strip's figures, frontend/src/views/strip.ts context):
-    the step (the mean profiled step, or the GPU span per step when the GPU ran longer), GPU busy
-    (all GPU activity, communication included: the summary's and the ranks' definition), its
-    compute part, idle = step − busy, and attention time; each the trace's total over its steps."""
-    steps = [s for s in summary.get("steps") or [] if summary.get("step") is None or s.get("name") == summary["step"]]
-    n = 1 if summary.get("step") is not None else max(1, len(steps))
-    span = summary.get("span_us")
-    step_sum = sum(s.get("dur_us") or 0.0 for s in steps)
-    busy = (summary.get("gpu_busy_us") or 0.0) / n
-    step = span / n if span is not None else (step_sum / n if step_sum else None)
-    if steps and step_sum:
-        step = max(step_sum / len(steps), step or 0.0)
-    if step is not None and step < busy:
-        step = busy
-    cb = summary.get("compute_busy_us")
-    return {
-        "steps": len(steps),
-        "step_us": round(step, 3) if step is not None else None,
-        "gpu_busy_us": round(busy, 3),
-        "compute_busy_us": round(cb / n, 3) if cb is not None else None,
-        "idle_us": round(max(0.0, step - busy), 3) if step is not None else None,
-        "attention_time_us": round((summary.get("attention_time_us") or 0.0) / n, 3),
     }
 
 
