@@ -650,6 +650,52 @@ export interface KernelsResponse {
   facets: { phase: string[]; direction: string[]; bound: string[]; kind: string[] };
 }
 
+/** One row of the kernel table grouped by kernel (``/kernels?group=1``, server/groups.py): the
+ * launches of one (kernel name, phase, direction). */
+export interface KernelGroup {
+  /** the longest launch's id (one per group) */
+  id: number;
+  name: string;
+  short_name: string;
+  kind: string;
+  attention: boolean;
+  phase: string | null;
+  direction: string;
+  calls: number;
+  total_us: number;
+  mean_us: number;
+  min_us: number;
+  max_us: number;
+  share: number | null;
+  /** launches on a matrix-engine (Tensor Core) roof, of ``roof_calls`` with an arithmetic roof */
+  tensor_core_calls: number;
+  roof_calls: number;
+  /** launches per roof (``peak``) and per dtype */
+  peaks: Record<string, number>;
+  dtypes: Record<string, number>;
+  occupancy_pct: number | null;
+  occupancy_calls: number;
+  /** the bound holding most of the group's time */
+  bound: Bound;
+  bound_time_us: Partial<Record<Bound, number>>;
+  /** the longest launch: its source, op and details stand for the group */
+  longest: Kernel;
+}
+
+export interface KernelGroupsResponse {
+  grouped: boolean;
+  total: number;
+  launches: number;
+  total_time_us: number;
+  all: number;
+  offset: number;
+  limit: number;
+  sort: string;
+  order: "asc" | "desc";
+  rows: KernelGroup[];
+  facets: { phase: string[]; direction: string[]; bound: string[]; kind: string[] };
+}
+
 export interface RooflinePoint {
   name: string;
   short_name: string;

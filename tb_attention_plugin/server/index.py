@@ -293,6 +293,7 @@ class KernelQuery:
     q: str = ""
     site: str = ""  # an attention site's name (report ``sites``, kernel rows' ``site``)
     name: str = ""  # exactly this kernel name (a click-through names one kernel, not a search)
+    group: bool = False  # one row per (kernel name, phase, direction): server/groups.py
 
 
 def _cat_mask(t: KernelTable, col: str, values: list) -> np.ndarray:

@@ -11,10 +11,11 @@ from typing import Any, Optional
 
 from ..attention import vocabulary as V
 from .discovery import FileInfo, still_inside
+from .groups import GROUP_DESCENDING, GROUP_SORT_KEYS, query_groups
 from .index import BOUNDS, SORT_KEYS, KernelQuery, facets, find_kernel, query_kernels, roofline
 from .loader import Snapshot
 from .names import add_short, summary_short_names
-from .params import HttpError, choice_param, int_param, list_param, not_found, text_param
+from .params import HttpError, bool_param, choice_param, int_param, list_param, not_found, text_param
 from .selection import Pending, Selection
 
 PHASES = V.PHASES + (V.NOT_ATTENTION,)  # the kernel-table filter's values
@@ -65,14 +66,22 @@ def phases(snap: Snapshot, sel: Selection) -> dict[str, Any]:
 
 
 def kernel_query(args: Any) -> KernelQuery:
-    """The ``/kernels`` parameters (400 on a bad one), validated before any waiting."""
-    sort = choice_param(args, "sort", SORT_KEYS, "dur_us") or "dur_us"
+    """The ``/kernels`` parameters (400 on a bad one), validated before any waiting. ``group=1``:
+    one row per kernel (name, phase, direction), sorted by a GROUP_SORT_KEYS key."""
+    group = bool_param(args, "group", False)
+    if group:
+        sort = choice_param(args, "sort", GROUP_SORT_KEYS, "total_us") or "total_us"
+        descending_keys: tuple[str, ...] = GROUP_DESCENDING
+    else:
+        sort = choice_param(args, "sort", SORT_KEYS, "dur_us") or "dur_us"
+        descending_keys = _DESCENDING
     order = choice_param(args, "order", ("asc", "desc"), None)
     return KernelQuery(
         offset=int_param(args, "offset", 0, 0, 1 << 40),
         limit=int_param(args, "limit", 50, 1, 1000),
         sort=sort,
-        descending=(order == "desc") if order else sort in _DESCENDING,
+        descending=(order == "desc") if order else sort in descending_keys,
+        group=group,
         phase=list_param(args, "phase", PHASES),
         direction=choice_param(args, "direction", V.DIRECTIONS),
         bound=list_param(args, "bound", BOUNDS),
@@ -91,9 +100,10 @@ def _loaded(snap: Snapshot) -> Any:
 
 def kernels(snap: Snapshot, sel: Selection, q: KernelQuery) -> dict[str, Any]:
     t = _loaded(snap).kernels
-    out = query_kernels(t, q)
+    out = query_groups(t, q) if q.group else query_kernels(t, q)
     for r in out.get("rows") or []:
         add_short(r)
+        add_short(r.get("longest"))
     out.update({"state": "ready", "selection": sel.echo, "facets": facets(t)})
     return out
 

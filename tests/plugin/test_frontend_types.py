@@ -40,6 +40,7 @@ NOT_IN_TYPES: dict[str, set[str]] = {
     "Device": {"l2_bytes"},
     "Kernel": {"dram_bytes", "cost_role"},
     "KernelsResponse": {"selection", "state"},
+    "KernelGroupsResponse": {"selection", "state"},
     "RooflineResponse": {"selection", "state"},
     "TimelineResponse": {"selection", "state"},
     "RooflineResponse.thresholds": {"low_occupancy_pct", "short_kernel_us", "tiny_grid_sm_fraction"},
@@ -328,6 +329,7 @@ def answers(tmp_path_factory):
             "RunsResponse": [s.runs()],
             "SummaryResponse": [],
             "KernelsResponse": [],
+            "KernelGroupsResponse": [],
             "RooflineResponse": [],
             "CompareResponse": [],
             "Selection": [],
@@ -335,6 +337,7 @@ def answers(tmp_path_factory):
         for r in ("flash", "gpt", "naive", "decode", "mem"):
             out["SummaryResponse"].append(s.get("/summary", run=r).json)
             out["KernelsResponse"].append(s.get("/kernels", run=r, scope="all", limit=200).json)
+            out["KernelGroupsResponse"].append(s.get("/kernels", run=r, scope="all", group=1, limit=200).json)
             for group in ("1", "0"):
                 out["RooflineResponse"].append(s.get("/roofline", run=r, scope="all", group=group).json)
             out.setdefault("MemoryResponse", []).append(s.get("/memory", run=r).json)
