@@ -12,13 +12,7 @@ import field_corpus as C  # noqa: E402
 
 ENTRIES = C.entries() if os.path.exists(os.path.join(C.HERE, "corpus.json")) else []
 # Disagreements not yet fixed in the engine, kept visible: a strict xfail fails the day it passes.
-KNOWN = {
-    "tracelens_xdit_sd35": (
-        "SD3.5's compiled joint attention interleaves each stream's q/k projections with their QK-norms and "
-        "its two output projections with the next layer norm: the name-only structure of compiled regions "
-        "finds the value projections and the first output projection only (validation/field/RESULTS.md)"
-    ),
-}
+KNOWN: dict[str, str] = {}
 
 
 def test_every_entry_has_its_sources_and_an_expectation():

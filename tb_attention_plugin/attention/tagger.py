@@ -954,7 +954,7 @@ def tag(
         g_src[hit] = _SRC["kernel_name"]
         for k, nid in zip(hit.tolist(), gname[hit].tolist()):
             instances[n + k] = {"name": names[nid], "source": "kernel_name"}
-    _compiled_structure(trace, links, g_inst, g_phase, g_src, instances)
+    _compiled_structure(ctx, links, g_inst, g_phase, g_src, instances)
     return Tagging(
         range_instance=inst.astype(index_dtype(n), copy=False),  # range indices: int32 (1.5 MB per 370k ranges)
         range_phase=phase,
@@ -1082,7 +1082,7 @@ def _communication_ranges(ctx: _Ctx, links: Links, comm_names: np.ndarray) -> np
 
 
 def _compiled_structure(
-    trace: Trace,
+    ctx: _Ctx,
     links: Links,
     g_inst: np.ndarray,
     g_phase: np.ndarray,
@@ -1094,7 +1094,10 @@ def _compiled_structure(
     and KV-cache writes around it are not. They are given the same structure a CUDA-graph replay
     of those kernels gets (graphs.structure_phases): within one compiled region, in GPU order,
     from the first GEMM after the last normalisation up to the attention kernel, and after it up
-    to the first GEMM. Only kernels no scope tagged are placed (source ``compiled_structure``)."""
+    to the first GEMM. Only kernels no scope tagged are placed (source ``compiled_structure``).
+    Where the region's ops record shapes, the projections are then read from them
+    (:func:`_projections_by_shape`)."""
+    trace = ctx.t
     names = trace.strings
     R = trace.ranges
     if not len(R["kind"]) or not any(P.COMPILED_REGION.search(s) for s in names):
@@ -1115,3 +1118,103 @@ def _compiled_structure(
         att = (g_inst[g] >= 0) & (g_phase[g] == fused)
         if att.any():
             structure.tag(g, G["name"][g], att, g_inst, g_phase, g_src, src)
+            _projections_by_shape(ctx, links, g, att, g_inst, g_phase, g_src, src)
+
+
+# ops whose kernel is a projection GEMM in compiled code (Inductor's extern kernels)
+_GEMM_OPS = frozenset({"mm", "addmm", "linear", "_scaled_mm", "matmul"})
+
+
+def _gemm_mkn(args: list[Arg], op: str) -> Optional[tuple[int, int, int]]:
+    """(M, K, N) of a projection op's recorded inputs, or None."""
+    t = [a.dims for a in args if a.is_tensor and a.dims]
+    if op == "addmm" and len(t) >= 3:
+        t = t[1:]
+    if len(t) < 2 or len(t[0]) < 2 or len(t[1]) != 2:
+        return None
+    x, w = t[0], t[1]
+    m = int(prod(x[:-1]))
+    if op == "linear":  # weight [N, K]
+        return (m, int(w[1]), int(w[0])) if w[1] == x[-1] else None
+    return (m, int(w[0]), int(w[1])) if w[0] == x[-1] else None
+
+
+def _projections_by_shape(
+    ctx: _Ctx,
+    links: Links,
+    g: np.ndarray,
+    att: np.ndarray,
+    g_inst: np.ndarray,
+    g_phase: np.ndarray,
+    g_src: np.ndarray,
+    src: int,
+) -> None:
+    """Projections of a compiled region's attention calls by what their GEMMs compute, where the
+    ops record shapes: between the previous call and this one, every GEMM whose output is as wide
+    as the call's heads (heads × head dim of q, k or v) is an input projection, and the norms
+    between the first of them and the call are QK-norms; after the call, per stream (each M, the
+    token count, of the input projections) the first GEMM reading that width back is the output
+    projection. Joint attention (SD3.5's MMDiT: an image and a text stream, each with q/k/v
+    interleaved with QK-norms, and two output projections around the next layer norm) is read
+    whole this way, where the name-only structure stops at the first norm."""
+    gop = links.gpu_op
+    norm_phase = P.PHASE_INDEX["qkv_proj"]
+    # one call per run of adjacent attention kernels of one instance (a split-KV kernel and its combine)
+    pos: list[tuple[int, int]] = []
+    for i in np.flatnonzero(att).tolist():
+        if pos and pos[-1][1] == i - 1 and g_inst[g[i]] == g_inst[g[pos[-1][0]]]:
+            pos[-1] = (pos[-1][0], i)
+        else:
+            pos.append((i, i))
+    info: list[tuple[int, Optional[tuple[int, int, int]]]] = []  # per kernel of g: (op, (M, K, N) or None)
+    for k in g.tolist():
+        r = int(gop[k])
+        mkn = None
+        if r >= 0:
+            op = P.short_op(ctx.name(r))
+            if op in _GEMM_OPS:
+                mkn = _gemm_mkn(ctx.args(r) or [], op)
+        info.append((r, mkn))
+    start = 0
+    for n, (a, b) in enumerate(pos):
+        r = info[a][0]
+        dims = [x.dims for x in ((ctx.args(r) or []) if r >= 0 else []) if x.is_tensor and len(x.dims) == 4][:3]
+        widths = {int(d[1] * d[3]) for d in dims} | {int(d[2] * d[3]) for d in dims}
+        if not widths:
+            start = b + 1
+            continue
+        inst = int(g_inst[g[a]])
+        shaped = {i: mkn for i, (_, mkn) in enumerate(info[start:a], start) if mkn is not None}
+        wide = [i for i, mkn in shaped.items() if mkn[2] in widths]
+        # the projections of one call read one hidden state: the input width of the one nearest the
+        # call (an MLP's down projection before them writes the same width from another)
+        hidden = shaped[wide[-1]][1] if wide else None
+        ins = [i for i in wide if shaped[i][1] == hidden]
+        ms = {shaped[i][0] for i in ins}
+        for i in ins:
+            k = int(g[i])
+            if g_inst[k] < 0 or g_src[k] == src:
+                g_inst[k], g_phase[k], g_src[k] = inst, P.PHASE_INDEX["qkv_proj"], src
+        if ins:  # the QK-norms between the projections and the call
+            for i in range(ins[0], a):
+                k = int(g[i])
+                if g_inst[k] < 0 and _is_norm_kernel(ctx.t.strings[ctx.t.gpu["name"][k]]):
+                    g_inst[k], g_phase[k], g_src[k] = inst, norm_phase, src
+        nxt = pos[n + 1][0] if n + 1 < len(pos) else len(g)
+        start = b + 1  # the next call's input side begins after this call's output projections
+        for m in ms:
+            for i in range(b + 1, nxt):
+                mkn = info[i][1]
+                # the output projection reads the heads' width back into the hidden state's
+                if mkn is not None and mkn[0] == m and mkn[1] in widths and mkn[2] == hidden:
+                    k = int(g[i])
+                    if g_inst[k] < 0 or g_src[k] == src:
+                        g_inst[k], g_phase[k], g_src[k] = inst, P.PHASE_INDEX["out_proj"], src
+                    start = max(start, i + 1)
+                    break
+
+
+def _is_norm_kernel(name: str) -> bool:
+    from .structure import NORM_KERNEL
+
+    return bool(NORM_KERNEL.search(name))

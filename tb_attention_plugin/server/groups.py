@@ -29,6 +29,8 @@ GROUP_SORT_KEYS = (
     "tensor_core",
     "occupancy_pct",
     "name",
+    "op",
+    "module_path",
     "phase",
     "direction",
     "bound",
@@ -100,6 +102,8 @@ class _Groups:
         t = self.t
         if key == "name":
             return t.rank("name")[self.name].astype(np.float64), np.zeros(self.n, dtype=bool)
+        if key in ("op", "module_path"):  # the longest launch's, as the row shows it
+            return t.rank(key)[t.text[key][self.longest]].astype(np.float64), np.zeros(self.n, dtype=bool)
         if key in ("phase", "direction", "bound"):
             codes = {"phase": self.phase, "direction": self.direction, "bound": self.bound}[key]
             null = codes < 0

@@ -293,3 +293,47 @@ def test_mangled_rocm_kernel_names_are_read_apart():
     assert library_family("_ZN5aiter23fmha_bwd_hd128_bf16_a16E") == "aiter"
     assert library_family("_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi64ELi8") is None
     assert unmangled("void flash::flash_fwd_kernel<>") == "void flash::flash_fwd_kernel<>"
+
+
+def test_compiled_joint_attention_projections_by_their_shapes(tmp_path):
+    """SD3.5's MMDiT, compiled: two streams' q/k projections interleaved with their QK-norms, the
+    value projections, the attention kernel, then the image stream's output projection, the next layer
+    norm, the text stream's output projection, and the MLP. The ops' shapes say which GEMM is which."""
+    t = SynthTrace()
+    C, M1, M2 = 2432, 8192, 666
+    norm = "triton_per_fused__to_copy_add_addmm_mean_mul_pow_rsqrt_transpose_view_5"
+    gemm = "Cijk_Alik_Bljk_BBS_BH_Bias_MT320x224x64_MI16x16x1"
+
+    def mm(m, k, n, bias=False):
+        op, dims = ("aten::addmm", [[n], [m, k], [k, n]]) if bias else ("aten::mm", [[m, k], [k, n]])
+        with t.op(op, dims=dims, types=[BF16] * len(dims)):
+            t.kernel(gemm, dur=10)
+
+    with t.op("Torch-Compiled Region: 0/0"):
+        with t.op("triton_red_fused_add_addmm_mul_native_layer_norm_split_unsqueeze_view_9"):
+            t.kernel("triton_red_fused_add_addmm_mul_native_layer_norm_split_unsqueeze_view_9", dur=3)
+        for m in (M1, M2):
+            mm(m, C, C)
+            with t.op(norm):
+                t.kernel(norm, dur=2)
+        mm(M1, C, C, bias=True)
+        mm(M2, C, C, bias=True)
+        with t.op("triton_poi_fused__scaled_dot_product_flash_attention_cat_transpose_view_10"):
+            t.kernel("triton_poi_fused__scaled_dot_product_flash_attention_cat_transpose_view_10", dur=2)
+        with t.op("aten::_flash_attention_forward", dims=[[2, 4429, 38, 64]] * 3, types=[BF16] * 3):
+            t.kernel("attn_fwd", dur=50)
+        mm(M1, C, C)
+        with t.op("triton_red_fused_add_addmm_mul_native_layer_norm_split_unsqueeze_view_21"):
+            t.kernel("triton_red_fused_add_addmm_mul_native_layer_norm_split_unsqueeze_view_21", dur=3)
+        mm(M2, C, C)
+        mm(M1, C, 4 * C)
+    rows, _ = run(t, tmp_path)
+    assert [r[1] for r in rows] == [
+        None,
+        "qkv_proj", "qkv_proj",  # q (image) and its QK-norm
+        "qkv_proj", "qkv_proj",  # q (text) and its QK-norm
+        "qkv_proj", "qkv_proj",  # the value projections
+        "layout", "fused_attention",
+        "out_proj", None, "out_proj",  # image out, the next layer norm, text out
+        None,  # the MLP
+    ]  # fmt: skip

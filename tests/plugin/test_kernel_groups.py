@@ -70,13 +70,30 @@ def test_tensor_cores_are_the_matmuls_and_the_fused_kernels(served):
 
 
 def test_sorted_filtered_and_paginated(served):
-    for key in ("total_us", "calls", "mean_us", "max_us", "occupancy_pct", "tensor_core", "name", "phase", "bound"):
+    for key in (
+        "total_us",
+        "calls",
+        "mean_us",
+        "max_us",
+        "occupancy_pct",
+        "tensor_core",
+        "name",
+        "op",
+        "module_path",
+        "phase",
+        "bound",
+    ):
         for order in ("asc", "desc"):
             d = served.get("/kernels", run="gpt", group=1, sort=key, order=order, limit=1000).json
             assert d["sort"] == key and d["order"] == order
     d = served.get("/kernels", run="gpt", group=1, sort="total_us", order="desc", limit=1000).json
     totals = [r["total_us"] for r in d["rows"]]
     assert totals == sorted(totals, reverse=True)
+    ops = [
+        (r["longest"]["op"] or "").lower()
+        for r in served.get("/kernels", run="gpt", group=1, sort="op", limit=1000).json["rows"]
+    ]
+    assert ops == sorted(ops)
     assert served.get("/kernels", run="gpt", group=1).json["sort"] == "total_us"  # the default
     p1 = served.get("/kernels", run="gpt", group=1, limit=3).json
     p2 = served.get("/kernels", run="gpt", group=1, limit=3, offset=3).json
