@@ -54,8 +54,16 @@ def _llama(attn: str, small: bool) -> tuple[Callable[[], None], dict[str, Any]]:
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    return step, {"hidden": hidden, "heads": heads, "kv_heads": kv, "layers": layers, "seq": seq, "batch": batch,
-                  "autocast": "bf16", "attn_implementation": attn}
+    return step, {
+        "hidden": hidden,
+        "heads": heads,
+        "kv_heads": kv,
+        "layers": layers,
+        "seq": seq,
+        "batch": batch,
+        "autocast": "bf16",
+        "attn_implementation": attn,
+    }
 
 
 def _bert_padded(small: bool) -> tuple[Callable[[], None], dict[str, Any]]:
@@ -63,8 +71,14 @@ def _bert_padded(small: bool) -> tuple[Callable[[], None], dict[str, Any]]:
 
     dev = "cuda" if not small else "cpu"
     hidden, heads, layers, seq, batch = (512, 8, 6, 512, 32) if not small else (64, 4, 1, 32, 4)
-    cfg = BertConfig(hidden_size=hidden, num_attention_heads=heads, num_hidden_layers=layers,
-                     intermediate_size=hidden * 4, max_position_embeddings=seq, attn_implementation="sdpa")
+    cfg = BertConfig(
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        num_hidden_layers=layers,
+        intermediate_size=hidden * 4,
+        max_position_embeddings=seq,
+        attn_implementation="sdpa",
+    )
     dt = torch.float16 if not small else torch.float32
     model = BertModel(cfg).to(dev, dt).eval()
     g = torch.Generator().manual_seed(0)
@@ -77,8 +91,16 @@ def _bert_padded(small: bool) -> tuple[Callable[[], None], dict[str, Any]]:
         with torch.no_grad():
             model(input_ids=ids, attention_mask=mask)
 
-    return step, {"hidden": hidden, "heads": heads, "layers": layers, "seq": seq, "batch": batch,
-                  "dtype": "fp16", "real_tokens": int(lengths.sum()), "token_slots": batch * seq}
+    return step, {
+        "hidden": hidden,
+        "heads": heads,
+        "layers": layers,
+        "seq": seq,
+        "batch": batch,
+        "dtype": "fp16",
+        "real_tokens": int(lengths.sum()),
+        "token_slots": batch * seq,
+    }
 
 
 WORKLOADS: dict[str, Callable[[bool], tuple[Callable[[], None], dict[str, Any]]]] = {
@@ -118,8 +140,13 @@ def record(name: str, out: str, small: bool) -> None:
     d = os.path.join(out, name)
     os.makedirs(d, exist_ok=True)
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=acts, schedule=schedule(wait=1, warmup=1, active=2), record_shapes=True,
-                 with_stack=True, on_trace_ready=tensorboard_trace_handler(d, worker_name=name, use_gzip=True)) as p:
+    with profile(
+        activities=acts,
+        schedule=schedule(wait=1, warmup=1, active=2),
+        record_shapes=True,
+        with_stack=True,
+        on_trace_ready=tensorboard_trace_handler(d, worker_name=name, use_gzip=True),
+    ) as p:
         for _ in range(4):
             step()
             p.step()

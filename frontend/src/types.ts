@@ -227,6 +227,8 @@ export interface Advice {
   /** The fix as code, and the twin pair that validates the rule. */
   fix_code?: string;
   twin?: string | null;
+  /** The savings per profiled step, and whether the GPU figure was measured (a replay) or estimated. */
+  per_step?: { steps: number; gpu_gain_us: number | null; step_gain_us: number | null; basis: "measured" | "estimated" };
 }
 
 /** One rule of ``advice_checks``: whether it fired, and why not. */
