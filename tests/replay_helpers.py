@@ -84,3 +84,24 @@ def varlen_trace(path, sequences: int = 4, total: int = 3000, longest: int = 150
                 ):
                     t.kernel(FLASH_VARLEN_KERNEL, dur=250.0)
     return t.write(path)
+
+
+def amp_trace(path) -> str:
+    """An HF-style eager attention call recorded under torch.autocast(bf16): the QK^T matmul gets fp32
+    inputs (rotary promoted q and k) and runs its bmm in bf16, as the trace's ops say."""
+    from synth import BF16, F32, SynthTrace
+
+    t = SynthTrace()
+    q, kt, s, v = [2, 8, 256, 64], [2, 8, 64, 256], [2, 8, 256, 256], [2, 8, 256, 64]
+    with t.module("LlamaAttention_0"):
+        with t.op("aten::matmul", dims=[q, kt], types=[F32, F32]):
+            with t.op("aten::_to_copy", dims=[q], types=[F32]):
+                t.kernel("void at::native::vectorized_elementwise_kernel<4, bfloat16_copy_kernel_cuda>", dur=2)
+            with t.op("aten::bmm", dims=[[16, 256, 64], [16, 64, 256]], types=[BF16, BF16]):
+                t.kernel("nvjet_tst_64x64_64x4_1x1_v_bz_TNN", dur=5)
+        with t.op("aten::_softmax", dims=[s, [], []], types=[BF16, "Scalar", "Scalar"], concrete=["", "-1", "False"]):
+            t.kernel("void (anonymous namespace)::softmax_warp_forward<float, float, float, 8>", dur=3)
+        with t.op("aten::matmul", dims=[s, v], types=[BF16, BF16]):
+            with t.op("aten::bmm", dims=[[16, 256, 256], [16, 256, 64]], types=[BF16, BF16]):
+                t.kernel("nvjet_tst_64x64_64x4_1x1_v_bz_NNN", dur=5)
+    return t.write(path)

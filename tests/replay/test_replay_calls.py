@@ -190,21 +190,8 @@ def test_an_amp_call_is_replayed_under_autocast(tmp_path):
     """Under torch.autocast(bf16) an HF eager attention's matmuls get fp32 inputs (rotary promotes q
     and k) and run as bf16 kernels: the cast ops in the trace say so, and the replay runs the call
     under autocast with the recorded fp32 inputs, not fp32 math the trace never ran."""
-    from synth import BF16, F32, SynthTrace
+    from replay_helpers import amp_trace
 
-    t = SynthTrace()
-    q, kt, s, v = [2, 8, 256, 64], [2, 8, 64, 256], [2, 8, 256, 256], [2, 8, 256, 64]
-    with t.module("LlamaAttention_0"):
-        with t.op("aten::matmul", dims=[q, kt], types=[F32, F32]):
-            with t.op("aten::_to_copy", dims=[q], types=[F32]):
-                t.kernel("void at::native::vectorized_elementwise_kernel<4, bfloat16_copy_kernel_cuda>", dur=2)
-            with t.op("aten::bmm", dims=[[16, 256, 64], [16, 64, 256]], types=[BF16, BF16]):
-                t.kernel("nvjet_tst_64x64_64x4_1x1_v_bz_TNN", dur=5)
-        with t.op("aten::_softmax", dims=[s, [], []], types=[BF16, "Scalar", "Scalar"], concrete=["", "-1", "False"]):
-            t.kernel("void (anonymous namespace)::softmax_warp_forward<float, float, float, 8>", dur=3)
-        with t.op("aten::matmul", dims=[s, v], types=[BF16, BF16]):
-            with t.op("aten::bmm", dims=[[16, 256, 256], [16, 256, 64]], types=[BF16, BF16]):
-                t.kernel("nvjet_tst_64x64_64x4_1x1_v_bz_NNN", dur=5)
-    c = calls_of(t.write(tmp_path / "amp.pt.trace.json"))[0]
+    c = calls_of(amp_trace(tmp_path / "amp.pt.trace.json"))[0]
     assert c["kind"] == "eager" and c["dtype"] == "fp32" and c["autocast"] == "bf16"
     assert any("autocast" in n for n in c["notes"])

@@ -346,20 +346,9 @@ def test_budget_default_calls_progress_and_results_written_as_measured(tmp_path)
 
 def test_an_amp_call_runs_under_autocast(tmp_path):
     pytest.importorskip("torch")
-    from synth import BF16, F32, SynthTrace
+    from replay_helpers import amp_trace
 
-    t = SynthTrace()
-    q, kt, s, v = [2, 8, 256, 64], [2, 8, 64, 256], [2, 8, 256, 256], [2, 8, 256, 64]
-    with t.module("LlamaAttention_0"):
-        with t.op("aten::matmul", dims=[q, kt], types=[F32, F32]):
-            with t.op("aten::bmm", dims=[[16, 256, 64], [16, 64, 256]], types=[BF16, BF16]):
-                t.kernel("nvjet_tst_64x64_64x4_1x1_v_bz_TNN", dur=5)
-        with t.op("aten::_softmax", dims=[s, [], []], types=[BF16, "Scalar", "Scalar"], concrete=["", "-1", "False"]):
-            t.kernel("void (anonymous namespace)::softmax_warp_forward<float, float, float, 8>", dur=3)
-        with t.op("aten::matmul", dims=[s, v], types=[BF16, BF16]):
-            with t.op("aten::bmm", dims=[[16, 256, 256], [16, 256, 64]], types=[BF16, BF16]):
-                t.kernel("nvjet_tst_64x64_64x4_1x1_v_bz_NNN", dur=5)
-    p = t.write(tmp_path / "amp.pt.trace.json")
+    p = amp_trace(tmp_path / "amp.pt.trace.json")
     script = str(tmp_path / "r.py")
     cli("replay", p, "--emit", script)
     r = _run(
