@@ -552,3 +552,26 @@ def test_copy_group_totals_match_one_loop_over_the_ops_to_the_bit(monkeypatch):
         assert g["cpu_time_us"] == rounded(want["cpu"]) and g["gpu_time_us"] == rounded(want["gpu"])
         assert g["bytes"] == int(round(want["bytes"]))
         assert (g["bytes_estimated"], g["noncontiguous_input"]) == (want["est"], want["nc"])
+
+
+def test_a_strided_copy_fix_names_the_operand_of_its_matmul():
+    """Issue #41: a PV matmul's copy is of V, not of K^T."""
+    from tb_attention_plugin.memory.flags import _copy_flag
+
+    base = dict(
+        kind="materialize",
+        instances=4,
+        within="aten::matmul",
+        op="aten::contiguous",
+        shape=[8, 64, 2048],
+        detail="",
+        noncontiguous_input=True,
+        direction="forward",
+        calls=8,
+        gpu_time_us=10.0,
+        cpu_time_us=5.0,
+        bytes=1e6,
+        bytes_estimated=False,
+    )
+    fixes = {ph: (_copy_flag(dict(base, phase=ph), 8) or {}).get("fix", "") for ph in ("qk_matmul", "pv_matmul")}
+    assert "strided K^T" in fixes["qk_matmul"] and "strided V" in fixes["pv_matmul"]

@@ -102,8 +102,10 @@ def _copy_flag(g: dict, n_calls: Optional[int]) -> Optional[dict]:
         else:
             what = "materialises a strided (transposed) view"
             if g["within"] and short_name(g["within"]) in ("matmul", "bmm", "einsum"):
+                # name the operand the copied matmul has: K^T for the score matmul, V for PV
+                operand = {"qk_matmul": "K^T", "pv_matmul": "V"}.get(g["phase"], "operand")
                 fix = (
-                    "torch.matmul copies its transposed operand (K^T) into a contiguous buffer before the bmm: "
+                    f"torch.matmul copies its strided {operand} into a contiguous buffer before the bmm: "
                     "scaled_dot_product_attention reads strided q/k/v in place"
                 )
             else:
