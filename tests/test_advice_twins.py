@@ -6,6 +6,7 @@ pairs (used for no constant, threshold or table row) must never predict a gain w
 loss and must stay within a factor of 2 (their misses of the tighter bound are reported, not hidden:
 advice_twins.md)."""
 
+import glob
 import json
 import os
 import sys
@@ -127,3 +128,25 @@ def test_recorded_twins(pair):
         return
     # held-out pairs too: every recorded pair is within its bounds (a new miss goes to KNOWN_MISSES, visibly)
     assert r["ok"], (r["verdict"], r["ratio"], r["predicted_us"], r["measured_us"], r["reason"])
+
+
+def test_twin_verdicts_are_what_the_twins_say():
+    """A finding cites its twin only where the twin confirms the rule's gain within its window
+    (issue #41: no citing a pair that validates only the rule's silence, or that the rule misses)."""
+    from tb_attention_plugin.advice.registry import twin_verdict
+
+    with open(T.VERDICTS) as f:
+        committed = json.load(f)
+    assert committed == json.loads(json.dumps(T.twin_verdicts(), sort_keys=True))
+    assert twin_verdict("fuse_attention")["ok"] and not twin_verdict("slow_backward")["ok"]
+
+
+def test_a_finding_cites_only_a_confirming_twin():
+    from tb_attention_plugin.advice.registry import twin_verdict
+    from tb_attention_plugin.analyze import analyze_path
+
+    rep = analyze_path(glob.glob(os.path.join(ROOT, "sample_traces", "sdpa_math_s2048_fwd", "*.json.gz"))[0])
+    for f in rep["advice"]:
+        ok = twin_verdict(f["id"]).get("ok")
+        assert (f["twin"] is not None) == bool(ok), f["id"]
+        assert f["twin_check"] == (twin_verdict(f["id"]) or None)

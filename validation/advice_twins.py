@@ -282,12 +282,49 @@ def load_pairs(manifest: Optional[str]) -> list[dict]:
     return pairs
 
 
+VERDICTS = os.path.join(ROOT, "tb_attention_plugin", "advice", "data", "twin_verdicts.json")
+
+
+def twin_verdicts() -> dict:
+    """Per rule, what the twin pair it cites says of its gain: ``{rule: {pair, ratio, verdict, ok}}``.
+    A finding cites its twin only where ``ok`` (the prediction within the rule's window): a pair that
+    validates only the rule's silence, or that the rule misses, is no validation of a gain."""
+    import glob
+
+    from tb_attention_plugin.advice.registry import RULES
+
+    pairs = {p["name"]: p for p in load_pairs(None)}
+    for m in sorted(glob.glob(os.path.join(HERE, "twins", "*", "manifest.json"))):
+        for p in load_pairs(m):
+            pairs.setdefault(p["name"], p)
+    out = {}
+    for rule in RULES:
+        p = pairs.get(rule.twin or "")
+        if p is None or not all(os.path.exists(os.path.join(ROOT, p[k])) for k in ("problem", "fix") if p.get(k)):
+            out[rule.id] = {"pair": rule.twin, "ratio": None, "verdict": "not recorded", "ok": False}
+            continue
+        r = evaluate(p)
+        ok = bool(r["ok"]) and not r["verdict"].startswith("silent")
+        ratio = round(r["ratio"], 3) if r.get("ratio") is not None else None
+        out[rule.id] = {"pair": rule.twin, "ratio": ratio, "verdict": r["verdict"], "ok": ok}
+    return out
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--manifest", help="validation/twins.py's manifest.json instead of validation/advice_twins.json")
     ap.add_argument("--write", action="store_true", help="rewrite the table in validation/advice_twins.md")
+    ap.add_argument(
+        "--write-verdicts", action="store_true", help="rewrite tb_attention_plugin/advice/data/twin_verdicts.json"
+    )
     a = ap.parse_args(argv)
     os.environ.setdefault("TB_ATTENTION_CACHE_DIR", os.path.join(ROOT, "tests", "_artifacts", "twins-cache"))
+    if a.write_verdicts:
+        with open(VERDICTS, "w") as f:
+            json.dump(twin_verdicts(), f, indent=1, sort_keys=True)
+            f.write("\n")
+        print("wrote", VERDICTS)
+        return 0
     rows = [evaluate(p) for p in load_pairs(a.manifest)]
     text = table(rows)
     if a.write:

@@ -226,7 +226,9 @@ export interface Advice {
   step_gain_us?: number | null;
   /** The fix as code, and the twin pair that validates the rule. */
   fix_code?: string;
+  /** The twin pair that confirms the rule's gain within its window; null where it does not (then see twin_check). */
   twin?: string | null;
+  twin_check?: { pair: string | null; ratio: number | null; verdict: string; ok: boolean } | null;
   /** The savings per profiled step, and whether the GPU figure was measured (a replay) or estimated. */
   per_step?: { steps: number; gpu_gain_us: number | null; step_gain_us: number | null; basis: "measured" | "estimated" };
 }

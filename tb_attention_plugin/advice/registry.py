@@ -14,6 +14,9 @@ check (``advice_checks``) says, per rule, whether it fired and, when not, why.
 
 from __future__ import annotations
 
+import functools
+import json
+import os
 from typing import Any, Optional
 
 from ..formats import rounded as _r
@@ -64,6 +67,7 @@ FINDING_KEYS = (
     "step_gain_us",
     "fix_code",
     "twin",
+    "twin_check",
     "per_step",
 )
 
@@ -100,7 +104,10 @@ def _finding(rule: Rule, f: Finding, run: Run) -> dict[str, Any]:
         "gpu_gain_us": _r(gpu) if gpu is not None else None,
         "step_gain_us": _r(step) if step is not None else None,
         "fix_code": f.fix_code or rule.fix,
-        "twin": rule.twin,
+        # the twin is cited only where it confirms the rule's gain within its window
+        # (validation/advice_twins.py --write-verdicts); its check is given either way
+        "twin": rule.twin if twin_verdict(rule.id).get("ok") else None,
+        "twin_check": twin_verdict(rule.id) or None,
     }
     if run.replay is not None:
         out["evidence"] = dict(
@@ -108,6 +115,22 @@ def _finding(rule: Rule, f: Finding, run: Run) -> dict[str, Any]:
             modelled_step_us=_r(run.replay.base_us / run.steps),
         )
     return out
+
+
+@functools.lru_cache(maxsize=1)
+def _twin_verdicts() -> dict[str, dict[str, Any]]:
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "twin_verdicts.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data: dict[str, dict[str, Any]] = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return data
+
+
+def twin_verdict(rule_id: str) -> dict[str, Any]:
+    """What the twin pair a rule cites says of its gain: ``{pair, ratio, verdict, ok}`` ({} unknown)."""
+    return dict(_twin_verdicts().get(rule_id) or {})
 
 
 def rank_key(a: dict[str, Any]) -> float:
