@@ -76,7 +76,8 @@ def test_math_backend_gain_is_measured(tmp_path):
     assert "measured on NVIDIA H200" in f["detail"] and "faster than the math backend" in f["detail"]
     assert f["gain_basis"] == "gpu" and f["gpu_gain_us"] == f["estimated_gain_us"]  # the GPU figure is the measured one
     # the rest of the finding, and every other finding, as before
-    changed = ("estimated_gain_us", "gpu_gain_us", "severity", "detail", "evidence")
+    changed = ("estimated_gain_us", "gpu_gain_us", "severity", "detail", "evidence", "per_step")
+    assert f["per_step"]["basis"] == "measured" and est["per_step"]["basis"] == "estimated"
     assert {k: v for k, v in f.items() if k not in changed} == {k: v for k, v in est.items() if k not in changed}
     text = cli_text("analyze", p, "--no-cache")
     assert "measured gain" in text and "Replayed backends" in text and "cudnn" in text
