@@ -135,3 +135,18 @@ export function memBytes(x: number | null | undefined): string {
   for (const [f, u] of units) if (a >= f) return `${sig(x / f)} ${u}`;
   return `${Math.round(x)} B`;
 }
+
+// a trace file's suffix, and a numeric or hex tail after it (tensorboard_trace_handler's span: epoch ns)
+const TRACE_SUFFIX = /(?:\.pt)?\.trace\.json(?:\.gz)?$|\.json(?:\.gz)?$/;
+const HASH_TAIL = /[._-](?:\d{8,}|(?=[0-9a-f]*\d)[0-9a-f]{16,})$/i;
+
+/** A run's (or trace file's) name as the page shows it: the meaningful head kept, the trace suffix
+ * and a numeric hash after it dropped, marked by an ellipsis ("naive_bf16_s2048_fwd_rank0.17960227
+ * 90297793763.pt.trace.json.gz" -> "naive_bf16_s2048_fwd_rank0…"); the whole name goes in the title.
+ * "." (the log directory itself) is named so. */
+export function runLabel(name: string): string {
+  if (name === ".") return "(log directory)";
+  let head = name.replace(TRACE_SUFFIX, "");
+  for (let i = 0; i < 4 && HASH_TAIL.test(head); i++) head = head.replace(HASH_TAIL, "");
+  return head && head !== name ? `${head}\u2026` : name;
+}

@@ -292,7 +292,7 @@ export class RanksView {
   private notAJob(run: string, reason: string, workers: number, multi: string[]): void {
     this.head.hidden = true;
     const pick = multi.map((m) => {
-      const b = h("button", { type: "button", class: "btn", "data-run": m }, `Open ${m === "." ? "(log directory)" : m}`);
+      const b = h("button", { type: "button", class: "btn", "data-run": m, title: m }, `Open ${fmt.runLabel(m)}`);
       b.addEventListener("click", () => {
         this.asked = null;
         this.run = m;
@@ -317,7 +317,7 @@ export class RanksView {
   private renderHead(multi: string[]): void {
     this.head.hidden = false;
     const sel = h("select", { id: "ranks-run", disabled: multi.length <= 1 });
-    for (const r of multi) sel.appendChild(h("option", { value: r }, r === "." ? "(log directory)" : r));
+    for (const r of multi) sel.appendChild(h("option", { value: r, title: r }, fmt.runLabel(r)));
     if (this.run) sel.value = this.run;
     sel.addEventListener("change", () => { this.run = sel.value; this.cmp = [null, null]; void this.load(); });
     replace(this.head, h("label", { class: "field", for: "ranks-run" }, h("span", { class: "field-label" }, "Run"), sel));

@@ -58,7 +58,7 @@ export function runsTable(rows: OverviewRow[], onOpen: OpenRun): HTMLElement {
   const tbody = h("tbody");
   for (const r of sorted) {
     const open = h("button", { type: "button", class: "linkish run-link", title: `open ${r.run} in the Trace view`, "data-run": r.run },
-      r.run === "." ? "(log directory)" : r.run);
+      fmt.runLabel(r.run));
     open.addEventListener("click", () => onOpen(r.run));
     const ready = r.state === "ready";
     let partial: HTMLElement | null = null;
@@ -70,7 +70,7 @@ export function runsTable(rows: OverviewRow[], onOpen: OpenRun): HTMLElement {
     const cut = (r.message || "the file ends early").replace(/\s*\(--allow-partial analyses the events before the cut\)\s*$/, "");
     tbody.appendChild(h("tr", { "data-run": r.run, class: r.job?.stragglers.length ? "has-straggler" : null },
       h("th", { scope: "row" }, h("div", { class: "ellipsis run-name" }, open),
-        h("div", { class: "muted small ellipsis", title: r.file }, `${r.file}${r.files > 1 ? ` (+${r.files - 1})` : ""}`),
+        h("div", { class: "muted small ellipsis run-file", title: r.file }, `${fmt.runLabel(r.file)}${r.files > 1 ? ` (+${r.files - 1})` : ""}`),
         r.job ? jobLine(r, r.job, onOpen) : null),
       ready ? h("td", { class: "small" }, r.device || fmt.DASH) : h("td", { colspan: 6, class: "muted" },
         r.state === "error" ? `failed: ${r.message || ""}`

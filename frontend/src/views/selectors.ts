@@ -45,10 +45,14 @@ export function resolve(runs: RunsResponse, want: Selection | null, fallbackRun?
   return out;
 }
 
-function mk(id: string, label: string, opts: [string, string][], value: string, onChange: (v: string) => void, disabled = false): HTMLElement {
+/** A picker's select; ``full``: an option's whole text where the label shortens it (its title, and the
+ * select's while it is picked). */
+function mk(id: string, label: string, opts: [string, string][], value: string, onChange: (v: string) => void, disabled = false,
+  full?: (v: string) => string): HTMLElement {
   const sel = h("select", { id, disabled: disabled || opts.length <= 1 });
-  for (const [v, l] of opts) sel.appendChild(h("option", { value: v }, l));
+  for (const [v, l] of opts) sel.appendChild(h("option", { value: v, title: full ? full(v) : null }, l));
   sel.value = value;
+  if (full) sel.title = full(value);
   sel.addEventListener("change", () => onChange(sel.value));
   return h("label", { class: "field", for: id }, h("span", { class: "field-label" }, label), sel);
 }
@@ -59,7 +63,7 @@ export function picker(runs: RunsResponse, sel: Selection, onChange: (s: Selecti
     const bad = r.files.length && r.files.every((f) => f.state === "error");
     const cut = r.files.length && r.files.every((f) => f.state === "incomplete");
     const pend = r.files.some((f) => f.state !== "ready" && f.state !== "error" && f.state !== "incomplete" && f.state !== "summarized");
-    return [r.run, `${r.run === "." ? "(log directory)" : r.run}${bad ? " (failed)" : cut ? " (incomplete)" : pend ? " (loading)" : ""}`];
+    return [r.run, `${fmt.runLabel(r.run)}${bad ? " (failed)" : cut ? " (incomplete)" : pend ? " (loading)" : ""}`];
   });
   const worker = run.workers.find((w) => w.worker === sel.worker) || run.workers[0];
   const workerOpts: [string, string][] = run.workers.map((w) => [w.worker, w.worker]);
@@ -71,7 +75,7 @@ export function picker(runs: RunsResponse, sel: Selection, onChange: (s: Selecti
   const steps = file?.steps || [];
   const stepOpts: [string, string][] = [["", steps.length > 1 ? `all ${steps.length} steps` : steps.length ? "the 1 step" : "whole trace"], ...steps.map((s) => [s, s.replace("ProfilerStep#", "step ")] as [string, string])];
   return h("div", { class: "picker", role: "group", "aria-label": idPrefix === "base" ? "baseline trace" : idPrefix === "new" ? "new trace" : "trace" },
-    mk(`${idPrefix}-run`, "Run", runOpts, sel.run, (v) => onChange({ run: v })),
+    mk(`${idPrefix}-run`, "Run", runOpts, sel.run, (v) => onChange({ run: v }), false, (v) => (v === "." ? "the log directory itself" : v)),
     mk(`${idPrefix}-worker`, "Worker", workerOpts, worker.worker, (v) => onChange({ run: sel.run, worker: v })),
     mk(`${idPrefix}-span`, "Span", spanOpts, sel.span ?? "", (v) => onChange({ run: sel.run, worker: worker.worker, span: v || null })),
     mk(`${idPrefix}-step`, "Step", stepOpts, sel.step ?? "", (v) => onChange({ ...sel, step: v || null }), !steps.length));
