@@ -1,7 +1,7 @@
 // Client of the plugin's JSON routes. Every request goes to the plugin's own origin, relative to
 // this module (…/data/plugin/attention/index.js), so nothing ever leaves TensorBoard.
 
-import type { CompareResponse, Counts, Kernel, KernelsResponse, OverviewRow, RooflineResponse, RunsResponse, Selection,
+import type { CompareResponse, Counts, Kernel, KernelGroupsResponse, KernelsResponse, OverviewRow, RooflineResponse, RunsResponse, Selection,
   SummaryResponse, TimelineResponse } from "./types";
 import type { MemoryResponse } from "./views/memory";
 
@@ -72,6 +72,8 @@ export const api = {
   summary: (sel: Selection, signal?: AbortSignal) => getResult<SummaryResponse>("summary", selParams(sel), signal),
   kernels: (sel: Selection, q: Record<string, string | number | null>, signal?: AbortSignal) =>
     getResult<KernelsResponse>("kernels", { ...selParams(sel), ...q }, signal),
+  kernelGroups: (sel: Selection, q: Record<string, string | number | null>, signal?: AbortSignal) =>
+    getResult<KernelGroupsResponse>("kernels", { ...selParams(sel), ...q, group: 1 }, signal),
   roofline: (sel: Selection, q: Record<string, string | number | null>, signal?: AbortSignal) =>
     getResult<RooflineResponse>("roofline", { ...selParams(sel), ...q }, signal),
   compare: (base: Selection, next: Selection, signal?: AbortSignal) =>

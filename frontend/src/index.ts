@@ -436,7 +436,7 @@ class App {
     if (hasAttention) void this.loadRoofline(sel, roofEl, my, s);
     void this.loadMemory(sel, memEl, my);
     this.watchAbove();
-    if (this.kfilter && Object.values(this.kfilter).some((v) => v && v !== "attention")) {
+    if (this.kfilter && Object.entries(this.kfilter).some(([k, v]) => k !== "rows" && v && v !== "attention")) {
       window.setTimeout(() => { if (my === this.seq) this.revealKernels(); }, 50);     // a shared link to a filtered table
     }
   }

@@ -126,12 +126,22 @@ export function kv(rows: [string, Child][]): HTMLElement {
 export const SOURCE_HELP = "the innermost function of your (or the model's) code around the op that launched the kernel " +
   "(for a backward kernel: its forward op); the line is where that function starts, as the profiler records function entries, not call lines";
 
+/** "modeling_llama.py:191": a source's file name and line, the part of a source never cut. */
+export function sourceLoc(file: string, line?: number | null): string {
+  return `${file.split("/").pop() || file}${line ? `:${line}` : ""}`;
+}
+
+/** A "file:line" that is never cut (a narrow cell cuts the names beside it instead). */
+export function locTag(where: string): HTMLElement {
+  return h("span", { class: "source-loc" }, where);
+}
+
 /** A source line as text (not a link: the file is on the machine that ran the model):
- * "eager_attention_forward · modeling_llama.py:191", the whole path in the title. */
+ * "eager_attention_forward · modeling_llama.py:191", the whole path in the title. Where it is
+ * narrow, the function is cut with an ellipsis; the file and line stay whole. */
 export function sourceTag(src: Source, cls = ""): HTMLElement {
-  const file = src.file.split("/").pop() || src.file;
-  const where = `${file}${src.line ? `:${src.line}` : ""}`;
   return h("span", { class: `source ${cls}`.trim(), "data-function": src.function || null,
     title: `${src.file}${src.line ? `:${src.line}` : ""}${src.function ? ` (${src.function})` : ""}: ${SOURCE_HELP}` },
-  src.function ? [h("span", { class: "source-fn" }, src.function), ` \u00b7 ${where}`] : where);
+  src.function ? [h("span", { class: "source-fn" }, src.function), h("span", { class: "source-sep" }, " \u00b7 ")] : null,
+  locTag(sourceLoc(src.file, src.line)));
 }

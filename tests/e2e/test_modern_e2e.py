@@ -74,6 +74,8 @@ def test_graph_replay_says_what_is_missing_and_how_to_give_it(tb, page):
 def test_flex_upper_bounds_carry_le(tb, page):
     frame = _open_run(page, tb, "flex")
     frame.wait_for_selector("#kernel-table tbody tr[data-id]", timeout=20000)
+    frame.select_option("#kernel-rows", "launches")  # the rates are per launch
+    frame.wait_for_selector('#kernel-table[data-rows="launches"] tbody tr[data-id]', timeout=20000)
     cells = "rs => rs.map(r => [...r.querySelectorAll('td')].slice(5, 10).map(t => t.textContent))"
     rows = frame.eval_on_selector_all("#kernel-table tbody tr[data-id]", cells)
     bounded = [r for r in rows if r[0].startswith("\u2264")]

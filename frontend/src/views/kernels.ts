@@ -1,17 +1,23 @@
-// Kernel table: server-side filter (phase, direction, bound, text), sort and pagination.
-// Column headers are buttons; every kernel and module name is rendered as text.
+// Kernel table: server-side filter (phase, direction, bound, text), sort and pagination. Two
+// modes: one row per kernel (name, phase, direction; the default: views/kernelgroups.ts) or one
+// row per launch. Column headers are buttons; every kernel and module name is rendered as text.
 
 import { api, ApiError } from "../api";
 import { PHASE_ORDER, phaseLabel } from "../colors";
-import { Child, debounce, h, replace } from "../dom";
+import { debounce, h, replace } from "../dom";
 import * as fmt from "../format";
 import type { KernelFilter } from "../state";
-import type { Kernel, KernelsResponse, Selection, Source } from "../types";
-import { boundPill, estBadge, kv, measuredBadge, measuredText, phaseTag, sourceTag, utilCell } from "../widgets";
-import { boundLabel, CAUSE_HELP, latencyWhy } from "../bound";
+import type { Kernel, KernelGroup, KernelGroupsResponse, KernelsResponse, Selection } from "../types";
+import { boundPill, estBadge, measuredBadge, phaseTag, utilCell } from "../widgets";
+import { latencyWhy } from "../bound";
 import { shortName } from "../names";
 import * as states from "./states";
-import { GRAPH_LABELS, graphBadge, TAG_SOURCE_LABELS } from "../replay";
+import { graphBadge } from "../replay";
+import { details, nameCell, opCell } from "./kerneldetails";
+import { Col, GROUP_COLS, GROUP_DESC_FIRST, groupCells, groupDetails, sortFor } from "./kernelgroups";
+
+/** "kernels": one row per kernel (name, phase, direction); "launches": one row per launch. */
+export type KernelRows = "kernels" | "launches";
 
 export interface KernelQuery {
   offset: number;
@@ -25,26 +31,15 @@ export interface KernelQuery {
   q: string;
   site: string;
   name: string;           // exactly this kernel (a click-through): a chip, not the search box
+  rows: KernelRows;
 }
 
 export function defaultQuery(hasAttention: boolean): KernelQuery {
-  return { offset: 0, limit: 50, sort: "dur_us", order: "desc", phase: "", direction: "", bound: "",
-    scope: hasAttention ? "attention" : "all", q: "", name: "", site: "" };
+  return { offset: 0, limit: 50, sort: "total_us", order: "desc", phase: "", direction: "", bound: "",
+    scope: hasAttention ? "attention" : "all", q: "", name: "", site: "", rows: "kernels" };
 }
 
-interface Col {
-  key: string;
-  label: string;
-  num?: boolean;
-  sort?: string;
-  title?: string;
-  opt?: boolean;        // dropped first on narrow screens (the row's details keep it)
-}
-
-export function sourceText(src: Source | null | undefined): string {
-  if (!src) return "";
-  return `${src.file}${src.line ? `:${src.line}` : ""}`;
-}
+type Page = KernelsResponse | KernelGroupsResponse;
 
 const COLS: Col[] = [
   { key: "name", label: "Kernel", sort: "name" },
@@ -69,7 +64,7 @@ export class KernelTable {
   private q: KernelQuery;
   private seq = 0;
   private expanded = new Set<number>();
-  private last: KernelsResponse | null = null;
+  private last: Page | null = null;
   private searchInput: HTMLInputElement;
   private controls: HTMLElement;
   private lastFacetsShown = false;
@@ -81,6 +76,7 @@ export class KernelTable {
   constructor(private sel: Selection, hasAttention: boolean, initial: KernelFilter | undefined,
     private onFilter: (f: KernelFilter) => void = () => undefined, private onLoaded: () => void = () => undefined) {
     this.q = { ...defaultQuery(hasAttention), ...clean(initial) };
+    this.q.sort = sortFor(this.q.sort, this.q.rows === "kernels");
     this.el = h("div", { class: "kernels" });
     this.body = h("div", { class: "kernels-body", "aria-live": "polite", "aria-busy": "false" });
     this.searchInput = h("input", { type: "search", id: "kernel-search", placeholder: "kernel, op or module name (e.g. aten::softmax)", value: this.q.q, "aria-label": "search kernels" });
@@ -94,7 +90,8 @@ export class KernelTable {
   /** The filters as they stand (for the URL). */
   filter(): KernelFilter {
     const q = this.q;
-    return { phase: q.phase, direction: q.direction, bound: q.bound, scope: q.scope, q: q.q, name: q.name, site: q.site };
+    return { phase: q.phase, direction: q.direction, bound: q.bound, scope: q.scope, q: q.q, name: q.name, site: q.site,
+      rows: q.rows === "launches" ? "launches" : "" };
   }
 
   /** Filter from elsewhere (a phase bar, a roofline point, a finding): back to page one.
@@ -111,7 +108,7 @@ export class KernelTable {
   }
 
   /** Show one kernel (picked on the timeline) above the table, with its details, and list its
-   * namesakes below. */
+   * namesakes below, one row per launch (the picked one highlighted). */
   pin(k: Kernel): void {
     this.pinnedId = k.id;
     const close = h("button", { type: "button", class: "btn", title: "clear the selection" }, "Clear");
@@ -120,7 +117,8 @@ export class KernelTable {
       h("div", { class: "pinned-head" }, h("strong", null, "Selected kernel"), h("span", { class: "muted small" }, ` #${k.id} · ${fmt.time(k.dur_us)}`),
         h("span", { class: "grow" }), close),
       details(k)));
-    this.q = { ...this.q, phase: "", direction: "", bound: "", site: "", q: "", name: k.name, scope: k.attention ? "attention" : "all", offset: 0 };
+    this.q = { ...this.q, phase: "", direction: "", bound: "", site: "", q: "", name: k.name, scope: k.attention ? "attention" : "all", offset: 0,
+      ...this.rowsPatch("launches") };
     this.searchInput.value = "";
     this.renderControls(this.last);
     this.onFilter(this.filter());
@@ -134,8 +132,31 @@ export class KernelTable {
 
   private set(patch: Partial<KernelQuery>): void {
     this.q = { ...this.q, ...patch };
-    if ("phase" in patch || "direction" in patch || "bound" in patch || "scope" in patch || "q" in patch || "name" in patch || "site" in patch) this.onFilter(this.filter());
+    if ("phase" in patch || "direction" in patch || "bound" in patch || "scope" in patch || "q" in patch || "name" in patch || "site" in patch
+      || "rows" in patch) this.onFilter(this.filter());
     void this.load();
+  }
+
+  /** The query's change for showing ``rows``: the sort that stands for the current one, page one. */
+  private rowsPatch(rows: KernelRows): Partial<KernelQuery> {
+    if (rows === this.q.rows) return {};
+    this.expanded.clear();          // a group's id is its longest launch's: not the same row
+    return { rows, sort: sortFor(this.q.sort, rows === "kernels"), offset: 0 };
+  }
+
+  /** A group's launches, one row each (its details' button). */
+  private showLaunches(g: KernelGroup): void {
+    this.set({ ...this.rowsPatch("launches"), name: g.name, phase: g.phase || "", direction: g.attention ? g.direction : "", offset: 0 });
+    this.renderControls(this.last);
+  }
+
+  /** The toggle between one row per kernel and one row per launch. */
+  private rowsSelect(): HTMLElement {
+    const sel = h("select", { id: "kernel-rows", title: "one row per kernel (name, phase and direction: calls, total, mean, min and max time), or every launch" },
+      h("option", { value: "kernels" }, "one per kernel"), h("option", { value: "launches" }, "every launch"));
+    sel.value = this.q.rows;
+    sel.addEventListener("change", () => this.set(this.rowsPatch(sel.value === "launches" ? "launches" : "kernels")));
+    return h("label", { class: "field", for: "kernel-rows" }, h("span", { class: "field-label" }, "Rows"), sel);
   }
 
   private mkSelect(id: string, label: string, value: string, opts: [string, string][], key: keyof KernelQuery): HTMLElement {
@@ -146,7 +167,7 @@ export class KernelTable {
     return h("label", { class: "field", for: id }, h("span", { class: "field-label" }, label), sel);
   }
 
-  private renderControls(r: KernelsResponse | null): void {
+  private renderControls(r: Page | null): void {
     const facets = r?.facets;
     const phases = PHASE_ORDER.filter((p) => !facets || facets.phase.includes(p));
     const searchField = h("label", { class: "field grow", for: "kernel-search" }, h("span", { class: "field-label" }, "Search"), this.searchInput);
@@ -158,6 +179,7 @@ export class KernelTable {
         h("span", { class: "chip", id: "kernel-name-filter", title: this.q.name }, h("span", { class: "mono ellipsis" }, shortName(this.q.name)), x));
     }
     replace(this.controls,
+      this.rowsSelect(),
       this.mkSelect("kernel-scope", "Kernels", this.q.scope, [["attention", "attention"], ["all", "all GPU activity"], ["other", "outside attention"]], "scope"),
       this.mkSelect("kernel-phase", "Phase", this.q.phase, [["", "all phases"], ...phases.map((p) => [p, phaseLabel(p)] as [string, string])], "phase"),
       this.mkSelect("kernel-direction", "Direction", this.q.direction, [["", "both"], ["forward", "forward"], ["backward", "backward"]], "direction"),
@@ -182,13 +204,14 @@ export class KernelTable {
     const my = ++this.seq;
     this.body.setAttribute("aria-busy", "true");
     const params: Record<string, string | number | null> = {
-      offset: this.q.offset, limit: this.q.limit, sort: this.q.sort, order: this.q.order,
+      offset: this.q.offset, limit: this.q.limit, sort: sortFor(this.q.sort, this.q.rows === "kernels"), order: this.q.order,
       phase: this.q.phase || null, direction: this.q.direction || null, bound: this.q.bound || null,
       scope: this.q.scope, q: this.q.q || null, name: this.q.name || null, site: this.q.site || null,
     };
+    const grouped = this.q.rows === "kernels";
     try {
       for (let i = 0; i < 600; i++) {
-        const r = await api.kernels(this.sel, params);
+        const r = grouped ? await api.kernelGroups(this.sel, params) : await api.kernels(this.sel, params);
         if (my !== this.seq) return;
         if (r.kind === "pending") {
           replace(this.body, h("p", { class: "muted" }, "Loading the kernel table\u2026"));
@@ -225,16 +248,17 @@ export class KernelTable {
       c.label, h("span", { class: "arrow", "aria-hidden": "true" }, active ? (this.q.order === "asc" ? "\u25b2" : "\u25bc") : "\u25b4\u25be"));
     btn.addEventListener("click", () => {
       const key = c.sort || c.key;
-      const order = this.q.sort === key ? (this.q.order === "asc" ? "desc" : "asc") : (DESC_FIRST.has(key) ? "desc" : "asc");
+      const descFirst = DESC_FIRST.has(key) || (this.q.rows === "kernels" && GROUP_DESC_FIRST.has(key));
+      const order = this.q.sort === key ? (this.q.order === "asc" ? "desc" : "asc") : (descFirst ? "desc" : "asc");
       this.set({ sort: key, order, offset: 0 });
       window.setTimeout(() => (this.el.querySelector(`button[data-sort="${key}"]`) as HTMLElement | null)?.focus(), 0);
     });
     return prefix ? h("span", { class: "sort-extra" }, prefix, btn) : btn;
   }
 
-  private header(): HTMLElement {
+  private header(cols: Col[]): HTMLElement {
     const tr = h("tr", null, h("th", { scope: "col", class: "expander-col" }, h("span", { class: "sr-only" }, "details")));
-    for (const c of COLS) {
+    for (const c of cols) {
       const extra = c.key === "op" ? MODULE_COL : null;
       const active = this.q.sort === c.sort || (extra !== null && this.q.sort === extra.sort);
       const th = h("th", { scope: "col", class: `${c.num ? "num" : ""}${c.opt ? " opt" : ""} col-${c.key}`,
@@ -246,34 +270,37 @@ export class KernelTable {
     return h("thead", null, tr);
   }
 
-  private renderTable(r: KernelsResponse): void {
-    const tbody = h("tbody");
-    for (const k of r.rows) {
-      const open = this.expanded.has(k.id);
-      const detailsId = `kdet-${k.id}`;
-      const toggle = h("button", { type: "button", class: "expander", "aria-expanded": open ? "true" : "false", "aria-controls": detailsId,
-        title: open ? "hide details" : "show details" }, h("span", { "aria-hidden": "true" }, open ? "\u25be" : "\u25b8"), h("span", { class: "sr-only" }, "details"));
-      toggle.addEventListener("click", () => {
-        if (this.expanded.has(k.id)) this.expanded.delete(k.id);
-        else this.expanded.add(k.id);
-        if (this.last) this.renderTable(this.last);
-        (this.body.querySelector(`button[aria-controls="${detailsId}"]`) as HTMLElement | null)?.focus();
-      });
-      const nameCell = h("td", { class: "kname" },
-        h("div", { class: "mono ellipsis", title: k.name }, shortName(k.name, k.short_name)));
-      const opCell = h("td", { class: "kop" },
-        h("div", { class: "mono ellipsis small", title: k.op || "" }, k.op || fmt.DASH),
-        k.module_path ? h("div", { class: "muted small ellipsis", title: k.module_path }, k.module_path) : null,
-        k.source ? sourceTag(k.source, "small ellipsis") : null);
-      // the bound: a button that opens the row's evidence (the reason and the utilisations)
-      const why = h("button", { type: "button", class: "linkish bound-why", "aria-controls": detailsId, "aria-expanded": open ? "true" : "false",
-        title: `${k.bound === "latency" ? latencyWhy(k.latency_cause, k.compute_util, k.memory_util, null, k.estimated) + "\n" : ""}${k.bound_reason}\n(click: the evidence)` },
-      boundPill(k.bound, k.bound_reason, k.latency_cause, true));
-      why.addEventListener("click", () => toggle.click());
+  /** The expander of a row (launch or group) and its details' id. */
+  private expander(id: number): { toggle: HTMLButtonElement; open: boolean; detailsId: string } {
+    const open = this.expanded.has(id);
+    const detailsId = `kdet-${id}`;
+    const toggle = h("button", { type: "button", class: "expander", "aria-expanded": open ? "true" : "false", "aria-controls": detailsId,
+      title: open ? "hide details" : "show details" }, h("span", { "aria-hidden": "true" }, open ? "\u25be" : "\u25b8"), h("span", { class: "sr-only" }, "details"));
+    toggle.addEventListener("click", () => {
+      if (this.expanded.has(id)) this.expanded.delete(id);
+      else this.expanded.add(id);
+      if (this.last) this.renderTable(this.last);
+      (this.body.querySelector(`button[aria-controls="${detailsId}"]`) as HTMLElement | null)?.focus();
+    });
+    return { toggle, open, detailsId };
+  }
+
+  /** The bound: a button that opens the row's evidence (the reason and the utilisations). */
+  private whyButton(toggle: HTMLButtonElement, open: boolean, detailsId: string, pill: HTMLElement, title: string): HTMLElement {
+    const why = h("button", { type: "button", class: "linkish bound-why", "aria-controls": detailsId, "aria-expanded": open ? "true" : "false", title }, pill);
+    why.addEventListener("click", () => toggle.click());
+    return why;
+  }
+
+  private launchRows(rows: Kernel[], tbody: HTMLElement): void {
+    for (const k of rows) {
+      const { toggle, open, detailsId } = this.expander(k.id);
+      const why = this.whyButton(toggle, open, detailsId, boundPill(k.bound, k.bound_reason, k.latency_cause, true),
+        `${k.bound === "latency" ? latencyWhy(k.latency_cause, k.compute_util, k.memory_util, null, k.estimated) + "\n" : ""}${k.bound_reason}\n(click: the evidence)`);
       tbody.appendChild(h("tr", { "data-id": k.id, class: k.id === this.pinnedId ? "selected" : null },
         h("td", { class: "expander-col" }, toggle),
-        nameCell,
-        opCell,
+        nameCell(k.name, k.short_name),
+        opCell(k),
         h("td", { class: "kphase" }, k.attention ? [phaseTag(k.phase), h("span", { class: "dir" }, k.direction === "forward" ? "fwd" : "bwd")]
           : h("span", { class: "muted" }, k.kind === "kernel" ? "\u2014" : k.kind), graphBadge(k)),
         h("td", { class: "num" }, fmt.time(k.dur_us)),
@@ -284,12 +311,36 @@ export class KernelTable {
         h("td", { class: "num" }, utilCell(k.memory_util, k.estimated, !!k.upper_bound)),
         h("td", { class: "kbound" }, why, estBadge(k.estimated), measuredBadge(k.measured)),
       ));
+      if (open) tbody.appendChild(h("tr", { class: "details", id: detailsId }, h("td", { colspan: COLS.length + 1 }, details(k))));
+    }
+  }
+
+  private groupRows(rows: KernelGroup[], tbody: HTMLElement): void {
+    for (const g of rows) {
+      const { toggle, open, detailsId } = this.expander(g.id);
+      tbody.appendChild(h("tr", { "data-id": g.id, "data-calls": g.calls, "data-total-us": g.total_us, class: "group-row" },
+        h("td", { class: "expander-col" }, toggle),
+        ...groupCells(g, (pill, title) => this.whyButton(toggle, open, detailsId, pill, title))));
       if (open) {
-        tbody.appendChild(h("tr", { class: "details", id: detailsId }, h("td", { colspan: COLS.length + 1 }, details(k))));
+        tbody.appendChild(h("tr", { class: "details", id: detailsId },
+          h("td", { colspan: GROUP_COLS.length + 1 }, groupDetails(g, (x) => this.showLaunches(x)))));
       }
     }
-    const table = h("table", { class: "data kernel-table", id: "kernel-table" },
-      h("caption", { class: "sr-only" }, "GPU kernels"), this.header(), tbody);
+  }
+
+  private renderTable(r: Page): void {
+    const tbody = h("tbody");
+    const grouped = isGroups(r);
+    if (isGroups(r)) this.groupRows(r.rows, tbody);
+    else this.launchRows(r.rows, tbody);
+    const table = h("table", { class: `data kernel-table${grouped ? " grouped" : ""}`, id: "kernel-table", "data-rows": grouped ? "kernels" : "launches" },
+      h("caption", { class: "sr-only" }, grouped ? "GPU kernels, one row per kernel" : "GPU kernel launches"), this.header(grouped ? GROUP_COLS : COLS), tbody);
+    replace(this.body, r.rows.length ? h("div", { class: "table-wrap" }, table) : h("p", { class: "muted empty-table" },
+      this.q.scope === "attention" && !this.q.q && !this.q.phase ? "No attention kernels in this trace." : "No kernel matches these filters."),
+    this.pager(r));
+  }
+
+  private pager(r: Page): HTMLElement {
     const from = r.total ? r.offset + 1 : 0;
     const to = Math.min(r.offset + r.limit, r.total);
     const prev = h("button", { type: "button", class: "btn", disabled: r.offset <= 0 }, "\u2039 Previous");
@@ -300,12 +351,16 @@ export class KernelTable {
       ["25", "50", "100", "250"].map((n) => h("option", { value: n }, `${n} rows`)));
     size.value = String(r.limit);
     size.addEventListener("change", () => this.set({ limit: Number(size.value), offset: 0 }));
-    const pager = h("div", { class: "pager" },
-      h("span", { class: "muted", id: "kernel-count" }, r.total ? `${fmt.count(from)}\u2013${fmt.count(to)} of ${fmt.count(r.total)} kernels \u00b7 ${fmt.time(r.total_time_us)}` : "no kernel matches"),
+    const launches = isGroups(r) ? ` (${fmt.count(r.launches)} launch${r.launches === 1 ? "" : "es"})` : "";
+    return h("div", { class: "pager" },
+      h("span", { class: "muted", id: "kernel-count", "data-total-us": r.total_time_us },
+        r.total ? `${fmt.count(from)}\u2013${fmt.count(to)} of ${fmt.count(r.total)} kernels${launches} \u00b7 ${fmt.time(r.total_time_us)}` : "no kernel matches"),
       h("span", { class: "grow" }), size, prev, next);
-    replace(this.body, r.rows.length ? h("div", { class: "table-wrap" }, table) : h("p", { class: "muted empty-table" },
-      this.q.scope === "attention" && !this.q.q && !this.q.phase ? "No attention kernels in this trace." : "No kernel matches these filters."), pager);
   }
+}
+
+function isGroups(r: Page): r is KernelGroupsResponse {
+  return (r as KernelGroupsResponse).grouped === true;
 }
 
 function clean(f: KernelFilter | undefined): Partial<KernelQuery> {
@@ -313,35 +368,6 @@ function clean(f: KernelFilter | undefined): Partial<KernelQuery> {
   if (!f) return out;
   for (const key of ["phase", "direction", "bound", "q", "name", "site"] as const) if (typeof f[key] === "string") out[key] = f[key] as string;
   if (f.scope === "attention" || f.scope === "all" || f.scope === "other") out.scope = f.scope;
+  if (f.rows === "launches" || f.rows === "kernels") out.rows = f.rows;
   return out;
-}
-
-export function details(k: Kernel): HTMLElement {
-  const cd = k.cost_detail ? Object.entries(k.cost_detail).map(([a, b]) => `${a}=${typeof b === "object" ? JSON.stringify(b) : String(b)}`).join(", ") : null;
-  const short = shortName(k.name, k.short_name);
-  return h("div", { class: "kernel-details" },
-    h("div", { class: "mono kernel-short" }, short),
-    short !== k.name ? h("details", { class: "full-name" }, h("summary", null, `full name (${fmt.count(k.name.length)} characters)`),
-      h("div", { class: "mono wrap small" }, k.name)) : null,
-    kv([
-      ["bound", [boundPill(k.bound, null, k.latency_cause), " ", k.bound_reason]],
-      ...(k.bound === "latency" ? [["latency-bound means", latencyWhy(k.latency_cause, k.compute_util, k.memory_util, null, k.estimated)] as [string, Child]] : []),
-      ...(k.source ? [["source", [sourceTag(k.source), h("span", { class: "muted small" }, ` ${sourceText(k.source)}`)]] as [string, Child]] : []),
-      ...(k.measured ? [["counters", [measuredBadge(k.measured), " ", measuredText(k.measured)]] as [string, Child]] : []),
-      ["op / cost op", `${k.op || fmt.DASH} / ${k.cost_op || fmt.DASH}`],
-      ["module", k.module_path || fmt.DASH],
-      ["attention scope", k.scope ? `${k.scope} (${TAG_SOURCE_LABELS[k.tag_source || ""] || k.tag_source || "?"})`
-        : k.attention && k.tag_source ? `by ${TAG_SOURCE_LABELS[k.tag_source] || k.tag_source}` : fmt.DASH],
-      ...(k.graph ? [["CUDA graph", GRAPH_LABELS[k.graph]] as [string, Child]] : []),
-      ["shapes", fmt.shape(k.shapes)],
-      ["cost inputs", cd || fmt.DASH],
-      ["dtype / roof", `${k.dtype || fmt.DASH} / ${k.peak ? `${k.peak} ${fmt.flopRate(k.peak_flops_per_s)}` : fmt.DASH}`],
-      ["FLOPs / bytes", [`${fmt.cost(fmt.flops(k.flops), k.estimated, k.upper_bound)} / ${fmt.cost(fmt.bytes(k.bytes), k.estimated, k.upper_bound)} \u00b7 ${fmt.intensity(k.intensity)}`, estBadge(k.estimated),
-        k.cost_share !== null && k.cost_share < 1 ? ` (${fmt.pct(k.cost_share)} of the op's cost)` : ""]],
-      ["launch", k.grid ? `grid [${k.grid.join(", ")}] \u00b7 block [${(k.block || []).join(", ")}] \u00b7 occupancy ${k.occupancy_pct ?? fmt.DASH} %`
-        + `${k.occupancy_source ? ` (${k.occupancy_source})` : ""}${k.waves !== null && k.waves !== undefined ? ` \u00b7 ${k.waves.toFixed(2)} waves` : ""}` : k.kind],
-      ...(k.upper_bound ? [["cost", "FLOPs and bytes are a dense upper bound (the mask's sparsity is not in the trace): utilisations are upper bounds"] as [string, Child]] : []),
-      ...(k.bound === "latency" && k.latency_cause ? [["latency cause", `${boundLabel(k.bound, k.latency_cause)}: ${CAUSE_HELP[k.latency_cause] || ""}`] as [string, Child]] : []),
-      ["step / stream", `${k.step || fmt.DASH} / device ${k.device}, stream ${k.stream}`],
-    ]));
 }

@@ -5,7 +5,7 @@ import { Child, h } from "../dom";
 import * as fmt from "../format";
 import type { KernelFilter } from "../state";
 import type { Boundary, FlopsLedger, Hfu, Mfu, Site, Summary } from "../types";
-import { boundPill, section } from "../widgets";
+import { boundPill, locTag, section, SOURCE_HELP } from "../widgets";
 
 const ROLE_LABELS: Record<string, string> = {
   layout: "layout copies", o_proj: "o_proj", residual_add: "residual add", norm: "norm",
@@ -102,7 +102,7 @@ export function renderSites(sm: Summary, onPick: (f: KernelFilter) => void): HTM
     const name = h("button", { type: "button", class: "linkish mono", title: `show the kernels of ${s.name}` }, ...parts);
     name.addEventListener("click", () => onPick(pickSite(s)));
     tbody.appendChild(h("tr", { "data-site": s.id },
-      h("th", { scope: "row" }, name, s.source ? h("div", { class: "source small ellipsis", title: s.source }, s.source.split("/").pop() || s.source) : null),
+      h("th", { scope: "row" }, name, s.source ? h("div", { class: "source small", title: `${s.source}: ${SOURCE_HELP}` }, locTag(s.source.split("/").pop() || s.source)) : null),
       h("td", { class: "num" }, fmt.count(s.calls)),
       h("td", { class: "num" }, fmt.time(s.time_us),
         h("div", { class: "muted small" }, `fwd ${fmt.time(s.forward_us)}`),
