@@ -23,6 +23,7 @@ import { renderSummary } from "./views/summary";
 import { renderMemory } from "./views/memory";
 import { multiRankRuns, RanksView } from "./views/ranks";
 import { Timeline } from "./views/timeline";
+import { SectionBar, sectionTargets } from "./views/sectionbar";
 import { section } from "./widgets";
 
 const STORE_KEY = "tb-attention:v2";
@@ -80,6 +81,8 @@ class App {
   // it finish loading (their heights change): until the user scrolls, or a few seconds
   private pinKernels = 0;
   private sectionsAbove: ResizeObserver | null = null;
+  private sectionBar: SectionBar | null = null;
+  private stickyWatch: ResizeObserver | null = null;
 
   constructor() {
     const url = readState();
@@ -114,10 +117,13 @@ class App {
       this.main.scrollIntoView();
     });
     this.root.append(skip, this.header, this.progressSlot, this.main);
-    // the sticky toolbar's height (one row at 1500 px, two at 1000): what scrolled-to sections
-    // keep clear of (CSS scroll-margin-top)
-    const setTop = () => document.documentElement.style.setProperty("--topbar-h", `${this.header.offsetHeight}px`);
-    if (typeof ResizeObserver !== "undefined") new ResizeObserver(setTop).observe(this.header);
+    // the sticky toolbar's height (one row at 1500 px, two at 1000) and, on the Trace view, the
+    // section bar's below it: what scrolled-to sections keep clear of (CSS scroll-margin-top)
+    const setTop = () => this.setTop();
+    if (typeof ResizeObserver !== "undefined") {
+      this.stickyWatch = new ResizeObserver(setTop);
+      this.stickyWatch.observe(this.header);
+    }
     window.addEventListener("resize", setTop);
     const unpin = () => { this.pinKernels = 0; };
     for (const ev of ["wheel", "touchmove", "keydown", "mousedown"]) window.addEventListener(ev, unpin, { passive: true, capture: true });
@@ -127,11 +133,31 @@ class App {
     document.body.classList.add("tba-body");
     followDarkMode(document.body);
     document.body.appendChild(this.root);
-    document.documentElement.style.setProperty("--topbar-h", `${this.header.offsetHeight}px`);
+    this.setTop();
     onHashState((st) => this.applyUrl(st));
     this.updateTabs();
     replace(this.main, states.pending("loading", "Looking for traces in the log directory", null));
     void this.poll();
+  }
+
+  /** How far from the top of the viewport the sticky bars end: the toolbar (where it is sticky:
+   * not in a short window) and the Trace view's section bar. */
+  private stickyBottom(): number {
+    const bar = this.sectionBar?.el.isConnected ? this.sectionBar.el.offsetHeight : 0;
+    return (getComputedStyle(this.header).position === "sticky" ? this.header.offsetHeight : 0) + bar;
+  }
+
+  private setTop(): void {
+    const root = document.documentElement.style;
+    root.setProperty("--topbar-h", `${this.header.offsetHeight}px`);
+    root.setProperty("--sticky-h", `${this.stickyBottom()}px`);
+    this.sectionBar?.observe();
+  }
+
+  private dropSectionBar(): void {
+    if (this.sectionBar) this.stickyWatch?.unobserve(this.sectionBar.el);
+    this.sectionBar?.destroy();
+    this.sectionBar = null;
   }
 
   /** A link followed in the open tab (the hash changed): show what it names. */
@@ -148,6 +174,8 @@ class App {
 
   /** Forget what the current view drew (the next render builds it again for the new state). */
   private dropViews(): void {
+    this.dropSectionBar();
+    this.setTop();
     this.shownKey = "";
     this.pickerKey = "";
     this.compare = null;
@@ -385,7 +413,7 @@ class App {
     const el = document.getElementById("kernels");
     if (!el) return;
     const top = el.getBoundingClientRect().top;
-    const want = this.header.offsetHeight + 8;
+    const want = this.stickyBottom() + 8;
     if (Math.abs(top - want) > 2) el.scrollIntoView({ block: "start", behavior: "auto" });
   }
 
@@ -433,12 +461,23 @@ class App {
       timeline ? timeline.el : null,
       noGpu ? null : section("Kernels", "kernels", this.kernels.el),
       memEl);
+    this.showSectionBar(memEl);
     if (hasAttention) void this.loadRoofline(sel, roofEl, my, s);
     void this.loadMemory(sel, memEl, my);
     this.watchAbove();
     if (this.kfilter && Object.entries(this.kfilter).some(([k, v]) => k !== "rows" && v && v !== "attention")) {
       window.setTimeout(() => { if (my === this.seq) this.revealKernels(); }, 50);     // a shared link to a filtered table
     }
+  }
+
+  /** The sticky bar of jump links above the page's sections. */
+  private showSectionBar(memEl: HTMLElement): void {
+    this.dropSectionBar();
+    const bar = new SectionBar(sectionTargets(this.main, memEl), () => this.stickyBottom());
+    this.sectionBar = bar;
+    this.main.prepend(bar.el);
+    this.stickyWatch?.observe(bar.el);
+    this.setTop();
   }
 
   private async loadMemory(sel: Selection, el: HTMLElement, my: number): Promise<void> {

@@ -1,7 +1,8 @@
 """The profiler tab PyTorch users lost (issue #41) in a real TensorBoard, as a user sees it (Debian's
-chromium driven by Playwright): the kernel table grouped by kernel (fewer rows than launches, the
-same total time; sortable; every launch one toggle away), the source file:line never cut at 1000
-and 1500 px in light and dark, run names shortened from the hash side.
+chromium driven by Playwright): the Trace view's sticky section bar (a click scrolls its section
+into view, scrolling moves the highlight), the kernel table grouped by kernel (fewer rows than
+launches, the same total time; sortable; every launch one toggle away), the source file:line never
+cut at 1000 and 1500 px in light and dark, run names shortened from the hash side.
 
 Runs: the eager Hugging Face Llama step of validation/traces (H200; sources, sites and advice with
 their kernels' source lines) and the naive bf16 sample in a run directory named like its file.
@@ -27,7 +28,20 @@ API = "/data/plugin/attention"
 EAGER = "llama_eager"
 LONG_RUN = "naive_bf16_s2048_fwd_rank0.1796022790297793763.pt.trace.json.gz"
 RUNS = {EAGER: "validation/traces/hf_llama_eager_fwdbwd", LONG_RUN: "sample_traces/naive_bf16_s2048_fwd"}
+SECTIONS = [
+    "overview-strip",
+    "advice",
+    "replay",
+    "summary",
+    "phases",
+    "sites",
+    "roofline",
+    "timeline",
+    "kernels",
+    "memory",
+]
 GROUP_ROWS = "#kernel-table tbody tr.group-row"
+CURRENT = "document.querySelector('#section-bar [aria-current=\"true\"]')?.dataset.target || null"
 
 
 @pytest.fixture(scope="module")
@@ -220,3 +234,70 @@ def test_run_names_are_shortened_from_the_hash_side(tb, page):
     shot(page, "e2e41_run_names.png")
     btn.click()
     frame.wait_for_function("r => document.getElementById('trace-run')?.value === r", arg=LONG_RUN, timeout=20000)
+
+
+# where a section sits against the sticky bars
+_PLACE = """id => {
+  const bar = document.getElementById('section-bar').getBoundingClientRect();
+  const top = document.querySelector('header.topbar').getBoundingClientRect();
+  const el = document.getElementById(id).getBoundingClientRect();
+  return {bar: bar.bottom, barTop: bar.top, topbar: top.bottom, top: el.top, bottom: el.bottom,
+          vh: document.documentElement.clientHeight, y: window.scrollY}; }"""
+
+
+@pytest.mark.parametrize("dark", [False, True])
+def test_the_section_bar_jumps_to_a_section_and_follows_the_scroll(tb, browser, dark):
+    page = new_page(browser, 1500, 900)
+    try:
+        frame = _trace(page, tb)
+        _settled(frame)
+        if dark:
+            _dark(page, frame)
+        links = frame.eval_on_selector_all("#section-bar button.section-link", "bs => bs.map(b => b.dataset.target)")
+        assert links == SECTIONS
+        assert frame.evaluate(CURRENT) == "overview-strip"
+        for target in ("kernels", "sites", "phases", "timeline"):
+            frame.click(f'#section-bar button[data-target="{target}"]')
+            frame.wait_for_function(f"({CURRENT}) === {target!r}", timeout=5000)
+            p = frame.evaluate(_PLACE, target)
+            assert abs(p["barTop"] - p["topbar"]) <= 1, p  # the bar sticks right below the toolbar
+            assert p["bar"] - 1 <= p["top"] <= p["bar"] + 20, (target, p)  # the section just below it
+        # the last section: in view and highlighted even where the page ends before it reaches the top
+        frame.click('#section-bar button[data-target="memory"]')
+        frame.wait_for_function(f"({CURRENT}) === 'memory'", timeout=5000)
+        p = frame.evaluate(_PLACE, "memory")
+        assert p["bar"] - 1 <= p["top"] < p["vh"], p
+        shot(page, f"e2e41_section_bar_{'dark' if dark else 'light'}.png")
+        # scrolling (the wheel, a scrollbar) moves the highlight to the section under the bars
+        frame.evaluate("window.scrollTo(0, 0)")
+        frame.wait_for_function(f"({CURRENT}) === 'overview-strip'", timeout=5000)
+        seen = [frame.evaluate(CURRENT)]
+        for _ in range(80):
+            frame.hover("#section-bar", position={"x": 5, "y": 5})
+            page.mouse.wheel(0, 400)
+            page.wait_for_timeout(60)
+            cur = frame.evaluate(CURRENT)
+            if seen[-1] != cur:
+                seen.append(cur)
+            if cur == "kernels":
+                break
+        assert seen[:2] == ["overview-strip", "advice"] and seen[-1] == "kernels", seen
+        assert [s for s in SECTIONS if s in seen] == seen  # in page order, none skipped back
+        frame.evaluate("document.getElementById('roofline').scrollIntoView()")
+        frame.wait_for_function(f"({CURRENT}) === 'roofline'", timeout=5000)
+        # the theme: an opaque bar in the theme's colours, the highlighted link in its accent
+        look = frame.evaluate(
+            """() => { const b = document.getElementById('section-bar'); const cs = getComputedStyle(document.body);
+            const a = document.querySelector('#section-bar [aria-current="true"]');
+            const probe = document.createElement('span'); probe.style.color = cs.getPropertyValue('--accent');
+            document.body.append(probe);
+            const accent = getComputedStyle(probe).color; probe.remove();
+            return {bg: getComputedStyle(b).backgroundColor, pageBg: getComputedStyle(document.body).backgroundColor,
+                    link: getComputedStyle(a).color, accent}; }"""
+        )
+        assert look["bg"] == look["pageBg"] and "rgba" not in look["bg"], look
+        assert look["link"] == look["accent"], look
+        assert look["bg"] == ("rgb(30, 30, 30)" if dark else "rgb(246, 247, 249)"), look
+    finally:
+        page.close()
+    assert not page.errors, page.errors

@@ -92,9 +92,10 @@ def _trace(page, base, run, extra=""):
     return frame
 
 
-# the kernel table's heading and filters, against the sticky toolbar and the viewport
+# the kernel table's heading and filters, against the sticky bars (the toolbar and the Trace view's
+# section bar below it) and the viewport
 _LANDED = """() => {
-  const bar = document.querySelector('header.topbar').getBoundingClientRect();
+  const bar = document.getElementById('section-bar').getBoundingClientRect();
   const h2 = document.getElementById('kernels-title').getBoundingClientRect();
   const ctl = document.querySelector('#kernels .controls').getBoundingClientRect();
   return {bar: bar.bottom, heading: h2.top, controls: ctl.bottom, vh: window.innerHeight,
