@@ -56,6 +56,8 @@ UNFUSED_CORE_PHASES: frozenset[str] = CORE_PHASES - {"fused_attention"}
 # What one fused SDPA kernel replaces: the score matmul, its elementwise steps and PV. A position bias
 # is still computed (and learned) beside it, and the kernel reads it as attn_mask.
 FUSABLE_PHASES: frozenset[str] = frozenset({"qk_matmul", "scale", "mask", "softmax", "dropout", "pv_matmul"})
+# The operand each core matmul multiplies by: what a strided-copy finding says it copies.
+MATMUL_OPERAND: dict[str, str] = {"qk_matmul": "K^T", "pv_matmul": "V"}
 # The order a layer runs them in (comparisons list phases this way).
 FLOW_ORDER: tuple[str, ...] = (
     "qkv_proj",

@@ -8,6 +8,7 @@ from math import prod
 from typing import Optional
 
 from ..attention import patterns as P
+from ..attention.vocabulary import MATMUL_OPERAND
 from ..formats import fmt_bytes, rounded, shape_text, us
 from .outputs import short_name
 
@@ -103,7 +104,7 @@ def _copy_flag(g: dict, n_calls: Optional[int]) -> Optional[dict]:
             what = "materialises a strided (transposed) view"
             if g["within"] and short_name(g["within"]) in ("matmul", "bmm", "einsum"):
                 # name the operand the copied matmul has: K^T for the score matmul, V for PV
-                operand = {"qk_matmul": "K^T", "pv_matmul": "V"}.get(g["phase"], "operand")
+                operand = MATMUL_OPERAND.get(g["phase"], "operand")
                 fix = (
                     f"torch.matmul copies its strided {operand} into a contiguous buffer before the bmm: "
                     "scaled_dot_product_attention reads strided q/k/v in place"
