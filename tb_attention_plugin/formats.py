@@ -471,6 +471,83 @@ def short_kernel_name(name: str) -> str:
     return (s[:cut] if cut > 0 else s).strip() or name
 
 
+# Template wrappers whose first argument says what the kernel computes (PyTorch's TensorIterator
+# kernels are all one of a few loop templates; the functor or lambda's enclosing function tells them apart).
+_LOOP_WRAPPERS = frozenset({"gpu_kernel_impl", "gpu_kernel_impl_nocast"})
+_TYPE_ARG = re.compile(
+    r"(?:std::|c10::|at::Half\b|at::BFloat16\b|float\b|double\b|int\b|long\b|bool\b|unsigned\b|char\b"
+    r"|short\b|__half\b|__nv_bfloat16\b|Trivial)"
+)
+_IDENT = re.compile(r"[A-Za-z_][\w:]*")
+
+
+def _template_args(s: str) -> Optional[list[str]]:
+    """The top-level template arguments of the first ``<...>`` in ``s`` before any ``(``; None without."""
+    lt, paren = s.find("<"), s.find("(")
+    if lt < 0 or 0 <= paren < lt:
+        return None
+    args, depth, start = [], 0, lt + 1
+    for i in range(lt, len(s)):
+        ch = s[i]
+        if ch in "<({":
+            depth += 1
+        elif ch in ">)}":
+            depth -= 1
+            if depth == 0:
+                args.append(s[start:i])
+                return [a.strip() for a in args]
+        elif ch == "," and depth == 1:
+            args.append(s[start:i])
+            start = i + 1
+    return None
+
+
+def _arg_hint(arg: str, depth: int = 0) -> Optional[str]:
+    """What one template argument names: a functor's or enclosing function's last name component,
+    through loop wrappers (``gpu_kernel_impl_nocast<...>``) and into a functor's own functor argument."""
+    m = _IDENT.match(arg)
+    if not m or _TYPE_ARG.match(arg) or depth > 3:
+        return None
+    last = m.group(0).rstrip(":").rsplit("::", 1)[-1]
+    inner = _template_args(arg) if arg[m.end() :].startswith("<") else None
+    inner_hint = next((h for a in inner or [] if (h := _arg_hint(a, depth + 1))), None)
+    if last in _LOOP_WRAPPERS:
+        return inner_hint
+    if inner_hint and last.endswith("Functor") and inner_hint.endswith("Functor"):
+        return f"{last}<{inner_hint}>"
+    return last
+
+
+def kernel_template_hint(name: str) -> Optional[str]:
+    """What a templated kernel computes, from its first telling template argument: ``direct_copy_kernel_cuda``
+    for ``at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(...)::{lambda...}, ...>``,
+    ``BinaryFunctor<MulFunctor>`` for a vectorized multiply; None when the name has no such argument."""
+    s = name[5:] if name.startswith("void ") else name
+    s = s.replace("(anonymous namespace)::", "")
+    for a in _template_args(s) or []:
+        if not a or a[0].isdigit():
+            continue
+        h = _arg_hint(a)
+        if h:
+            return h
+    return None
+
+
+def distinct_short_names(names: list[str]) -> list[str]:
+    """``short_kernel_name`` of each name, except where two different names would read the same: those
+    show their last name component with what their template argument computes
+    (``unrolled_elementwise_kernel<direct_copy_kernel_cuda>``), so a narrow table keeps them apart."""
+    shorts = [short_kernel_name(n) for n in names]
+    owners: dict[str, set[str]] = {}
+    for n, sh in zip(names, shorts):
+        owners.setdefault(sh, set()).add(n)
+    out = []
+    for n, sh in zip(names, shorts):
+        hint = kernel_template_hint(n) if len(owners[sh]) > 1 else None
+        out.append(f"{sh.rsplit('::', 1)[-1]}<{hint}>" if hint else sh)
+    return out
+
+
 def _top_kernel_rows(rep: dict, top: int, name_width: Optional[int], short: bool) -> list[list[str]]:
     """Attention kernels grouped by (name, phase, direction), longest total first; utilisations
     are those of the group's longest kernel."""
@@ -482,9 +559,11 @@ def _top_kernel_rows(rep: dict, top: int, name_width: Optional[int], short: bool
         g[0] += k["dur_us"] or 0
         g[1] += 1
     rows = []
-    for (name, ph, d), (t, n, k) in sorted(groups.items(), key=lambda x: -x[1][0])[:top]:
+    shown_groups = sorted(groups.items(), key=lambda x: -x[1][0])[:top]
+    names = [name for (name, _, _), _ in shown_groups]
+    shown_names = distinct_short_names(names) if short else names
+    for ((_, ph, d), (t, n, k)), shown in zip(shown_groups, shown_names):
         e, ub = k.get("estimated"), k.get("upper_bound")
-        shown = short_kernel_name(name) if short else name
         rows.append(
             [
                 cut_middle(shown, name_width),
@@ -580,7 +659,7 @@ def render_text(
                         markdown,
                         width,
                         cut=(0, 1) + ((8,) if with_src else ()),
-                        drop=(3, 2, 7) + ((8,) if with_src else ()),
+                        drop=(3, 7) + ((8,) if with_src else ()) + (2,),
                     )
                 )
                 out.append("")

@@ -212,3 +212,52 @@ def test_the_cli_says_the_step_and_attentions_share_of_it_at_80_columns(capsys, 
     assert "over the 2 profiled steps: GPU time" in " ".join(out.split())
     assert all(len(line) <= 80 for line in out.splitlines())
     assert ", per step: ~" in out
+
+
+# Kernel names as PyTorch's TensorIterator loops name them (abridged from a recorded H200 trace).
+_COPY = (
+    "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)"
+    "::{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1},"
+    " std::array<char*, 2ul>, 4,"
+    " TrivialOffsetCalculator<1, unsigned int> >(int, at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&))"
+)
+_MUL = (
+    "void at::native::vectorized_elementwise_kernel<8, at::native::BUnaryFunctor<c10::BFloat16, c10::BFloat16,"
+    " c10::BFloat16, at::native::binary_internal::MulFunctor<float> >, std::array<char*, 2ul> >(int,"
+    " at::native::BUnaryFunctor<c10::BFloat16, c10::BFloat16, c10::BFloat16,"
+    " at::native::binary_internal::MulFunctor<float> >, std::array<char*, 2ul>)"
+)
+_FILL = (
+    "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::(anonymous"
+    " namespace)::masked_fill_kernel(at::TensorIterator&, c10::Scalar const&)::{lambda()#1}::operator()() const::"
+    "{lambda(c10::BFloat16, bool)#1}>(at::TensorIteratorBase&, at::native::(anonymous namespace)::masked_fill_kernel"
+    "(at::TensorIterator&, c10::Scalar const&)::{lambda()#1})::{lambda(int)#1}>(int, int)"
+)
+_SCALE = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::masked_scale_kernel<bool,"
+    " float, float>(at::Tensor&, at::Tensor const&, at::Tensor const&, float)::{lambda(float, bool)#1},"
+    " std::array<char*, 3ul> >(int, float)"
+)
+
+
+def test_template_hint_names_what_the_loop_computes():
+    from tb_attention_plugin.formats import kernel_template_hint
+
+    assert kernel_template_hint(_COPY) == "direct_copy_kernel_cuda"
+    assert kernel_template_hint(_MUL) == "BUnaryFunctor<MulFunctor>"
+    assert kernel_template_hint(_FILL) == "masked_fill_kernel"
+    assert kernel_template_hint(_SCALE) == "masked_scale_kernel"
+    assert kernel_template_hint("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT") is None
+    assert kernel_template_hint("void cutlass::Kernel<cutlass_80_tensorop_gemm>(Params)") == "cutlass_80_tensorop_gemm"
+
+
+def test_names_that_would_read_the_same_keep_what_tells_them_apart():
+    from tb_attention_plugin.formats import distinct_short_names, short_kernel_name
+
+    shown = distinct_short_names([_MUL, _SCALE, "softmax_warp_forward", _COPY])
+    assert shown[0] == "vectorized_elementwise_kernel<BUnaryFunctor<MulFunctor>>"
+    assert shown[1] == "vectorized_elementwise_kernel<masked_scale_kernel>"
+    # a name no other shortens to stays as short_kernel_name gives it
+    assert shown[2] == "softmax_warp_forward" and shown[3] == short_kernel_name(_COPY)
+    # the same kernel twice (forward and backward rows) is one name: nothing to tell apart
+    assert distinct_short_names([_COPY, _COPY]) == [short_kernel_name(_COPY)] * 2
