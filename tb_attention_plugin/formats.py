@@ -420,7 +420,6 @@ PHASE_HEADERS = [
     "share of attention",
 ]
 KERNEL_HEADERS = ["kernel", "phase", "dir", "calls", "total", "bound", "mem util", "compute util"]
-MARKDOWN_NAME = 70  # kernel names in markdown tables are cut to this many characters
 
 
 def where(src: Optional[dict]) -> str:
@@ -604,6 +603,8 @@ def render_text(
     """The readable report: per trace its summary, phase table, top kernels, (memory), notes and
     advice. ``width``: fit every line to that many columns (tables narrow, prose wraps, names
     are cut in the middle); None prints everything (``--wide``, files, markdown)."""
+    # markdown is never narrowed, but names its kernels as a terminal does (whole names with --wide)
+    short_names = width is not None
     if markdown:
         width = None
     out = []
@@ -646,7 +647,7 @@ def render_text(
             # narrowed: the operation label gives first, then the kernel count, then the share
             out.append(text_table(PHASE_HEADERS, phase_rows(rep), markdown, width, cut=(0,), drop=(6, 7)))
             out.append("")
-            rows = _top_kernel_rows(rep, top, MARKDOWN_NAME if markdown else None, short=width is not None)
+            rows = _top_kernel_rows(rep, top, None, short=short_names)
             if rows:
                 out.append(("### " if markdown else "") + "Top attention kernels (by total time)")
                 # the user's source line (sources.py) of each group's longest kernel, when recorded

@@ -261,3 +261,14 @@ def test_names_that_would_read_the_same_keep_what_tells_them_apart():
     assert shown[2] == "softmax_warp_forward" and shown[3] == short_kernel_name(_COPY)
     # the same kernel twice (forward and backward rows) is one name: nothing to tell apart
     assert distinct_short_names([_COPY, _COPY]) == [short_kernel_name(_COPY)] * 2
+
+
+def test_markdown_is_never_cut_and_names_kernels_as_the_terminal_does(capsys, monkeypatch):
+    _, out, _ = run(["analyze", "-f", "markdown", sample("gpt4l_naive_train")], capsys, 80, monkeypatch)
+    table = out[out.index("### Top attention kernels") :].split("\n\n")[0]
+    cells = [line.split(" | ")[0].lstrip("| ") for line in table.splitlines()[3:]]
+    assert cells and not any("…" in c or "(" in c for c in cells)  # whole short names, no parameter lists
+    assert any(c.startswith("vectorized_elementwise_kernel<") for c in cells)  # alike names told apart
+    assert max(len(line) for line in out.splitlines()) > 100  # prose is not wrapped to the terminal
+    _, wide, _ = run(["analyze", "-f", "markdown", "--wide", sample("gpt4l_naive_train")], capsys, 80, monkeypatch)
+    assert "at::TensorIteratorBase&" in wide  # --wide: the whole names
