@@ -127,8 +127,8 @@ _TABLE: list[dict[str, Any]] = [
             beaten=dict(
                 bf16=(
                     "GEMMs with exact FLOPs (2·M·N·K from their recorded shapes) ran at up to 926 TFLOP/s on "
-                    "an H200 SXM here (benchmarks/traces/gpt12_sdpa_train_mem: an nvjet 192x192 GEMM of 687 µs; "
-                    "830 TFLOP/s in validation/traces/hf_llama_eager_fwdbwd), above the 801.5 TFLOP/s of the "
+                    "an H200 SXM in our recorded traces (an nvjet 192x192 GEMM of 687 µs in a GPT training step; "
+                    "830 TFLOP/s in a Hugging Face Llama training step), above the 801.5 TFLOP/s of the "
                     "8192^3 benchmark"
                 ),
                 fp16=(
@@ -138,7 +138,7 @@ _TABLE: list[dict[str, Any]] = [
                 memory_bandwidth=(
                     "Nsight Compute measured up to 4.42 TB/s of DRAM traffic (dram__bytes read + write over "
                     "gpu__time_duration; 91.9 % of its DRAM peak) on an elementwise kernel moving 1.33 GB in "
-                    "302 µs (validation/raw/2026-11-30/ncu/b04.csv), above the 4.24 TB/s copy benchmark"
+                    "302 µs (our Nsight Compute validation of 2026-11-30), above the 4.24 TB/s copy benchmark"
                 ),
             ),
         ),

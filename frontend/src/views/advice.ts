@@ -118,7 +118,8 @@ function finding(a: Advice, basis: GainBasis, onPick: (f: KernelFilter) => void)
       h("dl", { class: "kv" }, other.map(([k, v]) => [h("dt", null, k), h("dd", { class: "mono small" }, v)]))) : null,
     h("div", { class: "finding-fix" }, h("div", { class: "muted small" }, "Fix"), h("pre", { class: "code fix" }, h("code", null, a.how)),
       a.fix_code ? h("pre", { class: "code fix", "data-testid": "advice-fix-code" }, h("code", null, a.fix_code)) : null,
-      a.twin ? h("div", { class: "muted small" }, `validated by the twin pair ${a.twin} (validation/advice_twins.md)`) : null));
+      a.twin ? h("div", { class: "muted small", "data-testid": "advice-twin" },
+        `gain confirmed on a measured twin pair (${a.twin}: the slow and the fixed version of one model, both recorded)`) : null));
 }
 
 function gainBasis(s: Summary): GainBasis {
