@@ -18,6 +18,7 @@ export interface KernelFilter {
   q?: string;
   site?: string;
   name?: string;           // exactly one kernel name (a click-through), shown as a chip, not in the search box
+  kid?: string;            // instead of ``name``: the id of a kernel whose name it is (short URLs; /kernels?name_of=)
   rows?: string;           // "launches": every launch, one row each (else one row per kernel)
 }
 
@@ -43,7 +44,7 @@ function parts(hash: string): string[] {
 }
 
 const SEL_KEYS: (keyof Selection)[] = ["run", "worker", "span", "file", "step"];
-const K_KEYS: (keyof KernelFilter)[] = ["phase", "direction", "bound", "scope", "q", "name", "site", "rows"];
+const K_KEYS: (keyof KernelFilter)[] = ["phase", "direction", "bound", "scope", "q", "name", "kid", "site", "rows"];
 
 function selFrom(m: Map<string, string>, prefix: string): Selection | undefined {
   const run = m.get(`${prefix}run`);

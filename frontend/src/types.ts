@@ -643,6 +643,8 @@ export interface Kernel {
 }
 
 export interface KernelsResponse {
+  /** the kernel name ``name_of=<id>`` resolved to */
+  named?: string;
   total: number;
   total_time_us: number;
   all: number;
@@ -687,6 +689,8 @@ export interface KernelGroup {
 }
 
 export interface KernelGroupsResponse {
+  /** the kernel name ``name_of=<id>`` resolved to */
+  named?: string;
   grouped: boolean;
   total: number;
   launches: number;
@@ -719,6 +723,8 @@ export interface RooflinePoint {
   estimated: boolean;
   upper_bound?: boolean;           // FLOPs and bytes are a dense upper bound: figures carry "\u2264"
   id: number | null;
+  /** a kernel of this name (a group's longest launch): ``/kernels?name_of=`` */
+  name_id?: number | null;
   kind: string;
   count: number;
   time_us: number;

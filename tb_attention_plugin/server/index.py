@@ -293,6 +293,7 @@ class KernelQuery:
     q: str = ""
     site: str = ""  # an attention site's name (report ``sites``, kernel rows' ``site``)
     name: str = ""  # exactly this kernel name (a click-through names one kernel, not a search)
+    name_of: int = -1  # a kernel id: views.kernels filters by that kernel's name (short page URLs)
     group: bool = False  # one row per (kernel name, phase, direction): server/groups.py
 
 
@@ -565,6 +566,7 @@ def _point(
             p["compute_util"], p["memory_util"] = (round(float(x), 4) for x in measured_utils)
         else:
             p["measured"] = None
+    p["name_id"] = r.get("id")  # a kernel of this name (a group's longest): /kernels?name_of= (short page URLs)
     if n > 1:
         p["id"] = None
     return p

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any, Optional
 
 from ..attention import vocabulary as V
@@ -90,6 +91,7 @@ def kernel_query(args: Any) -> KernelQuery:
         q=text_param(args, "q", max_len=4096),  # a substring of a kernel, op or module name
         name=text_param(args, "name", max_len=4096),  # a whole C++ kernel name (a click on a point or finding)
         site=text_param(args, "site", max_len=4096),  # a site's name, as the Sites table shows it
+        name_of=int_param(args, "name_of", -1, 0, 1 << 40),  # a kernel id: exactly that kernel's name
     )
 
 
@@ -100,11 +102,20 @@ def _loaded(snap: Snapshot) -> Any:
 
 def kernels(snap: Snapshot, sel: Selection, q: KernelQuery) -> dict[str, Any]:
     t = _loaded(snap).kernels
+    named = None
+    if q.name_of >= 0:  # the page's URL carries the kernel's id, not its (long) C++ name
+        row = find_kernel(t, q.name_of)
+        if row is None:
+            raise not_found(f"no kernel with id {q.name_of}", param="name_of")
+        named = str(row.get("name") or "")
+        q = replace(q, name=named)
     out = query_groups(t, q) if q.group else query_kernels(t, q)
     for r in out.get("rows") or []:
         add_short(r)
         add_short(r.get("longest"))
     out.update({"state": "ready", "selection": sel.echo, "facets": facets(t)})
+    if named is not None:
+        out["named"] = named
     return out
 
 

@@ -164,6 +164,29 @@ def test_enter_on_a_roofline_point_opens_its_kernels(tb, page):
     assert second["short_name"] in chip.inner_text()
     _landed(frame)
     assert frame.eval_on_selector("#kernel-phase", "e => e.value") == (second["phase"] or "")
+    # the page's URL keeps the kernel's id, not its C++ name (issue #41: templated names made ~2 KB
+    # URLs), and a reload of it shows the same table under the same chip
+    h = page.evaluate("location.hash")
+    assert f"att.k.kid={second['name_id']}" in h and "att.k.name=" not in h and len(h) < 400, h
+    ids = frame.eval_on_selector_all("#kernel-table tbody tr[data-id]", "rs => rs.map(r => r.dataset.id)")
+    page.reload()
+    frame = plugin_frame(page)
+    frame.wait_for_selector("#kernel-table tbody tr[data-id]", timeout=30000)
+    chip = frame.wait_for_selector("#kernel-name-filter[title]", timeout=10000)
+    frame.wait_for_function(
+        "n => document.getElementById('kernel-name-filter').title === n"
+        " && document.querySelector('#kernels .kernels-body').getAttribute('aria-busy') === 'false'",
+        arg=second["name"],
+        timeout=10000,
+    )
+    assert second["short_name"] in chip.inner_text()
+    assert frame.eval_on_selector_all("#kernel-table tbody tr[data-id]", "rs => rs.map(r => r.dataset.id)") == ids
+    assert set(frame.eval_on_selector_all(ROW_NAMES, "ds => ds.map(d => d.title)")) == {second["name"]}
+    assert frame.eval_on_selector("#kernel-phase", "e => e.value") == (second["phase"] or "")
+    # clearing the chip takes the id out of the URL
+    frame.click("#kernel-name-filter .chip-x")
+    frame.wait_for_function("() => !document.getElementById('kernel-name-filter')", timeout=5000)
+    assert "att.k.kid=" not in page.evaluate("location.hash")
 
 
 def _long_names(tb, run) -> list:

@@ -31,12 +31,13 @@ export interface KernelQuery {
   q: string;
   site: string;
   name: string;           // exactly this kernel (a click-through): a chip, not the search box
+  kid: string;            // a kernel id standing for ``name`` (the URL carries it: /kernels?name_of=)
   rows: KernelRows;
 }
 
 export function defaultQuery(hasAttention: boolean): KernelQuery {
   return { offset: 0, limit: 50, sort: "total_us", order: "desc", phase: "", direction: "", bound: "",
-    scope: hasAttention ? "attention" : "all", q: "", name: "", site: "", rows: "kernels" };
+    scope: hasAttention ? "attention" : "all", q: "", name: "", kid: "", site: "", rows: "kernels" };
 }
 
 type Page = KernelsResponse | KernelGroupsResponse;
@@ -90,7 +91,8 @@ export class KernelTable {
   /** The filters as they stand (for the URL). */
   filter(): KernelFilter {
     const q = this.q;
-    return { phase: q.phase, direction: q.direction, bound: q.bound, scope: q.scope, q: q.q, name: q.name, site: q.site,
+    // a kernel with an id goes into the URL as its id: a templated C++ name can be kilobytes
+    return { phase: q.phase, direction: q.direction, bound: q.bound, scope: q.scope, q: q.q, name: q.kid ? "" : q.name, kid: q.kid, site: q.site,
       rows: q.rows === "launches" ? "launches" : "" };
   }
 
@@ -99,7 +101,7 @@ export class KernelTable {
    * such kernel's evidence). */
   apply(f: KernelFilter, openFirst = false): void {
     this.openFirst = openFirst;
-    this.q = { ...this.q, phase: "", direction: "", bound: "", q: "", name: "", site: "", ...clean(f), offset: 0 };
+    this.q = { ...this.q, phase: "", direction: "", bound: "", q: "", name: "", kid: "", site: "", ...clean(f), offset: 0 };
     this.searchInput.value = this.q.q;
     this.renderControls(this.last);
     this.unpin();
@@ -117,7 +119,7 @@ export class KernelTable {
       h("div", { class: "pinned-head" }, h("strong", null, "Selected kernel"), h("span", { class: "muted small" }, ` #${k.id} · ${fmt.time(k.dur_us)}`),
         h("span", { class: "grow" }), close),
       details(k)));
-    this.q = { ...this.q, phase: "", direction: "", bound: "", site: "", q: "", name: k.name, scope: k.attention ? "attention" : "all", offset: 0,
+    this.q = { ...this.q, phase: "", direction: "", bound: "", site: "", q: "", name: k.name, kid: String(k.id), scope: k.attention ? "attention" : "all", offset: 0,
       ...this.rowsPatch("launches") };
     this.searchInput.value = "";
     this.renderControls(this.last);
@@ -132,7 +134,7 @@ export class KernelTable {
 
   private set(patch: Partial<KernelQuery>): void {
     this.q = { ...this.q, ...patch };
-    if ("phase" in patch || "direction" in patch || "bound" in patch || "scope" in patch || "q" in patch || "name" in patch || "site" in patch
+    if ("phase" in patch || "direction" in patch || "bound" in patch || "scope" in patch || "q" in patch || "name" in patch || "kid" in patch || "site" in patch
       || "rows" in patch) this.onFilter(this.filter());
     void this.load();
   }
@@ -146,7 +148,7 @@ export class KernelTable {
 
   /** A group's launches, one row each (its details' button). */
   private showLaunches(g: KernelGroup): void {
-    this.set({ ...this.rowsPatch("launches"), name: g.name, phase: g.phase || "", direction: g.attention ? g.direction : "", offset: 0 });
+    this.set({ ...this.rowsPatch("launches"), name: g.name, kid: String(g.id), phase: g.phase || "", direction: g.attention ? g.direction : "", offset: 0 });
     this.renderControls(this.last);
   }
 
@@ -172,11 +174,12 @@ export class KernelTable {
     const phases = PHASE_ORDER.filter((p) => !facets || facets.phase.includes(p));
     const searchField = h("label", { class: "field grow", for: "kernel-search" }, h("span", { class: "field-label" }, "Search"), this.searchInput);
     let chip: HTMLElement | null = null;
-    if (this.q.name) {
+    if (this.q.name || this.q.kid) {
       const x = h("button", { type: "button", class: "chip-x", title: "show every kernel again", "aria-label": "clear the kernel filter" }, "\u00d7");
-      x.addEventListener("click", () => { this.set({ name: "", offset: 0 }); this.renderControls(this.last); this.unpin(); });
+      x.addEventListener("click", () => { this.set({ name: "", kid: "", offset: 0 }); this.renderControls(this.last); this.unpin(); });
       chip = h("div", { class: "field" }, h("span", { class: "field-label" }, "Kernel"),
-        h("span", { class: "chip", id: "kernel-name-filter", title: this.q.name }, h("span", { class: "mono ellipsis" }, shortName(this.q.name)), x));
+        h("span", { class: "chip", id: "kernel-name-filter", title: this.q.name || `kernel #${this.q.kid}`, "data-kid": this.q.kid || null },
+          h("span", { class: "mono ellipsis" }, this.q.name ? shortName(this.q.name) : `kernel #${this.q.kid}`), x));
     }
     replace(this.controls,
       this.rowsSelect(),
@@ -206,7 +209,7 @@ export class KernelTable {
     const params: Record<string, string | number | null> = {
       offset: this.q.offset, limit: this.q.limit, sort: sortFor(this.q.sort, this.q.rows === "kernels"), order: this.q.order,
       phase: this.q.phase || null, direction: this.q.direction || null, bound: this.q.bound || null,
-      scope: this.q.scope, q: this.q.q || null, name: this.q.name || null, site: this.q.site || null,
+      scope: this.q.scope, q: this.q.q || null, name: this.q.kid ? null : this.q.name || null, name_of: this.q.kid || null, site: this.q.site || null,
     };
     const grouped = this.q.rows === "kernels";
     try {
@@ -224,7 +227,9 @@ export class KernelTable {
           return;
         }
         this.last = r.data;
-        if (!this.lastFacetsShown) {
+        const named = this.q.kid && typeof r.data.named === "string" && r.data.named !== this.q.name;
+        if (named) this.q = { ...this.q, name: r.data.named as string };   // the chip shows the name the id stands for
+        if (!this.lastFacetsShown || named) {
           this.renderControls(r.data);
           this.lastFacetsShown = true;
         }
@@ -368,6 +373,7 @@ function clean(f: KernelFilter | undefined): Partial<KernelQuery> {
   if (!f) return out;
   for (const key of ["phase", "direction", "bound", "q", "name", "site"] as const) if (typeof f[key] === "string") out[key] = f[key] as string;
   if (f.scope === "attention" || f.scope === "all" || f.scope === "other") out.scope = f.scope;
+  if (typeof f.kid === "string") out.kid = /^\d{1,15}$/.test(f.kid) ? f.kid : "";
   if (f.rows === "launches" || f.rows === "kernels") out.rows = f.rows;
   return out;
 }

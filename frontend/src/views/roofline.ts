@@ -163,7 +163,7 @@ export function rooflineChart(data: RooflineResponse, onPick?: (f: KernelFilter)
   function pick(p: RooflinePoint): void {
     if (!onPick) return;
     hideTip();
-    onPick({ name: p.name, q: "", phase: p.phase || "", direction: p.phase ? p.direction : "", scope: p.phase ? "attention" : "all", bound: "" });
+    onPick({ name: p.name, kid: String(p.name_id ?? p.id ?? ""), q: "", phase: p.phase || "", direction: p.phase ? p.direction : "", scope: p.phase ? "attention" : "all", bound: "" });
   }
   const ring = s("circle", { r: 0, class: "focus-ring", "aria-hidden": "true" });
   svg.appendChild(ring);
