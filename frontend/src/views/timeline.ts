@@ -312,7 +312,9 @@ export class Timeline {
       const isComm = this.comm.has(`${lane.device}:${lane.stream}`);
       g.fillText(`${d.lanes.some((l) => l.device !== lane.device) ? `GPU ${lane.device} ` : ""}stream ${lane.stream}${isComm ? " \u00b7 comm" : ""}`, 6, y + CALL_H + 11);
       g.fillStyle = muted;
-      g.fillText(`${fmt.count(lane.kernels_total)} kernels`, 6, y + CALL_H + 24);
+      // in the window, as the status line counts them (not the whole trace's: a step view of a
+      // two-step trace would read 760 over the status line's 380)
+      g.fillText(`${fmt.count(lane.kernels)} kernels`, 6, y + CALL_H + 24);
       g.save();
       g.beginPath();
       g.rect(LABEL_W, y, pw, LANE_H);
