@@ -7,6 +7,7 @@ import * as fmt from "./format";
 import { setShortNames } from "./names";
 import { KernelFilter, onHashState, readState, UrlState, View, writeState } from "./state";
 import { followDarkMode } from "./theme";
+import { Base, baseOf, onBase, TimeBase } from "./timebase";
 import type { Kernel, RooflineResponse, Run, RunsResponse, Selection, Summary } from "./types";
 import { renderAdvice } from "./views/advice";
 import { renderReplay } from "./views/replay";
@@ -24,7 +25,7 @@ import { renderMemory } from "./views/memory";
 import { multiRankRuns, RanksView } from "./views/ranks";
 import { Timeline } from "./views/timeline";
 import { SectionBar, sectionTargets } from "./views/sectionbar";
-import { section } from "./widgets";
+import { section, withBase } from "./widgets";
 
 const STORE_KEY = "tb-attention:v2";
 
@@ -83,6 +84,11 @@ class App {
   private sectionsAbove: ResizeObserver | null = null;
   private sectionBar: SectionBar | null = null;
   private stickyWatch: ResizeObserver | null = null;
+  // the Trace view's time base (#41): per step unless the URL says att.base=total
+  private tb: TimeBase = "step";
+  private baseSwitch: HTMLElement;
+  private baseButtons: Record<TimeBase, HTMLButtonElement>;
+  private lastRun: { sel: Selection; s: Summary } | null = null;
 
   constructor() {
     const url = readState();
@@ -91,6 +97,22 @@ class App {
     this.sel = st.sel || null;
     this.kfilter = st.k;
     this.pair = { base: st.base, next: st.next };
+    this.tb = st.tb || "step";
+    const baseBtn = (v: TimeBase, label: string) => {
+      const b = h("button", { type: "button", class: "tab", role: "radio", id: `base-${v}`, "data-base": v }, label);
+      b.addEventListener("click", () => this.setBase(v));
+      b.addEventListener("keydown", (e) => {
+        if (!["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown"].includes(e.key)) return;
+        e.preventDefault();
+        const other: TimeBase = v === "step" ? "total" : "step";
+        this.setBase(other);
+        this.baseButtons[other].focus();
+      });
+      return b;
+    };
+    this.baseButtons = { step: baseBtn("step", "per step"), total: baseBtn("total", "total") };
+    this.baseSwitch = h("div", { class: "tabs base-switch", id: "base-switch", role: "radiogroup", "aria-label": "time base of the figures", hidden: true },
+      this.baseButtons.step, this.baseButtons.total);
     this.tabRuns = h("button", { type: "button", class: "tab", id: "tab-runs", hidden: true }, "Runs");
     this.tabRun = h("button", { type: "button", class: "tab", id: "tab-run" }, "Trace");
     this.tabCompare = h("button", { type: "button", class: "tab", id: "tab-compare" }, "Compare");
@@ -105,6 +127,7 @@ class App {
       h("div", { class: "brand" }, h("span", { class: "logo", "aria-hidden": "true" }), h("span", null, "Attention")),
       h("nav", { class: "tabs", "aria-label": "views" }, this.tabRuns, this.tabRun, this.tabCompare, this.tabRanks),
       this.pickerSlot,
+      this.baseSwitch,
       h("span", { class: "grow" }),
       this.annotated,
       this.download);
@@ -166,6 +189,7 @@ class App {
     if (st.sel) this.sel = st.sel;
     this.kfilter = st.k;
     this.pair = { base: st.base, next: st.next };
+    this.tb = st.tb || "step";
     this.dropViews();
     this.seq++;
     this.updateTabs();
@@ -186,7 +210,7 @@ class App {
 
   private store(): void {
     const st: UrlState = { view: this.view || undefined, sel: this.sel || undefined, k: this.kfilter,
-      base: this.pair.base, next: this.pair.next };
+      base: this.pair.base, next: this.pair.next, tb: this.tb === "total" ? "total" : undefined };
     writeState(st);
     try {
       window.sessionStorage.setItem(STORE_KEY, JSON.stringify(st));
@@ -207,6 +231,35 @@ class App {
     }
   }
 
+  /** The switch's state for the shown trace: its base, disabled with the reason where the trace
+   * has one step or none (then its figures are totals). */
+  private updateBaseSwitch(b: Base | null): void {
+    this.baseSwitch.hidden = this.view !== "run" || !b;
+    if (!b) return;
+    this.baseSwitch.title = b.why;
+    this.baseSwitch.setAttribute("aria-disabled", b.canSwitch ? "false" : "true");
+    for (const v of ["step", "total"] as TimeBase[]) {
+      const btn = this.baseButtons[v];
+      const on = b.base === v;
+      btn.setAttribute("aria-checked", on ? "true" : "false");
+      btn.classList.toggle("active", on);
+      btn.disabled = !b.canSwitch;
+      btn.tabIndex = on ? 0 : -1;
+      btn.title = b.why;
+    }
+  }
+
+  private setBase(v: TimeBase): void {
+    if (this.tb === v) return;
+    this.tb = v;
+    this.store();
+    const last = this.lastRun;
+    if (!last || this.view !== "run") return;
+    const y = window.scrollY;
+    this.renderRun(last.sel, last.s, ++this.seq);
+    window.scrollTo(0, y);
+  }
+
   private setView(v: View): void {
     if (this.view === v) return;
     this.view = v;
@@ -214,6 +267,7 @@ class App {
     if (v !== "compare") this.pair = {};
     this.updateTabs();
     this.store();
+    if (v !== "run") this.updateBaseSwitch(null);
     if (this.runs) this.onRuns(this.runs);
   }
 
@@ -354,6 +408,8 @@ class App {
   private async loadRun(): Promise<void> {
     const my = ++this.seq;
     const sel = this.sel;
+    this.lastRun = null;
+    this.updateBaseSwitch(null);
     if (!sel || !this.runs) return;
     const f = fileOf(this.runs, sel);
     const partial = () => this.openPartial();
@@ -377,6 +433,7 @@ class App {
       }
       if (r.kind !== "ready") return;
       setShortNames(r.data.short_names);
+      this.lastRun = { sel, s: r.data.summary };
       this.renderRun(sel, r.data.summary, my);
     } catch (e) {
       if (my !== this.seq) return;
@@ -432,6 +489,9 @@ class App {
   }
 
   private renderRun(sel: Selection, s: Summary, my: number): void {
+    const b = baseOf(s, this.tb);
+    const sb = onBase(s, b);      // the summary, phases, sites and advice on the base; the rest per launch
+    this.updateBaseSwitch(b);
     const hasAttention = (s.attention_kernels || 0) > 0;
     const roofEl = h("div", { class: "roof-body" }, h("p", { class: "muted" }, "Loading the roofline\u2026"));
     const memEl = h("div", { class: "mem-slot" }, h("p", { class: "muted" }, "Loading the memory analysis\u2026"));
@@ -452,11 +512,11 @@ class App {
       meta,
       states.notices(s),
       noGpu ? null : renderStrip(s),
-      hasAttention ? renderAdvice(s, pick) : null,
+      hasAttention ? withBase(renderAdvice(sb, pick, b), b) : null,
       hasAttention ? renderReplay(s, sel, api.replayScriptUrl(sel)) : null,
-      noGpu ? null : renderSummary(s),
-      hasAttention ? renderPhases(s, pick, (f) => this.showKernels(f, true)) : null,
-      hasAttention ? renderSites(s, pick) : null,
+      noGpu ? null : withBase(renderSummary(sb, b), b),
+      hasAttention ? withBase(renderPhases(sb, pick, (f) => this.showKernels(f, true)), b) : null,
+      hasAttention ? withBase(renderSites(sb, pick), b) : null,
       hasAttention ? section("Roofline", "roofline", h("p", { class: "section-help" }, ROOFLINE_HELP), roofEl) : null,
       timeline ? timeline.el : null,
       noGpu ? null : section("Kernels", "kernels", this.kernels.el),

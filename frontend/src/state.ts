@@ -4,6 +4,7 @@
 // along under the "att." prefix and are written with replaceState (no hashchange, no history
 // entry per click). Outside TensorBoard the iframe's own hash is used.
 
+import type { TimeBase } from "./timebase";
 import type { Selection } from "./types";
 
 const PREFIX = "att.";
@@ -28,6 +29,7 @@ export interface UrlState {
   k?: KernelFilter;
   base?: Selection;
   next?: Selection;
+  tb?: TimeBase;           // the Trace view's time base: att.base=total (absent: per step)
 }
 
 function hostWindow(): Window {
@@ -97,6 +99,7 @@ export function readState(): UrlState {
   const k: KernelFilter = {};
   for (const key of K_KEYS) if (m.has(`k.${key}`)) k[key] = m.get(`k.${key}`);
   if (Object.keys(k).length) out.k = k;
+  if (m.get("base") === "total") out.tb = "total";
   return out;
 }
 
@@ -121,6 +124,7 @@ export function writeState(st: UrlState): void {
     putSel(st.base, "b.");
     putSel(st.next, "n.");
   }
+  if (st.tb === "total") add("base", "total");
   if (st.k && st.view === "run") for (const key of K_KEYS) add(`k.${key}`, st.k[key]);
   const hash = keep.length ? `#${keep.join("&")}` : "";
   lastOurs = ours(hash);

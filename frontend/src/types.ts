@@ -901,7 +901,8 @@ export interface OverviewRow {
   per_step?: { steps: number; step_us: number | null; gpu_busy_us: number; compute_busy_us: number | null;
     idle_us: number | null; attention_time_us: number };
   top_advice?: { id: string; title: string; severity: string; estimated_gain_us: number | null;
-    gain_basis?: "gpu" | "step" | null; step_gain_us?: number | null } | null;
+    gain_basis?: "gpu" | "step" | null; step_gain_us?: number | null;
+    per_step?: { steps: number; gpu_gain_us: number | null; step_gain_us: number | null; basis: "measured" | "estimated" } | null } | null;
   partial?: boolean;
   job?: OverviewJob;
 }

@@ -105,6 +105,13 @@ export function section(title: string, id: string, ...children: Child[]): HTMLEl
     h("h2", { id: hid }, title), ...children);
 }
 
+/** A section's time base beside its heading (#41): "per step (mean of 2 profiled steps)". */
+export function withBase<T extends HTMLElement | null>(el: T, b: { label: string; base: string }): T {
+  const h2 = el?.querySelector("h2");
+  if (h2) h2.append(h("span", { class: "base-tag", "data-testid": "base-tag", "data-base": b.base }, ` \u00b7 ${b.label}`));
+  return el;
+}
+
 export function note(kind: "info" | "warn" | "error", title: string, ...body: Child[]): HTMLElement {
   return h("div", { class: `note note-${kind}`, role: kind === "error" ? "alert" : "status" },
     h("div", { class: "note-title" }, title), ...body);

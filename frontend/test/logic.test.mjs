@@ -14,6 +14,7 @@ export { rankAdvice, gainText } from "./views/advice";
 export { spanLabel, spanDate } from "./format";
 export { boundLabel } from "./bound";
 export { unknownCostAdvice, graphsSummary } from "./replay";
+export { divisor, baseOf, onBase } from "./timebase";
 `;
 const out = await esbuild.build({
   stdin: { contents: entry, resolveDir: join(here, "..", "src"), loader: "ts" },
@@ -150,4 +151,47 @@ test("a step-time gain is a share of the step, never of attention time; both fig
   // a report from before gain_basis: launch_overhead's gain was idle time
   const old = { id: "launch_overhead", estimated_gain_us: 1142.6, removable_us: 5855.8 };
   assert.match(m.gainText(old, { attentionUs: 1142.6, spanUs: 9310, steps: 1 }), /of step time saved \(12 % of the step\)/);
+});
+
+test("the time base: per step divides time figures by the profiled steps, never shares or counts (#41)", () => {
+  const s = { ...base, steps: [{ name: "ProfilerStep#1", dur_us: 1000 }, { name: "ProfilerStep#2", dur_us: 1000 }],
+    attention_time_us: 2000, attention_share: 0.4, attention_kernels: 10, span_us: 2000,
+    bound_time_us: { compute: 500, memory: 1500, latency: 0, unknown: 0 },
+    phases: [{ phase: "softmax", time_us: 800, share: 0.4, kernels: 4, compute_util: 0.3, top_kernels: [{ name: "k", time_us: 400 }] }],
+    advice: [
+      { id: "fuse_attention", estimated_gain_us: 1000, gpu_gain_us: 1000, step_gain_us: 600,
+        per_step: { steps: 2, gpu_gain_us: 500, step_gain_us: 300, basis: "estimated" },
+        evidence: { kernels: [{ name: "k", time_us: 400, calls: 8 }], phases: [{ phase: "softmax", time_us: 800 }] } },
+      { id: "old", estimated_gain_us: 100 },
+    ] };
+  assert.equal(m.divisor(s), 2);
+  assert.equal(m.divisor({ ...s, step: "ProfilerStep#1" }), 1);
+  assert.equal(m.divisor({ ...s, steps: [] }), 1);
+  const b = m.baseOf(s, "step");
+  assert.equal(b.label, "per step (mean of 2 profiled steps)");
+  assert.equal(b.n, 2);
+  const p = m.onBase(s, b);
+  assert.equal(p.attention_time_us, 1000);
+  assert.equal(p.attention_share, 0.4);
+  assert.equal(p.attention_kernels, 10);
+  assert.deepEqual(p.bound_time_us, { compute: 250, memory: 750, latency: 0, unknown: 0 });
+  assert.equal(p.phases[0].time_us, 400);
+  assert.equal(p.phases[0].share, 0.4);
+  assert.equal(p.phases[0].kernels, 4);
+  assert.equal(p.phases[0].top_kernels[0].time_us, 200);
+  assert.equal(p.steps, s.steps);
+  assert.equal(p.advice[0].estimated_gain_us, 500);
+  assert.equal(p.advice[0].step_gain_us, 300);
+  assert.equal(p.advice[0].evidence.phases[0].time_us, 400);
+  assert.equal(p.advice[0].evidence.kernels[0].time_us, 400);     // launches: the trace's, said so where drawn
+  assert.equal(p.advice[1].estimated_gain_us, 100);                // no per_step block: over the trace, said so
+  assert.equal(p.advice[1].overTrace, true);
+  assert.match(m.gainText(p.advice[1], { attentionUs: 1000, spanUs: 1000, steps: 2, perStep: true }), /over the whole trace/);
+  const t = m.baseOf(s, "total");
+  assert.equal(t.label, "over the 2 profiled steps");
+  assert.equal(m.onBase(s, t), s);
+  const none = m.baseOf({ ...s, steps: [] }, "step");
+  assert.equal(none.canSwitch, false);
+  assert.equal(none.base, "total");
+  assert.match(none.why, /no profiler step/);
 });

@@ -42,6 +42,7 @@ def overview_row(summary: dict[str, Any]) -> dict[str, Any]:
             "estimated_gain_us": a.get("estimated_gain_us"),
             "gain_basis": a.get("gain_basis"),
             "step_gain_us": a.get("step_gain_us"),
+            "per_step": a.get("per_step"),  # its savings per profiled step (steps.finding_per_step)
         }
     device = summary.get("device") or {}
     return {

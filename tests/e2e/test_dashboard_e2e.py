@@ -73,8 +73,9 @@ def test_runs_overview_is_the_landing_page(tb, page):
     frame.wait_for_selector("#runs-table tbody tr", timeout=20000)
     rows = frame.eval_on_selector_all("#runs-table tbody tr", "rs => rs.map(r => r.dataset.run)")
     assert set(rows) == set(RUNS)
-    att = {r["run"]: r["attention_time_us"] for r in get_json(tb + API + "/overview")["runs"]}
-    assert rows == sorted(att, key=lambda r: -att[r])  # the most attention time first
+    att = {r["run"]: r["per_step"]["attention_time_us"] for r in get_json(tb + API + "/overview")["runs"]}
+    assert rows == sorted(att, key=lambda r: -att[r])  # the most attention time per step first
+    assert "ATTENTION PER STEP" in frame.inner_text("#runs-table thead").upper()
     text = frame.inner_text('#runs-table tr[data-run="llama_eager"]')
     assert "Use fused attention" in text and "~" in text  # the top finding, its gain an estimate
     shot(page, "e2e15_runs.png")

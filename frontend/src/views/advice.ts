@@ -8,6 +8,7 @@
 import { phaseLabel } from "../colors";
 import { h, Child } from "../dom";
 import * as fmt from "../format";
+import type { Base } from "../timebase";
 import type { Advice, AdviceCheck, AdviceEvidence, Summary } from "../types";
 import type { KernelFilter } from "../state";
 import { boundPill, phaseTag, section, sourceTag } from "../widgets";
@@ -41,7 +42,7 @@ export function isStepBasis(a: { id: string; gain_basis?: string | null }): bool
   return a.gain_basis ? a.gain_basis === "step" : IDLE_TIME_FINDINGS.has(a.id);
 }
 
-export interface GainBasis { attentionUs: number; spanUs: number | null; steps: number }
+export interface GainBasis { attentionUs: number; spanUs: number | null; steps: number; perStep?: boolean }
 
 /** "~1.37 ms of attention GPU time saved (32 % of attention time) · ~1.20 ms of step time · acts on
  * 2.20 ms": the gain on its basis with its share, the other figure beside it. */
@@ -51,7 +52,7 @@ export function gainText(a: Advice, basis: GainBasis): string {
   }
   const step = isStepBasis(a);
   const r = step ? share(a.estimated_gain_us, basis.spanUs) : share(a.estimated_gain_us, basis.attentionUs);
-  const of = step ? `of the ${basis.steps ? "step" + (basis.steps > 1 ? "s" : "") : "trace"}` : "of attention time";
+  const of = step ? `of the ${basis.perStep ? "step" : basis.steps ? "step" + (basis.steps > 1 ? "s" : "") : "trace"}` : "of attention time";
   const what = step ? "of step time" : "of attention GPU time";
   const part = r !== null ? ` (${fmt.pct(r, 0)} ${of})` : "";
   const measured = (a.evidence as AdviceEvidence | undefined)?.gain_source === "measured";
@@ -62,7 +63,9 @@ export function gainText(a: Advice, basis: GainBasis): string {
     : "";
   const acts = a.removable_us ? ` \u00b7 acts on ${fmt.time(a.removable_us)}${step ? " of step time" : ""}` : "";
   const own = !step && measured;
-  return `${own ? "measured: " : ""}${fmt.est(fmt.time(a.estimated_gain_us), !own)} ${what} saved${part}${beside}${acts}`;
+  // a finding without a per_step block on the per-step base keeps the trace's totals: said
+  const over = (a as Advice & { overTrace?: boolean }).overTrace && basis.perStep ? " (over the whole trace)" : "";
+  return `${own ? "measured: " : ""}${fmt.est(fmt.time(a.estimated_gain_us), !own)} ${what} saved${over}${part}${beside}${acts}`;
 }
 
 /** Evidence values that are not phases or kernels: short "key: value" lines. */
@@ -100,14 +103,15 @@ function finding(a: Advice, basis: GainBasis, onPick: (f: KernelFilter) => void)
         ? "wall-clock step time this change would save in this trace (the step replayed without the profiler), an estimate"
         : "attention GPU time this change would save in this trace, under the finding's assumption (an estimate); the step time beside it is the step replayed with the change" },
         gainText(a, basis))),
-    h("p", { class: "finding-detail" }, a.detail),
+    h("p", { class: "finding-detail" }, a.detail,
+      basis.perStep ? h("span", { class: "muted small", "data-testid": "detail-base" }, " (this text counts over the whole trace)") : null),
     phases.length ? h("div", { class: "finding-links" }, h("span", { class: "muted small" }, "Phases:"),
       phases.map((p) => link([phaseTag(p.phase, `${phaseLabel(p.phase)} ${p.direction === "backward" ? "bwd" : "fwd"}`), ` ${fmt.time(p.time_us)}`],
         "show these kernels in the kernel table",
         () => onPick({ phase: p.phase, direction: p.direction, scope: "attention", q: "", bound: "" }),
         { "data-phase": p.phase, "data-direction": p.direction }))) : null,
     kernels.length ? h("div", { class: "finding-kernels" },
-      h("div", { class: "muted small" }, "Longest kernels:"),
+      h("div", { class: "muted small" }, basis.perStep ? "Longest kernels (over the whole trace):" : "Longest kernels:"),
       h("ul", null, kernels.map((k) => h("li", null,
         link(h("span", { class: "mono ellipsis", title: k.name }, shortName(k.name)), "show this kernel in the kernel table",
           () => onPick({ name: k.name, q: "", phase: k.phase || "", direction: k.direction || "", scope: k.phase ? "attention" : "all", bound: "" })),
@@ -122,18 +126,21 @@ function finding(a: Advice, basis: GainBasis, onPick: (f: KernelFilter) => void)
         `gain confirmed on a measured twin pair (${a.twin}: the slow and the fixed version of one model, both recorded)`) : null));
 }
 
-function gainBasis(s: Summary): GainBasis {
+function gainBasis(s: Summary, b?: Base): GainBasis {
   const c = context(s);
-  return { attentionUs: c.totalAttentionUs, spanUs: c.totalSpanUs, steps: c.steps };
+  // on the per-step base ``s`` is already divided (timebase.onBase): its totals are one step's
+  return { attentionUs: c.totalAttentionUs, spanUs: c.totalSpanUs, steps: c.steps, perStep: b?.base === "step" };
 }
 
-export function renderAdvice(s: Summary, onPick: (f: KernelFilter) => void): HTMLElement | null {
+/** ``b``: the time base the findings' gains are on (timebase.onBase); without it, the trace's totals. */
+export function renderAdvice(s: Summary, onPick: (f: KernelFilter) => void, b?: Base): HTMLElement | null {
   const items = s.advice;
   if (!items) return null;       // an older report without the block
   const ranked = rankAdvice(items);
   const steps = context(s).steps;
   // the strip above shows one step's mean, the gains are the trace's totals: say which
-  const over = steps > 1 ? ` Gains are over the whole trace (its ${steps} profiled steps together, like the Summary's totals; the strip above shows one step).` : "";
+  const over = b ? ` Gains: ${b.label}${b.base === "step" ? ", as in the strip above" : b.canSwitch ? " together (the strip above shows one step)" : ""}.`
+    : steps > 1 ? ` Gains are over the whole trace (its ${steps} profiled steps together, like the Summary's totals; the strip above shows one step).` : "";
   const help = h("p", { class: "section-help" },
     `What to change, ranked by the step time each change would save in this trace (else by its attention GPU time).${over} Gains marked ~ are estimates under the stated assumption; click a phase or kernel to see its kernels below.`);
   if (!ranked.length) {
@@ -141,7 +148,7 @@ export function renderAdvice(s: Summary, onPick: (f: KernelFilter) => void): HTM
       "No finding: none of the advice rules has evidence in this trace."), checkList(s.advice_checks || []));
   }
   return section("Advice", "advice", help,
-    h("div", { class: "findings" }, ranked.map((a) => finding(a, gainBasis(s), onPick))));
+    h("div", { class: "findings" }, ranked.map((a) => finding(a, gainBasis(s, b), onPick))));
 }
 
 /** What each rule looked at and why it stayed silent ("No finding"). */

@@ -1,5 +1,5 @@
 // Runs overview: one row per run (its default trace), the landing page when a log directory holds
-// several runs. Sorted by attention time, so the run worth a look comes first; a click opens it.
+// several runs. Sorted by attention time per profiled step (the Trace view's default base), so the run worth a look comes first; a click opens it.
 
 import { api, ApiError } from "../api";
 import { BOUND_COLORS, BOUND_LABELS } from "../colors";
@@ -53,8 +53,23 @@ function jobLine(r: OverviewRow, j: OverviewJob, onOpen: OpenRun): HTMLElement {
   ranks, " ", mark);
 }
 
+/** A run's attention time per profiled step (the overview's per_step block, steps.per_step), else its total. */
+export function attentionPerStep(r: OverviewRow): number | undefined {
+  return r.per_step ? r.per_step.attention_time_us : r.attention_time_us;
+}
+
+/** The top finding's gain per step where the report has its per_step block, else over the trace (said). */
+function topGain(a: NonNullable<OverviewRow["top_advice"]>): string {
+  const step = isStepBasis(a);
+  const ps = a.per_step;
+  const per = ps ? (step ? ps.step_gain_us : ps.gpu_gain_us) : null;
+  const what = step ? " of step time" : " of attention GPU time";
+  return per !== null && per !== undefined ? ` (${fmt.est(fmt.time(per), true)}${what} per step)`
+    : ` (${fmt.est(fmt.time(a.estimated_gain_us), true)}${what} over the trace)`;
+}
+
 export function runsTable(rows: OverviewRow[], onOpen: OpenRun): HTMLElement {
-  const sorted = rows.slice().sort((a, b) => (b.attention_time_us ?? -1) - (a.attention_time_us ?? -1) || a.run.localeCompare(b.run));
+  const sorted = rows.slice().sort((a, b) => (attentionPerStep(b) ?? -1) - (attentionPerStep(a) ?? -1) || a.run.localeCompare(b.run));
   const tbody = h("tbody");
   for (const r of sorted) {
     const open = h("button", { type: "button", class: "linkish run-link", title: `open ${r.run} in the Trace view`, "data-run": r.run },
@@ -77,15 +92,15 @@ export function runsTable(rows: OverviewRow[], onOpen: OpenRun): HTMLElement {
           : r.state === "incomplete" ? [h("span", { class: "badge warn" }, "incomplete"), ` ${cut} `, partial]
             : r.state === "summarized" ? "summarized (a job of many ranks: see its Ranks view; a rank's report loads when it is opened)"
             : `${r.state}\u2026`),
-      ready ? h("td", { class: "num" }, fmt.time(r.attention_time_us)) : null,
+      ready ? h("td", { class: "num", title: r.per_step ? `total ${fmt.time(r.attention_time_us)} over ${fmt.count(r.steps ?? 0)} profiled step${r.steps === 1 ? "" : "s"}` : null },
+        fmt.time(attentionPerStep(r))) : null,
       ready ? h("td", { class: "num" }, fmt.pct(r.attention_share)) : null,
       ready ? h("td", null, r.top_phase ? [phaseTag(r.top_phase.phase, `${r.top_phase.label} ${r.top_phase.direction === "backward" ? "bwd" : "fwd"}`),
         h("span", { class: "muted small nowrap" }, ` ${fmt.pct(r.top_phase.share, 0)}`)] : h("span", { class: "muted" }, fmt.DASH)) : null,
       ready ? h("td", null, boundMix(r)) : null,
       ready ? h("td", { class: "small" }, r.top_advice
         ? [h("span", { class: `badge sev sev-${r.top_advice.severity}` }, r.top_advice.severity), " ", r.top_advice.title,
-          r.top_advice.estimated_gain_us ? h("span", { class: "muted" }, ` (${fmt.est(fmt.time(r.top_advice.estimated_gain_us), true)}` +
-            `${isStepBasis(r.top_advice) ? " of step time" : " of attention GPU time"})`) : null,
+          r.top_advice.estimated_gain_us ? h("span", { class: "muted" }, topGain(r.top_advice)) : null,
           (r.advice || 0) > 1 ? h("span", { class: "muted" }, ` +${(r.advice || 0) - 1} more`) : null]
         : h("span", { class: "muted" }, "none")) : null,
       h("td", { class: "small" }, (r.partial ? [h("span", { class: "badge warn" }, "incomplete")] : []).concat(
@@ -94,7 +109,7 @@ export function runsTable(rows: OverviewRow[], onOpen: OpenRun): HTMLElement {
   return h("div", { class: "table-wrap" }, h("table", { class: "data runs-table", id: "runs-table" },
     h("caption", { class: "sr-only" }, "runs in the log directory"),
     h("thead", null, h("tr", null,
-      h("th", { scope: "col" }, "Run"), h("th", { scope: "col" }, "Device"), h("th", { scope: "col", class: "num" }, "Attention"),
+      h("th", { scope: "col" }, "Run"), h("th", { scope: "col" }, "Device"), h("th", { scope: "col", class: "num", title: "attention time per profiled step (a trace without profiler steps: its total); the rows are ranked by it" }, "Attention per step"),
       h("th", { scope: "col", class: "num", title: "attention busy time / compute busy time (communication apart)" }, "Share"), h("th", { scope: "col" }, "Top phase"),
       h("th", { scope: "col" }, "Bound mix"), h("th", { scope: "col" }, "Top advice"), h("th", { scope: "col" }, "Notices"))),
     tbody));

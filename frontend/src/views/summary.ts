@@ -5,6 +5,7 @@ import { CAUSE_LABELS, LATENCY_DEFINITION } from "../bound";
 import { BOUND_COLORS, BOUND_LABELS } from "../colors";
 import { h, Child } from "../dom";
 import * as fmt from "../format";
+import type { Base } from "../timebase";
 import type { Device, Summary } from "../types";
 import { section } from "../widgets";
 
@@ -62,7 +63,8 @@ function split(parts: { label: string; value: number; color: string }[]): HTMLEl
   return bar;
 }
 
-export function renderSummary(s: Summary): HTMLElement {
+/** ``b``: the time base the summary's figures are on (timebase.onBase), said under GPU busy time. */
+export function renderSummary(s: Summary, b?: Base): HTMLElement {
   const d = s.device;
   const peaks = d ? PEAK_ORDER.filter((k) => d.peaks.flops[k]).slice(0, 4) : [];
   const deviceCard = h("div", { class: "stat device", "data-testid": "device" },
@@ -89,7 +91,7 @@ export function renderSummary(s: Summary): HTMLElement {
   ]);
   const bounds = (["compute", "memory", "latency", "unknown"] as const);
   const boundBar = split(bounds.map((b) => ({ label: BOUND_LABELS[b], value: s.bound_time_us?.[b] || 0, color: BOUND_COLORS[b] })));
-  const stepNote = s.step ? `step ${s.step}` : s.steps.length > 1 ? `total over ${s.steps.length} profiled steps` : s.steps.length ? "1 profiled step" : "whole trace";
+  const stepNote = b ? b.label : s.step ? `step ${s.step}` : s.steps.length > 1 ? `total over ${s.steps.length} profiled steps` : s.steps.length ? "1 profiled step" : "whole trace";
 
   const grid = h("div", { class: "stats" },
     deviceCard,
