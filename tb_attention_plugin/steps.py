@@ -1,8 +1,9 @@
 """The one time base of every figure: per profiled step.
 
 A trace's totals cover its profiled steps; a user reads a saving against one step. This module is
-the single definition of the step and of the per-step figures (the dashboard's strip computes the
-same in frontend/src/views/strip.ts ``context``; the CLI, the overview and the advice read this).
+the single definition of the step and of the per-step figures (the dashboard computes the same in
+frontend/src/views/strip.ts ``context``, with the divisor of frontend/src/timebase.ts; the CLI, the
+overview and the advice read this).
 It imports nothing of the engine, so the plugin's server can use it without loading the engine.
 """
 

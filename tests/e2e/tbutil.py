@@ -137,6 +137,21 @@ def plugin_frame(page, name: str = "attention", timeout: float = 20.0):
     raise AssertionError(f"the {name} tab's iframe did not appear")
 
 
+def trace_view_ready(frame, run: str, timeout: float = 30000):
+    """Wait until the Trace view shows ``run`` with its kernel rows: a hash change on the same page
+    keeps the last run's rows until the new ones arrive (a click on an expander of the old table
+    would be lost when it is redrawn)."""
+    frame.wait_for_function(
+        "r => { const s = document.getElementById('trace-run');"
+        " const b = document.querySelector('#kernels .kernels-body');"
+        " return s && s.value === r && b && b.getAttribute('aria-busy') === 'false'; }",
+        arg=run,
+        timeout=timeout,
+    )
+    frame.wait_for_selector("#kernel-table tbody tr[data-id]", timeout=timeout)
+    return frame
+
+
 @contextlib.contextmanager
 def chromium():
     """Debian's chromium, headless, driven by Playwright: the browser of every e2e test."""

@@ -16,7 +16,7 @@ import os
 from urllib.parse import urlencode
 
 import pytest
-from tbutil import CHROMIUM, get_json, new_page, plugin_frame, serving_runs, shot
+from tbutil import CHROMIUM, get_json, new_page, plugin_frame, serving_runs, shot, trace_view_ready
 
 pytestmark = pytest.mark.e2e
 
@@ -56,15 +56,7 @@ def tb(tmp_path_factory):
 def _trace(page, base, run=EAGER, extra=""):
     page.goto(base + "/#attention&" + urlencode({"att.view": "run", "att.run": run}) + extra)
     frame = plugin_frame(page)
-    frame.wait_for_function(
-        "r => { const s = document.getElementById('trace-run');"
-        " const b = document.querySelector('#kernels .kernels-body');"
-        " return s && s.value === r && b && b.getAttribute('aria-busy') === 'false'; }",
-        arg=run,
-        timeout=30000,
-    )
-    frame.wait_for_selector("#kernel-table tbody tr[data-id]", timeout=30000)
-    return frame
+    return trace_view_ready(frame, run)
 
 
 def _dark(page, frame):

@@ -18,7 +18,18 @@ import sys
 import time
 
 import pytest
-from tbutil import CHROMIUM, ROOT, copy_run, get_json, new_page, plugin_frame, shot, tensorboard, wait
+from tbutil import (
+    CHROMIUM,
+    ROOT,
+    copy_run,
+    get_json,
+    new_page,
+    plugin_frame,
+    shot,
+    tensorboard,
+    trace_view_ready,
+    wait,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -79,17 +90,7 @@ def _open(page, base, hash_="#attention"):
 
 def _trace(page, base, run, extra=""):
     frame = _open(page, base, f"#attention&att.view=run&att.run={run}{extra}")
-    # a hash change on the same page keeps the last run's rows until the new ones arrive: wait for
-    # this run's (a click on an expander of the old table would be lost when it is redrawn)
-    frame.wait_for_function(
-        "r => { const s = document.getElementById('trace-run');"
-        " const b = document.querySelector('#kernels .kernels-body');"
-        " return s && s.value === r && b && b.getAttribute('aria-busy') === 'false'; }",
-        arg=run,
-        timeout=30000,
-    )
-    frame.wait_for_selector("#kernel-table tbody tr[data-id]", timeout=30000)
-    return frame
+    return trace_view_ready(frame, run)
 
 
 # the kernel table's heading and filters, against the sticky bars (the toolbar and the Trace view's

@@ -5,6 +5,7 @@
 import { h, Child } from "../dom";
 import * as fmt from "../format";
 import type { Summary } from "../types";
+import { divisor } from "../timebase";
 
 export const IDLE_DIAGNOSIS = 0.5;         // idle share of the span above which the diagnosis says so
 export const SMALL_ATTENTION = 0.1;        // attention share of GPU work below which it is not the lever
@@ -28,7 +29,7 @@ export interface Context {
 
 export function context(s: Summary): Context {
   const steps = s.step ? s.steps.filter((x) => x.name === s.step) : s.steps;
-  const n = s.step ? 1 : Math.max(1, steps.length);   // the report's totals cover these steps
+  const n = divisor(s);   // the report's totals cover these steps
   const stepSum = steps.reduce((a, x) => a + (x.dur_us || 0), 0);
   const per = (v: number | null | undefined): number | null => (v === null || v === undefined ? null : v / n);
   let span: number | null = s.span_us ?? null;
