@@ -619,6 +619,9 @@ _SIGNATURES: tuple[_Signature, ...] = (
 )
 
 PEAK_KEYS = ("fp64", "fp32", "fp64_tensor", "tf32", "bf16", "fp16", "fp8", "int8")
+# The peaks of the matrix engines (Tensor Cores, Matrix Cores): a kernel on one of these roofs runs on them
+# (roofline/classify.py gives them only to matmul-like or fused attention kernels of that dtype).
+MATRIX_PEAKS = frozenset({"bf16", "fp16", "tf32", "fp8", "int8", "fp64_tensor"})
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ from ..trace.correlate import Links
 from ..trace.records import Trace
 from . import ncu as N
 from .classify import BOUND_LATENCY, CAUSES, ROOF_REACHED, SHORT_KERNEL_US, decide, latency_cause, rate
-from .devices import DevicePeaks
+from .devices import MATRIX_PEAKS, DevicePeaks
 from .frame import KernelFrame
 
 MIN_MATCH_RATE = 0.9  # of the shorter sequence
@@ -79,7 +79,6 @@ SM_PCT = ("sm__throughput.avg.pct_of_peak_sustained_elapsed",)
 _TENSOR_OPS = re.compile(r"^sm__ops_path_tensor_src_([a-z0-9]+?)(?:_dst_([a-z0-9]+))?\.sum$")
 _SASS = re.compile(r"^smsp__sass_thread_inst_executed_op_([dfh])(fma|add|mul)_pred_on\.sum$")
 _WANTED = set(DUR + DRAM_PCT + TENSOR_PCT + FMA_PCT + SM_PCT) | {DRAM_READ, DRAM_WRITE, DRAM_TOTAL}
-MATRIX_PEAKS = frozenset({"bf16", "fp16", "tf32", "fp8", "int8", "fp64_tensor"})
 _LAUNCH = re.compile(r"launch.*kernel|cuLaunch", re.I)
 
 

@@ -4,7 +4,7 @@ time, Tensor Core use, mean occupancy and the bound holding most of its time; so
 paginated here like the launches (a trace of 100k launches has a few hundred such rows).
 
 Tensor Core use is read from the roof the classifier put each launch on (``peak``): a matrix
-engine peak (bf16, fp16, tf32, fp8, int8, fp64 tensor) is given only to a matmul-like or fused
+engine peak (roofline/devices.py ``MATRIX_PEAKS``) is given only to a matmul-like or fused
 attention kernel of that dtype (roofline/classify.py ``peak_key``); an elementwise kernel of a
 bf16 tensor is on the fp32 vector roof, a copy on none.
 """
@@ -15,11 +15,9 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ..roofline.devices import MATRIX_PEAKS  # the peak table alone: no engine in TensorBoard's process
 from .index import KernelQuery, KernelTable, filter_mask
 
-# roofline/measured.py MATRIX_PEAKS (not imported: TensorBoard's process keeps the engine out;
-# tests/plugin/test_kernel_groups.py checks that the two agree)
-MATRIX_PEAKS = frozenset({"bf16", "fp16", "tf32", "fp8", "int8", "fp64_tensor"})
 GROUP_SORT_KEYS = (
     "total_us",
     "calls",
